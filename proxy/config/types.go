@@ -1,0 +1,293 @@
+package config
+
+import (
+	"time"
+)
+
+// Config is a whole tether configuration file. The ReverseProxy section has
+// YARP's shape, so a YARP appsettings.json section loads as it is. After Load
+// every default documented on a field has been filled in, so consumers read
+// effective values and never re-apply defaults.
+type Config struct {
+	// Listeners are the proxy's listening sockets. When absent, Urls is used;
+	// when both are absent the default is one HTTP listener on ":8080".
+	Listeners []Listener
+	// Urls is ASP.NET's semicolon-separated list of listen URLs
+	// ("http://*:8080;https://+:8443"), honoured only when Listeners is absent.
+	// After Load it has been turned into Listeners.
+	Urls string
+	// TrustedProxies lists addresses or CIDRs of proxies in front of tether.
+	// Only when the immediate peer is in this list are the incoming
+	// X-Forwarded-For (appended to), X-Forwarded-Proto and X-Forwarded-Host kept.
+	TrustedProxies []string
+	// Limits bound what a client may send. Defaults below.
+	Limits Limits
+	// ReverseProxy is YARP's section: routes and clusters.
+	ReverseProxy ReverseProxy
+
+	// Keys that ASP.NET defines but tether does not implement: accepted with a
+	// warning naming each.
+	Logging      Unsupported
+	AllowedHosts Unsupported
+	Kestrel      Unsupported
+}
+
+// Listener is one listening address.
+type Listener struct {
+	// Address is "host:port" or ":port". Required.
+	Address string
+	// Certificate, when set, makes this an HTTPS listener (HTTP/2 via ALPN).
+	Certificate *Certificate
+	// Redirect, when set, answers every request on this listener with a
+	// redirect instead of proxying it (e.g. HTTP to HTTPS).
+	Redirect *Redirect
+}
+
+// Certificate names PEM files, as Kestrel's Certificates section does.
+type Certificate struct {
+	Path    string // certificate chain (PEM). Required.
+	KeyPath string // private key (PEM). Required.
+}
+
+// Redirect is an Application Gateway style redirect rule. Fields left empty
+// keep the request's own value.
+type Redirect struct {
+	Scheme string // "http" or "https"; default: unchanged
+	Host   string // host name without port; default: the request's host
+	Port   int    // default: the scheme's default port when Scheme changes, else unchanged
+	// StatusCode is 301, 302, 303, 307 or 308. Default 308.
+	StatusCode int
+	// IncludePath and IncludeQueryString default to true.
+	IncludePath        *bool
+	IncludeQueryString *bool
+}
+
+// Limits are per-connection limits of the listeners (Kestrel's names).
+type Limits struct {
+	// MaxRequestHeadersTotalSize in bytes; larger header blocks get 431.
+	// Default 32768.
+	MaxRequestHeadersTotalSize int
+	// RequestHeadersTimeout bounds how long a client may take to send the
+	// request headers. Default 30s.
+	RequestHeadersTimeout Duration
+	// KeepAliveTimeout closes idle client connections. Default 2m10s.
+	KeepAliveTimeout Duration
+	// ShutdownTimeout bounds how long in-flight requests may run after a
+	// stop signal. Default 30s.
+	ShutdownTimeout Duration
+}
+
+// ReverseProxy is YARP's configuration section.
+type ReverseProxy struct {
+	Routes   map[string]*Route
+	Clusters map[string]*Cluster
+}
+
+// Route matches requests and sends them to a cluster.
+type Route struct {
+	// RouteId is filled from the map key by Load.
+	RouteId string
+	// ClusterId names the cluster to send to. Required.
+	ClusterId string
+	// Order breaks ties between equally specific routes; lower wins. Default 0.
+	Order int
+	Match RouteMatch
+	// Transforms are YARP's transform dictionaries, applied in order.
+	Transforms []map[string]string
+	// MaxRequestBodySize in bytes; larger bodies get 413. 0 or -1: no limit.
+	MaxRequestBodySize int64
+	// SessionAffinity overrides the cluster's affinity for this route
+	// (Envoy's StatefulSessionPerRoute): {"Enabled": false} disables it, a
+	// full block replaces it. Nil: the cluster's applies.
+	SessionAffinity *SessionAffinity
+	Metadata        map[string]string
+
+	AuthorizationPolicy Unsupported
+	CorsPolicy          Unsupported
+	RateLimiterPolicy   Unsupported
+	OutputCachePolicy   Unsupported
+	TimeoutPolicy       Unsupported
+	Timeout             Unsupported
+}
+
+// RouteMatch holds the match criteria; all given criteria must hold.
+type RouteMatch struct {
+	// Path is a YARP route template ("/api/{id}", "/{**catch-all}") or, when
+	// it ends in "/*" or is written as "prefix:/a", a plain prefix. Empty
+	// matches every path.
+	Path string
+	// Hosts match the request host exactly (case-insensitive) or with a
+	// leading "*." wildcard; an optional ":port" must match too.
+	Hosts []string
+	// Methods match case-insensitively.
+	Methods         []string
+	Headers         []RouteHeader
+	QueryParameters []RouteQueryParameter
+}
+
+// RouteHeader is YARP's header match.
+type RouteHeader struct {
+	Name   string
+	Values []string
+	// Mode: ExactHeader (default), HeaderPrefix, Contains, NotContains,
+	// Exists, NotExists.
+	Mode            string
+	IsCaseSensitive bool
+}
+
+// RouteQueryParameter is YARP's query parameter match.
+type RouteQueryParameter struct {
+	Name   string
+	Values []string
+	// Mode: Exact (default), Contains, NotContains, Prefix, Exists.
+	Mode            string
+	IsCaseSensitive bool
+}
+
+// Cluster is a group of destinations with shared policies.
+type Cluster struct {
+	// ClusterId is filled from the map key by Load.
+	ClusterId string
+	// LoadBalancingPolicy: PowerOfTwoChoices (default), RoundRobin,
+	// LeastRequests, Random, FirstAlphabetical.
+	LoadBalancingPolicy string
+	SessionAffinity     SessionAffinity
+	HealthCheck         HealthCheck
+	HttpClient          HttpClient
+	HttpRequest         HttpRequest
+	Destinations        map[string]*Destination
+	Metadata            map[string]string
+	// DrainTimeout is how long a draining destination keeps serving its
+	// existing affinitized sessions (Application Gateway's connection
+	// draining timeout). Default 5m.
+	DrainTimeout Duration
+}
+
+// Destination is one backend.
+type Destination struct {
+	// DestinationId is filled from the map key by Load.
+	DestinationId string
+	// Address is the backend's base URL (http or https, IP or DNS name). Required.
+	Address string
+	// Health is an optional different base URL for active probes.
+	Health string
+	// Host overrides the Host header sent to this destination.
+	Host string
+	// Metadata; "AffinityKey" groups destinations under one affinity key.
+	Metadata map[string]string
+}
+
+// SessionAffinity is YARP's affinity block plus tether's additions.
+type SessionAffinity struct {
+	Enabled bool
+	// Policy: HashCookie (default), ArrCookie, Cookie, CustomHeader,
+	// EnvelopeCookie, EnvelopeHeader.
+	Policy string
+	// FailurePolicy: Redistribute (default), Return503Error.
+	FailurePolicy string
+	// AffinityKeyName is the cookie or header name. Required when Enabled.
+	AffinityKeyName string
+	Cookie          SessionAffinityCookie
+	// FailureStatusCode is answered by Return503Error. Default 503.
+	FailureStatusCode int
+}
+
+// SessionAffinityCookie is YARP's cookie builder settings.
+type SessionAffinityCookie struct {
+	Domain string
+	// Path default "/".
+	Path string
+	// Expiration sets Expires relative to the response time; zero: session cookie.
+	Expiration Duration
+	// MaxAge sets Max-Age; zero: not sent.
+	MaxAge Duration
+	// HttpOnly default true.
+	HttpOnly *bool
+	// IsEssential is accepted for YARP compatibility (consent is not enforced).
+	IsEssential bool
+	// SameSite: Unspecified (default), None, Lax, Strict.
+	SameSite string
+	// SecurePolicy: SameAsRequest (default), Always, None.
+	SecurePolicy string
+}
+
+// HealthCheck is YARP's health check block.
+type HealthCheck struct {
+	Active  ActiveHealthCheck
+	Passive PassiveHealthCheck
+
+	AvailableDestinationsPolicy Unsupported
+}
+
+// ActiveHealthCheck configures probes.
+type ActiveHealthCheck struct {
+	Enabled bool
+	// Interval between probes of one destination. Default 15s.
+	Interval Duration
+	// Timeout of one probe. Default 10s.
+	Timeout Duration
+	// Policy: ConsecutiveFailures (default, the only one).
+	Policy string
+	// Path is appended to the destination's health (or main) address. Default "/".
+	Path string
+	// Query is appended to the probe URL (e.g. "?ready=1").
+	Query string
+	// HealthyStatuses is a list of codes and ranges, e.g. "200-399" (default)
+	// or "200,204".
+	HealthyStatuses string
+	// ConsecutiveFailures marks a destination unhealthy. Default 3, or the
+	// cluster metadata "ConsecutiveFailuresHealthPolicy.Threshold" (YARP).
+	ConsecutiveFailures int
+	// ConsecutiveSuccesses mark an unhealthy destination healthy again. Default 1.
+	ConsecutiveSuccesses int
+	// ProbeFanout is how many nodes probe each destination. Default 3.
+	ProbeFanout int
+}
+
+// PassiveHealthCheck configures health from proxied traffic.
+type PassiveHealthCheck struct {
+	Enabled bool
+	// Policy: TransportFailureRate (default, the only one).
+	Policy string
+	// ReactivationPeriod is how long a failed destination stays excluded
+	// locally. Default 2m (YARP's).
+	ReactivationPeriod Duration
+}
+
+// HttpClient configures the cluster's shared transport.
+type HttpClient struct {
+	DangerousAcceptAnyServerCertificate bool
+	// MaxConnectionsPerServer caps connections per destination; 0: no cap.
+	MaxConnectionsPerServer int
+	// EnableMultipleHttp2Connections is accepted; Go's transport already
+	// opens more HTTP/2 connections as needed.
+	EnableMultipleHttp2Connections bool
+
+	SslProtocols           Unsupported
+	RequestHeaderEncoding  Unsupported
+	ResponseHeaderEncoding Unsupported
+	WebProxy               Unsupported
+}
+
+// HttpRequest configures outgoing requests.
+type HttpRequest struct {
+	// ActivityTimeout (YARP's name; Timeout is read as a synonym) bounds
+	// waiting for the backend's response headers. Default 100s.
+	ActivityTimeout Duration
+	Timeout         Duration
+
+	Version                Unsupported
+	VersionPolicy          Unsupported
+	AllowResponseBuffering Unsupported
+}
+
+// Duration reads .NET TimeSpan strings ("03:00:00", "1.00:00:00",
+// "00:00:00.5") and Go durations ("3h", "500ms"); a bare number is seconds.
+type Duration struct{ time.Duration }
+
+// Unsupported marks a key that YARP or ASP.NET defines and tether accepts
+// without implementing it; Load warns once per occurrence, naming its path.
+type Unsupported struct {
+	// Set is true when the key was present in the file.
+	Set bool
+}

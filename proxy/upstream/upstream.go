@@ -1,0 +1,180 @@
+package upstream
+
+import (
+	"net/url"
+	"sort"
+	"sync/atomic"
+	"time"
+)
+
+// Health is a destination's health as one source sees it.
+type Health int32
+
+const (
+	// Unknown means no probe has answered yet; like YARP, unknown counts as
+	// available so a cluster serves before its first probe round.
+	Unknown Health = iota
+	Healthy
+	Unhealthy
+)
+
+func (h Health) String() string {
+	switch h {
+	case Healthy:
+		return "healthy"
+	case Unhealthy:
+		return "unhealthy"
+	default:
+		return "unknown"
+	}
+}
+
+// Destination is one backend: its configuration plus small atomic state that
+// the health checkers, the load balancers and the admin API share. A
+// Destination is reused across config reloads while its id and addresses stay
+// the same, so health and in-flight counts survive a reload.
+type Destination struct {
+	ID string
+	// Address is the backend base URL requests are forwarded to.
+	Address *url.URL
+	// HealthAddress is the base URL for active probes (Address when not set).
+	HealthAddress *url.URL
+	// Host, when set, overrides the Host header sent to this destination.
+	Host     string
+	Metadata map[string]string
+	// AffinityKey is the input to affinity keys: Metadata["AffinityKey"] when
+	// set, else ID. Destinations sharing it form one affinity group.
+	AffinityKey string
+
+	inflight atomic.Int64
+	// active is the health decided by probes (locally now; the cluster-wide
+	// view once gossip feeds it).
+	active atomic.Int32
+	// local is this node's own probe verdict, kept apart from active so the
+	// admin API can show both.
+	local atomic.Int32
+	// passiveUntil is the UnixNano until which passive failures exclude the
+	// destination on this node; 0 when not excluded.
+	passiveUntil atomic.Int64
+	// drainDeadline is the UnixNano at which a draining destination stops
+	// serving its existing sessions; 0 when not draining.
+	drainDeadline atomic.Int64
+}
+
+// NewDestination builds a destination. healthAddr may be nil.
+func NewDestination(id string, addr, healthAddr *url.URL, host string, metadata map[string]string) *Destination {
+	d := &Destination{ID: id, Address: addr, HealthAddress: healthAddr, Host: host, Metadata: metadata, AffinityKey: id}
+	if d.HealthAddress == nil {
+		d.HealthAddress = addr
+	}
+	if k := metadata["AffinityKey"]; k != "" {
+		d.AffinityKey = k
+	}
+	return d
+}
+
+// Inflight is the number of requests currently proxied to the destination.
+func (d *Destination) Inflight() int64 { return d.inflight.Load() }
+
+// Begin counts a request as in flight; call Done when it ends.
+func (d *Destination) Begin() { d.inflight.Add(1) }
+
+// Done ends a request counted by Begin.
+func (d *Destination) Done() { d.inflight.Add(-1) }
+
+// SetActiveHealth records the effective probe-based health.
+func (d *Destination) SetActiveHealth(h Health) { d.active.Store(int32(h)) }
+
+// ActiveHealth is the effective probe-based health.
+func (d *Destination) ActiveHealth() Health { return Health(d.active.Load()) }
+
+// SetLocalHealth records this node's own probe verdict.
+func (d *Destination) SetLocalHealth(h Health) { d.local.Store(int32(h)) }
+
+// LocalHealth is this node's own probe verdict.
+func (d *Destination) LocalHealth() Health { return Health(d.local.Load()) }
+
+// MarkPassiveFailure excludes the destination on this node until t.
+func (d *Destination) MarkPassiveFailure(until time.Time) { d.passiveUntil.Store(until.UnixNano()) }
+
+// ClearPassiveFailure ends a passive exclusion early.
+func (d *Destination) ClearPassiveFailure() { d.passiveUntil.Store(0) }
+
+// PassiveFailed reports whether passive health excludes the destination at now.
+func (d *Destination) PassiveFailed(now time.Time) bool {
+	u := d.passiveUntil.Load()
+	return u != 0 && now.UnixNano() < u
+}
+
+// Healthy reports whether the destination may receive traffic at all:
+// probes do not say unhealthy and passive health does not exclude it.
+func (d *Destination) Healthy(now time.Time) bool {
+	return d.ActiveHealth() != Unhealthy && !d.PassiveFailed(now)
+}
+
+// SetDraining starts draining with the given deadline; the zero time stops it.
+func (d *Destination) SetDraining(deadline time.Time) {
+	if deadline.IsZero() {
+		d.drainDeadline.Store(0)
+		return
+	}
+	d.drainDeadline.Store(deadline.UnixNano())
+}
+
+// Draining reports whether the destination is draining, and its deadline.
+func (d *Destination) Draining() (bool, time.Time) {
+	u := d.drainDeadline.Load()
+	if u == 0 {
+		return false, time.Time{}
+	}
+	return true, time.Unix(0, u)
+}
+
+// AcceptsNew reports whether the destination may take new sessions (and,
+// without affinity, new requests): healthy and not draining.
+func (d *Destination) AcceptsNew(now time.Time) bool {
+	return d.drainDeadline.Load() == 0 && d.Healthy(now)
+}
+
+// AcceptsExisting reports whether the destination may serve a request that
+// belongs to an existing affinitized session: healthy, and either not
+// draining or still before its drain deadline.
+func (d *Destination) AcceptsExisting(now time.Time) bool {
+	if !d.Healthy(now) {
+		return false
+	}
+	u := d.drainDeadline.Load()
+	return u == 0 || now.UnixNano() < u
+}
+
+// Cluster is the runtime view of one configured cluster's destinations.
+type Cluster struct {
+	ID string
+	// Destinations are sorted by ID; the slice is never modified after New.
+	Destinations []*Destination
+	byID         map[string]*Destination
+}
+
+// NewCluster builds a cluster over dests (sorted by ID here).
+func NewCluster(id string, dests []*Destination) *Cluster {
+	sorted := append([]*Destination(nil), dests...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].ID < sorted[j].ID })
+	c := &Cluster{ID: id, Destinations: sorted, byID: make(map[string]*Destination, len(sorted))}
+	for _, d := range sorted {
+		c.byID[d.ID] = d
+	}
+	return c
+}
+
+// Destination returns the destination with the given id, or nil.
+func (c *Cluster) Destination(id string) *Destination { return c.byID[id] }
+
+// AppendAvailable appends to buf the destinations that accept new requests.
+func (c *Cluster) AppendAvailable(buf []*Destination, now time.Time) []*Destination {
+	for _, d := range c.Destinations {
+		if d.AcceptsNew(now) {
+			buf = append(buf, d)
+		}
+	}
+	return buf
+}
