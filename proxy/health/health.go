@@ -1,46 +1,38 @@
 package health
 
-// Contract stub: the health work replaces this file.
-
 import (
-	"log/slog"
-	"net/http"
-	"time"
-
-	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/upstream"
 )
 
-// ActiveOptions are the active checker's collaborators.
-type ActiveOptions struct {
-	// Transport sends probes; the cluster's shared transport.
-	Transport http.RoundTripper
-	// Metadata is the cluster's metadata (YARP reads
-	// "ConsecutiveFailuresHealthPolicy.Threshold" from it).
-	Metadata map[string]string
-	Logger   *slog.Logger
+// Observer receives this node's probe verdicts. It decides the effective
+// health of a destination: the default (LocalObserver) takes the verdict as
+// it is; a cluster-wide observer gossips it and combines it with other
+// nodes' verdicts. Observe is called from probe goroutines, once per change
+// of this node's verdict; it must not block for long.
+type Observer interface {
+	Observe(clusterID, destID string, h upstream.Health)
 }
 
-// Active probes the destinations of one cluster.
-type Active struct{}
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(clusterID, destID string, h upstream.Health)
 
-// NewActive builds a checker; it does nothing until Start.
-func NewActive(clusterID string, c *upstream.Cluster, cfg config.ActiveHealthCheck, opts ActiveOptions) *Active {
-	panic("contract stub")
+// Observe calls f.
+func (f ObserverFunc) Observe(clusterID, destID string, h upstream.Health) { f(clusterID, destID, h) }
+
+// LocalObserver makes this node's verdict the effective health of c's
+// destinations (SetLocalHealth and SetActiveHealth), as a single node would.
+func LocalObserver(c *upstream.Cluster) Observer { return localObserver{c} }
+
+type localObserver struct{ c *upstream.Cluster }
+
+var (
+	_ Observer = localObserver{}
+	_ Observer = ObserverFunc(nil)
+)
+
+func (o localObserver) Observe(_, destID string, h upstream.Health) {
+	if d := o.c.Destination(destID); d != nil {
+		d.SetLocalHealth(h)
+		d.SetActiveHealth(h)
+	}
 }
-
-// Start begins probing in the background.
-func (a *Active) Start() {}
-
-// Stop ends probing and waits for probe goroutines to exit.
-func (a *Active) Stop() {}
-
-// Passive turns proxied-request failures into local exclusions.
-type Passive struct{}
-
-// NewPassive builds the passive policy for one cluster.
-func NewPassive(cfg config.PassiveHealthCheck) *Passive { panic("contract stub") }
-
-// Report records the result of one proxied request to d: err is the
-// transport error (nil on a response), status the response status.
-func (p *Passive) Report(d *upstream.Destination, now time.Time, err error, status int) {}
