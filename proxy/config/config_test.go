@@ -1,0 +1,403 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+type obj = map[string]any
+
+// baseConfig is the smallest valid configuration; cases change one thing.
+func baseConfig() obj {
+	return obj{
+		"ReverseProxy": obj{
+			"Routes": obj{"r1": obj{"ClusterId": "c1", "Match": obj{"Path": "/{**catch-all}"}}},
+			"Clusters": obj{"c1": obj{
+				"Destinations": obj{"d1": obj{"Address": "http://10.0.0.1:8080/"}},
+			}},
+		},
+	}
+}
+
+// set stores val at a dotted path, creating objects on the way.
+func set(m obj, path string, val any) {
+	parts := strings.Split(path, ".")
+	for _, p := range parts[:len(parts)-1] {
+		next, ok := m[p].(obj)
+		if !ok {
+			next = obj{}
+			m[p] = next
+		}
+		m = next
+	}
+	m[parts[len(parts)-1]] = val
+}
+
+func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func parseOK(t *testing.T, data string, format string) (*Config, []string) {
+	t.Helper()
+	c, warns, err := Parse([]byte(data), format)
+	if err != nil {
+		t.Fatalf("Parse: unexpected error:\n%v", err)
+	}
+	return c, warns
+}
+
+func wantFieldError(t *testing.T, err error, path, msg string) {
+	t.Helper()
+	var es Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("want Errors containing %s: %s, got %v", path, msg, err)
+	}
+	for _, e := range es {
+		if e.Path == path && strings.Contains(e.Message, msg) {
+			return
+		}
+	}
+	t.Errorf("want error %s: %s; got:\n%v", path, msg, err)
+}
+
+const minimalRP = `"ReverseProxy": {
+	"Routes": {"r1": {"ClusterId": "c1", "Match": {"Path": "/"}}},
+	"Clusters": {"c1": {"Destinations": {"d1": {"Address": "http://a.example:80"}}}}
+}`
+
+func TestDecodingRules(t *testing.T) {
+	cases := []struct {
+		desc   string
+		format string
+		in     string
+		check  func(c *Config) bool
+	}{
+		{"JSON comments are allowed", "json", `{
+			// line comment
+			/* block */ ` + minimalRP + `}`,
+			func(c *Config) bool { return c.ReverseProxy.Routes["r1"] != nil }},
+		{"JSON trailing commas are allowed", "json", `{"TrustedProxies": ["10.0.0.1",], ` + minimalRP + `,}`,
+			func(c *Config) bool { return len(c.TrustedProxies) == 1 }},
+		{"keys match fields case-insensitively", "json", `{"reverseproxy": {
+			"ROUTES": {"r1": {"clusterid": "c1", "match": {"path": "/"}}},
+			"clusters": {"c1": {"destinations": {"d1": {"address": "http://a.example"}}}}}}`,
+			func(c *Config) bool { return c.ReverseProxy.Routes["r1"].ClusterId == "c1" }},
+		{"booleans may be strings", "json", `{` + minimalRP + `, "Listeners": [{"Address": ":1", "Redirect": {"IncludePath": "False"}}]}`,
+			func(c *Config) bool { return !*c.Listeners[0].Redirect.IncludePath }},
+		{"numbers may be strings", "json", `{` + minimalRP + `, "Limits": {"MaxRequestHeadersTotalSize": "5"}}`,
+			func(c *Config) bool { return c.Limits.MaxRequestHeadersTotalSize == 5 }},
+		{"map ids keep the file's spelling and fill the Id fields", "json", `{"ReverseProxy": {
+			"Routes": {"Route-A": {"ClusterId": "Cl", "Match": {"Path": "/"}}},
+			"Clusters": {"Cl": {"Destinations": {"Dest/1": {"Address": "http://a.example"}}}}}}`,
+			func(c *Config) bool {
+				r, cl := c.ReverseProxy.Routes["Route-A"], c.ReverseProxy.Clusters["Cl"]
+				return r != nil && r.RouteId == "Route-A" && cl.ClusterId == "Cl" && cl.Destinations["Dest/1"].DestinationId == "Dest/1"
+			}},
+		{"a route's ClusterId matches a cluster case-insensitively", "json", `{"ReverseProxy": {
+			"Routes": {"r": {"ClusterId": "APP", "Match": {"Path": "/"}}},
+			"Clusters": {"app": {"Destinations": {"d": {"Address": "http://a.example"}}}}}}`,
+			func(c *Config) bool { return c.ReverseProxy.Routes["r"].ClusterId == "app" }},
+		{"pointer structs are allocated when present", "json", `{` + minimalRP + `, "Listeners": [{"Address": ":1", "Redirect": {}}]}`,
+			func(c *Config) bool { return c.Listeners[0].Redirect != nil && c.Listeners[0].Certificate == nil }},
+		{"Metadata reads as a string map", "json", `{"ReverseProxy": {
+			"Routes": {"r1": {"ClusterId": "c1", "Match": {"Path": "/"}, "Metadata": {"k": "v", "n": 5}}},
+			"Clusters": {"c1": {"Destinations": {"d1": {"Address": "http://a.example"}}}}}}`,
+			func(c *Config) bool { m := c.ReverseProxy.Routes["r1"].Metadata; return m["k"] == "v" && m["n"] == "5" }},
+		{"null leaves the default", "json", `{"Limits": null, ` + minimalRP + `}`,
+			func(c *Config) bool { return c.Limits.MaxRequestHeadersTotalSize == 32768 }},
+		{"YAML reads the same keys", "yaml", `
+reverseProxy:
+  routes:
+    r1: {clusterId: c1, match: {path: /}}
+  clusters:
+    c1:
+      sessionAffinity: {enabled: "true", affinityKeyName: k}
+      destinations:
+        d1: {address: "http://a.example"}
+`,
+			func(c *Config) bool { return c.ReverseProxy.Clusters["c1"].SessionAffinity.Enabled }},
+		{"Urls become listeners when Listeners is absent", "json", `{"Urls": "http://*:8080; http://+:81;http://localhost:5000;http://0.0.0.0:82;http://[::1]:83", ` + minimalRP + `}`,
+			func(c *Config) bool {
+				var got []string
+				for _, l := range c.Listeners {
+					got = append(got, l.Address)
+				}
+				return reflect.DeepEqual(got, []string{":8080", ":81", "localhost:5000", ":82", "[::1]:83"})
+			}},
+		{"Listeners win over Urls", "json", `{"Urls": "http://*:9", "Listeners": [{"Address": "127.0.0.1:7"}], ` + minimalRP + `}`,
+			func(c *Config) bool { return len(c.Listeners) == 1 && c.Listeners[0].Address == "127.0.0.1:7" }},
+		{"default listener is :8080", "json", `{` + minimalRP + `}`,
+			func(c *Config) bool { return len(c.Listeners) == 1 && c.Listeners[0].Address == ":8080" }},
+		{"enumerations are normalised to the canonical spelling", "json", `{"ReverseProxy": {
+			"Routes": {"r1": {"ClusterId": "c1", "Match": {"Path": "/", "Headers": [{"Name": "h", "Mode": "exists"}]}}},
+			"Clusters": {"c1": {"LoadBalancingPolicy": "roundrobin",
+				"SessionAffinity": {"Enabled": true, "AffinityKeyName": "k", "Policy": "customheader", "Cookie": {"SameSite": "lax"}},
+				"Destinations": {"d1": {"Address": "http://a.example"}}}}}}`,
+			func(c *Config) bool {
+				cl := c.ReverseProxy.Clusters["c1"]
+				return cl.LoadBalancingPolicy == "RoundRobin" && cl.SessionAffinity.Policy == "CustomHeader" &&
+					cl.SessionAffinity.Cookie.SameSite == "Lax" && c.ReverseProxy.Routes["r1"].Match.Headers[0].Mode == "Exists"
+			}},
+		{"transform keys are normalised to YARP's spelling", "json", `{"ReverseProxy": {
+			"Routes": {"r1": {"ClusterId": "c1", "Match": {"Path": "/"}, "Transforms": [
+				{"pathremoveprefix": "/api"}, {"responseheader": "X", "set": "1", "when": "always"}]}},
+			"Clusters": {"c1": {"Destinations": {"d1": {"Address": "http://a.example"}}}}}}`,
+			func(c *Config) bool {
+				tr := c.ReverseProxy.Routes["r1"].Transforms
+				return tr[0]["PathRemovePrefix"] == "/api" && tr[1]["ResponseHeader"] == "X" && tr[1]["Set"] == "1" && tr[1]["When"] == "Always"
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			c, _ := parseOK(t, tc.in, tc.format)
+			if !tc.check(c) {
+				t.Errorf("check failed; config: %+v", c)
+			}
+		})
+	}
+}
+
+func TestDurations(t *testing.T) {
+	cases := []struct {
+		desc string
+		in   string
+		want time.Duration
+		bad  bool
+	}{
+		{"TimeSpan hh:mm:ss", "03:00:00", 3 * time.Hour, false},
+		{"TimeSpan with days", "1.00:00:00", 24 * time.Hour, false},
+		{"TimeSpan with fraction", "00:00:00.5", 500 * time.Millisecond, false},
+		{"TimeSpan hh:mm", "01:30", 90 * time.Minute, false},
+		{"TimeSpan d:hh:mm:ss", "2:01:00:00", 49 * time.Hour, false},
+		{"Go duration", "3h", 3 * time.Hour, false},
+		{"Go duration ms", "500ms", 500 * time.Millisecond, false},
+		{"bare number is seconds", "5", 5 * time.Second, false},
+		{"bare decimal is seconds", "1.5", 1500 * time.Millisecond, false},
+		{"negative TimeSpan is rejected", "-00:00:05", 0, true},
+		{"negative Go duration is rejected", "-5s", 0, true},
+		{"hours out of range", "24:00:00", 0, true},
+		{"minutes out of range", "00:60:00", 0, true},
+		{"fraction too long", "00:00:00.12345678", 0, true},
+		{"garbage", "soon", 0, true},
+		{"NaN is not a number of seconds", "NaN", 0, true},
+		{"overflowing days", "99999999.00:00:00", 0, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			cfg := baseConfig()
+			set(cfg, "ReverseProxy.Clusters.c1.DrainTimeout", tc.in)
+			c, _, err := Parse(mustJSON(t, cfg), "json")
+			if tc.bad {
+				wantFieldError(t, err, "ReverseProxy.Clusters.c1.DrainTimeout", tc.in)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.ReverseProxy.Clusters["c1"].DrainTimeout.Duration; got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	t.Run("a JSON number is seconds", func(t *testing.T) {
+		cfg := baseConfig()
+		set(cfg, "ReverseProxy.Clusters.c1.DrainTimeout", 7)
+		c, _, err := Parse(mustJSON(t, cfg), "json")
+		if err != nil || c.ReverseProxy.Clusters["c1"].DrainTimeout.Duration != 7*time.Second {
+			t.Fatalf("got %v, %v", c, err)
+		}
+	})
+}
+
+func TestDecodeErrors(t *testing.T) {
+	cases := []struct {
+		desc, format, in, path, msg string
+	}{
+		{"unknown key is an error", "json", `{"Listenerz": [], ` + minimalRP + `}`, "Listenerz", "unknown key"},
+		{"unknown nested key names its path", "json", `{"ReverseProxy": {
+			"Routes": {"r1": {"ClusterId": "c1", "Match": {"Path": "/", "Hots": []}}},
+			"Clusters": {"c1": {"Destinations": {"d1": {"Address": "http://a.example"}}}}}}`,
+			"ReverseProxy.Routes.r1.Match.Hots", "unknown key"},
+		{"keys differing only in case are duplicates", "json", `{"Urls": "http://*:1", "urls": "http://*:2", ` + minimalRP + `}`, "urls", "duplicate key"},
+		{"duplicate map ids differing in case", "json", `{"ReverseProxy": {"Clusters": {"a": {}, "A": {}}}}`, "ReverseProxy.Clusters.A", "duplicate key"},
+		{"wrong type: bool", "json", `{"ReverseProxy": {"Clusters": {"c1": {"SessionAffinity": {"Enabled": "yes"}}}}}`,
+			"ReverseProxy.Clusters.c1.SessionAffinity.Enabled", `"yes"`},
+		{"wrong type: integer", "json", `{"Limits": {"MaxRequestHeadersTotalSize": "big"}}`, "Limits.MaxRequestHeadersTotalSize", `"big"`},
+		{"wrong type: object for string", "json", `{"Urls": {}}`, "Urls", "an object"},
+		{"wrong type: list index in path", "json", `{"Listeners": [{"Address": ":1"}, {"Address": []}]}`, "Listeners[1].Address", "a list"},
+		{"wrong type: list expected", "json", `{"TrustedProxies": "10.0.0.1"}`, "TrustedProxies", "want a list"},
+		{"root must be an object", "json", `[1]`, "$", "want an object"},
+		{"syntax error", "json", `{"Urls": }`, "$", "invalid JSON"},
+		{"YAML syntax error", "yaml", "a: [", "$", "invalid YAML"},
+		{"YAML unknown key", "yaml", "reverseProxy:\n  routs: {}\n", "ReverseProxy.routs", "unknown key"},
+		{"unknown format", "toml", `x`, "$", "unknown format"},
+		{"https in Urls needs a certificate", "json", `{"Urls": "https://0.0.0.0:8443", ` + minimalRP + `}`, "Urls", "https in Urls needs Listeners with a Certificate"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			c, _, err := Parse([]byte(tc.in), tc.format)
+			if c != nil {
+				t.Error("config returned with an error")
+			}
+			wantFieldError(t, err, tc.path, tc.msg)
+		})
+	}
+}
+
+func TestEveryErrorIsReported(t *testing.T) {
+	cfg := baseConfig()
+	set(cfg, "Listeners", []any{obj{}})
+	set(cfg, "ReverseProxy.Clusters.c1.LoadBalancingPolicy", "Fastest")
+	set(cfg, "ReverseProxy.Routes.r1.ClusterId", "")
+	set(cfg, "Limits.Bogus", 1)
+	_, _, err := Parse(mustJSON(t, cfg), "json")
+	for _, want := range [][2]string{
+		{"Listeners[0].Address", "required"},
+		{"ReverseProxy.Clusters.c1.LoadBalancingPolicy", "Fastest"},
+		{"ReverseProxy.Routes.r1.ClusterId", "required"},
+		{"Limits.Bogus", "unknown key"},
+	} {
+		wantFieldError(t, err, want[0], want[1])
+	}
+}
+
+func TestUnsupportedKeysWarn(t *testing.T) {
+	cfg := baseConfig()
+	set(cfg, "Kestrel", obj{"Endpoints": obj{}})
+	set(cfg, "ReverseProxy.Routes.r1.CorsPolicy", "default")
+	set(cfg, "ReverseProxy.Routes.r1.Transforms", []any{obj{"X-Forwarded": "Set"}})
+	c, warns, err := Parse(mustJSON(t, cfg), "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Kestrel.Set || !c.ReverseProxy.Routes["r1"].CorsPolicy.Set {
+		t.Error("Unsupported.Set not set")
+	}
+	want := []string{
+		"Kestrel: accepted but not implemented by tether",
+		"ReverseProxy.Routes.r1.CorsPolicy: accepted but not implemented by tether",
+		"ReverseProxy.Routes.r1.Transforms[0].X-Forwarded: accepted but not implemented by tether",
+	}
+	if !reflect.DeepEqual(warns, want) {
+		t.Errorf("warnings:\n%q\nwant:\n%q", warns, want)
+	}
+}
+
+func TestYARPAppSettingsLoadsWithWarningsOnly(t *testing.T) {
+	c, warns, err := Load("testdata/appsettings.json")
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	for _, w := range []string{
+		"Logging: accepted but not implemented by tether",
+		"AllowedHosts: accepted but not implemented by tether",
+		"ReverseProxy.Routes.route1.AuthorizationPolicy: accepted but not implemented by tether",
+		"ReverseProxy.Clusters.cluster1.HealthCheck.AvailableDestinationsPolicy: accepted but not implemented by tether",
+		"ReverseProxy.Clusters.cluster1.HttpClient.SslProtocols: accepted but not implemented by tether",
+	} {
+		found := false
+		for _, got := range warns {
+			found = found || got == w
+		}
+		if !found {
+			t.Errorf("missing warning %q in %q", w, warns)
+		}
+	}
+	cl := c.ReverseProxy.Clusters["cluster1"]
+	if cl.SessionAffinity.Cookie.MaxAge.Duration != 24*time.Hour || cl.HealthCheck.Active.ConsecutiveFailures != 5 ||
+		cl.HttpRequest.ActivityTimeout.Duration != 2*time.Minute || cl.Destinations["cluster1/destination2"].Metadata["AffinityKey"] != "group-a" {
+		t.Errorf("unexpected cluster: %+v", cl)
+	}
+}
+
+func TestYAMLMatchesJSON(t *testing.T) {
+	js := `{"Listeners": [{"Address": ":8080"}], "TrustedProxies": ["10.0.0.0/8"],
+	"ReverseProxy": {
+		"Routes": {"all": {"ClusterId": "app", "Match": {"Path": "{**catch-all}", "Methods": ["GET"]},
+			"Transforms": [{"PathPrefix": "/x"}]}},
+		"Clusters": {"app": {"LoadBalancingPolicy": "RoundRobin",
+			"SessionAffinity": {"Enabled": true, "Policy": "Cookie", "AffinityKeyName": ".Tether.Affinity"},
+			"HealthCheck": {"Active": {"Enabled": true, "Interval": "00:00:05", "Timeout": "2s", "Path": "/healthz"}},
+			"Destinations": {"app-1": {"Address": "http://10.0.0.11:8080/"}, "app-2": {"Address": "http://10.0.0.12:8080/"}}}}}}`
+	ym := `
+Listeners:
+  - Address: ":8080"
+TrustedProxies: [10.0.0.0/8]
+ReverseProxy:
+  Routes:
+    all:
+      ClusterId: app
+      Match: {Path: "{**catch-all}", Methods: [GET]}
+      Transforms:
+        - PathPrefix: /x
+  Clusters:
+    app:
+      LoadBalancingPolicy: RoundRobin
+      SessionAffinity: {Enabled: true, Policy: Cookie, AffinityKeyName: .Tether.Affinity}
+      HealthCheck:
+        Active: {Enabled: true, Interval: "00:00:05", Timeout: 2s, Path: /healthz}
+      Destinations:
+        app-1: {Address: "http://10.0.0.11:8080/"}
+        app-2: {Address: "http://10.0.0.12:8080/"}
+`
+	cj, _ := parseOK(t, js, "json")
+	cy, _ := parseOK(t, ym, "yaml")
+	if !reflect.DeepEqual(cj, cy) {
+		t.Errorf("YAML and JSON differ:\njson: %+v\nyaml: %+v", cj, cy)
+	}
+}
+
+func TestLoadFormatFromExtension(t *testing.T) {
+	dir := t.TempDir()
+	y := filepath.Join(dir, "c.yml")
+	if err := os.WriteFile(y, []byte("Urls: http://*:9\n"+"ReverseProxy: {Clusters: {c: {Destinations: {d: {Address: 'http://a'}}}}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := Load(y)
+	if err != nil || c.Listeners[0].Address != ":9" {
+		t.Fatalf("Load yml: %v %+v", err, c)
+	}
+	if _, _, err := Load(filepath.Join(dir, "missing.json")); err == nil {
+		t.Fatal("missing file loaded")
+	}
+}
+
+func TestStatusRanges(t *testing.T) {
+	cases := []struct {
+		desc, in string
+		in200    bool
+		in302    bool
+		in500    bool
+		bad      bool
+	}{
+		{"default range", "200-399", true, true, false, false},
+		{"list of codes and ranges", "200,204,300-302", true, true, false, false},
+		{"spaces allowed", " 500 , 200 ", true, false, true, false},
+		{"reversed range", "399-200", false, false, false, true},
+		{"out of range code", "200-600", false, false, false, true},
+		{"not a number", "ok", false, false, false, true},
+		{"empty", "", false, false, false, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			rs, err := ParseStatusRanges(tc.in)
+			if (err != nil) != tc.bad {
+				t.Fatalf("err = %v", err)
+			}
+			if rs.Contains(200) != tc.in200 || rs.Contains(302) != tc.in302 || rs.Contains(500) != tc.in500 {
+				t.Errorf("Contains wrong for %v", rs)
+			}
+		})
+	}
+}

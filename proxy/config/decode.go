@@ -1,0 +1,271 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// decoder maps the generic tree onto the config types by reflection, the way
+// .NET's configuration binder does: case-insensitive keys, scalars as text.
+// It collects every problem instead of stopping at the first.
+type decoder struct {
+	errs  Errors
+	warns []string
+}
+
+var (
+	durationType    = reflect.TypeFor[Duration]()
+	unsupportedType = reflect.TypeFor[Unsupported]()
+)
+
+func (d *decoder) errorf(path, format string, args ...any) {
+	if path == "" {
+		path = "$"
+	}
+	d.errs = append(d.errs, FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+func (d *decoder) warn(path, msg string) {
+	d.warns = append(d.warns, path+": "+msg)
+}
+
+func join(parent, key string) string {
+	if parent == "" {
+		return key
+	}
+	return parent + "." + key
+}
+
+func (d *decoder) decode(path string, n *node, v reflect.Value) {
+	switch v.Type() {
+	case unsupportedType:
+		v.Set(reflect.ValueOf(Unsupported{Set: true}))
+		d.warn(path, "accepted but not implemented by tether")
+		return
+	case durationType:
+		if n.kind == kindNull {
+			return
+		}
+		if n.kind != kindScalar {
+			d.errorf(path, "want a duration, got %s", n.describe())
+			return
+		}
+		dur, err := parseDuration(n.text)
+		if err != nil {
+			d.errorf(path, "%v", err)
+			return
+		}
+		v.Set(reflect.ValueOf(Duration{dur}))
+		return
+	}
+	if n.kind == kindNull {
+		return // like .NET: an empty value leaves the default
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		d.decode(path, n, v.Elem())
+	case reflect.Struct:
+		d.decodeStruct(path, n, v)
+	case reflect.Map:
+		d.decodeMap(path, n, v)
+	case reflect.Slice:
+		if n.kind != kindList {
+			d.errorf(path, "want a list, got %s", n.describe())
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), len(n.vals), len(n.vals))
+		for i, e := range n.vals {
+			d.decode(fmt.Sprintf("%s[%d]", path, i), e, s.Index(i))
+		}
+		v.Set(s)
+	case reflect.String:
+		if n.kind != kindScalar {
+			d.errorf(path, "want a string, got %s", n.describe())
+			return
+		}
+		v.SetString(n.text)
+	case reflect.Bool:
+		switch {
+		case n.kind == kindScalar && strings.EqualFold(strings.TrimSpace(n.text), "true"):
+			v.SetBool(true)
+		case n.kind == kindScalar && strings.EqualFold(strings.TrimSpace(n.text), "false"):
+			v.SetBool(false)
+		default:
+			d.errorf(path, "want true or false, got %s", n.describe())
+		}
+	case reflect.Int, reflect.Int64:
+		i, err := strconv.ParseInt(strings.TrimSpace(n.text), 10, v.Type().Bits())
+		if n.kind != kindScalar || err != nil {
+			d.errorf(path, "want an integer, got %s", n.describe())
+			return
+		}
+		v.SetInt(i)
+	default: // a field type added to types.go without a decoder here
+		d.errorf(path, "config: cannot decode into %s", v.Type())
+	}
+}
+
+// checkDuplicates reports keys that differ only in case: .NET configuration
+// keys are case-insensitive, so such keys would silently collide.
+func (d *decoder) checkDuplicates(path string, n *node) map[int]bool {
+	seen := make(map[string]string, len(n.keys))
+	dup := map[int]bool{}
+	for i, k := range n.keys {
+		lk := strings.ToLower(k)
+		if first, ok := seen[lk]; ok {
+			d.errorf(join(path, k), "duplicate key (same as %q; keys are case-insensitive)", first)
+			dup[i] = true
+			continue
+		}
+		seen[lk] = k
+	}
+	return dup
+}
+
+func (d *decoder) decodeStruct(path string, n *node, v reflect.Value) {
+	if n.kind != kindObject {
+		d.errorf(path, "want an object, got %s", n.describe())
+		return
+	}
+	dup := d.checkDuplicates(path, n)
+	t := v.Type()
+	for i, k := range n.keys {
+		if dup[i] {
+			continue
+		}
+		f, ok := t.FieldByNameFunc(func(name string) bool { return strings.EqualFold(name, k) })
+		if !ok || !f.IsExported() {
+			d.errorf(join(path, k), "unknown key")
+			continue
+		}
+		d.decode(join(path, f.Name), n.vals[i], v.FieldByIndex(f.Index))
+	}
+}
+
+func (d *decoder) decodeMap(path string, n *node, v reflect.Value) {
+	if n.kind != kindObject {
+		d.errorf(path, "want an object, got %s", n.describe())
+		return
+	}
+	dup := d.checkDuplicates(path, n)
+	m := reflect.MakeMapWithSize(v.Type(), len(n.keys))
+	et := v.Type().Elem()
+	for i, k := range n.keys {
+		if dup[i] {
+			continue
+		}
+		e := reflect.New(et).Elem()
+		d.decode(join(path, k), n.vals[i], e)
+		if e.Kind() == reflect.Pointer && e.IsNil() {
+			e.Set(reflect.New(et.Elem())) // "id": null is an empty entry, never a nil one
+		}
+		m.SetMapIndex(reflect.ValueOf(k), e)
+	}
+	v.Set(m)
+}
+
+// parseDuration reads a .NET TimeSpan ("[d.]hh:mm[:ss[.fffffff]]" or
+// "d:hh:mm:ss"), a Go duration ("1m30s") or a bare number of seconds.
+func parseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "":
+		return 0, nil
+	case strings.HasPrefix(s, "-"):
+		return 0, fmt.Errorf("duration %q must not be negative", s)
+	case strings.Trim(s, "0123456789.") == "" && strings.Count(s, ".") <= 1 && s != ".":
+		f, _ := strconv.ParseFloat(s, 64)
+		if f*1e9 >= math.MaxInt64 {
+			return 0, fmt.Errorf("duration %q is too long", s)
+		}
+		return time.Duration(f * float64(time.Second)), nil
+	case strings.Contains(s, ":"):
+		d, err := parseTimeSpan(s)
+		if err != nil {
+			return 0, fmt.Errorf("invalid TimeSpan %q: %v", s, err)
+		}
+		return d, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q (want a TimeSpan like 00:00:30, a Go duration like 30s, or seconds)", s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("duration %q must not be negative", s)
+	}
+	return d, nil
+}
+
+func parseTimeSpan(s string) (time.Duration, error) {
+	parts := strings.Split(s, ":")
+	var days, frac string
+	switch len(parts) {
+	case 2, 3:
+		if i := strings.IndexByte(parts[0], '.'); i >= 0 {
+			days, parts[0] = parts[0][:i], parts[0][i+1:]
+		}
+	case 4:
+		days, parts = parts[0], parts[1:]
+	default:
+		return 0, errors.New("want [d.]hh:mm[:ss[.fffffff]]")
+	}
+	if len(parts) == 3 {
+		if i := strings.IndexByte(parts[2], '.'); i >= 0 {
+			parts[2], frac = parts[2][:i], parts[2][i+1:]
+			if frac == "" || len(frac) > 7 {
+				return 0, errors.New("fraction of a second must have 1 to 7 digits")
+			}
+		}
+	}
+	total := time.Duration(0)
+	if days != "" {
+		n, err := digits(days, 106751) // the most days an int64 of nanoseconds holds
+		if err != nil {
+			return 0, fmt.Errorf("days: %v", err)
+		}
+		total += time.Duration(n) * 24 * time.Hour
+	}
+	limits := []struct {
+		name string
+		max  int64
+		unit time.Duration
+	}{{"hours", 23, time.Hour}, {"minutes", 59, time.Minute}, {"seconds", 59, time.Second}}
+	for i, p := range parts {
+		n, err := digits(p, limits[i].max)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %v", limits[i].name, err)
+		}
+		total += time.Duration(n) * limits[i].unit
+	}
+	if frac != "" {
+		n, err := digits(frac+strings.Repeat("0", 9-len(frac)), 999_999_999)
+		if err != nil {
+			return 0, fmt.Errorf("fraction: %v", err)
+		}
+		total += time.Duration(n)
+	}
+	if total < 0 {
+		return 0, errors.New("too long")
+	}
+	return total, nil
+}
+
+// digits parses a non-empty run of ASCII digits no greater than max.
+func digits(s string, max int64) (int64, error) {
+	if s == "" || strings.Trim(s, "0123456789") != "" {
+		return 0, fmt.Errorf("%q is not a number", s)
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n > max {
+		return 0, fmt.Errorf("%s is out of range (0..%d)", s, max)
+	}
+	return n, nil
+}

@@ -1,0 +1,302 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Canonical spellings of every enumeration; matched case-insensitively and
+// rewritten to these by Load.
+var (
+	lbPolicies       = []string{"PowerOfTwoChoices", "RoundRobin", "LeastRequests", "Random", "FirstAlphabetical"}
+	affinityPolicies = []string{"HashCookie", "ArrCookie", "Cookie", "CustomHeader", "EnvelopeCookie", "EnvelopeHeader"}
+	failurePolicies  = []string{"Redistribute", "Return503Error"}
+	sameSiteModes    = []string{"Unspecified", "None", "Lax", "Strict"}
+	securePolicies   = []string{"SameAsRequest", "Always", "None"}
+	headerModes      = []string{"ExactHeader", "HeaderPrefix", "Contains", "NotContains", "Exists", "NotExists"}
+	queryModes       = []string{"Exact", "Contains", "NotContains", "Prefix", "Exists"}
+	activePolicies   = []string{"ConsecutiveFailures"}
+	passivePolicies  = []string{"TransportFailureRate"}
+	redirectSchemes  = []string{"http", "https"}
+	redirectCodes    = []int{301, 302, 303, 307, 308}
+)
+
+// thresholdKey is YARP's cluster metadata key for the failure threshold.
+const thresholdKey = "ConsecutiveFailuresHealthPolicy.Threshold"
+
+type validator struct {
+	errs  Errors
+	warns []string
+}
+
+func (v *validator) errorf(path, format string, args ...any) {
+	v.errs = append(v.errs, FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// enum checks *s against allowed (case-insensitively) and rewrites it to the
+// canonical spelling. Empty is left for the defaults.
+func (v *validator) enum(path string, s *string, allowed []string) {
+	if *s == "" {
+		return
+	}
+	for _, a := range allowed {
+		if strings.EqualFold(*s, a) {
+			*s = a
+			return
+		}
+	}
+	v.errorf(path, "unknown value %q (want one of %s)", *s, strings.Join(allowed, ", "))
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+func (v *validator) config(c *Config) {
+	for i := range c.Listeners {
+		v.listener(fmt.Sprintf("Listeners[%d]", i), &c.Listeners[i])
+	}
+	for i, p := range c.TrustedProxies {
+		if _, err := netip.ParseAddr(p); err == nil {
+			continue
+		}
+		if _, err := netip.ParsePrefix(p); err != nil {
+			v.errorf(fmt.Sprintf("TrustedProxies[%d]", i), "%q is neither an IP address nor a CIDR", p)
+		}
+	}
+	if c.Limits.MaxRequestHeadersTotalSize < 0 {
+		v.errorf("Limits.MaxRequestHeadersTotalSize", "must not be negative")
+	}
+	rp := &c.ReverseProxy
+	for _, id := range sortedKeys(rp.Routes) {
+		v.route("ReverseProxy.Routes."+id, rp.Routes[id], rp.Clusters)
+	}
+	for _, id := range sortedKeys(rp.Clusters) {
+		v.cluster("ReverseProxy.Clusters."+id, rp.Clusters[id])
+	}
+}
+
+func (v *validator) listener(path string, l *Listener) {
+	if l.Address == "" {
+		v.errorf(path+".Address", "required")
+	} else if err := checkHostPort(l.Address); err != nil {
+		v.errorf(path+".Address", "%q: %v", l.Address, err)
+	}
+	if c := l.Certificate; c != nil {
+		v.file(path+".Certificate.Path", c.Path)
+		v.file(path+".Certificate.KeyPath", c.KeyPath)
+	}
+	if r := l.Redirect; r != nil {
+		v.enum(path+".Redirect.Scheme", &r.Scheme, redirectSchemes)
+		if r.StatusCode != 0 && !slices.Contains(redirectCodes, r.StatusCode) {
+			v.errorf(path+".Redirect.StatusCode", "%d is not a redirect status (want 301, 302, 303, 307 or 308)", r.StatusCode)
+		}
+		if r.Port < 0 || r.Port > 65535 {
+			v.errorf(path+".Redirect.Port", "%d is out of range (1..65535)", r.Port)
+		}
+	}
+}
+
+func (v *validator) file(path, name string) {
+	if name == "" {
+		v.errorf(path, "required")
+		return
+	}
+	if _, err := os.Stat(name); errors.Is(err, fs.ErrNotExist) {
+		v.errorf(path, "file %q does not exist", name)
+	} else if err != nil {
+		v.errorf(path, "%v", err)
+	}
+}
+
+func (v *validator) route(path string, r *Route, clusters map[string]*Cluster) {
+	switch {
+	case r.ClusterId == "":
+		v.errorf(path+".ClusterId", "required")
+	case clusters[r.ClusterId] == nil:
+		// Keys are case-insensitive in .NET configuration, so ids are too.
+		id, ok := foldKey(clusters, r.ClusterId)
+		if !ok {
+			v.errorf(path+".ClusterId", "no cluster named %q", r.ClusterId)
+		}
+		r.ClusterId = id
+	}
+	if r.MaxRequestBodySize < -1 {
+		v.errorf(path+".MaxRequestBodySize", "must be -1, 0 or a size in bytes")
+	}
+	m := &r.Match
+	if m.Path == "" && len(m.Hosts) == 0 {
+		v.errorf(path+".Match", "Path or Hosts required")
+	}
+	for i, h := range m.Hosts {
+		if strings.TrimSpace(h) == "" {
+			v.errorf(fmt.Sprintf("%s.Match.Hosts[%d]", path, i), "must not be empty")
+		}
+	}
+	for i, meth := range m.Methods {
+		if strings.TrimSpace(meth) == "" {
+			v.errorf(fmt.Sprintf("%s.Match.Methods[%d]", path, i), "must not be empty")
+		}
+	}
+	for i := range m.Headers {
+		h := &m.Headers[i]
+		p := fmt.Sprintf("%s.Match.Headers[%d]", path, i)
+		v.enum(p+".Mode", &h.Mode, headerModes)
+		v.matchRule(p, h.Name, h.Values, h.Mode == "Exists" || h.Mode == "NotExists")
+	}
+	for i := range m.QueryParameters {
+		q := &m.QueryParameters[i]
+		p := fmt.Sprintf("%s.Match.QueryParameters[%d]", path, i)
+		v.enum(p+".Mode", &q.Mode, queryModes)
+		v.matchRule(p, q.Name, q.Values, q.Mode == "Exists")
+	}
+	for i, t := range r.Transforms {
+		r.Transforms[i] = v.transform(fmt.Sprintf("%s.Transforms[%d]", path, i), t)
+	}
+	if r.SessionAffinity != nil {
+		v.affinity(path+".SessionAffinity", r.SessionAffinity)
+	}
+}
+
+func (v *validator) matchRule(path, name string, values []string, existence bool) {
+	if name == "" {
+		v.errorf(path+".Name", "required")
+	}
+	if !existence && len(values) == 0 {
+		v.errorf(path+".Values", "required unless Mode is an existence check")
+	}
+}
+
+func foldKey[V any](m map[string]V, key string) (string, bool) {
+	for _, k := range sortedKeys(m) {
+		if strings.EqualFold(k, key) {
+			return k, true
+		}
+	}
+	return key, false
+}
+
+func (v *validator) affinity(path string, a *SessionAffinity) {
+	v.enum(path+".Policy", &a.Policy, affinityPolicies)
+	v.enum(path+".FailurePolicy", &a.FailurePolicy, failurePolicies)
+	v.enum(path+".Cookie.SameSite", &a.Cookie.SameSite, sameSiteModes)
+	v.enum(path+".Cookie.SecurePolicy", &a.Cookie.SecurePolicy, securePolicies)
+	if a.Enabled && a.AffinityKeyName == "" {
+		v.errorf(path+".AffinityKeyName", "required when Enabled")
+	}
+	if a.FailureStatusCode != 0 && (a.FailureStatusCode < 100 || a.FailureStatusCode > 599) {
+		v.errorf(path+".FailureStatusCode", "%d is not an HTTP status (100..599)", a.FailureStatusCode)
+	}
+}
+
+func (v *validator) cluster(path string, c *Cluster) {
+	v.enum(path+".LoadBalancingPolicy", &c.LoadBalancingPolicy, lbPolicies)
+	v.affinity(path+".SessionAffinity", &c.SessionAffinity)
+
+	a := &c.HealthCheck.Active
+	ap := path + ".HealthCheck.Active"
+	v.enum(ap+".Policy", &a.Policy, activePolicies)
+	if a.HealthyStatuses != "" {
+		if _, err := ParseStatusRanges(a.HealthyStatuses); err != nil {
+			v.errorf(ap+".HealthyStatuses", "%v", err)
+		}
+	}
+	for _, t := range []struct {
+		name string
+		n    int
+	}{{"ConsecutiveFailures", a.ConsecutiveFailures}, {"ConsecutiveSuccesses", a.ConsecutiveSuccesses}, {"ProbeFanout", a.ProbeFanout}} {
+		if t.n < 0 { // 0 means unset: the default applies
+			v.errorf(ap+"."+t.name, "must be at least 1")
+		}
+	}
+	if k, ok := foldKey(c.Metadata, thresholdKey); ok {
+		if n, err := strconv.Atoi(c.Metadata[k]); err != nil || n < 1 {
+			v.errorf(path+".Metadata."+k, "want an integer of at least 1, got %q", c.Metadata[k])
+		}
+	}
+	v.enum(path+".HealthCheck.Passive.Policy", &c.HealthCheck.Passive.Policy, passivePolicies)
+	if c.HttpClient.MaxConnectionsPerServer < 0 {
+		v.errorf(path+".HttpClient.MaxConnectionsPerServer", "must not be negative")
+	}
+
+	if len(c.Destinations) == 0 {
+		v.errorf(path+".Destinations", "at least one destination required")
+	}
+	for _, id := range sortedKeys(c.Destinations) {
+		d, dp := c.Destinations[id], path+".Destinations."+id
+		if d.Address == "" {
+			v.errorf(dp+".Address", "required")
+		} else if err := checkURL(d.Address); err != nil {
+			v.errorf(dp+".Address", "%q: %v", d.Address, err)
+		}
+		if d.Health != "" {
+			if err := checkURL(d.Health); err != nil {
+				v.errorf(dp+".Health", "%q: %v", d.Health, err)
+			}
+		}
+	}
+}
+
+// checkURL accepts an absolute http or https URL whose host is an IP address
+// or a DNS name.
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return errors.New("want an absolute http:// or https:// URL")
+	}
+	if u.Hostname() == "" {
+		return errors.New("no host")
+	}
+	if !validHost(u.Hostname()) {
+		return fmt.Errorf("host %q is neither an IP address nor a DNS name", u.Hostname())
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("port %q is out of range (1..65535)", p)
+		}
+	}
+	return nil
+}
+
+// checkHostPort accepts "host:port" and ":port" listen addresses.
+func checkHostPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return errors.New("want host:port or :port")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is out of range (0..65535)", port)
+	}
+	if host != "" && !validHost(host) {
+		return fmt.Errorf("host %q is neither an IP address nor a DNS name", host)
+	}
+	return nil
+}
+
+func validHost(h string) bool {
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	h = strings.TrimSuffix(h, ".")
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
