@@ -1,0 +1,427 @@
+package route
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Template is a compiled YARP (ASP.NET Core) route template, or a plain
+// prefix. It is immutable; Match is safe for concurrent use.
+type Template struct {
+	segs []segment
+	// prec holds one ASP.NET inbound precedence digit per segment.
+	prec []byte
+}
+
+// segment is one '/'-separated piece of a template: a single literal or
+// parameter, or a complex segment such as "{name}.{ext?}".
+type segment struct{ parts []part }
+
+type part struct {
+	literal string // set when the part is literal text (already unescaped)
+
+	param       bool
+	name        string
+	optional    bool // {name?}
+	catchAll    bool // {*name} or {**name}
+	hasDefault  bool // {name=value}
+	constrained bool // any ":constraint", enforced or not
+	checks      []func(string) bool
+}
+
+// ParseTemplate compiles a route template. Besides YARP's syntax it accepts
+// two plain-prefix forms: "prefix:/a/b" and "/a/b/*", both meaning "/a/b"
+// and anything below it (segment-wise, case-insensitive). The empty string
+// matches every path.
+func ParseTemplate(s string) (*Template, error) {
+	if s == "" {
+		return &Template{segs: []segment{{parts: []part{{param: true, catchAll: true}}}}, prec: []byte{5}}, nil
+	}
+	if p, ok := strings.CutPrefix(s, "prefix:"); ok {
+		return parsePrefix(p)
+	}
+	if p, ok := strings.CutSuffix(s, "/*"); ok {
+		return parsePrefix(p)
+	}
+	if strings.HasPrefix(s, "~/") {
+		s = s[1:]
+	} else if strings.HasPrefix(s, "~") {
+		return nil, errors.New("a template may start with \"~/\" but not with \"~\" alone")
+	}
+	s = strings.TrimPrefix(s, "/")
+	t := &Template{}
+	names := map[string]bool{} // lower-cased, as ASP.NET compares them
+	var seg segment
+	var lit []byte // literal text of the current part, braces unescaped
+	for i := 0; i <= len(s); i++ {
+		switch {
+		case i == len(s) || s[i] == '/':
+			if err := seg.addLiteral(&lit); err != nil {
+				return nil, err
+			}
+			if len(seg.parts) == 0 {
+				if i < len(s) {
+					return nil, errors.New("the separator '/' cannot appear twice in a row")
+				}
+				continue // an empty template, or one trailing '/'
+			}
+			if err := t.addSegment(seg); err != nil {
+				return nil, err
+			}
+			seg = segment{}
+		case strings.HasPrefix(s[i:], "{{"), strings.HasPrefix(s[i:], "}}"):
+			lit = append(lit, s[i])
+			i++
+		case s[i] == '}':
+			return nil, fmt.Errorf("unbalanced '}' in %q", s)
+		case s[i] == '{':
+			end := paramEnd(s, i)
+			if end < 0 {
+				return nil, fmt.Errorf("unbalanced '{' in %q", s)
+			}
+			p, err := parseParam(s[i+1 : end])
+			if err != nil {
+				return nil, err
+			}
+			if names[strings.ToLower(p.name)] {
+				return nil, fmt.Errorf("parameter name %q appears more than once", p.name)
+			}
+			names[strings.ToLower(p.name)] = true
+			if err := seg.addLiteral(&lit); err != nil {
+				return nil, err
+			}
+			if n := len(seg.parts); n > 0 && seg.parts[n-1].param {
+				return nil, errors.New("a segment cannot contain two consecutive parameters")
+			}
+			seg.parts = append(seg.parts, p)
+			i = end
+		default:
+			lit = append(lit, s[i])
+		}
+	}
+	return t, nil
+}
+
+// paramEnd is the index of the '}' closing the parameter that opens at i,
+// or -1. Inside a parameter "}}" is an escaped '}' (regex constraints).
+func paramEnd(s string, i int) int {
+	for i++; i < len(s); i++ {
+		if s[i] == '}' {
+			if !strings.HasPrefix(s[i:], "}}") {
+				return i
+			}
+			i++
+		}
+	}
+	return -1
+}
+
+func (seg *segment) addLiteral(lit *[]byte) error {
+	if len(*lit) == 0 {
+		return nil
+	}
+	if strings.IndexByte(string(*lit), '?') >= 0 {
+		return fmt.Errorf("literal %q cannot contain '?'", *lit)
+	}
+	seg.parts = append(seg.parts, part{literal: string(*lit)})
+	*lit = (*lit)[:0]
+	return nil
+}
+
+func (t *Template) addSegment(seg segment) error {
+	if n := len(t.segs); n > 0 && t.segs[n-1].parts[0].catchAll {
+		return errors.New("a catch-all parameter must be the last segment")
+	}
+	for i, p := range seg.parts {
+		if len(seg.parts) > 1 && p.catchAll {
+			return errors.New("a catch-all parameter must be alone in its segment")
+		}
+		if len(seg.parts) > 1 && p.optional && (i != len(seg.parts)-1 || i < 2 || seg.parts[i-1].literal != ".") {
+			return errors.New("an optional parameter in a complex segment must be last and follow a '.'")
+		}
+	}
+	t.segs = append(t.segs, seg)
+	t.prec = append(t.prec, seg.precedence())
+	return nil
+}
+
+func parsePrefix(p string) (*Template, error) {
+	if strings.ContainsAny(p, "{}") {
+		return nil, errors.New("a plain prefix cannot contain '{' or '}'")
+	}
+	t := &Template{}
+	for _, lit := range strings.Split(strings.Trim(p, "/"), "/") {
+		if lit == "" {
+			if len(t.segs) == 0 {
+				break // the root prefix: only the catch-all
+			}
+			return nil, errors.New("the separator '/' cannot appear twice in a row")
+		}
+		t.segs = append(t.segs, segment{parts: []part{{literal: lit}}})
+		t.prec = append(t.prec, 1)
+	}
+	t.segs = append(t.segs, segment{parts: []part{{param: true, catchAll: true}}})
+	t.prec = append(t.prec, 5)
+	return t, nil
+}
+
+func parseParam(s string) (part, error) {
+	p := part{param: true}
+	raw := s
+	s = strings.ReplaceAll(strings.ReplaceAll(s, "}}", "}"), "{{", "{")
+	if strings.HasPrefix(s, "**") {
+		p.catchAll, s = true, s[2:]
+	} else if strings.HasPrefix(s, "*") {
+		p.catchAll, s = true, s[1:]
+	}
+	if strings.HasSuffix(s, "?") {
+		p.optional, s = true, s[:len(s)-1]
+	}
+	end := strings.IndexAny(s, ":=")
+	if end < 0 {
+		end = len(s)
+	}
+	p.name, s = s[:end], s[end:]
+	if p.name == "" || strings.ContainsAny(p.name, "{}/?*") {
+		return p, fmt.Errorf("parameter {%s}: name must be non-empty and contain none of {}/?*", raw)
+	}
+	for strings.HasPrefix(s, ":") {
+		c := constraintEnd(s[1:])
+		name, arg, _ := strings.Cut(s[1:1+c], "(")
+		check, ok := constraints[strings.ToLower(name)]
+		if !ok {
+			return p, fmt.Errorf("parameter {%s}: unknown constraint %q", raw, name)
+		}
+		if check != nil && arg == "" {
+			p.checks = append(p.checks, check)
+		}
+		p.constrained = true
+		s = s[1+c:]
+	}
+	if strings.HasPrefix(s, "=") {
+		p.hasDefault = true
+	}
+	switch {
+	case p.catchAll && p.optional:
+		return p, fmt.Errorf("parameter {%s}: a catch-all cannot be optional", raw)
+	case p.optional && p.hasDefault:
+		return p, fmt.Errorf("parameter {%s}: an optional parameter cannot have a default", raw)
+	}
+	return p, nil
+}
+
+// constraintEnd returns the length of the constraint at the start of s: up
+// to the next ':' or '=' outside parentheses.
+func constraintEnd(s string) int {
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '(':
+			depth++
+		case ')':
+			if depth > 0 {
+				depth--
+			}
+		case ':', '=':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return len(s)
+}
+
+// constraints lists ASP.NET's inline constraints. Those with a function are
+// enforced; the others (nil) are accepted and not checked. Constraints with
+// arguments ("min(1)", "regex(...)") are never checked.
+var constraints = map[string]func(string) bool{
+	"int":  func(v string) bool { _, err := strconv.ParseInt(v, 10, 32); return err == nil },
+	"long": func(v string) bool { _, err := strconv.ParseInt(v, 10, 64); return err == nil },
+	"bool": func(v string) bool { return strings.EqualFold(v, "true") || strings.EqualFold(v, "false") },
+	"guid": isGUID,
+	"alpha": func(v string) bool {
+		for i := 0; i < len(v); i++ {
+			if c := v[i] | 0x20; c < 'a' || c > 'z' {
+				return false
+			}
+		}
+		return true
+	},
+	"required": func(v string) bool { return v != "" },
+	"min":      nil, "max": nil, "range": nil, "length": nil, "minlength": nil, "maxlength": nil,
+	"regex": nil, "datetime": nil, "decimal": nil, "double": nil, "float": nil,
+	"file": nil, "nonfile": nil,
+}
+
+// isGUID accepts .NET's "D", "N", "B" and "P" GUID formats.
+func isGUID(v string) bool {
+	if len(v) == 38 && (v[0] == '{' && v[37] == '}' || v[0] == '(' && v[37] == ')') {
+		v = v[1:37]
+	}
+	hex := 0
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c == '-' && len(v) == 36 && (i == 8 || i == 13 || i == 18 || i == 23):
+		case '0' <= c && c <= '9', 'a' <= c|0x20 && c|0x20 <= 'f':
+			hex++
+		default:
+			return false
+		}
+	}
+	return hex == 32 && (len(v) == 32 || len(v) == 36)
+}
+
+// precedence is ASP.NET's inbound precedence digit: 1 literal, 2
+// constrained parameter or complex segment, 3 parameter, 4 constrained
+// catch-all, 5 catch-all.
+func (s *segment) precedence() byte {
+	if len(s.parts) > 1 {
+		return 2
+	}
+	p := &s.parts[0]
+	if !p.param {
+		return 1
+	}
+	d := byte(3)
+	if p.catchAll {
+		d = 5
+	}
+	if p.constrained {
+		d--
+	}
+	return d
+}
+
+// firstLiteral is the template's first segment, lower-cased, when that is
+// a plain ASCII literal; otherwise "".
+func (t *Template) firstLiteral() string {
+	if len(t.segs) == 0 || len(t.segs[0].parts) > 1 || t.segs[0].parts[0].param {
+		return ""
+	}
+	lit := t.segs[0].parts[0].literal
+	for i := 0; i < len(lit); i++ {
+		if lit[i] >= 0x80 {
+			return ""
+		}
+	}
+	return strings.ToLower(lit)
+}
+
+// Match reports whether path (as ASP.NET's Request.Path: decoded, except
+// that %2F stays encoded) matches the template. One trailing '/' is ignored.
+func (t *Template) Match(path string) bool {
+	rest := strings.TrimPrefix(path, "/")
+	more := rest != ""
+	if more {
+		rest = strings.TrimSuffix(rest, "/")
+	}
+	for i := range t.segs {
+		s := &t.segs[i]
+		if p := &s.parts[0]; p.catchAll {
+			if !more {
+				return true // an empty catch-all is never checked
+			}
+			return p.check(rest)
+		}
+		if !more {
+			if p := &s.parts[0]; len(s.parts) == 1 && p.param && (p.optional || p.hasDefault) {
+				continue
+			}
+			return false
+		}
+		var seg string
+		if j := strings.IndexByte(rest, '/'); j >= 0 {
+			seg, rest = rest[:j], rest[j+1:]
+		} else {
+			seg, rest, more = rest, "", false
+		}
+		if !s.match(seg) {
+			return false
+		}
+	}
+	return !more
+}
+
+func (p *part) check(v string) bool {
+	for _, c := range p.checks {
+		if !c(v) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *segment) match(v string) bool {
+	if len(s.parts) == 1 {
+		p := &s.parts[0]
+		if !p.param {
+			return strings.EqualFold(p.literal, v)
+		}
+		return v != "" && p.check(v)
+	}
+	if matchComplex(s.parts, v) {
+		return true
+	}
+	// "{name}.{ext?}" also matches without its optional tail, unless the
+	// segment ends with the '.'.
+	n := len(s.parts)
+	return s.parts[n-1].optional && !strings.HasSuffix(v, ".") && matchComplex(s.parts[:n-2], v)
+}
+
+// matchComplex matches a segment of several parts right to left, as
+// ASP.NET does: each literal is found by its last occurrence, and every
+// parameter takes the (non-empty) text between its neighbouring literals.
+func matchComplex(parts []part, v string) bool {
+	end := len(v) // v[:end] is still unmatched
+	for i := len(parts) - 1; i >= 0; i-- {
+		p := &parts[i]
+		if !p.param {
+			if i == len(parts)-1 {
+				if !hasSuffixFold(v, p.literal) {
+					return false
+				}
+				end -= len(p.literal)
+				continue
+			}
+			// The parameter after this literal needs at least one byte. As
+			// in ASP.NET, a leading literal is found by its last occurrence
+			// too, so "v{n}" does not match "vav1".
+			if end < 1 {
+				return false
+			}
+			j := lastIndexFold(v[:end-1], p.literal)
+			if j < 0 {
+				return false
+			}
+			if !parts[i+1].check(v[j+len(p.literal) : end]) {
+				return false
+			}
+			end = j
+			continue
+		}
+		if i == 0 {
+			return end > 0 && p.check(v[:end])
+		}
+	}
+	return end == 0
+}
+
+func hasSuffixFold(s, suffix string) bool {
+	return len(s) >= len(suffix) && strings.EqualFold(s[len(s)-len(suffix):], suffix)
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+func lastIndexFold(s, sub string) int {
+	for i := len(s) - len(sub); i >= 0; i-- {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return i
+		}
+	}
+	return -1
+}
