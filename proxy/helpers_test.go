@@ -1,0 +1,201 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tether-proxy/tether/proxy/config"
+)
+
+// eventually polls cond until it holds or a deadline passes.
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// mustParse loads a JSON config through config.Parse (defaults filled).
+func mustParse(t testing.TB, js string) *config.Config {
+	t.Helper()
+	cfg, _, err := config.Parse([]byte(js), "json")
+	if err != nil {
+		t.Fatalf("config.Parse: %v\n%s", err, js)
+	}
+	return cfg
+}
+
+// backend is an httptest server that records the last request it saw.
+type backend struct {
+	*httptest.Server
+	mu   sync.Mutex
+	last *http.Request
+	hits int
+}
+
+func newBackend(t testing.TB, h http.HandlerFunc) *backend {
+	t.Helper()
+	b := &backend{}
+	if h == nil {
+		h = func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }
+	}
+	b.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.mu.Lock()
+		b.last = r.Clone(context.Background())
+		b.hits++
+		b.mu.Unlock()
+		h(w, r)
+	}))
+	t.Cleanup(b.Close)
+	return b
+}
+
+func (b *backend) lastRequest() *http.Request {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.last
+}
+
+func (b *backend) hitCount() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.hits
+}
+
+// simpleConfig is one catch-all route "r" to cluster "c" with the given
+// destinations (id -> address); extra is spliced into the cluster object,
+// top into the top-level object.
+func simpleConfig(dests map[string]string, cluster, route, top string) string {
+	var ds []string
+	for id, addr := range dests {
+		ds = append(ds, fmt.Sprintf("%q: {\"Address\": %q}", id, addr))
+	}
+	if cluster != "" {
+		cluster += ","
+	}
+	if route != "" {
+		route += ","
+	}
+	if top != "" {
+		top += ","
+	}
+	return fmt.Sprintf(`{ %s
+  "ReverseProxy": {
+    "Routes": { "r": { %s "ClusterId": "c", "Match": { "Path": "{**catch-all}" } } },
+    "Clusters": { "c": { %s "Destinations": { %s } } }
+  }
+}`, top, route, cluster, strings.Join(ds, ", "))
+}
+
+type harness struct {
+	p      *Proxy
+	front  *httptest.Server
+	reg    *prometheus.Registry
+	access *bytes.Buffer
+	mu     *sync.Mutex
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// newHarness builds a Proxy for cfg served by an httptest front server.
+func newHarness(t testing.TB, cfg *config.Config, mod func(*Options)) *harness {
+	t.Helper()
+	h := &harness{reg: prometheus.NewRegistry(), access: &bytes.Buffer{}, mu: &sync.Mutex{}}
+	opts := Options{
+		Registerer: h.reg,
+		AccessLog:  slog.New(slog.NewJSONHandler(lockedWriter{h.mu, h.access}, nil)),
+		Dial:       (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		Keyring:    testKeyring{},
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	p, err := New(cfg, opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(p.Close)
+	h.p = p
+	h.front = httptest.NewServer(p)
+	t.Cleanup(h.front.Close)
+	return h
+}
+
+// accessLines decodes the access log written so far.
+func (h *harness) accessLines(t testing.TB) []map[string]any {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []map[string]any
+	dec := json.NewDecoder(bytes.NewReader(h.access.Bytes()))
+	for dec.More() {
+		m := map[string]any{}
+		if err := dec.Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func get(t testing.TB, c *http.Client, url string, hdr http.Header) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	if c == nil {
+		c = http.DefaultClient
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// testKeyring "seals" by prefixing; enough for the data path's tests.
+type testKeyring struct{}
+
+func (testKeyring) Seal(purpose, plaintext []byte) (string, error) {
+	return "k1." + string(plaintext), nil
+}
+
+func (testKeyring) Open(purpose []byte, value string) ([]byte, error) {
+	s, ok := strings.CutPrefix(value, "k1.")
+	if !ok {
+		return nil, fmt.Errorf("bad value")
+	}
+	return []byte(s), nil
+}

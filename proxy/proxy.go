@@ -1,0 +1,465 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tether-proxy/tether/proxy/affinity"
+	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/proxy/dnscache"
+	"github.com/tether-proxy/tether/proxy/health"
+	"github.com/tether-proxy/tether/proxy/upstream"
+)
+
+// ErrNotFound is returned for an unknown cluster or destination id.
+var ErrNotFound = errors.New("not found")
+
+// Options are the data path's collaborators. Zero values take defaults.
+type Options struct {
+	Logger *slog.Logger
+	// AccessLog receives one JSON line per request; nil disables it.
+	AccessLog *slog.Logger
+	// Registerer receives the data path's metrics; nil: not registered.
+	Registerer prometheus.Registerer
+	// Keyring seals Cookie, CustomHeader and Envelope affinity values.
+	Keyring affinity.Keyring
+	// Dial dials destinations (a DNS-caching resolver's DialContext); nil:
+	// a resolver from proxy/dnscache with default options.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Now is the clock (tests); nil: time.Now.
+	Now func() time.Time
+	// NodeID names this node in logs.
+	NodeID string
+	// HealthObserver receives every active checker's verdicts and decides
+	// effective health (cluster-wide, from gossip); nil:
+	// health.LocalObserver per cluster. Destinations are found by id through
+	// Proxy.Cluster.
+	HealthObserver health.Observer
+	// ShouldProbe tells active checkers whether this node probes a
+	// destination (probe fan-out); nil: every destination is probed.
+	ShouldProbe func(clusterID, destID string) bool
+}
+
+// Proxy is the data path of one node: an http.Handler over the current
+// routes and clusters, swapped atomically on Update.
+type Proxy struct {
+	rt      atomic.Pointer[runtime]
+	mu      sync.Mutex // serialises Update and Close
+	closed  bool
+	opts    Options
+	logger  *slog.Logger
+	access  *slog.Logger
+	now     func() time.Time
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+	metrics *metrics
+	buffers httputil.BufferPool
+	errLog  *log.Logger
+	states  sync.Pool
+}
+
+var _ http.Handler = (*Proxy)(nil)
+
+// New builds the data path for cfg and starts its health checkers.
+func New(cfg *config.Config, opts Options) (*Proxy, error) {
+	p := &Proxy{opts: opts, logger: opts.Logger, access: opts.AccessLog, now: opts.Now, dial: opts.Dial}
+	if p.logger == nil {
+		p.logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.NodeID != "" {
+		p.logger = p.logger.With("node", opts.NodeID)
+	}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if p.dial == nil {
+		p.dial = dnscache.New(dnscache.Options{}).DialContext
+	}
+	p.buffers = &bufferPool{}
+	p.errLog = slog.NewLogLogger(p.logger.Handler(), slog.LevelDebug)
+	p.states.New = func() any { return new(reqState) }
+	p.metrics = newMetrics(opts.Registerer, p, p.logger)
+	rt, errs := build(cfg, p, nil)
+	if errs != nil {
+		return nil, errs
+	}
+	rt.start()
+	p.rt.Store(rt)
+	return p, nil
+}
+
+// Update swaps in new routes and clusters without dropping in-flight
+// requests; destinations whose id and addresses are unchanged keep their
+// state (health, drain, in-flight counts). An invalid cfg is refused and the
+// old one kept.
+func (p *Proxy) Update(cfg *config.Config) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return errors.New("proxy closed")
+	}
+	old := p.rt.Load()
+	rt, errs := build(cfg, p, old)
+	if errs != nil {
+		return errs
+	}
+	rt.start()
+	p.rt.Store(rt)
+	old.stop()
+	p.metrics.forget(old, rt)
+	return nil
+}
+
+// Close stops health checkers and closes idle backend connections.
+func (p *Proxy) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	p.closed = true
+	if rt := p.rt.Load(); rt != nil {
+		rt.stop()
+	}
+}
+
+// Cluster returns the runtime cluster with the given id, or nil.
+func (p *Proxy) Cluster(id string) *upstream.Cluster {
+	if cl := p.rt.Load().clusters[id]; cl != nil {
+		return cl.up
+	}
+	return nil
+}
+
+// ClusterIDs lists the configured clusters, sorted.
+func (p *Proxy) ClusterIDs() []string { return slices.Clone(p.rt.Load().clusterIDs) }
+
+// SetDraining starts (on=true, deadline now+the cluster's DrainTimeout) or
+// stops draining a destination. Drain state survives reloads.
+func (p *Proxy) SetDraining(clusterID, destID string, on bool) (deadline time.Time, err error) {
+	cl := p.rt.Load().clusters[clusterID]
+	if cl == nil {
+		return time.Time{}, fmt.Errorf("cluster %q: %w", clusterID, ErrNotFound)
+	}
+	d := cl.up.Destination(destID)
+	if d == nil {
+		return time.Time{}, fmt.Errorf("cluster %q destination %q: %w", clusterID, destID, ErrNotFound)
+	}
+	if !on {
+		d.SetDraining(time.Time{})
+		return time.Time{}, nil
+	}
+	deadline = p.now().Add(cl.drainTimeout)
+	d.SetDraining(deadline)
+	return deadline, nil
+}
+
+// reqState travels from ServeHTTP to the ReverseProxy hooks in the request
+// context. Pooled: every hook runs before ServeHTTP returns.
+type reqState struct {
+	rw         respWriter
+	route      *routeRT
+	cluster    *clusterRT
+	dest       *upstream.Destination
+	dec        affinity.Decision
+	trusted    bool
+	proto      string
+	clientHost string
+	traceID    string
+	// upstream is the backend's status as seen by ModifyResponse.
+	upstream int
+	kind     errKind
+	buf      [8]*upstream.Destination
+}
+
+type stateKey struct{}
+
+func stateFrom(ctx context.Context) *reqState {
+	st, _ := ctx.Value(stateKey{}).(*reqState)
+	return st
+}
+
+// ServeHTTP proxies one request.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := p.now()
+	rt := p.rt.Load()
+	st := p.states.Get().(*reqState)
+	st.rw.w = w
+	st.clientHost = hostOf(r.RemoteAddr)
+	st.trusted = rt.trust.trusts(st.clientHost)
+	st.proto = clientProto(r, st.trusted)
+	st.traceID = requestTrace(r, st.trusted)
+	defer p.finish(rt, st, r, start)
+
+	rr := rt.match(r)
+	if rr == nil {
+		st.kind = kindNoRoute
+		rt.noRouteErrs[kindNoRoute].Inc()
+		writeError(&st.rw, http.StatusNotFound, st.traceID)
+		return
+	}
+	st.route, st.cluster = rr, rr.cluster
+	cl := rr.cluster
+	body := r.Body
+	if rr.maxBody > 0 && body != nil && body != http.NoBody {
+		if r.ContentLength > rr.maxBody {
+			p.fail(st, http.StatusRequestEntityTooLarge, kindBodyTooLarge)
+			return
+		}
+		body = http.MaxBytesReader(w, body, rr.maxBody)
+	}
+	now := start
+	st.dec = rr.aff.Resolve(r, cl.up, now, st.buf[:0])
+	if rr.aff != nil {
+		cl.affCount[st.dec.Outcome&3].Inc()
+	}
+	if st.dec.Status != 0 {
+		p.fail(st, st.dec.Status, kindAffinityClosed)
+		return
+	}
+	cands := st.dec.Candidates
+	switch len(cands) {
+	case 0:
+		p.fail(st, http.StatusServiceUnavailable, kindNoHealthy)
+		return
+	case 1:
+		st.dest = cands[0]
+	default:
+		st.dest = cl.lb.Pick(r, cands)
+	}
+	d := st.dest
+	if d == nil { // a policy must pick from non-empty candidates; be safe
+		p.fail(st, http.StatusServiceUnavailable, kindNoHealthy)
+		return
+	}
+	d.Begin()
+	defer d.Done()
+	out := r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
+	out.Body = body
+	cl.rp.ServeHTTP(&st.rw, out)
+}
+
+// fail answers a request tether could not proxy.
+func (p *Proxy) fail(st *reqState, status int, kind errKind) {
+	st.kind = kind
+	st.cluster.errCount[kind].Inc()
+	writeError(&st.rw, status, st.traceID)
+}
+
+// finish records metrics and the access log line, also when the
+// ReverseProxy aborts a response with http.ErrAbortHandler.
+func (p *Proxy) finish(rt *runtime, st *reqState, r *http.Request, start time.Time) {
+	dur := p.now().Sub(start)
+	status := st.rw.status
+	switch {
+	case status != 0:
+	case st.upstream != 0:
+		status = st.upstream // 101: the connection was hijacked
+	case st.kind == kindClientGone:
+		status = statusClientClosed
+	default:
+		status = http.StatusOK
+	}
+	stats := rt.noRoute
+	if st.route != nil {
+		stats = st.route.none
+		if st.dest != nil {
+			stats = st.route.stats[st.dest]
+		}
+	}
+	stats.count(status)
+	stats.duration.Observe(dur.Seconds())
+	if p.access != nil {
+		p.logAccess(r, st, status, dur)
+	}
+	*st = reqState{}
+	p.states.Put(st)
+}
+
+// rewrite builds the outgoing request (ReverseProxy.Rewrite). It runs after
+// ReverseProxy removed hop-by-hop headers and client forwarding headers.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	in, out := pr.In, pr.Out
+	st := stateFrom(out.Context())
+	tf := st.route.tf
+	if !tf.CopyRequestHeaders() {
+		h := make(http.Header, forwardedHeaders+2)
+		for _, k := range [...]string{"Connection", "Upgrade", "Te"} {
+			if v, ok := out.Header[k]; ok {
+				h[k] = v
+			}
+		}
+		out.Header = h
+	}
+	setForwarded(in, out.Header, st)
+	d := st.dest
+	switch {
+	case tf.OriginalHost():
+		out.Host = in.Host
+	case d.Host != "":
+		out.Host = d.Host
+	default:
+		out.Host = "" // the transport sends URL.Host
+	}
+	tf.ApplyRequest(out)
+	target := d.Address
+	u := out.URL
+	u.Scheme, u.Host = target.Scheme, target.Host
+	if target.RawPath != "" || u.RawPath != "" {
+		u.RawPath = joinPath(target.EscapedPath(), u.EscapedPath())
+	}
+	u.Path = joinPath(target.Path, u.Path)
+	switch {
+	case target.RawQuery == "":
+	case u.RawQuery == "":
+		u.RawQuery = target.RawQuery
+	default:
+		u.RawQuery = target.RawQuery + "&" + u.RawQuery
+	}
+	st.route.aff.RewriteRequest(in, out, d, st.dec)
+}
+
+// joinPath joins a destination's base path and a request path with exactly
+// one slash between them.
+func joinPath(base, p string) string {
+	if base == "" || base == "/" {
+		if p == "" {
+			return "/"
+		}
+		return p
+	}
+	bs, ps := strings.HasSuffix(base, "/"), strings.HasPrefix(p, "/")
+	switch {
+	case bs && ps:
+		return base + p[1:]
+	case !bs && !ps && p != "":
+		return base + "/" + p
+	}
+	return base + p
+}
+
+// modifyResponse applies affinity, response transforms and passive health
+// to a backend response.
+func (p *Proxy) modifyResponse(resp *http.Response) error {
+	st := stateFrom(resp.Request.Context())
+	st.upstream = resp.StatusCode
+	st.route.aff.Affinitize(resp, st.dest, st.dec, st.proto == "https")
+	st.route.tf.ApplyResponse(resp.Header, resp.StatusCode)
+	resp.Header[hdrTraceID] = []string{st.traceID}
+	if st.cluster.passive != nil {
+		st.cluster.passive.Report(st.dest, p.now(), nil, resp.StatusCode)
+	}
+	return nil
+}
+
+// errorHandler maps a failed round trip to 502, 504 or 413; a client that
+// went away gets nothing.
+func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	st := stateFrom(r.Context())
+	status, kind := classify(r.Context(), err)
+	st.kind = kind
+	if kind == kindClientGone {
+		return
+	}
+	if kind != kindBodyTooLarge && st.cluster.passive != nil {
+		st.cluster.passive.Report(st.dest, p.now(), err, 0)
+	}
+	st.cluster.errCount[kind].Inc()
+	p.logger.LogAttrs(r.Context(), slog.LevelWarn, "proxy error",
+		slog.String("trace_id", st.traceID), slog.String("cluster", st.cluster.id),
+		slog.String("destination", st.dest.ID), slog.Int("status", status), slog.String("err", err.Error()))
+	if st.rw.wrote || st.upstream == http.StatusSwitchingProtocols {
+		return // the response (or the hijacked connection) has started
+	}
+	writeError(w, status, st.traceID)
+}
+
+// respWriter records status and size. Hijack, Flush and the rest reach the
+// real writer through Unwrap (http.ResponseController).
+type respWriter struct {
+	w      http.ResponseWriter
+	status int
+	bytes  int64
+	wrote  bool
+}
+
+func (rw *respWriter) Header() http.Header { return rw.w.Header() }
+
+func (rw *respWriter) WriteHeader(code int) {
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		rw.w.WriteHeader(code) // 1xx informational: not the final status
+		return
+	}
+	if !rw.wrote {
+		rw.wrote, rw.status = true, code
+	}
+	rw.w.WriteHeader(code)
+}
+
+func (rw *respWriter) Write(b []byte) (int, error) {
+	if !rw.wrote {
+		rw.wrote, rw.status = true, http.StatusOK
+	}
+	n, err := rw.w.Write(b)
+	rw.bytes += int64(n)
+	return n, err
+}
+
+// FlushError lets http.ResponseController flush without unwrapping.
+func (rw *respWriter) FlushError() error {
+	switch f := rw.w.(type) {
+	case interface{ FlushError() error }:
+		return f.FlushError()
+	case http.Flusher:
+		f.Flush()
+		return nil
+	}
+	return http.NewResponseController(rw.w).Flush()
+}
+
+// Flush implements http.Flusher for handlers that assert it.
+func (rw *respWriter) Flush() { _ = rw.FlushError() }
+
+func (rw *respWriter) Unwrap() http.ResponseWriter { return rw.w }
+
+// bufferPool shares copy buffers between every cluster's ReverseProxy.
+type bufferPool struct{ p sync.Pool }
+
+const copyBufferSize = 32 << 10
+
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, copyBufferSize)
+}
+
+func (b *bufferPool) Put(buf []byte) {
+	if cap(buf) != copyBufferSize {
+		return
+	}
+	buf = buf[:copyBufferSize]
+	b.p.Put(&buf)
+}
+
+// Interface guards.
+var (
+	_ http.ResponseWriter  = (*respWriter)(nil)
+	_ http.Flusher         = (*respWriter)(nil)
+	_ httputil.BufferPool  = (*bufferPool)(nil)
+	_ http.Handler         = (*redirect)(nil)
+	_ prometheus.Collector = (*stateCollector)(nil)
+	_ affinity.Keyring     = compileKeyring{}
+)

@@ -1,0 +1,298 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tether-proxy/tether/proxy/config"
+)
+
+// Defaults for Limits left zero by a config built in code.
+const (
+	defaultMaxHeaderBytes    = 32 << 10
+	defaultHeadersTimeout    = 30 * time.Second
+	defaultKeepAliveTimeout  = 130 * time.Second
+	defaultRedirectStatus    = http.StatusPermanentRedirect
+	statusHeaderFieldsTooBig = http.StatusRequestHeaderFieldsTooLarge
+)
+
+// Server owns the listeners of one node.
+type Server struct {
+	logger    *slog.Logger
+	listeners []config.Listener
+	servers   []*http.Server
+	tlsConfig []*tls.Config
+
+	mu    sync.Mutex
+	lns   []net.Listener
+	addrs []net.Addr
+	wg    sync.WaitGroup
+}
+
+// NewServer prepares listeners for cfg.Listeners with cfg.Limits, serving h
+// (redirect listeners answer with their redirect instead).
+func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger) (*Server, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	lim := cfg.Limits
+	maxHeader := lim.MaxRequestHeadersTotalSize
+	if maxHeader <= 0 {
+		maxHeader = defaultMaxHeaderBytes
+	}
+	headersTimeout := orDefault(lim.RequestHeadersTimeout.Duration, defaultHeadersTimeout)
+	idle := orDefault(lim.KeepAliveTimeout.Duration, defaultKeepAliveTimeout)
+	s := &Server{logger: logger, listeners: cfg.Listeners}
+	var errs config.Errors
+	for i, l := range cfg.Listeners {
+		path := fmt.Sprintf("Listeners[%d]", i)
+		if l.Address == "" {
+			errs = append(errs, config.FieldError{Path: path + ".Address", Message: "required"})
+			continue
+		}
+		var handler http.Handler = h
+		if l.Redirect != nil {
+			rd, err := newRedirect(l.Redirect)
+			if err != nil {
+				errs = append(errs, config.FieldError{Path: path + ".Redirect", Message: err.Error()})
+				continue
+			}
+			handler = rd
+		}
+		var tc *tls.Config
+		if l.Certificate != nil {
+			cert, err := tls.LoadX509KeyPair(l.Certificate.Path, l.Certificate.KeyPath)
+			if err != nil {
+				errs = append(errs, config.FieldError{Path: path + ".Certificate",
+					Message: fmt.Sprintf("loading %s and %s: %v", l.Certificate.Path, l.Certificate.KeyPath, err)})
+				continue
+			}
+			tc = &tls.Config{
+				MinVersion:   tls.VersionTLS12,
+				Certificates: []tls.Certificate{cert},
+				NextProtos:   []string{"h2", "http/1.1"},
+			}
+		}
+		srv := &http.Server{
+			Handler:           headerLimit(maxHeader, handler),
+			TLSConfig:         tc,
+			MaxHeaderBytes:    maxHeader,
+			ReadHeaderTimeout: headersTimeout,
+			IdleTimeout:       idle,
+			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+		}
+		s.servers = append(s.servers, srv)
+		s.tlsConfig = append(s.tlsConfig, tc)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return s, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// headerLimit answers 431 when the request line plus header block exceeds
+// max bytes. net/http enforces MaxHeaderBytes with 4 KiB of slack; this
+// makes the configured figure exact.
+func headerLimit(max int, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				n += len(k) + len(v) + 4
+			}
+		}
+		if r.Host != "" && r.Header["Host"] == nil {
+			n += len("Host") + len(r.Host) + 4
+		}
+		if n > max {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "request header fields too large", statusHeaderFieldsTooBig)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Start binds every listener and serves in the background. It returns an
+// error (naming the address) if any listener cannot bind, after closing the
+// ones already bound.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lns != nil {
+		return errors.New("server already started")
+	}
+	lns := make([]net.Listener, 0, len(s.servers))
+	for i := range s.servers {
+		ln, err := net.Listen("tcp", s.listeners[i].Address)
+		if err != nil {
+			for _, l := range lns {
+				_ = l.Close()
+			}
+			return fmt.Errorf("listen on %s: %w", s.listeners[i].Address, err)
+		}
+		lns = append(lns, ln)
+	}
+	s.lns = lns
+	for i, ln := range lns {
+		s.addrs = append(s.addrs, ln.Addr())
+		srv := s.servers[i]
+		tlsOn := s.tlsConfig[i] != nil
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			var err error
+			if tlsOn {
+				err = srv.ServeTLS(ln, "", "") // certificates come from TLSConfig; h2 via ALPN
+			} else {
+				err = srv.Serve(ln)
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.logger.Error("listener stopped", "addr", ln.Addr().String(), "err", err)
+			}
+		}()
+	}
+	return nil
+}
+
+// Addrs are the bound addresses, in cfg.Listeners order (":0" resolved).
+func (s *Server) Addrs() []net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]net.Addr(nil), s.addrs...)
+}
+
+// Shutdown stops accepting and waits for in-flight requests until ctx ends;
+// then it closes what is left.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(s.servers))
+	for i, srv := range s.servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Shutdown(ctx); err != nil {
+				errs[i] = err
+				_ = srv.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	s.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// redirect answers every request with a redirect built from a Redirect rule.
+type redirect struct {
+	scheme       string
+	host         string
+	port         int
+	status       int
+	includePath  bool
+	includeQuery bool
+}
+
+func newRedirect(r *config.Redirect) (*redirect, error) {
+	rd := &redirect{
+		scheme:       strings.ToLower(r.Scheme),
+		host:         r.Host,
+		port:         r.Port,
+		status:       r.StatusCode,
+		includePath:  r.IncludePath == nil || *r.IncludePath,
+		includeQuery: r.IncludeQueryString == nil || *r.IncludeQueryString,
+	}
+	if rd.status == 0 {
+		rd.status = defaultRedirectStatus
+	}
+	switch rd.status {
+	case 301, 302, 303, 307, 308:
+	default:
+		return nil, fmt.Errorf("StatusCode %d is not 301, 302, 303, 307 or 308", r.StatusCode)
+	}
+	if rd.scheme != "" && rd.scheme != "http" && rd.scheme != "https" {
+		return nil, fmt.Errorf("Scheme %q is not http or https", r.Scheme)
+	}
+	if rd.port < 0 || rd.port > 65535 {
+		return nil, fmt.Errorf("Port %d out of range", r.Port)
+	}
+	return rd, nil
+}
+
+func (rd *redirect) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	http.Redirect(w, r, rd.location(r), rd.status)
+}
+
+// location builds the target URL: fields left empty keep the request's own
+// value; a scheme change without a port goes to the new scheme's default.
+func (rd *redirect) location(r *http.Request) string {
+	reqScheme := "http"
+	if r.TLS != nil {
+		reqScheme = "https"
+	}
+	scheme := rd.scheme
+	if scheme == "" {
+		scheme = reqScheme
+	}
+	host, port := splitHostPort(r.Host)
+	if rd.host != "" {
+		host = rd.host
+	}
+	switch {
+	case rd.port != 0:
+		port = strconv.Itoa(rd.port)
+	case scheme != reqScheme:
+		port = ""
+	}
+	if port == "80" && scheme == "http" || port == "443" && scheme == "https" {
+		port = ""
+	}
+	var b strings.Builder
+	b.WriteString(scheme)
+	b.WriteString("://")
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	b.WriteString(host)
+	if port != "" {
+		b.WriteString(":")
+		b.WriteString(port)
+	}
+	if rd.includePath {
+		p := r.URL.EscapedPath()
+		if p == "" {
+			p = "/"
+		}
+		b.WriteString(p)
+	} else {
+		b.WriteString("/")
+	}
+	if rd.includeQuery && r.URL.RawQuery != "" {
+		b.WriteString("?")
+		b.WriteString(r.URL.RawQuery)
+	}
+	return b.String()
+}
+
+// splitHostPort splits a Host header value; the port may be absent.
+func splitHostPort(hp string) (string, string) {
+	if h, p, err := net.SplitHostPort(hp); err == nil {
+		return h, p
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(hp, "["), "]"), ""
+}
