@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tether-proxy/tether/node"
+)
+
+func demoCmd() *cobra.Command {
+	var nodes, backends int
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run three nodes and three demo backends on loopback until interrupted",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			level := slog.LevelWarn
+			if verbose {
+				level = slog.LevelInfo
+			}
+			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			d, err := node.StartDemo(node.DemoOptions{Nodes: nodes, Backends: backends, Logger: logger})
+			if err != nil {
+				return err
+			}
+			for _, l := range d.Lines() {
+				fmt.Println(l)
+			}
+			fmt.Println("try: curl -si -c /tmp/tether.jar -b /tmp/tether.jar " + "http://" + d.Nodes[0].ProxyAddrs()[0].String() + "/ (repeat on any node: the session sticks)")
+			fmt.Println("Ctrl-C stops the demo")
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err = d.Stop(sctx)
+			fmt.Println("demo stopped")
+			return err
+		},
+	}
+	cmd.Flags().IntVar(&nodes, "nodes", 3, "number of tether nodes")
+	cmd.Flags().IntVar(&backends, "backends", 3, "number of demo backends")
+	cmd.Flags().BoolVar(&verbose, "verbose", false, "log at info level")
+	return cmd
+}

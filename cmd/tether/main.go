@@ -1,0 +1,64 @@
+// Command tether runs a tether node, the demo cluster, and the client
+// commands that talk to a node's admin API. It only wires flags to package
+// node; the behaviour lives there.
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+func main() {
+	root := &cobra.Command{
+		Use:           "tether",
+		Short:         "A cluster of HTTP reverse proxies that share session affinity",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(agentCmd(), demoCmd(), configCmd())
+	root.AddCommand(clientCmds()...)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "tether: "+oneLine(err.Error()))
+		os.Exit(1)
+	}
+}
+
+// oneLine keeps client errors to one line; multi-line errors (a config's
+// list of problems) are printed whole by their commands before this.
+func oneLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// bindEnv lets every flag be given as TETHER_<FLAG> (dashes become
+// underscores); a flag on the command line wins.
+func bindEnv(cmd *cobra.Command) error {
+	var firstErr error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Changed || firstErr != nil {
+			return
+		}
+		name := "TETHER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			return
+		}
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			parts := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' })
+			if err := sv.Replace(parts); err != nil {
+				firstErr = fmt.Errorf("%s=%q: %w", name, v, err)
+			}
+			return
+		}
+		if err := f.Value.Set(v); err != nil {
+			firstErr = fmt.Errorf("%s=%q: %w", name, v, err)
+		}
+	})
+	return firstErr
+}

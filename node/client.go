@@ -1,0 +1,156 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Client talks to a node's admin API for the CLI's client commands.
+type Client struct {
+	// Base is the admin URL, e.g. http://127.0.0.1:9901.
+	Base  string
+	Token string
+	HTTP  *http.Client
+}
+
+// Do sends one request and decodes the JSON answer into a generic value. A
+// non-2xx answer becomes an error carrying the API's "error" text.
+func (c *Client) Do(ctx context.Context, method, path string, body any) (any, error) {
+	base := strings.TrimRight(c.Base, "/")
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	u, err := url.Parse(base + path)
+	if err != nil {
+		return nil, fmt.Errorf("admin URL %q: %w", c.Base, err)
+	}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("admin API at %s: %w", base, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("admin API at %s: %w", base, err)
+	}
+	var v any
+	if len(bytes.TrimSpace(raw)) > 0 {
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, fmt.Errorf("admin API at %s answered %s with a body that is not JSON", base, resp.Status)
+		}
+	}
+	if resp.StatusCode/100 != 2 {
+		if m, ok := v.(map[string]any); ok {
+			if e, ok := m["error"].(string); ok {
+				return nil, fmt.Errorf("%s (HTTP %d)", e, resp.StatusCode)
+			}
+		}
+		return nil, fmt.Errorf("admin API answered %s", resp.Status)
+	}
+	return v, nil
+}
+
+// WriteTable renders an admin answer as a readable table: a list found
+// under listKey becomes rows with the given columns (dotted paths into each
+// object); other fields print as "key: value" lines.
+func WriteTable(w io.Writer, v any, listKey string, columns ...string) error {
+	m, _ := v.(map[string]any)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		if k != listKey {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(tw, "%s:\t%s\n", k, cell(m[k]))
+	}
+	if listKey != "" {
+		if len(keys) > 0 {
+			fmt.Fprintln(tw)
+		}
+		upper := make([]string, len(columns))
+		for i, c := range columns {
+			upper[i] = strings.ToUpper(strings.ReplaceAll(c, ".", "_"))
+		}
+		fmt.Fprintln(tw, strings.Join(upper, "\t"))
+		rows, _ := m[listKey].([]any)
+		for _, r := range rows {
+			vals := make([]string, len(columns))
+			for i, c := range columns {
+				vals[i] = cell(lookup(r, c))
+			}
+			fmt.Fprintln(tw, strings.Join(vals, "\t"))
+		}
+	}
+	return tw.Flush()
+}
+
+func lookup(v any, path string) any {
+	for _, p := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[p]
+	}
+	return v
+}
+
+func cell(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "-"
+	case string:
+		if x == "" {
+			return "-"
+		}
+		return x
+	case float64:
+		return fmt.Sprint(x)
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = cell(e)
+		}
+		if len(parts) == 0 {
+			return "-"
+		}
+		return strings.Join(parts, ",")
+	default:
+		b, _ := json.Marshal(x)
+		return string(b)
+	}
+}

@@ -1,0 +1,14 @@
+// Package node owns one tether node's lifecycle: it loads the configuration,
+// opens the keyring in the data directory, builds the data path, binds the
+// proxy listeners and the admin listener, watches the configuration for
+// reloads, and stops everything again in the reverse order.
+//
+// Start-up order: config, keyring, data path (health checkers start here),
+// admin API, proxy listeners. Shutdown order: proxy listeners (stop
+// accepting, let in-flight requests finish within the shutdown timeout),
+// reload watcher, admin API, data path, keyring.
+//
+// The admin API (admin.go) serves SPEC §6: /healthz, /readyz, /metrics,
+// /v1/status, the keyring endpoints and destination drain. Package cmd only
+// wires flags into Config and calls Start and Shutdown.
+package node

@@ -1,0 +1,280 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func testConfig(backendURL string, extraRoute string) string {
+	return fmt.Sprintf(`{
+	  "Listeners": [ { "Address": "127.0.0.1:0" } ],
+	  "ReverseProxy": {
+	    "Routes": { "all": { "ClusterId": "app", "Match": { "Path": "{**catch-all}" } } %s },
+	    "Clusters": { "app": {
+	      "SessionAffinity": { "Enabled": true, "Policy": "Cookie", "AffinityKeyName": "aff" },
+	      "Destinations": { "d1": { "Address": "%s" }, "d2": { "Address": "%s" } } } }
+	  }
+	}`, extraRoute, backendURL, backendURL)
+}
+
+// startNode starts a node over one backend and returns it with a helper
+// that calls its admin API.
+func startNode(t *testing.T, token string) (*Node, func(method, path string) (int, map[string]any)) {
+	t.Helper()
+	backend := httptest.NewServer(DemoBackend("b"))
+	t.Cleanup(backend.Close)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "tether.json")
+	if err := os.WriteFile(cfgPath, []byte(testConfig(backend.URL+"/", "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{ConfigPath: cfgPath, NodeID: "t1", DataDir: filepath.Join(dir, "data"), AdminAddr: "127.0.0.1:0", Logger: quietLogger()}
+	if token != "" {
+		cfg.AdminTokenFile = filepath.Join(dir, "token")
+		os.WriteFile(cfg.AdminTokenFile, []byte(token), 0o600)
+	}
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		n.Shutdown(ctx)
+	})
+	call := func(method, path string) (int, map[string]any) {
+		req, _ := http.NewRequest(method, "http://"+n.AdminAddr().String()+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+	return n, call
+}
+
+func TestAdminKeyringRotateAndRevoke(t *testing.T) {
+	_, call := startNode(t, "")
+	status, list := call("GET", "/v1/keyring")
+	if status != 200 || list["active_key_id"] == "" {
+		t.Fatalf("keyring list: %d %v", status, list)
+	}
+	first := list["active_key_id"].(string)
+	status, rotated := call("POST", "/v1/keyring/rotate")
+	if status != 200 || rotated["id"] == first || rotated["id"] == "" {
+		t.Fatalf("rotate: %d %v", status, rotated)
+	}
+	_, list = call("GET", "/v1/keyring")
+	if list["active_key_id"] != rotated["id"] {
+		t.Fatalf("active key %v, want the rotated %v", list["active_key_id"], rotated["id"])
+	}
+	raw, _ := json.Marshal(list)
+	if strings.Contains(strings.ToLower(string(raw)), "material") {
+		t.Fatalf("keyring list shows key material: %s", raw)
+	}
+	if status, _ := call("POST", "/v1/keyring/"+first+"/revoke"); status != 200 {
+		t.Fatalf("revoke: %d", status)
+	}
+	_, list = call("GET", "/v1/keyring")
+	for _, k := range list["keys"].([]any) {
+		k := k.(map[string]any)
+		if k["id"] == first && k["state"] != "revoked" {
+			t.Fatalf("revoked key shows state %v", k["state"])
+		}
+	}
+	if status, body := call("POST", "/v1/keyring/nope/revoke"); status != 404 || body["error"] == "" {
+		t.Fatalf("revoke unknown: %d %v", status, body)
+	}
+}
+
+func TestAdminDrainAndDestinations(t *testing.T) {
+	_, call := startNode(t, "")
+	if status, body := call("POST", "/v1/clusters/app/destinations/d1/drain"); status != 200 || body["draining"] != true {
+		t.Fatalf("drain: %d %v", status, body)
+	}
+	status, body := call("GET", "/v1/clusters/app/destinations")
+	if status != 200 {
+		t.Fatalf("destinations: %d", status)
+	}
+	found := false
+	for _, d := range body["destinations"].([]any) {
+		d := d.(map[string]any)
+		if _, ok := d["health"].(map[string]any)["local"]; !ok {
+			t.Errorf("destination %v has no health.local", d["id"])
+		}
+		if d["id"] == "d1" {
+			found = d["draining"] == true
+		}
+	}
+	if !found {
+		t.Fatalf("d1 not shown draining: %v", body)
+	}
+	if status, _ := call("DELETE", "/v1/clusters/app/destinations/d1/drain"); status != 200 {
+		t.Fatalf("undo drain: %d", status)
+	}
+	if status, body := call("POST", "/v1/clusters/app/destinations/zz/drain"); status != 404 || body["error"] == "" {
+		t.Fatalf("drain unknown destination: %d %v", status, body)
+	}
+	if status, _ := call("GET", "/v1/clusters/nope/destinations"); status != 404 {
+		t.Fatalf("unknown cluster: %d", status)
+	}
+}
+
+func TestAdminTokenRequiredExceptHealthAndReady(t *testing.T) {
+	n, _ := startNode(t, "tok")
+	base := "http://" + n.AdminAddr().String()
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/v1/status": 401, "/metrics": 401, "/v1/keyring": 401} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s without token = %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+	req, _ := http.NewRequest("GET", base+"/v1/status", nil)
+	req.Header.Set("Authorization", "Bearer wrong")
+	resp, _ := http.DefaultClient.Do(req)
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Errorf("wrong token = %d", resp.StatusCode)
+	}
+}
+
+func TestReloadRejectsInvalidConfigAndKeepsOld(t *testing.T) {
+	n, _ := startNode(t, "")
+	if err := os.WriteFile(n.cfg.ConfigPath, []byte(`{"ReverseProxy": {"Routes": {"x": {"ClusterId": "none", "Match": {"Path": "/"}}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Reload(); err == nil {
+		t.Fatal("invalid config accepted")
+	}
+	resp, err := http.Get("http://" + n.ProxyAddrs()[0].String() + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("after rejected reload: %d, want the old config serving", resp.StatusCode)
+	}
+}
+
+func TestKeyringSurvivesRestartEncryptedWithClusterSecret(t *testing.T) {
+	backend := httptest.NewServer(DemoBackend("b"))
+	defer backend.Close()
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "tether.json")
+	os.WriteFile(cfgPath, []byte(testConfig(backend.URL+"/", "")), 0o600)
+	secret := filepath.Join(dir, "secret")
+	os.WriteFile(secret, []byte("a-cluster-secret-of-enough-length"), 0o600)
+	cfg := Config{ConfigPath: cfgPath, NodeID: "t1", DataDir: filepath.Join(dir, "data"), AdminAddr: "127.0.0.1:0", ClusterSecretFile: secret, Logger: quietLogger()}
+
+	activeAfterStart := func() string {
+		n, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer n.Shutdown(context.Background())
+		return n.keys.ActiveKeyID(time.Now())
+	}
+	first := activeAfterStart()
+	if second := activeAfterStart(); second != first {
+		t.Fatalf("active key changed across restart: %s then %s", first, second)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "data", "keyring.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "material") {
+		t.Fatalf("keyring file holds plain material with a cluster secret given")
+	}
+}
+
+func TestDemoStartsNodesThatStickSessionsAcrossNodes(t *testing.T) {
+	d, err := StartDemo(DemoOptions{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop(context.Background())
+	lines := d.Lines()
+	if len(lines) != 6 || !strings.HasPrefix(lines[0], "n1 proxy=http://127.0.0.1:") || !strings.Contains(lines[0], " admin=http://127.0.0.1:") {
+		t.Fatalf("demo lines: %q", lines)
+	}
+	resp, err := http.Get("http://" + d.Nodes[0].ProxyAddrs()[0].String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	backend := resp.Header.Get("X-Demo-Backend")
+	cookie := strings.Split(resp.Header.Get("Set-Cookie"), ";")[0]
+	if backend == "" || cookie == "" {
+		t.Fatalf("first demo response: backend %q cookie %q", backend, cookie)
+	}
+	for _, n := range d.Nodes {
+		req, _ := http.NewRequest("GET", "http://"+n.ProxyAddrs()[0].String()+"/", nil)
+		req.Header.Set("Cookie", cookie)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("X-Demo-Backend"); got != backend {
+			t.Fatalf("node %s sent the session to %s, want %s", n.ID(), got, backend)
+		}
+	}
+}
+
+func TestNewRefusesBadNodeFlags(t *testing.T) {
+	cases := []struct {
+		desc string
+		cfg  Config
+		want string
+	}{
+		{"config required", Config{NodeID: "x"}, "--config"},
+		{"node id without slashes", Config{ConfigPath: "f", NodeID: "a/b"}, "--node-id"},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			_, err := New(c.cfg)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want it to name %s", err, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,56 @@
+package test
+
+import (
+	"net/http"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var demoLine = regexp.MustCompile(`(?m)^(n[1-3]) proxy=(http://127\.0\.0\.1:\d+) admin=(http://127\.0\.0\.1:\d+)$`)
+
+func TestDemoRunsThreeStickyNodesAndStopsOnInterrupt(t *testing.T) {
+	p := start(t, nil, "demo")
+	var lines [][]string
+	eventually(t, 60*time.Second, "three demo node lines", func() bool {
+		lines = demoLine.FindAllStringSubmatch(p.stdout.String(), -1)
+		return len(lines) == 3
+	})
+
+	// A session started on n1 sticks on every node: HashCookie keys are the
+	// same everywhere.
+	c := &http.Client{}
+	status, hdr, body := get(t, c, lines[0][2]+"/", nil)
+	if status != 200 {
+		t.Fatalf("demo n1: %d %s", status, body)
+	}
+	backend := hdr.Get("X-Demo-Backend")
+	if backend == "" || !strings.Contains(body, backend) {
+		t.Fatalf("demo backend does not name itself: header %q body %q", backend, body)
+	}
+	cookie := strings.Split(hdr.Get("Set-Cookie"), ";")[0]
+	if !strings.HasPrefix(cookie, ".Tether.Affinity=") {
+		t.Fatalf("no affinity cookie: %q", hdr.Get("Set-Cookie"))
+	}
+	for _, l := range lines {
+		for i := 0; i < 3; i++ {
+			_, h, _ := get(t, c, l[2]+"/", map[string]string{"Cookie": cookie})
+			if got := h.Get("X-Demo-Backend"); got != backend {
+				t.Fatalf("%s sent the session to %s, want %s", l[1], got, backend)
+			}
+		}
+		if s, _, _ := get(t, c, l[3]+"/healthz", nil); s != 200 {
+			t.Fatalf("%s admin /healthz = %d", l[1], s)
+		}
+	}
+
+	p.signal(syscall.SIGINT)
+	if code := p.wait(30 * time.Second); code != 0 {
+		t.Fatalf("demo exit code %d", code)
+	}
+	if !strings.Contains(p.stdout.String(), "demo stopped") {
+		t.Fatalf("demo did not stop cleanly:\n%s", p.stdout.String())
+	}
+}
