@@ -54,6 +54,8 @@ type Keyring interface {
 type Options struct {
 	// Keyring is required by the Cookie, CustomHeader and Envelope policies.
 	Keyring Keyring
+	// Now is the clock for cookie Expires; nil means time.Now.
+	Now func() time.Time
 }
 
 // Decision is the result of Resolve for one request.
@@ -68,6 +70,10 @@ type Decision struct {
 	// Attach is true when the response must carry the chosen destination's
 	// key (first response of a session, or after a redistribution).
 	Attach bool
+
+	// envelope remembers the envelope Resolve unwrapped, so RewriteRequest
+	// need not open it a second time.
+	envelope envelopeHit
 }
 
 // Provider resolves affinity for one cluster (or one route's override).

@@ -1,0 +1,104 @@
+// Package affinity is tether's session affinity engine (SPEC §2.2): for one
+// cluster, or one route's override, it decides which destinations a request
+// may go to, adds the session key to the response, and for the envelope
+// policies restores the backend's own session value on the way in. The data
+// path (package proxy) calls New per cluster snapshot, then Resolve,
+// RewriteRequest and Affinitize per request, and counts Decision.Outcome into
+// tether_affinity_requests_total{outcome}. A nil *Provider is affinity
+// disabled: New returns nil for Enabled=false, which is how a per-route
+// {"Enabled": false} override switches it off.
+//
+// Policies and wire formats (YARP-compatible, so a fleet can move from YARP
+// without breaking live sessions). HashCookie (default): XxHash64, seed 0,
+// of the UTF-16LE bytes of the upper-cased key input, as 16 lowercase hex
+// digits of the big-endian digest. ArrCookie (IIS ARR): SHA-256 of the
+// UTF-16LE bytes of the lower-cased key input, 64 uppercase hex digits.
+// Incoming hash values match case-insensitively (both policies). Cookie and
+// CustomHeader: the key input sealed by the cluster Keyring (AES-256-GCM with
+// the key id, base64url without padding, encoded by the keyring) with the
+// purpose "tether/affinity/v1" followed by the length-prefixed canonical
+// policy name, cluster id and key name, so a value cannot be replayed into
+// another cluster, policy or key name. Upper- and lower-casing follow Go's
+// simple Unicode case mapping, which is .NET's invariant mapping for the
+// characters destination ids use.
+//
+// Resolution. (1) No key (no cookie or header of that name, or an empty
+// value): every destination that AcceptsNew is a candidate, Attach is set,
+// Outcome NoSession. (2) A valid key: every destination of its group that
+// AcceptsExisting is a candidate (the load balancer picks among them),
+// Attach is not set, Outcome Routed: only the first response of a session
+// carries the key. (3) An invalid key (undecodable, fails to open or
+// verify, unknown, or longer than MaxKeyLength), or a group with no
+// destination left: the failure policy runs. Redistribute: Outcome
+// FailedOpen, Attach set, and the candidates are chosen deterministically by
+// rendezvous hashing: among the key inputs that have a destination that
+// AcceptsNew, the one with the highest XxHash64(old value + key input) wins
+// (ties: the smaller input), and its destinations that AcceptsNew are the
+// candidates; every node therefore sends the parallel requests of one broken
+// session to the same replacement. The old value is the raw value the client
+// sent. This path is O(destinations), like case 1. Return503Error: Outcome
+// FailedClosed, no candidates, Status = FailureStatusCode (default 503).
+// Empty candidates with Status 0 mean no destination can serve: 503.
+//
+// Cookie settings. The Set-Cookie header follows ASP.NET's spelling and
+// order (name=value; expires; max-age; domain; path; secure; samesite;
+// httponly). Domain is sent when set; Path defaults to "/"; Expiration sets
+// expires = now + Expiration (Options.Now, default time.Now); MaxAge sets
+// max-age in whole seconds; HttpOnly defaults to true; IsEssential is
+// accepted and has no effect (no consent is enforced); SameSite Unspecified
+// omits the attribute, None/Lax/Strict send it; SecurePolicy SameAsRequest
+// sends secure when Affinitize's secure argument is true, Always always,
+// None never. Hash values are plain hex and sealed values base64url, both
+// valid cookie octets. CustomHeader sets a response header of its name
+// instead. A keyring failure while sealing attaches nothing: the next
+// request simply starts a session again. Configuration errors are
+// config.Errors with paths relative to the block ("SessionAffinity.Policy",
+// "SessionAffinity.Cookie.Domain"), all reported at once.
+//
+// Groups and lookup. A destination's key input is Destination.AffinityKey
+// (Metadata["AffinityKey"] when set, else its id); destinations sharing it
+// form a group with one key. New precomputes a map from the lookup form of a
+// value to the group (HashCookie: lowercase hex; ArrCookie: uppercase hex;
+// sealed policies: the opened key input), so Resolve never scans the
+// destinations to match a key. The request value is found by scanning
+// r.Header["Cookie"] in place (net/http's Request.Cookie allocates); hex is
+// case-folded into a stack array; candidates are appended to the caller's
+// buf. HashCookie and ArrCookie resolution allocates nothing. Resolve
+// expects the cluster New was given; another cluster gets a table built on
+// the spot (correct, not free).
+//
+// Duplicates and hostile input. With several cookies of the key name the
+// first wins (as net/http's Request.Cookie and ASP.NET's request cookies);
+// with several header values the first wins. A value may be quoted as RFC
+// 6265 allows. Values longer than MaxKeyLength (4 KiB) are failures before
+// any decoding or decryption; malformed, truncated, tampered or foreign
+// values are failures handled by the failure policy, never a panic (fuzzed
+// per decoder).
+//
+// Draining needs nothing of its own: a draining destination does not
+// AcceptsNew, so it gets no new sessions and is never a redistribution
+// target, but it AcceptsExisting until its drain deadline, so its sessions
+// stay until then and redistribute afterwards.
+//
+// Envelope policies (Envoy's envelope session state). EnvelopeCookie and
+// EnvelopeHeader name the backend's own session cookie or header in
+// AffinityKeyName (e.g. JSESSIONID). On the way out, whenever the backend's
+// response sets that cookie (each Set-Cookie line of that name) or header
+// to a non-empty value, the value is replaced by "<sealed key input>.<value>"
+// and every other byte of the line (all attributes) is kept; a quoted
+// cookie value stays quoted around the whole envelope. The sealed part is
+// base64url and cannot contain '.', so the first '.' separates it, and the
+// backend value follows verbatim, dots included. Nothing is ever added when
+// the backend does not set its value, and Attach plays no part. On the way
+// in, Resolve opens the sealed part to find the group (rules 1 to 3 as
+// above), and RewriteRequest puts back exactly the backend's value in the
+// outgoing request's Cookie header (other cookies untouched, same order and
+// spacing) or header. Rule: tether strips only what it authenticates as its
+// own envelope, and then always (also after a redistribution, so a backend
+// with a shared session store can pick the session up); any other value (a
+// raw backend value from before envelopes were enabled, a tampered or
+// foreign envelope) is an affinity failure, and under Redistribute it is
+// forwarded exactly as the client sent it. So the backend only ever sees
+// values it issued itself, or whatever the client made up, never a
+// tether-mangled one.
+package affinity
