@@ -89,10 +89,12 @@ func New(clusterID string, cfg config.SessionAffinity, c *upstream.Cluster, opts
 }
 
 // Resolve finds the candidates for r. buf may be used as backing storage for
-// Decision.Candidates to avoid allocation.
+// Decision.Candidates to avoid allocation. Candidates may also be the
+// cluster's shared list of available destinations: callers must not modify
+// it.
 func (p *Provider) Resolve(r *http.Request, c *upstream.Cluster, now time.Time, buf []*upstream.Destination) Decision {
 	if p == nil {
-		return Decision{Outcome: NoSession, Candidates: c.AppendAvailable(buf, now)}
+		return Decision{Outcome: NoSession, Candidates: c.Available(now)}
 	}
 	return p.resolve(r, c, now, buf)
 }

@@ -29,7 +29,7 @@ func (p *Provider) resolve(r *http.Request, c *upstream.Cluster, now time.Time, 
 	if v, _ := unquote(raw); !ok || v == "" {
 		// Rule 1: no key. Every destination that takes new sessions is a
 		// candidate; the chosen one's key goes on the response.
-		return Decision{Outcome: NoSession, Candidates: c.AppendAvailable(buf, now), Attach: true}
+		return Decision{Outcome: NoSession, Candidates: c.Available(now), Attach: true}
 	}
 
 	var (

@@ -1,11 +1,18 @@
 package upstream
 
 import (
+	"math"
 	"net/url"
 	"sort"
 	"sync/atomic"
 	"time"
 )
+
+// stateGen counts changes of any destination's availability (health, passive
+// exclusion, drain). Clusters cache their available destinations and rebuild
+// the list only when it moves; such changes are rare next to requests, so
+// one counter for the process is simpler than one per cluster and as good.
+var stateGen atomic.Uint64
 
 // Health is a destination's health as one source sees it.
 type Health int32
@@ -83,7 +90,11 @@ func (d *Destination) Begin() { d.inflight.Add(1) }
 func (d *Destination) Done() { d.inflight.Add(-1) }
 
 // SetActiveHealth records the effective probe-based health.
-func (d *Destination) SetActiveHealth(h Health) { d.active.Store(int32(h)) }
+func (d *Destination) SetActiveHealth(h Health) {
+	if d.active.Swap(int32(h)) != int32(h) {
+		stateGen.Add(1)
+	}
+}
 
 // ActiveHealth is the effective probe-based health.
 func (d *Destination) ActiveHealth() Health { return Health(d.active.Load()) }
@@ -95,10 +106,16 @@ func (d *Destination) SetLocalHealth(h Health) { d.local.Store(int32(h)) }
 func (d *Destination) LocalHealth() Health { return Health(d.local.Load()) }
 
 // MarkPassiveFailure excludes the destination on this node until t.
-func (d *Destination) MarkPassiveFailure(until time.Time) { d.passiveUntil.Store(until.UnixNano()) }
+func (d *Destination) MarkPassiveFailure(until time.Time) {
+	d.passiveUntil.Store(until.UnixNano())
+	stateGen.Add(1)
+}
 
 // ClearPassiveFailure ends a passive exclusion early.
-func (d *Destination) ClearPassiveFailure() { d.passiveUntil.Store(0) }
+func (d *Destination) ClearPassiveFailure() {
+	d.passiveUntil.Store(0)
+	stateGen.Add(1)
+}
 
 // PassiveFailed reports whether passive health excludes the destination at now.
 func (d *Destination) PassiveFailed(now time.Time) bool {
@@ -114,6 +131,7 @@ func (d *Destination) Healthy(now time.Time) bool {
 
 // SetDraining starts draining with the given deadline; the zero time stops it.
 func (d *Destination) SetDraining(deadline time.Time) {
+	defer stateGen.Add(1)
 	if deadline.IsZero() {
 		d.drainDeadline.Store(0)
 		return
@@ -153,6 +171,16 @@ type Cluster struct {
 	// Destinations are sorted by ID; the slice is never modified after New.
 	Destinations []*Destination
 	byID         map[string]*Destination
+	avail        atomic.Pointer[availability]
+}
+
+// availability is a cached list of the destinations that accept new
+// requests, valid while stateGen stays at gen and until the earliest
+// passive exclusion in the cluster runs out.
+type availability struct {
+	gen   uint64
+	until int64
+	list  []*Destination
 }
 
 // NewCluster builds a cluster over dests (sorted by ID here).
@@ -168,6 +196,29 @@ func NewCluster(id string, dests []*Destination) *Cluster {
 
 // Destination returns the destination with the given id, or nil.
 func (c *Cluster) Destination(id string) *Destination { return c.byID[id] }
+
+// Available returns the destinations that accept new requests at now. The
+// list is cached and shared: callers must not modify it. It costs one
+// atomic load per request and is rebuilt only after a destination's health,
+// passive exclusion or drain state changed, or an exclusion ran out.
+func (c *Cluster) Available(now time.Time) []*Destination {
+	gen := stateGen.Load()
+	n := now.UnixNano()
+	if a := c.avail.Load(); a != nil && a.gen == gen && n < a.until {
+		return a.list
+	}
+	a := &availability{gen: gen, until: math.MaxInt64, list: make([]*Destination, 0, len(c.Destinations))}
+	for _, d := range c.Destinations {
+		if d.AcceptsNew(now) {
+			a.list = append(a.list, d)
+		}
+		if u := d.passiveUntil.Load(); u > n && u < a.until {
+			a.until = u
+		}
+	}
+	c.avail.Store(a)
+	return a.list
+}
 
 // AppendAvailable appends to buf the destinations that accept new requests.
 func (c *Cluster) AppendAvailable(buf []*Destination, now time.Time) []*Destination {
