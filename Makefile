@@ -16,7 +16,7 @@ build: ## build the static binary into bin/tether
 run: build ## build, then run the demo cluster (three nodes, three backends) until Ctrl-C
 	./$(BIN) demo
 
-test: test-race fuzz ## all unit, integration and end-to-end tests with -race, then each fuzz target briefly
+test: fuzz test-race ## each fuzz target briefly, then all unit, integration and end-to-end tests with -race
 
 test-race: ## go test -race over every package (e2e tests build the binary themselves)
 	$(GO) test -race -count=1 -timeout 10m ./...

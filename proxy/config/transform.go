@@ -22,6 +22,13 @@ var unsupportedTransforms = []string{
 	"ResponseTrailersAllowed",
 }
 
+// UnsupportedTransform reports whether key identifies a YARP transform that
+// Load accepts with a warning and tether does not implement, so compiling
+// transforms skips it.
+func UnsupportedTransform(key string) bool {
+	return slices.ContainsFunc(unsupportedTransforms, func(s string) bool { return strings.EqualFold(s, key) })
+}
+
 var transformSpecs = []transformSpec{
 	{name: "PathRemovePrefix"},
 	{name: "PathPrefix"},

@@ -219,21 +219,6 @@ var primaries = map[string][]string{
 	kResponseRemove:      {kWhen},
 }
 
-// ignored are YARP transforms that config.Load accepts with a warning and
-// tether does not implement; compiling skips them.
-var ignored = map[string]bool{}
-
-func init() {
-	for _, k := range []string{
-		"X-Forwarded", "Forwarded", "ClientCert", "PathPattern", "QueryValueParameter",
-		"QueryRouteParameter", "QueryRemoveParameter", "HttpMethodChange", "RequestHeaderRouteValue",
-		"RequestHeadersAllowed", "ResponseHeadersAllowed", "ResponseTrailer", "ResponseTrailerRemove",
-		"ResponseTrailersAllowed",
-	} {
-		ignored[strings.ToLower(k)] = true
-	}
-}
-
 // Compile checks and compiles a route's transform dictionaries. path is the
 // JSON path of the list ("ReverseProxy.Routes.r1.Transforms"); each error
 // names its dictionary as path[i].
@@ -268,7 +253,7 @@ func (t *Transforms) add(d map[string]string) string {
 	var found []string
 	for _, k := range keys {
 		lk := strings.ToLower(k)
-		if _, ok := primaries[lk]; ok || ignored[lk] {
+		if _, ok := primaries[lk]; ok || config.UnsupportedTransform(k) {
 			found = append(found, k)
 		}
 	}
@@ -281,7 +266,7 @@ func (t *Transforms) add(d map[string]string) string {
 		return fmt.Sprintf("unknown transform (keys: %s)", strings.Join(keys, ", "))
 	}
 	primary := strings.ToLower(found[0])
-	if ignored[primary] {
+	if config.UnsupportedTransform(primary) {
 		return "" // accepted with a warning by config.Load, not implemented
 	}
 	allowed := primaries[primary]
