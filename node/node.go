@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -224,20 +225,16 @@ func (n *Node) Reload() error {
 	return nil
 }
 
+// listenersChanged reports changes that only a restart applies: the
+// listeners are bound once at start.
 func listenersChanged(a, b *config.Config) bool {
-	if len(a.Listeners) != len(b.Listeners) {
-		return true
-	}
-	for i := range a.Listeners {
-		if fmt.Sprint(a.Listeners[i]) != fmt.Sprint(b.Listeners[i]) {
-			return true
-		}
-	}
-	return a.Limits != b.Limits
+	return !reflect.DeepEqual(a.Listeners, b.Listeners) || a.Limits != b.Limits
 }
 
 // ShutdownTimeout is the configured bound on draining in-flight requests.
 func (n *Node) ShutdownTimeout() time.Duration {
+	n.reloadMu.Lock()
+	defer n.reloadMu.Unlock()
 	if n.current != nil && n.current.Limits.ShutdownTimeout.Duration > 0 {
 		return n.current.Limits.ShutdownTimeout.Duration
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/proxy/config"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -274,6 +276,32 @@ func TestNewRefusesBadNodeFlags(t *testing.T) {
 			_, err := New(c.cfg)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want it to name %s", err, c.want)
+			}
+		})
+	}
+}
+
+func TestListenersChangedOnlyOnRealChanges(t *testing.T) {
+	base := func() *config.Config {
+		return &config.Config{Listeners: []config.Listener{{Address: ":8443", Certificate: &config.Certificate{Path: "c", KeyPath: "k"}}}}
+	}
+	cases := []struct {
+		desc   string
+		change func(c *config.Config)
+		want   bool
+	}{
+		{"same listeners (fresh pointers) are no change", func(c *config.Config) {}, false},
+		{"another address", func(c *config.Config) { c.Listeners[0].Address = ":9443" }, true},
+		{"another certificate", func(c *config.Config) { c.Listeners[0].Certificate.Path = "c2" }, true},
+		{"a listener added", func(c *config.Config) { c.Listeners = append(c.Listeners, config.Listener{Address: ":80"}) }, true},
+		{"limits changed", func(c *config.Config) { c.Limits.MaxRequestHeadersTotalSize = 1 }, true},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			next := base()
+			c.change(next)
+			if got := listenersChanged(base(), next); got != c.want {
+				t.Fatalf("listenersChanged = %v, want %v", got, c.want)
 			}
 		})
 	}
