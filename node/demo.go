@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -111,15 +113,26 @@ func StartDemo(opts DemoOptions) (d *Demo, err error) {
 	if err := os.WriteFile(cfgPath, raw, 0o600); err != nil {
 		return d, err
 	}
+	// One cluster secret for all demo nodes: their keyrings are encrypted at
+	// rest, as a real deployment's should be.
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return d, err
+	}
+	secretPath := filepath.Join(dir, "cluster-secret")
+	if err := os.WriteFile(secretPath, []byte(hex.EncodeToString(secret)), 0o600); err != nil {
+		return d, err
+	}
 	for i := 1; i <= opts.Nodes; i++ {
 		id := fmt.Sprintf("n%d", i)
 		n, err := New(Config{
-			ConfigPath: cfgPath,
-			NodeID:     id,
-			DataDir:    filepath.Join(dir, id),
-			AdminAddr:  "127.0.0.1:0",
-			Logger:     opts.Logger,
-			AccessLog:  opts.AccessLog,
+			ConfigPath:        cfgPath,
+			NodeID:            id,
+			DataDir:           filepath.Join(dir, id),
+			AdminAddr:         "127.0.0.1:0",
+			ClusterSecretFile: secretPath,
+			Logger:            opts.Logger,
+			AccessLog:         opts.AccessLog,
 		})
 		if err != nil {
 			return d, err
