@@ -38,8 +38,10 @@
 // The AEAD's additional data is version | id length | key id | purpose, so a
 // value is bound to its key and to its purpose (policy, cluster id, key name;
 // see [Purpose]): a value from one cluster or policy does not open in
-// another. Nonces are random (96 bits); keep the number of values sealed with
-// one key well under 2^32 (the key lifetime bounds it).
+// another. Nonces are random (96 bits), so the number of values sealed with
+// one key must stay well under 2^32: callers that seal the same plaintext
+// often (the affinity engine, once per new session) reuse a sealed value
+// while ActiveKeyID is unchanged instead of sealing per request.
 //
 // At rest: with a cluster secret, key material is wrapped with AES-256-GCM
 // under a key derived with HKDF-SHA256. Without one, a standalone node keeps

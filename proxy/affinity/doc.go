@@ -18,9 +18,12 @@
 // the key id, base64url without padding, encoded by the keyring) with the
 // purpose "tether/affinity/v1" followed by the length-prefixed canonical
 // policy name, cluster id and key name, so a value cannot be replayed into
-// another cluster, policy or key name. Upper- and lower-casing follow Go's
-// simple Unicode case mapping, which is .NET's invariant mapping for the
-// characters destination ids use.
+// another cluster, policy or key name. Upper- and lower-casing follow .NET's
+// invariant mapping: Go's simple Unicode case mapping, except that dotless
+// 'ı' (U+0131) stays as it is when upper-cased and dotted 'İ' (U+0130) when
+// lower-cased, as .NET does. A sealed value is reused for a destination while
+// the keyring's active key stays the same (when the keyring tells its active
+// key), which spares the AES work and the random-nonce budget of the key.
 //
 // Resolution. (1) No key (no cookie or header of that name, or an empty
 // value): every destination that AcceptsNew is a candidate, Attach is set,
@@ -32,11 +35,13 @@
 // destination left: the failure policy runs. Redistribute: Outcome
 // FailedOpen, Attach set, and the candidates are chosen deterministically by
 // rendezvous hashing: among the key inputs that have a destination that
-// AcceptsNew, the one with the highest XxHash64(old value + key input) wins
-// (ties: the smaller input), and its destinations that AcceptsNew are the
-// candidates; every node therefore sends the parallel requests of one broken
-// session to the same replacement. The old value is the raw value the client
-// sent. This path is O(destinations), like case 1. Return503Error: Outcome
+// AcceptsNew, the one with the highest XxHash64(BE64(XxHash64(old value)) +
+// key input) wins (ties: the smaller input), and its destinations that
+// AcceptsNew are the candidates; every node therefore sends the parallel
+// requests of one broken session to the same replacement. The old value is
+// the raw value the client sent, hashed once so that a long value costs no
+// more per group than a short one. This path is O(groups); it runs once per
+// broken session. Return503Error: Outcome
 // FailedClosed, no candidates, Status = FailureStatusCode (default 503).
 // Empty candidates with Status 0 mean no destination can serve: 503.
 //

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"unicode"
 	"unicode/utf16"
 
 	"github.com/cespare/xxhash/v2"
@@ -23,15 +24,32 @@ const (
 // input, 64 uppercase hex digits.
 func hashKey(pol policy, input string) string {
 	if pol == arrCookie {
-		sum := sha256.Sum256(utf16le(strings.ToLower(input)))
+		sum := sha256.Sum256(utf16le(strings.Map(lowerInvariant, input)))
 		return strings.ToUpper(hex.EncodeToString(sum[:]))
 	}
 	var be [8]byte
-	v := xxhash.Sum64(utf16le(strings.ToUpper(input)))
+	v := xxhash.Sum64(utf16le(strings.Map(upperInvariant, input)))
 	for i := range be {
 		be[i] = byte(v >> (56 - 8*i))
 	}
 	return hex.EncodeToString(be[:])
+}
+
+// upperInvariant and lowerInvariant are .NET's ToUpperInvariant and
+// ToLowerInvariant per character: Go's simple case mapping, except for the
+// two Turkish i's, which .NET's invariant culture leaves alone.
+func upperInvariant(r rune) rune {
+	if r == 'ı' {
+		return r
+	}
+	return unicode.ToUpper(r)
+}
+
+func lowerInvariant(r rune) rune {
+	if r == 'İ' {
+		return r
+	}
+	return unicode.ToLower(r)
 }
 
 // utf16le is .NET's Encoding.Unicode.GetBytes (invalid UTF-8 becomes

@@ -180,3 +180,39 @@ func base64URLDecode(s string) ([]byte, error) {
 }
 
 var b64 = base64.RawURLEncoding
+
+// TestKeyFormatsFollowDotNetInvariantCasing: .NET's ToUpperInvariant leaves
+// dotless 'ı' as it is and ToLowerInvariant leaves dotted 'İ' as it is,
+// where Go's strings.ToUpper/ToLower would map them to 'I' and 'i'. The
+// expected inputs are spelled out here, cased by hand.
+func TestKeyFormatsFollowDotNetInvariantCasing(t *testing.T) {
+	xx := func(cased string) string {
+		var be [8]byte
+		binary.BigEndian.PutUint64(be[:], xxhash.Sum64(refUTF16LE(cased)))
+		return hex.EncodeToString(be[:])
+	}
+	arr := func(cased string) string {
+		sum := sha256.Sum256(refUTF16LE(cased))
+		return strings.ToUpper(hex.EncodeToString(sum[:]))
+	}
+	cases := []struct {
+		desc, policy, id, want string
+	}{
+		{"HashCookie upper-cases around a dotless ı", "HashCookie", "backend-ı", xx("BACKEND-ı")},
+		{"HashCookie fixed vector for backend-ı", "HashCookie", "backend-ı", "92eda1b9040b31a6"},
+		{"HashCookie upper-cases a dotted İ to itself", "HashCookie", "backend-İ", xx("BACKEND-İ")},
+		{"ArrCookie lower-cases around a dotted İ", "ArrCookie", "Backend-İ", arr("backend-İ")},
+		{"ArrCookie lower-cases a dotless ı to itself", "ArrCookie", "Backend-ı", arr("backend-ı")},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			cl := cluster("c", dest(c.id), dest("other"))
+			p := mustNew(t, "c", enabled(c.policy, ".Aff"), cl, nil)
+			resp := &http.Response{Header: http.Header{}}
+			p.Affinitize(resp, cl.Destination(c.id), Decision{Attach: true}, false)
+			if got := setCookieValue(t, resp.Header, ".Aff"); got != c.want {
+				t.Fatalf("emitted %q, want %q", got, c.want)
+			}
+		})
+	}
+}

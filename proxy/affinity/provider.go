@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/textproto"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/config"
@@ -74,6 +75,10 @@ type impl struct {
 	// lookup table.
 	cluster *upstream.Cluster
 	tab     *table
+
+	// sealed caches sealed key inputs per active key (see keyFor); bounded
+	// by the cluster's destination groups.
+	sealed *sync.Map
 }
 
 // table is the precomputed view of one cluster's destinations.
@@ -128,8 +133,8 @@ func newProvider(clusterID string, cfg config.SessionAffinity, c *upstream.Clust
 	im.status = cfg.FailureStatusCode
 	if im.status == 0 {
 		im.status = DefaultFailureStatusCode
-	} else if im.status < 100 || im.status > 599 {
-		bad("FailureStatusCode", "%d is not an HTTP status code (100-599)", im.status)
+	} else if im.status < 200 || im.status > 599 {
+		bad("FailureStatusCode", "%d is not a final HTTP status code (200-599)", im.status)
 	}
 
 	switch {
@@ -162,6 +167,7 @@ func newProvider(clusterID string, cfg config.SessionAffinity, c *upstream.Clust
 	}
 	im.cluster = c
 	im.tab = im.buildTable(c)
+	im.sealed = new(sync.Map)
 	return &Provider{impl: im}, nil
 }
 

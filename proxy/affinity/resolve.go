@@ -1,6 +1,7 @@
 package affinity
 
 import (
+	"encoding/binary"
 	"net/http"
 	"strings"
 	"time"
@@ -117,11 +118,12 @@ func appendAccepting(buf, members []*upstream.Destination, now time.Time, existi
 // sorted). Every node computes the same winner for the same old value, so
 // parallel requests of one broken session stay together. It appends the
 // winner's destinations that take new sessions.
+//
+// The old value is hashed once to 8 bytes first, so the work per group is
+// fixed however long a value an attacker sends.
 func (t *table) rendezvous(buf []*upstream.Destination, old string, now time.Time) []*upstream.Destination {
-	// scratch holds old once; each group's input is copied after it, so
-	// short values are hashed in one shot without the streaming Digest.
-	var scratch [512]byte
-	n := copy(scratch[:], old)
+	var scratch [256]byte
+	binary.BigEndian.PutUint64(scratch[:8], xxhash.Sum64String(old))
 	best := -1
 	var bestScore uint64
 	for i := range t.groups {
@@ -130,10 +132,10 @@ func (t *table) rendezvous(buf []*upstream.Destination, old string, now time.Tim
 			continue
 		}
 		var s uint64
-		if n == len(old) && n+len(g.input) <= len(scratch) {
-			s = xxhash.Sum64(scratch[:n+copy(scratch[n:], g.input)])
+		if 8+len(g.input) <= len(scratch) {
+			s = xxhash.Sum64(scratch[:8+copy(scratch[8:], g.input)])
 		} else {
-			s = rendezvousScore(old, g.input)
+			s = rendezvousScore(scratch[:8], g.input)
 		}
 		if best < 0 || s > bestScore {
 			best, bestScore = i, s
@@ -145,13 +147,12 @@ func (t *table) rendezvous(buf []*upstream.Destination, old string, now time.Tim
 	return appendAccepting(buf, t.groups[best].members, now, false)
 }
 
-// rendezvousScore is XxHash64 (seed 0) of old followed by input. For a fixed
-// old value the concatenation is distinct per input, so no separator is
-// needed.
-func rendezvousScore(old, input string) uint64 {
+// rendezvousScore is XxHash64 (seed 0) of the old value's 8-byte digest
+// followed by the group's key input.
+func rendezvousScore(oldDigest []byte, input string) uint64 {
 	var d xxhash.Digest
 	d.Reset()
-	_, _ = d.WriteString(old)
+	_, _ = d.Write(oldDigest)
 	_, _ = d.WriteString(input)
 	return d.Sum64()
 }

@@ -1,6 +1,7 @@
 package affinity
 
 import (
+	"encoding/binary"
 	"errors"
 	"net/http"
 	"reflect"
@@ -16,14 +17,17 @@ import (
 
 // refRendezvous is the expected redistribution target computed apart from
 // the code under test: among key inputs with a destination that accepts new
-// sessions, the highest XxHash64(old + input) wins (ties: smaller input).
+// sessions, the highest XxHash64(BE64(XxHash64(old)) + input) wins (ties:
+// smaller input).
 func refRendezvous(old string, c *upstream.Cluster, now time.Time) string {
 	best, bestScore := "", uint64(0)
 	for _, d := range c.Destinations {
 		if !d.AcceptsNew(now) {
 			continue
 		}
-		s := xxhash.Sum64String(old + d.AffinityKey)
+		var digest [8]byte
+		binary.BigEndian.PutUint64(digest[:], xxhash.Sum64String(old))
+		s := xxhash.Sum64(append(digest[:], d.AffinityKey...))
 		if best == "" || s > bestScore || s == bestScore && d.AffinityKey < best {
 			best, bestScore = d.AffinityKey, s
 		}

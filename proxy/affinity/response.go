@@ -3,6 +3,7 @@ package affinity
 import (
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/tether-proxy/tether/proxy/upstream"
 )
@@ -43,8 +44,36 @@ func (p *impl) keyFor(dest *upstream.Destination) (string, bool) {
 		}
 		return hashKey(p.policy, dest.AffinityKey), true
 	}
+	ak, ok := p.keyring.(activeKeyer)
+	if !ok {
+		v, err := p.keyring.Seal(p.purpose, []byte(dest.AffinityKey))
+		return v, err == nil
+	}
+	// One sealed value per destination group and active key: every value
+	// sealed is a fresh random nonce, and AES-GCM's budget per key is 2^32.
+	id := ak.ActiveKeyID(p.now())
+	if c, ok := p.sealed.Load(dest.AffinityKey); ok && id != "" && c.(sealedValue).keyID == id {
+		return c.(sealedValue).value, true
+	}
 	v, err := p.keyring.Seal(p.purpose, []byte(dest.AffinityKey))
-	return v, err == nil
+	if err != nil {
+		return "", false
+	}
+	if id != "" {
+		p.sealed.Store(dest.AffinityKey, sealedValue{keyID: id, value: v})
+	}
+	return v, true
+}
+
+// activeKeyer is the optional part of a Keyring that names its active key,
+// so sealed values can be reused until it changes (keyring.Ring has it).
+type activeKeyer interface {
+	ActiveKeyID(now time.Time) string
+}
+
+// sealedValue is a sealed key input and the key that sealed it.
+type sealedValue struct {
+	keyID, value string
 }
 
 // wrapResponse replaces every value of the backend's session cookie or

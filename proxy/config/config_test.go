@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -269,6 +270,34 @@ func TestEveryErrorIsReported(t *testing.T) {
 		{"Limits.Bogus", "unknown key"},
 	} {
 		wantFieldError(t, err, want[0], want[1])
+	}
+}
+
+func TestSameSiteNoneWithoutSecureWarns(t *testing.T) {
+	for _, c := range []struct {
+		desc   string
+		secure string
+		want   bool
+	}{
+		{"SameAsRequest: warned", "SameAsRequest", true},
+		{"None: warned", "None", true},
+		{"Always: no warning", "Always", false},
+	} {
+		t.Run(c.desc, func(t *testing.T) {
+			cfg := baseConfig()
+			set(cfg, "ReverseProxy.Clusters.c1.SessionAffinity", obj{"Enabled": true, "AffinityKeyName": "k",
+				"Cookie": obj{"SameSite": "none", "SecurePolicy": c.secure}})
+			_, warns, err := Parse(mustJSON(t, cfg), "json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := slices.ContainsFunc(warns, func(w string) bool {
+				return strings.HasPrefix(w, "ReverseProxy.Clusters.c1.SessionAffinity.Cookie.SameSite: None without SecurePolicy Always")
+			})
+			if got != c.want {
+				t.Fatalf("warned %v, want %v: %q", got, c.want, warns)
+			}
+		})
 	}
 }
 

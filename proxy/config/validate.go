@@ -191,8 +191,14 @@ func (v *validator) affinity(path string, a *SessionAffinity) {
 	if a.Enabled && a.AffinityKeyName == "" {
 		v.errorf(path+".AffinityKeyName", "required when Enabled")
 	}
-	if a.FailureStatusCode != 0 && (a.FailureStatusCode < 100 || a.FailureStatusCode > 599) {
-		v.errorf(path+".FailureStatusCode", "%d is not an HTTP status (100..599)", a.FailureStatusCode)
+	// 1xx is not a final status: the error body would go out as a 200.
+	if a.FailureStatusCode != 0 && (a.FailureStatusCode < 200 || a.FailureStatusCode > 599) {
+		v.errorf(path+".FailureStatusCode", "%d is not a final HTTP status (200..599)", a.FailureStatusCode)
+	}
+	// Browsers drop SameSite=None cookies without Secure; ASP.NET only
+	// logs this too, so it is a warning, not an error.
+	if a.Enabled && a.Cookie.SameSite == "None" && a.Cookie.SecurePolicy != "Always" && !strings.HasPrefix(a.Policy, "Envelope") && a.Policy != "CustomHeader" {
+		v.warns = append(v.warns, path+".Cookie.SameSite: None without SecurePolicy Always: browsers drop the cookie on plain HTTP, and affinity will not stick there")
 	}
 }
 

@@ -73,6 +73,7 @@ func TestValidationRules(t *testing.T) {
 		{"affinity Policy is known", map[string]any{sa: enabled(obj{"Policy": "Sticky"})}, sa + ".Policy", "Sticky"},
 		{"affinity FailurePolicy is known", map[string]any{sa: enabled(obj{"FailurePolicy": "Retry"})}, sa + ".FailurePolicy", "Retry"},
 		{"FailureStatusCode is an HTTP status", map[string]any{sa: enabled(obj{"FailureStatusCode": 600})}, sa + ".FailureStatusCode", "600"},
+		{"FailureStatusCode is a final status, not 1xx", map[string]any{sa: enabled(obj{"FailureStatusCode": 150})}, sa + ".FailureStatusCode", "150"},
 		{"cookie SameSite is known", map[string]any{sa: enabled(obj{"Cookie": obj{"SameSite": "Loose"}})}, sa + ".Cookie.SameSite", "Loose"},
 		{"cookie SecurePolicy is known", map[string]any{sa: enabled(obj{"Cookie": obj{"SecurePolicy": "Never"}})}, sa + ".Cookie.SecurePolicy", "Never"},
 		{"route affinity override is checked too", map[string]any{route + ".SessionAffinity": obj{"Enabled": true}},
