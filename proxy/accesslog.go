@@ -32,5 +32,6 @@ func (p *Proxy) logAccess(r *http.Request, st *reqState, status int, dur time.Du
 		slog.String("cluster", clusterID),
 		slog.String("destination", destID),
 		slog.String("affinity", aff),
+		slog.Bool("aborted", st.aborted),
 	)
 }

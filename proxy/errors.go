@@ -18,6 +18,8 @@ const (
 	kindGatewayTimeout
 	kindAffinityClosed
 	kindBodyTooLarge
+	kindBadRequest
+	kindClientTimeout
 	numKinds
 	// kindClientGone is not counted as a proxy error: the client left.
 	kindClientGone
@@ -31,6 +33,14 @@ var kindNames = [numKinds]string{
 	kindGatewayTimeout: "gateway_timeout",
 	kindAffinityClosed: "affinity_failed_closed",
 	kindBodyTooLarge:   "body_too_large",
+	kindBadRequest:     "bad_request",
+	kindClientTimeout:  "client_timeout",
+}
+
+// backendFault reports whether an error of this kind is the destination's
+// fault, and so feeds passive health. Client mistakes never are.
+func (k errKind) backendFault() bool {
+	return k == kindBadGateway || k == kindGatewayTimeout
 }
 
 // statusClientClosed is logged (never sent) when the client went away

@@ -156,6 +156,7 @@ func requestTrace(r *http.Request, trusted bool) string {
 // tether drop these. All values share one backing array: one allocation for
 // the slices.
 func setForwarded(in *http.Request, h http.Header, st *reqState) {
+	dropSpoofable(h, st.trusted)
 	vals := make([]string, forwardedHeaders)
 	set := func(i int, key, v string) {
 		vals[i] = v
@@ -194,6 +195,29 @@ func setForwarded(in *http.Request, h http.Header, st *reqState) {
 	}
 	set(5, hdrOriginalURL, uri)
 	set(6, hdrTraceID, st.traceID)
+}
+
+// dropSpoofable removes client headers that backends read as forwarding
+// information tether does not set: X-Forwarded-Prefix (ASP.NET's
+// ForwardedHeaders turns it into PathBase) and X-Real-IP, unless a trusted
+// proxy sent them; and, from anyone, forwarding headers spelled with
+// underscores (X_Forwarded_For), which CGI-style backends fold into the real
+// thing.
+func dropSpoofable(h http.Header, trusted bool) {
+	if !trusted {
+		delete(h, "X-Forwarded-Prefix")
+		delete(h, "X-Real-Ip")
+	}
+	for k := range h {
+		if strings.IndexByte(k, '_') < 0 {
+			continue
+		}
+		switch http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-")) {
+		case hdrXFF, hdrXFProto, hdrXFHost, hdrXFPort, hdrOriginalHost, hdrOriginalURL, hdrTraceID,
+			"X-Forwarded-Prefix", "X-Real-Ip", "Forwarded":
+			delete(h, k)
+		}
+	}
 }
 
 // clientPort is the port the client connected to: the Host header's port,

@@ -181,7 +181,12 @@ type reqState struct {
 	// upstream is the backend's status as seen by ModifyResponse.
 	upstream int
 	kind     errKind
-	buf      [8]*upstream.Destination
+	// body is the client's body wrapper, when the request has a body.
+	body *clientBody
+	// aborted: the response was cut mid-way (ReverseProxy's
+	// http.ErrAbortHandler), after the status went out.
+	aborted bool
+	buf     [8]*upstream.Destination
 }
 
 type stateKey struct{}
@@ -203,6 +208,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.traceID = requestTrace(r, st.trusted)
 	defer p.finish(rt, st, r, start)
 
+	if status := checkRequest(r); status != 0 {
+		st.kind = kindBadRequest
+		rt.noRouteErrs[kindBadRequest].Inc()
+		writeError(&st.rw, status, st.traceID)
+		return
+	}
+	cleanPath(r)
 	rr := rt.match(r)
 	if rr == nil {
 		st.kind = kindNoRoute
@@ -219,6 +231,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		body = http.MaxBytesReader(w, body, rr.maxBody)
+	}
+	if body != nil && body != http.NoBody {
+		st.body = &clientBody{rc: body, ctl: http.NewResponseController(w), idle: cl.activity}
+		body = st.body
 	}
 	now := start
 	st.dec = rr.aff.Resolve(r, cl.up, now, st.buf[:0])
@@ -261,6 +277,16 @@ func (p *Proxy) fail(st *reqState, status int, kind errKind) {
 // finish records metrics and the access log line, also when the
 // ReverseProxy aborts a response with http.ErrAbortHandler.
 func (p *Proxy) finish(rt *runtime, st *reqState, r *http.Request, start time.Time) {
+	if v := recover(); v != nil {
+		if v != http.ErrAbortHandler {
+			panic(v)
+		}
+		// The response was cut after it started (client or backend went
+		// away mid-body): log it as such, then let net/http close the
+		// connection.
+		st.aborted = true
+		defer panic(v)
+	}
 	dur := p.now().Sub(start)
 	status := st.rw.status
 	switch {
@@ -369,11 +395,24 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	st := stateFrom(r.Context())
 	status, kind := classify(r.Context(), err)
+	if st.body != nil && kind != kindBodyTooLarge {
+		// The backend failed because the client's body did: the client's
+		// fault. A stalled upload cancels the request context too, but that
+		// client is still there and gets its 408.
+		switch st.body.state.Load() {
+		case bodyFailed:
+			if kind != kindClientGone {
+				status, kind = http.StatusBadRequest, kindBadRequest
+			}
+		case bodyTimedOut:
+			status, kind = http.StatusRequestTimeout, kindClientTimeout
+		}
+	}
 	st.kind = kind
 	if kind == kindClientGone {
 		return
 	}
-	if kind != kindBodyTooLarge && st.cluster.passive != nil {
+	if kind.backendFault() && st.cluster.passive != nil {
 		st.cluster.passive.Report(st.dest, p.now(), err, 0)
 	}
 	st.cluster.errCount[kind].Inc()

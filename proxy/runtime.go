@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -69,8 +71,11 @@ type clusterRT struct {
 	passive      *health.Passive
 	active       *health.Active
 	drainTimeout time.Duration
-	affCount     [4]prometheus.Counter
-	errCount     [numKinds]prometheus.Counter
+	// activity is HttpRequest.ActivityTimeout: the idle bound on the
+	// client's upload and on the backend's response.
+	activity time.Duration
+	affCount [4]prometheus.Counter
+	errCount [numKinds]prometheus.Counter
 }
 
 // start begins the snapshot's active health checks.
@@ -249,7 +254,8 @@ func build(cfg *config.Config, p *Proxy, old *runtime) (*runtime, config.Errors)
 // is unchanged, so its health, drain state and in-flight count carry over;
 // otherwise a new one. A destination whose id survives but whose
 // configuration changed keeps its drain state (drain is keyed by id in the
-// cluster's store), and its health too when only Host or Metadata changed.
+// cluster's store), and its health and passive exclusion too when only Host
+// or Metadata changed.
 func destination(oldCl *clusterRT, id string, addr, hAddr *url.URL, d *config.Destination) *upstream.Destination {
 	nd := upstream.NewDestination(id, addr, hAddr, d.Host, d.Metadata)
 	if oldCl == nil {
@@ -269,6 +275,9 @@ func destination(oldCl *clusterRT, id string, addr, hAddr *url.URL, d *config.De
 	if sameAddrs {
 		nd.SetActiveHealth(od.ActiveHealth())
 		nd.SetLocalHealth(od.LocalHealth())
+		if u := od.PassiveUntil(); !u.IsZero() {
+			nd.MarkPassiveFailure(u)
+		}
 	}
 	return nd
 }
@@ -283,9 +292,17 @@ func (p *Proxy) wireCluster(cl *clusterRT, c *config.Cluster) {
 	if activity <= 0 {
 		activity = defaultActivityTimeout
 	}
+	cl.activity = activity
+	dial := p.dial
 	cl.transport = &http.Transport{
-		Proxy:                 nil, // never an environment proxy
-		DialContext:           p.dial,
+		Proxy: nil, // never an environment proxy
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &idleConn{Conn: c, idle: activity}, nil
+		},
 		ForceAttemptHTTP2:     true,
 		MaxIdleConnsPerHost:   maxIdleConnsPerHost,
 		MaxConnsPerHost:       c.HttpClient.MaxConnectionsPerServer,

@@ -117,6 +117,15 @@ func (d *Destination) ClearPassiveFailure() {
 	stateGen.Add(1)
 }
 
+// PassiveUntil is the end of the current passive exclusion; zero when none
+// was ever set.
+func (d *Destination) PassiveUntil() time.Time {
+	if u := d.passiveUntil.Load(); u != 0 {
+		return time.Unix(0, u)
+	}
+	return time.Time{}
+}
+
 // PassiveFailed reports whether passive health excludes the destination at now.
 func (d *Destination) PassiveFailed(now time.Time) bool {
 	u := d.passiveUntil.Load()

@@ -1,0 +1,205 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// This file keeps clients from turning their own faults into backend
+// faults: requests tether cannot forward faithfully are refused before
+// routing, and a failing request body is blamed on the client, never on the
+// destination (which passive health would then exclude).
+
+// checkRequest refuses what tether must not forward, before routing. It
+// returns 0 when the request may proceed.
+func checkRequest(r *http.Request) int {
+	if r.Method == http.MethodConnect {
+		// tether is a reverse proxy: it does not tunnel.
+		return http.StatusMethodNotAllowed
+	}
+	// HTTP/1 hosts are checked by net/http; HTTP/2's :authority is not.
+	if !validHost(r.Host) {
+		return http.StatusBadRequest
+	}
+	// ReverseProxy refuses an upgrade to a protocol name that is not a
+	// token only after a destination was chosen, as if the backend failed.
+	if up, ok := r.Header["Upgrade"]; ok {
+		for _, v := range up {
+			if !validUpgrade(v) {
+				return http.StatusBadRequest
+			}
+		}
+	}
+	return 0
+}
+
+// validHost accepts an RFC 3986 host with optional port: reg-name or IPv4
+// characters, or a bracketed IPv6 literal. Empty is valid (HTTP/1.0).
+func validHost(h string) bool {
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("-._~!$&'()*+,;=:[]%", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validUpgrade accepts a comma-separated list of protocol[/version] tokens.
+func validUpgrade(v string) bool {
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == ' ' || c == ',' || c == '/':
+		case c < ' ' || c >= 0x7f || strings.IndexByte(`"():;<=>?@[\]{}`, c) >= 0:
+			return false
+		}
+	}
+	return true
+}
+
+// cleanPath removes "." and ".." segments (also percent-encoded ones) from
+// r's path before routing, as Kestrel does before YARP sees a request, so
+// "/public/../admin" can neither match a /public route nor reach a backend
+// that would resolve it to /admin. Encoded slashes stay as they are.
+func cleanPath(r *http.Request) {
+	esc := r.URL.EscapedPath()
+	if !strings.Contains(esc, "/.") && !strings.Contains(esc, "%2e") && !strings.Contains(esc, "%2E") {
+		return
+	}
+	segs := strings.Split(esc, "/")
+	out := make([]string, 0, len(segs))
+	for i, s := range segs {
+		last := i == len(segs)-1
+		switch dotSegment(s) {
+		case 1: // "."
+			if last {
+				out = append(out, "")
+			}
+		case 2: // ".."
+			if len(out) > 1 {
+				out = out[:len(out)-1]
+			}
+			if last {
+				out = append(out, "")
+			}
+		default:
+			out = append(out, s)
+		}
+	}
+	cleaned := strings.Join(out, "/")
+	if cleaned == "" {
+		cleaned = "/"
+	}
+	if cleaned == esc {
+		return
+	}
+	// Never url.Parse the result: a cleaned "//x" would read as a host.
+	if p, err := url.PathUnescape(cleaned); err == nil {
+		r.URL.Path, r.URL.RawPath = p, cleaned
+	}
+}
+
+// dotSegment is 1 for ".", 2 for "..", 0 otherwise (after decoding %2e).
+func dotSegment(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		switch {
+		case s[i] == '.':
+			i++
+		case len(s)-i >= 3 && s[i] == '%' && s[i+1] == '2' && (s[i+2] == 'e' || s[i+2] == 'E'):
+			i += 3
+		default:
+			return 0
+		}
+		n++
+	}
+	if n > 2 {
+		return 0
+	}
+	return n
+}
+
+// Client body failures, recorded by clientBody.
+const (
+	bodyOK int32 = iota
+	bodyFailed
+	bodyTimedOut
+)
+
+// clientBody wraps the client's request body on its way to the backend: it
+// records whether reading it failed (a malformed chunked body, a short
+// HTTP/2 body) and extends an idle deadline on the client connection with
+// every read, so a stalled upload cannot pin a backend connection for
+// longer than the cluster's ActivityTimeout. It is allocated per request,
+// apart from the pooled request state, because the transport may still read
+// the body after the handler returned.
+type clientBody struct {
+	rc    io.ReadCloser
+	ctl   *http.ResponseController
+	idle  time.Duration
+	state atomic.Int32
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	if b.idle > 0 {
+		_ = b.ctl.SetReadDeadline(time.Now().Add(b.idle))
+	}
+	n, err := b.rc.Read(p)
+	if err != nil && err != io.EOF {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			// classify answers 413 from the error itself.
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			b.state.Store(bodyTimedOut)
+		default:
+			b.state.Store(bodyFailed)
+		}
+	}
+	return n, err
+}
+
+func (b *clientBody) Close() error { return b.rc.Close() }
+
+// idleConn is a backend connection with an idle read timeout: each read
+// extends the deadline, so a backend that stops sending in the middle of a
+// response is cut after the cluster's ActivityTimeout (YARP's meaning of it)
+// instead of pinning the client and the connection forever.
+type idleConn struct {
+	net.Conn
+	idle time.Duration
+	// armed is when the deadline was last pushed (UnixNano): pushing it on
+	// every read would cost a timer update per read.
+	armed atomic.Int64
+}
+
+func (c *idleConn) Read(p []byte) (int, error) {
+	now := time.Now()
+	if now.UnixNano()-c.armed.Load() > int64(c.idle/8) {
+		c.armed.Store(now.UnixNano())
+		_ = c.Conn.SetReadDeadline(now.Add(c.idle))
+	}
+	return c.Conn.Read(p)
+}
+
+// SetReadDeadline and SetDeadline let the transport and TLS set their own
+// deadlines; the next read re-arms the idle deadline.
+func (c *idleConn) SetReadDeadline(t time.Time) error {
+	c.armed.Store(0)
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *idleConn) SetDeadline(t time.Time) error {
+	c.armed.Store(0)
+	return c.Conn.SetDeadline(t)
+}

@@ -1,0 +1,280 @@
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tether-proxy/tether/proxy/upstream"
+)
+
+const passiveOn = `"HealthCheck": {"Passive": {"Enabled": true, "ReactivationPeriod": "00:10:00"}}`
+
+// TestClientFaultsDoNotExcludeDestination: requests that fail because of
+// the client are answered with a 4xx and never mark the destination
+// unhealthy (before, each was a 502 plus a passive exclusion: any client
+// could empty a cluster).
+func TestClientFaultsDoNotExcludeDestination(t *testing.T) {
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, "ok")
+	})
+	cases := []struct {
+		desc string
+		req  string
+		want int
+	}{
+		{desc: "Upgrade to a protocol name that is not a token", want: 400,
+			req: "GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: web\tsocket\r\n\r\n"},
+		{desc: "malformed chunked body", want: 400,
+			req: "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"},
+		{desc: "CONNECT is not tunnelled", want: 405,
+			req: "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, passiveOn, "", "")), nil)
+			resp, err := rawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), c.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != c.want {
+				t.Fatalf("status %d, want %d", resp.StatusCode, c.want)
+			}
+			d := h.p.Cluster("c").Destination("d1")
+			if d.PassiveFailed(time.Now()) {
+				t.Fatal("a client's fault excluded the destination")
+			}
+			if resp, _ := get(t, nil, h.front.URL+"/", nil); resp.StatusCode != 200 {
+				t.Fatalf("next request: %d, want 200", resp.StatusCode)
+			}
+		})
+	}
+}
+
+func TestCheckRequestRules(t *testing.T) {
+	cases := []struct {
+		desc   string
+		method string
+		host   string
+		hdr    http.Header
+		want   int
+	}{
+		{desc: "ordinary request passes", method: "GET", host: "example.com:8080", want: 0},
+		{desc: "bracketed IPv6 host passes", method: "GET", host: "[::1]:80", want: 0},
+		{desc: "websocket upgrade passes", method: "GET", host: "h", hdr: http.Header{"Upgrade": {"websocket"}}, want: 0},
+		{desc: "versioned upgrade list passes", method: "GET", host: "h", hdr: http.Header{"Upgrade": {"h2c, foo/1.1"}}, want: 0},
+		{desc: "HTTP/2 authority with a space is refused", method: "GET", host: "a b", want: 400},
+		{desc: "HTTP/2 authority with angle brackets is refused", method: "GET", host: "<x>", want: 400},
+		{desc: "upgrade with a non-ASCII byte is refused", method: "GET", host: "h", hdr: http.Header{"Upgrade": {"web\x80socket"}}, want: 400},
+		{desc: "CONNECT is refused", method: "CONNECT", host: "h:443", want: 405},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			r := &http.Request{Method: c.method, Host: c.host, Header: c.hdr, URL: &url.URL{Path: "/"}}
+			if got := checkRequest(r); got != c.want {
+				t.Fatalf("checkRequest = %d, want %d", got, c.want)
+			}
+		})
+	}
+}
+
+func TestCleanPathRemovesDotSegments(t *testing.T) {
+	cases := []struct {
+		desc, in, wantPath, wantEscaped string
+	}{
+		{"plain path unchanged", "/a/b", "/a/b", "/a/b"},
+		{"dot segment removed", "/a/./b", "/a/b", "/a/b"},
+		{"dot-dot removes its parent", "/public/../admin", "/admin", "/admin"},
+		{"encoded dot-dot too", "/public/%2e%2E/admin", "/admin", "/admin"},
+		{"dot-dot above the root stays at the root", "/../x", "/x", "/x"},
+		{"trailing dot-dot keeps a trailing slash", "/a/b/..", "/a/", "/a/"},
+		{"encoded slash stays encoded", "/a%2Fb/../c%2Fd", "/c/d", "/c%2Fd"},
+		{"empty segment after dot-dot is a path, not a host", "/a/..//x", "//x", "//x"},
+		{"names starting with dots are not dot segments", "/a/.well-known/...", "/a/.well-known/...", "/a/.well-known/..."},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			u, err := url.Parse("http://h" + c.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := &http.Request{URL: u}
+			cleanPath(r)
+			if r.URL.Path != c.wantPath || r.URL.EscapedPath() != c.wantEscaped || r.URL.Host != "h" {
+				t.Fatalf("got path %q escaped %q host %q, want %q %q h", r.URL.Path, r.URL.EscapedPath(), r.URL.Host, c.wantPath, c.wantEscaped)
+			}
+		})
+	}
+}
+
+// TestDotSegmentsCannotEscapeARoute: "/public/../admin" neither matches the
+// /public route nor reaches a backend as such.
+func TestDotSegmentsCannotEscapeARoute(t *testing.T) {
+	b := newBackend(t, nil)
+	cfg := mustParse(t, `{"ReverseProxy": {
+	  "Routes": {"pub": {"ClusterId": "c", "Match": {"Path": "/public/{**rest}"}}},
+	  "Clusters": {"c": {"Destinations": {"d1": {"Address": "`+b.URL+`"}}}}}}`)
+	h := newHarness(t, cfg, nil)
+	for _, p := range []string{"/public/../admin", "/public/%2e%2e/admin", "/public/./../admin"} {
+		resp, err := rawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), "GET "+p+" HTTP/1.1\r\nHost: h\r\n\r\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 404 {
+			t.Errorf("%s: %d, want 404 (no route for /admin)", p, resp.StatusCode)
+		}
+	}
+	if b.hitCount() != 0 {
+		t.Fatalf("backend reached %d times", b.hitCount())
+	}
+	resp, err := rawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), "GET /public/x/../y HTTP/1.1\r\nHost: h\r\n\r\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || b.lastRequest().URL.Path != "/public/y" {
+		t.Fatalf("status %d, backend path %q, want 200 /public/y", resp.StatusCode, b.lastRequest().URL.Path)
+	}
+}
+
+func TestSpoofableForwardingHeadersDropped(t *testing.T) {
+	b := newBackend(t, nil)
+	spoof := "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-Prefix: /evil\r\nX-Real-IP: 6.6.6.6\r\nX_Forwarded_For: 6.6.6.6\r\nX_Real_IP: 6.6.6.6\r\nX-Other_Thing: kept\r\n\r\n"
+	cases := []struct {
+		desc       string
+		top        string
+		wantPrefix string
+	}{
+		{desc: "untrusted peer: all dropped", wantPrefix: ""},
+		{desc: "trusted peer: X-Forwarded-Prefix kept, underscore spellings still dropped", top: `"TrustedProxies": ["127.0.0.1"]`, wantPrefix: "/evil"},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, "", "", c.top)), nil)
+			resp, err := rawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), spoof)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			got := b.lastRequest().Header
+			if v := got.Get("X-Forwarded-Prefix"); v != c.wantPrefix {
+				t.Errorf("X-Forwarded-Prefix = %q, want %q", v, c.wantPrefix)
+			}
+			for k := range got {
+				if strings.Contains(strings.ToLower(k), "forwarded_for") || strings.Contains(strings.ToLower(k), "real_ip") {
+					t.Errorf("underscore spelling %s reached the backend", k)
+				}
+			}
+			if got.Get("X-Other_thing") != "kept" {
+				t.Errorf("an unrelated underscore header was dropped: %v", got)
+			}
+			if got.Get("X-Forwarded-For") != "127.0.0.1" && c.top == "" {
+				t.Errorf("X-Forwarded-For = %q", got.Get("X-Forwarded-For"))
+			}
+		})
+	}
+}
+
+// TestStalledUploadGets408 and does not exclude the destination: the
+// client's idle upload is cut after ActivityTimeout.
+func TestStalledUploadGets408(t *testing.T) {
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			panic(http.ErrAbortHandler) // a strict backend drops a short upload
+		}
+	})
+	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL},
+		passiveOn+`, "HttpRequest": {"ActivityTimeout": "00:00:00.3"}`, "", "")), nil)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.front.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(conn, "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\nx")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no response to a stalled upload: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("status %d, want 408", resp.StatusCode)
+	}
+	if h.p.Cluster("c").Destination("d1").PassiveFailed(time.Now()) {
+		t.Fatal("a stalled client excluded the destination")
+	}
+}
+
+// TestBackendStallMidResponseIsCut: a backend that stops sending in the
+// middle of a body is cut after ActivityTimeout, and the access log says
+// the response was aborted.
+func TestBackendStallMidResponseIsCut(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		_, _ = io.WriteString(w, "partial")
+		http.NewResponseController(w).Flush()
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second):
+		}
+	})
+	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL},
+		`"HttpRequest": {"ActivityTimeout": "00:00:00.3"}`, "", "")), nil)
+	// The client sees the cut as an error: before the headers (they were
+	// still buffered) or in the body.
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(h.front.URL + "/")
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a cut response read as complete")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("stalled backend response was not cut")
+	}
+	eventually(t, func() bool {
+		for _, l := range h.accessLines(t) {
+			if l["aborted"] == true {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestReloadKeepsPassiveExclusion when only a destination's metadata changed.
+func TestReloadKeepsPassiveExclusion(t *testing.T) {
+	b := newBackend(t, nil)
+	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, passiveOn, "", "")), nil)
+	h.p.Cluster("c").Destination("d1").MarkPassiveFailure(time.Now().Add(time.Hour))
+	cfg := mustParse(t, `{"ReverseProxy": {
+	  "Routes": {"r": {"ClusterId": "c", "Match": {"Path": "{**catch-all}"}}},
+	  "Clusters": {"c": {`+passiveOn+`, "Destinations": {"d1": {"Address": "`+b.URL+`", "Metadata": {"zone": "b"}}}}}}}`)
+	if err := h.p.Update(cfg); err != nil {
+		t.Fatal(err)
+	}
+	d := h.p.Cluster("c").Destination("d1")
+	if d.Metadata["zone"] != "b" || !d.PassiveFailed(time.Now()) {
+		t.Fatalf("after reload: metadata %v, passive failed %v", d.Metadata, d.PassiveFailed(time.Now()))
+	}
+	if d.ActiveHealth() == upstream.Unhealthy {
+		t.Fatal("active health changed by reload")
+	}
+}
