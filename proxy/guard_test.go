@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-proxy/tether/proxy/health"
 	"github.com/tether-proxy/tether/proxy/upstream"
 )
 
@@ -39,13 +41,17 @@ func TestClientFaultsDoNotExcludeDestination(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
 			h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, passiveOn, "", "")), nil)
-			resp, err := rawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), c.req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != c.want {
-				t.Fatalf("status %d, want %d", resp.StatusCode, c.want)
+			// Enough of them that, were they counted as failures, the failure
+			// rate would exclude the destination.
+			for i := 0; i < 2*health.DefaultMinRequests; i++ {
+				resp, err := rawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), c.req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != c.want {
+					t.Fatalf("status %d, want %d", resp.StatusCode, c.want)
+				}
 			}
 			d := h.p.Cluster("c").Destination("d1")
 			if d.PassiveFailed(time.Now()) {
@@ -193,24 +199,46 @@ func TestStalledUploadGets408(t *testing.T) {
 	})
 	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL},
 		passiveOn+`, "HttpRequest": {"ActivityTimeout": "00:00:00.3"}`, "", "")), nil)
-	conn, err := net.Dial("tcp", strings.TrimPrefix(h.front.URL, "http://"))
+	// Three at once: were they counted as failures, they would make 3 of
+	// the 10 requests that follow fail (30 % is not over the limit) plus
+	// these: enough to exclude.
+	errs := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		go func() { errs <- stalledUpload(h.front.URL) }()
+	}
+	for i := 0; i < 3; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < health.DefaultMinRequests; i++ {
+		if resp, _ := get(t, nil, h.front.URL+"/", nil); resp.StatusCode != 200 {
+			t.Fatalf("request %d after stalled uploads: %d", i, resp.StatusCode)
+		}
+	}
+	if h.p.Cluster("c").Destination("d1").PassiveFailed(time.Now()) {
+		t.Fatal("a stalled client excluded the destination")
+	}
+}
+
+// stalledUpload sends 1 byte of a 100-byte body and expects a 408.
+func stalledUpload(front string) error {
+	conn, err := net.Dial("tcp", strings.TrimPrefix(front, "http://"))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	_, _ = io.WriteString(conn, "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\nx")
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
-		t.Fatalf("no response to a stalled upload: %v", err)
+		return fmt.Errorf("no response to a stalled upload: %v", err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestTimeout {
-		t.Fatalf("status %d, want 408", resp.StatusCode)
+		return fmt.Errorf("status %d, want 408", resp.StatusCode)
 	}
-	if h.p.Cluster("c").Destination("d1").PassiveFailed(time.Now()) {
-		t.Fatal("a stalled client excluded the destination")
-	}
+	return nil
 }
 
 // TestBackendStallMidResponseIsCut: a backend that stops sending in the

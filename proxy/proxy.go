@@ -56,18 +56,21 @@ type Options struct {
 // Proxy is the data path of one node: an http.Handler over the current
 // routes and clusters, swapped atomically on Update.
 type Proxy struct {
-	rt      atomic.Pointer[runtime]
-	mu      sync.Mutex // serialises Update and Close
-	closed  bool
-	opts    Options
-	logger  *slog.Logger
-	access  *slog.Logger
-	now     func() time.Time
-	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
-	metrics *metrics
-	buffers httputil.BufferPool
-	errLog  *log.Logger
-	states  sync.Pool
+	rt     atomic.Pointer[runtime]
+	mu     sync.Mutex // serialises Update and Close
+	closed bool
+	opts   Options
+	logger *slog.Logger
+	access *slog.Logger
+	now    func() time.Time
+	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
+	// resolver is the DNS cache New made when Options.Dial was nil; Close
+	// stops its background refreshes.
+	resolver *dnscache.Resolver
+	metrics  *metrics
+	buffers  httputil.BufferPool
+	errLog   *log.Logger
+	states   sync.Pool
 }
 
 var _ http.Handler = (*Proxy)(nil)
@@ -85,7 +88,8 @@ func New(cfg *config.Config, opts Options) (*Proxy, error) {
 		p.now = time.Now
 	}
 	if p.dial == nil {
-		p.dial = dnscache.New(dnscache.Options{}).DialContext
+		p.resolver = dnscache.New(dnscache.Options{Logger: p.logger})
+		p.dial = p.resolver.DialContext
 	}
 	p.buffers = &bufferPool{}
 	p.errLog = slog.NewLogLogger(p.logger.Handler(), slog.LevelDebug)
@@ -122,7 +126,8 @@ func (p *Proxy) Update(cfg *config.Config) error {
 	return nil
 }
 
-// Close stops health checkers and closes idle backend connections.
+// Close stops health checkers and DNS refreshes and closes idle backend
+// connections.
 func (p *Proxy) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -132,6 +137,9 @@ func (p *Proxy) Close() {
 	p.closed = true
 	if rt := p.rt.Load(); rt != nil {
 		rt.stop()
+	}
+	if p.resolver != nil {
+		p.resolver.Close()
 	}
 }
 

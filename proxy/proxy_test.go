@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-proxy/tether/proxy/health"
 	"github.com/tether-proxy/tether/proxy/upstream"
 )
 
@@ -216,14 +217,20 @@ func TestBodyLimitWithoutContentLength(t *testing.T) {
 	}
 }
 
+// TestPassiveHealthExcludesFailingDestination: with YARP's
+// TransportFailureRate defaults (at least 10 requests, more than 30 %
+// failing) the proxied 5xx exclude the destination and the next request
+// fails fast with 503.
 func TestPassiveHealthExcludesFailingDestination(t *testing.T) {
 	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) })
 	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, `"HealthCheck": {"Passive": {"Enabled": true}}`, "", "")), nil)
-	if resp, _ := get(t, nil, h.front.URL+"/", nil); resp.StatusCode != 500 {
-		t.Fatalf("first status %d, want the backend's 500", resp.StatusCode)
+	for i := 0; i < health.DefaultMinRequests; i++ {
+		if resp, _ := get(t, nil, h.front.URL+"/", nil); resp.StatusCode != 500 {
+			t.Fatalf("request %d: status %d, want the backend's 500", i, resp.StatusCode)
+		}
 	}
 	if resp, _ := get(t, nil, h.front.URL+"/", nil); resp.StatusCode != 503 {
-		t.Fatalf("second status %d, want 503 after a passive failure", resp.StatusCode)
+		t.Fatalf("status %d, want 503 after the failure rate excluded the destination", resp.StatusCode)
 	}
 }
 

@@ -324,8 +324,10 @@ func (p *Proxy) wireCluster(cl *clusterRT, c *config.Cluster) {
 		ErrorLog:       p.errLog,
 	}
 	if c.HealthCheck.Passive.Enabled {
-		cl.passive = health.NewPassive(c.HealthCheck.Passive)
-		cl.passive.Logger = p.logger.With("cluster", cl.id)
+		cl.passive = health.NewPassiveWithOptions(c.HealthCheck.Passive, health.PassiveOptions{
+			Metadata: c.Metadata,
+			Logger:   p.logger.With("cluster", cl.id),
+		})
 	}
 	if c.HealthCheck.Active.Enabled {
 		cl.active = health.NewActive(cl.id, cl.up, c.HealthCheck.Active, health.ActiveOptions{

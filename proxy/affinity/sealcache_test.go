@@ -76,4 +76,3 @@ func TestSealedValueReusedUntilActiveKeyChanges(t *testing.T) {
 		t.Fatal("value sealed with a revoked key still issued")
 	}
 }
-

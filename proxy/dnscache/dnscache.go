@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -27,7 +28,13 @@ var (
 	ErrLookupFailed = errors.New("lookup failed")
 	// ErrInvalidName: the host is not a valid domain name.
 	ErrInvalidName = errors.New("invalid host name")
+	// ErrClosed: the resolver was closed and the name has no cached
+	// addresses to serve.
+	ErrClosed = errors.New("resolver closed")
 )
+
+// evictAfterTTLs: an entry not looked up for this many MaxTTLs is dropped.
+const evictAfterTTLs = 10
 
 // Options configure a Resolver; zero values take the defaults shown.
 type Options struct {
@@ -42,11 +49,14 @@ type Options struct {
 	// HostsCheckInterval: how often the hosts file is checked for changes.
 	// Default 5s.
 	HostsCheckInterval time.Duration
-	// MinTTL and MaxTTL clamp record TTLs. Defaults 1s and 5m.
+	// MinTTL and MaxTTL clamp record TTLs. Defaults 1s and 5m. MaxTTL also
+	// sets eviction: a name not looked up for 10 × MaxTTL is dropped, checked
+	// at most once per MaxTTL.
 	MinTTL, MaxTTL time.Duration
 	// NegativeTTL: wait after a failed lookup before asking again. Default 5s.
 	NegativeTTL time.Duration
-	// Timeout per DNS query and server. Default 2s.
+	// Timeout per DNS query and server. Default 2s. A whole refresh is
+	// bounded by Timeout × servers × (1 + search domains).
 	Timeout time.Duration
 	// Dialer dials the resolved addresses. Default Timeout 5s, KeepAlive 30s.
 	Dialer *net.Dialer
@@ -57,36 +67,49 @@ type Options struct {
 }
 
 // Resolver resolves destination host names, caching answers for their TTL
-// and keeping the last known good addresses when a lookup fails.
+// and keeping the last known good addresses when a lookup fails. Expired
+// entries are refreshed in the background; Close stops that.
 type Resolver struct {
 	opts     Options
 	servers  []string
 	search   []string
 	udp, tcp *dns.Client
 	hosts    *hostsTable
+	budget   time.Duration // upper bound for one refresh
+	idle     time.Duration // evict entries unused for this long
 
-	mu    sync.Mutex
-	cache map[string]*entry
-	calls map[string]*call
+	// base is the parent of every refresh; Close cancels it and waits on wg.
+	base   context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	cache     map[string]*entry
+	calls     map[string]*call
+	closed    bool
+	lastSweep time.Time
 }
 
-// entry is the cached state of one name.
+// entry is the cached state of one name. Fields other than next are
+// guarded by Resolver.mu; addrs and err never change once set.
 type entry struct {
 	addrs   []netip.Addr // last known good; nil if never resolved
 	err     error        // last failure, served when addrs is nil
 	expires time.Time    // refresh after this (TTL or NegativeTTL)
+	used    time.Time    // last lookup, for eviction
 	warned  bool         // the current failure streak was logged
 	next    atomic.Uint32
 }
 
-// call is one in-flight refresh that concurrent callers wait on.
+// call is one in-flight refresh; callers without addresses wait on it.
 type call struct {
 	done    chan struct{}
 	waiters int // for tests: how many callers joined
 	e       *entry
 }
 
-// New builds a resolver.
+// New builds a resolver. It starts no goroutine until a lookup needs a
+// refresh; call Close when the data path using it shuts down.
 func New(opts Options) *Resolver {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -113,6 +136,7 @@ func New(opts Options) *Resolver {
 	}
 	r := &Resolver{
 		opts:   opts,
+		idle:   math.MaxInt64,
 		search: opts.Search,
 		udp:    &dns.Client{Net: "udp", Timeout: opts.Timeout},
 		tcp:    &dns.Client{Net: "tcp", Timeout: opts.Timeout},
@@ -139,7 +163,25 @@ func New(opts Options) *Resolver {
 			r.servers = []string{"127.0.0.1:53"}
 		}
 	}
+	r.budget = opts.Timeout * time.Duration(len(r.servers)*(1+len(r.search)))
+	if opts.MaxTTL <= math.MaxInt64/evictAfterTTLs {
+		r.idle = evictAfterTTLs * opts.MaxTTL
+	}
+	r.base, r.cancel = context.WithCancel(context.Background())
 	return r
+}
+
+// Close stops background refreshes and waits until they have returned; an
+// in-flight query is abandoned at once. It is safe to call more than once.
+// Afterwards lookups still serve literals, the hosts file and cached
+// addresses (even expired ones) but never query DNS: a name with no
+// addresses fails with ErrClosed.
+func (r *Resolver) Close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.cancel()
+	r.wg.Wait()
 }
 
 // LookupHost returns the addresses of host: an IP literal, a hosts-file
@@ -163,18 +205,29 @@ func (r *Resolver) lookup(ctx context.Context, host string) ([]netip.Addr, *atom
 		return h.addrs, &h.next, nil
 	}
 
+	now := r.opts.Now()
 	r.mu.Lock()
+	r.sweepLocked(now)
 	e := r.cache[name]
-	if e != nil && r.opts.Now().Before(e.expires) {
-		r.mu.Unlock()
-		return e.result(host)
+	if e != nil {
+		e.used = now
+		if now.Before(e.expires) {
+			r.mu.Unlock()
+			return e.result(host)
+		}
+		if e.addrs != nil {
+			// Stale while revalidate: serve the last known good addresses
+			// now; new connections pick up the answer once it is in.
+			r.startRefreshLocked(name, host, e)
+			r.mu.Unlock()
+			return e.addrs, &e.next, nil
+		}
 	}
-	c := r.calls[name]
+	// Nothing to serve: wait for the lookup.
+	c := r.startRefreshLocked(name, host, e)
 	if c == nil {
-		c = &call{done: make(chan struct{})}
-		r.calls[name] = c
-		// Detached from ctx: one caller giving up must not fail the others.
-		go r.refresh(context.WithoutCancel(ctx), name, host, e, c)
+		r.mu.Unlock()
+		return nil, nil, fmt.Errorf("resolve %s: %w", host, ErrClosed)
 	}
 	c.waiters++
 	r.mu.Unlock()
@@ -183,10 +236,37 @@ func (r *Resolver) lookup(ctx context.Context, host string) ([]netip.Addr, *atom
 	case <-c.done:
 		return c.e.result(host)
 	case <-ctx.Done():
-		if e != nil && e.addrs != nil {
-			return e.addrs, &e.next, nil // stale beats nothing
-		}
 		return nil, nil, fmt.Errorf("resolve %s: %w", host, ctx.Err())
+	}
+}
+
+// startRefreshLocked returns the refresh in flight for name, starting one
+// if there is none; nil once the resolver is closed. r.mu must be held.
+func (r *Resolver) startRefreshLocked(name, host string, old *entry) *call {
+	if c := r.calls[name]; c != nil {
+		return c
+	}
+	if r.closed {
+		return nil
+	}
+	c := &call{done: make(chan struct{})}
+	r.calls[name] = c
+	r.wg.Add(1)
+	go r.refresh(name, host, old, c)
+	return c
+}
+
+// sweepLocked drops entries unused for r.idle, at most once per MaxTTL so
+// the cost is amortised over lookups. r.mu must be held.
+func (r *Resolver) sweepLocked(now time.Time) {
+	if d := now.Sub(r.lastSweep); d >= 0 && d < r.opts.MaxTTL {
+		return
+	}
+	r.lastSweep = now
+	for name, e := range r.cache {
+		if now.Sub(e.used) >= r.idle && r.calls[name] == nil {
+			delete(r.cache, name)
+		}
 	}
 }
 
@@ -198,22 +278,40 @@ func (e *entry) result(host string) ([]netip.Addr, *atomic.Uint32, error) {
 }
 
 // refresh queries DNS for name and installs the outcome. old is the stale
-// entry, if any; it keeps its addresses when the query fails.
-func (r *Resolver) refresh(ctx context.Context, name, host string, old *entry, c *call) {
+// entry, if any; it keeps its addresses when the query fails. It runs on
+// its own goroutine, detached from the callers (one caller giving up must
+// not fail the others) but not from Close.
+func (r *Resolver) refresh(name, host string, old *entry, c *call) {
+	defer r.wg.Done()
+	ctx, cancel := context.WithTimeout(r.base, r.budget)
 	addrs, ttl, err := r.resolveName(ctx, name)
+	cancel()
 	now := r.opts.Now()
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	used := now
+	if old != nil {
+		used = old.used
+	}
 	var e *entry
 	switch {
 	case err == nil:
 		d := min(max(time.Duration(ttl)*time.Second, r.opts.MinTTL), r.opts.MaxTTL)
-		e = &entry{addrs: addrs, expires: now.Add(d)}
+		e = &entry{addrs: addrs, expires: now.Add(d), used: used}
 		if old != nil && slices.Equal(old.addrs, addrs) {
 			e = old // keep the round-robin position
 			e.expires, e.warned = now.Add(d), false
 		}
+	case r.base.Err() != nil:
+		// Closed mid-query: not a DNS failure; leave the cache as it was.
+		delete(r.calls, name)
+		c.e = &entry{err: ErrClosed}
+		if old != nil && old.addrs != nil {
+			c.e = old
+		}
+		close(c.done)
+		return
 	case old != nil && old.addrs != nil:
 		e = old
 		e.expires = now.Add(r.opts.NegativeTTL)
@@ -223,7 +321,7 @@ func (r *Resolver) refresh(ctx context.Context, name, host string, old *entry, c
 				"host", host, "addresses", e.addrs, "retry_in", r.opts.NegativeTTL, "err", err)
 		}
 	default:
-		e = &entry{err: publicErr(err), expires: now.Add(r.opts.NegativeTTL)}
+		e = &entry{err: publicErr(err), expires: now.Add(r.opts.NegativeTTL), used: used}
 		r.opts.Logger.Debug("dns lookup failed", "host", host, "err", err)
 	}
 	r.cache[name] = e

@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,6 +110,23 @@ func (f *fakeDNS) set(t *testing.T, name string, ttl int, recs ...string) {
 	f.mu.Unlock()
 }
 
+// block makes the handler hold every query until release is called (also
+// called at cleanup, so no handler stays blocked).
+func (f *fakeDNS) block(t *testing.T) (release func()) {
+	gate := make(chan struct{})
+	release = sync.OnceFunc(func() {
+		f.mu.Lock()
+		f.gate = nil
+		f.mu.Unlock()
+		close(gate)
+	})
+	t.Cleanup(release)
+	f.mu.Lock()
+	f.gate = gate
+	f.mu.Unlock()
+	return release
+}
+
 // fail makes every query answer rcode, or time out if rcode is -1.
 func (f *fakeDNS) fail(rcode int) {
 	f.mu.Lock()
@@ -159,7 +179,9 @@ func newTestResolver(t *testing.T, f *fakeDNS, mod func(*Options)) (*Resolver, *
 	if mod != nil {
 		mod(&o)
 	}
-	return New(o), clk, logs
+	r := New(o)
+	t.Cleanup(r.Close)
+	return r, clk, logs
 }
 
 func eventually(t *testing.T, cond func() bool) {
@@ -170,6 +192,48 @@ func eventually(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 5s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// inFlight reports whether a refresh of name is running.
+func inFlight(r *Resolver, name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls[name] != nil
+}
+
+// settle waits until no refresh is in flight.
+func settle(t *testing.T, r *Resolver) {
+	t.Helper()
+	eventually(t, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.calls) == 0
+	})
+}
+
+// lookupNow looks host up and fails the test if that takes 5s, which only
+// happens when the lookup waits on a refresh the test keeps blocked.
+func lookupNow(t *testing.T, r *Resolver, host string) string {
+	t.Helper()
+	type res struct {
+		addrs []netip.Addr
+		err   error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		addrs, err := r.LookupHost(context.Background(), host)
+		ch <- res{addrs, err}
+	}()
+	select {
+	case got := <-ch:
+		if got.err != nil {
+			t.Fatalf("LookupHost(%q): %v", host, got.err)
+		}
+		return addrs2str(got.addrs)
+	case <-time.After(5 * time.Second):
+		t.Fatalf("LookupHost(%q) waited for the refresh", host)
+		return ""
 	}
 }
 
@@ -207,8 +271,12 @@ func TestNamesCachedForRecordTTL(t *testing.T) {
 		t.Errorf("within TTL the server got %d queries, want 0", n)
 	}
 	clk.Advance(2 * time.Second)
+	if got := mustLookup(t, r, "app.test"); got != "127.0.0.1" {
+		t.Errorf("first lookup after TTL got %s, want stale 127.0.0.1 while refreshing", got)
+	}
+	settle(t, r)
 	if got := mustLookup(t, r, "app.test"); got != "127.0.0.2" {
-		t.Errorf("after TTL got %s, want refreshed 127.0.0.2", got)
+		t.Errorf("after the refresh got %s, want 127.0.0.2", got)
 	}
 }
 
@@ -234,7 +302,7 @@ func TestTTLClampedToMinAndMax(t *testing.T) {
 				t.Errorf("1s before %v: %d queries, want 0", tc.staleAfter, n)
 			}
 			clk.Advance(time.Second)
-			if n := hitsAfter(f, func() { mustLookup(t, r, "app.test") }); n == 0 {
+			if n := hitsAfter(f, func() { mustLookup(t, r, "app.test"); settle(t, r) }); n == 0 {
 				t.Errorf("at %v: no refresh", tc.staleAfter)
 			}
 		})
@@ -284,7 +352,7 @@ func TestCNAMEChainFollowed(t *testing.T) {
 				t.Errorf("before the chain's smallest TTL: %d queries, want 0", n)
 			}
 			clk.Advance(time.Second)
-			if n := hitsAfter(f, func() { mustLookup(t, r, "alias.test") }); n == 0 {
+			if n := hitsAfter(f, func() { mustLookup(t, r, "alias.test"); settle(t, r) }); n == 0 {
 				t.Errorf("at the chain's smallest TTL: no refresh")
 			}
 		})
@@ -308,24 +376,40 @@ func TestFailedRefreshKeepsLastKnownGood(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			f := newFakeDNS(t)
 			f.set(t, "app.test", 10, "A 127.0.0.1")
-			r, clk, logs := newTestResolver(t, f, nil)
+			// Timeout well above scheduling noise: the refresh must still be
+			// blocked in the server when the lookup has returned.
+			r, clk, logs := newTestResolver(t, f, func(o *Options) { o.Timeout = time.Second })
 			mustLookup(t, r, "app.test")
 
 			clk.Advance(11 * time.Second)
 			tc.apply(t, f, "app.test")
-			if n := hitsAfter(f, func() {
-				if got := mustLookup(t, r, "app.test"); got != "127.0.0.1" {
-					t.Errorf("failed refresh: got %s, want last known good 127.0.0.1", got)
-				}
-			}); n == 0 {
+			release := f.block(t)
+			before := f.hits.Load()
+			if got := lookupNow(t, r, "app.test"); got != "127.0.0.1" {
+				t.Errorf("during a failing refresh got %s, want last known good 127.0.0.1", got)
+			}
+			if !inFlight(r, "app.test") {
+				t.Error("the lookup returned only after the refresh; want it served without waiting")
+			}
+			release()
+			settle(t, r)
+			if f.hits.Load() == before {
 				t.Fatal("stale entry did not trigger a refresh")
 			}
+			if got := mustLookup(t, r, "app.test"); got != "127.0.0.1" {
+				t.Errorf("after a failed refresh got %s, want last known good 127.0.0.1", got)
+			}
 			clk.Advance(4 * time.Second)
-			if n := hitsAfter(f, func() { mustLookup(t, r, "app.test") }); n != 0 {
+			if n := hitsAfter(f, func() { mustLookup(t, r, "app.test"); settle(t, r) }); n != 0 {
 				t.Errorf("within NegativeTTL: %d queries, want 0", n)
 			}
 			clk.Advance(2 * time.Second)
-			if n := hitsAfter(f, func() { mustLookup(t, r, "app.test") }); n == 0 {
+			if n := hitsAfter(f, func() {
+				if got := lookupNow(t, r, "app.test"); got != "127.0.0.1" {
+					t.Errorf("retry after NegativeTTL: got %s, want 127.0.0.1", got)
+				}
+				settle(t, r)
+			}); n == 0 {
 				t.Errorf("after NegativeTTL: no retry")
 			}
 			if w := strings.Count(logs.String(), "level=WARN"); w != 1 {
@@ -335,10 +419,126 @@ func TestFailedRefreshKeepsLastKnownGood(t *testing.T) {
 			f.fail(0)
 			f.set(t, "app.test", 10, "A 127.0.0.3")
 			clk.Advance(6 * time.Second)
+			mustLookup(t, r, "app.test")
+			settle(t, r)
 			if got := mustLookup(t, r, "app.test"); got != "127.0.0.3" {
 				t.Errorf("after recovery got %s, want 127.0.0.3", got)
 			}
 		})
+	}
+}
+
+// TestExpiredEntryServedWhileRefreshing: stale while revalidate. Callers
+// that find an expired entry with addresses are answered at once while the
+// server sits on the query, and they share one refresh.
+func TestExpiredEntryServedWhileRefreshing(t *testing.T) {
+	f := newFakeDNS(t)
+	f.set(t, "app.test", 10, "A 127.0.0.1")
+	r, clk, _ := newTestResolver(t, f, func(o *Options) { o.Timeout = 30 * time.Second })
+	mustLookup(t, r, "app.test")
+
+	f.set(t, "app.test", 10, "A 127.0.0.2")
+	release := f.block(t)
+	clk.Advance(11 * time.Second)
+	before := f.hits.Load()
+	const n = 20
+	got := make(chan string, n)
+	for range n {
+		go func() {
+			addrs, err := r.LookupHost(context.Background(), "app.test")
+			if err != nil {
+				got <- err.Error()
+				return
+			}
+			got <- addrs2str(addrs)
+		}()
+	}
+	timeout := time.After(5 * time.Second)
+	for range n {
+		select {
+		case g := <-got:
+			if g != "127.0.0.1" {
+				t.Errorf("while refreshing got %s, want stale 127.0.0.1", g)
+			}
+		case <-timeout:
+			t.Fatal("callers of an expired entry waited for the refresh")
+		}
+	}
+	eventually(t, func() bool { return f.hits.Load()-before == 2 }) // one A, one AAAA
+	if !inFlight(r, "app.test") {
+		t.Fatal("no refresh in flight although the server has not answered")
+	}
+	release()
+	settle(t, r)
+	if g := mustLookup(t, r, "app.test"); g != "127.0.0.2" {
+		t.Errorf("after the refresh got %s, want 127.0.0.2", g)
+	}
+	if h := f.hits.Load() - before; h != 2 {
+		t.Errorf("%d queries for %d callers of an expired entry, want 2 (one refresh)", h, n)
+	}
+}
+
+// TestCloseStopsBackgroundRefreshes: Close abandons a refresh the server
+// never answers, leaves no goroutine behind and starts no new refresh.
+func TestCloseStopsBackgroundRefreshes(t *testing.T) {
+	f := newFakeDNS(t)
+	f.set(t, "app.test", 10, "A 127.0.0.1")
+	r, clk, _ := newTestResolver(t, f, func(o *Options) { o.Timeout = time.Minute })
+	mustLookup(t, r, "app.test")
+	baseline := runtime.NumGoroutine()
+
+	release := f.block(t)
+	clk.Advance(11 * time.Second)
+	before := f.hits.Load()
+	mustLookup(t, r, "app.test")
+	eventually(t, func() bool { return f.hits.Load()-before == 2 }) // refresh held by the server
+	closed := make(chan struct{})
+	go func() { r.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for a refresh the server never answers")
+	}
+	release() // let the server's own handler goroutines finish
+	eventually(t, func() bool { return runtime.NumGoroutine() <= baseline })
+
+	if n := hitsAfter(f, func() {
+		if got := mustLookup(t, r, "app.test"); got != "127.0.0.1" {
+			t.Errorf("after Close got %s, want the cached 127.0.0.1", got)
+		}
+	}); n != 0 || inFlight(r, "app.test") {
+		t.Errorf("after Close a lookup of an expired entry queried %d times, want no refresh", n)
+	}
+	if _, err := r.LookupHost(context.Background(), "other.test"); !errors.Is(err, ErrClosed) {
+		t.Errorf("after Close an uncached name: err = %v, want ErrClosed", err)
+	}
+	r.Close() // idempotent
+}
+
+// TestIdleEntriesEvicted: a name not looked up for 10 × MaxTTL is dropped by
+// a later lookup's sweep; names in use stay.
+func TestIdleEntriesEvicted(t *testing.T) {
+	f := newFakeDNS(t)
+	for _, name := range []string{"idle.test", "used.test", "new.test"} {
+		f.set(t, name, 3600, "A 127.0.0.1")
+	}
+	r, clk, _ := newTestResolver(t, f, func(o *Options) { o.MaxTTL = time.Minute })
+	mustLookup(t, r, "idle.test")
+	mustLookup(t, r, "used.test")
+	clk.Advance(6 * time.Minute)
+	mustLookup(t, r, "used.test")
+	settle(t, r)
+	clk.Advance(4*time.Minute + time.Second) // idle.test unused for 10m1s
+	mustLookup(t, r, "new.test")
+
+	r.mu.Lock()
+	cached := slices.Sorted(maps.Keys(r.cache))
+	r.mu.Unlock()
+	if got, want := strings.Join(cached, ","), "new.test,used.test"; got != want {
+		t.Errorf("cached names %s, want %s", got, want)
+	}
+	if n := hitsAfter(f, func() { mustLookup(t, r, "idle.test") }); n == 0 {
+		t.Error("an evicted name was answered without a query")
 	}
 }
 
@@ -584,8 +784,11 @@ func TestAddressChangeTakesEffectForNewConnections(t *testing.T) {
 	}
 	f.set(t, "app.test", 10, "A 127.0.0.2")
 	clk.Advance(11 * time.Second)
+	// The first connection after the TTL may still use the old address; the
+	// ones after the background refresh must use the new one.
+	eventually(t, func() bool { return dialTag(t, r, "tcp", "app.test:"+port, accepted) == "127.0.0.2" })
 	if got := dialTag(t, r, "tcp", "app.test:"+port, accepted); got != "127.0.0.2" {
-		t.Errorf("connection after the change went to %s, want 127.0.0.2", got)
+		t.Errorf("connection after the refresh went to %s, want 127.0.0.2", got)
 	}
 }
 

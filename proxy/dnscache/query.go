@@ -142,11 +142,14 @@ func (r *Resolver) exchange(ctx context.Context, name string, qtype uint16) (*dn
 	m.SetEdns0(1232, false)
 	err := errors.New("no servers")
 	for _, srv := range r.servers {
+		if ctx.Err() != nil { // Close or the refresh budget: stop the walk
+			return nil, fmt.Errorf("%s: %w", srv, ctx.Err())
+		}
 		m.Id = dns.Id()
 		qctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
-		in, _, xerr := r.udp.ExchangeContext(qctx, m, srv)
+		in, xerr := exchangeConn(qctx, r.udp, m, srv)
 		if xerr == nil && in.Truncated {
-			in, _, xerr = r.tcp.ExchangeContext(qctx, m, srv)
+			in, xerr = exchangeConn(qctx, r.tcp, m, srv)
 		}
 		cancel()
 		switch {
@@ -159,4 +162,22 @@ func (r *Resolver) exchange(ctx context.Context, name string, qtype uint16) (*dn
 		}
 	}
 	return nil, err
+}
+
+// exchangeConn is dns.Client.ExchangeContext, except that cancelling ctx
+// (not only its deadline) ends the exchange: miekg/dns only turns a
+// deadline into socket deadlines, so Close would otherwise wait for Timeout.
+func exchangeConn(ctx context.Context, c *dns.Client, m *dns.Msg, srv string) (*dns.Msg, error) {
+	conn, err := c.DialContext(ctx, srv)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	in, _, err := c.ExchangeWithConnContext(ctx, m, conn)
+	if err != nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	return in, err
 }

@@ -90,12 +90,15 @@ type Active struct {
 }
 
 // target is one destination and its probe state, owned by its goroutine.
+// This node's current verdict is not kept here: it is the destination's
+// LocalHealth, read in every round, because a reload builds a new checker
+// while the old one still probes the same Destination until it is stopped;
+// a copy taken at build time could miss the old checker's last flip and
+// never record a change again.
 type target struct {
 	d   *upstream.Destination
 	url string
-	// verdict is this node's current verdict; fails and successes count the
-	// current run of equal probe results.
-	verdict   upstream.Health
+	// fails and successes count the current run of equal probe results.
 	fails     int
 	successes int
 }
@@ -140,9 +143,10 @@ func NewActive(clusterID string, c *upstream.Cluster, cfg config.ActiveHealthChe
 		path = DefaultPath
 	}
 	for _, d := range c.Destinations {
-		// Start from the destination's current verdict so a reload (which
-		// keeps destinations) does not report a flip that did not happen.
-		a.targets = append(a.targets, &target{d: d, url: probeURL(d.HealthAddress, path, cfg.Query), verdict: d.LocalHealth()})
+		// No verdict is copied: rounds compare with d.LocalHealth(), so a
+		// reload (which keeps destinations) neither reports a flip that did
+		// not happen nor hides one the old checker made meanwhile.
+		a.targets = append(a.targets, &target{d: d, url: probeURL(d.HealthAddress, path, cfg.Query)})
 	}
 	return a
 }
@@ -204,8 +208,8 @@ func (a *Active) round(ctx context.Context, t *target) {
 	}()
 	if a.shouldProbe != nil && !a.shouldProbe(a.clusterID, t.d.ID) {
 		t.fails, t.successes = 0, 0
-		if t.verdict != upstream.Unknown {
-			a.change(t, upstream.Unknown, "no longer probed by this node")
+		if prev := t.d.LocalHealth(); prev != upstream.Unknown {
+			a.change(t, prev, upstream.Unknown, "no longer probed by this node")
 		}
 		return
 	}
@@ -213,13 +217,15 @@ func (a *Active) round(ctx context.Context, t *target) {
 	if ctx.Err() != nil {
 		return // stopping: the probe was cut short, not failed
 	}
+	// Read after the probe: the verdict may have moved while it was out.
+	prev := t.d.LocalHealth()
 	if err == nil {
 		t.fails = 0
 		if t.successes < a.successThreshold {
 			t.successes++
 		}
-		if t.verdict != upstream.Healthy && t.successes >= a.successThreshold {
-			a.change(t, upstream.Healthy, "")
+		if prev != upstream.Healthy && t.successes >= a.successThreshold {
+			a.change(t, prev, upstream.Healthy, "")
 		}
 		return
 	}
@@ -227,16 +233,14 @@ func (a *Active) round(ctx context.Context, t *target) {
 	if t.fails < a.failThreshold {
 		t.fails++
 	}
-	if t.verdict != upstream.Unhealthy && t.fails >= a.failThreshold {
-		a.change(t, upstream.Unhealthy, err.Error())
+	if prev != upstream.Unhealthy && t.fails >= a.failThreshold {
+		a.change(t, prev, upstream.Unhealthy, err.Error())
 	}
 }
 
-// change records a new verdict: LocalHealth, the observer, a log line and
-// OnChange, in that order.
-func (a *Active) change(t *target, h upstream.Health, reason string) {
-	prev := t.verdict
-	t.verdict = h
+// change records a new verdict (prev is the one it replaces): LocalHealth,
+// the observer, a log line and OnChange, in that order.
+func (a *Active) change(t *target, prev, h upstream.Health, reason string) {
 	t.d.SetLocalHealth(h)
 	a.observer.Observe(a.clusterID, t.d.ID, h)
 	attrs := []any{"destination", t.d.ID, "health", h.String(), "previous", prev.String()}

@@ -543,3 +543,52 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestActiveReloadSeesTheOldCheckersFlip: a reload builds the new checker
+// while the old one still probes; a flip the old one makes before it stops
+// must not be hidden from the new one by a copy taken at build time.
+func TestActiveReloadSeesTheOldCheckersFlip(t *testing.T) {
+	U, H := upstream.Unhealthy, upstream.Healthy
+	tests := []struct {
+		desc string
+		// before is the destination's verdict when the new checker is built;
+		// oldStatus makes the old checker flip it; newStatus is what the
+		// backend answers once only the new checker probes.
+		before               upstream.Health
+		oldStatus, newStatus int
+		want                 upstream.Health
+	}{
+		{"old checker marks unhealthy, backend recovers: new checker marks healthy", H, 500, 200, H},
+		{"old checker marks healthy, backend fails: new checker marks unhealthy", U, 200, 500, U},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			var status atomic.Int64
+			status.Store(int64(tt.oldStatus))
+			b := newBackend(t, func(int64) int { return int(status.Load()) })
+			d := upstream.NewDestination("d1", mustURL(t, b.srv.URL), nil, "", nil)
+			d.SetLocalHealth(tt.before)
+			d.SetActiveHealth(tt.before)
+			c := upstream.NewCluster("c1", []*upstream.Destination{d})
+			cfg := activeCfg(func(c *config.ActiveHealthCheck) { c.ConsecutiveFailures = 1 })
+			tr := newTransport(t)
+			oldA := NewActive("c1", c, cfg, ActiveOptions{Transport: tr, Logger: discardLogger()})
+			var rec recorder
+			newA := NewActive("c1", c, cfg, ActiveOptions{Transport: tr, Logger: discardLogger(), OnChange: rec.onChange(tr)})
+
+			oldA.Start()
+			eventually(t, "the old checker's flip", func() bool { return d.LocalHealth() != tt.before })
+			oldA.Stop()
+			status.Store(int64(tt.newStatus))
+			newA.Start()
+			defer newA.Stop()
+			eventually(t, "the new checker to record "+tt.want.String(), func() bool {
+				return d.LocalHealth() == tt.want && d.ActiveHealth() == tt.want
+			})
+			newA.Stop()
+			if got := rec.get(); len(got) != 1 || got[0].Health != tt.want {
+				t.Fatalf("new checker's changes = %v, want one change to %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -8,6 +8,20 @@
 // local one without touching the probing. ShouldProbe decides which
 // destinations this node probes at all (probe fan-out).
 //
-// Passive turns failures of proxied requests (transport errors, 5xx) into a
-// local exclusion of the destination for a reactivation period.
+// The verdict itself lives in the destination (LocalHealth), not in the
+// checker: a reload builds a new checker while the old one still probes the
+// same Destination until it is stopped, and every round compares with the
+// destination's current verdict so no flip made meanwhile is lost.
+//
+// Passive is YARP's TransportFailureRate policy. Per destination it counts
+// proxied requests and failures (transport errors and 5xx; a client's
+// cancellation counts as neither) over a sliding detection window (60s, in
+// 10 buckets of 6s). Once the window holds at least 10 requests and
+// failures/requests exceeds the rate limit (0.3, or the cluster metadata
+// "TransportFailureRateHealthPolicy.RateLimit" in (0,1]), the destination is
+// excluded on this node for the reactivation period and its window starts
+// afresh. A single failure therefore never excludes anything. The window
+// belongs to the *upstream.Destination (held weakly, freed with it), so it
+// survives a reload that keeps the Destination object; a reload that builds
+// a new Destination, or changes the window size, starts it afresh.
 package health
