@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -304,5 +305,43 @@ func TestReloadKeepsPassiveExclusion(t *testing.T) {
 	}
 	if d.ActiveHealth() == upstream.Unhealthy {
 		t.Fatal("active health changed by reload")
+	}
+}
+
+// TestUpdateKeepsWarmBackendConnections: a reload that leaves a cluster's
+// client settings alone keeps its transport and so its idle connections;
+// one that changes them builds a new transport.
+func TestUpdateKeepsWarmBackendConnections(t *testing.T) {
+	var mu sync.Mutex
+	remotes := map[string]bool{}
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		remotes[r.RemoteAddr] = true
+		mu.Unlock()
+	})
+	conns := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(remotes)
+	}
+	cfg := func(cluster string) string {
+		return simpleConfig(map[string]string{"d1": b.URL}, cluster, "", "")
+	}
+	h := newHarness(t, mustParse(t, cfg(`"LoadBalancingPolicy": "RoundRobin"`)), nil)
+	get(t, nil, h.front.URL+"/", nil)
+	// A route-level or policy change only: same client settings.
+	if err := h.p.Update(mustParse(t, cfg(`"LoadBalancingPolicy": "Random"`))); err != nil {
+		t.Fatal(err)
+	}
+	get(t, nil, h.front.URL+"/", nil)
+	if n := conns(); n != 1 {
+		t.Fatalf("backend saw %d connections across a reload that kept the client settings, want 1", n)
+	}
+	if err := h.p.Update(mustParse(t, cfg(`"HttpClient": {"MaxConnectionsPerServer": 5}`))); err != nil {
+		t.Fatal(err)
+	}
+	get(t, nil, h.front.URL+"/", nil)
+	if n := conns(); n != 2 {
+		t.Fatalf("backend saw %d connections after the client settings changed, want 2 (a new transport)", n)
 	}
 }

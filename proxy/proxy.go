@@ -121,7 +121,7 @@ func (p *Proxy) Update(cfg *config.Config) error {
 	}
 	rt.start()
 	p.rt.Store(rt)
-	old.stop()
+	old.stop(rt)
 	p.metrics.forget(old, rt)
 	return nil
 }
@@ -136,7 +136,7 @@ func (p *Proxy) Close() {
 	}
 	p.closed = true
 	if rt := p.rt.Load(); rt != nil {
-		rt.stop()
+		rt.stop(nil)
 	}
 	if p.resolver != nil {
 		p.resolver.Close()

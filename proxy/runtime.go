@@ -74,8 +74,18 @@ type clusterRT struct {
 	// activity is HttpRequest.ActivityTimeout: the idle bound on the
 	// client's upload and on the backend's response.
 	activity time.Duration
-	affCount [4]prometheus.Counter
-	errCount [numKinds]prometheus.Counter
+	// clientCfg is what the transport was built from; a reload that keeps
+	// it keeps the transport.
+	clientCfg transportConfig
+	affCount  [4]prometheus.Counter
+	errCount  [numKinds]prometheus.Counter
+}
+
+// transportConfig is the part of a cluster's config its transport is built
+// from.
+type transportConfig struct {
+	client   config.HttpClient
+	activity time.Duration
 }
 
 // start begins the snapshot's active health checks.
@@ -87,17 +97,24 @@ func (rt *runtime) start() {
 	}
 }
 
-// stop ends the snapshot's health checks and closes its idle backend
-// connections; requests still running on its transports finish.
-func (rt *runtime) stop() {
+// stop ends the snapshot's health checks and closes the idle backend
+// connections of the transports next does not reuse; requests still running
+// on them finish. next is nil when the proxy closes.
+func (rt *runtime) stop(next *runtime) {
 	for _, id := range rt.clusterIDs {
 		cl := rt.clusters[id]
 		if cl.active != nil {
 			cl.active.Stop()
 		}
-		if cl.transport != nil {
-			cl.transport.CloseIdleConnections()
+		if cl.transport == nil {
+			continue
 		}
+		if next != nil {
+			if ncl := next.clusters[id]; ncl != nil && ncl.transport == cl.transport {
+				continue
+			}
+		}
+		cl.transport.CloseIdleConnections()
 	}
 }
 
@@ -204,7 +221,7 @@ func build(cfg *config.Config, p *Proxy, old *runtime) (*runtime, config.Errors)
 		rt.clusters[id] = cl
 		rt.clusterIDs = append(rt.clusterIDs, id)
 		if p != nil {
-			p.wireCluster(cl, c)
+			p.wireCluster(cl, c, oldCl)
 		}
 	}
 
@@ -284,7 +301,7 @@ func destination(oldCl *clusterRT, id string, addr, hAddr *url.URL, d *config.De
 
 // wireCluster gives a cluster its transport, ReverseProxy, health checkers
 // and pre-bound metrics.
-func (p *Proxy) wireCluster(cl *clusterRT, c *config.Cluster) {
+func (p *Proxy) wireCluster(cl *clusterRT, c *config.Cluster, oldCl *clusterRT) {
 	activity := c.HttpRequest.ActivityTimeout.Duration
 	if activity <= 0 {
 		activity = c.HttpRequest.Timeout.Duration
@@ -293,6 +310,21 @@ func (p *Proxy) wireCluster(cl *clusterRT, c *config.Cluster) {
 		activity = defaultActivityTimeout
 	}
 	cl.activity = activity
+	cl.clientCfg = transportConfig{client: c.HttpClient, activity: activity}
+	if oldCl != nil && oldCl.transport != nil && oldCl.clientCfg == cl.clientCfg {
+		// A reload that leaves the client settings alone keeps the warm
+		// connection pool (and MaxConnectionsPerServer counts across it).
+		cl.transport, cl.rp = oldCl.transport, oldCl.rp
+	} else {
+		p.newTransport(cl, c, activity)
+	}
+	p.wireHealth(cl, c)
+	cl.affCount = p.metrics.affinityCounters(cl.id)
+	cl.errCount = p.metrics.errorCounters(cl.id)
+}
+
+// newTransport gives a cluster its own transport and ReverseProxy.
+func (p *Proxy) newTransport(cl *clusterRT, c *config.Cluster, activity time.Duration) {
 	dial := p.dial
 	cl.transport = &http.Transport{
 		Proxy: nil, // never an environment proxy
@@ -323,6 +355,10 @@ func (p *Proxy) wireCluster(cl *clusterRT, c *config.Cluster) {
 		BufferPool:     p.buffers,
 		ErrorLog:       p.errLog,
 	}
+}
+
+// wireHealth gives a cluster its passive and active health checkers.
+func (p *Proxy) wireHealth(cl *clusterRT, c *config.Cluster) {
 	if c.HealthCheck.Passive.Enabled {
 		cl.passive = health.NewPassiveWithOptions(c.HealthCheck.Passive, health.PassiveOptions{
 			Metadata: c.Metadata,
@@ -338,8 +374,6 @@ func (p *Proxy) wireCluster(cl *clusterRT, c *config.Cluster) {
 			ShouldProbe: p.opts.ShouldProbe,
 		})
 	}
-	cl.affCount = p.metrics.affinityCounters(cl.id)
-	cl.errCount = p.metrics.errorCounters(cl.id)
 }
 
 // parseBackendURL accepts an absolute http or https URL with a host.
