@@ -203,6 +203,12 @@ func (n *Node) Reload() error {
 			err = errs
 		}
 	}
+	var applyCerts func()
+	if err == nil {
+		// Certificates are re-read on every reload (cert-manager rewrites
+		// the files in place); a bad one refuses the whole reload.
+		applyCerts, err = n.server.PrepareCertificates(cfg)
+	}
 	if err != nil {
 		n.reloads.WithLabelValues("rejected").Inc()
 		n.log.Error("config reload rejected; keeping the running configuration", "file", n.cfg.ConfigPath, "errors", err.Error())
@@ -219,6 +225,7 @@ func (n *Node) Reload() error {
 		n.log.Error("config reload rejected; keeping the running configuration", "file", n.cfg.ConfigPath, "error", err)
 		return err
 	}
+	applyCerts()
 	n.current = cfg
 	n.reloads.WithLabelValues("applied").Inc()
 	n.log.Info("config reloaded", "file", n.cfg.ConfigPath, "routes", len(cfg.ReverseProxy.Routes), "clusters", len(cfg.ReverseProxy.Clusters))
@@ -226,9 +233,19 @@ func (n *Node) Reload() error {
 }
 
 // listenersChanged reports changes that only a restart applies: the
-// listeners are bound once at start.
+// listeners are bound once at start. Certificates are not among them: a
+// reload swaps them.
 func listenersChanged(a, b *config.Config) bool {
-	return !reflect.DeepEqual(a.Listeners, b.Listeners) || a.Limits != b.Limits
+	if len(a.Listeners) != len(b.Listeners) || a.Limits != b.Limits {
+		return true
+	}
+	for i := range a.Listeners {
+		la, lb := a.Listeners[i], b.Listeners[i]
+		if la.Address != lb.Address || (la.Certificate == nil) != (lb.Certificate == nil) || !reflect.DeepEqual(la.Redirect, lb.Redirect) {
+			return true
+		}
+	}
+	return false
 }
 
 // ShutdownTimeout is the configured bound on draining in-flight requests.

@@ -1,11 +1,20 @@
 package node
 
 import (
+	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -292,7 +301,9 @@ func TestListenersChangedOnlyOnRealChanges(t *testing.T) {
 	}{
 		{"same listeners (fresh pointers) are no change", func(c *config.Config) {}, false},
 		{"another address", func(c *config.Config) { c.Listeners[0].Address = ":9443" }, true},
-		{"another certificate", func(c *config.Config) { c.Listeners[0].Certificate.Path = "c2" }, true},
+		{"another certificate is applied by reload, no restart", func(c *config.Config) { c.Listeners[0].Certificate.Path = "c2" }, false},
+		{"TLS turned off", func(c *config.Config) { c.Listeners[0].Certificate = nil }, true},
+		{"a redirect added", func(c *config.Config) { c.Listeners[0].Redirect = &config.Redirect{Scheme: "https"} }, true},
 		{"a listener added", func(c *config.Config) { c.Listeners = append(c.Listeners, config.Listener{Address: ":80"}) }, true},
 		{"limits changed", func(c *config.Config) { c.Limits.MaxRequestHeadersTotalSize = 1 }, true},
 	}
@@ -304,5 +315,73 @@ func TestListenersChangedOnlyOnRealChanges(t *testing.T) {
 				t.Fatalf("listenersChanged = %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// selfSigned writes a fresh self-signed certificate and key for 127.0.0.1
+// to certPath and keyPath and returns the certificate's DER.
+func selfSigned(t *testing.T, certPath, keyPath string) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{SerialNumber: serial, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalECPrivateKey(key)
+	os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
+	return der
+}
+
+// TestReloadRotatesCertificateRewrittenInPlace, as cert-manager does: the
+// same paths, new contents, a reload (SIGHUP) and new handshakes use it.
+func TestReloadRotatesCertificateRewrittenInPlace(t *testing.T) {
+	backend := httptest.NewServer(DemoBackend("b"))
+	defer backend.Close()
+	dir := t.TempDir()
+	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	first := selfSigned(t, certPath, keyPath)
+	cfgPath := filepath.Join(dir, "tether.json")
+	cfg := strings.Replace(testConfig(backend.URL+"/", ""), `{ "Address": "127.0.0.1:0" }`,
+		fmt.Sprintf(`{ "Address": "127.0.0.1:0", "Certificate": { "Path": %q, "KeyPath": %q } }`, certPath, keyPath), 1)
+	os.WriteFile(cfgPath, []byte(cfg), 0o600)
+	n, err := New(Config{ConfigPath: cfgPath, NodeID: "t1", DataDir: filepath.Join(dir, "data"), AdminAddr: "127.0.0.1:0", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Shutdown(context.Background())
+	served := func() []byte {
+		conn, err := tls.Dial("tcp", n.ProxyAddrs()[0].String(), &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Raw
+	}
+	if !bytes.Equal(served(), first) {
+		t.Fatal("not serving the first certificate")
+	}
+	second := selfSigned(t, certPath, keyPath)
+	if err := n.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(served(), second) {
+		t.Fatal("reload did not rotate the certificate")
+	}
+	os.WriteFile(keyPath, []byte("not a key"), 0o600)
+	if err := n.Reload(); err == nil || !strings.Contains(err.Error(), "Listeners[0].Certificate") {
+		t.Fatalf("a broken key file was accepted on reload: %v", err)
+	}
+	if !bytes.Equal(served(), second) {
+		t.Fatal("a refused reload changed the certificate")
 	}
 }

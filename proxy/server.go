@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/config"
@@ -31,6 +32,10 @@ type Server struct {
 	listeners []config.Listener
 	servers   []*http.Server
 	tlsConfig []*tls.Config
+	// certs holds each HTTPS listener's certificate, swapped by
+	// PrepareCertificates' apply so a reload rotates certificates without a
+	// restart; nil for plain listeners.
+	certs []*atomic.Pointer[tls.Certificate]
 
 	mu    sync.Mutex
 	lns   []net.Listener
@@ -69,17 +74,21 @@ func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger) (*Server
 			handler = rd
 		}
 		var tc *tls.Config
+		var cur *atomic.Pointer[tls.Certificate]
 		if l.Certificate != nil {
-			cert, err := tls.LoadX509KeyPair(l.Certificate.Path, l.Certificate.KeyPath)
+			cert, err := loadCertificate(path, l.Certificate)
 			if err != nil {
-				errs = append(errs, config.FieldError{Path: path + ".Certificate",
-					Message: fmt.Sprintf("loading %s and %s: %v", l.Certificate.Path, l.Certificate.KeyPath, err)})
+				errs = append(errs, *err)
 				continue
 			}
+			cur = new(atomic.Pointer[tls.Certificate])
+			cur.Store(cert)
 			tc = &tls.Config{
-				MinVersion:   tls.VersionTLS12,
-				Certificates: []tls.Certificate{cert},
-				NextProtos:   []string{"h2", "http/1.1"},
+				MinVersion: tls.VersionTLS12,
+				GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+					return cur.Load(), nil
+				},
+				NextProtos: []string{"h2", "http/1.1"},
 			}
 		}
 		srv := &http.Server{
@@ -92,11 +101,55 @@ func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger) (*Server
 		}
 		s.servers = append(s.servers, srv)
 		s.tlsConfig = append(s.tlsConfig, tc)
+		s.certs = append(s.certs, cur)
 	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	return s, nil
+}
+
+func loadCertificate(path string, c *config.Certificate) (*tls.Certificate, *config.FieldError) {
+	cert, err := tls.LoadX509KeyPair(c.Path, c.KeyPath)
+	if err != nil {
+		return nil, &config.FieldError{Path: path + ".Certificate",
+			Message: fmt.Sprintf("loading %s and %s: %v", c.Path, c.KeyPath, err)}
+	}
+	return &cert, nil
+}
+
+// PrepareCertificates loads the certificates cfg names for the HTTPS
+// listeners this server already runs (same position and address) and
+// returns apply, which swaps them in: new TLS handshakes use them, open
+// connections keep theirs. Nothing is swapped when any certificate fails to
+// load, so a reload can refuse a bad certificate and keep serving the old.
+// Other listener changes need a restart.
+func (s *Server) PrepareCertificates(cfg *config.Config) (apply func(), err error) {
+	var errs config.Errors
+	type swap struct {
+		to   *atomic.Pointer[tls.Certificate]
+		cert *tls.Certificate
+	}
+	var swaps []swap
+	for i, l := range cfg.Listeners {
+		if i >= len(s.certs) || s.certs[i] == nil || l.Certificate == nil || l.Address != s.listeners[i].Address {
+			continue
+		}
+		cert, ferr := loadCertificate(fmt.Sprintf("Listeners[%d]", i), l.Certificate)
+		if ferr != nil {
+			errs = append(errs, *ferr)
+			continue
+		}
+		swaps = append(swaps, swap{s.certs[i], cert})
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return func() {
+		for _, sw := range swaps {
+			sw.to.Store(sw.cert)
+		}
+	}, nil
 }
 
 func orDefault(d, def time.Duration) time.Duration {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -410,5 +411,55 @@ func TestHTTPSProxyEndToEnd(t *testing.T) {
 	}
 	if p := b.lastRequest().Header.Get("X-Forwarded-Proto"); p != "https" {
 		t.Errorf("X-Forwarded-Proto = %q", p)
+	}
+}
+
+// TestPrepareCertificatesRotatesWithoutRestart: a reload swaps an HTTPS
+// listener's certificate for new handshakes; a certificate that fails to
+// load swaps nothing.
+func TestPrepareCertificatesRotatesWithoutRestart(t *testing.T) {
+	certA, keyA, _ := writeCert(t)
+	certB, keyB, _ := writeCert(t)
+	cfg := &config.Config{Listeners: []config.Listener{{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: certA, KeyPath: keyA}}}}
+	s := startServer(t, cfg, http.HandlerFunc(okHandler))
+	leaf := func() []byte {
+		conn, err := tls.Dial("tcp", s.Addrs()[0].String(), &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Raw
+	}
+	fileDER := func(path string) []byte {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blk, _ := pem.Decode(b)
+		return blk.Bytes
+	}
+	if !bytes.Equal(leaf(), fileDER(certA)) {
+		t.Fatal("listener does not serve certificate A")
+	}
+
+	bad := &config.Config{Listeners: []config.Listener{{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: certB, KeyPath: keyA}}}}
+	if _, err := s.PrepareCertificates(bad); err == nil || !strings.Contains(err.Error(), "Listeners[0].Certificate") {
+		t.Fatalf("mismatched key accepted: %v", err)
+	}
+	if !bytes.Equal(leaf(), fileDER(certA)) {
+		t.Fatal("a failed reload changed the certificate")
+	}
+
+	next := &config.Config{Listeners: []config.Listener{{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: certB, KeyPath: keyB}}}}
+	apply, err := s.PrepareCertificates(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(leaf(), fileDER(certA)) {
+		t.Fatal("certificate swapped before apply")
+	}
+	apply()
+	if !bytes.Equal(leaf(), fileDER(certB)) {
+		t.Fatal("listener does not serve certificate B after apply")
 	}
 }
