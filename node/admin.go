@@ -25,6 +25,10 @@ func (n *Node) startAdmin() error {
 		return fmt.Errorf("admin listener %s: %w", n.cfg.AdminAddr, err)
 	}
 	n.adminLn = ln
+	if len(n.token) == 0 && !isLoopback(ln.Addr()) {
+		n.log.Warn("the admin API listens beyond loopback without --admin-token-file: anyone who reaches " +
+			ln.Addr().String() + " can rotate and revoke keys and drain destinations")
+	}
 	n.admin = &http.Server{
 		Handler:           n.adminHandler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -37,6 +41,11 @@ func (n *Node) startAdmin() error {
 		}
 	}()
 	return nil
+}
+
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }
 
 func (n *Node) adminHandler() http.Handler {

@@ -60,7 +60,10 @@ type Node struct {
 
 	reloadMu sync.Mutex
 	current  *config.Config
-	reloads  *prometheus.CounterVec
+	// bound is the configuration the listeners were started with: listener
+	// changes in a reload are compared against it, as they need a restart.
+	bound   *config.Config
+	reloads *prometheus.CounterVec
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -127,7 +130,7 @@ func (n *Node) Start() (err error) {
 	if errs := proxy.Compile(cfg); len(errs) > 0 {
 		return fmt.Errorf("config %s:\n%w", n.cfg.ConfigPath, errs)
 	}
-	n.current = cfg
+	n.current, n.bound = cfg, cfg
 
 	if n.cfg.AdminTokenFile != "" {
 		tok, err := readSecretFile(n.cfg.AdminTokenFile)
@@ -217,8 +220,8 @@ func (n *Node) Reload() error {
 	for _, w := range warnings {
 		n.log.Warn("config: " + w)
 	}
-	if listenersChanged(n.current, cfg) {
-		n.log.Warn("config reload: listener changes take effect only after a restart")
+	if listenersChanged(n.bound, cfg) {
+		n.log.Warn("config reload: listener changes (addresses, TLS on or off, redirects, header limits and timeouts) take effect only after a restart")
 	}
 	if err := n.proxy.Update(cfg); err != nil {
 		n.reloads.WithLabelValues("rejected").Inc()
@@ -233,15 +236,19 @@ func (n *Node) Reload() error {
 }
 
 // listenersChanged reports changes that only a restart applies: the
-// listeners are bound once at start. Certificates are not among them: a
-// reload swaps them.
+// listeners are bound once at start. Certificates are not among them (a
+// reload swaps them), nor is Limits.ShutdownTimeout (read at stop).
 func listenersChanged(a, b *config.Config) bool {
-	if len(a.Listeners) != len(b.Listeners) || a.Limits != b.Limits {
+	if len(a.Listeners) != len(b.Listeners) {
+		return true
+	}
+	la, lb := a.Limits, b.Limits
+	if la.MaxRequestHeadersTotalSize != lb.MaxRequestHeadersTotalSize || la.RequestHeadersTimeout != lb.RequestHeadersTimeout || la.KeepAliveTimeout != lb.KeepAliveTimeout {
 		return true
 	}
 	for i := range a.Listeners {
-		la, lb := a.Listeners[i], b.Listeners[i]
-		if la.Address != lb.Address || (la.Certificate == nil) != (lb.Certificate == nil) || !reflect.DeepEqual(la.Redirect, lb.Redirect) {
+		x, y := a.Listeners[i], b.Listeners[i]
+		if x.Address != y.Address || (x.Certificate == nil) != (y.Certificate == nil) || !reflect.DeepEqual(x.Redirect, y.Redirect) {
 			return true
 		}
 	}

@@ -305,7 +305,8 @@ func TestListenersChangedOnlyOnRealChanges(t *testing.T) {
 		{"TLS turned off", func(c *config.Config) { c.Listeners[0].Certificate = nil }, true},
 		{"a redirect added", func(c *config.Config) { c.Listeners[0].Redirect = &config.Redirect{Scheme: "https"} }, true},
 		{"a listener added", func(c *config.Config) { c.Listeners = append(c.Listeners, config.Listener{Address: ":80"}) }, true},
-		{"limits changed", func(c *config.Config) { c.Limits.MaxRequestHeadersTotalSize = 1 }, true},
+		{"header limit changed", func(c *config.Config) { c.Limits.MaxRequestHeadersTotalSize = 1 }, true},
+		{"shutdown timeout is read at stop, no restart", func(c *config.Config) { c.Limits.ShutdownTimeout.Duration = time.Minute }, false},
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
@@ -383,5 +384,66 @@ func TestReloadRotatesCertificateRewrittenInPlace(t *testing.T) {
 	}
 	if !bytes.Equal(served(), second) {
 		t.Fatal("a refused reload changed the certificate")
+	}
+}
+
+// TestWatcherReloadsWhenSymlinkedDirectoryIsRepointed, as git-sync and
+// similar tools publish a new config: no event names the file itself.
+func TestWatcherReloadsWhenSymlinkedDirectoryIsRepointed(t *testing.T) {
+	backend := httptest.NewServer(DemoBackend("b"))
+	defer backend.Close()
+	dir := t.TempDir()
+	for _, v := range []string{"v1", "v2"} {
+		os.Mkdir(filepath.Join(dir, v), 0o700)
+	}
+	os.WriteFile(filepath.Join(dir, "v1", "tether.json"), []byte(testConfig(backend.URL+"/", "")), 0o600)
+	os.WriteFile(filepath.Join(dir, "v2", "tether.json"), []byte(testConfig(backend.URL+"/",
+		`, "extra": { "ClusterId": "app", "Match": { "Path": "/extra", "Hosts": ["extra.example"] } }`)), 0o600)
+	current := filepath.Join(dir, "current")
+	if err := os.Symlink("v1", current); err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(Config{ConfigPath: filepath.Join(current, "tether.json"), NodeID: "t1", DataDir: filepath.Join(dir, "data"),
+		AdminAddr: "127.0.0.1:0", WatchConfig: true, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Shutdown(context.Background())
+	routes := func() int {
+		n.reloadMu.Lock()
+		defer n.reloadMu.Unlock()
+		return len(n.current.ReverseProxy.Routes)
+	}
+	if routes() != 1 {
+		t.Fatalf("%d routes at start", routes())
+	}
+	tmp := filepath.Join(dir, "current.tmp")
+	if err := os.Symlink("v2", tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, current); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "reload after the directory symlink moved", func() bool { return routes() == 2 })
+}
+
+func TestIsLoopback(t *testing.T) {
+	cases := []struct {
+		desc string
+		addr net.Addr
+		want bool
+	}{
+		{"127.0.0.1", &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}, true},
+		{"::1", &net.TCPAddr{IP: net.IPv6loopback}, true},
+		{"all interfaces", &net.TCPAddr{IP: net.IPv4zero}, false},
+		{"a private address", &net.TCPAddr{IP: net.ParseIP("10.0.0.1")}, false},
+	}
+	for _, c := range cases {
+		if got := isLoopback(c.addr); got != c.want {
+			t.Errorf("%s: isLoopback = %v, want %v", c.desc, got, c.want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -12,9 +13,29 @@ import (
 // chmod, rename-over) into one reload.
 const reloadDebounce = 200 * time.Millisecond
 
+// reloadPoll is how often the watcher also compares the file's fingerprint,
+// for changes no directory event shows (a symlinked directory re-pointed, as
+// git-sync does; network file systems).
+const reloadPoll = 2 * time.Second
+
+// fingerprint identifies the config file's current content cheaply: where
+// its path resolves to, its size and its modification time.
+func fingerprint(path string) string {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "missing"
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "missing"
+	}
+	return fmt.Sprintf("%s|%d|%d", real, fi.Size(), fi.ModTime().UnixNano())
+}
+
 // watchConfig reloads when the config file changes. It watches the file's
 // directory, not the file, because editors and Kubernetes ConfigMaps replace
-// the file by renaming over it.
+// the file by renaming over it, and polls a fingerprint for what directory
+// events miss.
 func (n *Node) watchConfig() error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -34,8 +55,19 @@ func (n *Node) watchConfig() error {
 	go func() {
 		defer n.bg.Done()
 		defer w.Close()
+		poll := time.NewTicker(reloadPoll)
+		defer poll.Stop()
+		last := fingerprint(path)
 		var timer *time.Timer
 		var fire <-chan time.Time
+		schedule := func() {
+			if timer == nil {
+				timer = time.NewTimer(reloadDebounce)
+			} else {
+				timer.Reset(reloadDebounce)
+			}
+			fire = timer.C
+		}
 		for {
 			select {
 			case <-n.stop:
@@ -43,6 +75,10 @@ func (n *Node) watchConfig() error {
 					timer.Stop()
 				}
 				return
+			case <-poll.C:
+				if fire == nil && fingerprint(path) != last {
+					schedule()
+				}
 			case ev, ok := <-w.Events:
 				if !ok {
 					return
@@ -53,12 +89,7 @@ func (n *Node) watchConfig() error {
 				if ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename|fsnotify.Chmod) == 0 {
 					continue
 				}
-				if timer == nil {
-					timer = time.NewTimer(reloadDebounce)
-				} else {
-					timer.Reset(reloadDebounce)
-				}
-				fire = timer.C
+				schedule()
 			case err, ok := <-w.Errors:
 				if !ok {
 					return
@@ -66,6 +97,7 @@ func (n *Node) watchConfig() error {
 				n.log.Warn("config watcher", "error", err)
 			case <-fire:
 				fire = nil
+				last = fingerprint(path)
 				_ = n.Reload() // Reload logs its own outcome.
 			}
 		}

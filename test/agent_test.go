@@ -207,6 +207,8 @@ func TestAgentReloadsOnSIGHUPAndFileChangeKeepingOldOnError(t *testing.T) {
 	})
 }
 
+// TestAgentGracefulShutdownFinishesInFlight: SIGTERM stops accepting, the
+// in-flight request completes (also when a SIGHUP follows), exit code 0.
 func TestAgentGracefulShutdownFinishesInFlight(t *testing.T) {
 	b1 := newBackend(t, "b1")
 	cfg := filepath.Join(t.TempDir(), "tether.json")
@@ -232,6 +234,8 @@ func TestAgentGracefulShutdownFinishesInFlight(t *testing.T) {
 	// Wait until the request is in flight at the backend.
 	eventually(t, 10*time.Second, "request in flight", func() bool { return b1.lastHeader() != nil })
 	a.signal(syscall.SIGTERM)
+	// A config tool's SIGHUP during the stop must not cut it short.
+	a.signal(syscall.SIGHUP)
 	// New connections are refused while the in-flight request finishes.
 	addr := strings.TrimPrefix(a.proxyURL, "http://")
 	eventually(t, 10*time.Second, "listener closed", func() bool {
@@ -308,5 +312,24 @@ func TestConfigValidateListsEveryErrorWithPath(t *testing.T) {
 	writeFile(t, good, "ReverseProxy:\n  Routes:\n    all: { ClusterId: app, Match: { Path: '{**catch-all}' } }\n  Clusters:\n    app:\n      Destinations:\n        d1: { Address: 'http://127.0.0.1:9/' }\n")
 	if out, err := exec.Command(tetherBin, "config", "validate", good).CombinedOutput(); err != nil {
 		t.Fatalf("validate refused a good YAML config: %v\n%s", err, out)
+	}
+}
+
+func TestClientCommandHonoursTimeout(t *testing.T) {
+	release := make(chan struct{})
+	admin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer admin.Close()
+	defer close(release)
+	out, err := exec.Command(tetherBin, "status", "--admin", admin.URL, "--timeout", "300ms").CombinedOutput()
+	if err == nil {
+		t.Fatalf("status against a hanging admin API succeeded: %s", out)
+	}
+	if lines := strings.Split(strings.TrimSpace(string(out)), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "deadline") && !strings.Contains(lines[0], "Timeout") {
+		t.Fatalf("want a one-line timeout error, got %q", out)
 	}
 }

@@ -2,6 +2,7 @@ package test
 
 import (
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"syscall"
@@ -52,5 +53,21 @@ func TestDemoRunsThreeStickyNodesAndStopsOnInterrupt(t *testing.T) {
 	}
 	if !strings.Contains(p.stdout.String(), "demo stopped") {
 		t.Fatalf("demo did not stop cleanly:\n%s", p.stdout.String())
+	}
+}
+
+// TestDemoCleansUpOnSIGHUP, as when its terminal closes: it stops cleanly
+// and removes its temporary files (keyrings and cluster secret among them).
+func TestDemoCleansUpOnSIGHUP(t *testing.T) {
+	tmp := t.TempDir()
+	p := start(t, []string{"TMPDIR=" + tmp}, "demo")
+	eventually(t, 60*time.Second, "demo up", func() bool { return len(demoLine.FindAllString(p.stdout.String(), -1)) == 3 })
+	p.signal(syscall.SIGHUP)
+	if code := p.wait(30 * time.Second); code != 0 {
+		t.Fatalf("demo exit code %d after SIGHUP", code)
+	}
+	left, _ := os.ReadDir(tmp)
+	if len(left) != 0 {
+		t.Fatalf("demo left %d entries in TMPDIR", len(left))
 	}
 }

@@ -56,12 +56,14 @@ func runAgent(cfg node.Config) error {
 	if err != nil {
 		return err
 	}
+	// Listen before starting, so a signal during start-up is not fatal; a
+	// SIGHUP then reloads once the node is up.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	if err := n.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return fmt.Errorf("node %s did not start", n.ID())
 	}
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	for sig := range sigs {
 		if sig == syscall.SIGHUP {
 			_ = n.Reload() // logs its own outcome
@@ -72,9 +74,13 @@ func runAgent(cfg node.Config) error {
 	ctx, cancel := context.WithTimeout(context.Background(), n.ShutdownTimeout())
 	defer cancel()
 	go func() {
-		// A second signal stops at once.
-		<-sigs
-		os.Exit(1)
+		// A second SIGINT or SIGTERM stops at once; a SIGHUP (a config tool
+		// reloading during a rolling stop) changes nothing now.
+		for sig := range sigs {
+			if sig != syscall.SIGHUP {
+				os.Exit(1)
+			}
+		}
 	}()
 	return n.Shutdown(ctx)
 }

@@ -31,7 +31,7 @@ func (cf *clientFlags) call(cmd *cobra.Command, method, path string, body any, l
 	if err := bindEnv(cmd); err != nil {
 		return err
 	}
-	c := node.Client{Base: cf.admin, Token: os.Getenv("TETHER_ADMIN_TOKEN")}
+	c := node.Client{Base: cf.admin, Token: os.Getenv("TETHER_ADMIN_TOKEN"), HTTP: &http.Client{Timeout: cf.timeout}}
 	ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
 	defer cancel()
 	v, err := c.Do(ctx, method, path, body)

@@ -27,7 +27,7 @@ func demoCmd() *cobra.Command {
 				level = slog.LevelInfo
 			}
 			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
 			d, err := node.StartDemo(node.DemoOptions{Nodes: nodes, Backends: backends, Logger: logger})
 			if err != nil {
