@@ -183,8 +183,9 @@ func TestDurations(t *testing.T) {
 		{"TimeSpan d:hh:mm:ss", "2:01:00:00", 49 * time.Hour, false},
 		{"Go duration", "3h", 3 * time.Hour, false},
 		{"Go duration ms", "500ms", 500 * time.Millisecond, false},
-		{"bare number is seconds", "5", 5 * time.Second, false},
-		{"bare decimal is seconds", "1.5", 1500 * time.Millisecond, false},
+		{"bare integer is days, as .NET's TimeSpan reads it", "5", 5 * 24 * time.Hour, false},
+		{"bare decimal is an error, as in .NET", "1.5", 0, true},
+		{"bare integer beyond an int64 of nanoseconds", "106752", 0, true},
 		{"negative TimeSpan is rejected", "-00:00:05", 0, true},
 		{"negative Go duration is rejected", "-5s", 0, true},
 		{"hours out of range", "24:00:00", 0, true},
@@ -211,12 +212,109 @@ func TestDurations(t *testing.T) {
 			}
 		})
 	}
-	t.Run("a JSON number is seconds", func(t *testing.T) {
+	t.Run("a JSON number is days, with a warning naming the path", func(t *testing.T) {
 		cfg := baseConfig()
 		set(cfg, "ReverseProxy.Clusters.c1.DrainTimeout", 7)
-		c, _, err := Parse(mustJSON(t, cfg), "json")
-		if err != nil || c.ReverseProxy.Clusters["c1"].DrainTimeout.Duration != 7*time.Second {
+		c, warns, err := Parse(mustJSON(t, cfg), "json")
+		if err != nil || c.ReverseProxy.Clusters["c1"].DrainTimeout.Duration != 7*24*time.Hour {
 			t.Fatalf("got %v, %v", c, err)
+		}
+		want := `ReverseProxy.Clusters.c1.DrainTimeout: bare number 7 read as 7 days, as .NET does; write "00:00:07" or "7s" for seconds`
+		if !slices.Contains(warns, want) {
+			t.Errorf("warnings %q lack %q", warns, want)
+		}
+	})
+}
+
+// TestInputRules checks how the file itself is read: encodings, limits and
+// keys that are not configuration.
+func TestInputRules(t *testing.T) {
+	const schema = `"$schema": "https://json.schemastore.org/appsettings.json"`
+	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	cases := []struct {
+		desc, format, in string
+		check            func(t *testing.T, c *Config, warns []string, err error)
+	}{
+		{"a UTF-8 BOM before JSON is skipped (Visual Studio writes one)", "json", "\ufeff{" + minimalRP + "}",
+			func(t *testing.T, c *Config, _ []string, err error) {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{"JSON nested deeper than 1000 levels is refused at $", "json", strings.Repeat("[", 1_000_000),
+			func(t *testing.T, _ *Config, _ []string, err error) {
+				wantFieldError(t, err, "$", "nested more than 1000 levels")
+			}},
+		{"brackets in JSON strings and comments do not count as nesting", "json",
+			`{"ReverseProxy": {"Routes": {"r1": {"ClusterId": "c1", "Match": {"Path": "/"},
+				"Metadata": {"k": "` + strings.Repeat("[", 1500) + `\"` + strings.Repeat("{", 1500) + `"}}}, // ` + strings.Repeat("[", 1500) + "\n" +
+				`/* ` + strings.Repeat("{", 1500) + ` */ "Clusters": {"c1": {"Destinations": {"d1": {"Address": "http://a.example"}}}}}}`,
+			func(t *testing.T, c *Config, _ []string, err error) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if k := c.ReverseProxy.Routes["r1"].Metadata["k"]; len(k) != 3001 {
+					t.Errorf("metadata value has %d bytes, want 3001", len(k))
+				}
+			}},
+		{"YAML nested deeper than 1000 levels is refused at $", "yaml", "Urls: " + deep(1001) + "\n",
+			func(t *testing.T, _ *Config, _ []string, err error) {
+				wantFieldError(t, err, "$", "nested more than 1000 levels")
+			}},
+		{"YAML with more than one document is refused", "yaml", "Urls: http://*:1\n---\nUrls: http://*:2\n",
+			func(t *testing.T, _ *Config, _ []string, err error) {
+				wantFieldError(t, err, "$", "more than one YAML document")
+			}},
+		{"a top-level $schema is ignored without a warning", "json", "{" + schema + ", " + minimalRP + "}",
+			func(t *testing.T, _ *Config, warns []string, err error) {
+				if err != nil || len(warns) > 0 {
+					t.Fatalf("err %v, warnings %q", err, warns)
+				}
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			c, warns, err := Parse([]byte(tc.in), tc.format)
+			tc.check(t, c, warns, err)
+		})
+	}
+}
+
+// TestExplicitZeroDurations checks that a duration given as zero is told
+// from an absent one: kept where zero means something, refused elsewhere.
+func TestExplicitZeroDurations(t *testing.T) {
+	const cl = "ReverseProxy.Clusters.c1"
+	for _, tc := range []struct {
+		desc, path string
+		val        any
+		get        func(c *Config) Duration
+	}{
+		{"DrainTimeout 0s drains at once instead of the 5m default", cl + ".DrainTimeout", "0s",
+			func(c *Config) Duration { return c.ReverseProxy.Clusters["c1"].DrainTimeout }},
+		{"ShutdownTimeout 00:00:00 stops at once instead of the 30s default", "Limits.ShutdownTimeout", "00:00:00",
+			func(c *Config) Duration { return c.Limits.ShutdownTimeout }},
+		{"Cookie MaxAge 0 stays unsent", cl + ".SessionAffinity.Cookie.MaxAge", 0,
+			func(c *Config) Duration { return c.ReverseProxy.Clusters["c1"].SessionAffinity.Cookie.MaxAge }},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			cfg := baseConfig()
+			set(cfg, tc.path, tc.val)
+			c, _, err := Parse(mustJSON(t, cfg), "json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := tc.get(c); d.Duration != 0 || !d.Set {
+				t.Errorf("got %+v, want zero and Set", d)
+			}
+		})
+	}
+	t.Run("defaulted durations are not Set", func(t *testing.T) {
+		c, _, err := Parse(mustJSON(t, baseConfig()), "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := c.ReverseProxy.Clusters["c1"].DrainTimeout; d.Set || d.Duration != 5*time.Minute {
+			t.Errorf("got %+v", d)
 		}
 	})
 }
@@ -305,7 +403,7 @@ func TestUnsupportedKeysWarn(t *testing.T) {
 	cfg := baseConfig()
 	set(cfg, "Kestrel", obj{"Endpoints": obj{}})
 	set(cfg, "ReverseProxy.Routes.r1.CorsPolicy", "default")
-	set(cfg, "ReverseProxy.Routes.r1.Transforms", []any{obj{"X-Forwarded": "Set"}})
+	set(cfg, "ReverseProxy.Routes.r1.Transforms", []any{obj{"X-Forwarded": "Set"}, obj{"ResponseHeadersCopy": "true"}, obj{"ResponseTrailersCopy": "false"}})
 	c, warns, err := Parse(mustJSON(t, cfg), "json")
 	if err != nil {
 		t.Fatal(err)
@@ -317,6 +415,8 @@ func TestUnsupportedKeysWarn(t *testing.T) {
 		"Kestrel: accepted but not implemented by tether",
 		"ReverseProxy.Routes.r1.CorsPolicy: accepted but not implemented by tether",
 		"ReverseProxy.Routes.r1.Transforms[0].X-Forwarded: accepted but not implemented by tether",
+		"ReverseProxy.Routes.r1.Transforms[1].ResponseHeadersCopy: accepted but not implemented by tether",
+		"ReverseProxy.Routes.r1.Transforms[2].ResponseTrailersCopy: accepted but not implemented by tether",
 	}
 	if !reflect.DeepEqual(warns, want) {
 		t.Errorf("warnings:\n%q\nwant:\n%q", warns, want)

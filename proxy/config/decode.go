@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -48,19 +47,26 @@ func (d *decoder) decode(path string, n *node, v reflect.Value) {
 		d.warn(path, "accepted but not implemented by tether")
 		return
 	case durationType:
-		if n.kind == kindNull {
+		// Null and "" leave the key unset, like an absent key: the default
+		// applies. Anything else is Set, zero included.
+		if n.kind == kindNull || (n.kind == kindScalar && strings.TrimSpace(n.text) == "") {
 			return
 		}
 		if n.kind != kindScalar {
 			d.errorf(path, "want a duration, got %s", n.describe())
 			return
 		}
-		dur, err := parseDuration(n.text)
+		dur, days, err := parseDuration(n.text)
 		if err != nil {
 			d.errorf(path, "%v", err)
 			return
 		}
-		v.Set(reflect.ValueOf(Duration{dur}))
+		if days > 0 {
+			secs := strings.TrimLeft(strings.TrimSpace(n.text), "0")
+			d.warn(path, fmt.Sprintf("bare number %d read as %d %s, as .NET does; write %q or %q for seconds",
+				days, days, plural(days, "day", "days"), formatTimeSpan(time.Duration(days)*time.Second), secs+"s"))
+		}
+		v.Set(reflect.ValueOf(Duration{Duration: dur, Set: true}))
 		return
 	}
 	if n.kind == kindNull {
@@ -172,36 +178,61 @@ func (d *decoder) decodeMap(path string, n *node, v reflect.Value) {
 	v.Set(m)
 }
 
-// parseDuration reads a .NET TimeSpan ("[d.]hh:mm[:ss[.fffffff]]" or
-// "d:hh:mm:ss"), a Go duration ("1m30s") or a bare number of seconds.
-func parseDuration(s string) (time.Duration, error) {
+// parseDuration reads a .NET TimeSpan ("[d.]hh:mm[:ss[.fffffff]]",
+// "d:hh:mm:ss" or a bare integer of days, as TimeSpan.Parse does) or a Go
+// duration ("1m30s"). days is the number read when s was a bare integer, so
+// the caller can warn that it meant days.
+func parseDuration(s string) (dur time.Duration, days int64, err error) {
 	s = strings.TrimSpace(s)
 	switch {
 	case s == "":
-		return 0, nil
+		return 0, 0, nil
 	case strings.HasPrefix(s, "-"):
-		return 0, fmt.Errorf("duration %q must not be negative", s)
-	case strings.Trim(s, "0123456789.") == "" && strings.Count(s, ".") <= 1 && s != ".":
-		f, _ := strconv.ParseFloat(s, 64)
-		if f*1e9 >= math.MaxInt64 {
-			return 0, fmt.Errorf("duration %q is too long", s)
+		return 0, 0, fmt.Errorf("duration %q must not be negative", s)
+	case strings.Trim(s, "0123456789") == "":
+		n, err := digits(s, maxDays)
+		if err != nil {
+			return 0, 0, fmt.Errorf("duration %q is too long (a bare number is days, at most %d)", s, maxDays)
 		}
-		return time.Duration(f * float64(time.Second)), nil
+		return time.Duration(n) * 24 * time.Hour, n, nil
+	case strings.Trim(s, "0123456789.") == "":
+		// TimeSpan.Parse rejects "1.5" too: "d.hh" needs ":mm".
+		return 0, 0, fmt.Errorf("invalid duration %q: a bare number is whole days in .NET; write a TimeSpan like 00:00:01.5 or a Go duration like 1.5s", s)
 	case strings.Contains(s, ":"):
 		d, err := parseTimeSpan(s)
 		if err != nil {
-			return 0, fmt.Errorf("invalid TimeSpan %q: %v", s, err)
+			return 0, 0, fmt.Errorf("invalid TimeSpan %q: %v", s, err)
 		}
-		return d, nil
+		return d, 0, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q (want a TimeSpan like 00:00:30, a Go duration like 30s, or seconds)", s)
+		return 0, 0, fmt.Errorf("invalid duration %q (want a TimeSpan like 00:00:30 or a Go duration like 30s)", s)
 	}
 	if d < 0 {
-		return 0, fmt.Errorf("duration %q must not be negative", s)
+		return 0, 0, fmt.Errorf("duration %q must not be negative", s)
 	}
-	return d, nil
+	return d, 0, nil
+}
+
+// maxDays is the most days an int64 of nanoseconds holds.
+const maxDays = 106751
+
+// formatTimeSpan writes d as .NET does: "[d.]hh:mm:ss".
+func formatTimeSpan(d time.Duration) string {
+	s := int64(d / time.Second)
+	t := fmt.Sprintf("%02d:%02d:%02d", s/3600%24, s/60%60, s%60)
+	if days := s / 86400; days > 0 {
+		t = fmt.Sprintf("%d.%s", days, t)
+	}
+	return t
+}
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func parseTimeSpan(s string) (time.Duration, error) {
@@ -227,7 +258,7 @@ func parseTimeSpan(s string) (time.Duration, error) {
 	}
 	total := time.Duration(0)
 	if days != "" {
-		n, err := digits(days, 106751) // the most days an int64 of nanoseconds holds
+		n, err := digits(days, maxDays)
 		if err != nil {
 			return 0, fmt.Errorf("days: %v", err)
 		}

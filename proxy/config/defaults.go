@@ -63,7 +63,9 @@ func clusterDefaults(c *Cluster) {
 	setDur(&p.ReactivationPeriod, 2*time.Minute)
 
 	r := &c.HttpRequest
-	setDur(&r.ActivityTimeout, r.Timeout.Duration) // Timeout is YARP's older name
+	if !r.ActivityTimeout.Set && r.Timeout.Set {
+		r.ActivityTimeout = r.Timeout // Timeout is YARP's older name
+	}
 	setDur(&r.ActivityTimeout, 100*time.Second)
 }
 
@@ -89,8 +91,10 @@ func setInt(p *int, v int) {
 	}
 }
 
+// setDur fills in a duration the file left out; a given zero stays zero
+// (validation has refused it where zero is meaningless).
 func setDur(p *Duration, v time.Duration) {
-	if p.Duration == 0 {
+	if !p.Set {
 		p.Duration = v
 	}
 }

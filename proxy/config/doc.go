@@ -4,11 +4,19 @@
 // the documented defaults.
 //
 // Decoding follows .NET configuration rather than encoding/json, so a YARP
-// appsettings.json loads as it is: keys match case-insensitively, booleans
-// and numbers may be strings, durations are TimeSpans ("00:00:30"), Go
-// durations ("30s") or seconds. Keys YARP or ASP.NET define but tether does
-// not implement (fields of type Unsupported, and some transforms) load with a
-// warning; any other unknown key is an error, so typos are caught.
+// appsettings.json loads as it is: a UTF-8 BOM is skipped, keys match
+// case-insensitively, booleans and numbers may be strings, and durations are
+// TimeSpans ("00:00:30") or Go durations ("30s"). A bare integer duration is
+// days, as in .NET ("5" is 5 days), with a warning. Keys YARP or ASP.NET
+// define but tether does not implement (fields of type Unsupported, and some
+// transforms) load with a warning; a top-level "$schema" is ignored; any
+// other unknown key is an error, so typos are caught. A duration key that is
+// present, even as zero, has Duration.Set, so defaults fill in only absent
+// keys.
+//
+// Untrusted input is bounded: nesting deeper than 1000 levels, more than
+// 100000 values after YAML alias expansion, and YAML with more than one
+// document are refused.
 //
 // Both formats are first read into one generic tree (tree.go) and then bound
 // by reflection (decode.go), so JSON and YAML obey exactly the same rules.

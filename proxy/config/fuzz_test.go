@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -18,6 +19,14 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("ReverseProxy:\n  Routes:\n    r: {ClusterId: c, Match: {Path: /}}\n  Clusters:\n    c:\n      Destinations: {d: {Address: 'http://x'}}\n"), true)
 	f.Add([]byte("a: &a [*a, *a]\nb: *a\n"), true)
 	f.Add([]byte("Listeners: [{Address: ~}]\nTrustedProxies: [1, 2]\n"), true)
+	f.Add([]byte("\ufeff{"+minimalRP+`, "$schema": "x"}`), false)
+	f.Add([]byte("\ufeffUrls: http://*:1\n"), true)
+	f.Add([]byte(strings.Repeat("[", 100_000)), false)
+	f.Add([]byte(`{"a": "[\"[", /* [[ */ "b": [[[]]]} // [`), false)
+	f.Add([]byte(strings.Repeat("- ", 1001)+"x\n"), true)
+	f.Add([]byte("a: &a [[[[1]]]]\nb: [*a, [*a]]\n"), true)
+	f.Add([]byte("Urls: x\n---\nUrls: y\n"), true)
+	f.Add([]byte(`{"Limits": {"ShutdownTimeout": 0, "KeepAliveTimeout": "00:00"}, "ReverseProxy": {"Clusters": {"c": {"DrainTimeout": "1.5"}}}}`), false)
 	f.Fuzz(func(t *testing.T, data []byte, yaml bool) {
 		format := "json"
 		if yaml {

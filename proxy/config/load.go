@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -35,6 +36,7 @@ func Parse(data []byte, format string) (*Config, []string, error) {
 	if tree.kind == kindNull {
 		tree = &node{kind: kindObject} // an empty YAML document is an empty config
 	}
+	dropSchema(tree)
 	var c Config
 	d := &decoder{}
 	d.decode("", tree, reflect.ValueOf(&c).Elem())
@@ -48,6 +50,21 @@ func Parse(data []byte, format string) (*Config, []string, error) {
 	}
 	applyDefaults(&c)
 	return &c, v.warns, nil
+}
+
+// dropSchema removes a top-level "$schema" key, which editors such as VS
+// Code add to point at a JSON schema; it is not configuration.
+func dropSchema(n *node) {
+	if n.kind != kindObject {
+		return
+	}
+	for i := 0; i < len(n.keys); i++ {
+		if strings.EqualFold(n.keys[i], "$schema") {
+			n.keys = slices.Delete(n.keys, i, i+1)
+			n.vals = slices.Delete(n.vals, i, i+1)
+			i--
+		}
+	}
 }
 
 // fillIDs copies each map key into the entry's id, as YARP does.

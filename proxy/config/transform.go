@@ -19,7 +19,7 @@ var unsupportedTransforms = []string{
 	"X-Forwarded", "Forwarded", "ClientCert", "PathPattern", "QueryValueParameter",
 	"QueryRouteParameter", "QueryRemoveParameter", "HttpMethodChange", "RequestHeaderRouteValue",
 	"RequestHeadersAllowed", "ResponseHeadersAllowed", "ResponseTrailer", "ResponseTrailerRemove",
-	"ResponseTrailersAllowed",
+	"ResponseTrailersAllowed", "ResponseHeadersCopy", "ResponseTrailersCopy",
 }
 
 // UnsupportedTransform reports whether key identifies a YARP transform that

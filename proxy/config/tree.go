@@ -1,9 +1,11 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/tailscale/hujson"
 	"go.yaml.in/yaml/v3"
@@ -31,26 +33,91 @@ const (
 // maxNodes bounds the tree so YAML alias expansion cannot blow up.
 const maxNodes = 100_000
 
-var errTooBig = errors.New("document too large (more than 100000 values after alias expansion)")
+// maxDepth bounds nesting: hujson parses recursively, and a file of a
+// million '[' overflows the goroutine stack, which is fatal, not a panic.
+const maxDepth = 1000
+
+var (
+	errTooBig   = errors.New("document too large (more than 100000 values after alias expansion)")
+	errTooDeep  = fmt.Errorf("nested more than %d levels deep", maxDepth)
+	errMultiDoc = errors.New("more than one YAML document")
+)
+
+// utf8BOM starts files saved by Visual Studio; both formats skip it.
+const utf8BOM = "\xef\xbb\xbf"
 
 func parseTree(data []byte, format string) (*node, error) {
 	budget := maxNodes
+	data = bytes.TrimPrefix(data, []byte(utf8BOM))
 	switch format {
 	case "json":
+		if jsonDepth(data) > maxDepth {
+			return nil, errTooDeep
+		}
 		v, err := hujson.Parse(data)
 		if err != nil {
 			return nil, fmt.Errorf("invalid JSON: %v", err)
 		}
 		return fromJSON(v, &budget)
 	case "yaml":
+		// go-yaml stops at 10000 levels itself; fromYAML applies maxDepth
+		// (after alias expansion) so both formats take the same files.
+		dec := yaml.NewDecoder(bytes.NewReader(data))
 		var doc yaml.Node
-		if err := yaml.Unmarshal(data, &doc); err != nil {
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			return &node{kind: kindNull}, nil
+		} else if err != nil {
 			return nil, fmt.Errorf("invalid YAML: %v", err)
 		}
-		return fromYAML(&doc, &budget)
+		var next yaml.Node
+		if err := dec.Decode(&next); err == nil {
+			return nil, errMultiDoc
+		} else if !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("invalid YAML: %v", err)
+		}
+		return fromYAML(&doc, &budget, 0)
 	default:
 		return nil, fmt.Errorf("unknown format %q (want json or yaml)", format)
 	}
+}
+
+// jsonDepth returns the deepest nesting of objects and arrays in JWCC text
+// (JSON with comments), skipping strings and comments. It stops counting
+// once past maxDepth.
+func jsonDepth(data []byte) int {
+	depth, deepest := 0, 0
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case '"':
+			for i++; i < len(data) && data[i] != '"'; i++ {
+				if data[i] == '\\' {
+					i++ // the escaped byte cannot end the string
+				}
+			}
+		case '/':
+			switch {
+			case i+1 < len(data) && data[i+1] == '/':
+				for i += 2; i < len(data) && data[i] != '\n'; i++ {
+				}
+			case i+1 < len(data) && data[i+1] == '*':
+				end := bytes.Index(data[i+2:], []byte("*/"))
+				if end < 0 {
+					return deepest // unterminated: hujson reports it
+				}
+				i += 2 + end + 1
+			}
+		case '[', '{':
+			if depth++; depth > deepest {
+				deepest = depth
+				if deepest > maxDepth {
+					return deepest
+				}
+			}
+		case ']', '}':
+			depth = max(depth-1, 0) // unbalanced: hujson reports it
+		}
+	}
+	return deepest
 }
 
 func fromJSON(v hujson.Value, budget *int) (*node, error) {
@@ -97,34 +164,38 @@ func fromJSON(v hujson.Value, budget *int) (*node, error) {
 	return nil, fmt.Errorf("invalid JSON value")
 }
 
-func fromYAML(y *yaml.Node, budget *int) (*node, error) {
+func fromYAML(y *yaml.Node, budget *int, depth int) (*node, error) {
 	if *budget--; *budget < 0 {
 		return nil, errTooBig
 	}
+
 	switch y.Kind {
 	case yaml.DocumentNode:
 		if len(y.Content) == 0 {
 			return &node{kind: kindNull}, nil
 		}
-		return fromYAML(y.Content[0], budget)
+		return fromYAML(y.Content[0], budget, depth)
 	case yaml.AliasNode:
 		if y.Alias == nil {
 			return nil, errors.New("invalid YAML alias")
 		}
-		return fromYAML(y.Alias, budget)
+		return fromYAML(y.Alias, budget, depth)
 	case yaml.ScalarNode:
 		if y.ShortTag() == "!!null" {
 			return &node{kind: kindNull}, nil
 		}
 		return &node{kind: kindScalar, text: y.Value}, nil
 	case yaml.MappingNode:
+		if depth >= maxDepth {
+			return nil, errTooDeep
+		}
 		n := &node{kind: kindObject}
 		for i := 0; i+1 < len(y.Content); i += 2 {
 			k := y.Content[i]
 			if k.Kind != yaml.ScalarNode {
 				return nil, fmt.Errorf("YAML line %d: mapping keys must be plain scalars", k.Line)
 			}
-			val, err := fromYAML(y.Content[i+1], budget)
+			val, err := fromYAML(y.Content[i+1], budget, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -133,9 +204,12 @@ func fromYAML(y *yaml.Node, budget *int) (*node, error) {
 		}
 		return n, nil
 	case yaml.SequenceNode:
+		if depth >= maxDepth {
+			return nil, errTooDeep
+		}
 		n := &node{kind: kindList}
 		for _, e := range y.Content {
-			val, err := fromYAML(e, budget)
+			val, err := fromYAML(e, budget, depth+1)
 			if err != nil {
 				return nil, err
 			}

@@ -68,12 +68,14 @@ type Limits struct {
 	// Default 32768.
 	MaxRequestHeadersTotalSize int
 	// RequestHeadersTimeout bounds how long a client may take to send the
-	// request headers. Default 30s.
+	// request headers. Default 30s; an explicit zero is an error.
 	RequestHeadersTimeout Duration
-	// KeepAliveTimeout closes idle client connections. Default 2m10s.
+	// KeepAliveTimeout closes idle client connections. Default 2m10s; an
+	// explicit zero is an error.
 	KeepAliveTimeout Duration
 	// ShutdownTimeout bounds how long in-flight requests may run after a
-	// stop signal. Default 30s.
+	// stop signal. Default 30s. 0: stop at once without waiting for
+	// in-flight requests.
 	ShutdownTimeout Duration
 }
 
@@ -159,7 +161,8 @@ type Cluster struct {
 	Metadata            map[string]string
 	// DrainTimeout is how long a draining destination keeps serving its
 	// existing affinitized sessions (Application Gateway's connection
-	// draining timeout). Default 5m.
+	// draining timeout). Default 5m. 0 drains at once: existing sessions
+	// move on the next request.
 	DrainTimeout Duration
 }
 
@@ -197,9 +200,10 @@ type SessionAffinityCookie struct {
 	Domain string
 	// Path default "/".
 	Path string
-	// Expiration sets Expires relative to the response time; zero: session cookie.
+	// Expiration sets Expires relative to the response time; zero (given or
+	// not): no Expires, a session cookie.
 	Expiration Duration
-	// MaxAge sets Max-Age; zero: not sent.
+	// MaxAge sets Max-Age; zero (given or not): not sent.
 	MaxAge Duration
 	// HttpOnly default true.
 	HttpOnly *bool
@@ -222,9 +226,10 @@ type HealthCheck struct {
 // ActiveHealthCheck configures probes.
 type ActiveHealthCheck struct {
 	Enabled bool
-	// Interval between probes of one destination. Default 15s.
+	// Interval between probes of one destination. Default 15s; an explicit
+	// zero is an error.
 	Interval Duration
-	// Timeout of one probe. Default 10s.
+	// Timeout of one probe. Default 10s; an explicit zero is an error.
 	Timeout Duration
 	// Policy: ConsecutiveFailures (default, the only one).
 	Policy string
@@ -250,7 +255,7 @@ type PassiveHealthCheck struct {
 	// Policy: TransportFailureRate (default, the only one).
 	Policy string
 	// ReactivationPeriod is how long a failed destination stays excluded
-	// locally. Default 2m (YARP's).
+	// locally. Default 2m (YARP's); an explicit zero is an error.
 	ReactivationPeriod Duration
 }
 
@@ -272,7 +277,9 @@ type HttpClient struct {
 // HttpRequest configures outgoing requests.
 type HttpRequest struct {
 	// ActivityTimeout (YARP's name; Timeout is read as a synonym) bounds
-	// waiting for the backend's response headers. Default 100s.
+	// waiting for the backend's response headers. Default 100s; an explicit
+	// zero in either is an error. After Load, ActivityTimeout holds the
+	// effective value (Timeout's when only Timeout was given).
 	ActivityTimeout Duration
 	Timeout         Duration
 
@@ -282,8 +289,17 @@ type HttpRequest struct {
 }
 
 // Duration reads .NET TimeSpan strings ("03:00:00", "1.00:00:00",
-// "00:00:00.5") and Go durations ("3h", "500ms"); a bare number is seconds.
-type Duration struct{ time.Duration }
+// "00:00:00.5") and Go durations ("3h", "500ms"). A bare integer is a number
+// of DAYS, as .NET's TimeSpan reads it ("5" is 5 days), and Load warns about
+// it; a bare decimal ("1.5") is an error. Null or an empty string is the
+// same as leaving the key out.
+type Duration struct {
+	time.Duration
+	// Set is true when the key was given in the file (even as zero), so an
+	// explicit zero can be told from an absent key. Defaults filled in by
+	// Load leave it false.
+	Set bool
+}
 
 // Unsupported marks a key that YARP or ASP.NET defines and tether accepts
 // without implementing it; Load warns once per occurrence, naming its path.

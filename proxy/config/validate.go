@@ -74,6 +74,8 @@ func (v *validator) config(c *Config) {
 	if c.Limits.MaxRequestHeadersTotalSize < 0 {
 		v.errorf("Limits.MaxRequestHeadersTotalSize", "must not be negative")
 	}
+	v.positive("Limits.RequestHeadersTimeout", c.Limits.RequestHeadersTimeout)
+	v.positive("Limits.KeepAliveTimeout", c.Limits.KeepAliveTimeout)
 	rp := &c.ReverseProxy
 	for _, id := range sortedKeys(rp.Routes) {
 		v.route("ReverseProxy.Routes."+id, rp.Routes[id], rp.Clusters)
@@ -101,6 +103,15 @@ func (v *validator) listener(path string, l *Listener) {
 		if r.Port < 0 || r.Port > 65535 {
 			v.errorf(path+".Redirect.Port", "%d is out of range (1..65535)", r.Port)
 		}
+	}
+}
+
+// positive refuses a duration given as zero where zero has no meaning (a
+// timer that fires at once, a probe loop that never sleeps). Absent keys
+// get their default instead.
+func (v *validator) positive(path string, d Duration) {
+	if d.Set && d.Duration <= 0 {
+		v.errorf(path, "must be greater than zero")
 	}
 }
 
@@ -227,7 +238,12 @@ func (v *validator) cluster(path string, c *Cluster) {
 			v.errorf(path+".Metadata."+k, "want an integer of at least 1, got %q", c.Metadata[k])
 		}
 	}
+	v.positive(ap+".Interval", a.Interval)
+	v.positive(ap+".Timeout", a.Timeout)
 	v.enum(path+".HealthCheck.Passive.Policy", &c.HealthCheck.Passive.Policy, passivePolicies)
+	v.positive(path+".HealthCheck.Passive.ReactivationPeriod", c.HealthCheck.Passive.ReactivationPeriod)
+	v.positive(path+".HttpRequest.ActivityTimeout", c.HttpRequest.ActivityTimeout)
+	v.positive(path+".HttpRequest.Timeout", c.HttpRequest.Timeout)
 	if c.HttpClient.MaxConnectionsPerServer < 0 {
 		v.errorf(path+".HttpClient.MaxConnectionsPerServer", "must not be negative")
 	}

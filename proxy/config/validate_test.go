@@ -90,6 +90,18 @@ func TestValidationRules(t *testing.T) {
 		{"destination Address is absolute http(s)", map[string]any{dest + ".Address": "10.0.0.1:8080"}, dest + ".Address", "http"},
 		{"destination host is IP or DNS name", map[string]any{dest + ".Address": "http://bad_host!/"}, dest + ".Address", "neither an IP address nor a DNS name"},
 		{"destination Health is a URL too", map[string]any{dest + ".Health": "ftp://h/"}, dest + ".Health", "http"},
+		{"explicit zero Active.Interval is refused", map[string]any{active + ".Interval": "00:00:00"}, active + ".Interval", "must be greater than zero"},
+		{"explicit zero Active.Timeout is refused", map[string]any{active + ".Timeout": "0s"}, active + ".Timeout", "must be greater than zero"},
+		{"explicit zero Passive.ReactivationPeriod is refused", map[string]any{cluster + ".HealthCheck.Passive.ReactivationPeriod": "0"},
+			cluster + ".HealthCheck.Passive.ReactivationPeriod", "must be greater than zero"},
+		{"explicit zero HttpRequest.ActivityTimeout is refused", map[string]any{cluster + ".HttpRequest.ActivityTimeout": "00:00:00"},
+			cluster + ".HttpRequest.ActivityTimeout", "must be greater than zero"},
+		{"explicit zero HttpRequest.Timeout is refused", map[string]any{cluster + ".HttpRequest.Timeout": "0ms"},
+			cluster + ".HttpRequest.Timeout", "must be greater than zero"},
+		{"explicit zero Limits.RequestHeadersTimeout is refused", map[string]any{"Limits.RequestHeadersTimeout": "0s"},
+			"Limits.RequestHeadersTimeout", "must be greater than zero"},
+		{"explicit zero Limits.KeepAliveTimeout is refused", map[string]any{"Limits.KeepAliveTimeout": "00:00"},
+			"Limits.KeepAliveTimeout", "must be greater than zero"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
