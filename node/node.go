@@ -243,7 +243,7 @@ func listenersChanged(a, b *config.Config) bool {
 		return true
 	}
 	la, lb := a.Limits, b.Limits
-	if la.MaxRequestHeadersTotalSize != lb.MaxRequestHeadersTotalSize || la.RequestHeadersTimeout != lb.RequestHeadersTimeout || la.KeepAliveTimeout != lb.KeepAliveTimeout {
+	if la.MaxRequestHeadersTotalSize != lb.MaxRequestHeadersTotalSize || la.RequestHeadersTimeout.Duration != lb.RequestHeadersTimeout.Duration || la.KeepAliveTimeout.Duration != lb.KeepAliveTimeout.Duration {
 		return true
 	}
 	for i := range a.Listeners {
@@ -259,8 +259,11 @@ func listenersChanged(a, b *config.Config) bool {
 func (n *Node) ShutdownTimeout() time.Duration {
 	n.reloadMu.Lock()
 	defer n.reloadMu.Unlock()
-	if n.current != nil && n.current.Limits.ShutdownTimeout.Duration > 0 {
-		return n.current.Limits.ShutdownTimeout.Duration
+	// A given 0 means stop at once.
+	if n.current != nil {
+		if st := n.current.Limits.ShutdownTimeout; st.Set || st.Duration > 0 {
+			return st.Duration
+		}
 	}
 	return 30 * time.Second
 }

@@ -447,3 +447,21 @@ func TestIsLoopback(t *testing.T) {
 		}
 	}
 }
+
+func TestShutdownTimeoutHonoursAGivenZero(t *testing.T) {
+	cases := []struct {
+		desc string
+		lim  config.Limits
+		want time.Duration
+	}{
+		{"given 0: stop at once", config.Limits{ShutdownTimeout: config.Duration{Set: true}}, 0},
+		{"given 5s", config.Limits{ShutdownTimeout: config.Duration{Duration: 5 * time.Second, Set: true}}, 5 * time.Second},
+		{"absent: 30s", config.Limits{}, 30 * time.Second},
+	}
+	for _, c := range cases {
+		n := &Node{current: &config.Config{Limits: c.lim}}
+		if got := n.ShutdownTimeout(); got != c.want {
+			t.Errorf("%s: ShutdownTimeout = %v, want %v", c.desc, got, c.want)
+		}
+	}
+}

@@ -345,3 +345,35 @@ func TestUpdateKeepsWarmBackendConnections(t *testing.T) {
 		t.Fatalf("backend saw %d connections after the client settings changed, want 2 (a new transport)", n)
 	}
 }
+
+// TestDrainTimeoutZeroDrainsAtOnce: a given DrainTimeout of 0 gives
+// existing sessions no grace; an absent one takes the 5-minute default.
+func TestDrainTimeoutZeroDrainsAtOnce(t *testing.T) {
+	b := newBackend(t, nil)
+	cases := []struct {
+		desc    string
+		cluster string
+		want    time.Duration
+	}{
+		{desc: "given 0: no grace", cluster: `"DrainTimeout": "00:00:00"`, want: 0},
+		{desc: "absent: the default", cluster: "", want: defaultDrainTimeout},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, c.cluster, "", "")), func(o *Options) {
+				o.Now = func() time.Time { return now }
+			})
+			deadline, err := h.p.SetDraining("c", "d1", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := deadline.Sub(now); got != c.want {
+				t.Fatalf("drain deadline in %v, want %v", got, c.want)
+			}
+			if d := h.p.Cluster("c").Destination("d1"); d.AcceptsExisting(now) != (c.want > 0) {
+				t.Fatalf("AcceptsExisting = %v at the start of a %v drain", d.AcceptsExisting(now), c.want)
+			}
+		})
+	}
+}

@@ -178,8 +178,10 @@ func build(cfg *config.Config, p *Proxy, old *runtime) (*runtime, config.Errors)
 			fail(path, "empty cluster")
 			continue
 		}
+		// A given DrainTimeout of 0 means drain at once; only an absent one
+		// (a config built in code) takes the default.
 		cl := &clusterRT{id: id, drainTimeout: c.DrainTimeout.Duration}
-		if cl.drainTimeout <= 0 {
+		if !c.DrainTimeout.Set && cl.drainTimeout <= 0 {
 			cl.drainTimeout = defaultDrainTimeout
 		}
 		var oldCl *clusterRT

@@ -138,6 +138,7 @@ func TestPrecedence(t *testing.T) {
 		{"parameter beats catch-all", map[string]m{"param": {Path: "/a/{x}"}, "all": {Path: "/a/{**x}"}}, nil, req("GET", "/a/b"), "param"},
 		{"constrained parameter beats parameter", map[string]m{"z-int": {Path: "/a/{x:int}"}, "param": {Path: "/a/{x}"}}, nil, req("GET", "/a/1"), "z-int"},
 		{"constraint with argument still ranks as constrained", map[string]m{"z-min": {Path: "/a/{x:min(1)}"}, "param": {Path: "/a/{x}"}}, nil, req("GET", "/a/1"), "z-min"},
+		{"a constraint that rejects the value passes the request on", map[string]m{"z-min": {Path: "/a/{x:min(10)}"}, "param": {Path: "/a/{x}"}}, nil, req("GET", "/a/1"), "param"},
 		{"longer literal prefix beats shorter", map[string]m{"short": {Path: "/a/{**x}"}, "long": {Path: "/a/b/{**x}"}}, nil, req("GET", "/a/b/c"), "long"},
 		{"first segment decides before later ones", map[string]m{"p": {Path: "/{x}/b"}, "l": {Path: "/a/{**x}"}}, nil, req("GET", "/a/b"), "l"},
 		{"exact path beats empty catch-all", map[string]m{"exact": {Path: "/a"}, "all": {Path: "/a/{**x}"}}, nil, req("GET", "/a"), "exact"},
@@ -188,6 +189,9 @@ func TestNewTableErrors(t *testing.T) {
 		path  string
 	}{
 		{"invalid template names Match.Path", config.RouteMatch{Path: "/{a"}, "ReverseProxy.Routes.r.Match.Path"},
+		{"unknown constraint names Match.Path", config.RouteMatch{Path: "/{a:nope}"}, "ReverseProxy.Routes.r.Match.Path"},
+		{"invalid constraint argument names Match.Path", config.RouteMatch{Path: "/{a:min(x)}"}, "ReverseProxy.Routes.r.Match.Path"},
+		{"invalid regex names Match.Path", config.RouteMatch{Path: "/{a:regex(()}"}, "ReverseProxy.Routes.r.Match.Path"},
 		{"bad host port", config.RouteMatch{Hosts: []string{"h:99999"}}, "ReverseProxy.Routes.r.Match.Hosts[0]"},
 		{"wildcard in the middle of a host", config.RouteMatch{Hosts: []string{"a.*.com"}}, "ReverseProxy.Routes.r.Match.Hosts[0]"},
 		{"empty host", config.RouteMatch{Hosts: []string{""}}, "ReverseProxy.Routes.r.Match.Hosts[0]"},
@@ -206,6 +210,52 @@ func TestNewTableErrors(t *testing.T) {
 				t.Fatalf("NewTable = %v, %v; want one error at %s", tbl, errs, tc.path)
 			}
 		})
+	}
+}
+
+// TestRegexAndIntOnOnePath is the review finding: a regex-constrained and
+// an int-constrained route on the same path rank equally (then by route
+// id), and each must win only for the values its constraint accepts.
+func TestRegexAndIntOnOnePath(t *testing.T) {
+	tbl := mustTable(t, map[string]*config.Route{
+		"a-regex": {RouteId: "a-regex", Match: config.RouteMatch{Path: `/num/{id:regex(^\d+$)}`}},
+		"b-int":   {RouteId: "b-int", Match: config.RouteMatch{Path: "/num/{id:int}"}},
+	})
+	cases := []struct{ desc, path, want string }{
+		{"both accept: route id decides", "/num/5", "a-regex"},
+		{"only the regex accepts", "/num/99999999999", "a-regex"},
+		{"only int accepts", "/num/-5", "b-int"},
+		{"neither accepts", "/num/abc", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			got := ""
+			if r := tbl.Match(req("GET", tc.path)); r != nil {
+				got = r.RouteId
+			}
+			if got != tc.want {
+				t.Fatalf("Match(%s) = %q, want %q", tc.path, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestConstraintsDoNotAllocate: the common constraints are checked without
+// allocating, whether they accept the value or not.
+func TestConstraintsDoNotAllocate(t *testing.T) {
+	tbl := mustTable(t, map[string]*config.Route{
+		"int":   {RouteId: "int", Match: config.RouteMatch{Path: "/i/{x:int:min(1)}"}},
+		"long":  {RouteId: "long", Match: config.RouteMatch{Path: "/l/{x:long:range(1,9)}"}},
+		"bool":  {RouteId: "bool", Match: config.RouteMatch{Path: "/b/{x:bool}"}},
+		"guid":  {RouteId: "guid", Match: config.RouteMatch{Path: "/g/{x:guid}"}},
+		"alpha": {RouteId: "alpha", Match: config.RouteMatch{Path: "/a/{x:alpha:length(1,9)}"}},
+	})
+	for _, target := range []string{"/i/5", "/i/x", "/i/99999999999", "/l/5", "/l/-1", "/b/true", "/b/no",
+		"/g/0f8fad5b-d9cb-469f-a165-70867728950e", "/g/x", "/a/abc", "/a/a1"} {
+		r := req("GET", target)
+		if n := testing.AllocsPerRun(100, func() { tbl.Match(r) }); n != 0 {
+			t.Errorf("Match(%s) allocates %v times", target, n)
+		}
 	}
 }
 

@@ -3,7 +3,6 @@ package route
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -22,13 +21,13 @@ type segment struct{ parts []part }
 type part struct {
 	literal string // set when the part is literal text (already unescaped)
 
-	param       bool
-	name        string
-	optional    bool // {name?}
-	catchAll    bool // {*name} or {**name}
-	hasDefault  bool // {name=value}
-	constrained bool // any ":constraint", enforced or not
-	checks      []func(string) bool
+	param      bool
+	name       string
+	optional   bool   // {name?}
+	catchAll   bool   // {*name} or {**name}
+	hasDefault bool   // {name=value}
+	def        string // the default value
+	checks     []constraint
 }
 
 // ParseTemplate compiles a route template. Besides YARP's syntax it accepts
@@ -78,6 +77,9 @@ func ParseTemplate(s string) (*Template, error) {
 			return nil, fmt.Errorf("unbalanced '}' in %q", s)
 		case s[i] == '{':
 			end := paramEnd(s, i)
+			if end == -2 {
+				return nil, fmt.Errorf("in %q, a '{' inside a parameter must be escaped as \"{{\"", s)
+			}
 			if end < 0 {
 				return nil, fmt.Errorf("unbalanced '{' in %q", s)
 			}
@@ -105,12 +107,20 @@ func ParseTemplate(s string) (*Template, error) {
 }
 
 // paramEnd is the index of the '}' closing the parameter that opens at i,
-// or -1. Inside a parameter "}}" is an escaped '}' (regex constraints).
+// -1 when there is none, or -2 for an unescaped '{' inside it. Inside a
+// parameter "{{" and "}}" are escaped braces (regex constraints), as in
+// ASP.NET's RoutePatternParser.
 func paramEnd(s string, i int) int {
 	for i++; i < len(s); i++ {
-		if s[i] == '}' {
+		switch s[i] {
+		case '}':
 			if !strings.HasPrefix(s[i:], "}}") {
 				return i
+			}
+			i++
+		case '{':
+			if !strings.HasPrefix(s[i:], "{{") {
+				return -2
 			}
 			i++
 		}
@@ -187,21 +197,16 @@ func parseParam(s string) (part, error) {
 	if p.name == "" || strings.ContainsAny(p.name, "{}/?*") {
 		return p, fmt.Errorf("parameter {%s}: name must be non-empty and contain none of {}/?*", raw)
 	}
-	for strings.HasPrefix(s, ":") {
-		c := constraintEnd(s[1:])
-		name, arg, _ := strings.Cut(s[1:1+c], "(")
-		check, ok := constraints[strings.ToLower(name)]
-		if !ok {
-			return p, fmt.Errorf("parameter {%s}: unknown constraint %q", raw, name)
+	texts, rest := splitConstraints(s)
+	for _, text := range texts {
+		c, err := newConstraint(text)
+		if err != nil {
+			return p, fmt.Errorf("parameter {%s}: %v", raw, err)
 		}
-		if check != nil && arg == "" {
-			p.checks = append(p.checks, check)
-		}
-		p.constrained = true
-		s = s[1+c:]
+		p.checks = append(p.checks, c)
 	}
-	if strings.HasPrefix(s, "=") {
-		p.hasDefault = true
+	if def, ok := strings.CutPrefix(rest, "="); ok {
+		p.hasDefault, p.def = true, def
 	}
 	switch {
 	case p.catchAll && p.optional:
@@ -212,66 +217,54 @@ func parseParam(s string) (part, error) {
 	return p, nil
 }
 
-// constraintEnd returns the length of the constraint at the start of s: up
-// to the next ':' or '=' outside parentheses.
-func constraintEnd(s string) int {
-	depth := 0
-	for i := 0; i < len(s); i++ {
+// splitConstraints splits ":c1:c2(args)=default" into the constraint texts
+// and the rest ("=default" or ""), as ASP.NET's RouteParameterParser does:
+// inside parentheses a ':' or '=' belongs to the arguments when a ')'
+// follows somewhere, and a ')' closes them only when the text ends there or
+// continues with ':' or '='.
+func splitConstraints(s string) (texts []string, rest string) {
+	for strings.HasPrefix(s, ":") {
+		s = s[1:]
+		i := 0
+	scan:
+		for ; i < len(s); i++ {
+			switch s[i] {
+			case ':', '=':
+				break scan
+			case '(':
+				j, ok := argsEnd(s, i+1)
+				if !ok {
+					i = j
+					break scan
+				}
+				i = j - 1 // s[j] ends the constraint: the loop stops there
+			}
+		}
+		if i > 0 { // ASP.NET skips empty names ("{id::int}")
+			texts = append(texts, s[:i])
+		}
+		s = s[i:]
+	}
+	return texts, s
+}
+
+// argsEnd scans constraint arguments starting at i (after the '('). It
+// returns the index just past the closing ')' and true, or the index of the
+// ':' or '=' (or the end) where the unclosed arguments stop, and false.
+func argsEnd(s string, i int) (int, bool) {
+	for ; i < len(s); i++ {
 		switch s[i] {
-		case '(':
-			depth++
 		case ')':
-			if depth > 0 {
-				depth--
+			if i+1 == len(s) || s[i+1] == ':' || s[i+1] == '=' {
+				return i + 1, true
 			}
 		case ':', '=':
-			if depth == 0 {
-				return i
+			if strings.IndexByte(s[i+1:], ')') < 0 {
+				return i, false
 			}
 		}
 	}
-	return len(s)
-}
-
-// constraints lists ASP.NET's inline constraints. Those with a function are
-// enforced; the others (nil) are accepted and not checked. Constraints with
-// arguments ("min(1)", "regex(...)") are never checked.
-var constraints = map[string]func(string) bool{
-	"int":  func(v string) bool { _, err := strconv.ParseInt(v, 10, 32); return err == nil },
-	"long": func(v string) bool { _, err := strconv.ParseInt(v, 10, 64); return err == nil },
-	"bool": func(v string) bool { return strings.EqualFold(v, "true") || strings.EqualFold(v, "false") },
-	"guid": isGUID,
-	"alpha": func(v string) bool {
-		for i := 0; i < len(v); i++ {
-			if c := v[i] | 0x20; c < 'a' || c > 'z' {
-				return false
-			}
-		}
-		return true
-	},
-	"required": func(v string) bool { return v != "" },
-	"min":      nil, "max": nil, "range": nil, "length": nil, "minlength": nil, "maxlength": nil,
-	"regex": nil, "datetime": nil, "decimal": nil, "double": nil, "float": nil,
-	"file": nil, "nonfile": nil,
-}
-
-// isGUID accepts .NET's "D", "N", "B" and "P" GUID formats.
-func isGUID(v string) bool {
-	if len(v) == 38 && (v[0] == '{' && v[37] == '}' || v[0] == '(' && v[37] == ')') {
-		v = v[1:37]
-	}
-	hex := 0
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		switch {
-		case c == '-' && len(v) == 36 && (i == 8 || i == 13 || i == 18 || i == 23):
-		case '0' <= c && c <= '9', 'a' <= c|0x20 && c|0x20 <= 'f':
-			hex++
-		default:
-			return false
-		}
-	}
-	return hex == 32 && (len(v) == 32 || len(v) == 36)
+	return i, false
 }
 
 // precedence is ASP.NET's inbound precedence digit: 1 literal, 2
@@ -289,7 +282,7 @@ func (s *segment) precedence() byte {
 	if p.catchAll {
 		d = 5
 	}
-	if p.constrained {
+	if len(p.checks) > 0 {
 		d--
 	}
 	return d
@@ -313,8 +306,8 @@ func (t *Template) firstLiteral() string {
 // Match reports whether path (as ASP.NET's Request.Path: decoded, except
 // that %2F stays encoded) matches the template. One trailing '/' is ignored.
 func (t *Template) Match(path string) bool {
-	rest := strings.TrimPrefix(path, "/")
-	more := rest != ""
+	full := strings.TrimPrefix(path, "/")
+	rest, more := full, full != ""
 	if more {
 		rest = strings.TrimSuffix(rest, "/")
 	}
@@ -322,12 +315,13 @@ func (t *Template) Match(path string) bool {
 		s := &t.segs[i]
 		if p := &s.parts[0]; p.catchAll {
 			if !more {
-				return true // an empty catch-all is never checked
+				return p.absent()
 			}
-			return p.check(rest)
+			// As in ASP.NET, the catch-all's value keeps the trailing '/'.
+			return p.check(full[len(full)-len(rest)-(len(path)-len(strings.TrimSuffix(path, "/"))):])
 		}
 		if !more {
-			if p := &s.parts[0]; len(s.parts) == 1 && p.param && (p.optional || p.hasDefault) {
+			if p := &s.parts[0]; len(s.parts) == 1 && p.param && (p.optional || p.hasDefault && p.check(p.def)) {
 				continue
 			}
 			return false
@@ -345,9 +339,25 @@ func (t *Template) Match(path string) bool {
 	return !more
 }
 
+// check applies every constraint of the parameter to its value.
 func (p *part) check(v string) bool {
-	for _, c := range p.checks {
-		if !c(v) {
+	for i := range p.checks {
+		if !p.checks[i].ok(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// absent reports whether an empty catch-all matches: it takes its default
+// value if it has one; otherwise it has no value, which ASP.NET's
+// constraints reject (all but nonfile), "required" included.
+func (p *part) absent() bool {
+	if p.hasDefault {
+		return p.check(p.def)
+	}
+	for i := range p.checks {
+		if !p.checks[i].absentOK {
 			return false
 		}
 	}
