@@ -64,6 +64,8 @@ type Node struct {
 	// changes in a reload are compared against it, as they need a restart.
 	bound   *config.Config
 	reloads *prometheus.CounterVec
+	// loadedFP is the config file's fingerprint when it was last read.
+	loadedFP string
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -120,6 +122,7 @@ func (n *Node) Start() (err error) {
 		}
 	}()
 
+	n.loadedFP = fingerprint(n.cfg.ConfigPath)
 	cfg, warnings, err := config.Load(n.cfg.ConfigPath)
 	if err != nil {
 		return fmt.Errorf("config %s:\n%w", n.cfg.ConfigPath, err)
@@ -200,6 +203,9 @@ func (n *Node) AdminAddr() net.Addr { return n.adminLn.Addr() }
 func (n *Node) Reload() error {
 	n.reloadMu.Lock()
 	defer n.reloadMu.Unlock()
+	// Seen, whether it loads or not: the watcher does not retry a broken
+	// file until it changes again.
+	n.loadedFP = fingerprint(n.cfg.ConfigPath)
 	cfg, warnings, err := config.Load(n.cfg.ConfigPath)
 	if err == nil {
 		if errs := proxy.Compile(cfg); len(errs) > 0 {

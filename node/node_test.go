@@ -465,3 +465,24 @@ func TestShutdownTimeoutHonoursAGivenZero(t *testing.T) {
 		}
 	}
 }
+
+// TestWatcherDoesNotReloadAnUnchangedFile, given a relative path too: the
+// fingerprint poll must not see a change where there is none.
+func TestWatcherDoesNotReloadAnUnchangedFile(t *testing.T) {
+	backend := httptest.NewServer(DemoBackend("b"))
+	defer backend.Close()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "tether.json"), []byte(testConfig(backend.URL+"/", "")), 0o600)
+	t.Chdir(dir)
+	n, err := New(Config{ConfigPath: "tether.json", NodeID: "t1", DataDir: "data", AdminAddr: "127.0.0.1:0", WatchConfig: true, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Shutdown(context.Background())
+	if fp := fingerprint(filepath.Join(dir, "tether.json")); fp != n.loadedFingerprint() {
+		t.Fatalf("fingerprint of the absolute path %q differs from the loaded %q", fp, n.loadedFingerprint())
+	}
+}

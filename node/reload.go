@@ -22,6 +22,10 @@ const reloadPoll = 2 * time.Second
 // its path resolves to, its size and its modification time.
 func fingerprint(path string) string {
 	real, err := filepath.EvalSymlinks(path)
+	if err == nil {
+		// The same whether path was given relative or absolute.
+		real, err = filepath.Abs(real)
+	}
 	if err != nil {
 		return "missing"
 	}
@@ -30,6 +34,14 @@ func fingerprint(path string) string {
 		return "missing"
 	}
 	return fmt.Sprintf("%s|%d|%d", real, fi.Size(), fi.ModTime().UnixNano())
+}
+
+// loadedFingerprint is the fingerprint of the config file as last loaded
+// (taken just before reading it, so a change racing a load is seen).
+func (n *Node) loadedFingerprint() string {
+	n.reloadMu.Lock()
+	defer n.reloadMu.Unlock()
+	return n.loadedFP
 }
 
 // watchConfig reloads when the config file changes. It watches the file's
@@ -57,7 +69,6 @@ func (n *Node) watchConfig() error {
 		defer w.Close()
 		poll := time.NewTicker(reloadPoll)
 		defer poll.Stop()
-		last := fingerprint(path)
 		var timer *time.Timer
 		var fire <-chan time.Time
 		schedule := func() {
@@ -76,7 +87,7 @@ func (n *Node) watchConfig() error {
 				}
 				return
 			case <-poll.C:
-				if fire == nil && fingerprint(path) != last {
+				if fire == nil && fingerprint(path) != n.loadedFingerprint() {
 					schedule()
 				}
 			case ev, ok := <-w.Events:
@@ -97,7 +108,6 @@ func (n *Node) watchConfig() error {
 				n.log.Warn("config watcher", "error", err)
 			case <-fire:
 				fire = nil
-				last = fingerprint(path)
 				_ = n.Reload() // Reload logs its own outcome.
 			}
 		}
