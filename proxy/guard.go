@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -148,13 +149,21 @@ type clientBody struct {
 	ctl   *http.ResponseController
 	idle  time.Duration
 	state atomic.Int32
+
+	// mu orders deadline changes against the handler's return: the
+	// transport may still read after it, and a deadline set then would land
+	// on the connection's next request.
+	mu   sync.Mutex
+	done bool
 }
 
 func (b *clientBody) Read(p []byte) (int, error) {
-	if b.idle > 0 {
-		_ = b.ctl.SetReadDeadline(time.Now().Add(b.idle))
-	}
+	b.setDeadline(time.Now().Add(b.idle))
 	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		// Uploaded: a long response must not be cut by an upload deadline.
+		b.setDeadline(time.Time{})
+	}
 	if err != nil && err != io.EOF {
 		var mbe *http.MaxBytesError
 		switch {
@@ -167,6 +176,28 @@ func (b *clientBody) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+func (b *clientBody) setDeadline(t time.Time) {
+	if b.idle <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.done {
+		_ = b.ctl.SetReadDeadline(t)
+	}
+}
+
+// finish is called as the handler returns: later reads (the transport may
+// still be writing the body) leave the connection's deadline alone. A
+// deadline already set stays, so net/http's discarding of an unread body
+// after the handler cannot hang on a stalled client; net/http sets its own
+// deadlines for the connection's next request.
+func (b *clientBody) finish() {
+	b.mu.Lock()
+	b.done = true
+	b.mu.Unlock()
 }
 
 func (b *clientBody) Close() error { return b.rc.Close() }

@@ -377,3 +377,28 @@ func TestDrainTimeoutZeroDrainsAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestLongResponseAfterUploadIsNotCut: the upload's idle deadline ends with
+// the upload, so a response that streams for longer than ActivityTimeout
+// (with data flowing) after a POST completes.
+func TestLongResponseAfterUploadIsNotCut(t *testing.T) {
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		for i := 0; i < 8; i++ {
+			_, _ = io.WriteString(w, "tick\n")
+			http.NewResponseController(w).Flush()
+			time.Sleep(100 * time.Millisecond) // the backend streams slowly on purpose
+		}
+	})
+	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL},
+		`"HttpRequest": {"ActivityTimeout": "00:00:00.3"}`, "", "")), nil)
+	resp, err := http.Post(h.front.URL+"/", "text/plain", strings.NewReader("payload"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || strings.Count(string(body), "tick") != 8 {
+		t.Fatalf("streamed response cut: %d ticks, err %v", strings.Count(string(body), "tick"), err)
+	}
+}

@@ -295,6 +295,9 @@ func (p *Proxy) finish(rt *runtime, st *reqState, r *http.Request, start time.Ti
 		st.aborted = true
 		defer panic(v)
 	}
+	if st.body != nil {
+		st.body.finish()
+	}
 	dur := p.now().Sub(start)
 	status := st.rw.status
 	switch {
