@@ -215,12 +215,25 @@ type idleConn struct {
 }
 
 func (c *idleConn) Read(p []byte) (int, error) {
+	c.arm()
+	return c.Conn.Read(p)
+}
+
+// Write counts as activity too: a pooled connection picked for a new
+// request gets a fresh idle window for its answer, even though the
+// transport's read on it started long before.
+func (c *idleConn) Write(p []byte) (int, error) {
+	c.arm()
+	return c.Conn.Write(p)
+}
+
+// arm pushes the read deadline to now+idle, at most every idle/8.
+func (c *idleConn) arm() {
 	now := time.Now()
 	if now.UnixNano()-c.armed.Load() > int64(c.idle/8) {
 		c.armed.Store(now.UnixNano())
 		_ = c.Conn.SetReadDeadline(now.Add(c.idle))
 	}
-	return c.Conn.Read(p)
 }
 
 // SetReadDeadline and SetDeadline let the transport and TLS set their own

@@ -402,3 +402,34 @@ func TestLongResponseAfterUploadIsNotCut(t *testing.T) {
 		t.Fatalf("streamed response cut: %d ticks, err %v", strings.Count(string(body), "tick"), err)
 	}
 }
+
+// TestPooledConnectionReusedNearItsIdleDeadline: a backend connection that
+// sat idle for most of ActivityTimeout and is then reused gets a fresh idle
+// window for the new request's answer.
+func TestPooledConnectionReusedNearItsIdleDeadline(t *testing.T) {
+	var mu sync.Mutex
+	remotes := map[string]bool{}
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		remotes[r.RemoteAddr] = true
+		mu.Unlock()
+		if r.URL.Query().Get("slow") != "" {
+			time.Sleep(300 * time.Millisecond) // answers within the idle window, not before the old deadline
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL},
+		`"HttpRequest": {"ActivityTimeout": "00:00:00.5"}`, "", "")), nil)
+	if resp, _ := get(t, nil, h.front.URL+"/", nil); resp.StatusCode != 200 {
+		t.Fatal(resp.StatusCode)
+	}
+	time.Sleep(350 * time.Millisecond) // let the pooled connection idle for most of the window
+	if resp, body := get(t, nil, h.front.URL+"/?slow=1", nil); resp.StatusCode != 200 || body != "ok" {
+		t.Fatalf("reused connection: %d %q", resp.StatusCode, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(remotes) != 1 {
+		t.Fatalf("the pooled connection was not reused (%d connections)", len(remotes))
+	}
+}

@@ -340,7 +340,7 @@ func (p *Proxy) newTransport(cl *clusterRT, c *config.Cluster, activity time.Dur
 		ForceAttemptHTTP2:     true,
 		MaxIdleConnsPerHost:   maxIdleConnsPerHost,
 		MaxConnsPerHost:       c.HttpClient.MaxConnectionsPerServer,
-		IdleConnTimeout:       idleConnTimeout,
+		IdleConnTimeout:       min(idleConnTimeout, activity),
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		ResponseHeaderTimeout: activity,
