@@ -212,12 +212,6 @@ func (n *Node) Reload() error {
 			err = errs
 		}
 	}
-	var applyCerts func()
-	if err == nil {
-		// Certificates are re-read on every reload (cert-manager rewrites
-		// the files in place); a bad one refuses the whole reload.
-		applyCerts, err = n.server.PrepareCertificates(cfg)
-	}
 	if err != nil {
 		n.reloads.WithLabelValues("rejected").Inc()
 		n.log.Error("config reload rejected; keeping the running configuration", "file", n.cfg.ConfigPath, "errors", err.Error())
@@ -234,10 +228,19 @@ func (n *Node) Reload() error {
 		n.log.Error("config reload rejected; keeping the running configuration", "file", n.cfg.ConfigPath, "error", err)
 		return err
 	}
-	applyCerts()
 	n.current = cfg
 	n.reloads.WithLabelValues("applied").Inc()
 	n.log.Info("config reloaded", "file", n.cfg.ConfigPath, "routes", len(cfg.ReverseProxy.Routes), "clusters", len(cfg.ReverseProxy.Clusters))
+	// Certificates are re-read on every reload (cert-manager rewrites the
+	// files in place). One that does not load (say, caught half-written)
+	// keeps the listener's current certificate, without holding back the
+	// routes and clusters; the next reload tries again.
+	applyCerts, err := n.server.PrepareCertificates(cfg)
+	if err != nil {
+		n.log.Error("certificates not reloaded; the listeners keep their current ones", "errors", err.Error())
+		return fmt.Errorf("config applied, certificates kept: %w", err)
+	}
+	applyCerts()
 	return nil
 }
 

@@ -378,12 +378,22 @@ func TestReloadRotatesCertificateRewrittenInPlace(t *testing.T) {
 	if !bytes.Equal(served(), second) {
 		t.Fatal("reload did not rotate the certificate")
 	}
+	// A key caught half-written keeps the current certificate but does not
+	// hold back a route change.
 	os.WriteFile(keyPath, []byte("not a key"), 0o600)
+	cfg = strings.Replace(cfg, `"Routes": { "all"`, `"Routes": { "more": { "ClusterId": "app", "Match": { "Path": "/more" } }, "all"`, 1)
+	os.WriteFile(cfgPath, []byte(cfg), 0o600)
 	if err := n.Reload(); err == nil || !strings.Contains(err.Error(), "Listeners[0].Certificate") {
-		t.Fatalf("a broken key file was accepted on reload: %v", err)
+		t.Fatalf("a broken key file went unreported: %v", err)
 	}
 	if !bytes.Equal(served(), second) {
-		t.Fatal("a refused reload changed the certificate")
+		t.Fatal("a certificate that does not load replaced the served one")
+	}
+	n.reloadMu.Lock()
+	routes := len(n.current.ReverseProxy.Routes)
+	n.reloadMu.Unlock()
+	if routes != 2 {
+		t.Fatalf("%d routes after the reload, want the route change applied", routes)
 	}
 }
 

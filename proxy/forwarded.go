@@ -214,7 +214,7 @@ func dropSpoofable(h http.Header, trusted bool) {
 		}
 		switch http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-")) {
 		case hdrXFF, hdrXFProto, hdrXFHost, hdrXFPort, hdrOriginalHost, hdrOriginalURL, hdrTraceID,
-			"X-Forwarded-Prefix", "X-Real-Ip", "Forwarded":
+			"X-Forwarded-Prefix", "X-Real-Ip":
 			delete(h, k)
 		}
 	}

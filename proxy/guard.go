@@ -31,7 +31,7 @@ func checkRequest(r *http.Request) int {
 	}
 	// ReverseProxy refuses an upgrade to a protocol name that is not a
 	// token only after a destination was chosen, as if the backend failed.
-	if up, ok := r.Header["Upgrade"]; ok {
+	if up, ok := r.Header["Upgrade"]; ok && hasToken(r.Header["Connection"], "upgrade") {
 		for _, v := range up {
 			if !validUpgrade(v) {
 				return http.StatusBadRequest
@@ -39,6 +39,19 @@ func checkRequest(r *http.Request) int {
 		}
 	}
 	return 0
+}
+
+// hasToken reports whether a comma-separated header holds token
+// (case-insensitively).
+func hasToken(values []string, token string) bool {
+	for _, v := range values {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // validHost accepts an RFC 3986 host with optional port: reg-name or IPv4
@@ -70,8 +83,11 @@ func validUpgrade(v string) bool {
 
 // cleanPath removes "." and ".." segments (also percent-encoded ones) from
 // r's path before routing, as Kestrel does before YARP sees a request, so
-// "/public/../admin" can neither match a /public route nor reach a backend
-// that would resolve it to /admin. Encoded slashes stay as they are.
+// "/public/../admin" cannot match a /public route. Like Kestrel it leaves
+// what is not a dot segment on the wire alone: "..%2F" (one segment holding
+// an encoded slash), "..;" and backslashes pass through encoded, so a
+// backend that decodes them itself (nginx with %2F, Tomcat with ";", IIS
+// with "\") must not be trusted to enforce path-based rules behind tether.
 func cleanPath(r *http.Request) {
 	esc := r.URL.EscapedPath()
 	if !strings.Contains(esc, "/.") && !strings.Contains(esc, "%2e") && !strings.Contains(esc, "%2E") {
@@ -155,10 +171,24 @@ type clientBody struct {
 	// on the connection's next request.
 	mu   sync.Mutex
 	done bool
+	// uploaded: the body reached EOF, so no deadline is needed any more.
+	uploaded bool
+	// armed is when the deadline was last pushed (UnixNano).
+	armed atomic.Int64
+}
+
+// touch is activity in either direction (a response write, too): like
+// YARP's ActivityTimeout, a full-duplex stream whose client pauses its
+// upload while the response flows is not idle.
+func (b *clientBody) touch() {
+	now := time.Now()
+	if now.UnixNano()-b.armed.Load() > int64(b.idle/8) {
+		b.setDeadline(now.Add(b.idle))
+	}
 }
 
 func (b *clientBody) Read(p []byte) (int, error) {
-	b.setDeadline(time.Now().Add(b.idle))
+	b.touch()
 	n, err := b.rc.Read(p)
 	if err == io.EOF {
 		// Uploaded: a long response must not be cut by an upload deadline.
@@ -184,9 +214,14 @@ func (b *clientBody) setDeadline(t time.Time) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.done {
-		_ = b.ctl.SetReadDeadline(t)
+	if b.done || b.uploaded {
+		return
 	}
+	if t.IsZero() {
+		b.uploaded = true
+	}
+	b.armed.Store(time.Now().UnixNano())
+	_ = b.ctl.SetReadDeadline(t)
 }
 
 // finish is called as the handler returns: later reads (the transport may

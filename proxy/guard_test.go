@@ -75,11 +75,14 @@ func TestCheckRequestRules(t *testing.T) {
 	}{
 		{desc: "ordinary request passes", method: "GET", host: "example.com:8080", want: 0},
 		{desc: "bracketed IPv6 host passes", method: "GET", host: "[::1]:80", want: 0},
-		{desc: "websocket upgrade passes", method: "GET", host: "h", hdr: http.Header{"Upgrade": {"websocket"}}, want: 0},
-		{desc: "versioned upgrade list passes", method: "GET", host: "h", hdr: http.Header{"Upgrade": {"h2c, foo/1.1"}}, want: 0},
+		{desc: "websocket upgrade passes", method: "GET", host: "h", hdr: http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}}, want: 0},
+		{desc: "versioned upgrade list passes", method: "GET", host: "h", hdr: http.Header{"Connection": {"upgrade"}, "Upgrade": {"h2c, foo/1.1"}}, want: 0},
 		{desc: "HTTP/2 authority with a space is refused", method: "GET", host: "a b", want: 400},
 		{desc: "HTTP/2 authority with angle brackets is refused", method: "GET", host: "<x>", want: 400},
-		{desc: "upgrade with a non-ASCII byte is refused", method: "GET", host: "h", hdr: http.Header{"Upgrade": {"web\x80socket"}}, want: 400},
+		{desc: "upgrade with a non-ASCII byte is refused", method: "GET", host: "h",
+			hdr: http.Header{"Connection": {"keep-alive, Upgrade"}, "Upgrade": {"web\x80socket"}}, want: 400},
+		{desc: "an odd Upgrade without Connection: upgrade is only a hop-by-hop header to drop", method: "GET", host: "h",
+			hdr: http.Header{"Upgrade": {"web\x80socket"}}, want: 0},
 		{desc: "CONNECT is refused", method: "CONNECT", host: "h:443", want: 405},
 	}
 	for _, c := range cases {
@@ -431,5 +434,69 @@ func TestPooledConnectionReusedNearItsIdleDeadline(t *testing.T) {
 	defer mu.Unlock()
 	if len(remotes) != 1 {
 		t.Fatalf("the pooled connection was not reused (%d connections)", len(remotes))
+	}
+}
+
+// TestPathTransformsKeepEncodedSlashesEncoded: PathRemovePrefix on a path
+// whose prefix the client spelled with escapes must not turn an encoded
+// "..%2F" into a real "../" on the wire (a route escape at the backend).
+func TestPathTransformsKeepEncodedSlashesEncoded(t *testing.T) {
+	b := newBackend(t, nil)
+	cfg := mustParse(t, `{"ReverseProxy": {
+	  "Routes": {"pub": {"ClusterId": "c", "Match": {"Path": "/public/{**rest}"},
+	    "Transforms": [{"PathRemovePrefix": "/public"}, {"PathPrefix": "/static"}]}},
+	  "Clusters": {"c": {"Destinations": {"d1": {"Address": "`+b.URL+`"}}}}}}`)
+	h := newHarness(t, cfg, nil)
+	cases := []struct{ sent, want string }{
+		{"/public/..%2Fadmin", "/static/..%2Fadmin"},
+		{"/%70ublic/..%2Fadmin", "/static/..%2Fadmin"},
+		{"/%70ublic/..%2F..%2Fetc/passwd", "/static/..%2F..%2Fetc/passwd"},
+		{"/PUBLIC/a%20b", "/static/a%20b"},
+	}
+	for _, c := range cases {
+		resp, err := rawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), "GET "+c.sent+" HTTP/1.1\r\nHost: h\r\n\r\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := b.lastRequest().RequestURI; resp.StatusCode != 200 || got != c.want {
+			t.Errorf("%s: status %d, backend got %q, want %q", c.sent, resp.StatusCode, got, c.want)
+		}
+	}
+}
+
+// TestFullDuplexStreamWithPausedUploadIsNotCut: response activity keeps the
+// client's upload deadline alive, as YARP's ActivityTimeout counts activity
+// in either direction.
+func TestFullDuplexStreamWithPausedUploadIsNotCut(t *testing.T) {
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		_ = rc.EnableFullDuplex()
+		w.WriteHeader(200)
+		go func() { _, _ = io.Copy(io.Discard, r.Body) }()
+		for i := 0; i < 10; i++ {
+			_, _ = io.WriteString(w, "tick\n")
+			_ = rc.Flush()
+			time.Sleep(100 * time.Millisecond) // the backend streams slowly on purpose
+		}
+	})
+	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL},
+		`"HttpRequest": {"ActivityTimeout": "00:00:00.4"}`, "", "")), nil)
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() {
+		_, _ = io.WriteString(pw, "hello")
+		time.Sleep(800 * time.Millisecond) // the client pauses its upload longer than ActivityTimeout
+		_, _ = io.WriteString(pw, "world")
+		pw.Close()
+	}()
+	resp, err := http.Post(h.front.URL+"/", "text/plain", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || strings.Count(string(body), "tick") != 10 {
+		t.Fatalf("full-duplex stream cut: %d ticks, err %v", strings.Count(string(body), "tick"), err)
 	}
 }

@@ -241,7 +241,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body = http.MaxBytesReader(w, body, rr.maxBody)
 	}
 	if body != nil && body != http.NoBody {
-		st.body = &clientBody{rc: body, ctl: http.NewResponseController(w), idle: cl.activity}
+		ctl := http.NewResponseController(w)
+		// Stream both ways at once, as Kestrel does: an HTTP/1 response may
+		// start while the upload goes on (net/http would otherwise swallow
+		// the rest of the upload before the first response byte).
+		_ = ctl.EnableFullDuplex()
+		st.body = &clientBody{rc: body, ctl: ctl, idle: cl.activity}
+		st.rw.upload = st.body
 		body = st.body
 	}
 	now := start
@@ -286,13 +292,14 @@ func (p *Proxy) fail(st *reqState, status int, kind errKind) {
 // ReverseProxy aborts a response with http.ErrAbortHandler.
 func (p *Proxy) finish(rt *runtime, st *reqState, r *http.Request, start time.Time) {
 	if v := recover(); v != nil {
-		if v != http.ErrAbortHandler {
-			panic(v)
-		}
-		// The response was cut after it started (client or backend went
-		// away mid-body): log it as such, then let net/http close the
-		// connection.
+		// http.ErrAbortHandler: the response was cut after it started
+		// (client or backend went away mid-body). Anything else is a bug.
+		// Either way count and log the request, then let net/http close the
+		// connection (and log a real panic).
 		st.aborted = true
+		if v != http.ErrAbortHandler && !st.rw.wrote {
+			st.rw.status = http.StatusInternalServerError
+		}
 		defer panic(v)
 	}
 	if st.body != nil {
@@ -443,6 +450,8 @@ type respWriter struct {
 	status int
 	bytes  int64
 	wrote  bool
+	// upload, when the request has a body, hears of response activity.
+	upload *clientBody
 }
 
 func (rw *respWriter) Header() http.Header { return rw.w.Header() }
@@ -461,6 +470,9 @@ func (rw *respWriter) WriteHeader(code int) {
 func (rw *respWriter) Write(b []byte) (int, error) {
 	if !rw.wrote {
 		rw.wrote, rw.status = true, http.StatusOK
+	}
+	if rw.upload != nil {
+		rw.upload.touch()
 	}
 	n, err := rw.w.Write(b)
 	rw.bytes += int64(n)

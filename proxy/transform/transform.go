@@ -150,14 +150,17 @@ func applyPath(o *op, u *url.URL) {
 		if !ok {
 			return
 		}
-		u.Path = rest
 		if raw != "" {
-			if r, ok := cutSegments(raw, o.escaped); ok {
-				u.RawPath = r
-			} else {
-				u.RawPath = ""
+			// Cut the escaped path too, segment by segment, so what the
+			// client encoded stays encoded: dropping RawPath would turn an
+			// encoded "..%2F" into a real "../" on the wire.
+			r, ok := cutEscapedSegments(raw, o.value)
+			if !ok {
+				return // the prefix spans an encoded slash: leave the path alone
 			}
+			u.RawPath = r
 		}
+		u.Path = rest
 	case pathPrefix:
 		u.Path = o.value + u.Path
 		if raw != "" {
@@ -174,6 +177,33 @@ func applyPath(o *op, u *url.URL) {
 			u.RawPath = ""
 		}
 	}
+}
+
+// cutEscapedSegments cuts the segments of prefix (decoded) from the front
+// of the escaped path raw, comparing each decoded segment
+// case-insensitively. A segment holding an encoded slash never matches: it
+// is one segment on the wire.
+func cutEscapedSegments(raw, prefix string) (string, bool) {
+	prefix = strings.TrimSuffix(prefix, "/")
+	if prefix == "" {
+		return raw, true
+	}
+	rest := raw
+	for _, want := range strings.Split(prefix[1:], "/") {
+		if !strings.HasPrefix(rest, "/") {
+			return "", false
+		}
+		seg := rest[1:]
+		if i := strings.IndexByte(seg, '/'); i >= 0 {
+			seg = seg[:i]
+		}
+		got, err := url.PathUnescape(seg)
+		if err != nil || strings.Contains(got, "/") || !strings.EqualFold(got, want) {
+			return "", false
+		}
+		rest = rest[1+len(seg):]
+	}
+	return rest, true
 }
 
 // cutSegments is ASP.NET's PathString.StartsWithSegments (case-insensitive):
