@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // This file keeps clients from turning their own faults into backend
@@ -25,13 +27,14 @@ func checkRequest(r *http.Request) int {
 		// tether is a reverse proxy: it does not tunnel.
 		return http.StatusMethodNotAllowed
 	}
-	// HTTP/1 hosts are checked by net/http; HTTP/2's :authority is not.
-	if !validHost(r.Host) {
+	// HTTP/1 hosts are checked by net/http; HTTP/2's :authority is not:
+	// the same check for both.
+	if !httpguts.ValidHostHeader(r.Host) {
 		return http.StatusBadRequest
 	}
 	// ReverseProxy refuses an upgrade to a protocol name that is not a
 	// token only after a destination was chosen, as if the backend failed.
-	if up, ok := r.Header["Upgrade"]; ok && hasToken(r.Header["Connection"], "upgrade") {
+	if up, ok := r.Header["Upgrade"]; ok && httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade") {
 		for _, v := range up {
 			if !validUpgrade(v) {
 				return http.StatusBadRequest
@@ -39,34 +42,6 @@ func checkRequest(r *http.Request) int {
 		}
 	}
 	return 0
-}
-
-// hasToken reports whether a comma-separated header holds token
-// (case-insensitively).
-func hasToken(values []string, token string) bool {
-	for _, v := range values {
-		for t := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// validHost accepts an RFC 3986 host with optional port: reg-name or IPv4
-// characters, or a bracketed IPv6 literal. Empty is valid (HTTP/1.0).
-func validHost(h string) bool {
-	for i := 0; i < len(h); i++ {
-		c := h[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("-._~!$&'()*+,;=:[]%", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // validUpgrade accepts a comma-separated list of protocol[/version] tokens.

@@ -10,6 +10,8 @@ import (
 
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/upstream"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // policy is the parsed SessionAffinity.Policy.
@@ -140,7 +142,7 @@ func newProvider(clusterID string, cfg config.SessionAffinity, c *upstream.Clust
 	switch {
 	case cfg.AffinityKeyName == "":
 		bad("AffinityKeyName", "required when Enabled")
-	case !isToken(cfg.AffinityKeyName):
+	case !httpguts.ValidHeaderFieldName(cfg.AffinityKeyName):
 		kind := "cookie"
 		if pol.inHeader() {
 			kind = "header"
@@ -236,22 +238,4 @@ func (p *impl) tableFor(c *upstream.Cluster) *table {
 		return p.tab
 	}
 	return p.buildTable(c)
-}
-
-// isToken reports whether s is an RFC 7230 token: valid as a header name and
-// as a cookie name.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/tether-proxy/tether/proxy/config"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // When says which backend responses a response transform applies to
@@ -359,7 +361,7 @@ func (t *Transforms) add(d map[string]string) string {
 		if hasAppend {
 			o.kind, o.value = headerAppend, app
 		}
-		if !validValue(o.value) {
+		if !httpguts.ValidHeaderFieldValue(o.value) {
 			return fmt.Sprintf("header %s: invalid value", name)
 		}
 		o.vals = []string{o.value}[:1:1]
@@ -379,7 +381,7 @@ func (t *Transforms) add(d map[string]string) string {
 }
 
 func headerName(v string) (string, string) {
-	if !validName(v) {
+	if !httpguts.ValidHeaderFieldName(v) {
 		return "", fmt.Sprintf("%q is not a valid header name", v)
 	}
 	return textproto.CanonicalMIMEHeaderKey(v), ""
@@ -396,30 +398,4 @@ func when(lower map[string]string) (When, string) {
 		return Failure, ""
 	}
 	return 0, fmt.Sprintf("When %q is not Success, Always or Failure", v)
-}
-
-// validName reports whether v is an RFC 9110 token (a header field name).
-func validName(v string) bool {
-	if v == "" {
-		return false
-	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// validValue rejects control characters (CR and LF above all) in a value.
-func validValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
-			return false
-		}
-	}
-	return true
 }
