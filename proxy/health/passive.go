@@ -5,12 +5,10 @@ import (
 	"errors"
 	"log/slog"
 	"math"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-	"weak"
 
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/upstream"
@@ -69,10 +67,6 @@ type Passive struct {
 	bucketWidth int64 // nanoseconds
 	minRequests int64
 	rateLimit   float64
-	// windows caches sharedWindow per destination so Report costs one map
-	// load, not a weak-pointer lookup. It holds only this cluster's
-	// destinations and lives as long as this configuration.
-	windows sync.Map // *upstream.Destination -> *window
 }
 
 // NewPassive builds the passive policy for one cluster with YARP's
@@ -154,29 +148,10 @@ func (p *Passive) Report(d *upstream.Destination, now time.Time, err error, stat
 	logger.Info("destination excluded by passive health check", attrs...)
 }
 
+// window is d's failure window. It is kept with the destination, so it
+// survives a reload that keeps the destination and goes away with it.
 func (p *Passive) window(d *upstream.Destination) *window {
-	if w, ok := p.windows.Load(d); ok {
-		return w.(*window)
-	}
-	w, _ := p.windows.LoadOrStore(d, sharedWindow(d))
-	return w.(*window)
-}
-
-// windows holds each live destination's failure window, keyed weakly so
-// that it outlives a reload (which builds a new Passive but keeps unchanged
-// Destination objects) and goes away with the destination.
-var windows sync.Map // weak.Pointer[upstream.Destination] -> *window
-
-func sharedWindow(d *upstream.Destination) *window {
-	k := weak.Make(d)
-	if w, ok := windows.Load(k); ok {
-		return w.(*window)
-	}
-	w, loaded := windows.LoadOrStore(k, new(window))
-	if !loaded {
-		runtime.AddCleanup(d, func(k weak.Pointer[upstream.Destination]) { windows.Delete(k) }, k)
-	}
-	return w.(*window)
+	return d.PassiveState(func() any { return new(window) }).(*window)
 }
 
 // window counts one destination's requests and failures in windowBuckets

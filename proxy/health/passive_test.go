@@ -6,11 +6,9 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
-	"weak"
 
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/upstream"
@@ -233,26 +231,6 @@ func TestPassiveWindowSurvivesAReload(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestPassiveWindowGoesWithItsDestination(t *testing.T) {
-	// Destination and Passive live only inside report1.
-	report1 := func() weak.Pointer[upstream.Destination] {
-		d := newDest()
-		p := NewPassive(passiveCfg(true, time.Minute))
-		p.Report(d, t0, nil, 500)
-		k := weak.Make(d)
-		if _, ok := windows.Load(k); !ok {
-			t.Fatal("no window registered for the destination")
-		}
-		return k
-	}
-	k := report1()
-	eventually(t, "the window to go with its collected destination", func() bool {
-		runtime.GC()
-		_, ok := windows.Load(k)
-		return !ok
-	})
 }
 
 func TestPassiveLogsOnlyTheTransitionToExcluded(t *testing.T) {

@@ -66,6 +66,10 @@ type Destination struct {
 	// drainDeadline is the UnixNano at which a draining destination stops
 	// serving its existing sessions; 0 when not draining.
 	drainDeadline atomic.Int64
+	// passiveState is the passive health policy's own record of recent
+	// results, kept here so it lives exactly as long as the destination
+	// (across reloads that keep it).
+	passiveState atomic.Pointer[any]
 }
 
 // NewDestination builds a destination. healthAddr may be nil.
@@ -115,6 +119,19 @@ func (d *Destination) MarkPassiveFailure(until time.Time) {
 func (d *Destination) ClearPassiveFailure() {
 	d.passiveUntil.Store(0)
 	stateGen.Add(1)
+}
+
+// PassiveState returns the passive health policy's state for d, made by
+// mk on first use. Only package health knows what it holds.
+func (d *Destination) PassiveState(mk func() any) any {
+	if v := d.passiveState.Load(); v != nil {
+		return *v
+	}
+	nv := mk()
+	if d.passiveState.CompareAndSwap(nil, &nv) {
+		return nv
+	}
+	return *d.passiveState.Load()
 }
 
 // PassiveUntil is the end of the current passive exclusion; zero when none
