@@ -1,6 +1,6 @@
 // Package keyring owns tether's encryption keys: the AES-256-GCM keys that
 // seal affinity values (SPEC §2.2 Cookie and CustomHeader policies) and their
-// life cycle (SPEC §3): installed, active, expired, revoked.
+// life cycle (SPEC §3, §6): installed, active, inactive, expired, revoked.
 //
 // The package knows nothing of Raft or HTTP. It is split so that the Raft FSM
 // can replicate it deterministically:
@@ -8,7 +8,8 @@
 //   - [GenerateKey] is the only place that reads randomness; it takes the
 //     clock as an argument. The leader (or a standalone node) calls it.
 //   - [Ring] holds the keys. Its state changes ([Ring.Install],
-//     [Ring.Revoke], [Ring.Remove], [Ring.Prune], [Ring.Restore]) read no
+//     [Ring.Activate], [Ring.Revoke], [Ring.RevokeAndInstall],
+//     [Ring.Remove], [Ring.Prune], [Ring.Restore]) read no
 //     clock, no randomness and do no I/O, so an FSM may call them in Apply.
 //     [Ring.Snapshot] returns the keys in a deterministic order.
 //   - [Ring.Seal] and [Ring.Open] are the hot path (they satisfy
@@ -23,10 +24,11 @@
 //
 // Key selection: the key that encrypts is the non-revoked, non-expired key
 // with the latest activation time not after now (ties: later creation, then
-// greater id). Several keys can be in state "active" at once (an older key is
-// superseded but still valid); exactly one of them encrypts, reported by
-// [Ring.ActiveKeyID]. Every known, non-revoked key decrypts until its expiry
-// plus the retention period (default 30 days), including keys installed but
+// greater id). Exactly one key is "active": the one that encrypts, reported
+// by [Ring.ActiveKeyID]. [Ring.List] calls the other activated, unexpired
+// keys "inactive" (superseded, still decrypting); [Key.State] looks at one
+// key alone and cannot tell the two apart. Every known, non-revoked key
+// decrypts until its expiry plus the retention period (default 30 days), including keys installed but
 // not yet active: a rotation therefore never causes a decrypt failure as long
 // as a new key is installed everywhere before it activates. Revoked keys stop
 // decrypting at once.

@@ -30,6 +30,10 @@ const (
 	Expired
 	// Revoked: neither encrypts nor decrypts.
 	Revoked
+	// Inactive: activated and not expired, but superseded by a newer active
+	// key: it decrypts and no longer encrypts. Only a Ring knows which key
+	// encrypts, so only [Ring.List] reports it; [Key.State] says Active.
+	Inactive
 )
 
 func (s State) String() string {
@@ -42,6 +46,8 @@ func (s State) String() string {
 		return "expired"
 	case Revoked:
 		return "revoked"
+	case Inactive:
+		return "inactive"
 	}
 	return fmt.Sprintf("State(%d)", int(s))
 }
@@ -51,7 +57,7 @@ func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 // UnmarshalText parses a state name (for API clients).
 func (s *State) UnmarshalText(b []byte) error {
-	for _, c := range []State{Installed, Active, Expired, Revoked} {
+	for _, c := range []State{Installed, Active, Inactive, Expired, Revoked} {
 		if string(b) == c.String() {
 			*s = c
 			return nil
@@ -71,7 +77,8 @@ type Key struct {
 	Material  []byte // KeySize bytes
 }
 
-// State reports k's state at now.
+// State reports k's state at now, on its own: a key superseded by a newer
+// one is still Active here ([Ring.List] reports it Inactive).
 func (k Key) State(now time.Time) State {
 	switch {
 	case k.Revoked:

@@ -212,6 +212,75 @@ func revokeFn(id string) func(*state) (*state, error) {
 	}
 }
 
+// Activate makes key id activate at at, keeping its lifetime (Expires moves
+// by as much as Activates). A key already activated at or before at is left
+// alone, so applying the same command twice, or late, changes nothing.
+// Unknown ids are ErrUnknownKey; revoked keys cannot be activated.
+// Deterministic: no clock, no randomness, no I/O.
+func (r *Ring) Activate(id string, at time.Time) error {
+	return r.update(r.activateFn(id, at), nil)
+}
+
+func (r *Ring) activateFn(id string, at time.Time) func(*state) (*state, error) {
+	return func(s *state) (*state, error) {
+		old, ok := s.byID[id]
+		if !ok {
+			return nil, fmt.Errorf("%w: %q", ErrUnknownKey, id)
+		}
+		if at.IsZero() {
+			return nil, fmt.Errorf("keyring: activate key %s: activation time is zero", id)
+		}
+		if old.key.Revoked {
+			return nil, fmt.Errorf("%w: %s cannot be activated", ErrRevoked, id)
+		}
+		at = canonicalTime(at)
+		if !at.Before(old.key.Activates) {
+			return nil, nil
+		}
+		k := old.key
+		k.Expires = at.Add(k.Expires.Sub(k.Activates))
+		k.Activates = at
+		e, err := r.newEntry(k)
+		if err != nil {
+			return nil, err
+		}
+		return s.with(func(es []*entry) []*entry {
+			for i := range es {
+				if es[i] == old {
+					es[i] = e
+				}
+			}
+			return es
+		}), nil
+	}
+}
+
+// RevokeAndInstall revokes key id and installs replacement in one step:
+// readers see both changes or neither, and on any error nothing changes.
+// Deterministic.
+func (r *Ring) RevokeAndInstall(id string, replacement Key) error {
+	return r.update(func(s *state) (*state, error) {
+		next, err := revokeFn(id)(s)
+		if err != nil {
+			return nil, err
+		}
+		if next == nil { // already revoked
+			next = s
+		}
+		after, err := r.installFn(replacement)(next)
+		if err != nil {
+			return nil, err
+		}
+		if after == nil { // replacement already installed
+			if next == s {
+				return nil, nil
+			}
+			return next, nil
+		}
+		return after, nil
+	}, nil)
+}
+
 // Remove deletes key id from the ring; values sealed with it become
 // ErrUnknownKey. Deterministic.
 func (r *Ring) Remove(id string) error {
@@ -304,11 +373,18 @@ func sortKeys(keys []Key) {
 }
 
 // List returns every key's metadata at now, ordered by creation time.
+// Exactly one key is Active (the one that encrypts, if any); other activated,
+// unexpired keys are Inactive.
 func (r *Ring) List(now time.Time) []Metadata {
 	s := r.cur.Load()
+	enc := s.active(now)
 	out := make([]Metadata, 0, len(s.order))
 	for _, e := range s.order {
-		out = append(out, e.key.Metadata(now))
+		md := e.key.Metadata(now)
+		if md.State == Active && e != enc {
+			md.State = Inactive
+		}
+		out = append(out, md)
 	}
 	slices.SortFunc(out, func(a, b Metadata) int {
 		if c := a.Created.Compare(b.Created); c != 0 {

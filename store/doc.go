@@ -1,5 +1,31 @@
-// Package store will own Raft (hashicorp/raft with raft-boltdb/v2 and file
-// snapshots): the deterministic FSM that replicates the keyring and
-// destination drain state, the log store, snapshots, transport and leader
-// forwarding. It is empty until the Raft issue; nothing imports it yet.
+// Package store owns Raft for tether (SPEC §3): one [Store] type behind
+// which hashicorp/raft runs with raft-boltdb/v2 as log and stable store
+// (behind a log cache), file snapshots, and a stream layer of its own.
+//
+// What it replicates is small: the keyring (installed into a shared
+// keyring.Ring the data path reads), destination drains, the cluster id
+// and the recent request ids that make a retried write a no-op. Writes go
+// through [Store.Apply] on the leader as typed commands ([InstallKey],
+// [ActivateKey], [RevokeKey], [PruneKeys], [SetDrain], [ClearDrain],
+// [SetClusterID]); reads ([Store.ClusterID], [Store.Drains], the Ring) are
+// local and never wait on Raft.
+//
+// The FSM is deterministic: a one-byte command type, a versioned body,
+// unknown types skipped with a log line, no clock, randomness or I/O in
+// Apply (the leader puts its clock in the command and generates keys
+// itself). Key material is wrapped in the log and in snapshots with a key
+// derived from the cluster secret (keyring.DeriveKEK, keyring.InfoRaft).
+//
+// Every Raft connection is TLS 1.3 in which both ends prove knowledge of
+// the cluster secret, bound to the TLS session; with [TLSFiles] the
+// certificates must also chain to the cluster CA. Host names are resolved
+// on every dial.
+//
+// After every state change a snapshot is taken off the Apply path, so a
+// node restarted without a quorum (raft then restores only its last
+// snapshot) still has every key and drain it had applied; [Store.DurableIndex]
+// reports how far that goes. DESIGN.md explains the request path, the
+// formats, the timings and the trade-offs.
+//
+// The package knows nothing of memberlist or HTTP: node/ wires it.
 package store

@@ -1,0 +1,325 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tether-proxy/tether/keyring"
+)
+
+// Command is a write to the replicated state; Store.Apply takes one of the
+// types below. ReqID identifies the request: the FSM applies a ReqID once
+// and answers a repeat with the first result, so retrying after
+// ErrLeadershipLost is safe. Apply fills an empty ReqID with a random one.
+type Command interface{ isCommand() }
+
+// InstallKey installs Key (its material travels wrapped with the cluster
+// secret's KEK). Installing the very same key again is a no-op.
+type InstallKey struct {
+	ReqID string
+	Key   keyring.Key
+}
+
+// ActivateKey moves key ID's activation to At (keyring.Ring.Activate).
+type ActivateKey struct {
+	ReqID, ID string
+	At        time.Time
+}
+
+// RevokeKey revokes key ID and, when Replacement is set, installs it in the
+// same log entry (the leader already made it active), atomically.
+type RevokeKey struct {
+	ReqID, ID   string
+	Replacement *keyring.Key
+}
+
+// PruneKeys removes the keys that no longer decrypt at Now, the leader's
+// clock.
+type PruneKeys struct {
+	ReqID string
+	Now   time.Time
+}
+
+// SetDrain drains destination Destination of cluster Cluster: no new
+// sessions go to it; its sessions keep going there until Deadline.
+type SetDrain struct {
+	ReqID, Cluster, Destination string
+	Deadline                    time.Time
+}
+
+// ClearDrain undoes SetDrain; clearing a destination that is not draining
+// is a no-op.
+type ClearDrain struct{ ReqID, Cluster, Destination string }
+
+// SetClusterID records the cluster's identity. The first one wins; the same
+// id again is a no-op; a different one is ErrClusterID.
+type SetClusterID struct{ ReqID, ID string }
+
+func (InstallKey) isCommand()   {}
+func (ActivateKey) isCommand()  {}
+func (RevokeKey) isCommand()    {}
+func (PruneKeys) isCommand()    {}
+func (SetDrain) isCommand()     {}
+func (ClearDrain) isCommand()   {}
+func (SetClusterID) isCommand() {}
+
+// Log entry format: one byte of command type, one byte of body version,
+// then the body (JSON). Types are never reused; a body change bumps its
+// version. A node that meets a type it does not know logs it and skips
+// the entry (an older binary during a rolling upgrade).
+const (
+	typeInstallKey   byte = 1
+	typeActivateKey  byte = 2
+	typeRevokeKey    byte = 3
+	typePruneKeys    byte = 4
+	typeSetDrain     byte = 5
+	typeClearDrain   byte = 6
+	typeSetClusterID byte = 7
+
+	bodyVersion byte = 1
+
+	// maxReqIDLen and maxNameLen bound the strings of a command.
+	maxReqIDLen = 128 // room for a prefix plus a 64-byte key id
+	maxNameLen  = 256
+)
+
+// errUnknownType marks an entry of a type this binary does not know.
+var errUnknownType = errors.New("unknown command type")
+
+// Wire bodies. Key material is only ever in Wrapped (keyring.WrapKeys).
+type (
+	wireInstall struct {
+		ReqID   string `json:"req"`
+		Wrapped []byte `json:"key"`
+	}
+	wireActivate struct {
+		ReqID string    `json:"req"`
+		ID    string    `json:"id"`
+		At    time.Time `json:"at"`
+	}
+	wireRevoke struct {
+		ReqID       string `json:"req"`
+		ID          string `json:"id"`
+		Replacement []byte `json:"replacement,omitempty"`
+	}
+	wirePrune struct {
+		ReqID string    `json:"req"`
+		Now   time.Time `json:"now"`
+	}
+	wireDrain struct {
+		ReqID       string    `json:"req"`
+		Cluster     string    `json:"cluster"`
+		Destination string    `json:"destination"`
+		Deadline    time.Time `json:"deadline,omitzero"`
+	}
+	wireClusterID struct {
+		ReqID string `json:"req"`
+		ID    string `json:"id"`
+	}
+)
+
+// encodeCommand turns cmd into a log entry, wrapping key material with kek.
+// It runs on the leader, outside the FSM (wrapping reads randomness).
+func encodeCommand(kek []byte, cmd Command) ([]byte, error) {
+	var typ byte
+	var body any
+	wrap := func(k keyring.Key) ([]byte, error) { return keyring.WrapKeys(kek, []keyring.Key{k}) }
+	switch c := cmd.(type) {
+	case InstallKey:
+		w, err := wrap(c.Key)
+		if err != nil {
+			return nil, err
+		}
+		typ, body = typeInstallKey, wireInstall{c.ReqID, w}
+	case ActivateKey:
+		typ, body = typeActivateKey, wireActivate{c.ReqID, c.ID, c.At.Round(0).UTC()}
+	case RevokeKey:
+		b := wireRevoke{ReqID: c.ReqID, ID: c.ID}
+		if c.Replacement != nil {
+			w, err := wrap(*c.Replacement)
+			if err != nil {
+				return nil, err
+			}
+			b.Replacement = w
+		}
+		typ, body = typeRevokeKey, b
+	case PruneKeys:
+		typ, body = typePruneKeys, wirePrune{c.ReqID, c.Now.Round(0).UTC()}
+	case SetDrain:
+		typ, body = typeSetDrain, wireDrain{c.ReqID, c.Cluster, c.Destination, c.Deadline.Round(0).UTC()}
+	case ClearDrain:
+		typ, body = typeClearDrain, wireDrain{ReqID: c.ReqID, Cluster: c.Cluster, Destination: c.Destination}
+	case SetClusterID:
+		typ, body = typeSetClusterID, wireClusterID{c.ReqID, c.ID}
+	default:
+		return nil, fmt.Errorf("store: unknown command %T", cmd)
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	out, err := append([]byte{typ, bodyVersion}, b...), nil
+	if err == nil {
+		_, err = decodeCommand(kek, out) // refuse to log what no node could apply
+	}
+	return out, err
+}
+
+// decodeCommand parses a log entry. It reads no clock and no randomness
+// (unwrapping is AES-GCM decryption), so the FSM may call it. Entries come
+// from the log, but the decoder is written for untrusted input: it is
+// fuzzed and never panics.
+func decodeCommand(kek, b []byte) (Command, error) {
+	if len(b) < 2 {
+		return nil, fmt.Errorf("command of %d bytes: too short", len(b))
+	}
+	typ, ver, body := b[0], b[1], b[2:]
+	if typ < typeInstallKey || typ > typeSetClusterID {
+		return nil, fmt.Errorf("%w %d", errUnknownType, typ)
+	}
+	if ver != bodyVersion {
+		return nil, fmt.Errorf("command type %d: body version %d, want %d", typ, ver, bodyVersion)
+	}
+	unwrap := func(w []byte) (keyring.Key, error) {
+		keys, err := keyring.UnwrapKeys(kek, w)
+		if err != nil {
+			return keyring.Key{}, err
+		}
+		if len(keys) != 1 {
+			return keyring.Key{}, fmt.Errorf("wrapped key set holds %d keys, want 1", len(keys))
+		}
+		return keys[0], nil
+	}
+	var cmd Command
+	var reqID string
+	var err error
+	switch typ {
+	case typeInstallKey:
+		var w wireInstall
+		if err = json.Unmarshal(body, &w); err == nil {
+			var k keyring.Key
+			if k, err = unwrap(w.Wrapped); err == nil {
+				cmd, reqID = InstallKey{w.ReqID, k}, w.ReqID
+			}
+		}
+	case typeActivateKey:
+		var w wireActivate
+		if err = json.Unmarshal(body, &w); err == nil {
+			if w.At.IsZero() {
+				err = errors.New("activate: time is zero")
+			}
+			cmd, reqID = ActivateKey{w.ReqID, w.ID, w.At.UTC()}, w.ReqID
+		}
+	case typeRevokeKey:
+		var w wireRevoke
+		if err = json.Unmarshal(body, &w); err == nil {
+			c := RevokeKey{ReqID: w.ReqID, ID: w.ID}
+			if w.Replacement != nil {
+				var k keyring.Key
+				if k, err = unwrap(w.Replacement); err == nil {
+					c.Replacement = &k
+				}
+			}
+			cmd, reqID = c, w.ReqID
+		}
+	case typePruneKeys:
+		var w wirePrune
+		if err = json.Unmarshal(body, &w); err == nil {
+			if w.Now.IsZero() {
+				err = errors.New("prune: time is zero")
+			}
+			cmd, reqID = PruneKeys{w.ReqID, w.Now.UTC()}, w.ReqID
+		}
+	case typeSetDrain, typeClearDrain:
+		var w wireDrain
+		if err = json.Unmarshal(body, &w); err == nil {
+			err = checkNames("cluster", w.Cluster, "destination", w.Destination)
+			if typ == typeSetDrain {
+				if err == nil && w.Deadline.IsZero() {
+					err = errors.New("drain: deadline is zero")
+				}
+				cmd = SetDrain{w.ReqID, w.Cluster, w.Destination, w.Deadline.UTC()}
+			} else {
+				if err == nil && !w.Deadline.IsZero() {
+					err = errors.New("clear drain: unexpected deadline")
+				}
+				cmd = ClearDrain{w.ReqID, w.Cluster, w.Destination}
+			}
+			reqID = w.ReqID
+		}
+	case typeSetClusterID:
+		var w wireClusterID
+		if err = json.Unmarshal(body, &w); err == nil {
+			err = checkNames("cluster id", w.ID)
+			cmd, reqID = SetClusterID{w.ReqID, w.ID}, w.ReqID
+		}
+	}
+	if err == nil && (reqID == "" || len(reqID) > maxReqIDLen) {
+		err = fmt.Errorf("request id of %d bytes, want 1-%d", len(reqID), maxReqIDLen)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("command type %d: %w", typ, err)
+	}
+	return cmd, nil
+}
+
+// checkNames takes (label, value) pairs and refuses empty or huge values.
+func checkNames(pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if v := pairs[i+1]; v == "" || len(v) > maxNameLen {
+			return fmt.Errorf("%s of %d bytes, want 1-%d", pairs[i], len(v), maxNameLen)
+		}
+	}
+	return nil
+}
+
+// reqIDOf returns a command's request id.
+func reqIDOf(cmd Command) string {
+	switch c := cmd.(type) {
+	case InstallKey:
+		return c.ReqID
+	case ActivateKey:
+		return c.ReqID
+	case RevokeKey:
+		return c.ReqID
+	case PruneKeys:
+		return c.ReqID
+	case SetDrain:
+		return c.ReqID
+	case ClearDrain:
+		return c.ReqID
+	case SetClusterID:
+		return c.ReqID
+	}
+	return ""
+}
+
+// withReqID returns cmd with its request id set to id.
+func withReqID(cmd Command, id string) Command {
+	switch c := cmd.(type) {
+	case InstallKey:
+		c.ReqID = id
+		return c
+	case ActivateKey:
+		c.ReqID = id
+		return c
+	case RevokeKey:
+		c.ReqID = id
+		return c
+	case PruneKeys:
+		c.ReqID = id
+		return c
+	case SetDrain:
+		c.ReqID = id
+		return c
+	case ClearDrain:
+		c.ReqID = id
+		return c
+	case SetClusterID:
+		c.ReqID = id
+		return c
+	}
+	return cmd
+}

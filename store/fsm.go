@@ -1,0 +1,417 @@
+package store
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/tether-proxy/tether/keyring"
+)
+
+// maxRequests is how many request ids the FSM remembers (oldest forgotten
+// first). A retry comes within seconds; thousands of writes in between
+// would take a long time at tether's write rates.
+const maxRequests = 4096
+
+// fsm is the replicated state machine: the keyring (in the shared Ring),
+// destination drains, the cluster id and the recent request ids. Apply
+// reads no clock and no randomness and does no I/O; every node that
+// applies the same entries reaches the same state.
+//
+// Writes happen on raft's FSM goroutine only; mu lets readers (dump,
+// Drains) see a consistent state.
+type fsm struct {
+	ring   *keyring.Ring
+	kek    []byte
+	logger *slog.Logger
+
+	mu        sync.RWMutex
+	clusterID string
+	drains    map[drainKey]time.Time
+	reqs      map[string]result
+	reqOrder  []string // application order, oldest first; len <= maxRequests
+
+	index      atomic.Uint64 // last log index applied (or restored)
+	lastChange atomic.Uint64 // index of the last entry that changed the state
+	snapIndex  func() uint64 // newest snapshot's index, for Restore
+
+	onChange func() // after a state change: never blocks
+	onApply  func() // after any entry: never blocks
+}
+
+type drainKey struct{ cluster, destination string }
+
+// Drain is a destination that takes no new sessions; its existing sessions
+// keep going to it until Deadline.
+type Drain struct {
+	Cluster, Destination string
+	Deadline             time.Time
+}
+
+// result is what the first application of a request returned, kept so a
+// retry returns the same.
+type result struct {
+	Code uint8  `json:"code"`
+	Msg  string `json:"msg,omitempty"`
+}
+
+// result codes keep errors.Is working across retries and snapshots.
+const (
+	codeOK uint8 = iota
+	codeUnknownKey
+	codeKeyExists
+	codeRevoked
+	codeClusterID
+	codeOther
+)
+
+func resultOf(err error) result {
+	switch {
+	case err == nil:
+		return result{}
+	case errors.Is(err, keyring.ErrUnknownKey):
+		return result{codeUnknownKey, err.Error()}
+	case errors.Is(err, keyring.ErrKeyExists):
+		return result{codeKeyExists, err.Error()}
+	case errors.Is(err, keyring.ErrRevoked):
+		return result{codeRevoked, err.Error()}
+	case errors.Is(err, ErrClusterID):
+		return result{codeClusterID, err.Error()}
+	}
+	return result{codeOther, err.Error()}
+}
+
+// fsmError is an FSM result as an error: the first application's message,
+// wrapping the sentinel of its code.
+type fsmError struct {
+	msg      string
+	sentinel error
+}
+
+func (e *fsmError) Error() string { return e.msg }
+func (e *fsmError) Unwrap() error { return e.sentinel }
+
+func (r result) err() error {
+	var s error
+	switch r.Code {
+	case codeOK:
+		return nil
+	case codeUnknownKey:
+		s = keyring.ErrUnknownKey
+	case codeKeyExists:
+		s = keyring.ErrKeyExists
+	case codeRevoked:
+		s = keyring.ErrRevoked
+	case codeClusterID:
+		s = ErrClusterID
+	}
+	return &fsmError{r.Msg, s}
+}
+
+// applyResponse is what Apply returns to raft (future.Response()).
+type applyResponse struct{ err error }
+
+func newFSM(ring *keyring.Ring, kek []byte, logger *slog.Logger) *fsm {
+	return &fsm{
+		ring: ring, kek: kek, logger: logger,
+		drains: map[drainKey]time.Time{}, reqs: map[string]result{},
+		snapIndex: func() uint64 { return 0 }, onChange: func() {}, onApply: func() {},
+	}
+}
+
+var (
+	_ raft.FSM                = (*fsm)(nil)
+	_ raft.ConfigurationStore = (*fsm)(nil)
+)
+
+// Apply applies one command entry.
+func (f *fsm) Apply(l *raft.Log) any {
+	defer f.onApply()
+	defer f.raise(l.Index)
+	cmd, err := decodeCommand(f.kek, l.Data)
+	if errors.Is(err, errUnknownType) {
+		f.logger.Warn("raft entry skipped: command type unknown to this version (upgrade this node)",
+			"index", l.Index, "type", l.Data[0])
+		return applyResponse{}
+	}
+	if err != nil { // a bug or a different cluster secret: loud, and no state change
+		f.logger.Error("raft entry not applied: cannot decode it", "index", l.Index, "err", err)
+		return applyResponse{fmt.Errorf("store: entry %d: %w", l.Index, err)}
+	}
+	f.mu.Lock()
+	id := reqIDOf(cmd)
+	if r, ok := f.reqs[id]; ok {
+		f.mu.Unlock()
+		return applyResponse{r.err()}
+	}
+	changed, err := f.apply(cmd)
+	r := resultOf(err)
+	f.remember(id, r)
+	f.mu.Unlock()
+	if changed {
+		f.lastChange.Store(l.Index)
+		f.onChange()
+	}
+	return applyResponse{r.err()}
+}
+
+// apply changes the state; f.mu is held. It reports whether anything that
+// readers see changed.
+func (f *fsm) apply(cmd Command) (changed bool, err error) {
+	switch c := cmd.(type) {
+	case InstallKey:
+		return true, f.ring.Install(c.Key)
+	case ActivateKey:
+		return true, f.ring.Activate(c.ID, c.At)
+	case RevokeKey:
+		if c.Replacement != nil {
+			return true, f.ring.RevokeAndInstall(c.ID, *c.Replacement)
+		}
+		return true, f.ring.Revoke(c.ID)
+	case PruneKeys:
+		return len(f.ring.Prune(c.Now)) > 0, nil
+	case SetDrain:
+		f.drains[drainKey{c.Cluster, c.Destination}] = c.Deadline
+		return true, nil
+	case ClearDrain:
+		k := drainKey{c.Cluster, c.Destination}
+		_, ok := f.drains[k]
+		delete(f.drains, k)
+		return ok, nil
+	case SetClusterID:
+		switch f.clusterID {
+		case c.ID:
+			return false, nil
+		case "":
+			f.clusterID = c.ID
+			return true, nil
+		}
+		return false, fmt.Errorf("%w: this cluster is %q, refusing %q", ErrClusterID, f.clusterID, c.ID)
+	}
+	return false, fmt.Errorf("store: command %T not handled", cmd)
+}
+
+// raise moves the applied index forward, never back.
+func (f *fsm) raise(index uint64) {
+	for {
+		cur := f.index.Load()
+		if index <= cur || f.index.CompareAndSwap(cur, index) {
+			return
+		}
+	}
+}
+
+func (f *fsm) remember(id string, r result) {
+	if len(f.reqOrder) >= maxRequests {
+		delete(f.reqs, f.reqOrder[0])
+		f.reqOrder = f.reqOrder[1:]
+	}
+	f.reqs[id] = r
+	f.reqOrder = append(f.reqOrder, id)
+}
+
+// StoreConfiguration lets the FSM's index follow configuration entries too
+// (WaitApplied on a membership change's index).
+func (f *fsm) StoreConfiguration(index uint64, _ raft.Configuration) {
+	f.raise(index)
+	f.onApply()
+}
+
+// Snapshot format: "tsn" | version 1 | JSON of snapshotBody. Key material
+// is wrapped with the KEK (keyring.WrapKeys).
+var snapMagic = []byte{'t', 's', 'n', 1}
+
+type snapshotBody struct {
+	ClusterID string          `json:"cluster_id"`
+	Keys      []byte          `json:"keys"` // keyring.WrapKeys
+	Drains    []wireSnapDrain `json:"drains"`
+	Requests  []wireRequest   `json:"requests"`
+}
+
+type wireSnapDrain struct {
+	Cluster     string    `json:"cluster"`
+	Destination string    `json:"destination"`
+	Deadline    time.Time `json:"deadline"`
+}
+
+type wireRequest struct {
+	ID string `json:"id"`
+	result
+}
+
+// fsmSnapshot is the state at one index; Persist wraps and writes it.
+type fsmSnapshot struct {
+	kek  []byte
+	keys []keyring.Key
+	body snapshotBody
+}
+
+// Snapshot runs on raft's FSM goroutine, so it sees a state between two
+// entries; it only copies.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s := &fsmSnapshot{kek: f.kek, keys: f.ring.Snapshot(), body: snapshotBody{
+		ClusterID: f.clusterID, Drains: f.drainList(), Requests: make([]wireRequest, 0, len(f.reqOrder)),
+	}}
+	for _, id := range f.reqOrder {
+		s.body.Requests = append(s.body.Requests, wireRequest{id, f.reqs[id]})
+	}
+	return s, nil
+}
+
+func (f *fsm) drainList() []wireSnapDrain {
+	out := make([]wireSnapDrain, 0, len(f.drains))
+	for k, d := range f.drains {
+		out = append(out, wireSnapDrain{k.cluster, k.destination, d})
+	}
+	slices.SortFunc(out, func(a, b wireSnapDrain) int {
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Destination, b.Destination))
+	})
+	return out
+}
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	b, err := s.encode()
+	if err == nil {
+		_, err = sink.Write(b)
+	}
+	if err != nil {
+		sink.Cancel()
+		return fmt.Errorf("store: writing snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) encode() ([]byte, error) {
+	w, err := keyring.WrapKeys(s.kek, s.keys)
+	if err != nil {
+		return nil, err
+	}
+	body := s.body
+	body.Keys = w
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	return append(slices.Clone(snapMagic), b...), nil
+}
+
+func (s *fsmSnapshot) Release() {
+	for _, k := range s.keys {
+		clear(k.Material)
+	}
+}
+
+// maxSnapshotSize bounds what Restore reads (the state is small: keys,
+// drains, request ids).
+const maxSnapshotSize = 64 << 20
+
+// Restore replaces the whole state with a snapshot's.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, maxSnapshotSize+1))
+	if err != nil {
+		return fmt.Errorf("store: reading snapshot: %w", err)
+	}
+	st, err := decodeSnapshot(f.kek, b)
+	if err != nil {
+		return err
+	}
+	if err := f.ring.Restore(st.keys); err != nil {
+		return fmt.Errorf("store: snapshot keys: %w", err)
+	}
+	f.mu.Lock()
+	f.clusterID = st.body.ClusterID
+	f.drains = make(map[drainKey]time.Time, len(st.body.Drains))
+	for _, d := range st.body.Drains {
+		f.drains[drainKey{d.Cluster, d.Destination}] = d.Deadline
+	}
+	f.reqs = make(map[string]result, len(st.body.Requests))
+	f.reqOrder = f.reqOrder[:0]
+	for _, r := range st.body.Requests {
+		f.reqs[r.ID] = r.result
+		f.reqOrder = append(f.reqOrder, r.ID)
+	}
+	f.mu.Unlock()
+	idx := f.snapIndex()
+	f.raise(idx)
+	f.lastChange.Store(max(f.lastChange.Load(), idx))
+	f.onChange()
+	f.onApply()
+	return nil
+}
+
+func decodeSnapshot(kek, b []byte) (*fsmSnapshot, error) {
+	if len(b) > maxSnapshotSize {
+		return nil, fmt.Errorf("store: snapshot larger than %d bytes", maxSnapshotSize)
+	}
+	if !bytes.HasPrefix(b, snapMagic) {
+		return nil, fmt.Errorf("store: snapshot: unknown format (want %q version %d)", snapMagic[:3], snapMagic[3])
+	}
+	var body snapshotBody
+	if err := json.Unmarshal(b[len(snapMagic):], &body); err != nil {
+		return nil, fmt.Errorf("store: snapshot: %v", err)
+	}
+	keys, err := keyring.UnwrapKeys(kek, body.Keys)
+	if err != nil {
+		return nil, fmt.Errorf("store: snapshot keys: %w", err)
+	}
+	if len(body.Requests) > maxRequests {
+		body.Requests = body.Requests[len(body.Requests)-maxRequests:]
+	}
+	return &fsmSnapshot{kek: kek, keys: keys, body: body}, nil
+}
+
+// ClusterID is the cluster's id, "" until SetClusterID is applied.
+func (f *fsm) ClusterID() string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.clusterID
+}
+
+// Drains lists the draining destinations sorted by cluster, destination.
+func (f *fsm) Drains() []Drain {
+	f.mu.RLock()
+	l := f.drainList()
+	f.mu.RUnlock()
+	out := make([]Drain, len(l))
+	for i, d := range l {
+		out[i] = Drain{d.Cluster, d.Destination, d.Deadline}
+	}
+	return out
+}
+
+// dump is a deterministic description of the whole state (material as a
+// hash), for tests that compare nodes.
+func (f *fsm) dump() string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "cluster %q\n", f.clusterID)
+	for _, k := range f.ring.Snapshot() {
+		h := sha256.Sum256(k.Material)
+		fmt.Fprintf(&b, "key %s created %s activates %s expires %s revoked %t material %s\n", k.ID,
+			k.Created.Format(time.RFC3339Nano), k.Activates.Format(time.RFC3339Nano), k.Expires.Format(time.RFC3339Nano),
+			k.Revoked, hex.EncodeToString(h[:8]))
+	}
+	for _, d := range f.drainList() {
+		fmt.Fprintf(&b, "drain %s/%s until %s\n", d.Cluster, d.Destination, d.Deadline.Format(time.RFC3339Nano))
+	}
+	for _, id := range f.reqOrder {
+		fmt.Fprintf(&b, "req %s %d %s\n", id, f.reqs[id].Code, f.reqs[id].Msg)
+	}
+	return b.String()
+}

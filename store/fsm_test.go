@@ -1,0 +1,300 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/tether-proxy/tether/keyring"
+)
+
+// testFSM is an FSM whose ring fails the test if it reads its clock.
+func testFSM(t testing.TB) (*fsm, []byte) {
+	t.Helper()
+	kek, _ := keyring.DeriveKEK(testSecret, keyring.InfoRaft)
+	ring := keyring.NewRing(keyring.Options{Now: func() time.Time {
+		t.Error("the FSM read the ring's clock")
+		return t0
+	}})
+	return newFSM(ring, kek, testLogger()), kek
+}
+
+// feed applies commands as consecutive log entries and returns each error.
+func feed(t testing.TB, f *fsm, kek []byte, cmds ...Command) []error {
+	t.Helper()
+	var errs []error
+	for _, c := range cmds {
+		b, err := encodeCommand(kek, c)
+		if err != nil {
+			t.Fatalf("encode %T: %v", c, err)
+		}
+		idx := f.index.Load() + 1
+		errs = append(errs, f.Apply(&raft.Log{Index: idx, Type: raft.LogCommand, Data: b}).(applyResponse).err)
+	}
+	return errs
+}
+
+func TestFSMCommandSemantics(t *testing.T) {
+	day := 24 * time.Hour
+	k1 := testKey("k1", 0)
+	k2 := testKey("k2", 10*day)
+	cases := []struct {
+		desc    string
+		cmds    []Command
+		wantErr error // of the last command; nil: success
+		check   func(*fsm) string
+	}{
+		{"install adds the key", []Command{InstallKey{"r1", k1}}, nil,
+			func(f *fsm) string { return expect(f.ring.Len() == 1, "keys %d", f.ring.Len()) }},
+		{"installing the same key again is a no-op", []Command{InstallKey{"r1", k1}, InstallKey{"r2", k1}}, nil,
+			func(f *fsm) string { return expect(f.ring.Len() == 1, "keys %d", f.ring.Len()) }},
+		{"a different key under a taken id fails", []Command{InstallKey{"r1", k1}, InstallKey{"r2", func() keyring.Key { k := k2; k.ID = "k1"; return k }()}},
+			keyring.ErrKeyExists, nil},
+		{"activate moves the activation time", []Command{InstallKey{"r1", k1}, InstallKey{"r2", k2}, ActivateKey{"r3", "k2", t0.Add(day)}}, nil,
+			func(f *fsm) string {
+				return expect(f.ring.ActiveKeyID(t0.Add(2*day)) == "k2", "active %q", f.ring.ActiveKeyID(t0.Add(2*day)))
+			}},
+		{"activating an unknown key fails", []Command{ActivateKey{"r1", "nope", t0}}, keyring.ErrUnknownKey, nil},
+		{"revoke stops the key", []Command{InstallKey{"r1", k1}, RevokeKey{ReqID: "r2", ID: "k1"}}, nil,
+			func(f *fsm) string { return expect(f.ring.ActiveKeyID(t0.Add(day)) == "", "still active") }},
+		{"revoke with a replacement installs it in the same entry", []Command{InstallKey{"r1", k1}, RevokeKey{"r2", "k1", &k2}}, nil,
+			func(f *fsm) string {
+				return expect(f.ring.Len() == 2 && f.ring.ActiveKeyID(t0.Add(11*day)) == "k2", "keys %d", f.ring.Len())
+			}},
+		{"revoke of an unknown key installs no replacement", []Command{RevokeKey{"r1", "nope", &k2}}, keyring.ErrUnknownKey,
+			func(f *fsm) string { return expect(f.ring.Len() == 0, "replacement installed") }},
+		{"prune removes keys past retention at the leader's time", []Command{InstallKey{"r1", k1}, PruneKeys{"r2", t0.Add(200 * day)}}, nil,
+			func(f *fsm) string { return expect(f.ring.Len() == 0, "keys %d", f.ring.Len()) }},
+		{"prune keeps keys within retention", []Command{InstallKey{"r1", k1}, PruneKeys{"r2", t0.Add(100 * day)}}, nil,
+			func(f *fsm) string { return expect(f.ring.Len() == 1, "keys %d", f.ring.Len()) }},
+		{"set drain records the deadline", []Command{SetDrain{"r1", "web", "d1", t0}}, nil,
+			func(f *fsm) string {
+				d := f.Drains()
+				return expect(len(d) == 1 && d[0].Deadline.Equal(t0), "drains %v", d)
+			}},
+		{"set drain again moves the deadline", []Command{SetDrain{"r1", "web", "d1", t0}, SetDrain{"r2", "web", "d1", t0.Add(time.Hour)}}, nil,
+			func(f *fsm) string {
+				d := f.Drains()
+				return expect(len(d) == 1 && d[0].Deadline.Equal(t0.Add(time.Hour)), "drains %v", d)
+			}},
+		{"clear drain removes it; clearing again is a no-op", []Command{SetDrain{"r1", "web", "d1", t0}, ClearDrain{"r2", "web", "d1"}, ClearDrain{"r3", "web", "d1"}}, nil,
+			func(f *fsm) string { return expect(len(f.Drains()) == 0, "drains %v", f.Drains()) }},
+		{"drains are sorted", []Command{SetDrain{"r1", "web", "b", t0}, SetDrain{"r2", "api", "z", t0}, SetDrain{"r3", "web", "a", t0}}, nil,
+			func(f *fsm) string {
+				d := f.Drains()
+				return expect(len(d) == 3 && d[0].Cluster == "api" && d[1].Destination == "a" && d[2].Destination == "b", "drains %v", d)
+			}},
+		{"first cluster id wins", []Command{SetClusterID{"r1", "c1"}, SetClusterID{"r2", "c1"}}, nil,
+			func(f *fsm) string { return expect(f.ClusterID() == "c1", "id %q", f.ClusterID()) }},
+		{"a different cluster id later fails", []Command{SetClusterID{"r1", "c1"}, SetClusterID{"r2", "c2"}}, ErrClusterID,
+			func(f *fsm) string { return expect(f.ClusterID() == "c1", "id %q", f.ClusterID()) }},
+		{"a repeated request id returns the first result and changes nothing",
+			[]Command{ActivateKey{"r1", "k1", t0}, InstallKey{"r2", k1}, ActivateKey{"r1", "k1", t0.Add(-day)}}, keyring.ErrUnknownKey,
+			func(f *fsm) string { return expect(f.ring.Snapshot()[0].Activates.Equal(t0), "retry applied") }},
+	}
+	for _, c := range cases {
+		f, kek := testFSM(t)
+		errs := feed(t, f, kek, c.cmds...)
+		last := errs[len(errs)-1]
+		if (c.wantErr == nil) != (last == nil) || (c.wantErr != nil && !errors.Is(last, c.wantErr)) {
+			t.Errorf("%s: err %v, want %v", c.desc, last, c.wantErr)
+		}
+		if c.check != nil {
+			if msg := c.check(f); msg != "" {
+				t.Errorf("%s: %s", c.desc, msg)
+			}
+		}
+	}
+}
+
+func expect(ok bool, format string, args ...any) string {
+	if ok {
+		return ""
+	}
+	return strings.TrimSpace(strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", " "))
+}
+
+func TestFSMSkipsUnknownTypesAndRejectsBadEntries(t *testing.T) {
+	f, kek := testFSM(t)
+	cases := []struct {
+		desc    string
+		data    []byte
+		wantErr bool
+	}{
+		{"unknown command type is skipped without error", []byte{200, 1, '{', '}'}, false},
+		{"unknown body version is an error", []byte{typeSetClusterID, 9, '{', '}'}, true},
+		{"truncated entry is an error", []byte{typeSetClusterID}, true},
+		{"missing request id is an error", append([]byte{typeSetClusterID, 1}, `{"id":"c1"}`...), true},
+		{"malformed JSON is an error", append([]byte{typeSetDrain, 1}, `{"req":`...), true},
+	}
+	for i, c := range cases {
+		r := f.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: c.data}).(applyResponse)
+		if (r.err != nil) != c.wantErr {
+			t.Errorf("%s: err %v", c.desc, r.err)
+		}
+	}
+	if f.ClusterID() != "" || f.index.Load() != uint64(len(cases)) {
+		t.Errorf("bad entries changed the state (cluster %q) or the index (%d)", f.ClusterID(), f.index.Load())
+	}
+	if got := feed(t, f, kek, SetClusterID{"r1", "c1"}); got[0] != nil {
+		t.Errorf("FSM unusable after bad entries: %v", got[0])
+	}
+}
+
+func TestFSMRequestMemoryIsBoundedAndDeterministic(t *testing.T) {
+	a, kek := testFSM(t)
+	b, _ := testFSM(t)
+	var cmds []Command
+	for i := 0; i < maxRequests+10; i++ {
+		cmds = append(cmds, ClearDrain{ReqID: fmt.Sprintf("r%d", i), Cluster: "web", Destination: "d"})
+	}
+	feed(t, a, kek, cmds...)
+	feed(t, b, kek, cmds...)
+	if len(a.reqs) != maxRequests || len(a.reqOrder) != maxRequests {
+		t.Fatalf("remembers %d request ids, want %d", len(a.reqs), maxRequests)
+	}
+	if _, ok := a.reqs["r0"]; ok {
+		t.Error("oldest request id was not forgotten first")
+	}
+	if a.dump() != b.dump() {
+		t.Error("two FSMs fed the same entries differ")
+	}
+}
+
+func TestFSMSnapshotRestoreRoundTrip(t *testing.T) {
+	src, kek := testFSM(t)
+	k2 := testKey("k2", time.Hour)
+	feed(t, src, kek, SetClusterID{"r1", "c1"}, InstallKey{"r2", testKey("k1", 0)}, RevokeKey{"r3", "k1", &k2},
+		SetDrain{"r4", "web", "d1", t0}, ActivateKey{"r5", "nope", t0})
+	snap, err := src.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink memSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	if bytes.Contains(sink.Bytes(), k2.Material) {
+		t.Fatal("snapshot holds key material in the clear")
+	}
+	dst, _ := testFSM(t)
+	feed(t, dst, kek, SetDrain{"x", "old", "state", t0}) // replaced wholesale
+	if err := dst.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := dst.dump(), src.dump(); got != want {
+		t.Fatalf("restored state differs:\n%s\nwant\n%s", got, want)
+	}
+	// The restored request memory still answers retries with the first result.
+	if errs := feed(t, dst, kek, ActivateKey{"r5", "k2", t0}); !errors.Is(errs[0], keyring.ErrUnknownKey) {
+		t.Errorf("retry after restore: %v, want the first result (ErrUnknownKey)", errs[0])
+	}
+	// A snapshot under another secret does not restore and changes nothing.
+	other := newFSM(newRing(), func() []byte {
+		k, _ := keyring.DeriveKEK([]byte("another-secret-of-enough-length"), keyring.InfoRaft)
+		return k
+	}(), testLogger())
+	if err := other.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err == nil || other.ring.Len() != 0 {
+		t.Errorf("restore under another secret: %v, %d keys", err, other.ring.Len())
+	}
+}
+
+type memSink struct{ bytes.Buffer }
+
+func (*memSink) ID() string    { return "mem" }
+func (*memSink) Cancel() error { return nil }
+func (*memSink) Close() error  { return nil }
+
+func TestCommandsRoundTrip(t *testing.T) {
+	_, kek := testFSM(t)
+	k := testKey("k1", 0)
+	cmds := []Command{
+		InstallKey{"r", k}, ActivateKey{"r", "k1", t0}, RevokeKey{"r", "k1", nil}, RevokeKey{"r", "k1", &k},
+		PruneKeys{"r", t0}, SetDrain{"r", "c", "d", t0}, ClearDrain{"r", "c", "d"}, SetClusterID{"r", "c1"},
+	}
+	for _, c := range cmds {
+		b, err := encodeCommand(kek, c)
+		if err != nil {
+			t.Fatalf("%T: %v", c, err)
+		}
+		if bytes.Contains(b, k.Material) {
+			t.Errorf("%T: material in the clear in the log entry", c)
+		}
+		got, err := decodeCommand(kek, b)
+		if err != nil {
+			t.Fatalf("%T: %v", c, err)
+		}
+		if fmt.Sprintf("%#v", got) != fmt.Sprintf("%#v", c) {
+			t.Errorf("round trip: %#v, want %#v", got, c)
+		}
+	}
+	bad := []struct {
+		desc string
+		cmd  Command
+	}{
+		{"drain without a cluster", SetDrain{"r", "", "d", t0}},
+		{"drain without a deadline", SetDrain{"r", "c", "d", time.Time{}}},
+		{"empty cluster id", SetClusterID{"r", ""}},
+		{"oversized request id", SetClusterID{strings.Repeat("x", maxReqIDLen+1), "c"}},
+		{"invalid key", InstallKey{"r", keyring.Key{ID: "bad id"}}},
+	}
+	for _, c := range bad {
+		if _, err := encodeCommand(kek, c.cmd); err == nil {
+			t.Errorf("%s: encoded", c.desc)
+		}
+	}
+}
+
+func FuzzDecodeCommand(f *testing.F) {
+	kek, _ := keyring.DeriveKEK(testSecret, keyring.InfoRaft)
+	k := testKey("k1", 0)
+	for _, c := range []Command{InstallKey{"r", k}, RevokeKey{"r", "k1", &k}, SetDrain{"r", "c", "d", t0}, SetClusterID{"r", "c"}} {
+		b, _ := encodeCommand(kek, c)
+		f.Add(b)
+	}
+	f.Add([]byte{})
+	f.Add([]byte{typePruneKeys, 1, '{', '}'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cmd, err := decodeCommand(kek, data)
+		if err != nil {
+			return
+		}
+		// What decodes, encodes and decodes to the same command.
+		b, err := encodeCommand(kek, cmd)
+		if err != nil {
+			t.Fatalf("decoded %#v does not encode: %v", cmd, err)
+		}
+		again, err := decodeCommand(kek, b)
+		if err != nil || fmt.Sprintf("%#v", again) != fmt.Sprintf("%#v", cmd) {
+			t.Fatalf("re-decode: %#v, %v; want %#v", again, err, cmd)
+		}
+	})
+}
+
+func FuzzDecodeSnapshot(f *testing.F) {
+	src, kek := testFSM(f)
+	k := testKey("k2", time.Hour)
+	feed(f, src, kek, SetClusterID{"r1", "c1"}, InstallKey{"r2", k}, SetDrain{"r3", "web", "d1", t0})
+	snap, _ := src.Snapshot()
+	b, _ := snap.(*fsmSnapshot).encode()
+	f.Add(b)
+	f.Add(append([]byte(nil), snapMagic...))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		st, err := decodeSnapshot(kek, data)
+		if err != nil {
+			return
+		}
+		if len(st.body.Requests) > maxRequests {
+			t.Fatalf("%d request ids survived decoding", len(st.body.Requests))
+		}
+		dst := newFSM(newRing(), kek, testLogger())
+		_ = dst.Restore(io.NopCloser(bytes.NewReader(data))) // must not panic
+	})
+}

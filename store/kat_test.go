@@ -1,0 +1,126 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tether-proxy/tether/keyring"
+)
+
+// Known-answer vectors made by testdata/kat.py (python3 cryptography).
+var katSecret = []byte("tether-kat-cluster-secret-0001")
+
+func katVectors(t *testing.T) map[string][]byte {
+	t.Helper()
+	f, err := os.Open("testdata/kat.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m := map[string][]byte{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		name, hx, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		b, err := hex.DecodeString(hx)
+		if err != nil {
+			t.Fatalf("kat.txt %s: %v", name, err)
+		}
+		m[name] = b
+	}
+	return m
+}
+
+// hkdfSHA256 is RFC 5869 written out (empty salt = HashLen zeros, L = 32).
+func hkdfSHA256(secret []byte, info string) []byte {
+	ext := hmac.New(sha256.New, make([]byte, sha256.Size))
+	ext.Write(secret)
+	prk := ext.Sum(nil)
+	exp := hmac.New(sha256.New, prk)
+	exp.Write([]byte(info))
+	exp.Write([]byte{1})
+	return exp.Sum(nil)
+}
+
+func TestKEKDerivationKnownAnswers(t *testing.T) {
+	v := katVectors(t)
+	cases := []struct{ desc, info, vector string }{
+		{"raft log and snapshot KEK", keyring.InfoRaft, "kek"},
+		{"transport authentication key", infoTransportAuth, "auth"},
+	}
+	for _, c := range cases {
+		got, err := keyring.DeriveKEK(katSecret, c.info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, v[c.vector]) || !bytes.Equal(got, hkdfSHA256(katSecret, c.info)) {
+			t.Errorf("%s: %x, want %x (python) = %x (RFC 5869 by hand)", c.desc, got, v[c.vector], hkdfSHA256(katSecret, c.info))
+		}
+	}
+	if keyring.InfoRaft == infoTransportAuth || keyring.InfoRaft == keyring.InfoKeyringFile {
+		t.Error("KEK info strings are not distinct")
+	}
+}
+
+func katKey() keyring.Key {
+	m := make([]byte, 32)
+	for i := range m {
+		m[i] = byte(i)
+	}
+	return keyring.Key{ID: "kat1", Created: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		Activates: time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC), Expires: time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC), Material: m}
+}
+
+func sameKey(a, b keyring.Key) bool {
+	return a.ID == b.ID && a.Created.Equal(b.Created) && a.Activates.Equal(b.Activates) && a.Expires.Equal(b.Expires) &&
+		a.Revoked == b.Revoked && bytes.Equal(a.Material, b.Material)
+}
+
+func TestWrappedFormatKnownAnswers(t *testing.T) {
+	v := katVectors(t)
+	kek, _ := keyring.DeriveKEK(katSecret, keyring.InfoRaft)
+	want := katKey()
+
+	keys, err := keyring.UnwrapKeys(kek, v["wrapped"])
+	if err != nil || len(keys) != 1 || !sameKey(keys[0], want) {
+		t.Fatalf("python-wrapped key set: %v, %v", keys, err)
+	}
+
+	cmd, err := decodeCommand(kek, v["install"])
+	if err != nil {
+		t.Fatalf("python-encoded InstallKey: %v", err)
+	}
+	ik, ok := cmd.(InstallKey)
+	if !ok || ik.ReqID != "kat-req-1" || !sameKey(ik.Key, want) {
+		t.Fatalf("python-encoded InstallKey decoded as %#v", cmd)
+	}
+
+	snap, err := decodeSnapshot(kek, v["snapshot"])
+	if err != nil {
+		t.Fatalf("python-encoded snapshot: %v", err)
+	}
+	b := snap.body
+	if b.ClusterID != "kat-cluster" || len(snap.keys) != 1 || !sameKey(snap.keys[0], want) ||
+		len(b.Drains) != 1 || b.Drains[0].Destination != "d1" || len(b.Requests) != 1 || b.Requests[0].ID != "kat-req-1" {
+		t.Fatalf("python-encoded snapshot decoded as %+v, keys %v", b, snap.keys)
+	}
+
+	// The other secret's KEK opens none of them.
+	other, _ := keyring.DeriveKEK([]byte("another-secret-of-enough-length"), keyring.InfoRaft)
+	if _, err := decodeCommand(other, v["install"]); err == nil {
+		t.Error("InstallKey decoded under a different secret")
+	}
+	if _, err := decodeSnapshot(other, v["snapshot"]); err == nil {
+		t.Error("snapshot decoded under a different secret")
+	}
+}

@@ -1,0 +1,711 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/tether-proxy/tether/keyring"
+)
+
+// Errors of the package.
+var (
+	// ErrNotLeader: a write reached a node that is not the leader (raft's
+	// error, renamed). Forward it to Leader().
+	ErrNotLeader = errors.New("store: not the Raft leader")
+	// ErrLeadershipLost: the leader lost leadership before the write was
+	// committed; it may or may not have been applied. Retrying the same
+	// command (same ReqID) is safe.
+	ErrLeadershipLost = errors.New("store: leadership lost while committing; the write may have been applied")
+	// ErrClusterID: SetClusterID with an id other than the one recorded.
+	ErrClusterID = errors.New("store: cluster id mismatch")
+	// ErrShutdown: the store is shut down.
+	ErrShutdown = errors.New("store: shut down")
+)
+
+const (
+	// applyTimeout bounds how long a write waits to be enqueued.
+	applyTimeout = 10 * time.Second
+	// membershipTimeout bounds a configuration change.
+	membershipTimeout = 10 * time.Second
+	// logCacheSize is how many recent entries the log cache keeps in memory.
+	logCacheSize = 512
+	// retainSnapshots is how many snapshot files stay on disk.
+	retainSnapshots = 2
+	// connPool is how many idle connections the transport keeps per peer.
+	connPool = 3
+	// transportTimeout is raft's I/O deadline on a connection.
+	transportTimeout = 10 * time.Second
+	// snapshotRetry is the pause after a failed snapshot before the next try.
+	snapshotRetry = time.Second
+)
+
+// Server is one member of the Raft configuration.
+type Server struct {
+	ID, Address string
+	Voter       bool
+}
+
+// Store owns Raft: transport, log, snapshots and the FSM. Reads are local
+// and never wait on Raft; writes go through Apply on the leader.
+type Store struct {
+	id, addr string
+	logger   *slog.Logger
+	kek      []byte
+	ring     *keyring.Ring
+
+	layer     *streamLayer
+	transport *raft.NetworkTransport
+	snaps     *raft.FileSnapshotStore
+	snapDir   string
+	bolt      *raftboltdb.BoltStore
+	logs      raft.LogStore
+	fsm       *fsm
+	raft      *raft.Raft
+	observer  *raft.Observer
+	hadState  bool
+
+	leaderChanges atomic.Uint64
+	snapIndex     atomic.Uint64 // newest local snapshot's index
+
+	changed chan struct{} // Changed(); buffered 1
+	durable chan struct{} // DurableChanged(); buffered 1
+	snapReq chan struct{} // asks the snapshotter for a snapshot; buffered 1
+	applied chan struct{} // closed and replaced after every FSM entry
+	appMu   sync.Mutex
+
+	done     chan struct{}
+	wg       sync.WaitGroup
+	shutOnce sync.Once
+	shutErr  error
+}
+
+// Open starts the transport, the log and snapshot stores and Raft, in that
+// order. It does not bootstrap: call Bootstrap for a new cluster (when
+// HadState is false) or wait to be added by a leader.
+func Open(cfg Config) (_ *Store, err error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		id: cfg.NodeID, logger: cfg.Logger.With("component", "store"), ring: cfg.Ring,
+		changed: make(chan struct{}, 1), durable: make(chan struct{}, 1), snapReq: make(chan struct{}, 1),
+		applied: make(chan struct{}), done: make(chan struct{}),
+	}
+	if s.ring == nil {
+		s.ring = keyring.NewRing(keyring.Options{})
+	}
+	if s.kek, err = keyring.DeriveKEK(cfg.Secret, keyring.InfoRaft); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	var closers []func()
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				closers[i]()
+			}
+		}
+	}()
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("store: data dir: %w", err)
+	}
+
+	// 1. Transport: listener, advertised address, authenticated stream layer.
+	ln, err := net.Listen("tcp", cfg.BindAddr)
+	if err != nil {
+		return nil, fmt.Errorf("store: raft listener: %w", err)
+	}
+	closers = append(closers, func() { ln.Close() })
+	if s.addr, err = advertiseAddr(cfg.BindAddr, cfg.Advertise, ln.Addr()); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	if s.layer, err = newStreamLayer(ln, s.addr, cfg.Secret, cfg.TLS, cfg.knobs, s.logger); err != nil {
+		return nil, fmt.Errorf("store: raft transport: %w", err)
+	}
+	closers = append(closers, func() { s.layer.Close(); s.layer.wait() })
+	s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: s.layer, MaxPool: connPool, Timeout: cmp.Or(cfg.knobs.transportTimeout, transportTimeout),
+		Logger: newRaftLogger(cfg.Logger, "raft-net"),
+	})
+	closers = append(closers, func() { s.transport.Close() })
+
+	// 2. Snapshot store.
+	s.snapDir = filepath.Join(cfg.Dir, "snapshots")
+	if s.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.Dir, retainSnapshots, newRaftLogger(cfg.Logger, "raft-snap")); err != nil {
+		return nil, fmt.Errorf("store: snapshot store: %w", err)
+	}
+
+	// 3. Bolt log and stable store; 4. log cache in front of it.
+	s.bolt, err = raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(cfg.Dir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: time.Second}, // a second process on this dir fails, not hangs
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: log store %s: %w", filepath.Join(cfg.Dir, "raft.db"), err)
+	}
+	closers = append(closers, func() { s.bolt.Close() })
+	if s.logs, err = raft.NewLogCache(logCacheSize, s.bolt); err != nil {
+		return nil, fmt.Errorf("store: log cache: %w", err)
+	}
+	if s.hadState, err = raft.HasExistingState(s.logs, s.bolt, s.snaps); err != nil {
+		return nil, fmt.Errorf("store: reading raft state: %w", err)
+	}
+	s.snapIndex.Store(s.latestSnapshot())
+	if err := s.checkSnapshot(); err != nil {
+		return nil, err
+	}
+
+	// 5. FSM and Raft.
+	s.fsm = newFSM(s.ring, s.kek, s.logger)
+	s.fsm.snapIndex = s.latestSnapshot
+	s.fsm.onChange = s.stateChanged
+	s.fsm.onApply = s.entryApplied
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.HeartbeatTimeout = cfg.Timing.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.Timing.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.Timing.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.Timing.CommitTimeout
+	rc.ShutdownOnRemove = false // a removed node keeps serving reads and can be added again
+	rc.NoLegacyTelemetry = true
+	rc.Logger = newRaftLogger(cfg.Logger, "raft")
+	if cfg.knobs.snapshotThreshold > 0 {
+		rc.SnapshotThreshold = cfg.knobs.snapshotThreshold
+	}
+	if cfg.knobs.trailingLogs > 0 {
+		rc.TrailingLogs = cfg.knobs.trailingLogs
+	}
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("store: raft config: %w", err)
+	}
+	if err := s.recoverPeers(cfg.Dir, rc); err != nil {
+		return nil, err
+	}
+	if s.raft, err = raft.NewRaft(rc, s.fsm, s.logs, s.bolt, s.snaps, s.transport); err != nil {
+		return nil, fmt.Errorf("store: starting raft: %w", err)
+	}
+	// Restoring the last snapshot at start made the FSM current up to it.
+	s.fsm.index.Store(max(s.fsm.index.Load(), s.raft.AppliedIndex()))
+
+	// 6. Leader observer and snapshotter.
+	obs := make(chan raft.Observation, 16)
+	s.observer = raft.NewObserver(obs, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	s.raft.RegisterObserver(s.observer)
+	s.wg.Add(2)
+	go s.observe(obs)
+	go s.snapshotter()
+	s.logger.Info("raft store open", "node_id", s.id, "address", s.addr, "had_state", s.hadState,
+		"snapshot_index", s.snapIndex.Load())
+	return s, nil
+}
+
+// checkSnapshot decodes the newest snapshot before raft restores it, so a
+// changed cluster secret is reported as such (raft would only say it
+// failed to load any snapshot).
+func (s *Store) checkSnapshot() error {
+	l, err := s.snaps.List()
+	if err != nil || len(l) == 0 {
+		return nil // raft reports unreadable snapshot stores itself
+	}
+	_, rc, err := s.snaps.Open(l[0].ID)
+	if err != nil {
+		return nil
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, maxSnapshotSize+1))
+	if err != nil {
+		return nil
+	}
+	if _, err := decodeSnapshot(s.kek, b); err != nil {
+		if errors.Is(err, keyring.ErrUnwrap) {
+			return fmt.Errorf("store: snapshot %s in %s does not decrypt with this cluster secret: was --cluster-secret-file changed? (%w)",
+				l[0].ID, s.snapDir, err)
+		}
+		return fmt.Errorf("store: snapshot %s in %s: %w", l[0].ID, s.snapDir, err)
+	}
+	return nil
+}
+
+func (s *Store) latestSnapshot() uint64 {
+	l, err := s.snaps.List()
+	if err != nil || len(l) == 0 {
+		return 0
+	}
+	return l[0].Index
+}
+
+// observe counts leader changes.
+func (s *Store) observe(ch <-chan raft.Observation) {
+	defer s.wg.Done()
+	last := raft.ServerID("")
+	for {
+		select {
+		case <-s.done:
+			return
+		case o := <-ch:
+			lo := o.Data.(raft.LeaderObservation)
+			if lo.LeaderID != last {
+				last = lo.LeaderID
+				if lo.LeaderID != "" {
+					s.leaderChanges.Add(1)
+				}
+				s.logger.Info("raft leader changed", "leader_id", string(lo.LeaderID), "leader_addr", string(lo.LeaderAddr))
+			}
+		}
+	}
+}
+
+// stateChanged runs on the FSM goroutine after a change: it must not block.
+func (s *Store) stateChanged() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+	select {
+	case s.snapReq <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Store) entryApplied() {
+	s.appMu.Lock()
+	close(s.applied)
+	s.applied = make(chan struct{})
+	s.appMu.Unlock()
+}
+
+// snapshotter takes a snapshot after every state change, off the Apply
+// path, so that a node restarted without a quorum (raft then restores only
+// its last snapshot) still has every key and drain it had applied.
+func (s *Store) snapshotter() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.snapReq:
+		}
+		if err := s.snapshot(); err != nil {
+			if errors.Is(err, raft.ErrRaftShutdown) {
+				return
+			}
+			s.logger.Warn("raft snapshot after a state change failed; retrying", "err", err, "retry_in", snapshotRetry)
+			select {
+			case <-s.done:
+				return
+			case <-time.After(snapshotRetry):
+			}
+			select {
+			case s.snapReq <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (s *Store) snapshot() error {
+	err := s.raft.Snapshot().Error()
+	if errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		err = nil
+	}
+	if err == nil {
+		if prev, now := s.snapIndex.Load(), s.latestSnapshot(); now > prev {
+			s.snapIndex.Store(now)
+			select {
+			case s.durable <- struct{}{}:
+			default:
+			}
+		}
+	}
+	return err
+}
+
+// Snapshot takes a snapshot now (nothing new since the last: no error).
+func (s *Store) Snapshot() error {
+	if err := s.snapshot(); err != nil {
+		return fmt.Errorf("store: snapshot: %w", err)
+	}
+	return nil
+}
+
+// Addr is the advertised Raft address (the real port after ":0").
+func (s *Store) Addr() string { return s.addr }
+
+// ID is this node's Raft server id.
+func (s *Store) ID() string { return s.id }
+
+// Ring is the keyring the FSM applies into.
+func (s *Store) Ring() *keyring.Ring { return s.ring }
+
+// HadState reports whether Raft state existed in Dir before Open.
+func (s *Store) HadState() bool { return s.hadState }
+
+// Bootstrap forms a new cluster of servers (none: this node alone). A
+// store that already has state returns nil: bootstrapping twice is safe.
+func (s *Store) Bootstrap(servers []Server) error {
+	if len(servers) == 0 {
+		servers = []Server{{ID: s.id, Address: s.addr, Voter: true}}
+	}
+	var c raft.Configuration
+	for _, sv := range servers {
+		suf := raft.Nonvoter
+		if sv.Voter {
+			suf = raft.Voter
+		}
+		c.Servers = append(c.Servers, raft.Server{Suffrage: suf, ID: raft.ServerID(sv.ID), Address: raft.ServerAddress(sv.Address)})
+	}
+	err := s.raft.BootstrapCluster(c).Error()
+	if errors.Is(err, raft.ErrCantBootstrap) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: bootstrap: %w", err)
+	}
+	return nil
+}
+
+// State is "Leader", "Follower", "Candidate" or "Shutdown".
+func (s *Store) State() string { return s.raft.State().String() }
+
+// IsLeader reports whether this node is the leader.
+func (s *Store) IsLeader() bool { return s.raft.State() == raft.Leader }
+
+// Leader returns the leader's id and address, "" when unknown.
+func (s *Store) Leader() (id, addr string) {
+	a, i := s.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// WaitForLeader returns once a leader is known, or with ctx's error.
+func (s *Store) WaitForLeader(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if id, _ := s.Leader(); id != "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("store: waiting for a leader: %w", ctx.Err())
+		case <-s.done:
+			return ErrShutdown
+		case <-t.C:
+		}
+	}
+}
+
+// AppliedIndex is the index up to which this node's state is current: the
+// FSM's last entry, extended over no-op entries raft applied after it.
+func (s *Store) AppliedIndex() uint64 {
+	f := s.fsm.index.Load()
+	a := s.raft.AppliedIndex()
+	if f >= a {
+		return f
+	}
+	// Raft does not hand no-op entries to the FSM; they change nothing, so
+	// the state is current through them. Look at a few (log cache hits).
+	const maxScan = 64
+	var l raft.Log
+	for i := f + 1; i <= a && i <= f+maxScan; i++ {
+		if s.logs.GetLog(i, &l) != nil || (l.Type != raft.LogNoop && l.Type != raft.LogBarrier) {
+			return i - 1
+		}
+	}
+	return min(a, f+maxScan)
+}
+
+// Term is the current Raft term.
+func (s *Store) Term() uint64 { return s.raft.CurrentTerm() }
+
+// Barrier returns once every entry before it is applied to this node's FSM.
+// A new leader calls it before acting on the replicated state: entries an
+// earlier term committed (all of them, after a restart without a recent
+// snapshot) reach its FSM only after it took over.
+func (s *Store) Barrier(timeout time.Duration) error {
+	if err := s.raft.Barrier(timeout).Error(); err != nil {
+		return fmt.Errorf("store: barrier: %w", err)
+	}
+	return nil
+}
+
+// CommitIndex is the latest index this node knows to be committed.
+func (s *Store) CommitIndex() uint64 { return s.raft.CommitIndex() }
+
+// LastContact is when this follower last heard from a leader (zero: never;
+// the leader itself reports now).
+func (s *Store) LastContact() time.Time {
+	if s.IsLeader() {
+		return time.Now()
+	}
+	return s.raft.LastContact()
+}
+
+// LeaderChanges counts the leaders this node has seen (for a metric).
+func (s *Store) LeaderChanges() uint64 { return s.leaderChanges.Load() }
+
+// Servers lists the Raft configuration.
+func (s *Store) Servers() ([]Server, error) {
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("store: raft configuration: %w", err)
+	}
+	var out []Server
+	for _, sv := range f.Configuration().Servers {
+		out = append(out, Server{ID: string(sv.ID), Address: string(sv.Address), Voter: sv.Suffrage == raft.Voter})
+	}
+	return out, nil
+}
+
+// AddVoter makes id at addr a voter. Idempotent (rqlite's join): the same
+// id and address as a voter already is nothing to do; when only one of the
+// two matches an existing server, that stale entry is removed first.
+func (s *Store) AddVoter(id, addr string) error { return s.add(id, addr, true) }
+
+// AddNonvoter adds id at addr as a non-voter (it replicates, never votes).
+// Same idempotence as AddVoter; an existing voter stays a voter.
+func (s *Store) AddNonvoter(id, addr string) error { return s.add(id, addr, false) }
+
+func (s *Store) add(id, addr string, voter bool) error {
+	if id == "" || addr == "" {
+		return fmt.Errorf("store: add server: id %q and address %q are both required", id, addr)
+	}
+	servers, err := s.Servers()
+	if err != nil {
+		return err
+	}
+	for _, sv := range servers {
+		switch {
+		case sv.ID == id && sv.Address == addr:
+			if sv.Voter || !voter {
+				return nil
+			}
+		case sv.ID == id || sv.Address == addr:
+			if err := s.RemoveServer(sv.ID); err != nil {
+				return fmt.Errorf("store: removing stale server %s at %s before adding %s at %s: %w", sv.ID, sv.Address, id, addr, err)
+			}
+		}
+	}
+	var f raft.IndexFuture
+	if voter {
+		f = s.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, membershipTimeout)
+	} else {
+		f = s.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, membershipTimeout)
+	}
+	if err := raftErr(f.Error()); err != nil {
+		return fmt.Errorf("store: adding %s at %s: %w", id, addr, err)
+	}
+	return nil
+}
+
+// DemoteVoter makes voter id a non-voter; a non-voter stays one.
+func (s *Store) DemoteVoter(id string) error {
+	servers, err := s.Servers()
+	if err != nil {
+		return err
+	}
+	for _, sv := range servers {
+		if sv.ID == id {
+			if !sv.Voter {
+				return nil
+			}
+			if err := raftErr(s.raft.DemoteVoter(raft.ServerID(id), 0, membershipTimeout).Error()); err != nil {
+				return fmt.Errorf("store: demoting %s: %w", id, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("store: demoting %s: no such server in the raft configuration", id)
+}
+
+// RemoveServer removes id from the configuration; an unknown id is a
+// no-op.
+func (s *Store) RemoveServer(id string) error {
+	servers, err := s.Servers()
+	if err != nil {
+		return err
+	}
+	for _, sv := range servers {
+		if sv.ID == id {
+			if err := raftErr(s.raft.RemoveServer(raft.ServerID(id), 0, membershipTimeout).Error()); err != nil {
+				return fmt.Errorf("store: removing %s: %w", id, err)
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// TransferLeadership hands leadership to another voter (graceful leave).
+func (s *Store) TransferLeadership() error {
+	if err := raftErr(s.raft.LeadershipTransfer().Error()); err != nil {
+		return fmt.Errorf("store: leadership transfer: %w", err)
+	}
+	return nil
+}
+
+// raftErr maps raft's errors to the package's.
+func raftErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader):
+		return ErrNotLeader
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return ErrLeadershipLost
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrShutdown
+	}
+	return err
+}
+
+// Apply commits cmd through Raft and applies it, on the leader only. The
+// index is the entry's. Errors: ErrNotLeader, ErrLeadershipLost (maybe
+// applied: retry with the same ReqID), a bad command, or the FSM's own
+// error (e.g. keyring.ErrUnknownKey, ErrClusterID).
+func (s *Store) Apply(cmd Command) (index uint64, err error) {
+	if reqIDOf(cmd) == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		cmd = withReqID(cmd, hex.EncodeToString(b[:]))
+	}
+	data, err := encodeCommand(s.kek, cmd)
+	if err != nil {
+		return 0, fmt.Errorf("store: %w", err)
+	}
+	f := s.raft.Apply(data, applyTimeout)
+	if err := raftErr(f.Error()); err != nil {
+		if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrLeadershipLost) || errors.Is(err, ErrShutdown) {
+			return 0, err
+		}
+		return 0, fmt.Errorf("store: apply: %w", err)
+	}
+	if r, ok := f.Response().(applyResponse); ok && r.err != nil {
+		return f.Index(), r.err
+	}
+	return f.Index(), nil
+}
+
+// ClusterID is the cluster's id, "" until one is set.
+func (s *Store) ClusterID() string { return s.fsm.ClusterID() }
+
+// Drains lists the draining destinations, sorted by cluster, destination.
+func (s *Store) Drains() []Drain { return s.fsm.Drains() }
+
+// DurableIndex is the index up to which this node's keyring and drain
+// state is in a local snapshot, i.e. survives a restart without a quorum.
+// The leader activates a key once every member reports at least the index
+// that installed it.
+func (s *Store) DurableIndex() uint64 {
+	applied := s.AppliedIndex()     // read first: every change <= applied
+	last := s.fsm.lastChange.Load() // is recorded here by now
+	snap := s.snapIndex.Load()
+	if last <= snap {
+		return max(applied, snap)
+	}
+	return snap
+}
+
+// WaitApplied returns once AppliedIndex() >= index, or with ctx's error.
+func (s *Store) WaitApplied(ctx context.Context, index uint64) error {
+	t := time.NewTicker(20 * time.Millisecond) // no-op entries do not notify
+	defer t.Stop()
+	for {
+		s.appMu.Lock()
+		ch := s.applied
+		s.appMu.Unlock()
+		if s.AppliedIndex() >= index {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("store: waiting for index %d (applied %d): %w", index, s.AppliedIndex(), ctx.Err())
+		case <-s.done:
+			return ErrShutdown
+		case <-ch:
+		case <-t.C:
+		}
+	}
+}
+
+// DurableChanged receives (coalesced, never blocking the store) after a
+// new local snapshot moved DurableIndex forward: the moment to report it to
+// the leader, instead of polling.
+func (s *Store) DurableChanged() <-chan struct{} { return s.durable }
+
+// Changed receives (coalesced; the FSM never waits for a reader) after a
+// drain, keyring or cluster id change is applied or a snapshot restored.
+func (s *Store) Changed() <-chan struct{} { return s.changed }
+
+// Shutdown stops Raft and closes the transport and the log store. Calling
+// it again returns the first result.
+func (s *Store) Shutdown() error {
+	s.shutOnce.Do(func() {
+		close(s.done)
+		s.raft.DeregisterObserver(s.observer)
+		f := s.raft.Shutdown() // raft stops its loops now, then waits for them
+		s.layer.closeAll()     // RPCs to unresponsive peers fail now, not at their deadline
+		err := f.Error()
+		s.wg.Wait()
+		errs := []error{err, s.transport.Close()}
+		s.layer.wait()
+		errs = append(errs, s.bolt.Close())
+		if err := errors.Join(errs...); err != nil {
+			s.shutErr = fmt.Errorf("store: shutdown: %w", err)
+		}
+		s.logger.Info("raft store shut down", "node_id", s.id)
+	})
+	return s.shutErr
+}
+
+// dump describes the whole FSM state deterministically (tests).
+func (s *Store) dump() string { return s.fsm.dump() }
+
+// PeersFile is the file an operator writes into the Raft directory to
+// recover from a lost quorum: raft's peers.json format, a JSON list of
+// {"id", "address", "non_voter"} naming the servers that remain. At the next
+// Open the configuration is replaced by it (raft.RecoverCluster), once; the
+// file is then renamed to peers.json.recovered.
+const PeersFile = "peers.json"
+
+// recoverPeers applies an operator's peers.json before Raft starts.
+func (s *Store) recoverPeers(dir string, rc *raft.Config) error {
+	path := filepath.Join(dir, PeersFile)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	conf, err := raft.ReadConfigJSON(path)
+	if err != nil {
+		return fmt.Errorf("store: %s: %w", path, err)
+	}
+	if err := raft.RecoverCluster(rc, s.fsm, s.logs, s.bolt, s.snaps, s.transport, conf); err != nil {
+		return fmt.Errorf("store: recovering the cluster from %s: %w", path, err)
+	}
+	if err := os.Rename(path, path+".recovered"); err != nil {
+		return fmt.Errorf("store: %s applied, but renaming it failed (remove it before the next start): %w", path, err)
+	}
+	ids := make([]string, 0, len(conf.Servers))
+	for _, sv := range conf.Servers {
+		ids = append(ids, string(sv.ID))
+	}
+	s.logger.Warn("raft configuration replaced from peers.json (lost-quorum recovery)", "servers", ids, "file", path+".recovered")
+	s.hadState = true
+	return nil
+}

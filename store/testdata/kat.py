@@ -1,0 +1,26 @@
+# Produces testdata/kat.txt, the known-answer vectors of kat_test.go, with
+# python3 and the cryptography package (independent of the Go code):
+#   python3 store/testdata/kat.py > store/testdata/kat.txt
+import base64, json
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+secret = b"tether-kat-cluster-secret-0001"
+def hkdf(info):
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info.encode()).derive(secret)
+kek = hkdf("tether keyring raft v1")
+auth = hkdf("tether raft transport v1")
+print("kek", kek.hex()); print("auth", auth.hex())
+material = bytes(range(32))
+ks = {"version":1,"keys":[{"id":"kat1","created":"2026-01-01T00:00:00Z","activates":"2026-01-02T00:00:00Z","expires":"2026-04-01T00:00:00Z","material":base64.b64encode(material).decode()}]}
+plain = json.dumps(ks, separators=(",",":")).encode()
+nonce = bytes.fromhex("000102030405060708090a0b")
+magic = b"tkw\x01"
+blob = magic + nonce + AESGCM(kek).encrypt(nonce, plain, magic)
+print("wrapped", blob.hex())
+cmd = bytes([1,1]) + json.dumps({"req":"kat-req-1","key":base64.b64encode(blob).decode()}, separators=(",",":")).encode()
+print("install", cmd.hex())
+snap = b"tsn\x01" + json.dumps({"cluster_id":"kat-cluster","keys":base64.b64encode(blob).decode(),
+  "drains":[{"cluster":"web","destination":"d1","deadline":"2026-01-03T00:00:00Z"}],
+  "requests":[{"id":"kat-req-1","code":0}]}, separators=(",",":")).encode()
+print("snapshot", snap.hex())
