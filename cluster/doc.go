@@ -1,4 +1,19 @@
-// Package cluster will own memberlist gossip: membership, health
-// observations and Raft voter reconciliation. It is empty until the cluster
-// issue; nothing imports it yet.
+// Package cluster owns gossip membership (hashicorp/memberlist), the
+// formation decision (BootstrapSet) and Raft voter reconciliation (Plan,
+// Reconcile, Autopilot).
+//
+// Membership gossips each node's Meta (id, Raft and admin addresses,
+// version, cluster id, formation and durability figures), encrypted with a
+// key derived from the cluster secret, and keeps a table of every member
+// (alive, suspect, dead, left) that one goroutine updates from memberlist's
+// events and calls OnChange after. Handlers registered by tag carry other
+// payloads over the same gossip (issue 7's health verdicts).
+//
+// Health (health.go) gossips each node's versioned probe verdicts about
+// destinations and computes the same cluster view on every node: the
+// majority of the destination's current probers, chosen by rendezvous
+// hashing over alive members (Probers, ShouldProbe, View).
+//
+// Reconciliation talks to Raft through the small Raft interface declared
+// here: this package never imports store/. See DESIGN.md.
 package cluster

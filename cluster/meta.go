@@ -1,0 +1,95 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Meta is a node's metadata, gossiped as JSON in memberlist's node meta. It
+// must encode to at most memberlist.MetaMaxSize (512) bytes; Open and
+// UpdateMeta refuse anything larger.
+type Meta struct {
+	ID        string `json:"id"`
+	RaftAddr  string `json:"raft"`
+	AdminAddr string `json:"admin"`
+	Version   string `json:"v"`
+	ClusterID string `json:"cid,omitempty"` // "" until the node holds Raft state of a cluster
+	HasState  bool   `json:"st,omitempty"`  // the node has Raft state (formation)
+	Expect    int    `json:"exp,omitempty"` // its --bootstrap-expect
+	Durable   uint64 `json:"di,omitempty"`  // index up to which it holds the keyring durably
+	// The formation vote, managed by Membership while Expect > 0 and the
+	// node has no state (see formation.go); callers leave them alone.
+	FormSet   string `json:"fs,omitempty"` // the servers it votes to bootstrap, sorted ids joined by ","
+	FormPhase int    `json:"fp,omitempty"` // 1 proposed (may change), 2 committed (never changes)
+}
+
+// State is a member's gossip state as memberlist sees it.
+type State string
+
+// Member states. Suspect is memberlist's: a probe failed and the node has
+// not refuted yet; it is still counted as alive by memberlist.
+const (
+	StateAlive   State = "alive"
+	StateSuspect State = "suspect"
+	StateDead    State = "dead"
+	StateLeft    State = "left"
+)
+
+// Member is one node as this node sees it.
+type Member struct {
+	Meta
+	Addr  string    // gossip ip:port
+	State State     // alive, suspect, dead or left
+	Since time.Time // when State last changed (local clock)
+}
+
+// Alive reports whether memberlist still counts the member in: alive or
+// suspect.
+func (m Member) Alive() bool { return m.State == StateAlive || m.State == StateSuspect }
+
+// encodeMeta renders meta for gossip and checks memberlist's size limit.
+func encodeMeta(m Meta) ([]byte, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: encode meta: %w", err)
+	}
+	if len(b) > memberlist.MetaMaxSize {
+		return nil, fmt.Errorf("cluster: node meta is %d bytes, memberlist allows %d: shorten the node id (%d bytes), raft address (%d) or admin address (%d)",
+			len(b), memberlist.MetaMaxSize, len(m.ID), len(m.RaftAddr), len(m.AdminAddr))
+	}
+	return b, nil
+}
+
+// decodeMeta parses a peer's meta. Peers are authenticated by the gossip
+// key, but a peer of another version may send anything: unknown fields are
+// ignored, and a meta that does not parse is an error the caller logs.
+func decodeMeta(b []byte) (Meta, error) {
+	var m Meta
+	if len(b) == 0 {
+		return m, nil
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return Meta{}, fmt.Errorf("cluster: node meta %.40q: %w", b, err)
+	}
+	return m, nil
+}
+
+// validateMeta checks the local meta before it is gossiped.
+func validateMeta(m Meta, nodeID string) error {
+	switch {
+	case strings.ContainsFunc(m.ID, func(r rune) bool { return r == ',' || unicode.IsSpace(r) || !unicode.IsPrint(r) }):
+		return fmt.Errorf("cluster: node id %q: commas, spaces and control characters are not allowed", m.ID)
+	case m.ID != nodeID:
+		return fmt.Errorf("cluster: Meta.ID %q differs from NodeID %q", m.ID, nodeID)
+	case m.Expect < 0:
+		return fmt.Errorf("cluster: Meta.Expect %d is negative", m.Expect)
+	case strings.TrimSpace(m.ClusterID) != m.ClusterID:
+		return fmt.Errorf("cluster: Meta.ClusterID %q has surrounding spaces", m.ClusterID)
+	}
+	return nil
+}
