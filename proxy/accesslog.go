@@ -1,9 +1,16 @@
 package proxy
 
 import (
+	"context"
+	"encoding/json"
+	"io"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
+	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // logAccess writes one line per request (SPEC §2.1: the trace id is in it).
@@ -19,8 +26,26 @@ func (p *Proxy) logAccess(r *http.Request, st *reqState, status int, dur time.Du
 	if st.dest != nil {
 		destID = st.dest.ID
 	}
+	if al := p.fastAccess; al != nil {
+		// The same line slog's JSONHandler writes, encoded here without
+		// building a slog.Record (15 attributes: one allocation and
+		// reflection-free but generic encoding per request), and handed
+		// to the batch instead of a write(2) of its own.
+		bp := linePool.Get().(*[]byte)
+		b := appendAccessLine((*bp)[:0], time.Now(), accessLine{
+			traceID: st.traceID, spanID: spanID(st), remote: st.clientHost, method: r.Method,
+			host: r.Host, path: r.URL.Path, status: status, bytes: st.rw.bytes,
+			durationMs: float64(dur.Microseconds()) / 1000, route: routeID, cluster: clusterID,
+			destination: destID, affinity: aff, aborted: st.aborted,
+		})
+		al.Write(b)
+		*bp = b
+		linePool.Put(bp)
+		return
+	}
 	p.access.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("trace_id", st.traceID),
+		slog.String("span_id", spanID(st)),
 		slog.String("remote", st.clientHost),
 		slog.String("method", r.Method),
 		slog.String("host", r.Host),
@@ -35,3 +60,245 @@ func (p *Proxy) logAccess(r *http.Request, st *reqState, status int, dur time.Du
 		slog.Bool("aborted", st.aborted),
 	)
 }
+
+// spanID is tether's own span id for the request (the parent-id of the
+// traceparent it sent the backend).
+func spanID(st *reqState) string {
+	if tp := st.trace.parent(); len(tp) >= 52 {
+		return tp[36:52]
+	}
+	return ""
+}
+
+// linePool holds the encoding buffers of access lines.
+var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// accessLine is one request's access log fields.
+type accessLine struct {
+	traceID, spanID, remote, method, host, path string
+	status                                      int
+	bytes                                       int64
+	durationMs                                  float64
+	route, cluster, destination, affinity       string
+	aborted                                     bool
+}
+
+// appendAccessLine appends the line exactly as slog.NewJSONHandler(w,
+// nil) writes LogAttrs(ctx, LevelInfo, "request", the attributes of
+// logAccess) at time t (TestAccessLineMatchesSlog holds it to that).
+func appendAccessLine(b []byte, t time.Time, l accessLine) []byte {
+	b = append(b, `{"time":"`...)
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","level":"INFO","msg":"request","trace_id":`...)
+	b = appendJSONString(b, l.traceID)
+	b = append(b, `,"span_id":`...)
+	b = appendJSONString(b, l.spanID)
+	b = append(b, `,"remote":`...)
+	b = appendJSONString(b, l.remote)
+	b = append(b, `,"method":`...)
+	b = appendJSONString(b, l.method)
+	b = append(b, `,"host":`...)
+	b = appendJSONString(b, l.host)
+	b = append(b, `,"path":`...)
+	b = appendJSONString(b, l.path)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(l.status), 10)
+	b = append(b, `,"bytes":`...)
+	b = strconv.AppendInt(b, l.bytes, 10)
+	b = append(b, `,"duration_ms":`...)
+	b = appendJSONFloat(b, l.durationMs)
+	b = append(b, `,"route":`...)
+	b = appendJSONString(b, l.route)
+	b = append(b, `,"cluster":`...)
+	b = appendJSONString(b, l.cluster)
+	b = append(b, `,"destination":`...)
+	b = appendJSONString(b, l.destination)
+	b = append(b, `,"affinity":`...)
+	b = appendJSONString(b, l.affinity)
+	b = append(b, `,"aborted":`...)
+	b = strconv.AppendBool(b, l.aborted)
+	return append(b, "}\n"...)
+}
+
+// appendJSONFloat formats f as encoding/json does (slog's JSONHandler
+// calls json.Marshal for floats).
+func appendJSONFloat(b []byte, f float64) []byte {
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) || math.IsNaN(f) || math.IsInf(f, 0) {
+		// Exponent form and the errors: rare enough for json.Marshal.
+		if j, err := json.Marshal(f); err == nil {
+			return append(b, j...)
+		}
+		return append(b, `"!ERROR:invalid float"`...)
+	}
+	return strconv.AppendFloat(b, f, 'f', -1, 64)
+}
+
+// appendJSONString appends s quoted and escaped as slog's JSONHandler
+// does: control characters, quote and backslash escaped, invalid UTF-8 as
+// U+FFFD, U+2028 and U+2029 escaped, HTML characters left as they are.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// AccessLog is the access log's writer: JSON lines, as slog's
+// JSONHandler writes them, collected in memory and written in batches (a
+// full 64 KiB batch at once, else within accessFlushDelay of its first
+// line), so a request does not pay a write(2) of its own. Close writes
+// what is pending: after the server has shut down (every handler
+// returned) no line is lost.
+type AccessLog struct {
+	w io.Writer
+	// wmu serialises writes to w and keeps batches in order; mu guards
+	// the pending batch and is never held during a write.
+	wmu     sync.Mutex
+	mu      sync.Mutex
+	pending []byte
+	spare   []byte
+	armed   bool
+	closed  bool
+	timer   *time.Timer
+	handler slog.Handler
+}
+
+const (
+	accessBatchSize  = 64 << 10
+	accessFlushDelay = 100 * time.Millisecond
+)
+
+// NewAccessLog batches lines for w.
+func NewAccessLog(w io.Writer) *AccessLog {
+	a := &AccessLog{w: w, pending: make([]byte, 0, accessBatchSize)}
+	a.timer = time.AfterFunc(time.Hour, a.flushLater)
+	a.timer.Stop()
+	a.handler = &accessHandler{Handler: slog.NewJSONHandler(a, nil), log: a}
+	return a
+}
+
+// Logger is a logger over the batch for Options.AccessLog: the data path
+// writes its lines to the batch directly; any other record goes through
+// slog's JSONHandler into the same batch.
+func (a *AccessLog) Logger() *slog.Logger { return slog.New(a.handler) }
+
+// accessHandler marks a logger as an AccessLog's (the data path's fast
+// path finds it with a type assertion).
+type accessHandler struct {
+	slog.Handler
+	log *AccessLog
+}
+
+func (h *accessHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return h.Handler.WithAttrs(attrs) // not the fast path's: its lines lack these
+}
+
+func (h *accessHandler) WithGroup(name string) slog.Handler { return h.Handler.WithGroup(name) }
+
+// Handle forwards (the embedded Handle would do; it is spelled out so
+// the interface guard below reads as the intent).
+func (h *accessHandler) Handle(ctx context.Context, r slog.Record) error {
+	return h.Handler.Handle(ctx, r)
+}
+
+// Write adds p (whole lines) to the batch. It never fails: like slog's
+// handlers, the data path does not act on a log write's error.
+func (a *AccessLog) Write(p []byte) (int, error) {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		a.wmu.Lock()
+		a.w.Write(p) // after Close: at once, unbatched
+		a.wmu.Unlock()
+		return len(p), nil
+	}
+	a.pending = append(a.pending, p...)
+	full := len(a.pending) >= accessBatchSize
+	if !full && !a.armed {
+		a.armed = true
+		a.timer.Reset(accessFlushDelay)
+	}
+	a.mu.Unlock()
+	if full {
+		a.Flush()
+	}
+	return len(p), nil
+}
+
+func (a *AccessLog) flushLater() { a.Flush() }
+
+// Flush writes the pending batch now.
+func (a *AccessLog) Flush() {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	a.mu.Lock()
+	batch := a.pending
+	a.pending, a.spare = a.spare[:0], nil
+	if a.armed {
+		a.armed = false
+		a.timer.Stop()
+	}
+	a.mu.Unlock()
+	if len(batch) > 0 {
+		a.w.Write(batch)
+	}
+	if cap(batch) > 4*accessBatchSize {
+		batch = nil // an outsized burst: do not keep its buffer
+	}
+	a.mu.Lock()
+	a.spare = batch[:0]
+	a.mu.Unlock()
+}
+
+// Close writes the pending lines; later lines are written at once.
+func (a *AccessLog) Close() error {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+	a.Flush()
+	return nil
+}
+
+var (
+	_ io.Writer    = (*AccessLog)(nil)
+	_ slog.Handler = (*accessHandler)(nil)
+)

@@ -2,7 +2,11 @@
 // §7): the http.Handler that matches a request to a route, resolves session
 // affinity, picks a destination and forwards the request through Go's
 // httputil.ReverseProxy (with Rewrite, never Director), and the listeners
-// that serve it.
+// that serve it. A request without a body to an http:// destination takes
+// the direct path instead (direct.go): the same hooks in ReverseProxy's
+// order, without its per-request copies, over lean.go's pool of HTTP/1.1
+// connections with leanwire.go's request writer and response parser for
+// the common case (the standard library's for the rest).
 //
 // Everything a request needs lives in one immutable runtime snapshot (route
 // table, per-cluster destinations, load balancer, affinity providers, one
@@ -16,5 +20,15 @@
 // Files: proxy.go (Proxy, ServeHTTP and the ReverseProxy hooks), runtime.go
 // (building snapshots), compile.go (config checks), forwarded.go (forwarded
 // headers and trace ids), errors.go (error mapping and bodies), metrics.go,
-// accesslog.go, server.go (listeners, TLS, redirects, limits, shutdown).
+// accesslog.go, server.go (listeners, TLS, redirects, limits, shutdown),
+// guard.go (what is refused or changed before routing: h2c, chunked
+// HTTP/1 closes, dot segments, client body faults), xforwarded.go (YARP's
+// X-Forwarded and Forwarded transforms), backendtls.go (CA bundle, client
+// certificate, SNI), bounds.go (bounded waits, response header size,
+// passive health at the end of a body), retry.go (one retry after a
+// connect failure), validate.go (Compile registered with config.Parse),
+// listener.go (Kestrel endpoint settings: protocols, TLS versions, client
+// certificates, the self-signed stand-in certificate, the connection cap),
+// timeout.go (route Timeout), refusal.go (the Return503Error body),
+// lean.go, leanwire.go and direct.go (the fast path above).
 package proxy

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 )
@@ -20,6 +21,7 @@ const (
 	kindBodyTooLarge
 	kindBadRequest
 	kindClientTimeout
+	kindConnLimit
 	numKinds
 	// kindClientGone is not counted as a proxy error: the client left.
 	kindClientGone
@@ -35,6 +37,7 @@ var kindNames = [numKinds]string{
 	kindBodyTooLarge:   "body_too_large",
 	kindBadRequest:     "bad_request",
 	kindClientTimeout:  "client_timeout",
+	kindConnLimit:      "connection_limit",
 }
 
 // backendFault reports whether an error of this kind is the destination's
@@ -54,10 +57,15 @@ func classify(ctx context.Context, err error) (int, errKind) {
 	if errors.As(err, &mbe) {
 		return http.StatusRequestEntityTooLarge, kindBodyTooLarge
 	}
+	if errors.Is(context.Cause(ctx), errNoConnSlot) {
+		// Waited HttpRequest.Timeout for one of MaxConnectionsPerServer
+		// connections: tether's own limit, not the backend's failure.
+		return http.StatusServiceUnavailable, kindConnLimit
+	}
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return statusClientClosed, kindClientGone
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.DeadlineExceeded) || timedOut(ctx) {
 		return http.StatusGatewayTimeout, kindGatewayTimeout
 	}
 	var ne net.Error
@@ -90,13 +98,55 @@ func errorBody(status int) string {
 
 // writeError answers status with its fixed body and the trace id.
 func writeError(w http.ResponseWriter, status int, traceID string) {
+	writeErrorBody(w, status, errorBody(status), traceID)
+}
+
+// writeKindError is writeError for a failed round trip, whose kind may have
+// a body of its own: a connection-limit 503 is not "no healthy destination".
+func writeKindError(w http.ResponseWriter, status int, kind errKind, traceID string) {
+	if kind == kindConnLimit {
+		writeErrorBody(w, status, "no backend connection available\n", traceID)
+		return
+	}
+	writeError(w, status, traceID)
+}
+
+// writeErrorBody answers status with body (fixed text, never an error
+// string) and the trace id.
+func writeErrorBody(w http.ResponseWriter, status int, body, traceID string) {
+	if rw, ok := w.(*respWriter); ok && rw.grpc {
+		writeGRPCError(w, status, body, traceID)
+		return
+	}
 	h := w.Header()
 	h["Content-Type"] = []string{"text/plain; charset=utf-8"}
 	h["X-Content-Type-Options"] = []string{"nosniff"}
 	if traceID != "" {
 		h[hdrTraceID] = []string{traceID}
 	}
-	body := errorBody(status)
 	w.WriteHeader(status)
 	_, _ = w.Write([]byte(body))
+}
+
+// clientFault reports whether an error of this kind is the client's doing
+// (a broken or oversized body, a stalled upload): not a proxy error.
+func (k errKind) clientFault() bool {
+	return k == kindBadRequest || k == kindClientTimeout || k == kindBodyTooLarge || k == kindClientGone
+}
+
+// logProxyError logs a failed round trip: a warning when the backend or
+// tether failed, a debug line when the client did (its mistakes are
+// counted in tether_proxy_errors_total but would otherwise flood the log
+// with "errors" an operator can do nothing about).
+func logProxyError(l *slog.Logger, r *http.Request, st *reqState, kind errKind, status int, err error) {
+	level, msg := slog.LevelWarn, "proxy error"
+	if kind.clientFault() {
+		level, msg = slog.LevelDebug, "client error"
+	}
+	if !l.Enabled(r.Context(), level) {
+		return
+	}
+	l.LogAttrs(r.Context(), level, msg,
+		slog.String("trace_id", st.traceID), slog.String("cluster", st.cluster.id),
+		slog.String("destination", st.dest.ID), slog.Int("status", status), slog.String("err", err.Error()))
 }

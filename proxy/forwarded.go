@@ -140,23 +140,19 @@ func clientProto(r *http.Request, trusted bool) string {
 	return "http"
 }
 
-// requestTrace is the trace id for r: a trusted peer's valid one, else new.
-func requestTrace(r *http.Request, trusted bool) string {
-	if trusted {
-		if v := firstHeader(r.Header, hdrTraceID); validTraceID(v) {
-			return v
-		}
-	}
-	return newTraceID()
-}
-
 // setForwarded writes the forwarded headers on out from the client request
 // in. It runs inside Rewrite, after ReverseProxy removed hop-by-hop headers
-// (including any a client named in Connection), so a client cannot make
-// tether drop these. All values share one backing array: one allocation for
-// the slices.
+// (including any a client named in Connection) and the client's
+// Forwarded, X-Forwarded-For, -Host and -Proto, so a client cannot make
+// tether drop these. A route's X-Forwarded or Forwarded transform changes
+// what is written (forwardTransforms.apply); without one, all values share
+// one backing array: one allocation for the slices.
 func setForwarded(in *http.Request, h http.Header, st *reqState) {
 	dropSpoofable(h, st.trusted)
+	if f := st.route.fwd; f != nil {
+		f.apply(in, h, st)
+		return
+	}
 	vals := make([]string, forwardedHeaders)
 	set := func(i int, key, v string) {
 		vals[i] = v
@@ -167,12 +163,8 @@ func setForwarded(in *http.Request, h http.Header, st *reqState) {
 	host := in.Host
 	var port string
 	if st.trusted {
-		switch prior := in.Header[hdrXFF]; len(prior) {
-		case 0:
-		case 1:
-			xff = prior[0] + ", " + clientIP
-		default:
-			xff = strings.Join(prior, ", ") + ", " + clientIP
+		if prior := in.Header[hdrXFF]; len(prior) > 0 {
+			xff = joinValues(prior, clientIP)
 		}
 		if v := firstHeader(in.Header, hdrXFHost); v != "" {
 			host = v
@@ -186,48 +178,94 @@ func setForwarded(in *http.Request, h http.Header, st *reqState) {
 	set(1, hdrXFProto, st.proto)
 	set(2, hdrXFHost, host)
 	set(3, hdrXFPort, port)
-	set(4, hdrOriginalHost, in.Host)
+	setOriginal(in, h, st, vals[4:4:forwardedHeaders])
+}
+
+// setOriginal writes X-Original-Host, X-Original-URL and the trace id, which
+// no transform changes. vals, when it has room, backs the values.
+func setOriginal(in *http.Request, h http.Header, st *reqState, vals []string) {
 	uri := in.RequestURI
 	if !strings.HasPrefix(uri, "/") {
 		// Absolute-form ("GET http://h/x") or a request built in-process:
 		// record origin form.
 		uri = in.URL.RequestURI()
 	}
-	set(5, hdrOriginalURL, uri)
-	set(6, hdrTraceID, st.traceID)
+	vals = append(vals, in.Host, uri, st.traceID)
+	h[hdrOriginalHost] = vals[0:1:1]
+	h[hdrOriginalURL] = vals[1:2:2]
+	h[hdrTraceID] = vals[2:3:3]
 }
 
-// dropSpoofable removes client headers that backends read as forwarding
-// information tether does not set: X-Forwarded-Prefix (ASP.NET's
-// ForwardedHeaders turns it into PathBase) and X-Real-IP, unless a trusted
-// proxy sent them; and, from anyone, forwarding headers spelled with
-// underscores (X_Forwarded_For), which CGI-style backends fold into the real
-// thing.
+// joinValues joins a header's values and one more into one
+// comma-separated value.
+func joinValues(prior []string, v string) string {
+	switch len(prior) {
+	case 0:
+		return v
+	case 1:
+		return prior[0] + ", " + v
+	}
+	return strings.Join(prior, ", ") + ", " + v
+}
+
+// spoofable are client headers that backends (and frameworks such as
+// ASP.NET's ForwardedHeaders, Rails, Spring, Express's trust proxy,
+// Akamai's and Cloudflare's conventions) read as forwarding information,
+// and which tether does not set itself from what it saw: from an untrusted
+// peer they are removed, never passed on. X-Forwarded-Port is set by tether
+// but listed too, for routes whose transforms do not set it.
+var spoofable = [...]string{
+	"X-Forwarded-Prefix", // ASP.NET turns it into PathBase
+	"X-Forwarded-Port",
+	"X-Real-Ip",
+	"X-Client-Ip",
+	"True-Client-Ip",
+	"X-Forwarded-Server",
+	"X-Forwarded-Ssl",
+	"Front-End-Https",
+	"X-Forwarded-Scheme",
+	"X-Original-For",
+	// What PHP-style client-IP lookups read besides X-Forwarded-For
+	// (HTTP_CLIENT_IP, HTTP_X_FORWARDED, HTTP_X_CLUSTER_CLIENT_IP,
+	// HTTP_FORWARDED_FOR).
+	"Client-Ip",
+	"X-Forwarded",
+	"X-Cluster-Client-Ip",
+	"Forwarded-For",
+}
+
+// dropSpoofable removes the spoofable headers unless a trusted proxy sent
+// them; and, from anyone, forwarding headers spelled with underscores
+// (X_Forwarded_For), which CGI-style backends fold into the real thing.
 func dropSpoofable(h http.Header, trusted bool) {
 	if !trusted {
-		delete(h, "X-Forwarded-Prefix")
-		delete(h, "X-Real-Ip")
+		for _, k := range spoofable {
+			delete(h, k)
+		}
 	}
 	for k := range h {
 		if strings.IndexByte(k, '_') < 0 {
 			continue
 		}
-		switch http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-")) {
-		case hdrXFF, hdrXFProto, hdrXFHost, hdrXFPort, hdrOriginalHost, hdrOriginalURL, hdrTraceID,
-			"X-Forwarded-Prefix", "X-Real-Ip":
+		ck := http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-"))
+		switch ck {
+		case hdrXFF, hdrXFProto, hdrXFHost, hdrXFPort, hdrOriginalHost, hdrOriginalURL, hdrTraceID, "Forwarded":
 			delete(h, k)
+			continue
+		}
+		for _, s := range spoofable {
+			if ck == s {
+				delete(h, k)
+				break
+			}
 		}
 	}
 }
 
-// clientPort is the port the client connected to: the Host header's port,
-// else the listener's local port, else the scheme's default.
+// clientPort is the port the client connected to: the listener's local
+// port, else the scheme's default. Never the port in the Host header or an
+// absolute-form target: the client chooses those freely ("Host: x:99999").
 func clientPort(r *http.Request, proto string) string {
-	if i := strings.LastIndexByte(r.Host, ':'); i >= 0 && !strings.Contains(r.Host[i:], "]") {
-		if p := r.Host[i+1:]; p != "" {
-			return p
-		}
-	}
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		if ta, ok := a.(*net.TCPAddr); ok {
 			return strconv.Itoa(ta.Port)

@@ -40,8 +40,75 @@ func checkRequest(r *http.Request) int {
 				return http.StatusBadRequest
 			}
 		}
+		// A tunnel that starts with a body of unknown length: nothing
+		// legitimate does this, and it smuggles bytes either way.
+		if len(r.TransferEncoding) > 0 {
+			return http.StatusBadRequest
+		}
 	}
 	return 0
+}
+
+// sanitize changes, before routing, what tether must not pass on as the
+// client sent it:
+//
+//   - an h2c upgrade offer (and any HTTP2-Settings) is dropped (h2c smuggling: a backend that takes
+//     it speaks HTTP/2 with the client over the upgraded connection, past
+//     tether's routes, header rules and affinity); the request goes on as
+//     plain HTTP/1.1, as it would to a server that does not speak h2c;
+//   - an HTTP/1 request with a chunked body is answered with
+//     "Connection: close". RFC 9112 §6.1 requires closing the connection
+//     after a request with both Content-Length and Transfer-Encoding (a
+//     smuggling attempt: a front end and a back end may disagree on where
+//     the body ends). net/http drops such a Content-Length before any
+//     handler runs, so tether cannot tell these from ordinary chunked
+//     uploads and closes after all of them; without it, a request
+//     pipelined behind the body would be served.
+func sanitize(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor != 1 {
+		return // HTTP/2 and 3 have neither Upgrade nor Transfer-Encoding
+	}
+	if up, ok := r.Header["Upgrade"]; ok {
+		dropH2C(r.Header, up)
+	}
+	// Connection-specific (RFC 9113 §3.2.1), meaningful only with an h2c
+	// upgrade, which is never forwarded.
+	delete(r.Header, "Http2-Settings")
+	if len(r.TransferEncoding) > 0 {
+		w.Header()["Connection"] = []string{"close"}
+	}
+}
+
+// dropH2C removes h2c (and h2c/version) from the Upgrade header values up,
+// and the header itself with HTTP2-Settings when nothing else is offered.
+func dropH2C(h http.Header, up []string) {
+	var keep []string
+	changed := false
+	for _, v := range up {
+		var rest []string
+		for tok := range strings.SplitSeq(v, ",") {
+			name, _, _ := strings.Cut(strings.TrimSpace(tok), "/")
+			if strings.EqualFold(strings.TrimSpace(name), "h2c") {
+				changed = true
+				continue
+			}
+			if strings.TrimSpace(tok) != "" {
+				rest = append(rest, strings.TrimSpace(tok))
+			}
+		}
+		if len(rest) > 0 {
+			keep = append(keep, strings.Join(rest, ", "))
+		}
+	}
+	if !changed {
+		return
+	}
+	delete(h, "Http2-Settings")
+	if len(keep) == 0 {
+		delete(h, "Upgrade")
+		return
+	}
+	h["Upgrade"] = keep
 }
 
 // validUpgrade accepts a comma-separated list of protocol[/version] tokens.
@@ -150,7 +217,19 @@ type clientBody struct {
 	uploaded bool
 	// armed is when the deadline was last pushed (UnixNano).
 	armed atomic.Int64
+	// h1: the request came over HTTP/1.x; eof: its body was read to the end.
+	h1  bool
+	eof atomic.Bool
 }
+
+// mustClose reports whether the response to this request must close the
+// connection: an HTTP/1 upload not read to its end when the response
+// starts. net/http (golang/go#68560) would otherwise read the rest after
+// the handler returned and, in full-duplex mode, start its background read
+// too late, then panic reading the next request on the connection. Closing
+// is also what net/http does without full duplex when it cannot swallow the
+// rest, and what a client that is still uploading expects.
+func (b *clientBody) mustClose() bool { return b.h1 && !b.eof.Load() }
 
 // touch is activity in either direction (a response write, too): like
 // YARP's ActivityTimeout, a full-duplex stream whose client pauses its
@@ -166,6 +245,7 @@ func (b *clientBody) Read(p []byte) (int, error) {
 	b.touch()
 	n, err := b.rc.Read(p)
 	if err == io.EOF {
+		b.eof.Store(true)
 		// Uploaded: a long response must not be cut by an upload deadline.
 		b.setDeadline(time.Time{})
 	}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,18 +19,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tether-proxy/tether/proxy/config"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
-// eventually polls cond until it holds or a deadline passes.
+// eventually polls cond until it holds or 5 s pass.
 func eventually(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, "condition", cond)
 }
 
 // mustParse loads a JSON config through config.Parse (defaults filled).
@@ -166,7 +163,14 @@ func (h *harness) accessLines(t testing.TB) []map[string]any {
 
 func get(t testing.TB, c *http.Client, url string, hdr http.Header) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
+	return send(t, c, http.MethodGet, url, nil, hdr)
+}
+
+// send makes one request (c nil: http.DefaultClient) and returns the
+// response with its body read.
+func send(t testing.TB, c *http.Client, method, url string, body io.Reader, hdr http.Header) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,13 +190,24 @@ func get(t testing.TB, c *http.Client, url string, hdr http.Header) (*http.Respo
 }
 
 // testKeyring "seals" by prefixing; enough for the data path's tests.
+// Plaintexts that are not plain text (the session values of package
+// affinity) travel base64url-encoded behind "k2.", so header values stay
+// valid.
 type testKeyring struct{}
 
 func (testKeyring) Seal(purpose, plaintext []byte) (string, error) {
+	for _, c := range plaintext {
+		if c <= ' ' || c >= 0x7f || c == ';' || c == ',' || c == '"' {
+			return "k2." + base64.RawURLEncoding.EncodeToString(plaintext), nil
+		}
+	}
 	return "k1." + string(plaintext), nil
 }
 
 func (testKeyring) Open(purpose []byte, value string) ([]byte, error) {
+	if s, ok := strings.CutPrefix(value, "k2."); ok {
+		return base64.RawURLEncoding.DecodeString(s)
+	}
 	s, ok := strings.CutPrefix(value, "k1.")
 	if !ok {
 		return nil, fmt.Errorf("bad value")

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -21,7 +22,9 @@ import (
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/dnscache"
 	"github.com/tether-proxy/tether/proxy/health"
+	"github.com/tether-proxy/tether/proxy/tracing"
 	"github.com/tether-proxy/tether/proxy/upstream"
+	"github.com/tether-proxy/tether/proxy/waf"
 )
 
 // ErrNotFound is returned for an unknown cluster or destination id.
@@ -30,7 +33,9 @@ var ErrNotFound = errors.New("not found")
 // Options are the data path's collaborators. Zero values take defaults.
 type Options struct {
 	Logger *slog.Logger
-	// AccessLog receives one JSON line per request; nil disables it.
+	// AccessLog receives one JSON line per request; nil disables it. An
+	// AccessLog's Logger gets the lines without slog's per-record cost,
+	// in batches.
 	AccessLog *slog.Logger
 	// Registerer receives the data path's metrics; nil: not registered.
 	Registerer prometheus.Registerer
@@ -41,16 +46,24 @@ type Options struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
-	// NodeID names this node in logs.
+	// NodeID is this node's id. Logger is expected to carry it already
+	// (node/ passes a logger with "node" set): New does not add it again,
+	// so every log line has each key once.
 	NodeID string
 	// HealthObserver receives every active checker's verdicts and decides
 	// effective health (cluster-wide, from gossip); nil:
 	// health.LocalObserver per cluster. Destinations are found by id through
 	// Proxy.Cluster.
 	HealthObserver health.Observer
+	// Tracing records and exports tether's spans; nil: an OTLP exporter
+	// when the OTEL_* environment asks for one, else none (the default).
+	Tracing *tracing.Exporter
 	// ShouldProbe tells active checkers whether this node probes a
 	// destination (probe fan-out); nil: every destination is probed.
 	ShouldProbe func(clusterID, destID string) bool
+	// WafLog receives the WAF's audit lines (JSON, one per flagged
+	// request); nil: Logger, with "log": "waf".
+	WafLog *slog.Logger
 }
 
 // Proxy is the data path of one node: an http.Handler over the current
@@ -62,15 +75,27 @@ type Proxy struct {
 	opts   Options
 	logger *slog.Logger
 	access *slog.Logger
-	now    func() time.Time
-	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
+	// fastAccess is set when access is an AccessLog's logger: lines are
+	// encoded straight into its batch.
+	fastAccess *AccessLog
+	now        func() time.Time
+	dial       func(ctx context.Context, network, addr string) (net.Conn, error)
 	// resolver is the DNS cache New made when Options.Dial was nil; Close
 	// stops its background refreshes.
 	resolver *dnscache.Resolver
 	metrics  *metrics
-	buffers  httputil.BufferPool
+	buffers  *bufferPool
 	errLog   *log.Logger
 	states   sync.Pool
+	dp       dpCache // dataprotection.go
+	// tracing exports spans; nil when export is off. ownTracing: New made
+	// it, so Close shuts it down.
+	tracing    *tracing.Exporter
+	ownTracing bool
+	// noDirect and onDirect are tests' handles on the direct path
+	// (direct.go): off, and told of each request it takes.
+	noDirect bool
+	onDirect func()
 }
 
 var _ http.Handler = (*Proxy)(nil)
@@ -81,15 +106,17 @@ func New(cfg *config.Config, opts Options) (*Proxy, error) {
 	if p.logger == nil {
 		p.logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.NodeID != "" {
-		p.logger = p.logger.With("node", opts.NodeID)
-	}
 	if p.now == nil {
 		p.now = time.Now
 	}
 	if p.dial == nil {
 		p.resolver = dnscache.New(dnscache.Options{Logger: p.logger})
 		p.dial = p.resolver.DialContext
+	}
+	if opts.AccessLog != nil {
+		if h, ok := opts.AccessLog.Handler().(*accessHandler); ok {
+			p.fastAccess = h.log
+		}
 	}
 	p.buffers = &bufferPool{}
 	p.errLog = slog.NewLogLogger(p.logger.Handler(), slog.LevelDebug)
@@ -98,6 +125,9 @@ func New(cfg *config.Config, opts Options) (*Proxy, error) {
 	rt, errs := build(cfg, p, nil)
 	if errs != nil {
 		return nil, errs
+	}
+	if err := p.initTracing(); err != nil {
+		return nil, err
 	}
 	rt.start()
 	p.rt.Store(rt)
@@ -141,6 +171,7 @@ func (p *Proxy) Close() {
 	if p.resolver != nil {
 		p.resolver.Close()
 	}
+	p.closeTracing()
 }
 
 // Cluster returns the runtime cluster with the given id, or nil.
@@ -186,6 +217,7 @@ type reqState struct {
 	proto      string
 	clientHost string
 	traceID    string
+	trace      reqTrace
 	// upstream is the backend's status as seen by ModifyResponse.
 	upstream int
 	kind     errKind
@@ -195,6 +227,13 @@ type reqState struct {
 	// http.ErrAbortHandler), after the status went out.
 	aborted bool
 	buf     [8]*upstream.Destination
+	waf     *waf.Tx
+	// directOut is the outgoing request of the direct path (direct.go),
+	// nil on the ReverseProxy path; its header map and URL are outHeader
+	// and outURL, and outHeader is kept, cleared, for the next request.
+	directOut *http.Request
+	outHeader http.Header
+	outURL    url.URL
 }
 
 type stateKey struct{}
@@ -213,9 +252,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.clientHost = hostOf(r.RemoteAddr)
 	st.trusted = rt.trust.trusts(st.clientHost)
 	st.proto = clientProto(r, st.trusted)
-	st.traceID = requestTrace(r, st.trusted)
+	st.rw.grpc = isGRPC(r)
+	p.startTrace(r, st)
 	defer p.finish(rt, st, r, start)
 
+	sanitize(w, r)
 	if status := checkRequest(r); status != 0 {
 		st.kind = kindBadRequest
 		rt.noRouteErrs[kindBadRequest].Inc()
@@ -233,6 +274,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.route, st.cluster = rr, rr.cluster
 	cl := rr.cluster
 	body := r.Body
+	if r.ContentLength == 0 && r.ProtoMajor == 2 {
+		// An HTTP/2 request whose stream ended with its headers still has a
+		// Body (never http.NoBody); it has nothing to read, as ReverseProxy
+		// assumes of every request with ContentLength 0.
+		body = http.NoBody
+	}
 	if rr.maxBody > 0 && body != nil && body != http.NoBody {
 		if r.ContentLength > rr.maxBody {
 			p.fail(st, http.StatusRequestEntityTooLarge, kindBodyTooLarge)
@@ -246,17 +293,23 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// start while the upload goes on (net/http would otherwise swallow
 		// the rest of the upload before the first response byte).
 		_ = ctl.EnableFullDuplex()
-		st.body = &clientBody{rc: body, ctl: ctl, idle: cl.activity}
+		st.body = &clientBody{rc: body, ctl: ctl, idle: cl.activity, h1: r.ProtoMajor == 1}
 		st.rw.upload = st.body
 		body = st.body
 	}
+	if rr.waf != nil {
+		var blocked bool
+		if st.waf, body, blocked = rr.waf.Check(&st.rw, r, body, st.traceID); blocked {
+			return
+		}
+	}
 	now := start
-	st.dec = rr.aff.Resolve(r, cl.up, now, st.buf[:0])
+	st.dec = rr.aff.ResolveClient(r, affinityClient(r, st), cl.up, now, st.buf[:0])
 	if rr.aff != nil {
 		cl.affCount[st.dec.Outcome&3].Inc()
 	}
 	if st.dec.Status != 0 {
-		p.fail(st, st.dec.Status, kindAffinityClosed)
+		p.failAffinity(st, st.dec.Status)
 		return
 	}
 	cands := st.dec.Candidates
@@ -276,7 +329,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Begin()
 	defer d.Done()
-	out := r.WithContext(context.WithValue(r.Context(), stateKey{}, st))
+	ctx, release := withRouteTimeout(context.WithValue(r.Context(), stateKey{}, st), requestTimeout(rr.timeout, r, st.rw.grpc))
+	defer release()
+	if cl.clientCfg.client.MaxConnectionsPerServer > 0 {
+		var stop func()
+		ctx, stop = boundSlotWait(ctx, cl.activity)
+		defer stop()
+	}
+	if cl.lean != nil && !p.noDirect && (body == nil || body == http.NoBody) && d.Address.Scheme == "http" && p.direct(cl, st, r, ctx) {
+		return
+	}
+	out := r.WithContext(ctx)
 	out.Body = body
 	cl.rp.ServeHTTP(&st.rw, out)
 }
@@ -285,6 +348,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) fail(st *reqState, status int, kind errKind) {
 	st.kind = kind
 	st.cluster.errCount[kind].Inc()
+	st.route.tf.ApplyError(st.rw.Header(), status)
 	writeError(&st.rw, status, st.traceID)
 }
 
@@ -324,11 +388,18 @@ func (p *Proxy) finish(rt *runtime, st *reqState, r *http.Request, start time.Ti
 		}
 	}
 	stats.count(status)
-	stats.duration.Observe(dur.Seconds())
+	stats.observe(dur.Seconds())
+	p.endTrace(st, r, status)
+	st.waf.Done() // before the access line: its audit line comes first
 	if p.access != nil {
 		p.logAccess(r, st, status, dur)
 	}
-	*st = reqState{}
+	h := st.outHeader
+	if len(h) > 64 {
+		h = nil // not worth keeping that large
+	}
+	clear(h)
+	*st = reqState{outHeader: h}
 	p.states.Put(st)
 }
 
@@ -338,6 +409,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	in, out := pr.In, pr.Out
 	st := stateFrom(out.Context())
 	tf := st.route.tf
+	src := out.Header // the client's headers, cleaned by ReverseProxy
 	if !tf.CopyRequestHeaders() {
 		h := make(http.Header, forwardedHeaders+2)
 		for _, k := range [...]string{"Connection", "Upgrade", "Te"} {
@@ -357,7 +429,8 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	default:
 		out.Host = "" // the transport sends URL.Host
 	}
-	tf.ApplyRequest(out)
+	tf.ApplyRequest(in, out, src)
+	setTrace(in, out.Header, st)
 	target := d.Address
 	u := out.URL
 	u.Scheme, u.Host = target.Scheme, target.Host
@@ -399,12 +472,19 @@ func joinPath(base, p string) string {
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	st := stateFrom(resp.Request.Context())
 	st.upstream = resp.StatusCode
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		stopRouteTimeout(resp.Request.Context())
+	}
+	// Transforms first, as YARP runs its affinity transform after the
+	// route's: the affinity cookie survives ResponseHeadersCopy=false.
+	st.route.tf.ApplyResponse(resp)
+	keepTrailers(resp)
 	st.route.aff.Affinitize(resp, st.dest, st.dec, st.proto == "https")
-	st.route.tf.ApplyResponse(resp.Header, resp.StatusCode)
 	resp.Header[hdrTraceID] = []string{st.traceID}
 	if st.cluster.passive != nil {
-		st.cluster.passive.Report(st.dest, p.now(), nil, resp.StatusCode)
+		p.reportPassive(resp, st)
 	}
+	st.waf.InspectResponse(resp)
 	return nil
 }
 
@@ -434,13 +514,12 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 		st.cluster.passive.Report(st.dest, p.now(), err, 0)
 	}
 	st.cluster.errCount[kind].Inc()
-	p.logger.LogAttrs(r.Context(), slog.LevelWarn, "proxy error",
-		slog.String("trace_id", st.traceID), slog.String("cluster", st.cluster.id),
-		slog.String("destination", st.dest.ID), slog.Int("status", status), slog.String("err", err.Error()))
+	logProxyError(p.logger, r, st, kind, status, err)
 	if st.rw.wrote || st.upstream == http.StatusSwitchingProtocols {
 		return // the response (or the hijacked connection) has started
 	}
-	writeError(w, status, st.traceID)
+	st.route.tf.ApplyError(w.Header(), status)
+	writeKindError(w, status, kind, st.traceID)
 }
 
 // respWriter records status and size. Hijack, Flush and the rest reach the
@@ -452,6 +531,8 @@ type respWriter struct {
 	wrote  bool
 	// upload, when the request has a body, hears of response activity.
 	upload *clientBody
+	// grpc: the request is gRPC, so tether's own errors are gRPC statuses.
+	grpc bool
 }
 
 func (rw *respWriter) Header() http.Header { return rw.w.Header() }
@@ -463,13 +544,21 @@ func (rw *respWriter) WriteHeader(code int) {
 	}
 	if !rw.wrote {
 		rw.wrote, rw.status = true, code
+		rw.closeIfUploading(code)
 	}
 	rw.w.WriteHeader(code)
+}
+
+func (rw *respWriter) closeIfUploading(code int) {
+	if rw.upload != nil && code != http.StatusSwitchingProtocols && rw.upload.mustClose() {
+		rw.w.Header()["Connection"] = []string{"close"}
+	}
 }
 
 func (rw *respWriter) Write(b []byte) (int, error) {
 	if !rw.wrote {
 		rw.wrote, rw.status = true, http.StatusOK
+		rw.closeIfUploading(http.StatusOK)
 	}
 	if rw.upload != nil {
 		rw.upload.touch()
@@ -496,24 +585,45 @@ func (rw *respWriter) Flush() { _ = rw.FlushError() }
 
 func (rw *respWriter) Unwrap() http.ResponseWriter { return rw.w }
 
-// bufferPool shares copy buffers between every cluster's ReverseProxy.
-type bufferPool struct{ p sync.Pool }
+// bufferPool shares copy buffers between every cluster's ReverseProxy
+// and the direct path: 32 KiB ones, and 64 KiB ones that the direct path
+// takes for a body known to be longer than 32 KiB (one read and one write
+// where the smaller buffer needs two each; held only while such a body is
+// copied, so a stream of unknown length, an event stream, never pins one).
+type bufferPool struct{ p, large sync.Pool }
 
-const copyBufferSize = 32 << 10
+const (
+	copyBufferSize  = 32 << 10
+	largeBufferSize = 64 << 10
+)
 
 func (b *bufferPool) Get() []byte {
-	if v, ok := b.p.Get().(*[]byte); ok {
-		return *v
+	if v, ok := b.p.Get().(*[copyBufferSize]byte); ok {
+		return v[:]
 	}
-	return make([]byte, copyBufferSize)
+	return new([copyBufferSize]byte)[:]
 }
 
-func (b *bufferPool) Put(buf []byte) {
-	if cap(buf) != copyBufferSize {
-		return
+// getFor is a buffer for copying a body of length n (-1: unknown).
+func (b *bufferPool) getFor(n int64) []byte {
+	if n <= copyBufferSize {
+		return b.Get()
 	}
-	buf = buf[:copyBufferSize]
-	b.p.Put(&buf)
+	if v, ok := b.large.Get().(*[largeBufferSize]byte); ok {
+		return v[:]
+	}
+	return new([largeBufferSize]byte)[:]
+}
+
+// Put keeps buf as the pointer to its array: putting a *[]byte would
+// allocate the slice header on every request.
+func (b *bufferPool) Put(buf []byte) {
+	switch cap(buf) {
+	case copyBufferSize:
+		b.p.Put((*[copyBufferSize]byte)(buf[:copyBufferSize]))
+	case largeBufferSize:
+		b.large.Put((*[largeBufferSize]byte)(buf[:largeBufferSize]))
+	}
 }
 
 // Interface guards.

@@ -23,6 +23,7 @@ import (
 	"github.com/tether-proxy/tether/proxy/route"
 	"github.com/tether-proxy/tether/proxy/transform"
 	"github.com/tether-proxy/tether/proxy/upstream"
+	"github.com/tether-proxy/tether/proxy/waf"
 )
 
 // Defaults applied when a config was built in code rather than by Load.
@@ -44,6 +45,7 @@ type runtime struct {
 	// noRoute counts requests that matched no route.
 	noRoute     *destStats
 	noRouteErrs [numKinds]prometheus.Counter
+	waf         *waf.Firewall
 }
 
 // routeRT is a route's compiled state.
@@ -54,19 +56,26 @@ type routeRT struct {
 	// cluster's; nil when affinity is disabled for this route.
 	aff     *affinity.Provider
 	tf      *transform.Transforms
+	fwd     *forwardTransforms // X-Forwarded and Forwarded; nil: the defaults
 	maxBody int64
+	timeout time.Duration // Route.Timeout; 0: none
 	stats   map[*upstream.Destination]*destStats
 	// none counts requests on this route that reached no destination.
 	none *destStats
+	// waf is nil when the WAF is off for this route.
+	waf *waf.Policy
 }
 
 // clusterRT is a cluster's runtime state.
 type clusterRT struct {
-	id           string
-	up           *upstream.Cluster
-	lb           lb.Policy
-	aff          *affinity.Provider
-	transport    *http.Transport
+	id        string
+	up        *upstream.Cluster
+	lb        lb.Policy
+	aff       *affinity.Provider
+	transport *http.Transport
+	// lean is the HTTP/1.1 path in front of transport (lean.go); nil
+	// when the cluster's settings leave it nothing to take.
+	lean         *leanTransport
 	rp           *httputil.ReverseProxy
 	passive      *health.Passive
 	active       *health.Active
@@ -77,8 +86,11 @@ type clusterRT struct {
 	// clientCfg is what the transport was built from; a reload that keeps
 	// it keeps the transport.
 	clientCfg transportConfig
-	affCount  [4]prometheus.Counter
-	errCount  [numKinds]prometheus.Counter
+	// tls and sni are the backend TLS settings (backendtls.go).
+	tls      *upstream.BackendTLS
+	sni      map[string]string
+	affCount [4]prometheus.Counter
+	errCount [numKinds]prometheus.Counter
 }
 
 // transportConfig is the part of a cluster's config its transport is built
@@ -86,6 +98,10 @@ type clusterRT struct {
 type transportConfig struct {
 	client   config.HttpClient
 	activity time.Duration
+	// tlsFiles and sni change when the TLS files' contents or a
+	// destination's server name do.
+	tlsFiles, sni string
+	proto         upstream.Protocol // HttpRequest.Version, VersionPolicy, SslProtocols
 }
 
 // start begins the snapshot's active health checks.
@@ -101,6 +117,7 @@ func (rt *runtime) start() {
 // connections of the transports next does not reuse; requests still running
 // on them finish. next is nil when the proxy closes.
 func (rt *runtime) stop(next *runtime) {
+	rt.stopWaf(next)
 	for _, id := range rt.clusterIDs {
 		cl := rt.clusters[id]
 		if cl.active != nil {
@@ -113,6 +130,10 @@ func (rt *runtime) stop(next *runtime) {
 			if ncl := next.clusters[id]; ncl != nil && ncl.transport == cl.transport {
 				continue
 			}
+		}
+		if cl.lean != nil {
+			cl.lean.CloseIdleConnections() // the transport's too
+			continue
 		}
 		cl.transport.CloseIdleConnections()
 	}
@@ -162,6 +183,9 @@ func build(cfg *config.Config, p *Proxy, old *runtime) (*runtime, config.Errors)
 	table, terrs := route.NewTable(cfg.ReverseProxy.Routes)
 	errs = append(errs, terrs...)
 	rt.table = table
+	var werrs config.Errors
+	rt.waf, werrs = buildWaf(cfg, p, old)
+	errs = append(errs, werrs...)
 
 	affOpts := affinity.Options{Keyring: compileKeyring{}}
 	if p != nil {
@@ -170,6 +194,9 @@ func build(cfg *config.Config, p *Proxy, old *runtime) (*runtime, config.Errors)
 			affOpts.Keyring = p.opts.Keyring
 		}
 	}
+	yarp, yerrs := dataProtection(cfg, p)
+	errs = append(errs, yerrs...)
+	affOpts.Yarp = yarp
 
 	for _, id := range sortedKeys(cfg.ReverseProxy.Clusters) {
 		c := cfg.ReverseProxy.Clusters[id]
@@ -211,6 +238,9 @@ func build(cfg *config.Config, p *Proxy, old *runtime) (*runtime, config.Errors)
 			dests = append(dests, destination(oldCl, did, addr, hAddr, d))
 		}
 		cl.up = upstream.NewCluster(id, dests)
+		var terrs config.Errors
+		cl.tls, cl.sni, terrs = compileBackendTLS(path, c, dests)
+		errs = append(errs, terrs...)
 		pol, err := lb.New(c.LoadBalancingPolicy)
 		if err != nil {
 			fail(path+".LoadBalancingPolicy", "%v", err)
@@ -238,7 +268,7 @@ func build(cfg *config.Config, p *Proxy, old *runtime) (*runtime, config.Errors)
 			fail(path+".ClusterId", "unknown cluster %q", r.ClusterId)
 			continue
 		}
-		rr := &routeRT{id: id, cluster: cl, aff: cl.aff, maxBody: r.MaxRequestBodySize}
+		rr := &routeRT{id: id, cluster: cl, aff: cl.aff, maxBody: r.MaxRequestBodySize, timeout: routeTimeoutOf(r), waf: rt.waf.Policy(cfg, r)}
 		if r.SessionAffinity != nil {
 			prov, err := affinity.New(cl.id, *r.SessionAffinity, cl.up, affOpts)
 			if err != nil {
@@ -246,9 +276,11 @@ func build(cfg *config.Config, p *Proxy, old *runtime) (*runtime, config.Errors)
 			}
 			rr.aff = prov
 		}
-		tf, terrs := transform.Compile(path+".Transforms", r.Transforms)
+		tf, terrs := transform.CompileRoute(path+".Transforms", r.Transforms, r.Match.Path)
 		errs = append(errs, terrs...)
 		rr.tf = tf
+		rr.fwd, terrs = compileForwarded(path+".Transforms", r.Transforms)
+		errs = append(errs, terrs...)
 		if p != nil {
 			rr.none = p.metrics.stats(id, cl.id, "")
 			rr.stats = make(map[*upstream.Destination]*destStats, len(cl.up.Destinations))
@@ -312,11 +344,15 @@ func (p *Proxy) wireCluster(cl *clusterRT, c *config.Cluster, oldCl *clusterRT) 
 		activity = defaultActivityTimeout
 	}
 	cl.activity = activity
-	cl.clientCfg = transportConfig{client: c.HttpClient, activity: activity}
+	cl.clientCfg = transportConfig{client: c.HttpClient, activity: activity, sni: sniKey(cl.sni),
+		proto: upstream.ProtocolFor(c.HttpRequest.Version, c.HttpRequest.VersionPolicy, c.HttpClient.SslProtocols.Min, c.HttpClient.SslProtocols.Max)}
+	if cl.tls != nil {
+		cl.clientCfg.tlsFiles = cl.tls.Fingerprint
+	}
 	if oldCl != nil && oldCl.transport != nil && oldCl.clientCfg == cl.clientCfg {
 		// A reload that leaves the client settings alone keeps the warm
 		// connection pool (and MaxConnectionsPerServer counts across it).
-		cl.transport, cl.rp = oldCl.transport, oldCl.rp
+		cl.transport, cl.lean, cl.rp = oldCl.transport, oldCl.lean, oldCl.rp
 	} else {
 		p.newTransport(cl, c, activity)
 	}
@@ -349,9 +385,15 @@ func (p *Proxy) newTransport(cl *clusterRT, c *config.Cluster, activity time.Dur
 			InsecureSkipVerify: c.HttpClient.DangerousAcceptAnyServerCertificate, //nolint:gosec // operator's explicit choice
 		},
 	}
+	tuneTransport(cl.transport, cl)
+	cl.clientCfg.proto.Apply(cl.transport)
+	var base http.RoundTripper = cl.transport
+	if cl.lean = newLeanTransport(cl.transport); cl.lean != nil {
+		base = cl.lean
+	}
 	cl.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
-		Transport:      cl.transport,
+		Transport:      &retryTransport{base: base, p: p},
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.errorHandler,
 		BufferPool:     p.buffers,
@@ -371,7 +413,7 @@ func (p *Proxy) wireHealth(cl *clusterRT, c *config.Cluster) {
 		cl.active = health.NewActive(cl.id, cl.up, c.HealthCheck.Active, health.ActiveOptions{
 			Transport:   cl.transport,
 			Metadata:    c.Metadata,
-			Logger:      p.logger.With("cluster", cl.id),
+			Logger:      p.logger, // NewActive adds "cluster" itself
 			Observer:    p.opts.HealthObserver,
 			ShouldProbe: p.opts.ShouldProbe,
 		})

@@ -36,6 +36,11 @@ type Server struct {
 	// PrepareCertificates' apply so a reload rotates certificates without a
 	// restart; nil for plain listeners.
 	certs []*atomic.Pointer[tls.Certificate]
+	// sni holds each listener's Sni rules (nil for most).
+	sni [][]*sniRule
+
+	// limit caps open connections over all listeners; nil: no cap.
+	limit *connLimit
 
 	mu    sync.Mutex
 	lns   []net.Listener
@@ -57,9 +62,12 @@ func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger) (*Server
 	headersTimeout := orDefault(lim.RequestHeadersTimeout.Duration, defaultHeadersTimeout)
 	idle := orDefault(lim.KeepAliveTimeout.Duration, defaultKeepAliveTimeout)
 	s := &Server{logger: logger, listeners: cfg.Listeners}
+	if n := lim.MaxConcurrentConnections; n > 0 {
+		s.limit = &connLimit{max: int64(n)}
+	}
 	var errs config.Errors
 	for i, l := range cfg.Listeners {
-		path := fmt.Sprintf("Listeners[%d]", i)
+		path := listenerPath(i, l)
 		if l.Address == "" {
 			errs = append(errs, config.FieldError{Path: path + ".Address", Message: "required"})
 			continue
@@ -75,24 +83,38 @@ func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger) (*Server
 		}
 		var tc *tls.Config
 		var cur *atomic.Pointer[tls.Certificate]
-		if l.Certificate != nil {
-			cert, err := loadCertificate(path, l.Certificate)
-			if err != nil {
-				errs = append(errs, *err)
+		if l.Certificate != nil || l.SelfSigned {
+			cert, ferr := loadCertificate(path, l.Certificate)
+			if l.Certificate == nil {
+				var err error
+				if cert, err = selfSigned(); err != nil {
+					ferr = &config.FieldError{Path: path, Message: "generating a self-signed certificate: " + err.Error()}
+				}
+			}
+			if ferr != nil {
+				errs = append(errs, *ferr)
 				continue
 			}
 			cur = new(atomic.Pointer[tls.Certificate])
 			cur.Store(cert)
-			tc = &tls.Config{
-				MinVersion: tls.VersionTLS12,
-				GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-					return cur.Load(), nil
-				},
-				NextProtos: []string{"h2", "http/1.1"},
+			tc = listenerTLS(l, cur)
+		}
+		var rules []*sniRule
+		if tc != nil && len(l.Sni) > 0 {
+			var ferr *config.FieldError
+			if rules, ferr = sniRules(path, l, cur); ferr != nil {
+				errs = append(errs, *ferr)
+				continue
 			}
+			withSni(tc, rules)
+		}
+		protocols, _ := httpProtocols(l, tc != nil)
+		if tc != nil {
+			sniProtocols(protocols, l)
 		}
 		srv := &http.Server{
 			Handler:           headerLimit(maxHeader, handler),
+			Protocols:         protocols,
 			TLSConfig:         tc,
 			MaxHeaderBytes:    maxHeader,
 			ReadHeaderTimeout: headersTimeout,
@@ -102,6 +124,7 @@ func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger) (*Server
 		s.servers = append(s.servers, srv)
 		s.tlsConfig = append(s.tlsConfig, tc)
 		s.certs = append(s.certs, cur)
+		s.sni = append(s.sni, rules)
 	}
 	if len(errs) > 0 {
 		return nil, errs
@@ -110,12 +133,22 @@ func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger) (*Server
 }
 
 func loadCertificate(path string, c *config.Certificate) (*tls.Certificate, *config.FieldError) {
-	cert, err := tls.LoadX509KeyPair(c.Path, c.KeyPath)
-	if err != nil {
-		return nil, &config.FieldError{Path: path + ".Certificate",
-			Message: fmt.Sprintf("loading %s and %s: %v", c.Path, c.KeyPath, err)}
+	if c == nil {
+		return nil, nil
 	}
-	return &cert, nil
+	cert, err := config.LoadCertificate(c)
+	if err != nil {
+		return nil, &config.FieldError{Path: path + ".Certificate", Message: err.Error()}
+	}
+	return cert, nil
+}
+
+// listenerPath names listener i in errors: where it was configured.
+func listenerPath(i int, l config.Listener) string {
+	if l.Source != "" {
+		return l.Source
+	}
+	return fmt.Sprintf("Listeners[%d]", i)
 }
 
 // PrepareCertificates loads the certificates cfg names for the HTTPS
@@ -132,15 +165,31 @@ func (s *Server) PrepareCertificates(cfg *config.Config) (apply func(), err erro
 	}
 	var swaps []swap
 	for i, l := range cfg.Listeners {
-		if i >= len(s.certs) || s.certs[i] == nil || l.Certificate == nil || l.Address != s.listeners[i].Address {
+		if i >= len(s.certs) || s.certs[i] == nil || l.Address != s.listeners[i].Address {
 			continue
 		}
-		cert, ferr := loadCertificate(fmt.Sprintf("Listeners[%d]", i), l.Certificate)
-		if ferr != nil {
-			errs = append(errs, *ferr)
-			continue
+		if l.Certificate != nil {
+			cert, ferr := loadCertificate(listenerPath(i, l), l.Certificate)
+			if ferr != nil {
+				errs = append(errs, *ferr)
+				continue
+			}
+			swaps = append(swaps, swap{s.certs[i], cert})
 		}
-		swaps = append(swaps, swap{s.certs[i], cert})
+		// Sni entries' own certificates, while the entries are the same.
+		if rules := s.sni[i]; len(rules) == len(l.Sni) {
+			for j, r := range l.Sni {
+				if r.Certificate == nil || !rules[j].own || rules[j].pattern != r.Pattern {
+					continue
+				}
+				cert, ferr := loadCertificate(listenerPath(i, l)+".Sni."+r.Pattern, r.Certificate)
+				if ferr != nil {
+					errs = append(errs, *ferr)
+					continue
+				}
+				swaps = append(swaps, swap{rules[j].cur, cert})
+			}
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errs
@@ -192,21 +241,28 @@ func (s *Server) Start() error {
 		return errors.New("server already started")
 	}
 	lns := make([]net.Listener, 0, len(s.servers))
+	var owner []int // owner[k] is the listener lns[k] serves
 	for i := range s.servers {
-		ln, err := net.Listen("tcp", s.listeners[i].Address)
+		bound, err := listenAll(s.listeners[i].Address, s.logger)
 		if err != nil {
 			for _, l := range lns {
 				_ = l.Close()
 			}
-			return fmt.Errorf("listen on %s: %w", s.listeners[i].Address, err)
+			return err
 		}
-		lns = append(lns, ln)
+		for _, ln := range bound {
+			if s.limit != nil {
+				ln = &limitListener{Listener: ln, lim: s.limit}
+			}
+			lns = append(lns, ln)
+			owner = append(owner, i)
+		}
 	}
 	s.lns = lns
-	for i, ln := range lns {
+	for k, ln := range lns {
 		s.addrs = append(s.addrs, ln.Addr())
-		srv := s.servers[i]
-		tlsOn := s.tlsConfig[i] != nil
+		srv := s.servers[owner[k]]
+		tlsOn := s.tlsConfig[owner[k]] != nil
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -224,7 +280,8 @@ func (s *Server) Start() error {
 	return nil
 }
 
-// Addrs are the bound addresses, in cfg.Listeners order (":0" resolved).
+// Addrs are the bound addresses, in cfg.Listeners order (":0" resolved;
+// a "localhost" listener contributes 127.0.0.1 and then ::1).
 func (s *Server) Addrs() []net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -56,6 +56,9 @@ type Options struct {
 	Keyring Keyring
 	// Now is the clock for cookie Expires; nil means time.Now.
 	Now func() time.Time
+	// Yarp opens (and optionally issues) YARP's Cookie and CustomHeader
+	// values; zero: tether's own values only (yarp.go).
+	Yarp Yarp
 }
 
 // Decision is the result of Resolve for one request.

@@ -21,9 +21,12 @@
 // another cluster, policy or key name. Upper- and lower-casing follow .NET's
 // invariant mapping: Go's simple Unicode case mapping, except that dotless
 // 'ı' (U+0131) stays as it is when upper-cased and dotted 'İ' (U+0130) when
-// lower-cased, as .NET does. A sealed value is reused for a destination while
-// the keyring's active key stays the same (when the keyring tells its active
-// key), which spares the AES work and the random-nonce budget of the key.
+// lower-cased, as .NET does. A sealed value carries a session id chosen
+// when the session starts (plaintext: 0x00 'S', 8-byte id, key input;
+// session.go), so every new session seals once; per node and key at most
+// 2^26 such seals, after which values are reused per group while the active
+// key stays the same (the GCM nonce budget is explained in session.go).
+// Values sealed before session ids (the key input alone) still open.
 //
 // Resolution. (1) No key (no cookie or header of that name, or an empty
 // value): every destination that AcceptsNew is a candidate, Attach is set,
@@ -35,13 +38,18 @@
 // destination left: the failure policy runs. Redistribute: Outcome
 // FailedOpen, Attach set, and the candidates are chosen deterministically by
 // rendezvous hashing: among the key inputs that have a destination that
-// AcceptsNew, the one with the highest XxHash64(BE64(XxHash64(old value)) +
-// key input) wins (ties: the smaller input), and its destinations that
-// AcceptsNew are the candidates; every node therefore sends the parallel
-// requests of one broken session to the same replacement. The old value is
-// the raw value the client sent, hashed once so that a long value costs no
-// more per group than a short one. This path is O(groups); it runs once per
-// broken session. Return503Error: Outcome
+// AcceptsNew, the one with the highest XxHash64(BE64(seed) + key input)
+// wins (ties: the smaller input), and its destinations that AcceptsNew are
+// the candidates; every node therefore sends the parallel requests of one
+// broken session to the same replacement, and the sessions of one dead
+// destination spread over the others because the seed is per session: the
+// session id of a sealed value that carries one; for HashCookie and
+// ArrCookie, XxHash64(raw value + 0x00 + client address) (ResolveClient;
+// Resolve uses the host of RemoteAddr); otherwise (an old sealed value, an
+// invalid one) XxHash64(raw value). This path is O(groups); it runs once
+// per broken session. Replacement gives the data path's connect-failure
+// retry the same answer before the destination is known to be gone (the
+// failed destination left out), with Attach set. Return503Error: Outcome
 // FailedClosed, no candidates, Status = FailureStatusCode (default 503).
 // Empty candidates with Status 0 mean no destination can serve: 503.
 //
@@ -85,6 +93,18 @@
 // target, but it AcceptsExisting until its drain deadline, so its sessions
 // stay until then and redistribute afterwards.
 //
+// YARP's own values (Options.Yarp, yarp.go; config section DataProtection).
+// With a YARP fleet's ASP.NET Data Protection key ring, Cookie and
+// CustomHeader also open the values YARP issued: a value starting with Data
+// Protection's magic header ("CfDJ8") is percent-decoded (cookies only, as
+// ASP.NET's Request.Cookies does), base64-decoded (standard alphabet, '='
+// optional) and unprotected with the purposes (application discriminator,
+// YARP's policy type name); any other value, or one that fails, goes to the
+// cluster keyring as before. With Yarp.Issue the attached value is YARP's
+// format (percent-escaped in a cookie, as Response.Cookies writes it),
+// reused while the ring's default key stays the same, and tether's own when
+// the ring has no default key. Hash and envelope policies ignore Yarp.
+//
 // Envelope policies (Envoy's envelope session state). EnvelopeCookie and
 // EnvelopeHeader name the backend's own session cookie or header in
 // AffinityKeyName (e.g. JSESSIONID). On the way out, whenever the backend's
@@ -103,7 +123,13 @@
 // with a shared session store can pick the session up); any other value (a
 // raw backend value from before envelopes were enabled, a tampered or
 // foreign envelope) is an affinity failure, and under Redistribute it is
-// forwarded exactly as the client sent it. So the backend only ever sees
-// values it issued itself, or whatever the client made up, never a
-// tether-mangled one.
+// forwarded exactly as the client sent it. An envelope tether sealed but can
+// no longer open (its key revoked, expired or unknown) reaches the backend as
+// nothing (envelope.go). So the backend only ever sees values it issued
+// itself, or whatever the client made up, never a tether-mangled one.
+//
+// Cookies browsers accept (response.go): an affinity cookie named
+// "__Secure-..." always has Secure, one named "__Host-..." also Path=/ and no
+// Domain; SameSite=None with SecurePolicy None gets Secure on HTTPS requests.
+// A Return503Error refusal has its own body, RefusalBody.
 package affinity

@@ -123,6 +123,9 @@ func newProvider(clusterID string, cfg config.SessionAffinity, c *upstream.Clust
 	if ok && pol.sealed() && opts.Keyring == nil {
 		bad("Policy", "policy %s needs the cluster keyring, and none was given", pol)
 	}
+	if purpose, yarp := yarpPurposes[pol]; ok && yarp && opts.Yarp.Protection != nil && opts.Keyring != nil {
+		im.keyring = &yarpKeyring{own: opts.Keyring, dp: opts.Yarp.Protection, purpose: purpose, cookie: pol == encCookie, issue: opts.Yarp.Issue}
+	}
 
 	switch {
 	case cfg.FailurePolicy == "" || strings.EqualFold(cfg.FailurePolicy, "Redistribute"):
@@ -154,7 +157,7 @@ func newProvider(clusterID string, cfg config.SessionAffinity, c *upstream.Clust
 		im.name = cfg.AffinityKeyName
 	}
 
-	attrs, cerrs := parseCookieAttrs(cfg.Cookie)
+	attrs, cerrs := parseCookieAttrs(browserCookieRules(cfg.AffinityKeyName, cfg.Cookie))
 	for _, e := range cerrs {
 		bad("Cookie."+e.Path, "%s", e.Message)
 	}

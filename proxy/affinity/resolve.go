@@ -14,14 +14,25 @@ import (
 // envelopeHit is what Resolve learnt of an envelope value, so RewriteRequest
 // need not open it again: raw is the value as the client sent it; when ok,
 // it authenticated and inner is the backend's own value to forward instead.
+// It also carries, for every sealed policy, the session id of a value that
+// opened with one (session.go), and the value and client address a retry's
+// Replacement needs: the input of redistribution.
 type envelopeHit struct {
-	by    *impl
-	raw   string
-	inner string
-	ok    bool
+	by     *impl
+	raw    string
+	inner  string
+	ok     bool
+	sid    uint64
+	hasSID bool
+	value  string
+	client string
 }
 
 func (p *Provider) resolve(r *http.Request, c *upstream.Cluster, now time.Time, buf []*upstream.Destination) Decision {
+	return p.resolveFor(r, remoteHost(r), c, now, buf)
+}
+
+func (p *Provider) resolveFor(r *http.Request, client string, c *upstream.Cluster, now time.Time, buf []*upstream.Destination) Decision {
 	if c == nil {
 		c = p.cluster
 	}
@@ -41,6 +52,7 @@ func (p *Provider) resolve(r *http.Request, c *upstream.Cluster, now time.Time, 
 	if len(raw) <= MaxKeyLength {
 		members, env = p.find(t, raw)
 	}
+	env.value, env.client = raw, client
 	// Rule 2: a valid key selects its whole group, as far as it may still
 	// serve existing sessions (healthy, and before any drain deadline).
 	if cands := appendAccepting(buf, members, now, true); len(cands) > len(buf) {
@@ -51,7 +63,7 @@ func (p *Provider) resolve(r *http.Request, c *upstream.Cluster, now time.Time, 
 	if !p.redistribute {
 		return Decision{Outcome: FailedClosed, Status: p.status}
 	}
-	return Decision{Outcome: FailedOpen, Candidates: t.rendezvous(buf, raw, now), Attach: true, envelope: env}
+	return Decision{Outcome: FailedOpen, Candidates: p.replacementFor(t, env, now, nil, buf), Attach: true, envelope: env}
 }
 
 // requestValue is the raw affinity value of r: the first cookie or the first
@@ -87,24 +99,34 @@ func (p *impl) find(t *table, raw string) ([]*upstream.Destination, envelopeHit)
 		return t.lookup[string(k[:])], envelopeHit{}
 	case encCookie, customHeader:
 		v, _ := unquote(raw)
-		in, err := p.keyring.Open(p.purpose, v)
+		pt, err := p.keyring.Open(p.purpose, v)
 		if err != nil {
 			return nil, envelopeHit{}
 		}
-		return t.lookup[string(in)], envelopeHit{}
+		m, sid, hasSID := t.lookupSealed(pt)
+		return m, envelopeHit{sid: sid, hasSID: hasSID}
 	default: // envelopes
-		in, inner, ok := p.unwrap(raw)
+		pt, inner, ok := p.unwrap(raw)
 		if !ok {
 			return nil, envelopeHit{by: p, raw: raw}
 		}
-		return t.lookup[string(in)], envelopeHit{by: p, raw: raw, inner: inner, ok: true}
+		m, sid, hasSID := t.lookupSealed(pt)
+		return m, envelopeHit{by: p, raw: raw, inner: inner, ok: true, sid: sid, hasSID: hasSID}
 	}
 }
 
 // appendAccepting appends the members that may take the request: existing
 // sessions need AcceptsExisting, new ones AcceptsNew.
 func appendAccepting(buf, members []*upstream.Destination, now time.Time, existing bool) []*upstream.Destination {
+	return appendAcceptingExcept(buf, members, now, existing, nil)
+}
+
+// appendAcceptingExcept is appendAccepting leaving out skip (nil: none).
+func appendAcceptingExcept(buf, members []*upstream.Destination, now time.Time, existing bool, skip *upstream.Destination) []*upstream.Destination {
 	for _, d := range members {
+		if d == skip {
+			continue
+		}
 		if existing && d.AcceptsExisting(now) || !existing && d.AcceptsNew(now) {
 			buf = append(buf, d)
 		}
@@ -114,21 +136,23 @@ func appendAccepting(buf, members []*upstream.Destination, now time.Time, existi
 
 // rendezvous is deterministic redistribution: among the groups with a
 // destination that takes new sessions, the one whose key input scores
-// highest for the old value wins (ties: the smaller input, as groups are
-// sorted). Every node computes the same winner for the same old value, so
-// parallel requests of one broken session stay together. It appends the
-// winner's destinations that take new sessions.
+// highest for the session's seed wins (ties: the smaller input, as groups
+// are sorted). Every node computes the same winner for the same session,
+// so parallel requests of one broken session stay together, and sessions
+// with different seeds spread over the groups (session.go). It appends the
+// winner's destinations that take new sessions. skip (nil: none) is left
+// out as if it took no new sessions (a retry's failed destination).
 //
-// The old value is hashed once to 8 bytes first, so the work per group is
-// fixed however long a value an attacker sends.
-func (t *table) rendezvous(buf []*upstream.Destination, old string, now time.Time) []*upstream.Destination {
+// The seed is 8 bytes (the old value is hashed once), so the work per
+// group is fixed however long a value an attacker sends.
+func (t *table) rendezvous(buf []*upstream.Destination, seed uint64, now time.Time, skip *upstream.Destination) []*upstream.Destination {
 	var scratch [256]byte
-	binary.BigEndian.PutUint64(scratch[:8], xxhash.Sum64String(old))
+	binary.BigEndian.PutUint64(scratch[:8], seed)
 	best := -1
 	var bestScore uint64
 	for i := range t.groups {
 		g := &t.groups[i]
-		if !anyAcceptsNew(g.members, now) {
+		if !anyAcceptsNew(g.members, now, skip) {
 			continue
 		}
 		var s uint64
@@ -144,10 +168,10 @@ func (t *table) rendezvous(buf []*upstream.Destination, old string, now time.Tim
 	if best < 0 {
 		return buf
 	}
-	return appendAccepting(buf, t.groups[best].members, now, false)
+	return appendAcceptingExcept(buf, t.groups[best].members, now, false, skip)
 }
 
-// rendezvousScore is XxHash64 (seed 0) of the old value's 8-byte digest
+// rendezvousScore is XxHash64 (seed 0) of the session's 8-byte seed
 // followed by the group's key input.
 func rendezvousScore(oldDigest []byte, input string) uint64 {
 	var d xxhash.Digest
@@ -157,9 +181,9 @@ func rendezvousScore(oldDigest []byte, input string) uint64 {
 	return d.Sum64()
 }
 
-func anyAcceptsNew(ds []*upstream.Destination, now time.Time) bool {
+func anyAcceptsNew(ds []*upstream.Destination, now time.Time, skip *upstream.Destination) bool {
 	for _, d := range ds {
-		if d.AcceptsNew(now) {
+		if d != skip && d.AcceptsNew(now) {
 			return true
 		}
 	}
@@ -167,7 +191,7 @@ func anyAcceptsNew(ds []*upstream.Destination, now time.Time) bool {
 }
 
 // unwrap opens an envelope "<sealed>.<backend value>" (optionally quoted as
-// a whole). It returns the key input and the backend's value, re-quoted when
+// a whole). It returns the sealed plaintext (session.go) and the backend's value, re-quoted when
 // the envelope was quoted. The sealed part is base64url and has no '.', so
 // the first '.' is the separator and the backend value is kept verbatim,
 // dots included.

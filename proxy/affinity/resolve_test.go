@@ -18,15 +18,24 @@ import (
 // refRendezvous is the expected redistribution target computed apart from
 // the code under test: among key inputs with a destination that accepts new
 // sessions, the highest XxHash64(BE64(XxHash64(old)) + input) wins (ties:
-// smaller input).
+// smaller input). That is the seed of sealed values without a session id.
 func refRendezvous(old string, c *upstream.Cluster, now time.Time) string {
+	return refRendezvousSeed(xxhash.Sum64String(old), c, now)
+}
+
+// refHashSeed is the seed of the hash policies: XxHash64 of the raw value,
+// a NUL and the client address.
+func refHashSeed(raw, client string) uint64 { return xxhash.Sum64String(raw + "\x00" + client) }
+
+// refRendezvousSeed: the highest XxHash64(BE64(seed) + input) wins.
+func refRendezvousSeed(seed uint64, c *upstream.Cluster, now time.Time) string {
 	best, bestScore := "", uint64(0)
 	for _, d := range c.Destinations {
 		if !d.AcceptsNew(now) {
 			continue
 		}
 		var digest [8]byte
-		binary.BigEndian.PutUint64(digest[:], xxhash.Sum64String(old))
+		binary.BigEndian.PutUint64(digest[:], seed)
 		s := xxhash.Sum64(append(digest[:], d.AffinityKey...))
 		if best == "" || s > bestScore || s == bestScore && d.AffinityKey < best {
 			best, bestScore = d.AffinityKey, s
@@ -105,7 +114,7 @@ func TestResolutionRules(t *testing.T) {
 				if i := strings.IndexByte(tc.cookie, '='); i >= 0 {
 					raw = tc.cookie[i+1:]
 				}
-				g := refRendezvous(raw, c, t0)
+				g := refRendezvousSeed(refHashSeed(raw, ""), c, t0)
 				for _, x := range c.Destinations {
 					if x.AffinityKey == g && x.AcceptsNew(t0) {
 						want = append(want, x.ID)
@@ -207,7 +216,7 @@ func TestRedistributionIsDeterministicAcrossNodes(t *testing.T) {
 		old := refHashCookie("gone-" + string(rune('a'+i%26)) + strings.Repeat("x", i/26))
 		d1 := p1.Resolve(request("Cookie: K="+old), c1, t0, nil)
 		d2 := p2.Resolve(request("Cookie: K="+old), c2, t0, nil)
-		want := refRendezvous(old, c1, t0)
+		want := refRendezvousSeed(refHashSeed(old, ""), c1, t0)
 		if d1.Outcome != FailedOpen || len(d1.Candidates) != 1 || d1.Candidates[0].ID != want ||
 			len(d2.Candidates) != 1 || d2.Candidates[0].ID != want {
 			t.Fatalf("old key %s: node1 %v node2 %v, want [%s]", old, ids(d1.Candidates), ids(d2.Candidates), want)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/upstream"
 )
 
@@ -44,25 +45,7 @@ func (p *impl) keyFor(dest *upstream.Destination) (string, bool) {
 		}
 		return hashKey(p.policy, dest.AffinityKey), true
 	}
-	ak, ok := p.keyring.(activeKeyer)
-	if !ok {
-		v, err := p.keyring.Seal(p.purpose, []byte(dest.AffinityKey))
-		return v, err == nil
-	}
-	// One sealed value per destination group and active key: every value
-	// sealed is a fresh random nonce, and AES-GCM's budget per key is 2^32.
-	id := ak.ActiveKeyID(p.now())
-	if c, ok := p.sealed.Load(dest.AffinityKey); ok && id != "" && c.(sealedValue).keyID == id {
-		return c.(sealedValue).value, true
-	}
-	v, err := p.keyring.Seal(p.purpose, []byte(dest.AffinityKey))
-	if err != nil {
-		return "", false
-	}
-	if id != "" {
-		p.sealed.Store(dest.AffinityKey, sealedValue{keyID: id, value: v})
-	}
-	return v, true
+	return p.sealKey(dest) // session.go
 }
 
 // activeKeyer is the optional part of a Keyring that names its active key,
@@ -157,23 +140,36 @@ func (p *Provider) rewriteRequest(in, out *http.Request, dest *upstream.Destinat
 	var fresh []string // copied on first change: out may share in's slices
 	for i, v := range vals {
 		var nv string
-		var changed bool
+		var act envelopeAction
 		if p.policy == envelopeHeader {
-			nv, changed = p.innerOf(trimOWS(v), d)
-		} else {
-			nv, changed = p.unwrapCookieLine(v, d)
+			nv, act = p.envelopeOf(trimOWS(v), d)
+		} else if line, changed := p.unwrapCookieLine(v, d); changed {
+			nv, act = line, replaceValue
+			if line == "" {
+				act = dropValue // the line held only stale envelopes
+			}
 		}
-		if !changed {
+		if act == keepValue {
+			if fresh != nil {
+				fresh = append(fresh, v)
+			}
 			continue
 		}
 		if fresh == nil {
-			fresh = append([]string(nil), vals...)
+			fresh = append(make([]string, 0, len(vals)), vals[:i]...)
 		}
-		fresh[i] = nv
+		if act == replaceValue {
+			fresh = append(fresh, nv)
+		}
 	}
-	if fresh != nil {
-		out.Header[key] = fresh
+	if fresh == nil {
+		return
 	}
+	if len(fresh) == 0 {
+		delete(out.Header, key)
+		return
+	}
+	out.Header[key] = fresh
 }
 
 // innerOf is the backend's own value for a value the client sent: the
@@ -188,32 +184,81 @@ func (p *impl) innerOf(raw string, d Decision) (string, bool) {
 }
 
 // unwrapCookieLine rewrites the values of every cookie called p.name in one
-// Cookie header line that are tether envelopes; all other bytes of the line
-// stay as they are.
+// Cookie header line that are tether envelopes, and leaves out those tether
+// can no longer open (with their separator); all other bytes of the line
+// stay as they are. It returns "" when nothing is left. A line without
+// envelopes is not copied.
 func (p *impl) unwrapCookieLine(line string, d Decision) (string, bool) {
 	var b strings.Builder
-	last, changed := 0, false // bytes of line before last are already in b
-	for start := 0; start <= len(line); {
+	changed, dropped := false, false
+	n := 0 // segments in b
+	for i, start := 0, 0; ; i++ {
 		end := strings.IndexByte(line[start:], ';')
 		if end < 0 {
 			end = len(line)
 		} else {
 			end += start
 		}
-		seg := line[start:end]
+		seg, act := line[start:end], keepValue
 		if eq := strings.IndexByte(seg, '='); eq >= 0 && trimOWS(seg[:eq]) == p.name {
-			vs, ve := trimSpan(line, start+eq+1, end)
-			if inner, ok := p.innerOf(line[vs:ve], d); ok {
-				b.WriteString(line[last:vs])
-				b.WriteString(inner)
-				last, changed = ve, true
+			vs, ve := trimSpan(seg, eq+1, len(seg))
+			var inner string
+			if inner, act = p.envelopeOf(seg[vs:ve], d); act == replaceValue {
+				seg = seg[:vs] + inner + seg[ve:]
 			}
+		}
+		if act != keepValue && !changed {
+			changed, n = true, i
+			if start > 0 {
+				b.WriteString(line[:start-1]) // the segments before, as they were
+			}
+		}
+		if changed {
+			if act == dropValue {
+				dropped = true
+			} else {
+				if n > 0 {
+					b.WriteByte(';')
+				}
+				b.WriteString(seg)
+				n++
+			}
+		}
+		if end == len(line) {
+			break
 		}
 		start = end + 1
 	}
 	if !changed {
 		return line, false
 	}
-	b.WriteString(line[last:])
-	return b.String(), true
+	out := b.String()
+	if dropped {
+		out = strings.TrimLeft(out, " \t") // the first pair may have gone
+	}
+	return out, true
 }
+
+// browserCookieRules returns c with what browsers require of an affinity
+// cookie called name, so they never drop it: the "__Secure-" and "__Host-"
+// prefixes need Secure, and "__Host-" also Path=/ and no Domain (RFC 6265bis
+// §4.1.3, prefixes matched case-insensitively); SameSite=None needs Secure,
+// so SecurePolicy None becomes SameAsRequest (Secure on HTTPS requests).
+// config.Load warns about each change.
+func browserCookieRules(name string, c config.SessionAffinityCookie) config.SessionAffinityCookie {
+	hasPrefix := func(p string) bool { return len(name) >= len(p) && strings.EqualFold(name[:len(p)], p) }
+	switch {
+	case hasPrefix("__Host-"):
+		c.SecurePolicy, c.Path, c.Domain = "Always", "/", ""
+	case hasPrefix("__Secure-"):
+		c.SecurePolicy = "Always"
+	case strings.EqualFold(c.SameSite, "None") && strings.EqualFold(c.SecurePolicy, "None"):
+		c.SecurePolicy = "SameAsRequest"
+	}
+	return c
+}
+
+// RefusalBody is the body of a Return503Error refusal (with
+// FailureStatusCode): its own text, so neither a user nor an operator takes
+// it for a cluster without healthy destinations. It names nothing internal.
+const RefusalBody = "session unavailable: its destination cannot take the request\n"

@@ -12,7 +12,9 @@ import (
 	"github.com/tether-proxy/tether/proxy/upstream"
 )
 
-// TestSealedValueReusedUntilActiveKeyChanges: with the production keyring a
+// TestSealedValueReusedUntilActiveKeyChanges: with the production keyring
+// every new session gets a value of its own (its session id) while the
+// active key's budget of session seals lasts; once it is spent, a
 // destination's sealed value is sealed once per active key (sparing AES-GCM's
 // random-nonce budget), and a rotation or revocation of the active key makes
 // new sessions get a value sealed with the new active key.
@@ -52,6 +54,10 @@ func TestSealedValueReusedUntilActiveKeyChanges(t *testing.T) {
 		}
 		return v
 	}
+	if one, two := issue(), issue(); one == two {
+		t.Fatalf("two new sessions got the same value %q within the budget", one)
+	}
+	defer affinity.SetSessionSealBudget(0)()
 	first := issue()
 	if again := issue(); again != first {
 		t.Fatalf("same active key sealed again: %q then %q", first, again)

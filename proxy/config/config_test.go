@@ -323,11 +323,6 @@ func TestDecodeErrors(t *testing.T) {
 	cases := []struct {
 		desc, format, in, path, msg string
 	}{
-		{"unknown key is an error", "json", `{"Listenerz": [], ` + minimalRP + `}`, "Listenerz", "unknown key"},
-		{"unknown nested key names its path", "json", `{"ReverseProxy": {
-			"Routes": {"r1": {"ClusterId": "c1", "Match": {"Path": "/", "Hots": []}}},
-			"Clusters": {"c1": {"Destinations": {"d1": {"Address": "http://a.example"}}}}}}`,
-			"ReverseProxy.Routes.r1.Match.Hots", "unknown key"},
 		{"keys differing only in case are duplicates", "json", `{"Urls": "http://*:1", "urls": "http://*:2", ` + minimalRP + `}`, "urls", "duplicate key"},
 		{"duplicate map ids differing in case", "json", `{"ReverseProxy": {"Clusters": {"a": {}, "A": {}}}}`, "ReverseProxy.Clusters.A", "duplicate key"},
 		{"wrong type: bool", "json", `{"ReverseProxy": {"Clusters": {"c1": {"SessionAffinity": {"Enabled": "yes"}}}}}`,
@@ -339,9 +334,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"root must be an object", "json", `[1]`, "$", "want an object"},
 		{"syntax error", "json", `{"Urls": }`, "$", "invalid JSON"},
 		{"YAML syntax error", "yaml", "a: [", "$", "invalid YAML"},
-		{"YAML unknown key", "yaml", "reverseProxy:\n  routs: {}\n", "ReverseProxy.routs", "unknown key"},
 		{"unknown format", "toml", `x`, "$", "unknown format"},
-		{"https in Urls needs a certificate", "json", `{"Urls": "https://0.0.0.0:8443", ` + minimalRP + `}`, "Urls", "https in Urls needs Listeners with a Certificate"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -360,7 +353,7 @@ func TestEveryErrorIsReported(t *testing.T) {
 	set(cfg, "ReverseProxy.Clusters.c1.LoadBalancingPolicy", "Fastest")
 	set(cfg, "ReverseProxy.Routes.r1.ClusterId", "")
 	set(cfg, "Limits.Bogus", 1)
-	_, _, err := Parse(mustJSON(t, cfg), "json")
+	_, _, err := ParseWith(mustJSON(t, cfg), "json", LoadOptions{Strict: true})
 	for _, want := range [][2]string{
 		{"Listeners[0].Address", "required"},
 		{"ReverseProxy.Clusters.c1.LoadBalancingPolicy", "Fastest"},
@@ -401,22 +394,19 @@ func TestSameSiteNoneWithoutSecureWarns(t *testing.T) {
 
 func TestUnsupportedKeysWarn(t *testing.T) {
 	cfg := baseConfig()
-	set(cfg, "Kestrel", obj{"Endpoints": obj{}})
-	set(cfg, "ReverseProxy.Routes.r1.CorsPolicy", "default")
-	set(cfg, "ReverseProxy.Routes.r1.Transforms", []any{obj{"X-Forwarded": "Set"}, obj{"ResponseHeadersCopy": "true"}, obj{"ResponseTrailersCopy": "false"}})
+	set(cfg, "Logging", obj{"LogLevel": obj{}})
+	set(cfg, "ReverseProxy.Routes.r1.RateLimiterPolicy", "default")
+	set(cfg, "ReverseProxy.Routes.r1.Transforms", []any{obj{"X-Forwarded": "Set"}})
 	c, warns, err := Parse(mustJSON(t, cfg), "json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.Kestrel.Set || !c.ReverseProxy.Routes["r1"].CorsPolicy.Set {
+	if !c.Logging.Set || !c.ReverseProxy.Routes["r1"].RateLimiterPolicy.Set {
 		t.Error("Unsupported.Set not set")
 	}
 	want := []string{
-		"Kestrel: accepted but not implemented by tether",
-		"ReverseProxy.Routes.r1.CorsPolicy: accepted but not implemented by tether",
-		"ReverseProxy.Routes.r1.Transforms[0].X-Forwarded: accepted but not implemented by tether",
-		"ReverseProxy.Routes.r1.Transforms[1].ResponseHeadersCopy: accepted but not implemented by tether",
-		"ReverseProxy.Routes.r1.Transforms[2].ResponseTrailersCopy: accepted but not implemented by tether",
+		"Logging: accepted but not implemented by tether",
+		"ReverseProxy.Routes.r1.RateLimiterPolicy: accepted but not implemented by tether",
 	}
 	if !reflect.DeepEqual(warns, want) {
 		t.Errorf("warnings:\n%q\nwant:\n%q", warns, want)
@@ -431,9 +421,7 @@ func TestYARPAppSettingsLoadsWithWarningsOnly(t *testing.T) {
 	for _, w := range []string{
 		"Logging: accepted but not implemented by tether",
 		"AllowedHosts: accepted but not implemented by tether",
-		"ReverseProxy.Routes.route1.AuthorizationPolicy: accepted but not implemented by tether",
 		"ReverseProxy.Clusters.cluster1.HealthCheck.AvailableDestinationsPolicy: accepted but not implemented by tether",
-		"ReverseProxy.Clusters.cluster1.HttpClient.SslProtocols: accepted but not implemented by tether",
 	} {
 		found := false
 		for _, got := range warns {

@@ -15,11 +15,15 @@ import (
 type decoder struct {
 	errs  Errors
 	warns []string
+	infos []string
+	// strict makes unknown keys errors (LoadOptions.Strict).
+	strict bool
 }
 
 var (
 	durationType    = reflect.TypeFor[Duration]()
 	unsupportedType = reflect.TypeFor[Unsupported]()
+	tlsVersionsType = reflect.TypeFor[TLSVersions]()
 )
 
 func (d *decoder) errorf(path, format string, args ...any) {
@@ -45,6 +49,17 @@ func (d *decoder) decode(path string, n *node, v reflect.Value) {
 	case unsupportedType:
 		v.Set(reflect.ValueOf(Unsupported{Set: true}))
 		d.warn(path, "accepted but not implemented by tether")
+		return
+	case tlsVersionsType:
+		if n.kind == kindNull {
+			return
+		}
+		tv, err := parseTLSVersions(n)
+		if err != nil {
+			d.errorf(path, "%v", err)
+			return
+		}
+		v.Set(reflect.ValueOf(tv))
 		return
 	case durationType:
 		// Null and "" leave the key unset, like an absent key: the default
@@ -148,8 +163,8 @@ func (d *decoder) decodeStruct(path string, n *node, v reflect.Value) {
 			continue
 		}
 		f, ok := t.FieldByNameFunc(func(name string) bool { return strings.EqualFold(name, k) })
-		if !ok || !f.IsExported() {
-			d.errorf(join(path, k), "unknown key")
+		if !ok || !f.IsExported() || f.Anonymous {
+			d.unknownKey(path, k, t)
 			continue
 		}
 		d.decode(join(path, f.Name), n.vals[i], v.FieldByIndex(f.Index))

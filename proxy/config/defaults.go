@@ -22,6 +22,9 @@ func applyDefaults(c *Config) {
 		}
 	}
 	for _, r := range c.ReverseProxy.Routes {
+		if r.MaxRequestBodySize == 0 {
+			r.MaxRequestBodySize = c.Limits.MaxRequestBodySize // Kestrel's server limit; 0: none
+		}
 		for i := range r.Match.Headers {
 			setStr(&r.Match.Headers[i].Mode, "ExactHeader")
 		}
@@ -37,6 +40,7 @@ func applyDefaults(c *Config) {
 	for _, cl := range c.ReverseProxy.Clusters {
 		clusterDefaults(cl)
 	}
+	wafDefaults(c)
 }
 
 func clusterDefaults(c *Cluster) {

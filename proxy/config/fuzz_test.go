@@ -27,6 +27,10 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("a: &a [[[[1]]]]\nb: [*a, [*a]]\n"), true)
 	f.Add([]byte("Urls: x\n---\nUrls: y\n"), true)
 	f.Add([]byte(`{"Limits": {"ShutdownTimeout": 0, "KeepAliveTimeout": "00:00"}, "ReverseProxy": {"Clusters": {"c": {"DrainTimeout": "1.5"}}}}`), false)
+	f.Add([]byte(`{"Kestrel": {"Endpoints": {"a": {"Url": "https://[::]:1/", "Protocols": "Http1, Http3", "SslProtocols": ["Tls12", "tls13"]}},
+		"Certificates": {"Default": {"Path": "x.pfx", "Password": ""}}, "Limits": {"MaxRequestBodySize": "-5"}}, "Urls": "http://unix:/x"}`), false)
+	f.Add([]byte(`{"ReverseProxy": {"Clusters": {"c": {"HttpRequest": {"Version": "3", "VersionPolicy": "requestversionexact"},
+		"HttpClient": {"SslProtocols": "Tls, Tls13"}}}, "Routes": {"r": {"AuthorizationPolicy": "x", "Timeout": "0", "Ordre": 1}}}, "MyApp": {}}`), false)
 	f.Fuzz(func(t *testing.T, data []byte, yaml bool) {
 		format := "json"
 		if yaml {

@@ -1,8 +1,6 @@
 package config
 
 import (
-	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,9 +8,34 @@ import (
 	"strings"
 )
 
+// LoadOptions change how a configuration is read. The zero value is what
+// Load and Parse use.
+type LoadOptions struct {
+	// Strict makes keys that neither tether, YARP nor ASP.NET defines errors
+	// instead of warnings (--strict, TETHER_STRICT). Top-level sections of
+	// the application's own stay ignored.
+	Strict bool
+	// Info, when set, receives the info lines of a load: one per top-level
+	// section ignored as the application's own.
+	Info func(msg string)
+	// LookupEnv reads the environment (ASPNETCORE_URLS); nil means
+	// os.LookupEnv.
+	LookupEnv func(key string) (string, bool)
+
+	// baseDir resolves relative Kestrel certificate paths, as Kestrel's
+	// content root: the config file's directory (Load), else the working
+	// directory.
+	baseDir string
+}
+
 // Load reads a configuration file; its format follows the extension (.yaml
 // or .yml: YAML, anything else: JSON). See Parse.
 func Load(path string) (*Config, []string, error) {
+	return LoadWith(path, LoadOptions{})
+}
+
+// LoadWith is Load with options.
+func LoadWith(path string, opts LoadOptions) (*Config, []string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, Errors{{Path: "$", Message: err.Error()}}
@@ -21,7 +44,8 @@ func Load(path string) (*Config, []string, error) {
 	if ext := strings.ToLower(filepath.Ext(path)); ext == ".yaml" || ext == ".yml" {
 		format = "yaml"
 	}
-	return Parse(data, format)
+	opts.baseDir = filepath.Dir(path)
+	return ParseWith(data, format, opts)
 }
 
 // Parse decodes, validates and completes a configuration in format "json"
@@ -29,6 +53,11 @@ func Load(path string) (*Config, []string, error) {
 // error, when not nil, is an Errors listing every problem with its path;
 // the Config is then nil. A returned Config has every default filled in.
 func Parse(data []byte, format string) (*Config, []string, error) {
+	return ParseWith(data, format, LoadOptions{})
+}
+
+// ParseWith is Parse with options.
+func ParseWith(data []byte, format string, opts LoadOptions) (*Config, []string, error) {
 	tree, err := parseTree(data, format)
 	if err != nil {
 		return nil, nil, Errors{{Path: "$", Message: err.Error()}}
@@ -38,13 +67,32 @@ func Parse(data []byte, format string) (*Config, []string, error) {
 	}
 	dropSchema(tree)
 	var c Config
-	d := &decoder{}
+	d := &decoder{strict: opts.Strict}
 	d.decode("", tree, reflect.ValueOf(&c).Elem())
+	if opts.Info != nil {
+		for _, m := range d.infos {
+			opts.Info(m)
+		}
+	}
 
 	v := &validator{errs: d.errs, warns: d.warns}
 	fillIDs(&c)
-	v.listeners(&c)
+	v.kestrelLimits(&c)
 	v.config(&c)
+	v.buildListeners(&c, opts)
+	v.clientCertListeners(&c) // transform.go
+	for _, id := range sortedKeys(c.ReverseProxy.Routes) {
+		r, path := c.ReverseProxy.Routes[id], "ReverseProxy.Routes."+id
+		v.routePolicies(path, r)
+		if r.SessionAffinity != nil {
+			v.cookieRules(path+".SessionAffinity", r.SessionAffinity)
+		}
+	}
+	for _, id := range sortedKeys(c.ReverseProxy.Clusters) {
+		cl, path := c.ReverseProxy.Clusters[id], "ReverseProxy.Clusters."+id
+		v.cookieRules(path+".SessionAffinity", &cl.SessionAffinity)
+		v.httpVersion(path+".HttpRequest", &cl.HttpRequest)
+	}
 	if len(v.errs) > 0 {
 		return nil, v.warns, v.errs
 	}
@@ -78,63 +126,4 @@ func fillIDs(c *Config) {
 			d.DestinationId = did
 		}
 	}
-}
-
-// listeners turns ASP.NET's Urls into Listeners when Listeners is absent,
-// and falls back to one HTTP listener on :8080 when both are.
-func (v *validator) listeners(c *Config) {
-	urls := strings.TrimSpace(c.Urls)
-	switch {
-	case len(c.Listeners) > 0:
-		if urls != "" {
-			v.warns = append(v.warns, "Urls: ignored because Listeners is set")
-		}
-		return
-	case urls == "":
-		c.Listeners = []Listener{{Address: ":8080"}}
-		return
-	}
-	for u := range strings.SplitSeq(urls, ";") {
-		u = strings.TrimSpace(u)
-		if u == "" {
-			continue
-		}
-		addr, err := urlToAddress(u)
-		if err != nil {
-			v.errorf("Urls", "%q: %v", u, err)
-			continue
-		}
-		c.Listeners = append(c.Listeners, Listener{Address: addr})
-	}
-}
-
-// urlToAddress reads ASP.NET listen URLs: http://*:8080, http://+:80,
-// http://localhost:5000, http://[::1]:5000. "*", "+" and unspecified
-// addresses bind every interface.
-func urlToAddress(u string) (string, error) {
-	scheme, rest, ok := strings.Cut(u, "://")
-	switch {
-	case !ok:
-		return "", fmt.Errorf("want scheme://host:port")
-	case strings.EqualFold(scheme, "https"):
-		return "", fmt.Errorf("https in Urls needs Listeners with a Certificate")
-	case !strings.EqualFold(scheme, "http"):
-		return "", fmt.Errorf("scheme %q not supported (want http)", scheme)
-	}
-	hostport, _, _ := strings.Cut(rest, "/")
-	host, port := hostport, "80"
-	if h, p, err := net.SplitHostPort(hostport); err == nil {
-		host, port = h, p
-	} else if strings.HasPrefix(hostport, "[") && strings.HasSuffix(hostport, "]") {
-		host = hostport[1 : len(hostport)-1]
-	}
-	switch host {
-	case "*", "+", "0.0.0.0", "::", "":
-		host = ""
-	}
-	addr := net.JoinHostPort(host, port)
-	if err := checkHostPort(addr); err != nil {
-		return "", err
-	}
-	return addr, nil
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -12,24 +13,34 @@ type transformSpec struct {
 	extra     []string // further keys allowed in the same entry
 	oneOf     []string // exactly one of these extra keys is required
 	boolValue bool     // the identifying key's value is true/false
+	emptyOK   bool     // the identifying key's value may be empty
 }
 
-// unsupportedTransforms are YARP transforms tether accepts with a warning.
-var unsupportedTransforms = []string{
-	"X-Forwarded", "Forwarded", "ClientCert", "PathPattern", "QueryValueParameter",
-	"QueryRouteParameter", "QueryRemoveParameter", "HttpMethodChange", "RequestHeaderRouteValue",
-	"RequestHeadersAllowed", "ResponseHeadersAllowed", "ResponseTrailer", "ResponseTrailerRemove",
-	"ResponseTrailersAllowed", "ResponseHeadersCopy", "ResponseTrailersCopy",
-}
+// unsupportedTransforms are YARP transforms tether would accept with a
+// warning: none left, every transform of YARP's documentation is
+// implemented. Kept so a future YARP transform can be listed here.
+var unsupportedTransforms []string
 
 // UnsupportedTransform reports whether key identifies a YARP transform that
-// Load accepts with a warning and tether does not implement, so compiling
-// transforms skips it.
+// Load accepts with a warning and proxy/transform does not compile, so
+// compiling transforms skips it.
 func UnsupportedTransform(key string) bool {
 	return slices.ContainsFunc(unsupportedTransforms, func(s string) bool { return strings.EqualFold(s, key) })
 }
 
+// forwardedTransforms are compiled by package proxy (they need the peer's
+// trust and the connection's addresses), not by package transform.
+var forwardedTransforms = []string{"X-Forwarded", "Forwarded"}
+
+// ForwardedTransform reports whether key identifies the X-Forwarded or
+// Forwarded transform, which package transform leaves to package proxy.
+func ForwardedTransform(key string) bool {
+	return slices.ContainsFunc(forwardedTransforms, func(s string) bool { return strings.EqualFold(s, key) })
+}
+
 var transformSpecs = []transformSpec{
+	{name: "X-Forwarded", extra: []string{"HeaderPrefix", "For", "Proto", "Host", "Prefix"}},
+	{name: "Forwarded", extra: []string{"Action", "ForFormat", "ByFormat"}},
 	{name: "PathRemovePrefix"},
 	{name: "PathPrefix"},
 	{name: "PathSet"},
@@ -39,6 +50,20 @@ var transformSpecs = []transformSpec{
 	{name: "ResponseHeaderRemove", extra: []string{"When"}},
 	{name: "RequestHeaderOriginalHost", boolValue: true},
 	{name: "RequestHeadersCopy", boolValue: true},
+	{name: "PathPattern"},
+	{name: "QueryValueParameter", extra: []string{"Set", "Append"}, oneOf: []string{"Set", "Append"}},
+	{name: "QueryRouteParameter", extra: []string{"Set", "Append"}, oneOf: []string{"Set", "Append"}},
+	{name: "QueryRemoveParameter"},
+	{name: "HttpMethodChange", extra: []string{"Set"}, oneOf: []string{"Set"}},
+	{name: "RequestHeaderRouteValue", extra: []string{"Set", "Append"}, oneOf: []string{"Set", "Append"}},
+	{name: "RequestHeadersAllowed", emptyOK: true},
+	{name: "ClientCert"},
+	{name: "ResponseHeadersCopy", boolValue: true},
+	{name: "ResponseHeadersAllowed", emptyOK: true},
+	{name: "ResponseTrailer", extra: []string{"Set", "Append", "When"}, oneOf: []string{"Set", "Append"}},
+	{name: "ResponseTrailerRemove", extra: []string{"When"}},
+	{name: "ResponseTrailersCopy", boolValue: true},
+	{name: "ResponseTrailersAllowed", emptyOK: true},
 }
 
 var responseWhen = []string{"Success", "Always", "Failure"}
@@ -95,7 +120,7 @@ func (v *validator) transform(path string, t map[string]string) map[string]strin
 		default:
 			v.errorf(path+"."+spec.name, "want true or false, got %q", val)
 		}
-	} else if out[spec.name] == "" {
+	} else if out[spec.name] == "" && !spec.emptyOK {
 		v.errorf(path+"."+spec.name, "value required")
 	}
 	if len(spec.oneOf) > 0 {
@@ -114,4 +139,27 @@ func (v *validator) transform(path string, t map[string]string) map[string]strin
 		out["When"] = when
 	}
 	return out
+}
+
+// clientCertListeners warns about ClientCert transforms that no listener
+// can feed: only a TLS listener with ClientCertificateMode AllowCertificate
+// asks clients for a certificate. Runs once the listeners are built.
+func (v *validator) clientCertListeners(c *Config) {
+	for _, l := range c.Listeners {
+		if l.ClientCertificateMode == "AllowCertificate" && (l.Certificate != nil || l.SelfSigned) {
+			return
+		}
+	}
+	for _, id := range sortedKeys(c.ReverseProxy.Routes) {
+		r := c.ReverseProxy.Routes[id]
+		if r == nil {
+			continue
+		}
+		for i, t := range r.Transforms {
+			if _, ok := t["ClientCert"]; ok {
+				v.warns = append(v.warns, fmt.Sprintf("ReverseProxy.Routes.%s.Transforms[%d].ClientCert: no HTTPS listener asks clients for a certificate "+
+					"(Kestrel ClientCertificateMode AllowCertificate), so this transform only removes the header", id, i))
+			}
+		}
+	}
 }

@@ -24,12 +24,18 @@ type Config struct {
 	Limits Limits
 	// ReverseProxy is YARP's section: routes and clusters.
 	ReverseProxy ReverseProxy
+	// DataProtection reads a YARP fleet's key ring (dataprotection.go).
+	DataProtection *DataProtection
+	// Waf is the web application firewall (waf.go). Default off.
+	Waf Waf
 
 	// Keys that ASP.NET defines but tether does not implement: accepted with a
 	// warning naming each.
 	Logging      Unsupported
 	AllowedHosts Unsupported
-	Kestrel      Unsupported
+	// Kestrel is ASP.NET Kestrel's section: Endpoints become listeners,
+	// Limits fill Limits (kestrel.go).
+	Kestrel Kestrel
 }
 
 // Listener is one listening address.
@@ -40,13 +46,21 @@ type Listener struct {
 	Certificate *Certificate
 	// Redirect, when set, answers every request on this listener with a
 	// redirect instead of proxying it (e.g. HTTP to HTTPS).
-	Redirect *Redirect
+	Redirect        *Redirect
+	ListenerOptions // Kestrel's endpoint settings (kestrel.go)
 }
 
-// Certificate names PEM files, as Kestrel's Certificates section does.
+// Certificate names a certificate as Kestrel's Certificates section does:
+// PEM files (Path and KeyPath) or a PKCS#12 file (Path, optional Password).
 type Certificate struct {
-	Path    string // certificate chain (PEM). Required.
-	KeyPath string // private key (PEM). Required.
+	Path    string // certificate chain (PEM), or PKCS#12 when KeyPath is empty. Required.
+	KeyPath string // private key (PEM).
+	// Password opens a PKCS#12 file.
+	Password string
+	// Subject, Store, Location and AllowInvalid name a certificate store
+	// entry (Windows): refused, tether reads files only.
+	Subject, Store, Location string
+	AllowInvalid             bool
 }
 
 // Redirect is an Application Gateway style redirect rule. Fields left empty
@@ -77,6 +91,12 @@ type Limits struct {
 	// stop signal. Default 30s. 0: stop at once without waiting for
 	// in-flight requests.
 	ShutdownTimeout Duration
+	// MaxRequestBodySize in bytes applies to routes that set none; larger
+	// bodies get 413. 0: no limit (tether's default; Kestrel's is 30 MB).
+	MaxRequestBodySize int64
+	// MaxConcurrentConnections caps open client connections over all
+	// listeners; further ones are closed at once. 0: no cap.
+	MaxConcurrentConnections int
 }
 
 // ReverseProxy is YARP's configuration section.
@@ -91,25 +111,37 @@ type Route struct {
 	RouteId string
 	// ClusterId names the cluster to send to. Required.
 	ClusterId string
-	// Order breaks ties between equally specific routes; lower wins. Default 0.
+	// Order ranks routes before specificity, as in ASP.NET: lower wins.
+	// Default 0.
 	Order int
 	Match RouteMatch
 	// Transforms are YARP's transform dictionaries, applied in order.
 	Transforms []map[string]string
-	// MaxRequestBodySize in bytes; larger bodies get 413. 0 or -1: no limit.
+	// MaxRequestBodySize in bytes; larger bodies get 413. 0: the global
+	// Limits.MaxRequestBodySize (none by default); -1: no limit.
 	MaxRequestBodySize int64
 	// SessionAffinity overrides the cluster's affinity for this route
 	// (Envoy's StatefulSessionPerRoute): {"Enabled": false} disables it, a
 	// full block replaces it. Nil: the cluster's applies.
 	SessionAffinity *SessionAffinity
-	Metadata        map[string]string
+	// WafPolicy overrides the top-level Waf's mode for this route (waf.go).
+	WafPolicy *WafPolicy
+	Metadata  map[string]string
 
-	AuthorizationPolicy Unsupported
-	CorsPolicy          Unsupported
-	RateLimiterPolicy   Unsupported
-	OutputCachePolicy   Unsupported
-	TimeoutPolicy       Unsupported
-	Timeout             Unsupported
+	// AuthorizationPolicy may only be "Anonymous" (or absent): tether does
+	// not authenticate, so a route YARP protected is refused, not opened.
+	AuthorizationPolicy string
+	// CorsPolicy may only be "Disable" (or absent), for the same reason.
+	CorsPolicy        string
+	RateLimiterPolicy Unsupported
+	OutputCachePolicy Unsupported
+	// Timeout bounds the whole exchange, as ASP.NET's request timeouts do:
+	// 504 before the response starts, the connection cut after. It stops
+	// once a WebSocket or other upgrade is accepted. Absent: none.
+	Timeout Duration
+	// TimeoutPolicy may only be "Disable" (no timeout, the default); named
+	// policies live in ASP.NET code. Not together with Timeout.
+	TimeoutPolicy string
 }
 
 // RouteMatch holds the match criteria; all given criteria must hold.
@@ -267,8 +299,14 @@ type HttpClient struct {
 	// EnableMultipleHttp2Connections is accepted; Go's transport already
 	// opens more HTTP/2 connections as needed.
 	EnableMultipleHttp2Connections bool
+	// ClientCertificate and CertificateAuthority are tether's backend TLS
+	// trust settings (backendtls.go).
+	ClientCertificate    ClientCertificate
+	CertificateAuthority CertificateAuthority
 
-	SslProtocols           Unsupported
+	// SslProtocols bound the TLS versions offered to destinations
+	// (["Tls12", "Tls13"]); default TLS 1.2 and 1.3.
+	SslProtocols           TLSVersions
 	RequestHeaderEncoding  Unsupported
 	ResponseHeaderEncoding Unsupported
 	WebProxy               Unsupported
@@ -283,8 +321,14 @@ type HttpRequest struct {
 	ActivityTimeout Duration
 	Timeout         Duration
 
-	Version                Unsupported
-	VersionPolicy          Unsupported
+	// Version ("1.1", "2", default "2") and VersionPolicy
+	// (RequestVersionOrLower default, RequestVersionExact,
+	// RequestVersionOrHigher) choose the HTTP version to destinations as
+	// .NET's HttpClient does: h2 over TLS by ALPN; h2c with prior knowledge
+	// for http:// only with version 2 and an Exact or OrHigher policy.
+	// After Load both are canonical ("1.1", "2.0"; the policy names).
+	Version                string
+	VersionPolicy          string
 	AllowResponseBuffering Unsupported
 }
 

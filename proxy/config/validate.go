@@ -12,6 +12,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"unicode"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Canonical spellings of every enumeration; matched case-insensitively and
@@ -83,6 +87,58 @@ func (v *validator) config(c *Config) {
 	for _, id := range sortedKeys(rp.Clusters) {
 		v.cluster("ReverseProxy.Clusters."+id, rp.Clusters[id])
 	}
+	v.dataProtection(c)
+	v.waf(c)
+	v.runChecks(c)
+}
+
+// Further checks of a decoded config that need packages config cannot
+// import: package proxy registers its compiler (route templates, transforms,
+// affinity, destinations), so that `config validate` and a reload report
+// every error in one run, not those of the compiler only once the rest is
+// fixed.
+var (
+	checksMu sync.Mutex
+	checks   []func(*Config) Errors
+)
+
+// AddCheck registers a check that Parse runs on every decoded config, also
+// when the config has other errors (so a check must cope with values the
+// validator refuses). Its errors join Parse's, except those at a path
+// Parse already reported.
+func AddCheck(f func(*Config) Errors) {
+	checksMu.Lock()
+	defer checksMu.Unlock()
+	checks = append(checks, f)
+}
+
+func (v *validator) runChecks(c *Config) {
+	checksMu.Lock()
+	fs := slices.Clone(checks)
+	checksMu.Unlock()
+	seen := make(map[string]bool, len(v.errs))
+	for _, e := range v.errs {
+		seen[e.Path] = true
+	}
+	for _, f := range fs {
+		for _, e := range runCheck(f, c) {
+			if !seen[e.Path] {
+				seen[e.Path] = true
+				v.errs = append(v.errs, e)
+			}
+		}
+	}
+}
+
+// runCheck turns a check's panic on a config the validator already refused
+// into an error, so a bad file never crashes `config validate`.
+func runCheck(f func(*Config) Errors, c *Config) (errs Errors) {
+	defer func() {
+		if r := recover(); r != nil {
+			errs = Errors{{Path: "$", Message: fmt.Sprintf("could not check further (%v); fix the errors above first", r)}}
+		}
+	}()
+	return f(c)
 }
 
 func (v *validator) listener(path string, l *Listener) {
@@ -92,8 +148,7 @@ func (v *validator) listener(path string, l *Listener) {
 		v.errorf(path+".Address", "%q: %v", l.Address, err)
 	}
 	if c := l.Certificate; c != nil {
-		v.file(path+".Certificate.Path", c.Path)
-		v.file(path+".Certificate.KeyPath", c.KeyPath)
+		v.certificate(path+".Certificate", c, "") // kestrel.go: PEM or PKCS#12
 	}
 	if r := l.Redirect; r != nil {
 		v.enum(path+".Redirect.Scheme", &r.Scheme, redirectSchemes)
@@ -147,13 +202,17 @@ func (v *validator) route(path string, r *Route, clusters map[string]*Cluster) {
 		v.errorf(path+".Match", "Path or Hosts required")
 	}
 	for i, h := range m.Hosts {
-		if strings.TrimSpace(h) == "" {
-			v.errorf(fmt.Sprintf("%s.Match.Hosts[%d]", path, i), "must not be empty")
+		if err := checkHostPattern(h); err != nil {
+			v.errorf(fmt.Sprintf("%s.Match.Hosts[%d]", path, i), "%q: %v", h, err)
 		}
 	}
 	for i, meth := range m.Methods {
-		if strings.TrimSpace(meth) == "" {
+		switch {
+		case strings.TrimSpace(meth) == "":
 			v.errorf(fmt.Sprintf("%s.Match.Methods[%d]", path, i), "must not be empty")
+		case !httpguts.ValidHeaderFieldName(meth):
+			// RFC 9110 §9.1: a method is a token; nothing else can match.
+			v.errorf(fmt.Sprintf("%s.Match.Methods[%d]", path, i), "%q is not an HTTP method (a token: no spaces or separators)", meth)
 		}
 	}
 	for i := range m.Headers {
@@ -220,6 +279,11 @@ func (v *validator) cluster(path string, c *Cluster) {
 	a := &c.HealthCheck.Active
 	ap := path + ".HealthCheck.Active"
 	v.enum(ap+".Policy", &a.Policy, activePolicies)
+	if a.Path != "" && !strings.HasPrefix(a.Path, "/") {
+		// Appended to the destination's address: "healthz" would probe
+		// "http://host:8080healthz" or a path the backend does not serve.
+		v.errorf(ap+".Path", "%q must start with '/'", a.Path)
+	}
 	if a.HealthyStatuses != "" {
 		if _, err := ParseStatusRanges(a.HealthyStatuses); err != nil {
 			v.errorf(ap+".HealthyStatuses", "%v", err)
@@ -244,6 +308,7 @@ func (v *validator) cluster(path string, c *Cluster) {
 	v.positive(path+".HealthCheck.Passive.ReactivationPeriod", c.HealthCheck.Passive.ReactivationPeriod)
 	v.positive(path+".HttpRequest.ActivityTimeout", c.HttpRequest.ActivityTimeout)
 	v.positive(path+".HttpRequest.Timeout", c.HttpRequest.Timeout)
+	v.backendTLS(path+".HttpClient", &c.HttpClient)
 	if c.HttpClient.MaxConnectionsPerServer < 0 {
 		v.errorf(path+".HttpClient.MaxConnectionsPerServer", "must not be negative")
 	}
@@ -298,6 +363,67 @@ func checkHostPort(s string) error {
 	}
 	if host != "" && !validHost(host) {
 		return fmt.Errorf("host %q is neither an IP address nor a DNS name", host)
+	}
+	return nil
+}
+
+// checkHostPattern accepts a route's host match: a host name (IDN in
+// Unicode too), "*", or "*." and a name, optionally with ":port"; an IP
+// literal (IPv6 in brackets). Anything with spaces, control characters or
+// URL delimiters could never equal a request's Host.
+func checkHostPattern(h string) error {
+	if strings.TrimSpace(h) == "" {
+		return errors.New("must not be empty")
+	}
+	for _, r := range h {
+		switch {
+		case unicode.IsSpace(r) || unicode.IsControl(r):
+			return errors.New("contains a space or control character")
+		case strings.ContainsRune(`/\?#@"<>{}|^%,;`+"`", r):
+			return fmt.Errorf("contains %q, which no host name has", r)
+		}
+	}
+	name, port := h, ""
+	switch {
+	case strings.HasPrefix(h, "["):
+		end := strings.IndexByte(h, ']')
+		if end < 0 {
+			return errors.New("unclosed '['")
+		}
+		if _, err := netip.ParseAddr(h[1:end]); err != nil {
+			return fmt.Errorf("%q is not an IPv6 address", h[1:end])
+		}
+		name, port = "", h[end+1:]
+		if port != "" {
+			if !strings.HasPrefix(port, ":") {
+				return errors.New("want [address]:port")
+			}
+			port = port[1:]
+		}
+	case strings.Count(h, ":") == 1:
+		name, port, _ = strings.Cut(h, ":")
+	case strings.Count(h, ":") > 1:
+		return errors.New("an IPv6 address must be in brackets")
+	}
+	if port != "" && port != "*" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("port %q is out of range (1..65535)", port)
+		}
+	}
+	if name == "" || name == "*" {
+		if name == "" && !strings.HasPrefix(h, "[") {
+			return errors.New("no host name")
+		}
+		return nil
+	}
+	name = strings.TrimPrefix(name, "*.")
+	for label := range strings.SplitSeq(strings.TrimSuffix(name, "."), ".") {
+		if label == "" {
+			return errors.New("empty label")
+		}
+		if strings.Contains(label, "*") {
+			return errors.New(`a wildcard is only allowed as a leading "*."`)
+		}
 	}
 	return nil
 }

@@ -32,8 +32,8 @@ func TestValidationRules(t *testing.T) {
 		{"listener port in range", map[string]any{"Listeners": []any{obj{"Address": ":70000"}}}, "Listeners[0].Address", "out of range"},
 		{"Certificate needs Path", map[string]any{"Listeners": []any{obj{"Address": ":1", "Certificate": obj{"KeyPath": "k"}}}},
 			"Listeners[0].Certificate.Path", "required"},
-		{"Certificate needs KeyPath", map[string]any{"Listeners": []any{obj{"Address": ":1", "Certificate": obj{"Path": "c"}}}},
-			"Listeners[0].Certificate.KeyPath", "required"},
+		{"Certificate without KeyPath is a PKCS#12 file, which must exist", map[string]any{"Listeners": []any{obj{"Address": ":1", "Certificate": obj{"Path": "c"}}}},
+			"Listeners[0].Certificate.Path", "does not exist"},
 		{"Certificate files must exist", map[string]any{"Listeners": []any{obj{"Address": ":1", "Certificate": obj{"Path": "/nonexistent/c.pem", "KeyPath": "k"}}}},
 			"Listeners[0].Certificate.Path", "does not exist"},
 		{"Redirect StatusCode is a redirect", map[string]any{"Listeners": []any{obj{"Address": ":1", "Redirect": obj{"StatusCode": 200}}}},
@@ -100,6 +100,21 @@ func TestValidationRules(t *testing.T) {
 			cluster + ".HttpRequest.Timeout", "must be greater than zero"},
 		{"explicit zero Limits.RequestHeadersTimeout is refused", map[string]any{"Limits.RequestHeadersTimeout": "0s"},
 			"Limits.RequestHeadersTimeout", "must be greater than zero"},
+		{"a host with a space is refused", map[string]any{route + ".Match.Hosts": []any{"example.com", "www.example .com"}},
+			route + ".Match.Hosts[1]", "space"},
+		{"a host with a leading space is refused", map[string]any{route + ".Match.Hosts": []any{" example.com"}},
+			route + ".Match.Hosts[0]", "space"},
+		{"a host with a URL delimiter is refused", map[string]any{route + ".Match.Hosts": []any{"example.com/api"}},
+			route + ".Match.Hosts[0]", "no host name has"},
+		{"a host port is in range", map[string]any{route + ".Match.Hosts": []any{"example.com:70000"}},
+			route + ".Match.Hosts[0]", "out of range"},
+		{"a wildcard is only leading", map[string]any{route + ".Match.Hosts": []any{"api.*.example.com"}},
+			route + ".Match.Hosts[0]", "wildcard"},
+		{"a method is a token", map[string]any{route + ".Match.Methods": []any{"GET", "GE T"}},
+			route + ".Match.Methods[1]", "not an HTTP method"},
+		{"a method has no separators", map[string]any{route + ".Match.Methods": []any{"GET,POST"}},
+			route + ".Match.Methods[0]", "not an HTTP method"},
+		{"health Path starts with a slash", map[string]any{active + ".Path": "healthz"}, active + ".Path", "must start with '/'"},
 		{"explicit zero Limits.KeepAliveTimeout is refused", map[string]any{"Limits.KeepAliveTimeout": "00:00"},
 			"Limits.KeepAliveTimeout", "must be greater than zero"},
 	}
@@ -196,5 +211,46 @@ func TestDefaults(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.desc, tc.got, tc.want)
 		}
+	}
+}
+
+func TestHostPatternsAccepted(t *testing.T) {
+	for _, h := range []string{"example.com", "EXAMPLE.com.", "*.example.com", "*", "*:8080", "example.com:443",
+		"bücher.example", "10.0.0.1", "10.0.0.1:80", "[::1]", "[::1]:8443", "under_score.example"} {
+		if err := checkHostPattern(h); err != nil {
+			t.Errorf("%q refused: %v", h, err)
+		}
+	}
+}
+
+// TestChecksJoinParseErrors: a registered check runs even when the config
+// has other errors; its errors join Parse's, once per path.
+func TestChecksJoinParseErrors(t *testing.T) {
+	checksMu.Lock()
+	saved := checks
+	checks = nil
+	checksMu.Unlock()
+	t.Cleanup(func() {
+		checksMu.Lock()
+		checks = saved
+		checksMu.Unlock()
+	})
+	AddCheck(func(c *Config) Errors {
+		return Errors{
+			{Path: "ReverseProxy.Routes.r1.Match.Path", Message: "from the check"},
+			{Path: "ReverseProxy.Clusters.c1.Destinations.d1.Address", Message: "reported twice"},
+		}
+	})
+	AddCheck(func(c *Config) Errors { panic("boom") })
+	cfg := baseConfig()
+	set(cfg, "ReverseProxy.Clusters.c1.Destinations.d1.Address", "not a url")
+	_, _, err := Parse(mustJSON(t, cfg), "json")
+	es, _ := err.(Errors)
+	count := map[string]int{}
+	for _, e := range es {
+		count[e.Path]++
+	}
+	if count["ReverseProxy.Routes.r1.Match.Path"] != 1 || count["ReverseProxy.Clusters.c1.Destinations.d1.Address"] != 1 || count["$"] != 1 {
+		t.Fatalf("errors %v", es)
 	}
 }

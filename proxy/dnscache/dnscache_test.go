@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // fakeDNS is a real miekg/dns server on 127.0.0.1 whose answers the test
@@ -186,13 +188,7 @@ func newTestResolver(t *testing.T, f *fakeDNS, mod func(*Options)) (*Resolver, *
 
 func eventually(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, "condition", cond)
 }
 
 // inFlight reports whether a refresh of name is running.

@@ -40,8 +40,11 @@ const maxProbeBody = 64 << 10
 
 // ActiveOptions are the active checker's collaborators.
 type ActiveOptions struct {
-	// Transport sends probes; the cluster's shared transport.
-	// Nil: http.DefaultTransport.
+	// Transport is the cluster's data-path transport. An *http.Transport
+	// is never used itself: the checker probes with its own small copy of
+	// it (ProbeTransport: same dialer and TLS settings, its own pool).
+	// Another RoundTripper (a test fake) is used as it is. Nil: a copy of
+	// http.DefaultTransport.
 	Transport http.RoundTripper
 	// Metadata is the cluster's metadata (YARP reads
 	// "ConsecutiveFailuresHealthPolicy.Threshold" from it). It applies only
@@ -74,11 +77,14 @@ type Active struct {
 	failThreshold    int
 	successThreshold int
 	client           *http.Client
-	observer         Observer
-	shouldProbe      func(clusterID, destID string) bool
-	onChange         func(clusterID string, d *upstream.Destination, h upstream.Health)
-	logger           *slog.Logger
-	targets          []*target
+	// own is the checker's probe transport when it made one; Stop closes
+	// its idle connections.
+	own         *http.Transport
+	observer    Observer
+	shouldProbe func(clusterID, destID string) bool
+	onChange    func(clusterID string, d *upstream.Destination, h upstream.Health)
+	logger      *slog.Logger
+	targets     []*target
 
 	mu      sync.Mutex
 	started bool
@@ -128,10 +134,8 @@ func NewActive(clusterID string, c *upstream.Cluster, cfg config.ActiveHealthChe
 	if a.observer == nil {
 		a.observer = LocalObserver(c)
 	}
-	transport := opts.Transport
-	if transport == nil {
-		transport = http.DefaultTransport
-	}
+	transport, own := probeTransport(opts.Transport)
+	a.own = own
 	a.client = &http.Client{
 		Transport: transport,
 		// A redirect is an answer in itself (3xx is healthy by default);
@@ -181,6 +185,9 @@ func (a *Active) Stop() {
 	}
 	a.mu.Unlock()
 	a.wg.Wait()
+	if a.own != nil {
+		a.own.CloseIdleConnections()
+	}
 }
 
 func (a *Active) run(ctx context.Context, t *target) {

@@ -18,20 +18,14 @@ import (
 
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/upstream"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // eventually polls cond until it holds or a deadline passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	testutil.Eventually(t, 10*time.Second, what, cond)
 }
 
 // block is a scripted status meaning: hold the request until the client

@@ -26,7 +26,43 @@ const (
 	// DefaultFailureRateLimit is the failure rate a destination must exceed
 	// to be excluded.
 	DefaultFailureRateLimit = 0.3
+	// DefaultConsecutiveConnectFailures is how many connect failures in a
+	// row (connection refused, reset or timed out before any byte was
+	// sent) exclude a destination at once, whatever the rate window holds:
+	// a dead destination with little traffic would otherwise stay in use
+	// until 10 requests reached it.
+	DefaultConsecutiveConnectFailures = 3
 )
+
+// connectFailure is implemented by the data path's errors of a connection
+// that failed before any byte was sent (ConnectFailure reports true).
+type connectFailure interface{ ConnectFailure() bool }
+
+// IsConnectFailure reports whether err (or an error it wraps) is a
+// connection that failed before any byte was sent.
+// It walks the chain by hand: errors.As allocates, and Report is on every
+// request's path.
+func IsConnectFailure(err error) bool {
+	for err != nil {
+		if cf, ok := err.(connectFailure); ok {
+			return cf.ConnectFailure()
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if IsConnectFailure(e) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
+}
 
 // RateLimitMetadataKey is YARP's cluster metadata key for the failure rate
 // limit (a number in (0,1]; 1 never excludes).
@@ -49,6 +85,10 @@ type PassiveOptions struct {
 	// MinRequests is the least number of requests in the window for the
 	// rate to count; zero: DefaultMinRequests.
 	MinRequests int
+	// ConsecutiveConnectFailures is how many connect failures in a row
+	// (IsConnectFailure) exclude a destination; zero:
+	// DefaultConsecutiveConnectFailures.
+	ConsecutiveConnectFailures int
 	// Logger receives exclusions and metadata warnings; it becomes
 	// Passive.Logger. Nil: slog.Default().
 	Logger *slog.Logger
@@ -67,6 +107,7 @@ type Passive struct {
 	bucketWidth int64 // nanoseconds
 	minRequests int64
 	rateLimit   float64
+	connectRun  int
 }
 
 // NewPassive builds the passive policy for one cluster with YARP's
@@ -88,6 +129,7 @@ func NewPassiveWithOptions(cfg config.PassiveHealthCheck, opts PassiveOptions) *
 		period:      orDuration(cfg.ReactivationPeriod.Duration, DefaultReactivationPeriod),
 		bucketWidth: max(int64(window/windowBuckets), 1),
 		minRequests: int64(orInt(opts.MinRequests, DefaultMinRequests)),
+		connectRun:  orInt(opts.ConsecutiveConnectFailures, DefaultConsecutiveConnectFailures),
 		rateLimit:   rateLimit(opts.Metadata, logger),
 	}
 }
@@ -102,8 +144,10 @@ func NewPassiveWithOptions(cfg config.PassiveHealthCheck, opts PassiveOptions) *
 // When the detection window holds at least MinRequests requests and
 // failures/requests exceeds the rate limit, d is excluded on this node
 // until now plus the reactivation period (never shortening a later
-// exclusion) and its window starts afresh. Successes do not end an
-// exclusion early. Nothing happens when passive checks are disabled.
+// exclusion) and its window starts afresh. Independently of the window,
+// ConsecutiveConnectFailures connect failures in a row (IsConnectFailure;
+// any other result breaks the run) exclude d the same way. Successes do not
+// end an exclusion early. Nothing happens when passive checks are disabled.
 //
 // Report is on every request's path: it takes one small per-destination
 // lock and allocates nothing unless it excludes.
@@ -120,6 +164,15 @@ func (p *Passive) Report(d *upstream.Destination, now time.Time, err error, stat
 	w.mu.Lock()
 	total, failures := w.add(now.UnixNano(), p.bucketWidth, failed)
 	exclude := total >= p.minRequests && float64(failures)/float64(total) > p.rateLimit
+	if IsConnectFailure(err) {
+		w.connectFails++
+	} else {
+		w.connectFails = 0
+	}
+	connects := w.connectFails
+	if connects >= p.connectRun {
+		exclude = true
+	}
 	var already bool
 	var until time.Time
 	if exclude {
@@ -129,6 +182,7 @@ func (p *Passive) Report(d *upstream.Destination, now time.Time, err error, stat
 			d.MarkPassiveFailure(until)
 		}
 		w.clear()
+		w.connectFails = 0
 	}
 	w.mu.Unlock()
 
@@ -140,6 +194,9 @@ func (p *Passive) Report(d *upstream.Destination, now time.Time, err error, stat
 		logger = slog.Default()
 	}
 	attrs := []any{"destination", d.ID, "until", until, "failures", failures, "requests", total, "rate_limit", p.rateLimit}
+	if connects >= p.connectRun {
+		attrs = append(attrs, "consecutive_connect_failures", connects)
+	}
 	if err != nil {
 		attrs = append(attrs, "error", err.Error())
 	} else {
@@ -165,6 +222,8 @@ type window struct {
 	// newest is the index (time / width) of the newest bucket seen.
 	newest  int64
 	buckets [windowBuckets]bucket
+	// connectFails is the current run of connect failures.
+	connectFails int
 }
 
 type bucket struct {

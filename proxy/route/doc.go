@@ -73,23 +73,22 @@
 // port matches only that port; the request's port is the one in Host, or
 // 80/443 by scheme. A pattern without a port matches any port.
 //
-// Precedence: SPEC says "the most specific match wins, then Order". Among
-// the routes that match, the winner is the first by:
+// Precedence, as ASP.NET endpoint routing orders endpoints (SPEC §2.1).
+// Among the routes that match, the winner is the first by:
 //
-//  1. path precedence, as ASP.NET computes it: one digit per template
+//  1. lower Order (default 0), before anything else, so an Order always
+//     overrides specificity, as in ASP.NET and YARP;
+//  2. then path precedence, as ASP.NET computes it: one digit per template
 //     segment (1 literal, 2 constrained parameter or complex segment,
 //     3 parameter, 4 constrained catch-all, 5 catch-all), compared segment
 //     by segment, lower first, a missing segment counting as 0 (so "/a"
 //     beats "/a/{**rest}", and "/a/b/{**rest}" beats "/a/{**rest}"). An
 //     empty Path ranks as "/{**rest}";
-//  2. then YARP's policy order: a route with Methods beats one without,
+//  3. then YARP's policy order: a route with Methods beats one without,
 //     then one with Hosts beats one without, then more Headers win, then
 //     more QueryParameters;
-//  3. then lower Order;
-//  4. then RouteId (ordinal), so the choice is always deterministic.
-//
-// ASP.NET puts Order before path precedence; tether follows the SPEC and
-// uses Order only between equally specific routes.
+//  4. then RouteId (ordinal), so the choice is always deterministic where
+//     ASP.NET would fail the request as ambiguous.
 //
 // NewTable sorts the routes by this rule once and indexes them by their
 // first literal segment; Match walks one list in that order and returns the

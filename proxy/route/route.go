@@ -116,18 +116,19 @@ func (t *Table) candidates(path string) []*entry {
 	return t.other
 }
 
-// compareEntries orders routes most specific first; see doc.go. ASP.NET's
-// precedence numbers compare as digit strings where a missing digit is 0;
-// since every digit is at least 1, that is slices.Compare.
+// compareEntries orders routes lower Order first, then most specific; see
+// doc.go. ASP.NET's precedence numbers compare as digit strings where a
+// missing digit is 0; since every digit is at least 1, that is
+// slices.Compare.
 func compareEntries(a, b *entry) int {
 	none := func(n int) int { return min(1, 1-n) } // 0 when set, 1 when not
 	return cmp.Or(
+		cmp.Compare(a.route.Order, b.route.Order),
 		slices.Compare(a.path.prec, b.path.prec),
 		cmp.Compare(none(len(a.methods)), none(len(b.methods))),
 		cmp.Compare(none(len(a.hosts)), none(len(b.hosts))),
 		cmp.Compare(len(b.headers), len(a.headers)),
 		cmp.Compare(len(b.query), len(a.query)),
-		cmp.Compare(a.route.Order, b.route.Order),
 		strings.Compare(a.id, b.id),
 	)
 }

@@ -152,7 +152,9 @@ func TestPrecedence(t *testing.T) {
 		{"more query parameters beat fewer", map[string]m{
 			"none": {}, "one": {QueryParameters: []config.RouteQueryParameter{{Name: "a", Mode: "Exists"}}}},
 			nil, req("GET", "/?a=1"), "one"},
-		{"path precedence beats Order", map[string]m{"lit": {Path: "/a"}, "param": {Path: "/{x}"}}, map[string]int{"param": -10}, req("GET", "/a"), "lit"},
+		{"lower Order beats path precedence", map[string]m{"lit": {Path: "/a"}, "param": {Path: "/{x}"}}, map[string]int{"param": -10}, req("GET", "/a"), "param"},
+		{"lower Order beats a method", map[string]m{"meth": {Methods: []string{"GET"}}, "none": {}}, map[string]int{"none": -1}, req("GET", "/"), "none"},
+		{"higher Order loses to a less specific route", map[string]m{"lit": {Path: "/a/b"}, "all": {Path: "/{**x}"}}, map[string]int{"lit": 1}, req("GET", "/a/b"), "all"},
 		{"lower Order breaks a tie", map[string]m{"a": {Path: "/x"}, "b": {Path: "/X"}}, map[string]int{"a": 2, "b": 1}, req("GET", "/x"), "b"},
 		{"route id breaks an Order tie", map[string]m{"b": {Path: "/x"}, "a": {Path: "/x"}}, nil, req("GET", "/x"), "a"},
 		{"a more specific route that does not match is skipped", map[string]m{"lit": {Path: "/a", Methods: []string{"POST"}}, "all": {}}, nil, req("GET", "/a"), "all"},

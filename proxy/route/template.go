@@ -384,7 +384,14 @@ func (s *segment) match(v string) bool {
 // matchComplex matches a segment of several parts right to left, as
 // ASP.NET does: each literal is found by its last occurrence, and every
 // parameter takes the (non-empty) text between its neighbouring literals.
-func matchComplex(parts []part, v string) bool {
+func matchComplex(parts []part, v string) bool { return scanComplex(parts, v, nil) }
+
+// boundValue is one parameter's text in a complex segment.
+type boundValue struct{ name, v string }
+
+// scanComplex is matchComplex; when found is not nil it also records each
+// parameter's text (Values), so Match and Values share one algorithm.
+func scanComplex(parts []part, v string, found *[]boundValue) bool {
 	end := len(v) // v[:end] is still unmatched
 	for i := len(parts) - 1; i >= 0; i-- {
 		p := &parts[i]
@@ -406,14 +413,24 @@ func matchComplex(parts []part, v string) bool {
 			if j < 0 {
 				return false
 			}
-			if !parts[i+1].check(v[j+len(p.literal) : end]) {
+			pv := v[j+len(p.literal) : end]
+			if !parts[i+1].check(pv) {
 				return false
+			}
+			if found != nil {
+				*found = append(*found, boundValue{parts[i+1].name, pv})
 			}
 			end = j
 			continue
 		}
 		if i == 0 {
-			return end > 0 && p.check(v[:end])
+			if end <= 0 || !p.check(v[:end]) {
+				return false
+			}
+			if found != nil {
+				*found = append(*found, boundValue{p.name, v[:end]})
+			}
+			return true
 		}
 	}
 	return end == 0

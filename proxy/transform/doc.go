@@ -1,17 +1,37 @@
 // Package transform compiles YARP's route transform dictionaries
 // (config Route.Transforms, SPEC §2.1) into a Transforms value that the data
-// path applies to each outgoing request and each backend response.
+// path applies to each outgoing request, each backend response and its
+// trailers.
 //
-// Supported keys (YARP's names, matched case-insensitively like .NET
-// configuration): PathRemovePrefix, PathPrefix, PathSet; RequestHeader with
-// Set or Append; RequestHeaderRemove; RequestHeaderOriginalHost;
-// RequestHeadersCopy; ResponseHeader with Set or Append and an optional When
-// (Success, the default, Always, Failure); ResponseHeaderRemove with an
-// optional When. The YARP transforms that config.Load accepts with a
-// warning but tether does not implement (X-Forwarded, QueryValueParameter,
-// ResponseTrailer, ...) are skipped; anything else is a compile error naming
+// Every transform of YARP's transforms documentation is implemented with
+// YARP's keys (matched case-insensitively like .NET configuration) and
+// semantics, except X-Forwarded and Forwarded, which package proxy
+// compiles because they need the peer's trust and the connection:
+//
+//   - path: PathRemovePrefix, PathPrefix, PathSet, PathPattern (a route
+//     template filled with the request's route values, which
+//     route.Template.Values reads from the route's Match.Path);
+//   - query: QueryValueParameter and QueryRouteParameter (Set or Append),
+//     QueryRemoveParameter; once one changes the query it is rebuilt as
+//     ASP.NET's QueryBuilder writes it (names case-insensitive, values
+//     encoded like .NET's UrlEncoder.Default);
+//   - HttpMethodChange with Set;
+//   - request headers: RequestHeader and RequestHeaderRouteValue (Set or
+//     Append), RequestHeaderRemove, RequestHeadersAllowed,
+//     RequestHeadersCopy, RequestHeaderOriginalHost, ClientCert;
+//   - response headers: ResponseHeader (Set or Append), ResponseHeaderRemove,
+//     ResponseHeadersAllowed, ResponseHeadersCopy;
+//   - response trailers: ResponseTrailer, ResponseTrailerRemove,
+//     ResponseTrailersAllowed, ResponseTrailersCopy.
+//
+// Response and trailer transforms take an optional When (Success, the
+// default: status below 400; Always; Failure); response header transforms
+// also run on the errors tether answers itself (ApplyError), as YARP's do. As in YARP, with copying
+// off (…Copy false, or an …Allowed list) an Append still finds the
+// client's or backend's own value. Anything else is a compile error naming
 // the offending dictionary by its JSON path.
 //
 // Compiling does all parsing and header-name canonicalisation up front, so
-// applying a transform does no parsing and few allocations per request.
+// applying a transform does no parsing and few allocations per request;
+// route values are only read for routes whose transforms use them.
 package transform

@@ -1,17 +1,17 @@
 package transform
 
 import (
-	"fmt"
+	"encoding/base64"
+	"io"
 	"net/http"
 	"net/textproto"
 	"net/url"
-	"sort"
-	"strconv"
+	"slices"
 	"strings"
 
-	"github.com/tether-proxy/tether/proxy/config"
-
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/tether-proxy/tether/proxy/route"
 )
 
 // When says which backend responses a response transform applies to
@@ -44,14 +44,25 @@ const (
 	pathRemovePrefix kind = iota
 	pathPrefix
 	pathSet
+	pathPattern
 	headerSet
 	headerAppend
 	headerRemove
+	headerSetRoute    // RequestHeaderRouteValue with Set
+	headerAppendRoute // RequestHeaderRouteValue with Append
+	headersAllowed    // copy only the listed headers (or trailers)
+	querySet
+	queryAppend
+	querySetRoute
+	queryAppendRoute
+	queryRemove
+	methodChange
+	clientCert
 )
 
-// op is one compiled step. key is the canonical header name; vals is a
-// one-element slice with cap 1, shared by every request, so a later append
-// by anyone copies instead of writing into it.
+// op is one compiled step. key is the canonical header name (or the query
+// parameter name); vals is a one-element slice with cap 1, shared by every
+// request, so a later append by anyone copies instead of writing into it.
 type op struct {
 	kind  kind
 	key   string
@@ -60,6 +71,11 @@ type op struct {
 	// escaped is value in URL-escaped form, for requests carrying RawPath.
 	escaped string
 	when    When
+	// routeKey is the lower-cased route value name (…Route kinds).
+	routeKey string
+	// allowed holds canonical header names (headersAllowed).
+	allowed map[string]bool
+	pattern *pattern
 }
 
 // Transforms is the compiled transform list of one route. The zero value
@@ -68,8 +84,15 @@ type op struct {
 type Transforms struct {
 	req          []op
 	resp         []op
+	trailers     []op
 	originalHost bool
 	noCopy       bool
+	noRespCopy   bool
+	noTrailCopy  bool
+	// tmpl is the route's Match.Path, read for route values when a
+	// transform needs them (needValues).
+	tmpl       *route.Template
+	needValues bool
 }
 
 // OriginalHost reports whether the client's Host header is sent to the
@@ -78,70 +101,291 @@ type Transforms struct {
 func (t *Transforms) OriginalHost() bool { return t != nil && t.originalHost }
 
 // CopyRequestHeaders reports whether the client's request headers are
-// copied to the outgoing request (RequestHeadersCopy). Default true.
+// copied to the outgoing request (RequestHeadersCopy; RequestHeadersAllowed
+// turns it off). Default true.
 func (t *Transforms) CopyRequestHeaders() bool { return t == nil || !t.noCopy }
 
-// HasResponse reports whether any response transform is configured.
-func (t *Transforms) HasResponse() bool { return t != nil && len(t.resp) > 0 }
+// HasResponse reports whether any response or trailer transform is
+// configured.
+func (t *Transforms) HasResponse() bool {
+	return t != nil && (len(t.resp) > 0 || len(t.trailers) > 0 || t.noRespCopy || t.noTrailCopy)
+}
 
-// ApplyRequest runs the path and request header transforms, in their
-// configured order, on the outgoing request. Paths are transformed before
-// the destination's base path is joined, as YARP does.
-func (t *Transforms) ApplyRequest(out *http.Request) {
-	if t == nil {
+// ApplyRequest runs the request transforms, in their configured order, on
+// the outgoing request out. Paths are transformed before the destination's
+// base path is joined, as YARP does. in is the client's request (route
+// values, client certificate); src holds the client's headers as
+// ReverseProxy cleaned them: when CopyRequestHeaders is false, out.Header
+// starts without them and src is where RequestHeadersAllowed copies from
+// and where an Append finds the client's value, as in YARP. src must be
+// out's own copy (ClientCert deletes from it), never in.Header.
+func (t *Transforms) ApplyRequest(in, out *http.Request, src http.Header) {
+	if t == nil || len(t.req) == 0 {
 		return
 	}
+	copied := !t.noCopy
+	var vals map[string]string
+	valuesDone := !t.needValues
+	var q *query
 	for i := range t.req {
 		o := &t.req[i]
+		if !valuesDone {
+			vals, valuesDone = t.values(in), true
+		}
 		switch o.kind {
 		case pathRemovePrefix, pathPrefix, pathSet:
 			applyPath(o, out.URL)
+		case pathPattern:
+			setEscapedPath(out.URL, o.pattern.bind(vals))
 		case headerSet:
-			if o.key == "Host" {
-				out.Host = o.value
-				continue
-			}
-			if o.value == "" {
-				delete(out.Header, o.key)
-				continue
-			}
-			out.Header[o.key] = o.vals
+			setRequestHeader(out, o.key, o.value, o.vals)
 		case headerAppend:
-			if o.key == "Host" {
-				out.Host = o.value
-				continue
+			appendRequestHeader(out, src, copied, o.key, o.value)
+		case headerSetRoute, headerAppendRoute:
+			v, ok := vals[o.routeKey]
+			if !ok || !httpguts.ValidHeaderFieldValue(v) || o.key == "Host" && !httpguts.ValidHostHeader(v) {
+				continue // YARP adds nothing without a value
 			}
-			out.Header[o.key] = append(out.Header[o.key], o.value)
+			if o.kind == headerSetRoute {
+				setRequestHeader(out, o.key, v, []string{v})
+			} else {
+				appendRequestHeader(out, src, copied, o.key, v)
+			}
 		case headerRemove:
 			delete(out.Header, o.key)
+		case headersAllowed:
+			if !copied { // a later RequestHeadersCopy=true copied them all
+				copyAllowed(out.Header, src, o.allowed)
+			}
+			copied = true
+		case querySet, queryAppend, querySetRoute, queryAppendRoute, queryRemove:
+			if q == nil {
+				q = parseQuery(out.URL.RawQuery)
+			}
+			applyQuery(q, o, vals)
+		case methodChange:
+			if strings.EqualFold(out.Method, o.key) {
+				out.Method = o.value
+			}
+		case clientCert:
+			// Always removed first, so a client cannot send its own, not
+			// even through a later allow list (src is out's own copy).
+			delete(out.Header, o.key)
+			delete(src, o.key)
+			if in.TLS != nil && len(in.TLS.PeerCertificates) > 0 {
+				out.Header[o.key] = []string{base64.StdEncoding.EncodeToString(in.TLS.PeerCertificates[0].Raw)}
+			}
 		}
+	}
+	if q != nil && q.changed {
+		out.URL.RawQuery = q.encode()
+		out.URL.ForceQuery = false
 	}
 }
 
-// ApplyResponse runs the response header transforms whose When matches
-// status on the backend response headers h.
-func (t *Transforms) ApplyResponse(h http.Header, status int) {
+func (t *Transforms) values(in *http.Request) map[string]string {
+	if t.tmpl == nil {
+		return nil
+	}
+	vals, _ := t.tmpl.Values(in)
+	return vals
+}
+
+func applyQuery(q *query, o *op, vals map[string]string) {
+	v := o.value
+	switch o.kind {
+	case querySetRoute, queryAppendRoute:
+		rv, ok := vals[o.routeKey]
+		if !ok {
+			return
+		}
+		// A route value keeps the client's encoded slash; in a query it
+		// is the slash it stands for.
+		v = strings.ReplaceAll(strings.ReplaceAll(rv, "%2F", "/"), "%2f", "/")
+	}
+	switch o.kind {
+	case querySet, querySetRoute:
+		q.set(o.key, v)
+	case queryAppend, queryAppendRoute:
+		q.append(o.key, v)
+	case queryRemove:
+		q.remove(o.key)
+	}
+}
+
+func setRequestHeader(out *http.Request, key, value string, vals []string) {
+	switch {
+	case key == "Host":
+		out.Host = value
+	case value == "":
+		delete(out.Header, key)
+	default:
+		out.Header[key] = vals
+	}
+}
+
+func appendRequestHeader(out *http.Request, src http.Header, copied bool, key, value string) {
+	if key == "Host" {
+		out.Host = value
+		return
+	}
+	cur, ok := out.Header[key]
+	if !ok && !copied {
+		cur = src[key]
+	}
+	out.Header[key] = append(slices.Clip(cur), value)
+}
+
+// copyAllowed adds the non-empty src headers named in allowed to dst.
+func copyAllowed(dst, src http.Header, allowed map[string]bool) {
+	for k, vv := range src {
+		if len(vv) == 0 || len(vv) == 1 && vv[0] == "" || !allowed[textproto.CanonicalMIMEHeaderKey(k)] {
+			continue
+		}
+		dst[k] = append(slices.Clip(dst[k]), vv...)
+	}
+}
+
+// ApplyResponse runs the response header transforms whose When matches the
+// status on the backend response, before ReverseProxy copies its headers
+// to the client; with ResponseHeadersCopy false (or ResponseHeadersAllowed)
+// resp.Header is replaced by what the transforms produce. Trailer
+// transforms are armed here and run when ReverseProxy closes the body,
+// once the trailers have arrived.
+func (t *Transforms) ApplyResponse(resp *http.Response) {
 	if t == nil {
 		return
 	}
-	for i := range t.resp {
-		o := &t.resp[i]
+	status := resp.StatusCode
+	if len(t.resp) > 0 || t.noRespCopy {
+		src, dst := resp.Header, resp.Header
+		if t.noRespCopy {
+			dst = make(http.Header, len(t.resp)+2)
+			if status == http.StatusSwitchingProtocols {
+				// The upgrade itself needs these.
+				for _, k := range [...]string{"Connection", "Upgrade"} {
+					if v, ok := src[k]; ok {
+						dst[k] = v
+					}
+				}
+			}
+		}
+		applyHeaderOps(t.resp, dst, src, !t.noRespCopy, status)
+		resp.Header = dst
+	}
+	if (len(t.trailers) > 0 || t.noTrailCopy) && status != http.StatusSwitchingProtocols && resp.Body != nil {
+		// Declare the trailers the client will get (ReverseProxy
+		// announces resp.Trailer's keys before the body); trailerBody
+		// computes their values once the backend's have been read.
+		declared := make(http.Header, len(resp.Trailer)+len(t.trailers))
+		if !t.noTrailCopy {
+			for k := range resp.Trailer {
+				declared[k] = nil
+			}
+		}
+		for i := range t.trailers {
+			o := &t.trailers[i]
+			if !o.when.matches(status) {
+				continue
+			}
+			switch o.kind {
+			case headerSet, headerAppend:
+				if o.kind == headerSet && o.value == "" {
+					delete(declared, o.key)
+				} else {
+					declared[o.key] = nil
+				}
+			case headerRemove:
+				delete(declared, o.key)
+			case headersAllowed:
+				for k := range resp.Trailer {
+					if o.allowed[textproto.CanonicalMIMEHeaderKey(k)] {
+						declared[k] = nil
+					}
+				}
+			}
+		}
+		resp.Trailer = declared
+		resp.Body = &trailerBody{ReadCloser: resp.Body, resp: resp, t: t}
+	}
+}
+
+// ApplyError runs the response header transforms whose When matches status
+// on an error response tether writes itself (h is the client response's
+// header, before tether adds its own), as YARP runs them when the proxy
+// fails: with no backend response, Set and Append add, Remove removes and
+// an allow list lets nothing of the backend's through.
+func (t *Transforms) ApplyError(h http.Header, status int) {
+	if t == nil || len(t.resp) == 0 {
+		return
+	}
+	applyHeaderOps(t.resp, h, nil, true, status)
+}
+
+// applyHeaderOps runs response (or trailer) ops on dst. copied says dst
+// already holds the backend's fields; otherwise an Append finds the
+// backend's value in src, as YARP's TakeHeader does.
+func applyHeaderOps(ops []op, dst, src http.Header, copied bool, status int) {
+	for i := range ops {
+		o := &ops[i]
 		if !o.when.matches(status) {
 			continue
 		}
 		switch o.kind {
 		case headerSet:
 			if o.value == "" {
-				delete(h, o.key)
+				delete(dst, o.key)
 				continue
 			}
-			h[o.key] = o.vals
+			dst[o.key] = o.vals
 		case headerAppend:
-			h[o.key] = append(h[o.key], o.value)
+			cur, ok := dst[o.key]
+			if !ok && !copied {
+				cur = src[o.key]
+			}
+			dst[o.key] = append(slices.Clip(cur), o.value)
 		case headerRemove:
-			delete(h, o.key)
+			delete(dst, o.key)
+		case headersAllowed:
+			if !copied { // a later …Copy=true copied them all
+				copyAllowed(dst, src, o.allowed)
+			}
+			copied = true
 		}
 	}
+}
+
+// trailerBody runs the trailer transforms when ReverseProxy closes the
+// backend body: the transport has filled resp.Trailer by then, and
+// ReverseProxy copies it to the client right after.
+type trailerBody struct {
+	io.ReadCloser
+	resp *http.Response
+	t    *Transforms
+	done bool
+}
+
+func (b *trailerBody) Close() error {
+	err := b.ReadCloser.Close()
+	if !b.done {
+		b.done = true
+		src := b.resp.Trailer
+		dst := src
+		if b.t.noTrailCopy {
+			dst = make(http.Header, len(b.t.trailers))
+		}
+		if dst == nil {
+			dst = http.Header{}
+		}
+		applyHeaderOps(b.t.trailers, dst, src, !b.t.noTrailCopy, b.resp.StatusCode)
+		for k, v := range dst {
+			if len(v) == 0 {
+				delete(dst, k) // declared but never sent
+			}
+		}
+		b.resp.Trailer = dst
+	}
+	return err
 }
 
 func applyPath(o *op, u *url.URL) {
@@ -178,6 +422,20 @@ func applyPath(o *op, u *url.URL) {
 		if p, err := url.PathUnescape(u.RawPath); err != nil || p != u.Path {
 			u.RawPath = ""
 		}
+	}
+}
+
+// setEscapedPath sets u's path from its escaped form (PathPattern's
+// output), keeping the escaping: an encoded slash stays encoded.
+func setEscapedPath(u *url.URL, esc string) {
+	p, err := url.PathUnescape(esc)
+	if err != nil { // bind only writes valid escapes; be safe
+		u.Path, u.RawPath = "", ""
+		return
+	}
+	u.Path, u.RawPath = p, esc
+	if u.EscapedPath() != esc {
+		u.RawPath = ""
 	}
 }
 
@@ -219,183 +477,4 @@ func cutSegments(path, prefix string) (string, bool) {
 		return "", false
 	}
 	return rest, true
-}
-
-// Transform keys, lower-cased for case-insensitive lookup.
-const (
-	kPathRemovePrefix    = "pathremoveprefix"
-	kPathPrefix          = "pathprefix"
-	kPathSet             = "pathset"
-	kRequestHeader       = "requestheader"
-	kRequestHeaderRemove = "requestheaderremove"
-	kOriginalHost        = "requestheaderoriginalhost"
-	kHeadersCopy         = "requestheaderscopy"
-	kResponseHeader      = "responseheader"
-	kResponseRemove      = "responseheaderremove"
-	kSet                 = "set"
-	kAppend              = "append"
-	kWhen                = "when"
-)
-
-// primaries maps each transform's identifying key to the other keys its
-// dictionary may carry.
-var primaries = map[string][]string{
-	kPathRemovePrefix:    nil,
-	kPathPrefix:          nil,
-	kPathSet:             nil,
-	kRequestHeader:       {kSet, kAppend},
-	kRequestHeaderRemove: nil,
-	kOriginalHost:        nil,
-	kHeadersCopy:         nil,
-	kResponseHeader:      {kSet, kAppend, kWhen},
-	kResponseRemove:      {kWhen},
-}
-
-// Compile checks and compiles a route's transform dictionaries. path is the
-// JSON path of the list ("ReverseProxy.Routes.r1.Transforms"); each error
-// names its dictionary as path[i].
-func Compile(path string, dicts []map[string]string) (*Transforms, config.Errors) {
-	t := &Transforms{}
-	var errs config.Errors
-	for i, d := range dicts {
-		p := path + "[" + strconv.Itoa(i) + "]"
-		if err := t.add(d); err != "" {
-			errs = append(errs, config.FieldError{Path: p, Message: err})
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errs
-	}
-	return t, nil
-}
-
-// add compiles one dictionary; it returns a message on error.
-func (t *Transforms) add(d map[string]string) string {
-	lower := make(map[string]string, len(d))
-	var keys []string
-	for k, v := range d {
-		lk := strings.ToLower(k)
-		if _, dup := lower[lk]; dup {
-			return fmt.Sprintf("key %q given twice", k)
-		}
-		lower[lk] = v
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var found []string
-	for _, k := range keys {
-		lk := strings.ToLower(k)
-		if _, ok := primaries[lk]; ok || config.UnsupportedTransform(k) {
-			found = append(found, k)
-		}
-	}
-	switch {
-	case len(found) > 1:
-		return fmt.Sprintf("one transform per dictionary, found %s", strings.Join(found, ", "))
-	case len(found) == 0 && len(keys) == 0:
-		return "empty transform"
-	case len(found) == 0:
-		return fmt.Sprintf("unknown transform (keys: %s)", strings.Join(keys, ", "))
-	}
-	primary := strings.ToLower(found[0])
-	if config.UnsupportedTransform(primary) {
-		return "" // accepted with a warning by config.Load, not implemented
-	}
-	allowed := primaries[primary]
-	for _, k := range keys {
-		lk := strings.ToLower(k)
-		if lk == primary {
-			continue
-		}
-		ok := false
-		for _, a := range allowed {
-			ok = ok || a == lk
-		}
-		if !ok {
-			return fmt.Sprintf("unexpected key %q for this transform", k)
-		}
-	}
-	val := lower[primary]
-	switch primary {
-	case kPathRemovePrefix, kPathPrefix, kPathSet:
-		if !strings.HasPrefix(val, "/") {
-			return fmt.Sprintf("path %q must start with '/'", val)
-		}
-		k := map[string]kind{kPathRemovePrefix: pathRemovePrefix, kPathPrefix: pathPrefix, kPathSet: pathSet}[primary]
-		t.req = append(t.req, op{kind: k, value: val, escaped: (&url.URL{Path: val}).EscapedPath()})
-	case kOriginalHost, kHeadersCopy:
-		b, err := strconv.ParseBool(strings.TrimSpace(val))
-		if err != nil {
-			return fmt.Sprintf("%q is not true or false", val)
-		}
-		if primary == kOriginalHost {
-			t.originalHost = b
-		} else {
-			t.noCopy = !b
-		}
-	case kRequestHeaderRemove, kResponseRemove:
-		name, msg := headerName(val)
-		if msg != "" {
-			return msg
-		}
-		o := op{kind: headerRemove, key: name}
-		if primary == kRequestHeaderRemove {
-			t.req = append(t.req, o)
-			return ""
-		}
-		if o.when, msg = when(lower); msg != "" {
-			return msg
-		}
-		t.resp = append(t.resp, o)
-	case kRequestHeader, kResponseHeader:
-		name, msg := headerName(val)
-		if msg != "" {
-			return msg
-		}
-		set, hasSet := lower[kSet]
-		app, hasAppend := lower[kAppend]
-		if hasSet == hasAppend {
-			return "exactly one of Set or Append is required"
-		}
-		o := op{kind: headerSet, key: name, value: set}
-		if hasAppend {
-			o.kind, o.value = headerAppend, app
-		}
-		if !httpguts.ValidHeaderFieldValue(o.value) {
-			return fmt.Sprintf("header %s: invalid value", name)
-		}
-		o.vals = []string{o.value}[:1:1]
-		if primary == kRequestHeader {
-			t.req = append(t.req, o)
-			return ""
-		}
-		if o.key == "Host" {
-			return "Host is not a response header"
-		}
-		if o.when, msg = when(lower); msg != "" {
-			return msg
-		}
-		t.resp = append(t.resp, o)
-	}
-	return ""
-}
-
-func headerName(v string) (string, string) {
-	if !httpguts.ValidHeaderFieldName(v) {
-		return "", fmt.Sprintf("%q is not a valid header name", v)
-	}
-	return textproto.CanonicalMIMEHeaderKey(v), ""
-}
-
-func when(lower map[string]string) (When, string) {
-	v, ok := lower[kWhen]
-	switch {
-	case !ok, strings.EqualFold(v, "Success"):
-		return Success, ""
-	case strings.EqualFold(v, "Always"):
-		return Always, ""
-	case strings.EqualFold(v, "Failure"):
-		return Failure, ""
-	}
-	return 0, fmt.Sprintf("When %q is not Success, Always or Failure", v)
 }

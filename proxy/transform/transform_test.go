@@ -1,6 +1,7 @@
 package transform
 
 import (
+	"io"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -47,7 +48,7 @@ func TestApplyRequest(t *testing.T) {
 			if out.Header == nil {
 				out.Header = http.Header{}
 			}
-			tf.ApplyRequest(out)
+			tf.ApplyRequest(out, out, out.Header)
 			if out.URL.Path != c.wantPath || out.URL.RawPath != c.wantRaw || out.URL.RawQuery != c.wantQuery {
 				t.Errorf("url = %q raw %q query %q, want %q raw %q query %q", out.URL.Path, out.URL.RawPath, out.URL.RawQuery, c.wantPath, c.wantRaw, c.wantQuery)
 			}
@@ -64,10 +65,10 @@ func TestApplyRequest(t *testing.T) {
 func TestSharedSetValueIsNotCorruptedByAppend(t *testing.T) {
 	tf, _ := Compile("T", []map[string]string{{"RequestHeader": "X-A", "Set": "v"}})
 	a := &http.Request{URL: &url.URL{Path: "/"}, Header: http.Header{}}
-	tf.ApplyRequest(a)
+	tf.ApplyRequest(a, a, a.Header)
 	a.Header.Add("X-A", "mine")
 	b := &http.Request{URL: &url.URL{Path: "/"}, Header: http.Header{}}
-	tf.ApplyRequest(b)
+	tf.ApplyRequest(b, b, b.Header)
 	if got := b.Header["X-A"]; !reflect.DeepEqual(got, []string{"v"}) {
 		t.Fatalf("second request X-A = %v, want [v]", got)
 	}
@@ -128,9 +129,10 @@ func TestApplyResponse(t *testing.T) {
 			if !tf.HasResponse() {
 				t.Fatal("HasResponse false")
 			}
-			tf.ApplyResponse(c.in, c.status)
-			if !reflect.DeepEqual(c.in, c.want) {
-				t.Errorf("header = %v, want %v", c.in, c.want)
+			resp := &http.Response{StatusCode: c.status, Header: c.in}
+			tf.ApplyResponse(resp)
+			if !reflect.DeepEqual(resp.Header, c.want) {
+				t.Errorf("header = %v, want %v", resp.Header, c.want)
 			}
 		})
 	}
@@ -172,6 +174,11 @@ func FuzzCompile(f *testing.F) {
 	f.Add("RequestHeader", "X-A", "Set", "v")
 	f.Add("ResponseHeader", "X-A", "When", "Failure")
 	f.Add("Bogus", "\r\n", "Append", "x")
+	f.Add("PathPattern", "/my/{plugin}/{**rest}", "", "")
+	f.Add("QueryValueParameter", "a", "Set", "x y")
+	f.Add("ResponseTrailer", "X-T", "Append", "v")
+	f.Add("RequestHeadersAllowed", "a;b; c", "", "")
+	f.Add("HttpMethodChange", "GET", "Set", "POST")
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
 		d := map[string]string{k1: v1}
 		if k2 != "" {
@@ -182,20 +189,24 @@ func FuzzCompile(f *testing.F) {
 			t.Fatalf("Compile must return exactly one of transforms or errors")
 		}
 		if tf != nil {
-			out := &http.Request{URL: &url.URL{Path: "/a/b", RawPath: "/a%2Fb"}, Header: http.Header{}}
-			tf.ApplyRequest(out)
-			tf.ApplyResponse(http.Header{}, 200)
+			in := &http.Request{Method: "GET", URL: &url.URL{Path: "/a/b", RawPath: "/a%2Fb", RawQuery: "a=1&b"}, Header: http.Header{"X-A": {"1"}}}
+			out := &http.Request{Method: "GET", URL: &url.URL{Path: "/a/b", RawPath: "/a%2Fb", RawQuery: "a=1&b"}, Header: http.Header{}}
+			tf.ApplyRequest(in, out, in.Header.Clone())
+			resp := &http.Response{StatusCode: 200, Header: http.Header{"X-A": {"1"}}, Trailer: http.Header{"X-T": nil},
+				Body: io.NopCloser(strings.NewReader("x"))}
+			tf.ApplyResponse(resp)
+			_ = resp.Body.Close()
 		}
 	})
 }
 
-func TestUnimplementedYARPTransformsAreSkipped(t *testing.T) {
-	tf, errs := Compile("T", []map[string]string{{"X-Forwarded": "Set"}, {"QueryRemoveParameter": "a"}, {"PathPrefix": "/p"}})
+func TestForwardedTransformsAreLeftToTheForwardedHeaders(t *testing.T) {
+	tf, errs := Compile("T", []map[string]string{{"X-Forwarded": "Set"}, {"Forwarded": "for"}, {"PathPrefix": "/p"}})
 	if errs != nil {
 		t.Fatalf("Compile: %v", errs)
 	}
 	out := &http.Request{URL: &url.URL{Path: "/x", RawQuery: "a=1"}, Header: http.Header{}}
-	tf.ApplyRequest(out)
+	tf.ApplyRequest(out, out, out.Header)
 	if out.URL.Path != "/p/x" || out.URL.RawQuery != "a=1" {
 		t.Fatalf("url = %v", out.URL)
 	}

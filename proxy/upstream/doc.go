@@ -9,4 +9,12 @@
 // (healthy and before any drain deadline: requests of an existing
 // affinitized session). Cluster.Available caches the AcceptsNew list so a
 // request costs one atomic load, not a scan of the cluster.
+//
+// tls.go loads a cluster's backend TLS trust (CA bundle, client
+// certificate) and dials TLS itself so that each connection's server name
+// follows its destination's Host. protocol.go turns YARP's
+// HttpRequest.Version, VersionPolicy and HttpClient.SslProtocols into the
+// transport's protocols and TLS versions. dial.go bounds each connection
+// attempt by ConnectTimeout, so an address that answers no SYN is a
+// connect failure (and the request is retried elsewhere) in 2 s.
 package upstream

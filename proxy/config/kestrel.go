@@ -1,0 +1,463 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Kestrel is ASP.NET Kestrel's configuration section, as YARP gateways
+// declare their listeners in it. Endpoints become Listeners (named
+// "Kestrel.Endpoints.<name>" in errors) and Limits fill Limits.
+type Kestrel struct {
+	Endpoints map[string]*KestrelEndpoint
+	// EndpointDefaults apply to every endpoint that sets none of its own.
+	EndpointDefaults KestrelEndpointDefaults
+	// Certificates: "Default" serves https endpoints and https Urls that
+	// name no certificate of their own.
+	Certificates map[string]*Certificate
+	Limits       KestrelLimits
+
+	AddServerHeader                Unsupported
+	AllowSynchronousIO             Unsupported
+	AllowResponseHeaderCompression Unsupported
+	DisableStringReuse             Unsupported
+	AllowAlternateSchemes          Unsupported
+	AllowHostHeaderOverride        Unsupported
+}
+
+// KestrelEndpoint is one Kestrel.Endpoints entry.
+type KestrelEndpoint struct {
+	// Url is "http://host:port" or "https://host:port" ("*", "+" and host
+	// names other than localhost bind every interface). Required.
+	Url string
+	KestrelEndpointDefaults
+	// Certificate for an https Url; default Kestrel.Certificates.Default.
+	Certificate *Certificate
+	// Sni picks settings by the TLS server name, as Kestrel does: an exact
+	// host name, else the longest "*.suffix" pattern, else "*"; a handshake
+	// that matches none is refused. Each entry may set its own Certificate
+	// (default: the endpoint's), Protocols, SslProtocols and
+	// ClientCertificateMode (default: the endpoint's).
+	Sni map[string]*KestrelSni
+}
+
+// KestrelSni is one Kestrel.Endpoints.{name}.Sni entry.
+type KestrelSni struct {
+	KestrelEndpointDefaults
+	Certificate *Certificate
+}
+
+// SniRule is a listener's compiled Sni entry: the endpoint's settings with
+// the entry's own laid over them.
+type SniRule struct {
+	// Pattern is a host name (lower case), "*.suffix" or "*".
+	Pattern string
+	KestrelEndpointDefaults
+	Certificate *Certificate // nil: the listener's certificate (or self-signed one)
+}
+
+// KestrelEndpointDefaults are the per-endpoint settings Kestrel also has as
+// defaults.
+type KestrelEndpointDefaults struct {
+	// Protocols: Http1, Http2, Http1AndHttp2 (default), as Kestrel names
+	// them. Cleartext Http2 is h2c with prior knowledge; cleartext
+	// Http1AndHttp2 is HTTP/1.1. HTTP/3 is not served.
+	Protocols string
+	// SslProtocols bound the TLS versions offered ("Tls12", "Tls13").
+	SslProtocols TLSVersions
+	// ClientCertificateMode: NoCertificate (default) or AllowCertificate
+	// (requested, not verified, for the ClientCert transform).
+	// RequireCertificate and DelayCertificate are refused.
+	ClientCertificateMode string
+}
+
+// KestrelLimits are Kestrel's server limits tether implements; the others
+// load with a warning.
+type KestrelLimits struct {
+	MaxRequestHeadersTotalSize int
+	MaxRequestBodySize         int64
+	KeepAliveTimeout           Duration
+	RequestHeadersTimeout      Duration
+	MaxConcurrentConnections   int
+
+	MaxConcurrentUpgradedConnections Unsupported
+	MaxRequestBufferSize             Unsupported
+	MaxResponseBufferSize            Unsupported
+	MaxRequestLineSize               Unsupported
+	MaxRequestHeaderCount            Unsupported
+	MinRequestBodyDataRate           Unsupported
+	MinResponseDataRate              Unsupported
+	Http2                            Unsupported
+	Http3                            Unsupported
+}
+
+// ListenerOptions are a listener's Kestrel endpoint settings; Listeners
+// entries may set them too.
+type ListenerOptions struct {
+	KestrelEndpointDefaults
+	// SelfSigned is set by Load for an https URL that no certificate
+	// covers: the listener serves a certificate for localhost generated at
+	// start, in the role of ASP.NET's development certificate.
+	SelfSigned bool
+	// Source names where the listener came from in errors
+	// ("Kestrel.Endpoints.https", "Urls"); empty for Listeners entries.
+	Source string
+	// Sni are the endpoint's per-server-name settings, sorted by pattern.
+	Sni []SniRule
+}
+
+// SameListener reports whether o and p bind the same way: everything but
+// certificate files, which a reload swaps in place.
+func (o ListenerOptions) SameListener(p ListenerOptions) bool {
+	if o.KestrelEndpointDefaults != p.KestrelEndpointDefaults || o.SelfSigned != p.SelfSigned || o.Source != p.Source || len(o.Sni) != len(p.Sni) {
+		return false
+	}
+	for i := range o.Sni {
+		a, b := o.Sni[i], p.Sni[i]
+		if a.Pattern != b.Pattern || a.KestrelEndpointDefaults != b.KestrelEndpointDefaults || (a.Certificate == nil) != (b.Certificate == nil) {
+			return false
+		}
+	}
+	return true
+}
+
+// Canonical Protocols values tether serves.
+const (
+	ProtocolsHttp1         = "Http1"
+	ProtocolsHttp2         = "Http2"
+	ProtocolsHttp1AndHttp2 = "Http1AndHttp2"
+)
+
+var clientCertModes = []string{"NoCertificate", "AllowCertificate"}
+
+// buildListeners completes c.Listeners with ASP.NET's precedence: the
+// Listeners entries and Kestrel.Endpoints are bound together (as Kestrel
+// binds endpoints from code and from configuration); only when there are
+// none, Urls from the file, else ASPNETCORE_URLS from the environment
+// (appsettings.json's Urls wins over the variable in ASP.NET, too); else
+// one HTTP listener on ":8080".
+func (v *validator) buildListeners(c *Config, opts LoadOptions) {
+	k := &c.Kestrel
+	v.kestrelLimits(c)
+	def := k.Certificates["Default"]
+	for _, id := range sortedKeys(k.Certificates) {
+		if !strings.EqualFold(id, "Default") {
+			v.warns = append(v.warns, "Kestrel.Certificates."+id+": only Default is used (by https endpoints without a certificate)")
+		} else if def == nil {
+			def = k.Certificates[id]
+		}
+	}
+	if def != nil {
+		v.certificate("Kestrel.Certificates.Default", def, opts.baseDir)
+	}
+	v.endpointOptions("Kestrel.EndpointDefaults", &k.EndpointDefaults)
+	for i := range c.Listeners {
+		v.endpointOptions(fmt.Sprintf("Listeners[%d]", i), &c.Listeners[i].KestrelEndpointDefaults)
+	}
+
+	explicit := len(c.Listeners) > 0
+	for _, name := range sortedKeys(k.Endpoints) {
+		if l, ok := v.kestrelEndpoint("Kestrel.Endpoints."+name, k.Endpoints[name], k.EndpointDefaults, def, opts.baseDir); ok {
+			c.Listeners = append(c.Listeners, l)
+		}
+		explicit = true
+	}
+
+	urls, src := strings.TrimSpace(c.Urls), "Urls"
+	if urls == "" {
+		lookup := opts.LookupEnv
+		if lookup == nil {
+			lookup = os.LookupEnv
+		}
+		if env, ok := lookup("ASPNETCORE_URLS"); ok {
+			urls, src = strings.TrimSpace(env), "ASPNETCORE_URLS"
+		}
+	}
+	switch {
+	case explicit:
+		if urls != "" {
+			v.warns = append(v.warns, src+": ignored because Listeners or Kestrel.Endpoints are set (as Kestrel overrides Urls with its endpoints)")
+		}
+	case urls == "":
+		c.Listeners = []Listener{{Address: ":8080"}}
+	default:
+		for u := range strings.SplitSeq(urls, ";") {
+			if u = strings.TrimSpace(u); u == "" {
+				continue
+			}
+			l, https, err := urlListener(u, k.EndpointDefaults)
+			if err != nil {
+				v.errorf(src, "%q: %v", u, err)
+				continue
+			}
+			l.Source = src
+			if https {
+				v.httpsDefault(src+" "+u, &l, def)
+			}
+			c.Listeners = append(c.Listeners, l)
+		}
+	}
+	seen := map[string]string{}
+	for i, l := range c.Listeners {
+		at := l.Source
+		if at == "" {
+			at = fmt.Sprintf("Listeners[%d]", i)
+		}
+		if first, dup := seen[l.Address]; dup && l.Address != "" && !strings.HasSuffix(l.Address, ":0") {
+			v.errorf(at, "address %s is also bound by %s", l.Address, first)
+		}
+		seen[l.Address] = at
+	}
+}
+
+// kestrelEndpoint turns one Kestrel.Endpoints entry into a listener.
+func (v *validator) kestrelEndpoint(path string, e *KestrelEndpoint, defaults KestrelEndpointDefaults, def *Certificate, baseDir string) (Listener, bool) {
+	if e.Url == "" {
+		v.errorf(path+".Url", "required")
+		return Listener{}, false
+	}
+	opts := e.KestrelEndpointDefaults
+	v.endpointOptions(path, &opts)
+	l, https, err := urlListener(e.Url, defaults)
+	if err != nil {
+		v.errorf(path+".Url", "%q: %v", e.Url, err)
+		return Listener{}, false
+	}
+	l.Source = path
+	mergeEndpointOptions(&l.KestrelEndpointDefaults, opts)
+	switch {
+	case !https && e.Certificate != nil:
+		v.warns = append(v.warns, path+".Certificate: ignored: the Url is http")
+	case https && e.Certificate != nil:
+		v.certificate(path+".Certificate", e.Certificate, baseDir)
+		l.Certificate = e.Certificate
+	case https:
+		v.httpsDefault(path, &l, def)
+	}
+	if len(e.Sni) > 0 && !https {
+		v.errorf(path+".Sni", "needs an https Url")
+	}
+	for _, pat := range sortedKeys(e.Sni) {
+		sn, sp := e.Sni[pat], path+".Sni."+pat
+		if sn == nil {
+			sn = &KestrelSni{}
+		}
+		p := strings.ToLower(strings.TrimSpace(pat))
+		if p == "" || (strings.Contains(p, "*") && p != "*" && (!strings.HasPrefix(p, "*.") || strings.Count(p, "*") > 1)) {
+			v.errorf(sp, "want a host name, *.suffix or *")
+			continue
+		}
+		own := sn.KestrelEndpointDefaults
+		v.endpointOptions(sp, &own)
+		rule := SniRule{Pattern: p, KestrelEndpointDefaults: l.KestrelEndpointDefaults}
+		mergeEndpointOptions(&rule.KestrelEndpointDefaults, own)
+		if sn.Certificate != nil {
+			v.certificate(sp+".Certificate", sn.Certificate, baseDir)
+			rule.Certificate = sn.Certificate
+		}
+		l.Sni = append(l.Sni, rule)
+	}
+	return l, true
+}
+
+// urlListener reads an ASP.NET listen URL: http://*:8080, http://+:80,
+// https://localhost:5001, http://[::1]:5000, http://example.com:80. "*",
+// "+", unspecified addresses and host names other than localhost bind every
+// interface, as in Kestrel. https reports an https URL; the caller gives
+// it its certificate.
+func urlListener(u string, defaults KestrelEndpointDefaults) (l Listener, https bool, err error) {
+	scheme, rest, ok := strings.Cut(u, "://")
+	https = strings.EqualFold(scheme, "https")
+	switch {
+	case !ok:
+		return l, false, fmt.Errorf("want scheme://host:port")
+	case !https && !strings.EqualFold(scheme, "http"):
+		return l, false, fmt.Errorf("scheme %q not supported (want http or https)", scheme)
+	}
+	if strings.HasPrefix(strings.ToLower(rest), "unix:") {
+		return l, false, fmt.Errorf("unix sockets are not supported")
+	}
+	hostport, pathBase, _ := strings.Cut(rest, "/")
+	if strings.Trim(pathBase, "/") != "" {
+		return l, false, fmt.Errorf("a path base (/%s) is not supported in a listen URL, as in Kestrel", pathBase)
+	}
+	host, port := hostport, "80"
+	if https {
+		port = "443"
+	}
+	if h, p, err := net.SplitHostPort(hostport); err == nil {
+		host, port = h, p
+	} else if strings.HasPrefix(hostport, "[") && strings.HasSuffix(hostport, "]") {
+		host = hostport[1 : len(hostport)-1]
+	}
+	if a, err := netip.ParseAddr(host); (err != nil && !strings.EqualFold(host, "localhost")) || (err == nil && a.IsUnspecified()) {
+		host = "" // *, +, an unspecified address or a host name: every interface, as Kestrel binds them
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return l, false, fmt.Errorf("port %q is out of range (0..65535)", port)
+	}
+	l.Address = net.JoinHostPort(host, port)
+	l.KestrelEndpointDefaults = defaults
+	return l, https, nil
+}
+
+// httpsDefault gives an https listener without a certificate of its own
+// Kestrel.Certificates.Default, or else a self-signed one.
+func (v *validator) httpsDefault(at string, l *Listener, def *Certificate) {
+	if def != nil {
+		l.Certificate = def
+		return
+	}
+	l.SelfSigned = true
+	v.warns = append(v.warns, at+": no certificate (Certificate or Kestrel.Certificates.Default): serving a self-signed certificate for localhost generated at start, in the role of ASP.NET's development certificate")
+}
+
+// mergeEndpointOptions overlays an endpoint's own settings on the defaults.
+func mergeEndpointOptions(dst *KestrelEndpointDefaults, own KestrelEndpointDefaults) {
+	if own.Protocols != "" {
+		dst.Protocols = own.Protocols
+	}
+	if own.SslProtocols.Set {
+		dst.SslProtocols = own.SslProtocols
+	}
+	if own.ClientCertificateMode != "" {
+		dst.ClientCertificateMode = own.ClientCertificateMode
+	}
+}
+
+// endpointOptions checks Protocols and ClientCertificateMode and rewrites
+// them to the canonical spelling.
+func (v *validator) endpointOptions(path string, o *KestrelEndpointDefaults) {
+	if o.Protocols != "" {
+		p, warn, err := parseProtocols(o.Protocols)
+		switch {
+		case err != nil:
+			v.errorf(path+".Protocols", "%q: %v", o.Protocols, err)
+		case warn != "":
+			v.warns = append(v.warns, path+".Protocols: "+warn)
+		}
+		o.Protocols = p
+	}
+	switch m := o.ClientCertificateMode; {
+	case strings.EqualFold(m, "RequireCertificate"), strings.EqualFold(m, "DelayCertificate"):
+		v.errorf(path+".ClientCertificateMode", "%q is not supported: tether does not verify client certificates, so it would let clients in that Kestrel refuses; terminate mutual TLS in front of tether", m)
+	case m != "":
+		v.enum(path+".ClientCertificateMode", &o.ClientCertificateMode, clientCertModes)
+	}
+}
+
+// parseProtocols reads Kestrel's HttpProtocols: a name or a comma-separated
+// list of flags ("Http1, Http2"). HTTP/3 alongside others is dropped with a
+// warning (clients fall back, as no Alt-Svc is sent); alone it is an error.
+func parseProtocols(s string) (canonical, warn string, err error) {
+	var h1, h2, h3 bool
+	for f := range strings.SplitSeq(s, ",") {
+		switch strings.ToLower(strings.TrimSpace(f)) {
+		case "http1":
+			h1 = true
+		case "http2":
+			h2 = true
+		case "http3":
+			h3 = true
+		case "http1andhttp2":
+			h1, h2 = true, true
+		case "http1andhttp2andhttp3":
+			h1, h2, h3 = true, true, true
+		case "none":
+		default:
+			return "", "", fmt.Errorf("unknown protocol %q (want Http1, Http2 or Http1AndHttp2)", strings.TrimSpace(f))
+		}
+	}
+	switch {
+	case h1 && h2:
+		canonical = ProtocolsHttp1AndHttp2
+	case h1:
+		canonical = ProtocolsHttp1
+	case h2:
+		canonical = ProtocolsHttp2
+	case h3:
+		return "", "", fmt.Errorf("HTTP/3 is not supported")
+	default:
+		return "", "", fmt.Errorf("no protocol enabled")
+	}
+	if h3 {
+		warn = "HTTP/3 is not served; " + canonical + " is"
+	}
+	return canonical, warn, nil
+}
+
+// certificate checks one certificate reference and makes a relative path
+// relative to baseDir (the config file's directory, Kestrel's content root).
+func (v *validator) certificate(path string, c *Certificate, baseDir string) {
+	if c.Subject != "" || c.Store != "" || c.Location != "" {
+		v.errorf(path, "certificate stores (Subject, Store, Location) are not supported; give Path and KeyPath (PEM) or Path and Password (PKCS#12)")
+		return
+	}
+	if c.AllowInvalid {
+		v.warns = append(v.warns, path+".AllowInvalid: ignored (it applies to certificate stores)")
+	}
+	for _, p := range []*string{&c.Path, &c.KeyPath} {
+		if *p != "" && !filepath.IsAbs(*p) && baseDir != "" {
+			*p = filepath.Join(baseDir, *p)
+		}
+	}
+	v.file(path+".Path", c.Path)
+	if c.KeyPath != "" {
+		v.file(path+".KeyPath", c.KeyPath)
+		if c.Password != "" {
+			v.errorf(path+".Password", "encrypted PEM keys are not supported; decrypt the key file or use a PKCS#12 file")
+		}
+	}
+}
+
+// kestrelLimits fills Limits from Kestrel.Limits; a value set differently
+// in both is an error.
+func (v *validator) kestrelLimits(c *Config) {
+	k, l := &c.Kestrel.Limits, &c.Limits
+	conflict := func(name string) {
+		v.errorf("Kestrel.Limits."+name, "differs from Limits.%s; set one of them", name)
+	}
+	mergeInt := func(name string, dst *int, src int) {
+		switch {
+		case src == 0:
+		case *dst == 0:
+			*dst = src
+		case *dst != src:
+			conflict(name)
+		}
+	}
+	mergeInt("MaxRequestHeadersTotalSize", &l.MaxRequestHeadersTotalSize, k.MaxRequestHeadersTotalSize)
+	mergeInt("MaxConcurrentConnections", &l.MaxConcurrentConnections, k.MaxConcurrentConnections)
+	switch {
+	case k.MaxRequestBodySize == 0:
+	case l.MaxRequestBodySize == 0:
+		l.MaxRequestBodySize = k.MaxRequestBodySize
+	case l.MaxRequestBodySize != k.MaxRequestBodySize:
+		conflict("MaxRequestBodySize")
+	}
+	for _, d := range []struct {
+		name     string
+		dst, src *Duration
+	}{{"KeepAliveTimeout", &l.KeepAliveTimeout, &k.KeepAliveTimeout}, {"RequestHeadersTimeout", &l.RequestHeadersTimeout, &k.RequestHeadersTimeout}} {
+		switch {
+		case !d.src.Set:
+		case d.src.Duration <= 0:
+			v.positive("Kestrel.Limits."+d.name, *d.src)
+		case !d.dst.Set:
+			*d.dst = *d.src
+		case d.dst.Duration != d.src.Duration:
+			conflict(d.name)
+		}
+	}
+	if l.MaxRequestBodySize < 0 {
+		v.errorf("Limits.MaxRequestBodySize", "must not be negative (0: no limit)")
+	}
+	if l.MaxConcurrentConnections < 0 {
+		v.errorf("Limits.MaxConcurrentConnections", "must not be negative (0: no cap)")
+	}
+}

@@ -1,0 +1,259 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/textproto"
+	"os"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// The direct path: a request the lean transport takes (no body, no
+// upgrade, an http:// destination) is proxied by the handler itself
+// instead of by httputil.ReverseProxy, doing what ReverseProxy does step
+// by step (the same hooks: rewrite, the retrying transport,
+// modifyResponse, errorHandler) without what it costs per request: a
+// second clone of the request with its header map, URL and context, a
+// client trace for 1xx responses, a media-type parse of every response's
+// Content-Type, a canonicalising Add per response field. The outgoing
+// header map and URL are the request state's own, reused.
+//
+// It declines, before anything was sent or changed, what ReverseProxy
+// treats specially (an Upgrade, a query it would re-encode, a request
+// the lean transport would hand to http.Transport after the rewrite);
+// ServeHTTP then gives the request to the cluster's ReverseProxy.
+
+// directOff: a GODEBUG urlmaxqueryparams setting makes ReverseProxy
+// re-encode every query, which the direct path does not do.
+var directOff = strings.Contains(os.Getenv("GODEBUG"), "urlmaxqueryparams")
+
+// direct proxies r, which has no body (ServeHTTP checked), on cl's lean
+// transport; false when it declined (then it has sent and written
+// nothing).
+func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context.Context) bool {
+	if directOff || r.ContentLength != 0 {
+		return false
+	}
+	if _, ok := r.Header["Upgrade"]; ok {
+		return false
+	}
+	if !plainQuery(r.URL.RawQuery) {
+		return false // ReverseProxy's cleanQueryParams would re-encode it
+	}
+	out := r.WithContext(ctx)
+	out.Body = nil // as ReverseProxy for a request without a body
+	out.Close = false
+	h := st.outHeader
+	if h == nil {
+		h = make(http.Header, len(r.Header)+forwardedHeaders+2)
+	}
+	for k, vs := range r.Header {
+		h[k] = vs[:len(vs):len(vs)] // an append by a transform copies
+	}
+	removeHopByHop(h)
+	if httpguts.HeaderValuesContainsToken(r.Header["Te"], "trailers") {
+		h["Te"] = teTrailers
+	}
+	delete(h, "Forwarded")
+	delete(h, "X-Forwarded-For")
+	delete(h, "X-Forwarded-Host")
+	delete(h, "X-Forwarded-Proto")
+	out.Header = h
+	st.outHeader = h
+	st.outURL = *r.URL
+	out.URL = &st.outURL
+	pr := httputil.ProxyRequest{In: r, Out: out}
+	p.rewrite(&pr)
+	out = pr.Out
+	if _, ok := out.Header["User-Agent"]; !ok {
+		out.Header["User-Agent"] = noUserAgent
+	}
+	if !cl.lean.covers(out) {
+		// The rewrite made it something for http.Transport (a transform's
+		// invalid field, an https destination): ReverseProxy does it all
+		// again from the client's request.
+		clear(h)
+		return false
+	}
+	st.directOut = out // covered: the lean transport need not check it again
+	if p.onDirect != nil {
+		p.onDirect()
+	}
+	rw := &st.rw
+	res, err := cl.rp.Transport.RoundTrip(out)
+	if err != nil {
+		p.errorHandler(rw, out, err)
+		return true
+	}
+	removeHopByHop(res.Header)
+	_ = p.modifyResponse(res) // it never fails
+	dst := rw.Header()
+	for k, vs := range res.Header {
+		k = textproto.CanonicalMIMEHeaderKey(k) // as Header.Add
+		if old, ok := dst[k]; ok {
+			dst[k] = append(old, vs...)
+		} else {
+			dst[k] = vs
+		}
+	}
+	announced := len(res.Trailer)
+	if announced > 0 {
+		keys := make([]string, 0, announced)
+		for k := range res.Trailer {
+			keys = append(keys, k)
+		}
+		dst.Add("Trailer", strings.Join(keys, ", "))
+	}
+	rw.WriteHeader(res.StatusCode)
+	flush := res.ContentLength == -1 || eventStream(res.Header["Content-Type"])
+	if flush {
+		_ = rw.FlushError() // ReverseProxy's first flush: the head goes out before the body
+	}
+	if err := p.copyBody(rw, res.Body, flush, res.ContentLength); err != nil {
+		defer res.Body.Close()
+		if r.Context().Value(http.ServerContextKey) == nil {
+			p.errLog.Printf("suppressing panic for copyResponse error in test; copy error: %v", err)
+			return true
+		}
+		panic(http.ErrAbortHandler) // as ReverseProxy: the response is cut
+	}
+	res.Body.Close() // now, to read the trailers
+	if len(res.Trailer) > 0 {
+		_ = rw.FlushError() // chunked, so the trailers can follow
+	}
+	if len(res.Trailer) == announced {
+		for k, vs := range res.Trailer {
+			for _, v := range vs {
+				dst.Add(k, v)
+			}
+		}
+		return true
+	}
+	for k, vs := range res.Trailer {
+		k = http.TrailerPrefix + k
+		for _, v := range vs {
+			dst.Add(k, v)
+		}
+	}
+	return true
+}
+
+var (
+	teTrailers  = []string{"trailers"}
+	noUserAgent = []string{""}
+)
+
+// write1xx forwards a 1xx response of a direct request, as ReverseProxy's
+// Got1xxResponse hook: its fields go out with it and are then cleared.
+func (st *reqState) write1xx(code int, header textproto.MIMEHeader) {
+	h := st.rw.Header()
+	for k, vs := range header {
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
+	st.rw.WriteHeader(code)
+	clear(h)
+}
+
+// copyBody is ReverseProxy's copyResponse: the shared buffers (a larger
+// one for a body of known length over 32 KiB), a flush after every write
+// when flush is set (an event stream, a body of unknown length), a read
+// error logged and returned.
+func (p *Proxy) copyBody(rw *respWriter, src io.Reader, flush bool, length int64) error {
+	buf := p.buffers.getFor(length)
+	defer p.buffers.Put(buf)
+	for {
+		nr, rerr := src.Read(buf)
+		if rerr != nil && rerr != io.EOF && rerr != context.Canceled {
+			p.errLog.Printf("httputil: ReverseProxy read error during body copy: %v", rerr)
+		}
+		if nr > 0 {
+			nw, werr := rw.Write(buf[:nr])
+			if werr != nil {
+				return werr
+			}
+			if nw != nr {
+				return io.ErrShortWrite
+			}
+			if flush {
+				_ = rw.FlushError()
+			}
+		}
+		if rerr != nil {
+			if rerr == io.EOF {
+				return nil
+			}
+			return rerr
+		}
+	}
+}
+
+// removeHopByHop is ReverseProxy's removeHopByHopHeaders: the fields the
+// Connection header names, then RFC 2616's hop-by-hop list.
+func removeHopByHop(h http.Header) {
+	for _, f := range h["Connection"] {
+		for sf := range strings.SplitSeq(f, ",") {
+			if sf = textproto.TrimString(sf); sf != "" {
+				h.Del(sf)
+			}
+		}
+	}
+	for _, k := range [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"} {
+		delete(h, k)
+	}
+}
+
+// plainQuery: ReverseProxy keeps the query as it is (no ';', every '%'
+// a valid escape, not too many parameters).
+func plainQuery(q string) bool {
+	if len(q) >= 10000 && strings.Count(q, "&") >= 10000 {
+		return false
+	}
+	for i := 0; i < len(q); i++ {
+		switch q[i] {
+		case ';':
+			return false
+		case '%':
+			if i+2 >= len(q) || !ishex(q[i+1]) || !ishex(q[i+2]) {
+				return false
+			}
+			i += 2
+		}
+	}
+	return true
+}
+
+func ishex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// eventStream is ReverseProxy's test for Server-Sent Events:
+// mime.ParseMediaType's base type of the first Content-Type is
+// text/event-stream (compared in ASCII, as ParseMediaType lower-cases).
+func eventStream(ct []string) bool {
+	if len(ct) == 0 {
+		return false
+	}
+	base, _, _ := strings.Cut(ct[0], ";")
+	base = strings.TrimSpace(base)
+	const sse = "text/event-stream"
+	if len(base) != len(sse) {
+		return false
+	}
+	for i := 0; i < len(sse); i++ {
+		c := base[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != sse[i] {
+			return false
+		}
+	}
+	return true
+}

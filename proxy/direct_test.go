@@ -1,0 +1,359 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// The direct path must be indistinguishable from httputil.ReverseProxy,
+// which stays the known answer: every case goes through two proxies over
+// the same backend, one with the direct path and one without, and what
+// the backend received and what the client got must be the same.
+
+// seen is what a backend or a client observed of one exchange, without
+// what differs per request by design (the trace id, Date).
+type seen struct {
+	method, uri, host string
+	header            http.Header
+	status            int
+	body              string
+	trailer           http.Header
+	info              []string // 1xx responses
+	err               string
+}
+
+func comparable(h http.Header) http.Header {
+	out := http.Header{}
+	for k, vs := range h {
+		switch k {
+		case "Traceparent", "Date", "X-Tether-Trace-Id", "Tracestate":
+			continue
+		}
+		out[k] = vs
+	}
+	return out
+}
+
+func TestDirectPathMatchesReverseProxy(t *testing.T) {
+	var mu sync.Mutex
+	var last seen
+	mux := http.NewServeMux()
+	record := func(r *http.Request) {
+		mu.Lock()
+		last = seen{method: r.Method, uri: r.RequestURI, host: r.Host, header: comparable(r.Header)}
+		mu.Unlock()
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		record(r)
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "hello "+r.URL.RawQuery)
+	})
+	mux.HandleFunc("/hop", func(w http.ResponseWriter, r *http.Request) {
+		record(r)
+		w.Header().Set("Connection", "X-B")
+		w.Header().Set("X-B", "hop")
+		w.Header().Set("Keep-Alive", "timeout=5")
+		w.Header().Set("Proxy-Authenticate", "Basic")
+		w.Header().Add("Set-Cookie", "a=1")
+		w.Header().Add("Set-Cookie", "b=2")
+		w.Header().Add("vary", "Accept")
+		_, _ = io.WriteString(w, "hop")
+	})
+	mux.HandleFunc("/early", func(w http.ResponseWriter, r *http.Request) {
+		record(r)
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		_, _ = io.WriteString(w, "after hints")
+	})
+	mux.HandleFunc("/trailers", func(w http.ResponseWriter, r *http.Request) {
+		record(r)
+		w.Header().Set("Trailer", "X-Sum")
+		_, _ = io.WriteString(w, "body")
+		w.Header().Set("X-Sum", "42")
+		w.Header().Set(http.TrailerPrefix+"X-Late", "late")
+	})
+	mux.HandleFunc("/sse", func(w http.ResponseWriter, r *http.Request) {
+		record(r)
+		w.Header().Set("Content-Type", "Text/Event-Stream; charset=utf-8")
+		for i := range 3 {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			w.(http.Flusher).Flush()
+		}
+	})
+	mux.HandleFunc("/stream", func(w http.ResponseWriter, r *http.Request) {
+		record(r)
+		_, _ = io.WriteString(w, "part one, ")
+		w.(http.Flusher).Flush()
+		_, _ = io.WriteString(w, "part two")
+	})
+	big := strings.Repeat("0123456789abcdef", 200<<10/16) // 200 KiB: the large copy buffer
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
+		record(r)
+		w.Header().Set("Content-Length", fmt.Sprint(len(big)))
+		_, _ = io.WriteString(w, big)
+	})
+	mux.HandleFunc("/status/", func(w http.ResponseWriter, r *http.Request) {
+		record(r)
+		var code int
+		fmt.Sscan(strings.TrimPrefix(r.URL.Path, "/status/"), &code)
+		w.Header().Set("Etag", `"v1"`)
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, "status body")
+	})
+	b := newBackend(t, mux.ServeHTTP)
+
+	route := `"Transforms": [{"RequestHeader": "X-Env", "Append": "prod"}, {"ResponseHeader": "X-Via", "Append": "tether", "When": "Always"}]`
+	cluster := `"SessionAffinity": {"Enabled": true, "Policy": "HashCookie", "AffinityKeyName": "aff"}`
+	cfg := simpleConfig(map[string]string{"d1": b.URL}, cluster, route, "")
+	withDirect := newHarness(t, mustParse(t, cfg), nil)
+	var taken atomic.Int64
+	withDirect.p.onDirect = func() { taken.Add(1) }
+	without := newHarness(t, mustParse(t, cfg), nil)
+	without.p.noDirect = true
+
+	do := func(front, method, path string, hdr http.Header) seen {
+		req, err := http.NewRequest(method, front+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range hdr {
+			req.Header[k] = v
+		}
+		var s seen
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+				s.info = append(s.info, fmt.Sprintf("%d %v", code, h))
+				return nil
+			},
+		}))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			s.err = err.Error()
+			return s
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			s.err = "body: " + err.Error()
+		}
+		mu.Lock()
+		got := last
+		last = seen{}
+		mu.Unlock()
+		s.method, s.uri, s.host, s.header = got.method, got.uri, got.host, got.header
+		s.status, s.body, s.trailer = resp.StatusCode, string(body), resp.Trailer
+		// The two fronts differ only in their address, which forwarded
+		// fields carry.
+		hostport := strings.TrimPrefix(front, "http://")
+		_, port, _ := net.SplitHostPort(hostport)
+		norm := func(v any) string {
+			return strings.ReplaceAll(strings.ReplaceAll(fmt.Sprint(v), hostport, "FRONT"), "["+port+"]", "[PORT]")
+		}
+		s.header = http.Header{"backend": {norm(got.header)}, "client": {norm(comparable(resp.Header))}}
+		return s
+	}
+
+	cases := []struct {
+		name, method, path string
+		hdr                http.Header
+		direct             bool
+	}{
+		{"plain GET", "GET", "/p?x=1&y=%20", nil, true},
+		{"hop-by-hop and spoofed forwarding fields", "GET", "/p", http.Header{
+			"Connection": {"X-Hop, keep-alive"}, "X-Hop": {"1"}, "Keep-Alive": {"timeout=5"},
+			"Proxy-Authorization": {"Basic x"}, "Te": {"trailers"}, "X-Forwarded-For": {"6.6.6.6"},
+			"Forwarded": {"for=evil"}, "X-Forwarded-Host": {"evil"}, "X-Forwarded-Proto": {"https"},
+			"X-Multi": {"a", "b"}, "X-Env": {"client"}}, true},
+		{"no User-Agent", "GET", "/p", http.Header{"User-Agent": {""}}, true},
+		{"query ReverseProxy re-encodes", "GET", "/p?a=1;b=2", nil, false},
+		{"bad escape in the query", "GET", "/p?a=%zz", nil, false},
+		{"response hop-by-hop fields", "GET", "/hop", nil, true},
+		{"103 Early Hints", "GET", "/early", nil, true},
+		{"trailers, announced and not", "GET", "/trailers", http.Header{"Te": {"trailers"}}, true},
+		{"event stream", "GET", "/sse", nil, true},
+		{"streamed body of unknown length", "GET", "/stream", nil, true},
+		{"HEAD", "HEAD", "/p", nil, true},
+		{"200 KiB body", "GET", "/big", nil, true},
+		{"204", "GET", "/status/204", nil, true},
+		{"304", "GET", "/status/304", http.Header{"If-None-Match": {`"v1"`}}, true},
+		{"500", "GET", "/status/500", nil, true},
+		{"POST without a body", "POST", "/p", nil, true},
+		{"DELETE", "DELETE", "/p", nil, true},
+		{"Upgrade goes to ReverseProxy", "GET", "/p", http.Header{"Upgrade": {"websocket"}, "Connection": {"Upgrade"}}, false},
+		{"session cookie", "GET", "/p", http.Header{"Cookie": {"other=1"}}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := taken.Load()
+			got := do(withDirect.front.URL, c.method, c.path, c.hdr)
+			if took := taken.Load() > before; took != c.direct {
+				t.Fatalf("direct path took it: %v, want %v", took, c.direct)
+			}
+			want := do(without.front.URL, c.method, c.path, c.hdr)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("direct path differs from ReverseProxy:\ndirect:       %+v\nReverseProxy: %+v", got, want)
+			}
+		})
+	}
+}
+
+// A backend that breaks off a body, one that answers garbage, and one
+// that is not there: the client sees the same from both paths, and the
+// access log the same status.
+func TestDirectPathFailuresMatchReverseProxy(t *testing.T) {
+	raw := newRawBackend(t, func(_ int, c net.Conn, br *bufio.Reader) {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		switch req.URL.Path {
+		case "/cut":
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+		case "/garbage":
+			_, _ = io.WriteString(c, "NOT HTTP AT ALL\r\n\r\n")
+		case "/smuggle":
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd")
+		}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := "http://" + ln.Addr().String()
+	ln.Close()
+	for _, c := range []struct{ name, addr, path string }{
+		{"body cut short", raw.url(), "/cut"},
+		{"not HTTP", raw.url(), "/garbage"},
+		{"two Content-Lengths", raw.url(), "/smuggle"},
+		{"nobody listening", gone, "/"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := mustParse(t, simpleConfig(map[string]string{"d1": c.addr}, "", "", ""))
+			results := map[bool]string{}
+			for _, direct := range []bool{true, false} {
+				h := newHarness(t, cfg, nil)
+				var taken atomic.Int64
+				h.p.onDirect = func() { taken.Add(1) }
+				h.p.noDirect = !direct
+				resp, err := http.Get(h.front.URL + c.path)
+				var s string
+				if err != nil {
+					s = "error"
+				} else {
+					body, rerr := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					s = fmt.Sprintf("%d %q body error: %v", resp.StatusCode, body, rerr != nil)
+				}
+				lines := h.accessLines(t)
+				var statuses []string
+				for _, l := range lines {
+					statuses = append(statuses, fmt.Sprint(l["status"]))
+				}
+				sort.Strings(statuses)
+				results[direct] = s + " access " + strings.Join(statuses, ",")
+				if direct && taken.Load() != 1 {
+					t.Fatalf("direct path took %d requests, want 1", taken.Load())
+				}
+			}
+			if results[true] != results[false] {
+				t.Fatalf("direct: %s\nReverseProxy: %s", results[true], results[false])
+			}
+		})
+	}
+}
+
+// An HTTP/2 request without a body (its stream ended with the headers)
+// takes the direct path too, though net/http gives it a Body that is not
+// http.NoBody; one with a body goes through ReverseProxy and its body
+// arrives whole. Both answer as ReverseProxy does.
+func TestDirectPathTakesHTTP2RequestsWithoutABody(t *testing.T) {
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Got", fmt.Sprintf("%s %s %d %q", r.Method, r.Proto, r.ContentLength, body))
+		_, _ = io.WriteString(w, "ok")
+	})
+	cfg := mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, "", "", ""))
+	results := map[bool][]string{}
+	for _, direct := range []bool{true, false} {
+		h := newHarness(t, cfg, nil)
+		var taken atomic.Int64
+		h.p.onDirect = func() { taken.Add(1) }
+		h.p.noDirect = !direct
+		front := httptest.NewUnstartedServer(h.p)
+		front.Config.Protocols = new(http.Protocols)
+		front.Config.Protocols.SetUnencryptedHTTP2(true)
+		front.Start()
+		t.Cleanup(front.Close)
+		tr := &http.Transport{Protocols: new(http.Protocols)}
+		tr.Protocols.SetUnencryptedHTTP2(true)
+		t.Cleanup(tr.CloseIdleConnections)
+		client := &http.Client{Transport: tr}
+		for _, c := range []struct {
+			method, body string
+			direct       bool
+		}{{"GET", "", true}, {"DELETE", "", true}, {"POST", "payload", false}} {
+			var rd io.Reader
+			if c.body != "" {
+				rd = strings.NewReader(c.body)
+			}
+			req, _ := http.NewRequest(c.method, front.URL+"/x", rd)
+			before := taken.Load()
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.ProtoMajor != 2 {
+				t.Fatalf("client spoke %s to the front, want HTTP/2", resp.Proto)
+			}
+			if took := taken.Load() > before; direct && took != c.direct {
+				t.Fatalf("%s over HTTP/2: direct path took it: %v, want %v", c.method, took, c.direct)
+			}
+			results[direct] = append(results[direct], fmt.Sprintf("%s: %d %q %s", c.method, resp.StatusCode, body, resp.Header.Get("X-Got")))
+		}
+	}
+	if !reflect.DeepEqual(results[true], results[false]) {
+		t.Fatalf("direct: %q\nReverseProxy: %q", results[true], results[false])
+	}
+	if !strings.Contains(results[true][2], `POST HTTP/1.1 7 "payload"`) {
+		t.Fatalf("the POST's body did not arrive whole: %q", results[true][2])
+	}
+}
+
+// Copy buffers: 32 KiB ones, 64 KiB ones for bodies known to be longer,
+// each pooled by its size without an allocation per use.
+func TestBufferPoolSizes(t *testing.T) {
+	var b bufferPool
+	for _, c := range []struct {
+		length int64
+		want   int
+	}{{-1, copyBufferSize}, {0, copyBufferSize}, {1 << 10, copyBufferSize}, {copyBufferSize, copyBufferSize},
+		{copyBufferSize + 1, largeBufferSize}, {10 << 20, largeBufferSize}} {
+		buf := b.getFor(c.length)
+		if len(buf) != c.want || cap(buf) != c.want {
+			t.Errorf("getFor(%d): %d bytes, want %d", c.length, len(buf), c.want)
+		}
+		b.Put(buf)
+	}
+	b.Put(make([]byte, 100)) // not one of ours: dropped
+	for _, n := range []int64{1 << 10, 1 << 20} {
+		b.Put(b.getFor(n))
+		if a := testing.AllocsPerRun(100, func() { b.Put(b.getFor(n)) }); a > 0 {
+			t.Errorf("getFor(%d)/Put: %.0f allocations, want 0", n, a)
+		}
+	}
+}

@@ -1,0 +1,546 @@
+package proxy
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// leanTransport is the HTTP/1.1 path to cleartext backends for requests
+// without a body: a pool of persistent connections on which the calling
+// goroutine writes the request (the standard library's Request.Write) and
+// reads the response (http.ReadResponse, which http.Transport itself uses)
+// with no hand-off to a connection's reader and writer goroutines.
+//
+// What it does not cover goes to the cluster's http.Transport unchanged,
+// so every guarantee stays the Transport's: requests with a body (the
+// Transport streams an upload while it reads the response, full duplex),
+// upgrades, Expect: 100-continue, https and h2c destinations, clusters
+// with MaxConnectionsPerServer, and any request the Transport would refuse
+// (an invalid method, header name or value: it answers with its error).
+//
+// It keeps what the Transport does for the requests it takes: the dial is
+// the Transport's own DialContext (DNS cache, connect timeout, the
+// activity deadline on reads, dial errors marked for the retry), 1xx
+// responses reach ReverseProxy's Got1xxResponse hook, the response headers
+// are bounded by MaxResponseHeaderBytes, gzip is asked for and undone when
+// the client did not ask for an encoding, a request on a pooled connection
+// that fails before any byte of the response came back is sent again on a
+// new connection (when its method allows a replay, as the Transport's
+// rule), a cancelled request closes its connection, and a connection is
+// pooled again only after a complete response with nothing unread after it.
+type leanTransport struct {
+	fallback *http.Transport
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
+	maxIdle  int
+	idleFor  time.Duration
+	maxHdr   int64
+
+	// trips counts the requests the lean path took (tests).
+	trips atomic.Uint64
+
+	mu     sync.Mutex
+	idle   map[string][]*leanConn
+	prune  *time.Timer
+	closed bool
+}
+
+// newLeanTransport wraps tr; nil when tr cannot use the lean path for any
+// request (h2c, a connection limit, a custom dialer missing).
+func newLeanTransport(tr *http.Transport) *leanTransport {
+	if tr.DialContext == nil || tr.MaxConnsPerHost > 0 || tr.DisableKeepAlives || tr.Proxy != nil {
+		return nil
+	}
+	if ps := tr.Protocols; ps != nil && (ps.UnencryptedHTTP2() || !ps.HTTP1()) {
+		return nil
+	}
+	t := &leanTransport{fallback: tr, dial: tr.DialContext, maxIdle: tr.MaxIdleConnsPerHost,
+		idleFor: tr.IdleConnTimeout, maxHdr: tr.MaxResponseHeaderBytes, idle: map[string][]*leanConn{}}
+	if t.maxIdle <= 0 {
+		t.maxIdle = http.DefaultMaxIdleConnsPerHost
+	}
+	if t.idleFor <= 0 {
+		t.idleFor = idleConnTimeout
+	}
+	if t.maxHdr <= 0 {
+		t.maxHdr = 1 << 20
+	}
+	t.prune = time.AfterFunc(time.Hour, t.pruneIdle)
+	t.prune.Stop()
+	return t
+}
+
+// covers says whether the lean path takes req; see leanTransport.
+func (t *leanTransport) covers(req *http.Request) bool {
+	if req.URL == nil || req.URL.Scheme != "http" || req.URL.Host == "" ||
+		(req.Body != nil && req.Body != http.NoBody) || req.ContentLength > 0 || len(req.TransferEncoding) > 0 ||
+		req.Header == nil || req.Trailer != nil {
+		return false
+	}
+	if req.Method != "" && !validMethod(req.Method) {
+		return false
+	}
+	for k, vs := range req.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return false
+		}
+		switch len(k) {
+		case 6:
+			if k == "Expect" {
+				return false
+			}
+		case 7:
+			if k == "Upgrade" {
+				return false
+			}
+		}
+		for _, v := range vs {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// validMethod: a method is an RFC 9110 token.
+func validMethod(m string) bool {
+	for i := 0; i < len(m); i++ {
+		if !httpguts.IsTokenRune(rune(m[i])) {
+			return false
+		}
+	}
+	return m != ""
+}
+
+// leanConn is one pooled backend connection.
+type leanConn struct {
+	t    *leanTransport
+	key  string
+	conn net.Conn
+	br   *bufio.Reader
+	bw   *bufio.Writer
+	// limit is what may still be read before the response headers are
+	// complete (MaxResponseHeaderBytes); < 0 while a body is read.
+	limit int64
+	// got counts bytes read since the request was written.
+	got    int64
+	reused bool
+	idleAt time.Time
+	// raw, peek, peekBuf, peekOK: intact's non-blocking peek.
+	raw     syscall.RawConn
+	peek    func(fd uintptr) bool
+	peekBuf [1]byte
+	peekOK  bool
+	// rerr is the connection's first read error, returned by every later
+	// read.
+	rerr error
+}
+
+// Read is the bufio.Reader's source: it bounds the response headers and
+// counts what came back.
+func (c *leanConn) Read(p []byte) (int, error) {
+	if c.limit == 0 {
+		return 0, fmt.Errorf("net/http: response headers exceed %d bytes", c.t.maxHdr)
+	}
+	if c.limit > 0 && int64(len(p)) > c.limit {
+		p = p[:c.limit]
+	}
+	if c.rerr != nil {
+		return 0, c.rerr
+	}
+	n, err := c.conn.Read(p)
+	c.got += int64(n)
+	if c.limit > 0 {
+		c.limit -= int64(n)
+	}
+	if err != nil {
+		c.rerr = err // a connection's read error is its last (readResponseHead relies on it)
+	}
+	return n, err
+}
+
+var errStaleConn = errors.New("lean: pooled connection closed before the response")
+
+func (t *leanTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	// The direct path checked its own request already; a retry's clone of
+	// it (another destination) is checked here.
+	if st := stateFrom(req.Context()); (st == nil || st.directOut != req) && !t.covers(req) {
+		return t.fallback.RoundTrip(req)
+	}
+	t.trips.Add(1)
+	ctx := req.Context()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	key := canonicalAddr(req)
+	for attempt := 0; ; attempt++ {
+		var lc *leanConn
+		if attempt == 0 {
+			lc = t.get(key)
+		}
+		if lc == nil {
+			c, err := t.dial(ctx, "tcp", key)
+			if err != nil {
+				return nil, err
+			}
+			lc = t.wrap(key, c)
+		}
+		resp, err := lc.roundTrip(req)
+		if err == nil {
+			return resp, nil
+		}
+		// Retry once on a new connection: a pooled connection the backend
+		// had closed, nothing of a response came back, and the method
+		// allows sending it again (the Transport's rule, as no body is
+		// involved).
+		if !lc.reused || lc.got > 0 || attempt > 0 || ctx.Err() != nil || !replayable(req) {
+			return nil, err
+		}
+	}
+}
+
+// replayable is the Transport's rule for a request without a body.
+func replayable(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, a := req.Header["Idempotency-Key"]
+	_, b := req.Header["X-Idempotency-Key"]
+	return a || b
+}
+
+// canonicalAddr is the URL's host:port, port 80 when none (the URL's own
+// Host, without an allocation, when it has a port).
+func canonicalAddr(req *http.Request) string {
+	if h := req.URL.Host; strings.LastIndexByte(h, ':') > strings.LastIndexByte(h, ']') {
+		return h
+	}
+	host, port := req.URL.Hostname(), req.URL.Port()
+	if port == "" {
+		port = "80"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+func (t *leanTransport) wrap(key string, c net.Conn) *leanConn {
+	lc := &leanConn{t: t, key: key, conn: c}
+	lc.br = bufio.NewReaderSize(lc, 4<<10)
+	lc.bw = bufio.NewWriterSize(c, 4<<10)
+	inner := c
+	if ic, ok := c.(*idleConn); ok {
+		inner = ic.Conn
+	}
+	if sc, ok := inner.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			lc.raw, lc.peek = raw, lc.peekFd
+		}
+	}
+	return lc
+}
+
+// acceptGzip is the Accept-Encoding the Transport adds (and then undoes).
+var acceptGzip = []string{"gzip"}
+
+// roundTrip writes req and reads its response on lc.
+func (lc *leanConn) roundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	// A cancelled request (client gone, route timeout) closes the
+	// connection, which ends a blocked read or write.
+	stop := context.AfterFunc(ctx, func() { lc.conn.Close() })
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		lc.conn.Close()
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
+		if lc.reused && lc.got == 0 && connBroke(err) {
+			return nil, fmt.Errorf("%w: %w", errStaleConn, err)
+		}
+		return nil, err
+	}
+	// As the Transport: ask for gzip when the client asked for no
+	// encoding, and decode the answer, so the client gets what it can
+	// read. The outgoing request is ReverseProxy's own copy, only this
+	// goroutine uses it while RoundTrip runs; the header is put back.
+	gz := req.Method != http.MethodHead && req.Header["Accept-Encoding"] == nil && req.Header["Range"] == nil
+	if gz {
+		req.Header["Accept-Encoding"] = acceptGzip
+	}
+	lc.got = 0
+	ok, err := writeRequestHead(lc.bw, req)
+	if !ok && err == nil {
+		err = req.Write(lc.bw)
+	}
+	if gz {
+		delete(req.Header, "Accept-Encoding")
+	}
+	if err == nil {
+		err = lc.bw.Flush()
+	}
+	if err != nil {
+		return fail(err)
+	}
+	trace := httptrace.ContextClientTrace(ctx)
+	var resp *http.Response
+	for n1xx := 0; ; n1xx++ {
+		lc.limit = lc.t.maxHdr
+		if resp, err = readResponseHead(lc.br, req); resp == nil && err == nil {
+			resp, err = http.ReadResponse(lc.br, req)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		code := resp.StatusCode
+		if code < 100 || code > 199 {
+			break
+		}
+		if code == http.StatusSwitchingProtocols {
+			// Upgrades go to the Transport; an unasked-for 101 is the
+			// backend's protocol error.
+			return fail(errors.New("lean: 101 Switching Protocols to a request without Upgrade"))
+		}
+		if n1xx >= 5 {
+			return fail(errors.New("net/http: too many 1xx informational responses"))
+		}
+		switch {
+		case trace != nil && trace.Got1xxResponse != nil:
+			if err := trace.Got1xxResponse(code, textproto.MIMEHeader(resp.Header)); err != nil {
+				return fail(err)
+			}
+		case trace == nil:
+			if st := stateFrom(ctx); st != nil && st.directOut != nil {
+				st.write1xx(code, textproto.MIMEHeader(resp.Header))
+			}
+		}
+	}
+	lc.limit = -1
+	body := &leanBody{lc: lc, rc: resp.Body, stop: stop, close: resp.Close}
+	if resp.Body == http.NoBody {
+		body.release(true)
+		return resp, nil
+	}
+	resp.Body = body
+	if gz && strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
+		resp.Header.Del("Content-Encoding")
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
+		resp.Uncompressed = true
+		resp.Body = &leanGzip{body: body}
+	}
+	return resp, nil
+}
+
+// connBroke reports an error of a connection the peer closed or reset
+// (the lean path's stale-connection test and the retry's rule share it).
+func connBroke(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// leanBody is a response body on a lean connection: its end returns the
+// connection to the pool, an early Close or an error closes it.
+type leanBody struct {
+	lc    *leanConn
+	rc    io.ReadCloser
+	stop  func() bool
+	close bool
+	mu    sync.Mutex
+	done  bool
+	eof   bool
+}
+
+func (b *leanBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	done, eof := b.done, b.eof
+	b.mu.Unlock()
+	switch {
+	case eof:
+		return 0, io.EOF // as a body read to its end keeps answering
+	case done:
+		return 0, errors.New("http: read on closed response body")
+	}
+	n, err := b.rc.Read(p)
+	switch {
+	case err == io.EOF:
+		b.release(true)
+	case err != nil:
+		b.release(false)
+	}
+	return n, err
+}
+
+func (b *leanBody) Close() error {
+	b.release(false) // before EOF: the rest is not read, the connection goes
+	return nil
+}
+
+// release ends the exchange once: complete (the connection may be pooled
+// again) or not (it is closed).
+func (b *leanBody) release(complete bool) {
+	b.mu.Lock()
+	if b.done {
+		b.mu.Unlock()
+		return
+	}
+	b.done, b.eof = true, complete
+	b.mu.Unlock()
+	fired := !b.stop()
+	lc := b.lc
+	if !complete || fired || b.close || lc.br.Buffered() > 0 {
+		// Bytes after a complete response were never asked for: a
+		// backend that sends them is not trusted with the next request.
+		lc.conn.Close()
+		return
+	}
+	lc.t.put(lc)
+}
+
+// leanGzip decodes a gzip body the lean path asked for, lazily as the
+// Transport's gzipReader.
+type leanGzip struct {
+	body *leanBody
+	zr   *gzip.Reader
+	err  error
+}
+
+func (g *leanGzip) Read(p []byte) (int, error) {
+	if g.err != nil {
+		return 0, g.err
+	}
+	if g.zr == nil {
+		zr, err := gzip.NewReader(g.body)
+		if err != nil {
+			g.err = err
+			return 0, err
+		}
+		g.zr = zr
+	}
+	n, err := g.zr.Read(p)
+	if err != nil {
+		g.err = err
+	}
+	return n, err
+}
+
+func (g *leanGzip) Close() error { return g.body.Close() }
+
+// get takes the most recently used idle connection to key that is still
+// intact (the peek runs outside the pool's lock).
+func (t *leanTransport) get(key string) *leanConn {
+	for {
+		lc, fresh := t.pop(key)
+		if lc == nil {
+			return nil
+		}
+		if fresh && lc.intact() {
+			lc.reused = true
+			return lc
+		}
+		lc.conn.Close()
+	}
+}
+
+// pop removes the newest idle connection to key; fresh is false when it
+// was idle for longer than IdleConnTimeout.
+func (t *leanTransport) pop(key string) (lc *leanConn, fresh bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cs := t.idle[key]
+	if len(cs) == 0 {
+		return nil, false
+	}
+	lc = cs[len(cs)-1]
+	cs[len(cs)-1] = nil
+	t.idle[key] = cs[:len(cs)-1]
+	return lc, time.Since(lc.idleAt) < t.idleFor
+}
+
+// intact peeks at the idle connection without blocking (one
+// recv(MSG_PEEK|MSG_DONTWAIT)): false when the backend closed it or sent
+// something nobody asked for, which http.Transport's reader goroutine
+// would have seen while the connection sat in its pool.
+func (lc *leanConn) intact() bool {
+	if lc.raw == nil {
+		return true // not a socket (a test's pipe): the retry rule covers it
+	}
+	lc.peekOK = false
+	return lc.raw.Read(lc.peek) == nil && lc.peekOK
+}
+
+// peekFd is lc.peek: built once per connection, so a reuse allocates
+// nothing.
+func (lc *leanConn) peekFd(fd uintptr) bool {
+	n, _, err := syscall.Recvfrom(int(fd), lc.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	lc.peekOK = n < 0 && (err == syscall.EAGAIN || err == syscall.EWOULDBLOCK)
+	return true // never wait for readiness
+}
+
+// put pools lc, unless the pool is full or closed.
+func (t *leanTransport) put(lc *leanConn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cs := t.idle[lc.key]
+	if t.closed || len(cs) >= t.maxIdle {
+		lc.conn.Close()
+		return
+	}
+	lc.idleAt = time.Now()
+	t.idle[lc.key] = append(cs, lc)
+	if len(t.idle[lc.key]) == 1 {
+		t.prune.Reset(t.idleFor)
+	}
+}
+
+// pruneIdle closes connections idle for longer than IdleConnTimeout.
+func (t *leanTransport) pruneIdle() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	left := false
+	for key, cs := range t.idle {
+		keep := cs[:0]
+		for _, lc := range cs {
+			if now.Sub(lc.idleAt) >= t.idleFor {
+				lc.conn.Close()
+				continue
+			}
+			keep = append(keep, lc)
+		}
+		clear(cs[len(keep):])
+		t.idle[key] = keep
+		left = left || len(keep) > 0
+	}
+	if left && !t.closed {
+		t.prune.Reset(t.idleFor)
+	}
+}
+
+// CloseIdleConnections closes the pooled connections (and the
+// Transport's); connections in use close when their response ends.
+func (t *leanTransport) CloseIdleConnections() {
+	t.mu.Lock()
+	for key, cs := range t.idle {
+		for _, lc := range cs {
+			lc.conn.Close()
+		}
+		delete(t.idle, key)
+	}
+	t.mu.Unlock()
+	t.fallback.CloseIdleConnections()
+}

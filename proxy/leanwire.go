@@ -1,0 +1,371 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// The lean path's wire format, for the common case only. writeRequestHead
+// writes what Request.Write writes for a request without a body, and
+// readResponseHead parses what http.ReadResponse parses for a plain
+// HTTP/1.1 response with one Content-Length, each without the standard
+// library's general machinery (a transfer writer, sorted header copies, a
+// textproto reader, a header block copied line by line). Anything outside
+// that case is left to the standard library, byte for byte: the writer
+// says so before writing anything, the parser before consuming anything,
+// so the same bytes go to Request.Write or http.ReadResponse instead.
+// Differential tests and fuzz targets (leanwire_test.go) hold both to the
+// standard library's result.
+
+// writeRequestHead writes req's request line and header block to bw as
+// Request.Write would for a body-less request that leanTransport.covers.
+// It writes nothing and returns false for what it does not handle (a host
+// needing punycode or an IPv6 zone removed, an opaque URL, a trace that
+// wants each written header, ...).
+func writeRequestHead(bw *bufio.Writer, req *http.Request) (bool, error) {
+	if trace := httptrace.ContextClientTrace(req.Context()); trace != nil &&
+		(trace.WroteHeaderField != nil || trace.WroteHeaders != nil || trace.WroteRequest != nil) {
+		return false, nil
+	}
+	u := req.URL
+	if u.Opaque != "" || req.Method == http.MethodConnect || req.Close || req.Trailer != nil || len(req.TransferEncoding) > 0 {
+		return false, nil
+	}
+	host := req.Host
+	if host == "" {
+		host = u.Host
+	}
+	for i := 0; i < len(host); i++ {
+		if c := host[i]; c >= 0x80 || c == '%' {
+			return false, nil // punycode, or an IPv6 zone to remove
+		}
+	}
+	if !httpguts.ValidHostHeader(host) {
+		return false, nil
+	}
+	path := u.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	if ctlByte(path) || ctlByte(u.RawQuery) {
+		return false, nil // Request.Write's error
+	}
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	bw.WriteString(method)
+	bw.WriteByte(' ')
+	bw.WriteString(path)
+	if u.ForceQuery || u.RawQuery != "" {
+		bw.WriteByte('?')
+		bw.WriteString(u.RawQuery)
+	}
+	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	bw.WriteString(host)
+	bw.WriteString("\r\n")
+	ua := "Go-http-client/1.1" // Request.Write's default
+	if vs, ok := req.Header["User-Agent"]; ok {
+		ua = ""
+		if len(vs) > 0 {
+			ua = textproto.TrimString(vs[0])
+		}
+	}
+	if ua != "" {
+		bw.WriteString("User-Agent: ")
+		bw.WriteString(ua)
+		bw.WriteString("\r\n")
+	}
+	// Field names are valid: leanTransport.covers checked them (as
+	// http.Transport does; Request.Write would drop an invalid one).
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+		bw.WriteString("Content-Length: 0\r\n") // as the transfer writer
+	}
+	for k, vs := range req.Header {
+		switch k {
+		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
+			continue
+		}
+		for _, v := range vs {
+			bw.WriteString(k)
+			bw.WriteString(": ")
+			bw.WriteString(textproto.TrimString(v))
+			bw.WriteString("\r\n")
+		}
+	}
+	_, err := bw.WriteString("\r\n")
+	return true, err
+}
+
+func ctlByte(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b < ' ' || b == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+// readResponseHead parses a response head from br as http.ReadResponse
+// would, for the case it handles: "HTTP/1.1", a final status other than
+// 204 and 304, to a request other than HEAD, CRLF line ends, token field
+// names, valid field values, no folded line, no Transfer-Encoding, Trailer
+// or Pragma field, and exactly one Content-Length, all of it within br's
+// buffer. It returns nil, consuming nothing, for anything else (and when
+// the connection failed before a whole head came). The body reads as
+// http.ReadResponse's does: io.ErrUnexpectedEOF when the connection ends
+// early, io.EOF with the last bytes.
+func readResponseHead(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodHead {
+		return nil, nil
+	}
+	head := peekHead(br)
+	if head == nil {
+		return nil, nil
+	}
+	// Status line: "HTTP/1.1 DDD[ reason]".
+	eol := bytes.IndexByte(head, '\n')
+	if eol < 1 || head[eol-1] != '\r' {
+		return nil, nil
+	}
+	line := head[:eol-1]
+	if len(line) < 12 || string(line[:9]) != "HTTP/1.1 " || (len(line) > 12 && line[12] != ' ') {
+		return nil, nil
+	}
+	code := 0
+	for _, c := range line[9:12] {
+		if c < '0' || c > '9' {
+			return nil, nil
+		}
+		code = code*10 + int(c-'0')
+	}
+	if code < 200 || code == http.StatusNoContent || code == http.StatusNotModified || ctlBytes(line) {
+		return nil, nil
+	}
+	all := head[eol+1:]
+	n := bytes.Count(all, crlf) - 1 // header lines; the last CRLF ends the head
+	h := make(http.Header, n)
+	vals := make([]string, n)
+	// One string holds every field of the head; names and values are
+	// slices of it (one allocation, where textproto makes one per value).
+	var blk string
+	if n > 0 {
+		blk = string(all)
+	}
+	var clv []byte
+	closing := false
+	var kb [64]byte
+	for pos := 0; pos < len(all)-2; {
+		i := bytes.IndexByte(all[pos:], '\n')
+		if i < 1 || all[pos+i-1] != '\r' {
+			return nil, nil
+		}
+		start := pos
+		kv := all[start : start+i-1]
+		pos += i + 1
+		colon := bytes.IndexByte(kv, ':')
+		if colon <= 0 || colon > len(kb) {
+			return nil, nil
+		}
+		key, ok := canonicalKey(kb[:0], kv[:colon], blk[start:start+colon])
+		if !ok {
+			return nil, nil
+		}
+		vs, ve := colon+1, len(kv)
+		for vs < ve && (kv[vs] == ' ' || kv[vs] == '\t') {
+			vs++
+		}
+		for ve > vs && (kv[ve-1] == ' ' || kv[ve-1] == '\t') {
+			ve--
+		}
+		v := kv[vs:ve]
+		for _, c := range v {
+			if !validFieldValueByte(c) {
+				return nil, nil
+			}
+		}
+		switch key {
+		case "Transfer-Encoding", "Trailer", "Pragma":
+			return nil, nil
+		case "Content-Length":
+			if clv != nil {
+				return nil, nil
+			}
+			clv = v
+		}
+		value := blk[start+vs : start+ve]
+		if old := h[key]; old == nil {
+			vals[0] = value
+			h[key], vals = vals[:1:1], vals[1:]
+		} else {
+			h[key] = append(old, value)
+		}
+	}
+	if len(clv) == 0 || len(clv) > 18 {
+		return nil, nil // none (a body to the connection's end), or too long for ParseUint's 63 bits
+	}
+	var length int64
+	for _, c := range clv {
+		if c < '0' || c > '9' {
+			return nil, nil
+		}
+		length = length*10 + int64(c-'0')
+	}
+	if cv, ok := h["Connection"]; ok && httpguts.HeaderValuesContainsToken(cv, "close") {
+		delete(h, "Connection") // as shouldClose removes it
+		closing = true
+	}
+	resp := &http.Response{
+		Status: statusText(line[9:]), StatusCode: code,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, ContentLength: length, Close: closing, Request: req,
+	}
+	if _, err := br.Discard(len(head)); err != nil {
+		return nil, err
+	}
+	if length == 0 {
+		resp.Body = http.NoBody
+	} else {
+		resp.Body = &lengthBody{br: br, n: length}
+	}
+	return resp, nil
+}
+
+var crlf = []byte("\r\n")
+
+// peekHead returns the buffered bytes of a whole response head (through
+// its blank line) without consuming them; nil when the head does not fit
+// in br's buffer or the connection failed before it was complete. The
+// failure is not lost: leanConn's reads keep returning it, so
+// http.ReadResponse, reading the same bytes, reports it as it would have.
+func peekHead(br *bufio.Reader) []byte {
+	want := 1
+	for {
+		buf, err := br.Peek(want)
+		if len(buf) > 0 {
+			buf, _ = br.Peek(br.Buffered())
+			if i := bytes.Index(buf, crlfcrlf); i >= 0 {
+				return buf[:i+4]
+			}
+		}
+		if err != nil || br.Buffered() >= br.Size() {
+			return nil
+		}
+		want = br.Buffered() + 1 // wait for more
+	}
+}
+
+var crlfcrlf = []byte("\r\n\r\n")
+
+// canonicalKey is textproto.CanonicalMIMEHeaderKey for a field name of
+// token bytes (ok is false for any other): as is (the string as, the same
+// bytes) when it is canonical already, else interned when it is one of the
+// common names, else a new string.
+func canonicalKey(buf, name []byte, as string) (string, bool) {
+	upper, changed := true, false
+	for _, c := range name {
+		if !httpguts.IsTokenRune(rune(c)) {
+			return "", false
+		}
+		switch {
+		case upper && 'a' <= c && c <= 'z':
+			c -= 'a' - 'A'
+			changed = true
+		case !upper && 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+			changed = true
+		}
+		buf = append(buf, c)
+		upper = c == '-'
+	}
+	if !changed {
+		return as, true
+	}
+	if s, ok := commonKeys[string(buf)]; ok {
+		return s, true
+	}
+	return string(buf), true
+}
+
+var commonKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{
+		"Accept-Ranges", "Age", "Cache-Control", "Connection", "Content-Encoding",
+		"Content-Language", "Content-Length", "Content-Type", "Date", "Etag",
+		"Expires", "Keep-Alive", "Last-Modified", "Location", "Server", "Set-Cookie",
+		"Strict-Transport-Security", "Vary", "Via", "Www-Authenticate", "X-Powered-By",
+		"Access-Control-Allow-Origin", "X-Content-Type-Options", "X-Frame-Options",
+		"X-Request-Id", "Traceparent",
+	} {
+		m[k] = k
+	}
+	return m
+}()
+
+// statusText is the response's Status ("200 OK"), interned for the
+// common ones.
+func statusText(s []byte) string {
+	switch string(s) {
+	case "200 OK":
+		return "200 OK"
+	case "404 Not Found":
+		return "404 Not Found"
+	}
+	return string(s)
+}
+
+// validFieldValueByte is textproto's rule: VCHAR, SP, HTAB, obs-text.
+func validFieldValueByte(c byte) bool {
+	return c >= 0x20 && c != 0x7f || c == '\t'
+}
+
+// ctlBytes reports a control byte other than HTAB (the status line's
+// reason phrase is otherwise free text).
+func ctlBytes(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 && c != '\t' || c == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+// lengthBody is a Content-Length body read from the connection's reader.
+type lengthBody struct {
+	br  *bufio.Reader
+	n   int64
+	err error
+}
+
+func (b *lengthBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.n <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.n {
+		p = p[:b.n]
+	}
+	n, err := b.br.Read(p)
+	b.n -= int64(n)
+	switch {
+	case err == io.EOF:
+		err = io.ErrUnexpectedEOF
+	case err == nil && b.n == 0:
+		err = io.EOF
+	}
+	if err != nil {
+		b.err = err
+	}
+	return n, err
+}
+
+func (b *lengthBody) Close() error { return nil }

@@ -1,0 +1,307 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// The lean path's own wire code is held to the standard library's: every
+// request head it writes must read back as Request.Write's does, and every
+// response head it parses must give what http.ReadResponse gives from the
+// same bytes. The standard library is the known answer here.
+
+// headLines splits a request head into its request line, its Host line
+// and each field's lines in order (Request.Write sorts the fields; the
+// lean writer does not, and field order across names carries no meaning).
+func headLines(t *testing.T, b []byte) (first, host string, fields map[string][]string) {
+	t.Helper()
+	s := string(b)
+	if !strings.HasSuffix(s, "\r\n\r\n") {
+		t.Fatalf("head %q does not end with an empty line", s)
+	}
+	lines := strings.Split(strings.TrimSuffix(s, "\r\n\r\n"), "\r\n")
+	if len(lines) < 2 {
+		t.Fatalf("head %q: no Host line", s)
+	}
+	fields = map[string][]string{}
+	for _, l := range lines[2:] {
+		k, _, _ := strings.Cut(l, ":")
+		fields[k] = append(fields[k], l)
+	}
+	return lines[0], lines[1], fields
+}
+
+func stdlibHead(t *testing.T, req *http.Request) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := req.Write(&b); err != nil {
+		t.Fatalf("Request.Write: %v", err)
+	}
+	return b.Bytes()
+}
+
+func leanHead(req *http.Request) ([]byte, bool, error) {
+	var b bytes.Buffer
+	bw := bufio.NewWriter(&b)
+	ok, err := writeRequestHead(bw, req)
+	if err == nil {
+		err = bw.Flush()
+	}
+	return b.Bytes(), ok, err
+}
+
+func sameHead(t *testing.T, req *http.Request) bool {
+	t.Helper()
+	got, ok, err := leanHead(req)
+	if err != nil {
+		t.Fatalf("writeRequestHead: %v", err)
+	}
+	if !ok {
+		if len(got) != 0 {
+			t.Fatalf("writeRequestHead declined but wrote %q", got)
+		}
+		return false
+	}
+	want := stdlibHead(t, req)
+	f1, h1, m1 := headLines(t, got)
+	f2, h2, m2 := headLines(t, want)
+	if f1 != f2 || h1 != h2 || !reflect.DeepEqual(m1, m2) {
+		t.Fatalf("lean head differs from Request.Write's:\nlean:\n%s\nstdlib:\n%s", got, want)
+	}
+	return true
+}
+
+func TestWriteRequestHeadMatchesRequestWrite(t *testing.T) {
+	mk := func(method, rawURL, host string, h http.Header) *http.Request {
+		u, err := url.Parse(rawURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h == nil {
+			h = http.Header{}
+		}
+		return &http.Request{Method: method, URL: u, Host: host, Header: h}
+	}
+	cases := []struct {
+		name string
+		req  *http.Request
+		lean bool // the lean writer takes it
+	}{
+		{"plain GET", mk("GET", "http://b:8080/a/b?x=1", "front.example", http.Header{"Accept": {"*/*"}}), true},
+		{"empty method is GET", mk("", "http://b/", "", nil), true},
+		{"no Host: the URL's", mk("GET", "http://b:81/p", "", nil), true},
+		{"empty path is /", mk("GET", "http://b", "h", nil), true},
+		{"escaped path kept", mk("GET", "http://b/a%2Fb/c%20d", "h", nil), true},
+		{"force query", mk("GET", "http://b/p?", "h", nil), true},
+		{"no User-Agent: Go's default", mk("GET", "http://b/", "h", nil), true},
+		{"empty User-Agent: none", mk("GET", "http://b/", "h", http.Header{"User-Agent": {""}}), true},
+		{"User-Agent trimmed", mk("GET", "http://b/", "h", http.Header{"User-Agent": {"  curl/8 \t"}}), true},
+		{"User-Agent present, no values", mk("GET", "http://b/", "h", http.Header{"User-Agent": nil}), true},
+		{"values trimmed, order kept", mk("GET", "http://b/", "h", http.Header{"X-A": {" 1", "2 ", "\t3\t"}, "Cookie": {"a=1", "b=2"}}), true},
+		{"excluded fields dropped", mk("GET", "http://b/", "h", http.Header{"Content-Length": {"5"}, "Transfer-Encoding": {"chunked"}, "Trailer": {"X"}, "Host": {"evil"}}), true},
+		{"POST without body: Content-Length 0", mk("POST", "http://b/", "h", nil), true},
+		{"PUT without body: Content-Length 0", mk("PUT", "http://b/", "h", nil), true},
+		{"PATCH without body: Content-Length 0", mk("PATCH", "http://b/", "h", nil), true},
+		{"DELETE without body: none", mk("DELETE", "http://b/", "h", nil), true},
+		{"OPTIONS", mk("OPTIONS", "http://b/x", "h", nil), true},
+		{"IPv6 host", mk("GET", "http://[::1]:80/", "", nil), true},
+		{"IPv6 zone: declined", mk("GET", "http://b/", "[fe80::1%25eth0]:80", nil), false},
+		{"non-ASCII host: declined (punycode)", mk("GET", "http://b/", "bücher.example", nil), false},
+		{"invalid Host: declined", mk("GET", "http://b/", "a b", nil), false},
+		{"opaque URL: declined", &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Opaque: "//b/x", Host: "b"}, Host: "b", Header: http.Header{}}, false},
+		{"CONNECT: declined", mk("CONNECT", "http://b:443", "b:443", nil), false},
+		{"Close: declined", func() *http.Request { r := mk("GET", "http://b/", "h", nil); r.Close = true; return r }(), false},
+		{"control byte in path: declined", &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Host: "b", Path: "/a", RawPath: "/a\x01"}, Host: "b", Header: http.Header{}}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := sameHead(t, c.req); got != c.lean {
+				t.Fatalf("lean writer took it: %v, want %v", got, c.lean)
+			}
+		})
+	}
+}
+
+func FuzzWriteRequestHead(f *testing.F) {
+	f.Add("GET", "/a/b", "x=1", "front", "Accept", "*/*", "X-Multi", " a , b ")
+	f.Add("POST", "/%2F", "", "[::1]:8080", "User-Agent", "", "Cookie", "a=1")
+	f.Add("", "", "", "h", "Content-Length", "3", "Te", "trailers")
+	f.Fuzz(func(t *testing.T, method, path, query, host, k1, v1, k2, v2 string) {
+		req := &http.Request{Method: method, URL: &url.URL{Scheme: "http", Host: "backend:80", Path: path, RawQuery: query},
+			Host: host, Header: http.Header{k1: {v1}}}
+		req.Header[k2] = append(req.Header[k2], v2)
+		lt := &leanTransport{}
+		if !lt.covers(req) {
+			return // never given to the lean writer
+		}
+		var b bytes.Buffer
+		if req.Write(&b) != nil {
+			// The standard library refuses it: the lean writer must too.
+			if _, ok, _ := leanHead(req); ok {
+				t.Fatalf("lean writer wrote a request Request.Write refuses: %+v", req)
+			}
+			return
+		}
+		sameHead(t, req)
+	})
+}
+
+// stdlibResponse is http.ReadResponse's reading of b, the body read to
+// its end.
+type readBack struct {
+	resp *http.Response
+	body []byte
+	err  error // reading the body
+	rest []byte
+}
+
+func readBoth(t *testing.T, raw []byte, method string) (fast, std *readBack) {
+	t.Helper()
+	req := &http.Request{Method: method, URL: &url.URL{Path: "/"}}
+	read := func(lean bool) *readBack {
+		br := bufio.NewReaderSize(bytes.NewReader(raw), 4096)
+		var resp *http.Response
+		var err error
+		if lean {
+			resp, err = readResponseHead(br, req)
+			if resp == nil {
+				if err != nil {
+					t.Fatalf("readResponseHead declined with an error: %v", err)
+				}
+				if br.Buffered() > 0 {
+					if b, _ := br.Peek(br.Buffered()); !bytes.Equal(b, raw[:len(b)]) {
+						t.Fatal("readResponseHead consumed bytes it declined")
+					}
+				}
+				return nil
+			}
+		} else if resp, err = http.ReadResponse(br, req); err != nil {
+			return &readBack{err: err}
+		}
+		body, err := io.ReadAll(resp.Body)
+		rest, _ := io.ReadAll(br)
+		resp.Body = nil
+		return &readBack{resp: resp, body: body, err: err, rest: rest}
+	}
+	return read(true), read(false)
+}
+
+func sameResponse(t *testing.T, raw []byte, method string) bool {
+	t.Helper()
+	fast, std := readBoth(t, raw, method)
+	if fast == nil {
+		return false
+	}
+	if std.resp == nil {
+		t.Fatalf("lean parser took %q, which http.ReadResponse refuses: %v", raw, std.err)
+	}
+	f, s := fast.resp, std.resp
+	if f.Status != s.Status || f.StatusCode != s.StatusCode || f.Proto != s.Proto || f.ProtoMajor != s.ProtoMajor ||
+		f.ProtoMinor != s.ProtoMinor || !reflect.DeepEqual(f.Header, s.Header) || f.ContentLength != s.ContentLength ||
+		f.Close != s.Close || !reflect.DeepEqual(f.TransferEncoding, s.TransferEncoding) || !reflect.DeepEqual(f.Trailer, s.Trailer) ||
+		f.Uncompressed != s.Uncompressed {
+		t.Fatalf("lean parser's response differs for %q:\nlean   %+v\nstdlib %+v", raw, f, s)
+	}
+	if !bytes.Equal(fast.body, std.body) || (fast.err == nil) != (std.err == nil) || !bytes.Equal(fast.rest, std.rest) {
+		t.Fatalf("lean body differs for %q: lean %q (err %v, rest %q), stdlib %q (err %v, rest %q)",
+			raw, fast.body, fast.err, fast.rest, std.body, std.err, std.rest)
+	}
+	return true
+}
+
+func TestReadResponseHeadMatchesReadResponse(t *testing.T) {
+	cases := []struct {
+		name, raw, method string
+		lean              bool // the lean parser takes it
+	}{
+		{"plain", "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello", "GET", true},
+		{"next response left alone", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhiHTTP/1.1 200 OK\r\n", "GET", true},
+		{"empty body", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", "GET", true},
+		{"no reason phrase", "HTTP/1.1 404\r\nContent-Length: 0\r\n\r\n", "GET", true},
+		{"odd reason phrase", "HTTP/1.1 503 Slow Down Please \r\nContent-Length: 0\r\n\r\n", "GET", true},
+		{"names canonicalised", "HTTP/1.1 200 OK\r\ncontent-length: 1\r\nx-CUSTOM-thing: v\r\nset-cookie: a=1\r\nSet-Cookie: b=2\r\n\r\nx", "GET", true},
+		{"values trimmed", "HTTP/1.1 200 OK\r\nContent-Length:  3 \r\nX-A:\t a b \t\r\nX-Empty:\r\n\r\nabc", "GET", true},
+		{"obs-text value", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-A: caf\xc3\xa9\r\n\r\n", "GET", true},
+		{"leading zeros in length", "HTTP/1.1 200 OK\r\nContent-Length: 007\r\n\r\n1234567", "GET", true},
+		{"Connection: close", "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\nx", "GET", true},
+		{"Connection: keep-alive kept", "HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\nx", "GET", true},
+		{"Connection: Upgrade, Close", "HTTP/1.1 200 OK\r\nConnection: Upgrade, Close\r\nContent-Length: 1\r\n\r\nx", "GET", true},
+		{"short body", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", "GET", true},
+		{"POST response", "HTTP/1.1 201 Created\r\nLocation: /x\r\nContent-Length: 2\r\n\r\nok", "POST", true},
+		// Declined: http.ReadResponse's own rules apply.
+		{"HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", "HEAD", false},
+		{"204", "HTTP/1.1 204 No Content\r\n\r\n", "GET", false},
+		{"304", "HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n", "GET", false},
+		{"1xx", "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", "GET", false},
+		{"HTTP/1.0", "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\nx", "GET", false},
+		{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n", "GET", false},
+		{"chunked and length (smuggling shape)", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "GET", false},
+		{"two lengths", "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx", "GET", false},
+		{"two different lengths", "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxy", "GET", false},
+		{"bad length", "HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\nx", "GET", false},
+		{"signed length", "HTTP/1.1 200 OK\r\nContent-Length: +1\r\n\r\nx", "GET", false},
+		{"empty length", "HTTP/1.1 200 OK\r\nContent-Length: \r\n\r\n", "GET", false},
+		{"no length: body to the end", "HTTP/1.1 200 OK\r\nX: y\r\n\r\nall of it", "GET", false},
+		{"Trailer announced", "HTTP/1.1 200 OK\r\nTrailer: X\r\nContent-Length: 1\r\n\r\nx", "GET", false},
+		{"Pragma", "HTTP/1.1 200 OK\r\nPragma: no-cache\r\nContent-Length: 0\r\n\r\n", "GET", false},
+		{"folded line", "HTTP/1.1 200 OK\r\nX-A: a\r\n b\r\nContent-Length: 0\r\n\r\n", "GET", false},
+		{"bare LF", "HTTP/1.1 200 OK\nContent-Length: 0\n\n", "GET", false},
+		{"bare LF in a field", "HTTP/1.1 200 OK\r\nX: a\nContent-Length: 0\r\n\r\n", "GET", false},
+		{"space before colon", "HTTP/1.1 200 OK\r\nContent-Length : 0\r\n\r\n", "GET", false},
+		{"invalid name byte", "HTTP/1.1 200 OK\r\nX(y): 1\r\nContent-Length: 0\r\n\r\n", "GET", false},
+		{"control byte in a value", "HTTP/1.1 200 OK\r\nX: a\x01b\r\nContent-Length: 0\r\n\r\n", "GET", false},
+		{"CR in a value", "HTTP/1.1 200 OK\r\nX: a\rb\r\nContent-Length: 0\r\n\r\n", "GET", false},
+		{"status not three digits", "HTTP/1.1 2000 OK\r\nContent-Length: 0\r\n\r\n", "GET", false},
+		{"incomplete head", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n", "GET", false},
+		{"garbage", "hello world\r\n\r\n", "GET", false},
+		{"head larger than the buffer", "HTTP/1.1 200 OK\r\nX: " + strings.Repeat("a", 5000) + "\r\nContent-Length: 0\r\n\r\n", "GET", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := sameResponse(t, []byte(c.raw), c.method); got != c.lean {
+				t.Fatalf("lean parser took it: %v, want %v", got, c.lean)
+			}
+		})
+	}
+}
+
+func FuzzReadResponseHead(f *testing.F) {
+	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello"), false)
+	f.Add([]byte("HTTP/1.1 200 OK\r\nConnection: close\r\nset-cookie: a=1\r\nContent-Length: 1\r\n\r\nxHTTP/1.1"), false)
+	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"), true)
+	f.Fuzz(func(t *testing.T, raw []byte, head bool) {
+		method := "GET"
+		if head {
+			method = "HEAD"
+		}
+		sameResponse(t, raw, method)
+	})
+}
+
+// The parser reads a typical response head without allocating more than
+// its response, header map, values, one string and body reader.
+func TestReadResponseHeadAllocations(t *testing.T) {
+	raw := []byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nDate: Tue, 01 Dec 2026 12:00:00 GMT\r\nContent-Length: 5\r\n\r\nhello")
+	req := &http.Request{Method: "GET", URL: &url.URL{Path: "/"}}
+	rd := bytes.NewReader(raw)
+	br := bufio.NewReaderSize(rd, 4096)
+	allocs := testing.AllocsPerRun(200, func() {
+		rd.Reset(raw)
+		br.Reset(rd)
+		resp, err := readResponseHead(br, req)
+		if resp == nil || err != nil {
+			t.Fatalf("declined: %v", err)
+		}
+	})
+	// *Response, the map (its header and its slots), the values slice,
+	// the one string of the fields, the body.
+	if allocs > 6 {
+		t.Fatalf("readResponseHead: %.0f allocations per response, want at most 6", allocs)
+	}
+}
