@@ -13,13 +13,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tether-proxy/tether/keyring"
-	"github.com/tether-proxy/tether/proxy"
+	"github.com/tether-proxy/tether/store"
 )
 
 // Version is the build's version, set by the linker (-X).
 var Version = "dev"
 
-func (n *Node) startAdmin() error {
+func (n *Node) listenAdmin() error {
 	ln, err := net.Listen("tcp", n.cfg.AdminAddr)
 	if err != nil {
 		return fmt.Errorf("admin listener %s: %w", n.cfg.AdminAddr, err)
@@ -29,6 +29,10 @@ func (n *Node) startAdmin() error {
 		n.log.Warn("the admin API listens beyond loopback without --admin-token-file: anyone who reaches " +
 			ln.Addr().String() + " can rotate and revoke keys and drain destinations")
 	}
+	return nil
+}
+
+func (n *Node) serveAdmin() {
 	n.admin = &http.Server{
 		Handler:           n.adminHandler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -36,11 +40,10 @@ func (n *Node) startAdmin() error {
 		ErrorLog:          nil,
 	}
 	go func() {
-		if err := n.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := n.admin.Serve(n.adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("admin listener stopped", "error", err)
 		}
 	}()
-	return nil
 }
 
 func isLoopback(a net.Addr) bool {
@@ -54,17 +57,27 @@ func (n *Node) adminHandler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", n.handleReady)
+	// The cluster page (ui.go) holds no data: it is served without the
+	// token and asks for it.
+	mux.Handle("GET /ui/", uiHandler())
+	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
 
 	authed := http.NewServeMux()
 	authed.Handle("GET /metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
 	authed.HandleFunc("GET /v1/status", n.handleStatus)
+	authed.HandleFunc("GET /v1/members", n.handleMembers)
+	authed.HandleFunc("GET /v1/events", n.handleEvents)
+	authed.HandleFunc("POST /v1/join", n.sameSite(n.handleJoin))
+	authed.HandleFunc("POST /v1/leave", n.sameSite(n.handleLeave))
+	authed.HandleFunc("DELETE /v1/members/{id}", n.sameSite(n.onLeader(n.handleRemove)))
 	authed.HandleFunc("GET /v1/keyring", n.handleKeyringList)
-	authed.HandleFunc("POST /v1/keyring/rotate", n.handleKeyringRotate)
-	authed.HandleFunc("POST /v1/keyring/{id}/revoke", n.handleKeyringRevoke)
+	authed.HandleFunc("POST /v1/keyring/rotate", n.sameSite(n.onLeader(n.handleKeyringRotate)))
+	authed.HandleFunc("POST /v1/keyring/{id}/revoke", n.sameSite(n.onLeader(n.handleKeyringRevoke)))
 	authed.HandleFunc("GET /v1/clusters", n.handleClusters)
 	authed.HandleFunc("GET /v1/clusters/{cluster}/destinations", n.handleDestinations)
-	authed.HandleFunc("POST /v1/clusters/{cluster}/destinations/{id}/drain", n.handleDrain(true))
-	authed.HandleFunc("DELETE /v1/clusters/{cluster}/destinations/{id}/drain", n.handleDrain(false))
+	authed.HandleFunc("POST /v1/clusters/{cluster}/destinations/{id}/drain", n.sameSite(n.onLeader(n.handleDrain(true))))
+	authed.HandleFunc("DELETE /v1/clusters/{cluster}/destinations/{id}/drain", n.sameSite(n.onLeader(n.handleDrain(false))))
 	authed.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
@@ -88,56 +101,66 @@ func (n *Node) requireToken(h http.Handler) http.Handler {
 }
 
 func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
-	if n.keys == nil || n.keys.ActiveKeyID(time.Now()) == "" {
-		writeError(w, http.StatusServiceUnavailable, "no active key")
+	if id, _ := n.store.Leader(); id == "" {
+		writeError(w, http.StatusServiceUnavailable, "no Raft leader known yet")
+		return
+	}
+	if n.ring.ActiveKeyID(time.Now()) == "" {
+		writeError(w, http.StatusServiceUnavailable, "no active key yet")
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
 }
 
 func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
+	leader, _ := n.store.Leader()
 	writeJSON(w, http.StatusOK, map[string]any{
 		"node_id":        n.cfg.NodeID,
 		"version":        Version,
 		"uptime_seconds": int64(time.Since(n.started).Seconds()),
-		"members":        1,
-		"active_key_id":  n.keys.ActiveKeyID(time.Now()),
+		"raft_state":     n.store.State(),
+		"leader_id":      leader,
+		"applied_index":  n.store.AppliedIndex(),
+		"commit_index":   n.store.CommitIndex(),
+		"durable_index":  n.store.DurableIndex(),
+		"cluster_id":     n.store.ClusterID(),
+		"members":        len(n.memberViews()),
+		"active_key_id":  n.ring.ActiveKeyID(time.Now()),
 		"clusters":       n.proxy.ClusterIDs(),
 	})
 }
 
 func (n *Node) handleKeyringList(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	keys := n.keys.List(now)
+	keys := n.ring.List(now)
 	if keys == nil {
 		keys = []keyring.Metadata{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"active_key_id": n.keys.ActiveKeyID(now), "keys": keys})
+	writeJSON(w, http.StatusOK, map[string]any{"active_key_id": n.ring.ActiveKeyID(now), "keys": keys})
 }
 
 func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
-	md, err := n.keys.Rotate(time.Now())
+	md, err := n.rotate(time.Now(), requestID(r))
 	if err != nil {
-		n.log.Error("key rotation failed", "error", err)
-		writeError(w, http.StatusInternalServerError, "key rotation failed")
+		n.writeApplyError(w, "key rotation", err)
 		return
 	}
-	n.log.Info("key rotated", "id", md.ID)
-	writeJSON(w, http.StatusOK, map[string]any{"id": md.ID})
+	writeJSON(w, http.StatusOK, map[string]any{"id": md.ID, "state": md.State})
 }
 
 func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := n.revokeKey(id); err != nil {
+	if err := n.revoke(time.Now(), id, requestID(r)); err != nil {
 		if errors.Is(err, keyring.ErrUnknownKey) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no key with id %q", id))
 			return
 		}
-		n.log.Error("key revocation failed", "id", id, "error", err)
-		writeError(w, http.StatusInternalServerError, "key revocation failed")
+		n.writeApplyError(w, "key revocation", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "state": "revoked", "active_key_id": n.keys.ActiveKeyID(time.Now())})
+	active := n.ring.ActiveKeyID(time.Now())
+	n.log.Info("key revoked", "id", id, "active_key_id", active)
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "state": "revoked", "active_key_id": active})
 }
 
 func (n *Node) handleClusters(w http.ResponseWriter, r *http.Request) {
@@ -158,7 +181,19 @@ type destView struct {
 	Draining      bool       `json:"draining"`
 	DrainDeadline *time.Time `json:"drain_deadline,omitempty"`
 	Inflight      int64      `json:"inflight"`
-	AffinityKey   string     `json:"affinity_key,omitempty"`
+	// Verdicts are the probers' latest verdicts as gossip brought them.
+	Verdicts    []proberVerdict `json:"verdicts"`
+	AffinityKey string          `json:"affinity_key,omitempty"`
+	// RequestsTotal and RequestsPerSecond are this node's traffic to the
+	// destination (the rate between its last two samples, events.go).
+	RequestsTotal     uint64  `json:"requests_total"`
+	RequestsPerSecond float64 `json:"requests_per_second"`
+}
+
+type proberVerdict struct {
+	Node    string    `json:"node"`
+	Verdict string    `json:"verdict"`
+	At      time.Time `json:"at"`
 }
 
 func (n *Node) handleDestinations(w http.ResponseWriter, r *http.Request) {
@@ -169,6 +204,8 @@ func (n *Node) handleDestinations(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
+	requests, affinity := n.trafficTotals()
+	rates := n.sampleRates(now, requests)
 	probing := n.activeHealthEnabled(id)
 	out := make([]destView, 0, len(c.Destinations))
 	for _, d := range c.Destinations {
@@ -178,6 +215,10 @@ func (n *Node) handleDestinations(w http.ResponseWriter, r *http.Request) {
 			Health:   destHealth{Local: d.LocalHealth().String(), Cluster: d.ActiveHealth().String(), Passive: "healthy"},
 			Probers:  []string{},
 			Inflight: d.Inflight(),
+			Verdicts: []proberVerdict{},
+
+			RequestsTotal:     uint64(requests[id+"/"+d.ID]),
+			RequestsPerSecond: roundRate(rates[id+"/"+d.ID]),
 		}
 		if d.AffinityKey != d.ID {
 			v.AffinityKey = d.AffinityKey
@@ -185,7 +226,14 @@ func (n *Node) handleDestinations(w http.ResponseWriter, r *http.Request) {
 		if d.PassiveFailed(now) {
 			v.Health.Passive = "unhealthy"
 		}
-		if probing {
+		switch {
+		case probing && n.health != nil:
+			sh := n.health
+			v.Probers = sh.gossip.Probers(id, d.ID, sh.fanoutOf(id))
+			for _, pv := range sh.gossip.Verdicts(id, d.ID) {
+				v.Verdicts = append(v.Verdicts, proberVerdict{Node: pv.Node, Verdict: fromVerdict(pv.Verdict).String(), At: pv.At})
+			}
+		case probing:
 			v.Probers = []string{n.cfg.NodeID}
 		}
 		if draining, deadline := d.Draining(); draining {
@@ -194,7 +242,7 @@ func (n *Node) handleDestinations(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, v)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"cluster": id, "destinations": out})
+	writeJSON(w, http.StatusOK, map[string]any{"cluster": id, "destinations": out, "affinity": affinityView(affinity[id])})
 }
 
 func (n *Node) activeHealthEnabled(clusterID string) bool {
@@ -206,21 +254,27 @@ func (n *Node) activeHealthEnabled(clusterID string) bool {
 
 func (n *Node) handleDrain(on bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		cluster, id := r.PathValue("cluster"), r.PathValue("id")
-		deadline, err := n.proxy.SetDraining(cluster, id, on)
+		clusterID, id := r.PathValue("cluster"), r.PathValue("id")
+		timeout, err := n.proxy.DrainTimeout(clusterID, id)
 		if err != nil {
-			if errors.Is(err, proxy.ErrNotFound) {
-				writeError(w, http.StatusNotFound, fmt.Sprintf("no destination %q in cluster %q", id, cluster))
-				return
-			}
-			writeError(w, http.StatusInternalServerError, err.Error())
+			writeError(w, http.StatusNotFound, fmt.Sprintf("no destination %q in cluster %q", id, clusterID))
 			return
 		}
-		body := map[string]any{"cluster": cluster, "id": id, "draining": on}
+		body := map[string]any{"cluster": clusterID, "id": id, "draining": on}
+		var cmd store.Command = store.ClearDrain{ReqID: requestID(r), Cluster: clusterID, Destination: id}
 		if on {
+			// The leader picks the absolute deadline, so every node ends
+			// the drain at the same moment.
+			deadline := time.Now().Add(timeout).UTC()
+			cmd = store.SetDrain{ReqID: requestID(r), Cluster: clusterID, Destination: id, Deadline: deadline}
 			body["drain_deadline"] = deadline
 		}
-		n.log.Info("drain changed", "cluster", cluster, "destination", id, "draining", on)
+		if _, err := n.store.Apply(cmd); err != nil {
+			n.writeApplyError(w, "drain change", err)
+			return
+		}
+		n.applyDrains()
+		n.log.Info("drain changed", "cluster", clusterID, "destination", id, "draining", on)
 		writeJSON(w, http.StatusOK, body)
 	}
 }

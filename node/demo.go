@@ -97,7 +97,7 @@ func StartDemo(opts DemoOptions) (d *Demo, err error) {
 				"demo": map[string]any{
 					"LoadBalancingPolicy": "RoundRobin",
 					"SessionAffinity": map[string]any{
-						"Enabled": true, "Policy": "HashCookie", "AffinityKeyName": ".Tether.Affinity",
+						"Enabled": true, "Policy": "Cookie", "AffinityKeyName": ".Tether.Affinity",
 					},
 					"HealthCheck": map[string]any{
 						"Active":  map[string]any{"Enabled": true, "Interval": "00:00:05", "Timeout": "00:00:02", "Path": "/healthz"},
@@ -113,8 +113,8 @@ func StartDemo(opts DemoOptions) (d *Demo, err error) {
 	if err := os.WriteFile(cfgPath, raw, 0o600); err != nil {
 		return d, err
 	}
-	// One cluster secret for all demo nodes: their keyrings are encrypted at
-	// rest, as a real deployment's should be.
+	// One cluster secret for all demo nodes: it authenticates Raft and
+	// gossip between them and encrypts the replicated keyring at rest.
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
 		return d, err
@@ -123,6 +123,7 @@ func StartDemo(opts DemoOptions) (d *Demo, err error) {
 	if err := os.WriteFile(secretPath, []byte(hex.EncodeToString(secret)), 0o600); err != nil {
 		return d, err
 	}
+	var join []string
 	for i := 1; i <= opts.Nodes; i++ {
 		id := fmt.Sprintf("n%d", i)
 		n, err := New(Config{
@@ -130,7 +131,13 @@ func StartDemo(opts DemoOptions) (d *Demo, err error) {
 			NodeID:            id,
 			DataDir:           filepath.Join(dir, id),
 			AdminAddr:         "127.0.0.1:0",
+			RaftAddr:          "127.0.0.1:0",
+			GossipAddr:        "127.0.0.1:0",
+			Join:              join,
+			BootstrapExpect:   opts.Nodes,
+			RaftVoters:        max(opts.Nodes|1, DefaultRaftVoters),
 			ClusterSecretFile: secretPath,
+			FastTimings:       true,
 			Logger:            opts.Logger,
 			AccessLog:         opts.AccessLog,
 		})
@@ -141,8 +148,36 @@ func StartDemo(opts DemoOptions) (d *Demo, err error) {
 			return d, fmt.Errorf("demo node %s: %w", id, err)
 		}
 		d.Nodes = append(d.Nodes, n)
+		join = append(join, n.GossipAddr())
+	}
+	// Ready: a leader is elected and every node holds an active key.
+	deadline := time.Now().Add(30 * time.Second)
+	for !d.ready() {
+		if time.Now().After(deadline) {
+			return d, errors.New("the demo cluster did not elect a leader with an active key within 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	return d, nil
+}
+
+func (d *Demo) ready() bool {
+	for _, n := range d.Nodes {
+		if id, _ := n.store.Leader(); id == "" || n.ring.ActiveKeyID(time.Now()) == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// Leader is the id of the node that leads the demo cluster now.
+func (d *Demo) Leader() string {
+	for _, n := range d.Nodes {
+		if id, _ := n.store.Leader(); id != "" {
+			return id
+		}
+	}
+	return ""
 }
 
 // Lines describe the demo, one line per node and per backend.
@@ -154,6 +189,7 @@ func (d *Demo) Lines() []string {
 	for i, b := range d.Backends {
 		out = append(out, fmt.Sprintf("backend-%d %s", i+1, strings.TrimSuffix(b, "/")))
 	}
+	out = append(out, "leader="+d.Leader())
 	return out
 }
 

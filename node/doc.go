@@ -9,6 +9,10 @@
 // reload watcher, admin API, data path, keyring.
 //
 // The admin API (admin.go) serves SPEC §6: /healthz, /readyz, /metrics,
-// /v1/status, the keyring endpoints and destination drain. Package cmd only
+// /v1/status, the keyring endpoints and destination drain, and GET /v1/events
+// (events.go): a watcher compares the node's view (leader, members, keys,
+// drains, health) after every change and publishes the differences to a
+// bus that replays its recent events and never waits for a slow reader.
+// Package cmd only
 // wires flags into Config and calls Start and Shutdown.
 package node

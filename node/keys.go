@@ -1,8 +1,6 @@
 package node
 
 import (
-	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,71 +8,13 @@ import (
 	"github.com/tether-proxy/tether/keyring"
 )
 
-// keyMaintenanceInterval is how often automatic rotation and pruning run.
-const keyMaintenanceInterval = time.Hour
-
-// openKeyring opens (or creates) the node's keyring in its data dir. With a
-// cluster secret the file is encrypted with a key derived from it; without
-// one the key material is stored in plain text in a 0600 file.
-func (n *Node) openKeyring() error {
-	var kek []byte
-	if n.cfg.ClusterSecretFile != "" {
-		secret, err := readSecretFile(n.cfg.ClusterSecretFile)
-		if err != nil {
-			return fmt.Errorf("cluster secret: %w", err)
-		}
-		if kek, err = keyring.DeriveKEK(secret, keyring.InfoKeyringFile); err != nil {
-			return fmt.Errorf("cluster secret: %w", err)
-		}
-	} else {
-		n.log.Warn("no --cluster-secret-file: the keyring is stored unencrypted (mode 0600) in the data dir")
-	}
-	m, err := keyring.Open(filepath.Join(n.cfg.DataDir, "keyring.json"), kek, keyring.Options{})
-	if err != nil {
-		return fmt.Errorf("keyring: %w", err)
-	}
-	n.keys = m
-	return nil
-}
-
-func (n *Node) revokeKey(id string) error {
-	if err := n.keys.RevokeKey(id, time.Now()); err != nil {
-		return err
-	}
-	n.log.Info("key revoked", "id", id, "active_key_id", n.keys.ActiveKeyID(time.Now()))
-	return nil
-}
-
-// keyMaintenance rotates keys before they expire and prunes keys past their
-// retention period.
-func (n *Node) keyMaintenance() {
-	defer n.bg.Done()
-	t := time.NewTicker(keyMaintenanceInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case now := <-t.C:
-			if md, rotated, err := n.keys.MaybeRotate(now); err != nil {
-				n.log.Error("automatic key rotation failed", "error", err)
-			} else if rotated {
-				n.log.Info("key rotated automatically", "id", md.ID)
-			}
-			if removed, err := n.keys.Prune(now); err != nil {
-				n.log.Error("key pruning failed", "error", err)
-			} else if len(removed) > 0 {
-				n.log.Info("expired keys removed", "ids", removed)
-			}
-		}
-	}
-}
-
 // keyringCollector exports keyring figures (never material).
 type keyringCollector struct {
-	n      *Node
-	keys   *prometheus.Desc
-	active *prometheus.Desc
+	n        *Node
+	keys     *prometheus.Desc
+	active   *prometheus.Desc
+	lag      *prometheus.Desc
+	laggards *prometheus.Desc
 }
 
 func newKeyringCollector(n *Node) *keyringCollector {
@@ -82,22 +22,31 @@ func newKeyringCollector(n *Node) *keyringCollector {
 		n:      n,
 		keys:   prometheus.NewDesc("tether_keyring_keys", "Keys in the keyring by state.", []string{"state"}, nil),
 		active: prometheus.NewDesc("tether_keyring_active_key_expires_timestamp_seconds", "When the active key expires (Unix time).", nil, nil),
+		lag: prometheus.NewDesc("tether_keyring_pending_activation_seconds",
+			"On the leader: how long the oldest installed key has waited for every member to hold it (0: none waits).", nil, nil),
+		laggards: prometheus.NewDesc("tether_keyring_activation_laggards",
+			"On the leader: alive members that do not hold the newest installed key yet.", nil, nil),
 	}
 }
 
 func (c *keyringCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.keys
 	ch <- c.active
+	ch <- c.lag
+	ch <- c.laggards
 }
 
 func (c *keyringCollector) Collect(ch chan<- prometheus.Metric) {
-	if c.n.keys == nil {
+	if c.n.ring == nil {
 		return
 	}
 	now := time.Now()
-	counts := map[string]int{"installed": 0, "active": 0, "expired": 0, "revoked": 0}
-	activeID := c.n.keys.ActiveKeyID(now)
-	for _, md := range c.n.keys.List(now) {
+	counts := map[string]int{}
+	for _, s := range []keyring.State{keyring.Installed, keyring.Active, keyring.Inactive, keyring.Expired, keyring.Revoked} {
+		counts[s.String()] = 0
+	}
+	activeID := c.n.ring.ActiveKeyID(now)
+	for _, md := range c.n.ring.List(now) {
 		counts[md.State.String()]++
 		if md.ID == activeID {
 			ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(md.Expires.Unix()))
@@ -105,5 +54,76 @@ func (c *keyringCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for state, v := range counts {
 		ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, float64(v), state)
+	}
+	c.n.lead.mu.Lock()
+	lag, laggards := c.n.lead.lag, c.n.lead.laggards
+	c.n.lead.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, lag.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.laggards, prometheus.GaugeValue, float64(laggards))
+}
+
+// clusterCollector exports Raft and gossip figures.
+type clusterCollector struct {
+	n             *Node
+	state         *prometheus.Desc
+	leaderChanges *prometheus.Desc
+	applied       *prometheus.Desc
+	commit        *prometheus.Desc
+	members       *prometheus.Desc
+	voters        *prometheus.Desc
+}
+
+func newClusterCollector(n *Node) *clusterCollector {
+	return &clusterCollector{
+		n:             n,
+		state:         prometheus.NewDesc("tether_raft_state", "1 for this node's Raft state (Leader, Follower, Candidate, Shutdown).", []string{"state"}, nil),
+		leaderChanges: prometheus.NewDesc("tether_raft_leader_changes_total", "Leader changes this node observed.", nil, nil),
+		applied:       prometheus.NewDesc("tether_raft_applied_index", "Last Raft index applied to this node's state.", nil, nil),
+		commit:        prometheus.NewDesc("tether_raft_commit_index", "Last Raft index this node knows committed.", nil, nil),
+		members:       prometheus.NewDesc("tether_cluster_members", "Gossip members by state (alive, suspect, dead, left).", []string{"state"}, nil),
+		voters:        prometheus.NewDesc("tether_raft_servers", "Servers in the Raft configuration by role (voter, nonvoter).", []string{"role"}, nil),
+	}
+}
+
+func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.state, c.leaderChanges, c.applied, c.commit, c.members, c.voters} {
+		ch <- d
+	}
+}
+
+func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.n.store
+	if st == nil {
+		return
+	}
+	cur := st.State()
+	for _, s := range []string{"Leader", "Follower", "Candidate", "Shutdown"} {
+		v := 0.0
+		if s == cur {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, v, s)
+	}
+	ch <- prometheus.MustNewConstMetric(c.leaderChanges, prometheus.CounterValue, float64(st.LeaderChanges()))
+	ch <- prometheus.MustNewConstMetric(c.applied, prometheus.GaugeValue, float64(st.AppliedIndex()))
+	ch <- prometheus.MustNewConstMetric(c.commit, prometheus.GaugeValue, float64(st.CommitIndex()))
+	counts := map[string]int{"alive": 0, "suspect": 0, "dead": 0, "left": 0}
+	for _, m := range c.n.memberViews() {
+		counts[m.State]++
+	}
+	for s, v := range counts {
+		ch <- prometheus.MustNewConstMetric(c.members, prometheus.GaugeValue, float64(v), s)
+	}
+	if servers, err := st.Servers(); err == nil {
+		voters, non := 0, 0
+		for _, s := range servers {
+			if s.Voter {
+				voters++
+			} else {
+				non++
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(c.voters, prometheus.GaugeValue, float64(voters), "voter")
+		ch <- prometheus.MustNewConstMetric(c.voters, prometheus.GaugeValue, float64(non), "nonvoter")
 	}
 }

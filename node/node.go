@@ -12,14 +12,17 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/keyring"
 	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/store"
 )
 
 // Config is what the command line gives a node.
@@ -40,6 +43,34 @@ type Config struct {
 	AdminTokenFile string
 	// WatchConfig reloads the configuration when its file changes.
 	WatchConfig bool
+	// Strict makes unknown configuration keys errors (--strict).
+	Strict bool
+
+	// RaftAddr is Raft's listen address; default :7000.
+	RaftAddr string
+	// GossipAddr is memberlist's listen address; default :7946.
+	GossipAddr string
+	// Advertise is the host (or host:port for gossip) other nodes reach
+	// this one at, for NAT and containers. Default: the bound address when
+	// it is specific, else this host's private IP as memberlist finds it.
+	Advertise string
+	// Join lists nodes (host[:port], DNS names join every record) to join.
+	Join []string
+	// BootstrapExpect: form a new cluster once this many state-less nodes
+	// see each other. 0 with no Join: a single-node cluster of its own.
+	BootstrapExpect int
+	// TLSCert, TLSKey, TLSCA: mutual TLS for Raft connections (all or none).
+	TLSCert, TLSKey, TLSCA string
+	// ReapTimeout is how long a failed node stays in the Raft configuration
+	// before the leader removes it; default 72h.
+	ReapTimeout time.Duration
+	// RaftVoters caps the voters (odd; default 5); further nodes replicate
+	// as non-voters.
+	RaftVoters int
+
+	// FastTimings shortens gossip timings (failure detection) for
+	// in-process tests and the demo on loopback; Raft keeps LAN timings.
+	FastTimings bool
 
 	Logger    *slog.Logger
 	AccessLog *slog.Logger
@@ -50,13 +81,18 @@ type Node struct {
 	cfg      Config
 	log      *slog.Logger
 	registry *prometheus.Registry
-	keys     *keyring.Manager
-	proxy    *proxy.Proxy
-	server   *proxy.Server
-	admin    *http.Server
-	adminLn  net.Listener
-	token    []byte
-	started  time.Time
+	ring     *keyring.Ring
+	store    *store.Store
+	members  *cluster.Membership // nil on a node without a cluster secret
+	// gossipAddr is members.Addr() read once at start (memberlist changes
+	// its local node under its own lock).
+	gossipAddr string
+	proxy      *proxy.Proxy
+	server     *proxy.Server
+	admin      *http.Server
+	adminLn    net.Listener
+	token      []byte
+	started    time.Time
 
 	reloadMu sync.Mutex
 	current  *config.Config
@@ -69,7 +105,33 @@ type Node struct {
 
 	stopOnce sync.Once
 	stop     chan struct{}
+	cancel   context.CancelFunc
 	bg       sync.WaitGroup
+
+	leaderWake chan struct{}
+	lead       leaderState
+	pilot      cluster.Autopilot
+	health     *sharedHealth // nil without gossip
+	// durables are members' durable indexes as they reported them to this
+	// node directly (when it leads); gossip meta carries them too.
+	durMu    sync.Mutex
+	durables map[string]uint64
+	// healthReady is health once the data path exists (membership events
+	// may come before).
+	healthReady atomic.Pointer[sharedHealth]
+	// manualLeader (tests): no leader loop; the test calls leaderRound.
+	manualLeader bool
+	// failed is closed (once) when the node must stop after Start: it
+	// left the cluster, or formation hit a fatal error (failErr).
+	failed   chan struct{}
+	failOnce sync.Once
+	failErr  error
+
+	activationLag      prometheus.Histogram
+	activationTimeouts prometheus.Counter
+
+	// ev is the event bus of GET /v1/events and its change watcher.
+	ev eventState
 }
 
 // DefaultAdminAddr is the admin listener's default address.
@@ -99,10 +161,25 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if err := cfg.checkClusterFlags(); err != nil {
+		return nil, err
+	}
 	return &Node{
-		cfg:  cfg,
-		log:  cfg.Logger.With("node", cfg.NodeID),
-		stop: make(chan struct{}),
+		cfg:        cfg,
+		log:        cfg.Logger.With("node", cfg.NodeID),
+		stop:       make(chan struct{}),
+		leaderWake: make(chan struct{}, 1),
+		failed:     make(chan struct{}),
+		ev:         eventState{bus: newEventBus(cfg.NodeID), wake: make(chan struct{}, 1)},
+		activationLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tether_keyring_activation_lag_seconds",
+			Help:    "Time from a key's installation to its activation, waiting for every member to hold it.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+		activationTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tether_keyring_activation_timeouts_total",
+			Help: "Keys activated before every alive member held them (a member lagged past the bound).",
+		}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_config_reloads_total",
 			Help: "Configuration reloads by result (applied, rejected).",
@@ -123,7 +200,7 @@ func (n *Node) Start() (err error) {
 	}()
 
 	n.loadedFP = fingerprint(n.cfg.ConfigPath)
-	cfg, warnings, err := config.Load(n.cfg.ConfigPath)
+	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Info: func(m string) { n.log.Info("config: " + m) }})
 	if err != nil {
 		return fmt.Errorf("config %s:\n%w", n.cfg.ConfigPath, err)
 	}
@@ -145,28 +222,44 @@ func (n *Node) Start() (err error) {
 	if err := os.MkdirAll(n.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	if err := n.openKeyring(); err != nil {
+	// The admin socket is bound first: gossip metadata carries its address.
+	if err := n.listenAdmin(); err != nil {
 		return err
+	}
+	if err := n.openCluster(); err != nil {
+		return err
+	}
+	if err := n.openHealth(); err != nil {
+		return fmt.Errorf("health gossip: %w", err)
 	}
 
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n.registry.MustRegister(n.reloads, newKeyringCollector(n))
+	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts)
 
-	n.proxy, err = proxy.New(cfg, proxy.Options{
+	opts := proxy.Options{
 		Logger:     n.log,
 		AccessLog:  n.cfg.AccessLog,
 		Registerer: n.registry,
-		Keyring:    n.keys.Ring(),
+		Keyring:    &dataKeys{ring: n.ring, st: n.store},
 		NodeID:     n.cfg.NodeID,
-	})
+	}
+	if sh := n.health; sh != nil {
+		sh.setFanouts(cfg)
+		opts.HealthObserver, opts.ShouldProbe = sh, sh.ShouldProbe
+		n.registry.MustRegister(sh.lag, newHealthCollector(sh))
+	}
+	n.proxy, err = proxy.New(cfg, opts)
 	if err != nil {
 		return fmt.Errorf("data path: %w", err)
 	}
-
-	if err := n.startAdmin(); err != nil {
-		return err
+	n.applyDrains()
+	if n.health != nil {
+		n.healthReady.Store(n.health)
+		n.health.applyAll()
 	}
+
+	n.serveAdmin()
 
 	n.server, err = proxy.NewServer(cfg, n.proxy, n.log)
 	if err != nil {
@@ -176,8 +269,20 @@ func (n *Node) Start() (err error) {
 		return fmt.Errorf("listeners: %w", err)
 	}
 
-	n.bg.Add(1)
-	go n.keyMaintenance()
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	n.bg.Add(4)
+	go n.form(ctx)
+	go n.watchStore(ctx)
+	go n.leaderLoop(ctx)
+	go n.watchEvents(ctx.Done())
+	if !n.cfg.clustered() && !n.manualLeader {
+		// A node of its own elects itself at once; serving before it has
+		// a key would hand out sessions without affinity values.
+		if err := n.waitReady(standaloneReadyWait); err != nil {
+			return err
+		}
+	}
 	if n.cfg.WatchConfig {
 		if err := n.watchConfig(); err != nil {
 			return err
@@ -187,12 +292,42 @@ func (n *Node) Start() (err error) {
 	for _, a := range n.server.Addrs() {
 		addrs = append(addrs, a.String())
 	}
-	n.log.Info("node started", "proxy", strings.Join(addrs, ","), "admin", n.adminLn.Addr().String(), "data_dir", n.cfg.DataDir)
+	n.log.Info("node started", "proxy", strings.Join(addrs, ","), "admin", n.adminLn.Addr().String(), "raft", n.store.Addr(), "gossip", n.GossipAddr(), "data_dir", n.cfg.DataDir)
 	return nil
 }
 
 // ProxyAddrs are the bound proxy listener addresses.
 func (n *Node) ProxyAddrs() []net.Addr { return n.server.Addrs() }
+
+// standaloneReadyWait bounds how long Start waits for a node of its own to
+// elect itself and hold an active key.
+const standaloneReadyWait = 30 * time.Second
+
+func (n *Node) waitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if id, _ := n.store.Leader(); id != "" && n.ring.ActiveKeyID(time.Now()) != "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("raft: this node did not elect itself with an active key within %s (raft state %s)", timeout, n.store.State())
+		}
+		select {
+		case <-n.failed:
+			return n.failErr
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// GossipAddr is the advertised gossip address ("" without gossip).
+func (n *Node) GossipAddr() string { return n.gossipAddr }
+
+// Leader is the id of the Raft leader this node knows ("" when none).
+func (n *Node) Leader() string {
+	id, _ := n.store.Leader()
+	return id
+}
 
 // AdminAddr is the bound admin address.
 func (n *Node) AdminAddr() net.Addr { return n.adminLn.Addr() }
@@ -206,7 +341,7 @@ func (n *Node) Reload() error {
 	// Seen, whether it loads or not: the watcher does not retry a broken
 	// file until it changes again.
 	n.loadedFP = fingerprint(n.cfg.ConfigPath)
-	cfg, warnings, err := config.Load(n.cfg.ConfigPath)
+	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Info: func(m string) { n.log.Info("config: " + m) }})
 	if err == nil {
 		if errs := proxy.Compile(cfg); len(errs) > 0 {
 			err = errs
@@ -228,7 +363,16 @@ func (n *Node) Reload() error {
 		n.log.Error("config reload rejected; keeping the running configuration", "file", n.cfg.ConfigPath, "error", err)
 		return err
 	}
+	old := n.current
 	n.current = cfg
+	// Destinations the reload added take the replicated drain state and
+	// the cluster's health view; verdicts of removed ones are dropped.
+	n.applyDrains()
+	if sh := n.health; sh != nil {
+		sh.setFanouts(cfg)
+		sh.forgetRemoved(old, cfg)
+		sh.applyAll()
+	}
 	n.reloads.WithLabelValues("applied").Inc()
 	n.log.Info("config reloaded", "file", n.cfg.ConfigPath, "routes", len(cfg.ReverseProxy.Routes), "clusters", len(cfg.ReverseProxy.Clusters))
 	// Certificates are re-read on every reload (cert-manager rewrites the
@@ -252,12 +396,12 @@ func listenersChanged(a, b *config.Config) bool {
 		return true
 	}
 	la, lb := a.Limits, b.Limits
-	if la.MaxRequestHeadersTotalSize != lb.MaxRequestHeadersTotalSize || la.RequestHeadersTimeout.Duration != lb.RequestHeadersTimeout.Duration || la.KeepAliveTimeout.Duration != lb.KeepAliveTimeout.Duration {
+	if la.MaxRequestHeadersTotalSize != lb.MaxRequestHeadersTotalSize || la.RequestHeadersTimeout.Duration != lb.RequestHeadersTimeout.Duration || la.KeepAliveTimeout.Duration != lb.KeepAliveTimeout.Duration || la.MaxConcurrentConnections != lb.MaxConcurrentConnections {
 		return true
 	}
 	for i := range a.Listeners {
 		x, y := a.Listeners[i], b.Listeners[i]
-		if x.Address != y.Address || (x.Certificate == nil) != (y.Certificate == nil) || !reflect.DeepEqual(x.Redirect, y.Redirect) {
+		if x.Address != y.Address || (x.Certificate == nil) != (y.Certificate == nil) || !reflect.DeepEqual(x.Redirect, y.Redirect) || !x.ListenerOptions.SameListener(y.ListenerOptions) {
 			return true
 		}
 	}
@@ -291,13 +435,33 @@ func (n *Node) closeAll(ctx context.Context) error {
 		}
 	}
 	n.stopOnce.Do(func() { close(n.stop) })
+	if n.cancel != nil {
+		n.cancel()
+	}
 	n.bg.Wait()
+	if n.health != nil {
+		n.health.gossip.Close()
+	}
+	// Gossip stops without a leave: a restarting node is not removed from
+	// the Raft configuration (tether leave is the graceful way out).
+	if n.members != nil {
+		if err := n.members.Shutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("gossip: %w", err))
+		}
+	}
+	if n.store != nil {
+		if err := n.store.Shutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("raft: %w", err))
+		}
+	}
 	if n.admin != nil {
 		actx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		if err := n.admin.Shutdown(actx); err != nil {
 			n.admin.Close()
 		}
 		cancel()
+	} else if n.adminLn != nil {
+		n.adminLn.Close()
 	}
 	if n.proxy != nil {
 		n.proxy.Close()

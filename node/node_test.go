@@ -8,6 +8,8 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -24,19 +26,20 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quietLogger() *slog.Logger {
+	if os.Getenv("TETHER_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
 
+// eventually polls cond for up to 10 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, what, cond)
 }
 
 func testConfig(backendURL string, extraRoute string) string {
@@ -107,9 +110,18 @@ func TestAdminKeyringRotateAndRevoke(t *testing.T) {
 	if status != 200 || rotated["id"] == first || rotated["id"] == "" {
 		t.Fatalf("rotate: %d %v", status, rotated)
 	}
-	_, list = call("GET", "/v1/keyring")
-	if list["active_key_id"] != rotated["id"] {
-		t.Fatalf("active key %v, want the rotated %v", list["active_key_id"], rotated["id"])
+	// Rotate returns once the key is committed; the leader activates it
+	// once every member holds it (here: at once, the node is alone).
+	eventually(t, "the rotated key active", func() bool {
+		_, list = call("GET", "/v1/keyring")
+		return list["active_key_id"] == rotated["id"]
+	})
+	states := map[string]int{}
+	for _, k := range list["keys"].([]any) {
+		states[k.(map[string]any)["state"].(string)]++
+	}
+	if states["active"] != 1 || states["inactive"] != 1 {
+		t.Fatalf("after rotation want exactly one active and one inactive key, got %v", states)
 	}
 	raw, _ := json.Marshal(list)
 	if strings.Contains(strings.ToLower(string(raw)), "material") {
@@ -211,8 +223,12 @@ func TestKeyringSurvivesRestartEncryptedWithClusterSecret(t *testing.T) {
 	os.WriteFile(cfgPath, []byte(testConfig(backend.URL+"/", "")), 0o600)
 	secret := filepath.Join(dir, "secret")
 	os.WriteFile(secret, []byte("a-cluster-secret-of-enough-length"), 0o600)
-	cfg := Config{ConfigPath: cfgPath, NodeID: "t1", DataDir: filepath.Join(dir, "data"), AdminAddr: "127.0.0.1:0", ClusterSecretFile: secret, Logger: quietLogger()}
+	cfg := Config{ConfigPath: cfgPath, NodeID: "t1", DataDir: filepath.Join(dir, "data"), AdminAddr: "127.0.0.1:0",
+		RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", FastTimings: true, ClusterSecretFile: secret, Logger: quietLogger()}
 
+	var material [][]byte
+	// A restarted leader acts only once its log is replayed: it finds the
+	// key and creates no other (it once did, under load).
 	activeAfterStart := func() string {
 		n, err := New(cfg)
 		if err != nil {
@@ -222,19 +238,35 @@ func TestKeyringSurvivesRestartEncryptedWithClusterSecret(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer n.Shutdown(context.Background())
-		return n.keys.ActiveKeyID(time.Now())
+		eventually(t, "an active key", func() bool { return n.ring.ActiveKeyID(time.Now()) != "" })
+		if keys := n.ring.Snapshot(); len(keys) != 1 {
+			t.Fatalf("%d keys after a start, want the one", len(keys))
+		}
+		for _, k := range n.ring.Snapshot() {
+			material = append(material, k.Material)
+		}
+		return n.ring.ActiveKeyID(time.Now())
 	}
 	first := activeAfterStart()
 	if second := activeAfterStart(); second != first {
 		t.Fatalf("active key changed across restart: %s then %s", first, second)
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, "data", "keyring.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(raw), "material") {
-		t.Fatalf("keyring file holds plain material with a cluster secret given")
-	}
+	// No file of the data dir holds key material in the clear (raw, hex or
+	// base64): the Raft log and snapshots carry it wrapped.
+	filepath.WalkDir(filepath.Join(dir, "data"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		raw, _ := os.ReadFile(path)
+		for _, m := range material {
+			for _, enc := range [][]byte{m, []byte(hex.EncodeToString(m)), []byte(base64.StdEncoding.EncodeToString(m)), []byte(base64.RawURLEncoding.EncodeToString(m))} {
+				if bytes.Contains(raw, enc) {
+					t.Fatalf("%s holds key material in the clear", path)
+				}
+			}
+		}
+		return nil
+	})
 }
 
 func TestDemoStartsNodesThatStickSessionsAcrossNodes(t *testing.T) {
@@ -244,7 +276,7 @@ func TestDemoStartsNodesThatStickSessionsAcrossNodes(t *testing.T) {
 	}
 	defer d.Stop(context.Background())
 	lines := d.Lines()
-	if len(lines) != 6 || !strings.HasPrefix(lines[0], "n1 proxy=http://127.0.0.1:") || !strings.Contains(lines[0], " admin=http://127.0.0.1:") {
+	if len(lines) != 7 || !strings.HasPrefix(lines[6], "leader=n") || !strings.HasPrefix(lines[0], "n1 proxy=http://127.0.0.1:") || !strings.Contains(lines[0], " admin=http://127.0.0.1:") {
 		t.Fatalf("demo lines: %q", lines)
 	}
 	resp, err := http.Get("http://" + d.Nodes[0].ProxyAddrs()[0].String() + "/")
@@ -279,6 +311,12 @@ func TestNewRefusesBadNodeFlags(t *testing.T) {
 	}{
 		{"config required", Config{NodeID: "x"}, "--config"},
 		{"node id without slashes", Config{ConfigPath: "f", NodeID: "a/b"}, "--node-id"},
+		{"a clustered node needs a secret (join)", Config{ConfigPath: "f", NodeID: "a", Join: []string{"x"}}, "--cluster-secret-file"},
+		{"a clustered node needs a secret (expect)", Config{ConfigPath: "f", NodeID: "a", BootstrapExpect: 3}, "--cluster-secret-file"},
+		{"voters odd", Config{ConfigPath: "f", NodeID: "a", RaftVoters: 4}, "--raft-voters"},
+		{"expect within voters", Config{ConfigPath: "f", NodeID: "a", BootstrapExpect: 7, ClusterSecretFile: "s"}, "--bootstrap-expect"},
+		{"tls flags together", Config{ConfigPath: "f", NodeID: "a", TLSCert: "c"}, "--tls-"},
+		{"raft addr", Config{ConfigPath: "f", NodeID: "a", RaftAddr: "nope"}, "--raft-addr"},
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
@@ -307,6 +345,8 @@ func TestListenersChangedOnlyOnRealChanges(t *testing.T) {
 		{"a listener added", func(c *config.Config) { c.Listeners = append(c.Listeners, config.Listener{Address: ":80"}) }, true},
 		{"header limit changed", func(c *config.Config) { c.Limits.MaxRequestHeadersTotalSize = 1 }, true},
 		{"shutdown timeout is read at stop, no restart", func(c *config.Config) { c.Limits.ShutdownTimeout.Duration = time.Minute }, false},
+		{"Kestrel Protocols changed", func(c *config.Config) { c.Listeners[0].Protocols = config.ProtocolsHttp1 }, true},
+		{"connection cap changed", func(c *config.Config) { c.Limits.MaxConcurrentConnections = 10 }, true},
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {

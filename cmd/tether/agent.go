@@ -33,7 +33,12 @@ func agentCmd() *cobra.Command {
 			}
 			cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			if !noAccessLog {
-				cfg.AccessLog = slog.New(slog.NewJSONHandler(os.Stdout, nil))
+				// Batched: a request does not pay a write(2) of its
+				// own; runAgent returns after the node has shut down
+				// (every request logged), then Close writes the rest.
+				al := proxy.NewAccessLog(os.Stdout)
+				defer al.Close()
+				cfg.AccessLog = al.Logger()
 			}
 			cfg.WatchConfig = true
 			return runAgent(cfg)
@@ -46,8 +51,19 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&cfg.AdminAddr, "admin-addr", node.DefaultAdminAddr, "admin API address")
 	f.StringVar(&cfg.ClusterSecretFile, "cluster-secret-file", "", "file holding the cluster secret (encrypts the keyring at rest)")
 	f.StringVar(&cfg.AdminTokenFile, "admin-token-file", "", "file holding the admin API bearer token")
+	f.StringVar(&cfg.RaftAddr, "raft-addr", node.DefaultRaftAddr, "Raft listen address")
+	f.StringVar(&cfg.GossipAddr, "gossip-addr", node.DefaultGossipAddr, "gossip (memberlist) listen address")
+	f.StringVar(&cfg.Advertise, "advertise", "", "host other nodes reach this one at (NAT, containers); default: the bound or a private IP")
+	f.StringSliceVar(&cfg.Join, "join", nil, "HOST[:PORT] of nodes to join (repeatable; a DNS name joins every address behind it)")
+	f.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", 0, "form a new cluster once this many nodes without state see each other")
+	f.StringVar(&cfg.TLSCert, "tls-cert", "", "certificate for mutual TLS between nodes (with --tls-key and --tls-ca)")
+	f.StringVar(&cfg.TLSKey, "tls-key", "", "private key for --tls-cert")
+	f.StringVar(&cfg.TLSCA, "tls-ca", "", "CA bundle that signs every node's certificate")
+	f.DurationVar(&cfg.ReapTimeout, "reap-timeout", node.DefaultReapTimeout, "remove a failed node from Raft after this long")
+	f.IntVar(&cfg.RaftVoters, "raft-voters", node.DefaultRaftVoters, "at most this many voters (odd); further nodes are non-voters")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.BoolVar(&noAccessLog, "no-access-log", false, "do not write the JSON access log to stdout")
+	f.BoolVar(&cfg.Strict, "strict", false, "treat unknown config keys as errors, not warnings (for CI)")
 	return cmd
 }
 
@@ -64,12 +80,19 @@ func runAgent(cfg node.Config) error {
 		fmt.Fprintln(os.Stderr, err)
 		return fmt.Errorf("node %s did not start", n.ID())
 	}
-	for sig := range sigs {
-		if sig == syscall.SIGHUP {
-			_ = n.Reload() // logs its own outcome
-			continue
+wait:
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				_ = n.Reload() // logs its own outcome
+				continue
+			}
+			break wait
+		case <-n.Done():
+			// It left the cluster (tether leave) or cannot go on.
+			break wait
 		}
-		break
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.ShutdownTimeout())
 	defer cancel()
@@ -82,17 +105,24 @@ func runAgent(cfg node.Config) error {
 			}
 		}
 	}()
-	return n.Shutdown(ctx)
+	if err := n.Shutdown(ctx); err != nil {
+		return err
+	}
+	return n.Err()
 }
 
 func configCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "config", Short: "Work with configuration files"}
-	cmd.AddCommand(&cobra.Command{
-		Use:   "validate FILE",
+	var strict bool
+	validate := &cobra.Command{
+		Use:   "validate [--strict] FILE",
 		Short: "Check a configuration file and list every error with its JSON path",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, warnings, err := config.Load(args[0])
+			if err := bindEnv(cmd); err != nil {
+				return err
+			}
+			cfg, warnings, err := config.LoadWith(args[0], config.LoadOptions{Strict: strict, Info: func(m string) { fmt.Fprintln(os.Stderr, "info: "+m) }})
 			for _, w := range warnings {
 				fmt.Fprintln(os.Stderr, "warning: "+w)
 			}
@@ -108,6 +138,8 @@ func configCmd() *cobra.Command {
 			fmt.Printf("%s is valid: %d routes, %d clusters\n", args[0], len(cfg.ReverseProxy.Routes), len(cfg.ReverseProxy.Clusters))
 			return nil
 		},
-	})
+	}
+	validate.Flags().BoolVar(&strict, "strict", false, "treat unknown keys as errors, not warnings (for CI)")
+	cmd.AddCommand(validate)
 	return cmd
 }

@@ -26,18 +26,18 @@ func (cf *clientFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&cf.timeout, "timeout", 30*time.Second, "give up after this long")
 }
 
-// call sends one admin request and prints its answer as JSON or a table.
-func (cf *clientFlags) call(cmd *cobra.Command, method, path string, body any, listKey string, columns ...string) error {
+// client is the admin API client and the deadline of one command.
+func (cf *clientFlags) client(cmd *cobra.Command) (node.Client, context.Context, context.CancelFunc, error) {
 	if err := bindEnv(cmd); err != nil {
-		return err
+		return node.Client{}, nil, nil, err
 	}
 	c := node.Client{Base: cf.admin, Token: os.Getenv("TETHER_ADMIN_TOKEN"), HTTP: &http.Client{Timeout: cf.timeout}}
 	ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
-	defer cancel()
-	v, err := c.Do(ctx, method, path, body)
-	if err != nil {
-		return err
-	}
+	return c, ctx, cancel, nil
+}
+
+// print writes an answer as JSON (--json) or as a table.
+func (cf *clientFlags) print(v any, listKey string, columns ...string) error {
 	if cf.asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -46,57 +46,121 @@ func (cf *clientFlags) call(cmd *cobra.Command, method, path string, body any, l
 	return node.WriteTable(os.Stdout, v, listKey, columns...)
 }
 
-func clientCmds() []*cobra.Command {
-	status := &cobra.Command{Use: "status", Short: "Show the node's status", Args: cobra.NoArgs}
-	var statusF clientFlags
-	statusF.register(status)
-	status.RunE = func(cmd *cobra.Command, _ []string) error {
-		return statusF.call(cmd, http.MethodGet, "/v1/status", nil, "")
+// call sends one admin request and prints its answer as JSON or a table.
+func (cf *clientFlags) call(cmd *cobra.Command, method, path string, body any, listKey string, columns ...string) error {
+	c, ctx, cancel, err := cf.client(cmd)
+	if err != nil {
+		return err
 	}
+	defer cancel()
+	v, err := c.Do(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	return cf.print(v, listKey, columns...)
+}
+
+// clientCmd is one client command with the shared flags.
+func clientCmd(use, short string, args cobra.PositionalArgs, run func(cf *clientFlags, cmd *cobra.Command, args []string) error) *cobra.Command {
+	c := &cobra.Command{Use: use, Short: short, Args: args}
+	cf := &clientFlags{}
+	cf.register(c)
+	c.RunE = func(cmd *cobra.Command, a []string) error { return run(cf, cmd, a) }
+	return c
+}
+
+// getCmd is a command that GETs path and prints it.
+func getCmd(use, short, path, listKey string, columns ...string) *cobra.Command {
+	return clientCmd(use, short, cobra.NoArgs, func(cf *clientFlags, cmd *cobra.Command, _ []string) error {
+		return cf.call(cmd, http.MethodGet, path, nil, listKey, columns...)
+	})
+}
+
+func clientCmds() []*cobra.Command {
+	status := getCmd("status", "Show the node's status", "/v1/status", "")
+	members := getCmd("members", "List the cluster's nodes with gossip state and Raft role", "/v1/members",
+		"members", "id", "address", "state", "raft", "leader", "version", "durable_index")
+	join := clientCmd("join HOST[:PORT]...", "Make the node join the nodes at these addresses", cobra.MinimumNArgs(1),
+		func(cf *clientFlags, cmd *cobra.Command, args []string) error {
+			return cf.call(cmd, http.MethodPost, "/v1/join", map[string]any{"addresses": args}, "")
+		})
+	leave := clientCmd("leave", "Make the node leave the cluster gracefully (it then stops)", cobra.NoArgs,
+		func(cf *clientFlags, cmd *cobra.Command, _ []string) error {
+			return cf.call(cmd, http.MethodPost, "/v1/leave", nil, "")
+		})
+	remove := clientCmd("remove NODE_ID", "Remove a failed node from the cluster", cobra.ExactArgs(1),
+		func(cf *clientFlags, cmd *cobra.Command, args []string) error {
+			return cf.call(cmd, http.MethodDelete, "/v1/members/"+url.PathEscape(args[0]), nil, "")
+		})
 
 	keyringCmd := &cobra.Command{Use: "keyring", Short: "List, rotate and revoke affinity keys"}
-	list := &cobra.Command{Use: "list", Short: "List keys (never key material)", Args: cobra.NoArgs}
-	var listF clientFlags
-	listF.register(list)
-	list.RunE = func(cmd *cobra.Command, _ []string) error {
-		return listF.call(cmd, http.MethodGet, "/v1/keyring", nil, "keys", "id", "state", "created", "activates", "expires")
-	}
-	rotate := &cobra.Command{Use: "rotate", Short: "Create a new key; it becomes active once installed", Args: cobra.NoArgs}
-	var rotateF clientFlags
-	rotateF.register(rotate)
-	rotate.RunE = func(cmd *cobra.Command, _ []string) error {
-		return rotateF.call(cmd, http.MethodPost, "/v1/keyring/rotate", nil, "")
-	}
-	revoke := &cobra.Command{Use: "revoke KEY_ID", Short: "Revoke a key: values sealed with it stop decrypting at once", Args: cobra.ExactArgs(1)}
-	var revokeF clientFlags
-	revokeF.register(revoke)
-	revoke.RunE = func(cmd *cobra.Command, args []string) error {
-		return revokeF.call(cmd, http.MethodPost, "/v1/keyring/"+url.PathEscape(args[0])+"/revoke", nil, "")
-	}
-	keyringCmd.AddCommand(list, rotate, revoke)
+	keyringCmd.AddCommand(
+		getCmd("list", "List keys (never key material)", "/v1/keyring", "keys", "id", "state", "created", "activates", "expires"),
+		clientCmd("rotate", "Create a new key; it becomes active once every node holds it", cobra.NoArgs,
+			func(cf *clientFlags, cmd *cobra.Command, _ []string) error {
+				return cf.call(cmd, http.MethodPost, "/v1/keyring/rotate", nil, "")
+			}),
+		clientCmd("revoke KEY_ID", "Revoke a key: values sealed with it stop decrypting at once", cobra.ExactArgs(1),
+			func(cf *clientFlags, cmd *cobra.Command, args []string) error {
+				return cf.call(cmd, http.MethodPost, "/v1/keyring/"+url.PathEscape(args[0])+"/revoke", nil, "")
+			}),
+	)
 
-	dests := &cobra.Command{Use: "destinations [CLUSTER]", Short: "Show destinations with health and drain state", Args: cobra.MaximumNArgs(1)}
-	var destsF clientFlags
-	destsF.register(dests)
-	dests.RunE = func(cmd *cobra.Command, args []string) error {
-		if len(args) == 0 {
-			return destsF.call(cmd, http.MethodGet, "/v1/clusters", nil, "")
-		}
-		return destsF.call(cmd, http.MethodGet, "/v1/clusters/"+url.PathEscape(args[0])+"/destinations", nil,
-			"destinations", "id", "address", "health.local", "health.cluster", "health.passive", "draining", "inflight")
-	}
+	dests := clientCmd("destinations [CLUSTER]", "Show destinations with health and drain state (every cluster's when none is named)", cobra.MaximumNArgs(1),
+		func(cf *clientFlags, cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				return cf.call(cmd, http.MethodGet, "/v1/clusters/"+url.PathEscape(args[0])+"/destinations", nil,
+					"destinations", destColumns...)
+			}
+			return cf.allDestinations(cmd)
+		})
 
-	drain := &cobra.Command{Use: "drain CLUSTER DEST_ID", Short: "Drain a destination (no new sessions), or --undo", Args: cobra.ExactArgs(2)}
-	var drainF clientFlags
 	var undo bool
-	drainF.register(drain)
+	drain := clientCmd("drain CLUSTER DEST_ID", "Drain a destination (no new sessions), or --undo", cobra.ExactArgs(2),
+		func(cf *clientFlags, cmd *cobra.Command, args []string) error {
+			method := http.MethodPost
+			if undo {
+				method = http.MethodDelete
+			}
+			return cf.call(cmd, method, "/v1/clusters/"+url.PathEscape(args[0])+"/destinations/"+url.PathEscape(args[1])+"/drain", nil, "")
+		})
 	drain.Flags().BoolVar(&undo, "undo", false, "stop draining")
-	drain.RunE = func(cmd *cobra.Command, args []string) error {
-		method := http.MethodPost
-		if undo {
-			method = http.MethodDelete
-		}
-		return drainF.call(cmd, method, "/v1/clusters/"+url.PathEscape(args[0])+"/destinations/"+url.PathEscape(args[1])+"/drain", nil, "")
+	return []*cobra.Command{status, members, join, leave, remove, keyringCmd, dests, drain}
+}
+
+var destColumns = []string{"cluster", "id", "address", "health.local", "health.cluster", "probers", "draining", "drain_deadline", "inflight"}
+
+// allDestinations lists the destinations of every cluster in one table.
+func (cf *clientFlags) allDestinations(cmd *cobra.Command) error {
+	c, ctx, cancel, err := cf.client(cmd)
+	if err != nil {
+		return err
 	}
-	return []*cobra.Command{status, keyringCmd, dests, drain}
+	defer cancel()
+	v, err := c.Do(ctx, http.MethodGet, "/v1/clusters", nil)
+	if err != nil {
+		return err
+	}
+	ids, _ := v.(map[string]any)["clusters"].([]any)
+	all := []any{}
+	byCluster := map[string]any{}
+	for _, id := range ids {
+		s, _ := id.(string)
+		d, err := c.Do(ctx, http.MethodGet, "/v1/clusters/"+url.PathEscape(s)+"/destinations", nil)
+		if err != nil {
+			return err
+		}
+		byCluster[s] = d
+		rows, _ := d.(map[string]any)["destinations"].([]any)
+		for _, r := range rows {
+			if m, ok := r.(map[string]any); ok {
+				m["cluster"] = s
+				all = append(all, m)
+			}
+		}
+	}
+	if cf.asJSON {
+		return cf.print(map[string]any{"clusters": byCluster}, "")
+	}
+	return cf.print(map[string]any{"destinations": all}, "destinations", destColumns...)
 }

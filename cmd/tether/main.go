@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/tether-proxy/tether/node"
 )
 
 func main() {
@@ -18,8 +20,9 @@ func main() {
 		Short:         "A cluster of HTTP reverse proxies that share session affinity",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       node.Version,
 	}
-	root.AddCommand(agentCmd(), demoCmd(), configCmd())
+	root.AddCommand(agentCmd(), demoCmd(), configCmd(), healthCmd())
 	root.AddCommand(clientCmds()...)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "tether: "+oneLine(err.Error()))

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tether-proxy/tether/node"
+)
+
+// healthCmd is the container health check: a scratch image has no curl, so
+// the binary asks its own admin API. It exits 0 when the node is ready
+// (/readyz: a leader is known and a key is active), 1 otherwise.
+func healthCmd() *cobra.Command {
+	var admin string
+	var timeout time.Duration
+	var live bool
+	cmd := &cobra.Command{
+		Use:   "health",
+		Short: "Exit 0 if the local node is ready (GET /readyz), 1 if not (for container health checks)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := bindEnv(cmd); err != nil {
+				return err
+			}
+			path := "/readyz"
+			if live {
+				path = "/healthz"
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			return checkHealth(ctx, strings.TrimSuffix(admin, "/")+path)
+		},
+	}
+	cmd.Flags().StringVar(&admin, "admin", "http://"+node.DefaultAdminAddr, "admin API URL (env TETHER_ADMIN)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "give up after this long")
+	cmd.Flags().BoolVar(&live, "live", false, "check only that the process answers (GET /healthz), not readiness")
+	return cmd
+}
+
+func checkHealth(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("health: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("health: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("health: %s answered %d: %s", url, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	fmt.Println("ok")
+	return nil
+}

@@ -1,0 +1,510 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/tether-proxy/tether/cluster"
+	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/store"
+)
+
+// Defaults of the cluster flags (SPEC §4).
+const (
+	DefaultRaftAddr    = ":7000"
+	DefaultGossipAddr  = ":7946"
+	DefaultReapTimeout = 72 * time.Hour
+	DefaultRaftVoters  = 5
+)
+
+// Timings of the node's own cluster work.
+const (
+	// formationInterval is how often a forming node looks at who it sees.
+	formationInterval = 500 * time.Millisecond
+	// leaderInterval is how often the leader reconciles voters, activates
+	// installed keys, rotates and prunes, besides being woken by changes.
+	leaderInterval = time.Second
+	// activationWait bounds how long a lagging member delays the
+	// activation of a new key: after it the key activates anyway, and the
+	// laggards are named in the log and counted in a metric.
+	activationWait = 10 * time.Second
+	// pendingActivation is the activation time a rotated key is installed
+	// with. The leader activates it explicitly (SPEC: once every alive
+	// member applied it), long before; the far time only bounds a key whose
+	// activation every leader missed.
+	pendingActivation = 24 * time.Hour
+	// unknownKeyWait bounds the data path's wait for a key this node has
+	// not applied yet, and only when it is behind the leader's commit.
+	unknownKeyWait = 250 * time.Millisecond
+	// leaveWait bounds a graceful leave's wait for the leader to drop this
+	// node from the Raft configuration.
+	leaveWait = 10 * time.Second
+)
+
+// clustered reports whether the node was asked to form or join a cluster.
+func (c *Config) clustered() bool { return len(c.Join) > 0 || c.BootstrapExpect > 0 }
+
+// checkClusterFlags validates the cluster flags and fills their defaults.
+func (c *Config) checkClusterFlags() error {
+	if c.clustered() && c.ClusterSecretFile == "" {
+		return errors.New("--join and --bootstrap-expect need --cluster-secret-file: every node of a cluster must share one secret (e.g. `openssl rand -hex 32 > secret`)")
+	}
+	if c.BootstrapExpect < 0 {
+		return fmt.Errorf("--bootstrap-expect %d: must be 0 or more", c.BootstrapExpect)
+	}
+	if c.RaftVoters == 0 {
+		c.RaftVoters = DefaultRaftVoters
+	}
+	if c.RaftVoters < 1 || c.RaftVoters%2 == 0 {
+		return fmt.Errorf("--raft-voters %d: must be a positive odd number (an even count adds no fault tolerance)", c.RaftVoters)
+	}
+	if c.BootstrapExpect > c.RaftVoters {
+		return fmt.Errorf("--bootstrap-expect %d is more than --raft-voters %d: the nodes that form the cluster are its first voters", c.BootstrapExpect, c.RaftVoters)
+	}
+	if c.ReapTimeout == 0 {
+		c.ReapTimeout = DefaultReapTimeout
+	}
+	if c.ReapTimeout < 0 {
+		return fmt.Errorf("--reap-timeout %s: must be positive", c.ReapTimeout)
+	}
+	if c.RaftAddr == "" {
+		c.RaftAddr = DefaultRaftAddr
+	}
+	if c.GossipAddr == "" {
+		c.GossipAddr = DefaultGossipAddr
+	}
+	n := 0
+	for _, f := range []string{c.TLSCert, c.TLSKey, c.TLSCA} {
+		if f != "" {
+			n++
+		}
+	}
+	if n != 0 && n != 3 {
+		return errors.New("--tls-cert, --tls-key and --tls-ca go together: give all three or none")
+	}
+	for _, a := range []struct{ flag, v string }{{"--raft-addr", c.RaftAddr}, {"--gossip-addr", c.GossipAddr}} {
+		if _, port, err := net.SplitHostPort(a.v); err != nil {
+			return fmt.Errorf("%s %q: want host:port or :port", a.flag, a.v)
+		} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+			return fmt.Errorf("%s %q: bad port", a.flag, a.v)
+		}
+	}
+	return nil
+}
+
+// openCluster opens the replicated store and, when the node has a cluster
+// secret, gossip. A node without a secret is a cluster of one that nobody
+// can join: its Raft listens on loopback only and it runs no gossip.
+func (n *Node) openCluster() error {
+	gossip := n.cfg.ClusterSecretFile != ""
+	secret, err := n.clusterSecret()
+	if err != nil {
+		return err
+	}
+	n.ring = keyring.NewRing(keyring.Options{})
+
+	if gossip {
+		n.members, err = cluster.Open(cluster.Config{
+			NodeID:    n.cfg.NodeID,
+			BindAddr:  n.cfg.GossipAddr,
+			Advertise: n.cfg.Advertise,
+			Secret:    secret,
+			Meta: cluster.Meta{
+				ID:        n.cfg.NodeID,
+				AdminAddr: n.advertisedAdmin(),
+				Version:   Version,
+				Expect:    n.cfg.BootstrapExpect,
+			},
+			Timing:   n.gossipTiming(),
+			Logger:   n.log.With("component", "gossip"),
+			VoteFile: filepath.Join(n.cfg.DataDir, "formation-vote"),
+			OnChange: n.membershipChanged,
+		})
+		if err != nil {
+			return fmt.Errorf("gossip on %s: %w", n.cfg.GossipAddr, err)
+		}
+		n.gossipAddr = n.members.Addr()
+		if err := n.members.Register(durableTag, cluster.Handler{Msg: n.durableReport}); err != nil {
+			return fmt.Errorf("gossip: %w", err)
+		}
+		// A server the leader reaped leaves this node's member list too.
+		n.pilot.OnRemove = n.members.Forget
+	}
+
+	raftBind, advertise := "127.0.0.1:0", ""
+	if gossip {
+		raftBind, advertise = n.cfg.RaftAddr, n.raftAdvertise()
+	}
+	var tlsFiles *store.TLSFiles
+	if n.cfg.TLSCert != "" {
+		tlsFiles = &store.TLSFiles{CertFile: n.cfg.TLSCert, KeyFile: n.cfg.TLSKey, CAFile: n.cfg.TLSCA}
+	}
+	timing := store.LANTiming()
+	// A node alone has no peer to mistake for dead: fast timings cost
+	// nothing. With peers, Raft keeps LAN timings even in tests: shorter
+	// ones cause spurious elections on a loaded 2-core machine.
+	if !gossip {
+		timing = store.FastTiming()
+	}
+	n.store, err = store.Open(store.Config{
+		NodeID:    n.cfg.NodeID,
+		Dir:       filepath.Join(n.cfg.DataDir, "raft"),
+		BindAddr:  raftBind,
+		Advertise: advertise,
+		Secret:    secret,
+		TLS:       tlsFiles,
+		Ring:      n.ring,
+		Timing:    timing,
+		Logger:    n.log.With("component", "raft"),
+	})
+	if err != nil {
+		return fmt.Errorf("raft on %s: %w", raftBind, err)
+	}
+	if n.members != nil {
+		if err := n.members.UpdateMeta(func(m *cluster.Meta) {
+			m.RaftAddr = n.store.Addr()
+			n.fillStateMeta(m)
+		}); err != nil {
+			return fmt.Errorf("gossip: %w", err)
+		}
+	}
+	return nil
+}
+
+// gossipTiming picks memberlist's profile.
+func (n *Node) gossipTiming() cluster.Timing {
+	if n.cfg.FastTimings {
+		return cluster.Local
+	}
+	return cluster.LAN
+}
+
+// raftAdvertise is the address peers dial for Raft: --advertise with the
+// Raft port, or, when Raft binds an unspecified address, the host gossip
+// advertises (memberlist finds a private IP).
+func (n *Node) raftAdvertise() string {
+	host, port, _ := net.SplitHostPort(n.cfg.RaftAddr)
+	if n.cfg.Advertise != "" {
+		h := n.cfg.Advertise
+		if hh, _, err := net.SplitHostPort(h); err == nil {
+			h = hh
+		}
+		return net.JoinHostPort(h, port)
+	}
+	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+		return ""
+	}
+	if host != "" && net.ParseIP(host) == nil {
+		return "" // a host name: the store resolves it on every dial
+	}
+	if n.members != nil {
+		if h, _, err := net.SplitHostPort(n.gossipAddr); err == nil {
+			return net.JoinHostPort(h, port)
+		}
+	}
+	return ""
+}
+
+// advertisedAdmin is the admin address other nodes forward writes to.
+func (n *Node) advertisedAdmin() string {
+	addr := n.adminLn.Addr().(*net.TCPAddr)
+	if !addr.IP.IsUnspecified() {
+		return addr.String()
+	}
+	host := ""
+	if n.cfg.Advertise != "" {
+		host = n.cfg.Advertise
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+	} else if n.members != nil {
+		host, _, _ = net.SplitHostPort(n.gossipAddr)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(addr.Port))
+}
+
+// clusterSecret reads --cluster-secret-file, or, for a node without one,
+// a secret of its own kept in its data dir (it wraps key material in the
+// Raft log; with the secret beside the log that is no protection at rest,
+// which the start-up warning says).
+func (n *Node) clusterSecret() ([]byte, error) {
+	if n.cfg.ClusterSecretFile != "" {
+		s, err := readSecretFile(n.cfg.ClusterSecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("cluster secret: %w", err)
+		}
+		if len(s) < 16 {
+			return nil, fmt.Errorf("cluster secret in %s is %d bytes: use at least 16 (e.g. `openssl rand -hex 32`)", n.cfg.ClusterSecretFile, len(s))
+		}
+		return s, nil
+	}
+	n.log.Warn("no --cluster-secret-file: this node runs alone (no other node can join it) and its keys are stored unprotected (mode 0600) in the data dir")
+	path := filepath.Join(n.cfg.DataDir, "local-secret")
+	if s, err := readSecretFile(path); err == nil {
+		return s, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("local secret: %w", err)
+	}
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	s := []byte(hex.EncodeToString(b))
+	if err := os.WriteFile(path, s, 0o600); err != nil {
+		return nil, fmt.Errorf("local secret: %w", err)
+	}
+	return s, nil
+}
+
+// fillStateMeta puts the store's state into gossip metadata.
+func (n *Node) fillStateMeta(m *cluster.Meta) {
+	m.ClusterID = n.store.ClusterID()
+	m.HasState = n.store.HadState() || n.store.AppliedIndex() > 0
+	m.Durable = n.store.DurableIndex()
+}
+
+// form brings the node into a cluster: a node with Raft state simply runs
+// (and rejoins gossip); a new node bootstraps alone, forms a cluster with
+// --bootstrap-expect peers, or waits to be added by the leader.
+func (n *Node) form(ctx context.Context) {
+	defer n.bg.Done()
+	if n.members != nil && len(n.cfg.Join) > 0 {
+		go func() {
+			if err := n.members.JoinRetry(ctx, n.cfg.Join); err != nil && ctx.Err() == nil {
+				n.log.Error("joining gossip failed", "join", n.cfg.Join, "error", err)
+				if errors.Is(err, cluster.ErrClusterMismatch) {
+					n.fail(fmt.Errorf("refusing to join %v: %w", n.cfg.Join, err))
+				}
+			}
+		}()
+	}
+	if n.store.HadState() {
+		return
+	}
+	self := store.Server{ID: n.cfg.NodeID, Address: n.store.Addr(), Voter: true}
+	switch {
+	case n.members == nil || !n.cfg.clustered():
+		if err := n.store.Bootstrap([]store.Server{self}); err != nil {
+			n.fail(fmt.Errorf("bootstrapping a single-node cluster: %w", err))
+			return
+		}
+		n.log.Info("bootstrapped a single-node cluster")
+	case n.cfg.BootstrapExpect > 0:
+		t := time.NewTicker(formationInterval)
+		defer t.Stop()
+		for {
+			if id, _ := n.store.Leader(); id != "" || n.store.AppliedIndex() > 0 {
+				return // added to (or formed) a cluster
+			}
+			set, ok := cluster.BootstrapSet(n.members.Local(), n.members.Members(), n.cfg.BootstrapExpect)
+			if ok {
+				servers := make([]store.Server, 0, len(set))
+				ids := make([]string, 0, len(set))
+				for _, m := range set {
+					servers = append(servers, store.Server{ID: m.ID, Address: m.RaftAddr, Voter: true})
+					ids = append(ids, m.ID)
+				}
+				if err := n.store.Bootstrap(servers); err != nil {
+					n.log.Error("bootstrap failed", "servers", ids, "error", err)
+				} else {
+					n.log.Info("bootstrapped the cluster", "servers", ids)
+					_ = n.members.UpdateMeta(n.fillStateMeta)
+				}
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	default:
+		n.log.Info("waiting to be added to the cluster by its leader", "join", n.cfg.Join)
+	}
+}
+
+// fail reports a fatal error found after Start returned: the agent stops.
+func (n *Node) fail(err error) {
+	n.log.Error("stopping: " + err.Error())
+	n.failOnce.Do(func() {
+		n.failErr = err
+		close(n.failed)
+	})
+}
+
+// Done is closed when the node asks to be stopped: it left the cluster
+// (tether leave) or hit a fatal error after start (Err says which).
+func (n *Node) Done() <-chan struct{} { return n.failed }
+
+// Err is why Done was closed; nil after a graceful leave.
+func (n *Node) Err() error {
+	select {
+	case <-n.failed:
+		return n.failErr
+	default:
+		return nil
+	}
+}
+
+// watchStore applies replicated state to the data path and gossips this
+// node's progress whenever the FSM changes.
+func (n *Node) watchStore(ctx context.Context) {
+	defer n.bg.Done()
+	var lastMeta cluster.Meta
+	for {
+		n.applyDrains()
+		n.noteChange()
+		if n.members != nil {
+			var m cluster.Meta
+			n.fillStateMeta(&m)
+			if m.Durable != lastMeta.Durable {
+				n.reportDurable(m.Durable)
+			}
+			if m.ClusterID != lastMeta.ClusterID || m.HasState != lastMeta.HasState || m.Durable != lastMeta.Durable {
+				if err := n.members.UpdateMeta(n.fillStateMeta); err != nil {
+					n.log.Warn("gossiping node state failed", "error", err)
+				} else {
+					lastMeta = m
+				}
+			}
+		}
+		n.wakeLeader()
+		// The durable index moves when the snapshot after a change lands
+		// (a key's activation waits for it); the slow poll is a backstop.
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.store.Changed():
+		case <-n.store.DurableChanged():
+		case <-time.After(leaderInterval):
+		}
+	}
+}
+
+// durableTag is the gossip tag of a member's direct durable-index report.
+const durableTag = 'd'
+
+// reportDurable tells the leader at once how far this node holds the
+// replicated state durably (gossip meta carries it too, a gossip round
+// later): a key's activation waits for every member's report.
+func (n *Node) reportDurable(index uint64) {
+	leader, _ := n.store.Leader()
+	if leader == "" || leader == n.cfg.NodeID {
+		return
+	}
+	msg := binary.AppendUvarint([]byte(n.cfg.NodeID+"\x00"), index)
+	if err := n.members.Send(leader, durableTag, msg, false); err != nil {
+		n.log.Debug("durable index report to the leader failed; gossip carries it", "error", err)
+	}
+}
+
+// durableReport receives a member's report (on memberlist's goroutine:
+// it only records and wakes the leader loop).
+func (n *Node) durableReport(msg []byte) {
+	i := bytes.IndexByte(msg, 0)
+	if i <= 0 {
+		return
+	}
+	index, k := binary.Uvarint(msg[i+1:])
+	if k <= 0 {
+		return
+	}
+	id := string(msg[:i])
+	n.durMu.Lock()
+	if n.durables == nil {
+		n.durables = map[string]uint64{}
+	}
+	if index > n.durables[id] {
+		n.durables[id] = index
+	}
+	n.durMu.Unlock()
+	n.wakeLeader()
+}
+
+// reportedDurable is the highest durable index member id reported directly.
+func (n *Node) reportedDurable(id string) uint64 {
+	n.durMu.Lock()
+	defer n.durMu.Unlock()
+	return n.durables[id]
+}
+
+// applyDrains makes the data path's drain state the replicated one.
+func (n *Node) applyDrains() {
+	drains := map[[2]string]time.Time{}
+	for _, d := range n.store.Drains() {
+		drains[[2]string{d.Cluster, d.Destination}] = d.Deadline
+	}
+	n.proxy.ApplyDrains(func(clusterID, destID string) (time.Time, bool) {
+		t, ok := drains[[2]string{clusterID, destID}]
+		return t, ok
+	})
+}
+
+// membershipChanged runs on gossip's event goroutine: the leader has work,
+// and who probes what may have moved.
+func (n *Node) membershipChanged() {
+	n.wakeLeader()
+	n.noteChange()
+	if sh := n.healthReady.Load(); sh != nil {
+		sh.applyAll()
+	}
+}
+
+func (n *Node) wakeLeader() {
+	select {
+	case n.leaderWake <- struct{}{}:
+	default:
+	}
+}
+
+// dataKeys is the keyring the data path sees: the replicated ring, plus a
+// short wait for a key this node has not applied yet, only while it is
+// behind the leader's commit index (a caught-up node fails fast, so values
+// under made-up key ids never slow the data path).
+type dataKeys struct {
+	ring *keyring.Ring
+	st   raftProgress
+}
+
+// raftProgress is what dataKeys needs of the store.
+type raftProgress interface {
+	AppliedIndex() uint64
+	CommitIndex() uint64
+	WaitApplied(ctx context.Context, index uint64) error
+}
+
+var _ raftProgress = (*store.Store)(nil)
+
+func (k *dataKeys) Seal(purpose, plaintext []byte) (string, error) {
+	return k.ring.Seal(purpose, plaintext)
+}
+
+func (k *dataKeys) ActiveKeyID(now time.Time) string { return k.ring.ActiveKeyID(now) }
+
+func (k *dataKeys) Open(purpose []byte, value string) ([]byte, error) {
+	pt, err := k.ring.Open(purpose, value)
+	if err == nil || !errors.Is(err, keyring.ErrUnknownKey) {
+		return pt, err
+	}
+	commit := k.st.CommitIndex()
+	if k.st.AppliedIndex() >= commit {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), unknownKeyWait)
+	defer cancel()
+	if k.st.WaitApplied(ctx, commit) != nil {
+		return nil, err
+	}
+	return k.ring.Open(purpose, value)
+}

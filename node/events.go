@@ -1,0 +1,569 @@
+package node
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Event types of GET /v1/events. Every event carries its type, the time
+// the node saw the change and the node that saw it; data says what changed.
+const (
+	// EventHello opens every stream: the node the stream comes from.
+	EventHello = "hello"
+	// EventLeader: the Raft leader this node follows changed.
+	EventLeader = "leader"
+	// EventMember: a member appeared, changed gossip state or Raft role,
+	// or was removed.
+	EventMember = "member"
+	// EventKey: a key was installed, activated, superseded, expired,
+	// revoked or pruned.
+	EventKey = "key"
+	// EventHealth: a destination's local or cluster-wide health flipped.
+	EventHealth = "health"
+	// EventDrain: a destination started or stopped draining.
+	EventDrain = "drain"
+	// EventStats carries this node's traffic figures every statsInterval;
+	// it is not kept for replay (it is a sample, not a change).
+	EventStats = "stats"
+)
+
+const (
+	// eventRing is how many recent events a new subscriber is replayed.
+	eventRing = 256
+	// subscriberBuffer is how many events a subscriber may fall behind
+	// before it is cut off (it reconnects with Last-Event-ID and is
+	// replayed what it missed): a slow reader never stalls the node.
+	subscriberBuffer = 64
+	// watchInterval is the backstop of the change watcher: most changes
+	// wake it at once; leader changes and time-driven key states are seen
+	// within it.
+	watchInterval = 500 * time.Millisecond
+	// statsInterval is how often traffic figures are sampled and sent.
+	statsInterval = 2 * time.Second
+	// staleSample: an earlier traffic sample older than this gives no rate.
+	staleSample = 10 * time.Second
+	// sseHeartbeat keeps idle streams alive through proxies and lets the
+	// server notice a reader that went away.
+	sseHeartbeat = 15 * time.Second
+	// sseRetry is the reconnection delay the stream suggests (ms).
+	sseRetry = 2000
+)
+
+// Event is one server-sent event.
+type Event struct {
+	// ID is "<boot>-<seq>": boot tells a restarted node's ids from the
+	// previous process's, so a stale Last-Event-ID replays everything.
+	ID   string         `json:"id,omitempty"`
+	Type string         `json:"type"`
+	Time time.Time      `json:"time"`
+	Node string         `json:"node"`
+	Data map[string]any `json:"data,omitempty"`
+
+	seq uint64
+}
+
+// eventBus fans events out to subscribers without ever blocking the
+// publisher, and keeps the last eventRing for replay.
+type eventBus struct {
+	node string
+	boot string
+
+	mu   sync.Mutex
+	seq  uint64
+	ring []Event // oldest first, at most eventRing
+	subs map[*subscriber]struct{}
+}
+
+type subscriber struct {
+	ch chan Event
+	// closed is set (under the bus lock) when the bus cut the subscriber
+	// off or it unsubscribed; ch is closed then.
+	closed bool
+}
+
+func newEventBus(node string) *eventBus {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return &eventBus{node: node, boot: hex.EncodeToString(b), subs: map[*subscriber]struct{}{}}
+}
+
+// publish records an event and hands it to every subscriber; a subscriber
+// whose buffer is full is cut off (its channel closed) instead of waited
+// for.
+func (b *eventBus) publish(typ string, at time.Time, data map[string]any) Event {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.seq++
+	e := Event{ID: b.boot + "-" + strconv.FormatUint(b.seq, 10), Type: typ, Time: at.UTC(), Node: b.node, Data: data, seq: b.seq}
+	if len(b.ring) == eventRing {
+		copy(b.ring, b.ring[1:])
+		b.ring = b.ring[:eventRing-1]
+	}
+	b.ring = append(b.ring, e)
+	for s := range b.subs {
+		select {
+		case s.ch <- e:
+		default:
+			b.dropLocked(s)
+		}
+	}
+	return e
+}
+
+// sample hands a transient event (stats) to subscribers with room for it;
+// it is not kept, and a full subscriber just misses it.
+func (b *eventBus) sample(typ string, at time.Time, data map[string]any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := Event{Type: typ, Time: at.UTC(), Node: b.node, Data: data}
+	for s := range b.subs {
+		select {
+		case s.ch <- e:
+		default:
+		}
+	}
+}
+
+// subscribe registers a subscriber and returns, atomically with it, the
+// recorded events after lastID (all of them when lastID is empty, from
+// another process, or older than the ring: gap is then true when lastID
+// was given, so the reader knows it missed events and must reload).
+func (b *eventBus) subscribe(lastID string) (s *subscriber, replay []Event, gap bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s = &subscriber{ch: make(chan Event, subscriberBuffer)}
+	b.subs[s] = struct{}{}
+	from := uint64(0)
+	if lastID != "" {
+		gap = true
+		if boot, seq, ok := strings.Cut(lastID, "-"); ok && boot == b.boot {
+			if n, err := strconv.ParseUint(seq, 10, 64); err == nil && n <= b.seq {
+				from = n
+				// No gap when the event after lastID is still in the ring.
+				gap = len(b.ring) > 0 && b.ring[0].seq > n+1
+			}
+		}
+	}
+	for _, e := range b.ring {
+		if e.seq > from {
+			replay = append(replay, e)
+		}
+	}
+	return s, replay, gap
+}
+
+func (b *eventBus) unsubscribe(s *subscriber) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.dropLocked(s)
+}
+
+func (b *eventBus) dropLocked(s *subscriber) {
+	if !s.closed {
+		s.closed = true
+		close(s.ch)
+		delete(b.subs, s)
+	}
+}
+
+func (b *eventBus) subscribers() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.subs)
+}
+
+// recent is a copy of the recorded events (tests, dumps).
+func (b *eventBus) recent() []Event {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]Event(nil), b.ring...)
+}
+
+// eventState is the node's share of the event machinery.
+type eventState struct {
+	bus  *eventBus
+	wake chan struct{}
+	// traffic turns counters into rates between samples.
+	traffic trafficRates
+}
+
+// noteChange wakes the change watcher (never blocks: hooks call it from
+// gossip's and the FSM's goroutines).
+func (n *Node) noteChange() {
+	select {
+	case n.ev.wake <- struct{}{}:
+	default:
+	}
+}
+
+// observed is what the watcher compares between rounds.
+type observed struct {
+	leader  string
+	members map[string]memberView
+	keys    map[string]string
+	drains  map[string]time.Time // "cluster/destination"
+	health  map[string][2]string // "cluster/destination" → local, cluster
+}
+
+// watchEvents turns changes of the node's view (leader, members, keys,
+// drains, health) into events, by comparing snapshots: every node reports
+// what it sees, whichever node made the change. It runs until stop.
+func (n *Node) watchEvents(stop <-chan struct{}) {
+	defer n.bg.Done()
+	prev := n.observe()
+	t := time.NewTicker(watchInterval)
+	defer t.Stop()
+	lastStats := time.Time{}
+	for {
+		select {
+		case <-stop:
+			return
+		case <-n.ev.wake:
+		case <-t.C:
+		}
+		cur := n.observe()
+		n.emitDiff(prev, cur, time.Now())
+		prev = cur
+		// Stats only for a reader: a sample gathers the whole metrics
+		// registry, which with 10,000 destinations is a burst of CPU that
+		// showed in the data path's p99 every 2 s.
+		if now := time.Now(); now.Sub(lastStats) >= statsInterval && n.ev.bus.subscribers() > 0 {
+			lastStats = now
+			n.ev.bus.sample(EventStats, now, n.trafficSample(now))
+		}
+	}
+}
+
+func (n *Node) observe() observed {
+	o := observed{
+		members: map[string]memberView{},
+		keys:    map[string]string{},
+		drains:  map[string]time.Time{},
+		health:  map[string][2]string{},
+	}
+	o.leader, _ = n.store.Leader()
+	for _, m := range n.memberViews() {
+		o.members[m.ID] = m
+	}
+	for _, md := range n.ring.List(time.Now()) {
+		o.keys[md.ID] = md.State.String()
+	}
+	for _, d := range n.store.Drains() {
+		o.drains[d.Cluster+"/"+d.Destination] = d.Deadline
+	}
+	for _, cid := range n.proxy.ClusterIDs() {
+		if c := n.proxy.Cluster(cid); c != nil {
+			for _, d := range c.Destinations {
+				o.health[cid+"/"+d.ID] = [2]string{d.LocalHealth().String(), d.ActiveHealth().String()}
+			}
+		}
+	}
+	return o
+}
+
+// emitDiff publishes one event per difference, in a stable order.
+func (n *Node) emitDiff(a, b observed, now time.Time) {
+	bus := n.ev.bus
+	if a.leader != b.leader {
+		bus.publish(EventLeader, now, map[string]any{"leader": b.leader, "previous": a.leader})
+	}
+	for _, id := range unionKeys(a.members, b.members) {
+		was, had := a.members[id]
+		is, has := b.members[id]
+		switch {
+		case !had:
+			bus.publish(EventMember, now, map[string]any{"id": id, "change": "joined", "state": is.State, "raft": is.Raft, "address": is.Address, "version": is.Version})
+		case !has:
+			bus.publish(EventMember, now, map[string]any{"id": id, "change": "removed", "state": "removed", "previous": was.State})
+		case was.State != is.State:
+			bus.publish(EventMember, now, map[string]any{"id": id, "change": "state", "state": is.State, "previous": was.State, "raft": is.Raft})
+		case was.Raft != is.Raft:
+			bus.publish(EventMember, now, map[string]any{"id": id, "change": "raft", "state": is.State, "raft": is.Raft, "previous_raft": was.Raft})
+		case was.Version != is.Version || was.Address != is.Address:
+			bus.publish(EventMember, now, map[string]any{"id": id, "change": "updated", "state": is.State, "version": is.Version, "address": is.Address})
+		}
+	}
+	for _, id := range unionKeys(a.keys, b.keys) {
+		was, had := a.keys[id]
+		is, has := b.keys[id]
+		switch {
+		case !has:
+			bus.publish(EventKey, now, map[string]any{"id": id, "state": "pruned", "previous": was})
+		case !had || was != is:
+			bus.publish(EventKey, now, map[string]any{"id": id, "state": is, "previous": was})
+		}
+	}
+	for _, k := range unionKeys(a.drains, b.drains) {
+		cid, did, _ := strings.Cut(k, "/")
+		was, had := a.drains[k]
+		is, has := b.drains[k]
+		switch {
+		case has && (!had || !was.Equal(is)):
+			bus.publish(EventDrain, now, map[string]any{"cluster": cid, "destination": did, "draining": true, "deadline": is.UTC()})
+		case had && !has:
+			bus.publish(EventDrain, now, map[string]any{"cluster": cid, "destination": did, "draining": false})
+		}
+	}
+	for _, k := range unionKeys(a.health, b.health) {
+		was, had := a.health[k]
+		is, has := b.health[k]
+		if !had || !has {
+			continue // a reload added or removed the destination
+		}
+		cid, did, _ := strings.Cut(k, "/")
+		for i, view := range []string{"local", "cluster"} {
+			if was[i] != is[i] {
+				bus.publish(EventHealth, now, map[string]any{"cluster": cid, "destination": did, "view": view, "state": is[i], "previous": was[i]})
+			}
+		}
+	}
+}
+
+func unionKeys[V any](a, b map[string]V) []string {
+	seen := make(map[string]bool, len(a)+len(b))
+	out := make([]string, 0, len(a)+len(b))
+	for _, m := range []map[string]V{a, b} {
+		for k := range m {
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// trafficRates keeps the previous sample of the request counters, to turn
+// them into per-second rates.
+type trafficRates struct {
+	mu     sync.Mutex
+	prevAt time.Time
+	prev   map[string]float64 // "cluster/destination" → requests
+	rate   map[string]float64
+}
+
+// trafficTotals reads this node's request and affinity counters from its
+// registry (the data path's own metrics: no second count on the hot path).
+func (n *Node) trafficTotals() (requests map[string]float64, affinity map[string]map[string]float64) {
+	requests, affinity = map[string]float64{}, map[string]map[string]float64{}
+	mfs, err := n.registry.Gather()
+	if err != nil && len(mfs) == 0 {
+		return requests, affinity
+	}
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "tether_requests_total":
+			for _, m := range mf.GetMetric() {
+				var cid, did string
+				for _, l := range m.GetLabel() {
+					switch l.GetName() {
+					case "cluster":
+						cid = l.GetValue()
+					case "destination":
+						did = l.GetValue()
+					}
+				}
+				if cid != "" && did != "" {
+					requests[cid+"/"+did] += m.GetCounter().GetValue()
+				}
+			}
+		case "tether_affinity_requests_total":
+			for _, m := range mf.GetMetric() {
+				var cid, outcome string
+				for _, l := range m.GetLabel() {
+					switch l.GetName() {
+					case "cluster":
+						cid = l.GetValue()
+					case "outcome":
+						outcome = l.GetValue()
+					}
+				}
+				if affinity[cid] == nil {
+					affinity[cid] = map[string]float64{}
+				}
+				affinity[cid][outcome] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return requests, affinity
+}
+
+// sampleRates takes a new sample when the last is at least a second old
+// and returns the rates between the last two samples.
+func (n *Node) sampleRates(now time.Time, totals map[string]float64) map[string]float64 {
+	tr := &n.ev.traffic
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if dt := now.Sub(tr.prevAt); tr.prev == nil || dt >= time.Second {
+		if tr.prev != nil && dt > staleSample {
+			// Nobody sampled for a while: an average over that long is
+			// not a rate; start again from here.
+			tr.prev, tr.rate = nil, nil
+		}
+		if tr.prev != nil {
+			rate := make(map[string]float64, len(totals))
+			for k, v := range totals {
+				if d := v - tr.prev[k]; d > 0 {
+					rate[k] = d / dt.Seconds()
+				} else {
+					rate[k] = 0
+				}
+			}
+			tr.rate = rate
+		}
+		tr.prev, tr.prevAt = totals, now
+	}
+	return tr.rate
+}
+
+// affinityView is a cluster's affinity outcomes on this node (SPEC §2.2,
+// Envoy's names), every outcome present.
+func affinityView(counts map[string]float64) map[string]uint64 {
+	out := map[string]uint64{"routed": 0, "failed_open": 0, "failed_closed": 0, "no_session": 0}
+	for k, v := range counts {
+		out[k] = uint64(v)
+	}
+	return out
+}
+
+// trafficSample is the data of a stats event: per cluster, this node's
+// affinity outcomes, and per destination its in-flight requests, request
+// total and rate; this node's applied index and every member's durable
+// index (they move without a change event: gossip carries them).
+func (n *Node) trafficSample(now time.Time) map[string]any {
+	requests, affinity := n.trafficTotals()
+	rates := n.sampleRates(now, requests)
+	clusters := []map[string]any{}
+	for _, cid := range n.proxy.ClusterIDs() {
+		c := n.proxy.Cluster(cid)
+		if c == nil {
+			continue
+		}
+		dests := make([]map[string]any, 0, len(c.Destinations))
+		for _, d := range c.Destinations {
+			k := cid + "/" + d.ID
+			dests = append(dests, map[string]any{
+				"id":                  d.ID,
+				"inflight":            d.Inflight(),
+				"requests_total":      uint64(requests[k]),
+				"requests_per_second": roundRate(rates[k]),
+			})
+		}
+		clusters = append(clusters, map[string]any{"cluster": cid, "affinity": affinityView(affinity[cid]), "destinations": dests})
+	}
+	durable := map[string]uint64{}
+	for _, m := range n.memberViews() {
+		durable[m.ID] = m.DurableIndex
+	}
+	return map[string]any{"clusters": clusters, "applied_index": n.store.AppliedIndex(), "durable_index": durable}
+}
+
+func roundRate(r float64) float64 { return float64(int64(r*10+0.5)) / 10 }
+
+// handleEvents serves GET /v1/events: a text/event-stream of the node's
+// events, starting with a hello, then the recorded events after the
+// Last-Event-ID header (all of them without one), then live ones.
+func (n *Node) handleEvents(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	// Streams outlive any write timeout the server may have.
+	_ = rc.SetWriteDeadline(time.Time{})
+	s, replay, gap := n.ev.bus.subscribe(r.Header.Get("Last-Event-ID"))
+	defer n.ev.bus.unsubscribe(s)
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	leader, _ := n.store.Leader()
+	hello := Event{Type: EventHello, Time: time.Now().UTC(), Node: n.cfg.NodeID, Data: map[string]any{
+		"version":    Version,
+		"boot":       n.ev.bus.boot,
+		"started":    n.started.UTC(),
+		"admin":      n.advertisedAdmin(),
+		"leader":     leader,
+		"raft_state": n.store.State(),
+		"replayed":   len(replay),
+		"gap":        gap,
+	}}
+	if _, err := fmt.Fprintf(w, "retry: %d\n\n", sseRetry); err != nil {
+		return
+	}
+	if writeEvent(w, hello) != nil {
+		return
+	}
+	for _, e := range replay {
+		if writeEvent(w, e) != nil {
+			return
+		}
+	}
+	if rc.Flush() != nil {
+		return
+	}
+	beat := time.NewTicker(sseHeartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-n.stop:
+			return // the node stops: the reader reconnects to its successor
+		case <-beat.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+		case e, ok := <-s.ch:
+			if !ok {
+				return // too slow: cut off; it reconnects with Last-Event-ID
+			}
+			if writeEvent(w, e) != nil {
+				return
+			}
+			// Send what else is queued in the same flush.
+			for drained := false; !drained; {
+				select {
+				case e, ok := <-s.ch:
+					if !ok {
+						_ = rc.Flush()
+						return
+					}
+					if writeEvent(w, e) != nil {
+						return
+					}
+				default:
+					drained = true
+				}
+			}
+		}
+		if rc.Flush() != nil {
+			return
+		}
+	}
+}
+
+// writeEvent writes one event in the text/event-stream framing: the JSON
+// never holds a raw newline, so it is one data line.
+func writeEvent(w http.ResponseWriter, e Event) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	var sb strings.Builder
+	if e.ID != "" {
+		sb.WriteString("id: " + e.ID + "\n")
+	}
+	sb.WriteString("event: " + e.Type + "\ndata: ")
+	sb.Write(b)
+	sb.WriteString("\n\n")
+	_, err = fmt.Fprint(w, sb.String())
+	return err
+}

@@ -1,0 +1,305 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tether-proxy/tether/store"
+)
+
+// Headers of a write forwarded from a follower to the leader.
+const (
+	// hdrForwardedBy names the follower; a node that receives a forwarded
+	// write and does not lead refuses it (one hop, never a loop).
+	hdrForwardedBy = "X-Tether-Forwarded-By"
+	// hdrRequestID carries the write's request id, so a retry after a lost
+	// leadership is applied once (the FSM remembers request ids).
+	hdrRequestID = "X-Tether-Request-Id"
+	// hdrNotLeader marks the answer of a node that got a forwarded write
+	// but no longer leads.
+	hdrNotLeader = "X-Tether-Not-Leader"
+)
+
+// forwardTimeout bounds one forwarded write, waiting for a leader included.
+const forwardTimeout = 15 * time.Second
+
+// requestID is the write's request id: the client's (or the forwarding
+// follower's) when it sent one, else a new one, fixed on the request so a
+// retry inside this node reuses it.
+func requestID(r *http.Request) string {
+	id := r.Header.Get(hdrRequestID)
+	if id == "" || len(id) > 128 {
+		id = newID()
+		r.Header.Set(hdrRequestID, id)
+	}
+	return id
+}
+
+// onLeader runs a write on the leader: here when this node leads, else
+// forwarded in one hop to the leader's admin address from gossip. When the
+// leader is lost in the middle, the write is retried with the same request
+// id once a leader is known again.
+func (n *Node) onLeader(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		requestID(r)
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), forwardTimeout)
+		defer cancel()
+		for attempt := 0; attempt < 2; attempt++ {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			switch {
+			case n.store.IsLeader():
+				rec := &retryRecorder{ResponseWriter: w}
+				h(rec, r)
+				if rec.lostLeadership && attempt == 0 && n.waitLeader(ctx) == nil {
+					continue
+				}
+				rec.flush()
+				return
+			case r.Header.Get(hdrForwardedBy) != "":
+				// The forwarding follower looks the leader up again and
+				// retries with the same request id (one hop per attempt).
+				w.Header().Set(hdrNotLeader, "1")
+				writeError(w, http.StatusServiceUnavailable, "this node no longer leads the cluster (leadership moved while the write was forwarded): retry")
+				return
+			default:
+				if id, _ := n.store.Leader(); id != "" {
+					n.forward(w, r, id, body)
+					return
+				}
+				if attempt == 0 && n.waitLeader(ctx) == nil {
+					continue
+				}
+				writeError(w, http.StatusServiceUnavailable, n.noLeaderError())
+				return
+			}
+		}
+	}
+}
+
+// waitLeader waits briefly for a leader to be known.
+func (n *Node) waitLeader(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	return n.store.WaitForLeader(ctx)
+}
+
+// forward sends the write to the leader and copies its answer back. A
+// leader that cannot be reached (it restarted on a new address, or just
+// lost leadership) is looked up again until the forward timeout.
+func (n *Node) forward(w http.ResponseWriter, r *http.Request, leaderID string, body []byte) {
+	ctx, cancel := context.WithTimeout(r.Context(), forwardTimeout)
+	defer cancel()
+	var lastErr error
+	for {
+		addr := n.leaderAdmin(leaderID)
+		if addr != "" {
+			resp, err := n.forwardOnce(ctx, r, addr, body)
+			if err == nil && resp.Header.Get(hdrNotLeader) != "" {
+				resp.Body.Close()
+				err = fmt.Errorf("%s no longer leads", leaderID)
+			}
+			if err == nil {
+				defer resp.Body.Close()
+				w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+				w.Header().Set("X-Tether-Leader", leaderID)
+				w.WriteHeader(resp.StatusCode)
+				_, _ = io.Copy(w, io.LimitReader(resp.Body, 16<<20))
+				return
+			}
+			lastErr = fmt.Errorf("forwarding the write to the leader %s at %s failed: %w", leaderID, addr, err)
+		} else {
+			lastErr = fmt.Errorf("the leader %s has not gossiped its admin address yet: retry, or send the write to it", leaderID)
+		}
+		select {
+		case <-ctx.Done():
+			writeError(w, http.StatusBadGateway, lastErr.Error())
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		if id, _ := n.store.Leader(); id != "" {
+			leaderID = id
+		}
+		if n.store.IsLeader() {
+			writeError(w, http.StatusServiceUnavailable, "leadership moved to this node while forwarding: retry")
+			return
+		}
+	}
+}
+
+// leaderAdmin is the leader's admin address from gossip.
+func (n *Node) leaderAdmin(id string) string {
+	if n.members == nil {
+		return ""
+	}
+	for _, m := range n.members.Members() {
+		if m.ID == id && m.State == "alive" {
+			return m.AdminAddr
+		}
+	}
+	return ""
+}
+
+func (n *Node) forwardOnce(ctx context.Context, r *http.Request, addr string, body []byte) (*http.Response, error) {
+	u := url.URL{Scheme: "http", Host: addr, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+	req, err := http.NewRequestWithContext(ctx, r.Method, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range []string{"Authorization", "Content-Type", hdrRequestID} {
+		if v := r.Header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
+	}
+	req.Header.Set(hdrForwardedBy, n.cfg.NodeID)
+	return forwardClient.Do(req)
+}
+
+var forwardClient = &http.Client{Timeout: forwardTimeout}
+
+// noLeaderError names the Raft servers this node cannot reach.
+func (n *Node) noLeaderError() string {
+	var unreachable []string
+	alive := map[string]bool{}
+	if n.members != nil {
+		for _, m := range n.members.Members() {
+			alive[m.ID] = m.State == "alive"
+		}
+	}
+	if servers, err := n.store.Servers(); err == nil {
+		for _, s := range servers {
+			if s.ID != n.cfg.NodeID && !alive[s.ID] {
+				unreachable = append(unreachable, fmt.Sprintf("%s (%s)", s.ID, s.Address))
+			}
+		}
+	}
+	msg := "no Raft leader: writes need a majority of the voters"
+	if len(unreachable) > 0 {
+		msg += "; unreachable: " + strings.Join(unreachable, ", ")
+	}
+	return msg
+}
+
+// writeApplyError answers a failed replicated write.
+func (n *Node) writeApplyError(w http.ResponseWriter, what string, err error) {
+	switch {
+	case errors.Is(err, store.ErrLeadershipLost):
+		if rw, ok := w.(*retryRecorder); ok {
+			rw.lostLeadership = true
+		}
+		writeError(w, http.StatusServiceUnavailable, what+": leadership was lost during the write (it may have been applied): retry")
+	case errors.Is(err, store.ErrNotLeader):
+		writeError(w, http.StatusServiceUnavailable, what+": "+n.noLeaderError())
+	default:
+		n.log.Error(what+" failed", "error", err)
+		writeError(w, http.StatusInternalServerError, what+" failed: "+err.Error())
+	}
+}
+
+// retryRecorder holds a leader-side answer so onLeader can retry a write
+// whose leadership was lost, instead of sending that answer.
+type retryRecorder struct {
+	http.ResponseWriter
+	lostLeadership bool
+	status         int
+	header         http.Header
+	body           bytes.Buffer
+}
+
+func (r *retryRecorder) Header() http.Header {
+	if r.header == nil {
+		r.header = http.Header{}
+	}
+	return r.header
+}
+func (r *retryRecorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+func (r *retryRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+func (r *retryRecorder) flush() {
+	for k, v := range r.header {
+		r.ResponseWriter.Header()[k] = v
+	}
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	r.ResponseWriter.WriteHeader(r.status)
+	_, _ = r.ResponseWriter.Write(r.body.Bytes())
+}
+
+// sameSite refuses cross-site writes, so a web page a tokenless admin's
+// operator visits cannot drive the admin API (CSRF), nor through a DNS name
+// that resolves to loopback (DNS rebinding): an Origin must be the admin
+// address itself, and Host an IP, localhost, or this node's name.
+func (n *Node) sameSite(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := n.checkSameSite(r); err != nil {
+			writeError(w, http.StatusForbidden, err.Error())
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (n *Node) checkSameSite(r *http.Request) error {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if !n.allowedHost(host) {
+		return fmt.Errorf("refused: Host %q is not an IP address, localhost or this node's name (DNS rebinding defence); call the admin API by its address", r.Host)
+	}
+	if origin := r.Header.Get("Origin"); origin != "" {
+		u, err := url.Parse(origin)
+		if err != nil || !strings.EqualFold(u.Host, r.Host) {
+			return fmt.Errorf("refused: cross-site request from Origin %q (only the admin API's own origin may write)", origin)
+		}
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		return fmt.Errorf("refused: cross-site request (Sec-Fetch-Site: %s)", site)
+	}
+	return nil
+}
+
+func (n *Node) allowedHost(host string) bool {
+	if host == "" || net.ParseIP(host) != nil || strings.EqualFold(host, "localhost") {
+		return true
+	}
+	if strings.EqualFold(host, n.cfg.NodeID) {
+		return true
+	}
+	if hn, err := os.Hostname(); err == nil && strings.EqualFold(host, hn) {
+		return true
+	}
+	if n.cfg.Advertise != "" {
+		adv := n.cfg.Advertise
+		if h, _, err := net.SplitHostPort(adv); err == nil {
+			adv = h
+		}
+		if strings.EqualFold(host, adv) {
+			return true
+		}
+	}
+	return false
+}

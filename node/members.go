@@ -1,0 +1,165 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/tether-proxy/tether/cluster"
+)
+
+// memberView is one row of GET /v1/members.
+type memberView struct {
+	ID           string `json:"id"`
+	Address      string `json:"address"`
+	State        string `json:"state"`
+	Raft         string `json:"raft"`
+	RaftAddress  string `json:"raft_address,omitempty"`
+	AdminAddress string `json:"admin_address,omitempty"`
+	Version      string `json:"version,omitempty"`
+	DurableIndex uint64 `json:"durable_index"`
+	Leader       bool   `json:"leader"`
+}
+
+// memberViews joins gossip membership with the Raft configuration: a Raft
+// server gossip does not know shows as dead.
+func (n *Node) memberViews() []memberView {
+	roles := map[string]string{}
+	raftAddrs := map[string]string{}
+	if servers, err := n.store.Servers(); err == nil {
+		for _, s := range servers {
+			roles[s.ID] = "nonvoter"
+			if s.Voter {
+				roles[s.ID] = "voter"
+			}
+			raftAddrs[s.ID] = s.Address
+		}
+	}
+	leader, _ := n.store.Leader()
+	var gossip []cluster.Member
+	if n.members != nil {
+		gossip = n.members.Members()
+	} else {
+		gossip = []cluster.Member{{
+			Meta:  cluster.Meta{ID: n.cfg.NodeID, RaftAddr: n.store.Addr(), AdminAddr: n.adminLn.Addr().String(), Version: Version},
+			State: "alive",
+		}}
+	}
+	out := make([]memberView, 0, len(gossip))
+	seen := map[string]bool{}
+	for _, m := range gossip {
+		seen[m.ID] = true
+		v := memberView{
+			ID: m.ID, Address: m.Addr, State: string(m.State), Raft: "none",
+			RaftAddress: m.RaftAddr, AdminAddress: m.AdminAddr, Version: m.Version,
+			DurableIndex: m.Durable, Leader: m.ID == leader,
+		}
+		if m.ID == n.cfg.NodeID {
+			v.DurableIndex = n.store.DurableIndex()
+		}
+		if r, ok := roles[m.ID]; ok {
+			v.Raft = r
+		}
+		out = append(out, v)
+	}
+	for id, r := range roles {
+		if !seen[id] {
+			out = append(out, memberView{ID: id, State: "dead", Raft: r, RaftAddress: raftAddrs[id], Leader: id == leader})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func (n *Node) handleMembers(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"members": n.memberViews()})
+}
+
+func (n *Node) handleJoin(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Addresses []string `json:"addresses"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, `body: want {"addresses": ["host:port", ...]}: `+err.Error())
+		return
+	}
+	if len(req.Addresses) == 0 {
+		writeError(w, http.StatusBadRequest, `addresses: give at least one host[:port] to join`)
+		return
+	}
+	if n.members == nil {
+		writeError(w, http.StatusConflict, "this node runs alone without --cluster-secret-file and cannot join a cluster: restart it with the cluster's secret")
+		return
+	}
+	joined, err := n.members.Join(req.Addresses)
+	if err != nil && joined == 0 {
+		status := http.StatusBadGateway
+		if errors.Is(err, cluster.ErrClusterMismatch) {
+			status = http.StatusConflict
+		}
+		writeError(w, status, fmt.Sprintf("joining %v failed: %v", req.Addresses, err))
+		return
+	}
+	n.log.Info("joined", "addresses", req.Addresses, "nodes", joined)
+	writeJSON(w, http.StatusOK, map[string]any{"joined": joined})
+}
+
+func (n *Node) handleLeave(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
+	defer cancel()
+	if err := n.leave(ctx); err != nil {
+		writeError(w, http.StatusConflict, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"node_id": n.cfg.NodeID, "left": true})
+	// The node stops once the answer is out: a node that left serves on
+	// as a proxy no more than memberlist lets it gossip.
+	go func() {
+		n.failOnce.Do(func() { close(n.failed) })
+	}()
+}
+
+func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if id == n.cfg.NodeID {
+		writeError(w, http.StatusConflict, "this node leads the cluster: run `tether leave` on it, or remove it from another node once leadership moved")
+		return
+	}
+	servers, err := n.store.Servers()
+	if err != nil {
+		n.writeApplyError(w, "remove", err)
+		return
+	}
+	known := false
+	for _, s := range servers {
+		known = known || s.ID == id
+	}
+	if !known {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no member %q in the Raft configuration", id))
+		return
+	}
+	// A node gossip sees alive would be added back by the next round of
+	// voter reconciliation: it must leave by itself.
+	if n.members != nil {
+		for _, m := range n.members.Members() {
+			if m.ID == id && m.State == cluster.StateAlive {
+				writeError(w, http.StatusConflict, fmt.Sprintf("%s is alive: run `tether leave` on it (remove is for failed nodes)", id))
+				return
+			}
+		}
+	}
+	if err := n.store.RemoveServer(id); err != nil {
+		n.writeApplyError(w, "remove", err)
+		return
+	}
+	if n.members != nil {
+		n.members.Forget(id)
+	}
+	n.log.Info("member removed", "id", id)
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "removed": true})
+}
