@@ -300,6 +300,7 @@ func TestConfigValidateListsEveryErrorWithPath(t *testing.T) {
 	}
 	for _, want := range []string{
 		"ReverseProxy.Routes.r1.ClusterId",
+		"ReverseProxy.Routes.r1.Match.Path", // the compiler's, listed with the rest
 		"ReverseProxy.Clusters.c1.LoadBalancingPolicy",
 		"ReverseProxy.Clusters.c1.SessionAffinity.AffinityKeyName: required when Enabled",
 		"ReverseProxy.Clusters.c1.Destinations.d1.Adress",

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+const wrkOut = `Running 3s test @ http://127.0.0.1:8080/hash/1k
+  1 threads and 32 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     1.23ms  456.00us  12.34ms   78.90%
+    Req/Sec    25.00k     1.23k   27.00k    80.00%
+  Latency Distribution
+     50%  850.00us
+     75%    1.40ms
+     90%    1.80ms
+     99%    3.20ms
+  75012 requests in 3.00s, 90.00MB read
+  Non-2xx or 3xx responses: 12
+  Socket errors: connect 0, read 2, write 0, timeout 1
+Requests/sec:  25004.00
+Transfer/sec:     30.00MB
+`
+
+func TestParseWrk(t *testing.T) {
+	r, err := parseWrk(wrkOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := loadResult{Requests: 75012, Seconds: 3, RPS: 25004, P50us: 850, P99us: 3200, Errors: 15}
+	if r != want {
+		t.Fatalf("parseWrk = %+v, want %+v", r, want)
+	}
+	if _, err := parseWrk(strings.Replace(wrkOut, "  Latency Distribution", "", 1)[:200]); err == nil {
+		t.Fatal("output without totals parsed")
+	}
+	noLatency := strings.NewReplacer("     50%  850.00us\n", "", "     99%    3.20ms\n", "").Replace(wrkOut)
+	if _, err := parseWrk(noLatency); err == nil {
+		t.Fatal("output without --latency percentiles parsed")
+	}
+}
+
+func TestParseH2load(t *testing.T) {
+	out := `finished in 3.00s, 10000.33 req/s, 11.20MB/s
+requests: 30001 total, 30033 started, 30001 done, 29999 succeeded, 2 failed, 0 errored, 0 timeout
+status codes: 29999 2xx, 0 3xx, 0 4xx, 2 5xx
+`
+	var log strings.Builder
+	for i := 1; i <= 100; i++ {
+		fmt.Fprintf(&log, "1700000000000000\t200\t%d\n", i*10)
+	}
+	log.WriteString("1700000000000000\t502\t999999\n") // failed: not a latency
+	r, err := parseH2load(out, []byte(log.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := loadResult{Requests: 29999, Seconds: 3, RPS: 10000.33, P50us: 500, P99us: 990, Errors: 2}
+	if r != want {
+		t.Fatalf("parseH2load = %+v, want %+v", r, want)
+	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	// A command name with a space and a parenthesis, as a process may
+	// name itself.
+	line := "4242 (nginx: (worker) 1) S 4241 4241 4241 0 -1 4194624 150 0 0 0 1234 567 8 9 20 0 1 0 100 12345678 2048 18446744073709551615\n"
+	st, err := parseProcStat([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := procStat{pid: 4242, ppid: 4241, utime: 1234, stime: 567, cutime: 8, cstime: 9, rssPages: 2048}
+	if st != want {
+		t.Fatalf("parseProcStat = %+v, want %+v", st, want)
+	}
+	if _, err := parseProcStat([]byte("4242 nginx S 1")); err == nil {
+		t.Fatal("line without (comm) parsed")
+	}
+	stats := map[int]procStat{1: {pid: 1}, 10: {pid: 10, ppid: 1}, 11: {pid: 11, ppid: 10}, 12: {pid: 12, ppid: 11}, 20: {pid: 20, ppid: 1}}
+	got := tree(stats, 10)
+	if len(got) != 3 {
+		t.Fatalf("tree(10) = %v, want 10, 11, 12", got)
+	}
+}
+
+func TestParseSmapsRollup(t *testing.T) {
+	rss, pss := parseSmapsRollup([]byte("00400000-7ffd [rollup]\nRss:               51512 kB\nPss:               35209 kB\nPss_Anon:  1 kB\n"))
+	if rss != 51512 || pss != 35209 {
+		t.Fatalf("rss, pss = %d, %d", rss, pss)
+	}
+}
+
+func TestReportTable(t *testing.T) {
+	r := &report{Rounds: 3, Duration: "3s", Conns: 32, Cases: cases[:2], Versions: map[string]string{"haproxy": "HAProxy 2.6"}}
+	for round := 1; round <= 3; round++ {
+		f := float64(round)
+		r.Results = append(r.Results,
+			result{Round: round, Case: "ka-1k", Target: "tether", loadResult: loadResult{RPS: 1000 * f, P50us: 900, P99us: 2000 * f}, CPUusPerReq: 30 + f},
+			result{Round: round, Case: "ka-1k", Target: "stdlib", loadResult: loadResult{RPS: 900}, CPUusPerReq: 40},
+			result{Round: round, Case: "ka-1k", Target: "haproxy", loadResult: loadResult{RPS: 2000}, CPUusPerReq: 16},
+			result{Round: round, Case: "ka-1k-cookie", Target: "tether", loadResult: loadResult{RPS: 800}, CPUusPerReq: 48},
+		)
+	}
+	r.summarize()
+	md := r.markdown()
+	for _, want := range []string{
+		"| ka-1k | tether | 2000 (1000–3000) | 900 µs | 4.00 ms (2.00 ms–6.00 ms) | +4.00 ms | 32.0 (31.0–33.0) |",
+		"| 0.80 | 2.00 | 0 |", // tether: 32 / 40 stdlib, 32 / 16 HAProxy
+		"| ka-1k-cookie | tether |",
+		"| 1.20 | 3.00 | 0 |", // a tether-only case compares with ka-1k's
+		"(tether only; its ratios are to ka-1k's stdlib and HAProxy)",
+		"haproxy: `HAProxy 2.6`",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("table lacks %q:\n%s", want, md)
+		}
+	}
+	png, err := r.chart()
+	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Fatalf("chart: %v (%d bytes)", err, len(png))
+	}
+	doc := "# Benchmarks\n\nintro\n"
+	once := splice(doc, "TABLE 1")
+	twice := splice(once, "TABLE 2")
+	if !strings.Contains(once, "TABLE 1") || strings.Contains(twice, "TABLE 1") || !strings.Contains(twice, "TABLE 2") || !strings.HasPrefix(twice, doc) {
+		t.Fatalf("splice: once %q, twice %q", once, twice)
+	}
+}
+
+func TestParsePerfCount(t *testing.T) {
+	out := "\n123456,,raw_syscalls:sys_enter,2001234567,100.00,,\n"
+	if n := parsePerfCount(out); n != 123456 {
+		t.Fatalf("parsePerfCount = %d", n)
+	}
+	if n := parsePerfCount("<not counted>,,raw_syscalls:sys_enter,0,0.00,,\n"); n != -1 {
+		t.Fatalf("not counted = %d, want -1", n)
+	}
+}

@@ -1,0 +1,18 @@
+// Command benchrace is `make bench-race`: tether measured side by side with
+// HAProxy, nginx, Caddy and a bare net/http/httputil.ReverseProxy (the
+// standard library's floor) on one machine, with the same backends, the
+// same cookie affinity and the same load.
+//
+// Each proxy runs alone on CPU 1 (taskset); wrk, h2load and the backends run
+// on CPU 0. Cases run in interleaved rounds (every proxy once per case per
+// round, in an order that rotates between rounds), so a change in the
+// machine's load hits every proxy alike. The figures are requests/s, p50
+// and p99 latency and the proxy's CPU time per request from /proc (utime +
+// stime of the whole process tree: nginx's and HAProxy's workers are
+// counted), each as min/median/max over the rounds.
+//
+// The harness writes a Markdown table between markers in docs/BENCHMARKS.md,
+// a chart in docs/img/bench-race.png and the raw figures in
+// docs/bench-race.json. Its subcommands (backend, floor, profile) are the
+// processes it starts; they are not meant to be run by hand.
+package main

@@ -1,0 +1,498 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		var err error
+		switch os.Args[1] {
+		case "backend":
+			err = runBackend(os.Args[2:])
+		case "floor":
+			err = runFloor(os.Args[2:])
+		case "profile":
+			err = runProfile(os.Args[2:])
+		default:
+			err = runRace(os.Args[1:])
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchrace:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := runRace(nil); err != nil {
+		fmt.Fprintln(os.Stderr, "benchrace:", err)
+		os.Exit(1)
+	}
+}
+
+// caseDef is one measured situation.
+type caseDef struct {
+	Name string `json:"name"`
+	Desc string `json:"desc"`
+	path string
+	// close: a new connection per request (Connection: close).
+	close bool
+	h2    bool
+	// only, when set, restricts the case to these targets.
+	only []string
+}
+
+var cases = []caseDef{
+	{Name: "ka-1k", Desc: "keep-alive, 1 KiB, HashCookie (tether)", path: "/hash/1k"},
+	{Name: "ka-1k-cookie", Desc: "keep-alive, 1 KiB, Cookie policy (AES-GCM sealed key)", path: "/cookie/1k", only: []string{"tether"}},
+	{Name: "close-1k", Desc: "new connection per request, 1 KiB", path: "/hash/1k", close: true},
+	{Name: "ka-64k", Desc: "keep-alive, 64 KiB", path: "/hash/64k"},
+	{Name: "h2c-1k", Desc: "HTTP/2 (h2c) client to proxy, 1 KiB, HTTP/1.1 to backends", path: "/hash/1k", h2: true},
+	{Name: "10k-dests", Desc: "keep-alive, 1 KiB, HashCookie, 10,000 destinations", path: "/hash/1k", only: []string{"tether-10k"}},
+	{Name: "cluster-3", Desc: "3-node tether cluster, Cookie policy, the client spreads requests over the nodes", path: "/cookie/1k", only: []string{"tether-cluster3"}},
+}
+
+// result is one (round, case, target) measurement.
+type result struct {
+	Round  int    `json:"round"`
+	Case   string `json:"case"`
+	Target string `json:"target"`
+	loadResult
+	CPUusPerReq float64 `json:"cpu_us_per_req"`
+	UserUs      float64 `json:"user_us_per_req"`
+	SysUs       float64 `json:"sys_us_per_req"`
+	Load1       float64 `json:"load1"`
+	// SyscallsPerReq is set with -syscalls.
+	SyscallsPerReq float64 `json:"syscalls_per_req,omitempty"`
+}
+
+type options struct {
+	dur      time.Duration
+	rounds   int
+	conns    int
+	repo     string
+	out      bool
+	mem      bool
+	memConns int
+	only     []string
+	profile  string
+	caseSel  []string
+	baseline string
+	baseEnv  string
+	syscalls bool
+}
+
+func runRace(args []string) error {
+	fs := flag.NewFlagSet("benchrace", flag.ExitOnError)
+	var o options
+	quick := fs.Bool("quick", false, "smoke check: 1 round of 1 s, 1,000 idle connections, results not written to docs/")
+	fs.DurationVar(&o.dur, "duration", 3*time.Second, "length of each load run (whole seconds)")
+	fs.IntVar(&o.rounds, "rounds", 3, "interleaved rounds")
+	fs.IntVar(&o.conns, "conns", 32, "wrk connections")
+	fs.StringVar(&o.repo, "repo", ".", "tether's repository root")
+	fs.BoolVar(&o.out, "write", true, "write docs/BENCHMARKS.md, docs/img/bench-race.png, docs/bench-race.json")
+	fs.BoolVar(&o.mem, "mem", true, "measure resident memory with idle keep-alive client connections")
+	fs.IntVar(&o.memConns, "mem-conns", 10000, "idle keep-alive client connections for -mem")
+	targetsFlag := fs.String("targets", "", "comma-separated subset of targets (tether, tether-10k, tether-cluster3, stdlib, haproxy, nginx, caddy)")
+	casesFlag := fs.String("cases", "", "comma-separated subset of cases")
+	fs.StringVar(&proxyCPU, "proxy-cpus", proxyCPU, "taskset CPU list of the proxies (the load stays on CPU 0)")
+	fs.BoolVar(&o.syscalls, "syscalls", false, "also count the proxy's syscalls per request (perf stat -e raw_syscalls:sys_enter; adds a little cost to each syscall, so not for the CPU figures)")
+	fs.StringVar(&o.baseEnv, "baseline-env", "", "environment (KEY=VALUE,...) of tether-base, e.g. -baseline HEAD -baseline-env GOGC=400 to measure a runtime setting")
+	fs.StringVar(&o.baseline, "baseline", "", "also race tether built from this git revision, as target tether-base (before/after in one run)")
+	fs.StringVar(&o.profile, "profile", "", "instead of the race: profile tether's data path under wrk into this file (ka-1k, or the first of -cases among close-1k and ka-64k)")
+	fs.Parse(args)
+	if *quick {
+		o.dur, o.rounds, o.out, o.memConns = time.Second, 1, false, 1000
+	}
+	if *targetsFlag != "" {
+		o.only = strings.Split(*targetsFlag, ",")
+	}
+	if *casesFlag != "" {
+		o.caseSel = strings.Split(*casesFlag, ",")
+	}
+	if o.dur < time.Second {
+		o.dur = time.Second
+	}
+	if runtime.NumCPU() < 2 {
+		return fmt.Errorf("needs 2 CPUs (proxy on CPU 1, load on CPU 0), have %d", runtime.NumCPU())
+	}
+	// 10,000 client connections, each with a backend side.
+	// (The hard limit may be lower than that in a container; the soft one
+	// goes up to it.)
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil {
+		lim.Cur = lim.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	}
+	if err := install(); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "benchrace-")
+	if err != nil {
+		return err
+	}
+	keep := true // a failed run keeps its logs
+	defer func() {
+		if keep {
+			logf("logs kept in %s", dir)
+		} else {
+			os.RemoveAll(dir)
+		}
+	}()
+	e := &env{dir: dir, secret: filepath.Join(dir, "secret")}
+	if err := os.WriteFile(e.secret, []byte("benchrace-cluster-secret-0123456789abcdef"), 0o600); err != nil {
+		return err
+	}
+	if e.self, err = os.Executable(); err != nil {
+		return err
+	}
+	e.tether = filepath.Join(dir, "tether")
+	logf("building tether")
+	build := exec.Command("go", "build", "-trimpath", "-o", e.tether, "./cmd/tether")
+	build.Dir, build.Env = o.repo, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/tether: %w\n%s", err, out)
+	}
+	if o.baseline != "" {
+		src := filepath.Join(dir, "base-src")
+		e.tetherBase = filepath.Join(dir, "tether-base")
+		logf("building tether at %s", o.baseline)
+		script := fmt.Sprintf("mkdir -p %[2]s && git -C %[1]s archive %[3]s | tar -x -C %[2]s && cd %[2]s && CGO_ENABLED=0 go build -trimpath -o %[4]s ./cmd/tether",
+			shellQuote(o.repo), shellQuote(src), shellQuote(o.baseline), shellQuote(e.tetherBase))
+		if out, err := exec.Command("sh", "-c", script).CombinedOutput(); err != nil {
+			return fmt.Errorf("building tether at %s: %w\n%s", o.baseline, err, out)
+		}
+	}
+	be, addrs, err := startProc("backend", loadCPU, filepath.Join(dir, "backend.log"), true, nil, e.self, "backend", "-n", "3")
+	if err != nil {
+		return err
+	}
+	defer be.stop()
+	e.backends = strings.Split(addrs, ",")
+	if o.profile != "" {
+		err := profileTether(e, o)
+		keep = err != nil
+		return err
+	}
+	targets, err := startTargets(e, o)
+	defer func() {
+		for _, t := range targets {
+			t.stop()
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	rep := &report{Started: time.Now().UTC(), Duration: o.dur.String(), Rounds: o.rounds, Conns: o.conns,
+		Machine: machine(), Versions: versions(e), LoadStart: loadAvg()}
+	_, h2err := lookBin("h2load")
+	for _, c := range cases {
+		if len(o.caseSel) > 0 && !slices.Contains(o.caseSel, c.Name) {
+			continue
+		}
+		if c.h2 && h2err != nil {
+			logf("skipping %s: h2load (nghttp2-client) is not installed", c.Name)
+			continue
+		}
+		rep.Cases = append(rep.Cases, c)
+	}
+	if err := race(e, o, targets, rep); err != nil {
+		return err
+	}
+	if o.mem {
+		rep.Memory = measureMemory(e, o, targets)
+	}
+	rep.LoadEnd = loadAvg()
+	rep.Finished = time.Now().UTC()
+	rep.summarize()
+	fmt.Println(rep.markdown())
+	keep = false
+	if !o.out {
+		return nil
+	}
+	return rep.write(o.repo)
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", args...)
+}
+
+// startTargets starts every proxy; a missing tool skips its target.
+func startTargets(e *env, o options) ([]*target, error) {
+	want := func(n string) bool { return len(o.only) == 0 || slices.Contains(o.only, n) }
+	var out []*target
+	add := func(name string, start func() (*target, error)) error {
+		if !want(name) {
+			return nil
+		}
+		logf("starting %s", name)
+		t, err := start()
+		if err == errSkip {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		out = append(out, t)
+		return nil
+	}
+	steps := []struct {
+		name  string
+		start func() (*target, error)
+	}{
+		{"tether", func() (*target, error) { return e.startTether("tether", 1, len(e.backends), true) }},
+		{"tether-base", func() (*target, error) {
+			if e.tetherBase == "" {
+				return nil, errSkip
+			}
+			var env []string
+			if o.baseEnv != "" {
+				env = strings.Split(o.baseEnv, ",")
+			}
+			return e.startTetherBin("tether-base", e.tetherBase, env, 1, len(e.backends), true)
+		}},
+		{"stdlib", e.startFloor},
+		{"haproxy", func() (*target, error) { return withBin("haproxy", e.startHAProxy) }},
+		{"nginx", func() (*target, error) { return withBin("nginx", e.startNginx) }},
+		{"caddy", func() (*target, error) { return withBin("caddy", e.startCaddy) }},
+		{"tether-10k", func() (*target, error) { return e.startTether("tether-10k", 1, 10000, false) }},
+		{"tether-cluster3", func() (*target, error) {
+			t, err := e.startTether("tether-cluster3", 3, len(e.backends), false)
+			if t != nil {
+				t.cookie = "tether_cookie"
+			}
+			return t, err
+		}},
+	}
+	for _, s := range steps {
+		if err := add(s.name, s.start); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+func withBin(name string, start func(string) (*target, error)) (*target, error) {
+	bin, err := lookBin(name)
+	if err != nil {
+		logf("skipping %s: not installed", name)
+		return nil, errSkip
+	}
+	return start(bin)
+}
+
+// applies says whether case c runs on target t.
+func applies(c caseDef, t *target) bool {
+	if len(c.only) > 0 {
+		name := t.name
+		if name == "tether-base" {
+			name = "tether" // the baseline runs what tether runs
+		}
+		return slices.Contains(c.only, name)
+	}
+	if c.h2 && t.h2 == "" {
+		return false
+	}
+	return t.name != "tether-10k" && t.name != "tether-cluster3"
+}
+
+// errSkip: a target that this run does not have (tether-base without
+// -baseline).
+var errSkip = errors.New("skipped")
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// race runs the interleaved rounds.
+func race(e *env, o options, targets []*target, rep *report) error {
+	ss := newSession()
+	for r := range o.rounds {
+		for _, c := range rep.Cases {
+			var ts []*target
+			for _, t := range targets {
+				if applies(c, t) {
+					ts = append(ts, t)
+				}
+			}
+			// Rotate the order each round, so no proxy always runs
+			// right after the same neighbour.
+			for i := range ts {
+				t := ts[(i+r)%len(ts)]
+				res, err := measure(e, o, c, t, ss)
+				if err != nil {
+					return fmt.Errorf("round %d %s %s: %w", r+1, c.Name, t.name, err)
+				}
+				res.Round = r + 1
+				rep.Results = append(rep.Results, res)
+				logf("round %d %-12s %-16s %8.0f req/s  p50 %6.0f µs  p99 %7.0f µs  cpu %5.1f µs/req  syscalls %.1f/req  errors %d  load %.2f",
+					r+1, c.Name, t.name, res.RPS, res.P50us, res.P99us, res.CPUusPerReq, res.SyscallsPerReq, res.Errors, res.Load1)
+				time.Sleep(300 * time.Millisecond)
+			}
+		}
+	}
+	return nil
+}
+
+// measure runs one case on one target: a second of warm-up, then the
+// measured run with the proxy tree's CPU read before and after.
+// session is what measure keeps between runs: each target's session
+// cookie per path prefix, and which (case, target) pairs are warm.
+type session struct {
+	cookies map[string]string
+	warm    map[string]bool
+}
+
+func newSession() *session { return &session{cookies: map[string]string{}, warm: map[string]bool{}} }
+
+func measure(e *env, o options, c caseDef, t *target, ss *session) (result, error) {
+	cookies := ss.cookies
+	prefix := c.path[:strings.LastIndexByte(c.path, '/')]
+	key := t.name + prefix
+	ck, ok := cookies[key]
+	if !ok {
+		if t.fixedCookie != "" {
+			ck = t.fixedCookie
+		} else {
+			name := t.cookie
+			if strings.HasPrefix(t.name, "tether") {
+				name = "tether_" + prefix[1:] // tether_hash, tether_cookie: one cluster each
+			}
+			var err error
+			if ck, err = sessionCookie(t.h1+c.path, name); err != nil {
+				return result{}, err
+			}
+		}
+		// Every run is on an existing session's path: a request with the
+		// cookie gets no new one.
+		if err := sessionRouted(t.h1+c.path, ck); err != nil {
+			return result{}, err
+		}
+		cookies[key] = ck
+	}
+	headers := []string{"Cookie: " + ck}
+	if c.close {
+		headers = append(headers, "Connection: close")
+	}
+	urls := []string{t.h1 + c.path}
+	if c.h2 {
+		urls = []string{t.h2 + c.path}
+	}
+	if len(t.clusterH1) > 1 {
+		urls = nil
+		for _, u := range t.clusterH1 {
+			urls = append(urls, u+c.path)
+			// The session one node issued must be valid on every node
+			// (shared keyring).
+			if err := sessionRouted(u+c.path, ck); err != nil {
+				return result{}, err
+			}
+		}
+	}
+	run := func(dur time.Duration) ([]loadResult, error) {
+		out := make([]loadResult, len(urls))
+		errs := make(chan error, len(urls))
+		for i, u := range urls {
+			go func() {
+				var err error
+				out[i], err = runLoad(e.dir, loadSpec{url: u, conns: max(1, o.conns/len(urls)), dur: dur, headers: headers, h2: c.h2})
+				errs <- err
+			}()
+		}
+		for range urls {
+			if err := <-errs; err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	if !ss.warm[key+" "+c.Name] {
+		// Warm-up, once per case and target: backend pools filled, the
+		// Go heap grown to its steady size. The proxies keep running
+		// between rounds.
+		if _, err := run(time.Second); err != nil {
+			return result{}, err
+		}
+		ss.warm[key+" "+c.Name] = true
+	}
+	res := result{Case: c.Name, Target: t.name, Load1: loadAvg()}
+	var counted chan int64
+	if o.syscalls {
+		counted = make(chan int64, 1)
+		go func() { counted <- countSyscalls(o.dur, tree(allStats(), t.pids()...)) }()
+	}
+	before := treeCPU(t.pids()...)
+	lrs, err := run(o.dur)
+	after := treeCPU(t.pids()...)
+	if err != nil {
+		return result{}, err
+	}
+	// Several load generators (the cluster): requests and rates add up,
+	// latencies are the worst generator's.
+	for _, lr := range lrs {
+		res.Requests += lr.Requests
+		res.RPS += lr.RPS
+		res.Errors += lr.Errors
+		res.Seconds = max(res.Seconds, lr.Seconds)
+		res.P50us = max(res.P50us, lr.P50us)
+		res.P99us = max(res.P99us, lr.P99us)
+	}
+	if res.Requests == 0 {
+		return res, fmt.Errorf("no request completed")
+	}
+	if counted != nil {
+		if n := <-counted; n >= 0 {
+			res.SyscallsPerReq = float64(n) / float64(res.Requests)
+		}
+	}
+	user, sys := after.sub(before).micros()
+	res.UserUs, res.SysUs = user/float64(res.Requests), sys/float64(res.Requests)
+	res.CPUusPerReq = res.UserUs + res.SysUs
+	return res, nil
+}
+
+func machine() string {
+	model := ""
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				model = strings.TrimSpace(l[strings.IndexByte(l, ':')+1:])
+				break
+			}
+		}
+	}
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	return fmt.Sprintf("%d CPUs, %s, Linux %s, %s", runtime.NumCPU(), model, strings.TrimSpace(string(kernel)), runtime.Version())
+}
+
+func versions(e *env) map[string]string {
+	v := map[string]string{}
+	first := func(name string, args ...string) {
+		bin, err := lookBin(name)
+		if err != nil {
+			return
+		}
+		out, _ := command(10*time.Second, bin, args...)
+		l := strings.TrimSpace(strings.SplitN(strings.TrimSpace(out), "\n", 2)[0])
+		v[name] = l
+	}
+	first("haproxy", "-v")
+	first("nginx", "-v")
+	first("caddy", "version")
+	first("wrk", "-v")
+	first("h2load", "--version")
+	if out, err := command(10*time.Second, "git", "-C", ".", "describe", "--always", "--dirty"); err == nil {
+		v["tether"] = strings.TrimSpace(out)
+	}
+	return v
+}
+
+var _ = json.Marshal

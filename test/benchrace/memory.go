@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// memResult is a target's resident memory, idle and with idle keep-alive
+// client connections open.
+type memResult struct {
+	Target    string `json:"target"`
+	Conns     int    `json:"conns"`
+	Opened    int    `json:"opened"`
+	IdleRSS   int64  `json:"idle_rss_kib"`
+	IdlePSS   int64  `json:"idle_pss_kib"`
+	LoadedRSS int64  `json:"rss_kib"`
+	LoadedPSS int64  `json:"pss_kib"`
+}
+
+// measureMemory opens o.memConns keep-alive connections to each target,
+// sends one request on each (so each is a served, idle keep-alive
+// connection with its backend side pooled), and reads the process tree's
+// Rss and Pss while they are all open.
+func measureMemory(e *env, o options, targets []*target) []memResult {
+	var out []memResult
+	for _, t := range targets {
+		if t.name == "tether-10k" || t.name == "tether-cluster3" {
+			continue
+		}
+		m, err := memoryOf(t, o.memConns)
+		if err != nil {
+			logf("memory %s: %v", t.name, err)
+			continue
+		}
+		logf("memory %-8s idle rss %6d KiB, %d conns rss %7d KiB pss %7d KiB", t.name, m.IdleRSS, m.Opened, m.LoadedRSS, m.LoadedPSS)
+		out = append(out, m)
+	}
+	return out
+}
+
+func memoryOf(t *target, n int) (memResult, error) {
+	m := memResult{Target: t.name, Conns: n}
+	m.IdleRSS, m.IdlePSS = treeMemory(t.pids()...)
+	u, err := url.Parse(t.h1)
+	if err != nil {
+		return m, err
+	}
+	ck := t.fixedCookie
+	if ck == "" {
+		if ck, err = sessionCookie(t.h1+"/hash/1k", t.cookie); err != nil {
+			return m, err
+		}
+	}
+	req := []byte("GET /hash/1k HTTP/1.1\r\nHost: " + u.Host + "\r\nCookie: " + ck + "\r\n\r\n")
+	conns := make([]net.Conn, n)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	work := make(chan int)
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				c, err := keepAliveRequest(u.Host, req)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					continue
+				}
+				conns[i] = c
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	for _, c := range conns {
+		if c != nil {
+			m.Opened++
+		}
+	}
+	if m.Opened < n {
+		return m, fmt.Errorf("%d of %d connections opened: %v", m.Opened, n, firstErr)
+	}
+	time.Sleep(2 * time.Second) // let the proxy settle (GC, idle timers)
+	m.LoadedRSS, m.LoadedPSS = treeMemory(t.pids()...)
+	return m, nil
+}
+
+// keepAliveRequest dials host, sends req and reads one response whole,
+// leaving the connection open and idle.
+func keepAliveRequest(host string, req []byte) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", host, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Write(req); err != nil {
+		c.Close()
+		return nil, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReaderSize(c, 4096), nil)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		c.Close()
+		return nil, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	c.SetDeadline(time.Time{})
+	return c, nil
+}
+
+// profileTether runs tether's data path (the profile subcommand) on CPU 1
+// under wrk's ka-1k load and writes its CPU profile to o.profile.
+func profileTether(e *env, o options) error {
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	cfg := e.dir + "/profile.json"
+	if err := os.WriteFile(cfg, []byte(tetherConfig(ports[0], "", e.backends, len(e.backends))), 0o600); err != nil {
+		return err
+	}
+	p, _, err := startProc("profile", proxyCPU, e.dir+"/profile.log", true, nil,
+		e.self, "profile", "-config", cfg, "-access-log", e.dir+"/profile-access.log", "-o", o.profile)
+	if err != nil {
+		return err
+	}
+	defer p.stop()
+	t := &target{name: "tether", h1: "http://" + ports[0], cookie: "tether_hash", procs: []*proc{p}}
+	c := cases[0]
+	for _, x := range cases {
+		// -cases picks the profiled case among those the profile's plain
+		// HTTP/1.1 HashCookie listener serves.
+		if len(o.caseSel) > 0 && x.Name == o.caseSel[0] && !x.h2 && x.only == nil {
+			c = x
+		}
+	}
+	ss := newSession()
+	syscall.Kill(p.pid(), syscall.SIGUSR1)
+	res, err := measure(e, o, c, t, ss)
+	syscall.Kill(p.pid(), syscall.SIGUSR2)
+	if err != nil {
+		return err
+	}
+	time.Sleep(time.Second)
+	logf("profiled %s: %.0f req/s, p50 %.0f µs, p99 %.0f µs, cpu %.1f µs/req (profiler on) -> %s", c.Name, res.RPS, res.P50us, res.P99us, res.CPUusPerReq, o.profile)
+	return nil
+}

@@ -1,0 +1,336 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// report is the whole run, as written to docs/bench-race.json.
+type report struct {
+	Started   time.Time         `json:"started"`
+	Finished  time.Time         `json:"finished"`
+	Machine   string            `json:"machine"`
+	Versions  map[string]string `json:"versions"`
+	Duration  string            `json:"duration_per_run"`
+	Rounds    int               `json:"rounds"`
+	Conns     int               `json:"conns"`
+	LoadStart float64           `json:"load1_start"`
+	LoadEnd   float64           `json:"load1_end"`
+	Cases     []caseDef         `json:"cases"`
+	Results   []result          `json:"results"`
+	Summaries []summary         `json:"summaries"`
+	Memory    []memResult       `json:"memory,omitempty"`
+}
+
+// stat is min/median/max over rounds.
+type stat struct {
+	Min, Med, Max float64
+}
+
+func statOf(v []float64) stat {
+	if len(v) == 0 {
+		return stat{}
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	med := s[len(s)/2]
+	if len(s)%2 == 0 {
+		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return stat{s[0], med, s[len(s)-1]}
+}
+
+// summary is one (case, target) over the rounds.
+type summary struct {
+	Case   string `json:"case"`
+	Target string `json:"target"`
+	RPS    stat   `json:"rps"`
+	P50us  stat   `json:"p50_us"`
+	P99us  stat   `json:"p99_us"`
+	CPU    stat   `json:"cpu_us_per_req"`
+	User   stat   `json:"user_us_per_req"`
+	Sys    stat   `json:"sys_us_per_req"`
+	Errors int64  `json:"errors"`
+	// Syscalls is the median syscalls per request (-syscalls), else 0.
+	Syscalls float64 `json:"syscalls_per_req,omitempty"`
+	// VsFloor and VsHAProxy are the ratios of the medians of CPU per
+	// request to the stdlib floor's and HAProxy's in the same case.
+	VsFloor   float64 `json:"cpu_vs_stdlib,omitempty"`
+	VsHAProxy float64 `json:"cpu_vs_haproxy,omitempty"`
+	// P99OverHAProxy is the median p99 minus HAProxy's (µs), same case;
+	// HasP99Ref says whether there was one.
+	P99OverHAProxy float64 `json:"p99_over_haproxy_us,omitempty"`
+	HasP99Ref      bool    `json:"-"`
+}
+
+// targetOrder is the column and bar order.
+var targetOrder = []string{"tether", "tether-base", "stdlib", "haproxy", "nginx", "caddy", "tether-10k", "tether-cluster3"}
+
+func (r *report) summarize() {
+	r.Summaries = nil
+	for _, c := range r.Cases {
+		for _, tn := range targetOrder {
+			var rps, p50, p99, cpu, user, sys, scs []float64
+			var errs int64
+			for _, res := range r.Results {
+				if res.Case == c.Name && res.Target == tn {
+					rps, p50, p99 = append(rps, res.RPS), append(p50, res.P50us), append(p99, res.P99us)
+					cpu, user, sys = append(cpu, res.CPUusPerReq), append(user, res.UserUs), append(sys, res.SysUs)
+					errs += res.Errors
+					if res.SyscallsPerReq > 0 {
+						scs = append(scs, res.SyscallsPerReq)
+					}
+				}
+			}
+			if len(rps) == 0 {
+				continue
+			}
+			r.Summaries = append(r.Summaries, summary{Case: c.Name, Target: tn, RPS: statOf(rps), P50us: statOf(p50),
+				P99us: statOf(p99), CPU: statOf(cpu), User: statOf(user), Sys: statOf(sys), Errors: errs, Syscalls: statOf(scs).Med})
+		}
+	}
+	// Ratios against the same case's floor and HAProxy; the cases that
+	// only tether runs compare with ka-1k's.
+	ref := func(c, tn string) float64 {
+		for _, s := range r.Summaries {
+			if s.Case == c && s.Target == tn {
+				return s.CPU.Med
+			}
+		}
+		return 0
+	}
+	p99 := func(c string) (float64, bool) {
+		for _, s := range r.Summaries {
+			if s.Case == c && s.Target == "haproxy" {
+				return s.P99us.Med, true
+			}
+		}
+		return 0, false
+	}
+	for i := range r.Summaries {
+		s := &r.Summaries[i]
+		c := s.Case
+		if ref(c, "stdlib") == 0 {
+			c = "ka-1k"
+		}
+		if f := ref(c, "stdlib"); f > 0 {
+			s.VsFloor = s.CPU.Med / f
+		}
+		if h := ref(c, "haproxy"); h > 0 {
+			s.VsHAProxy = s.CPU.Med / h
+		}
+		if h, ok := p99(s.Case); ok { // latencies only within the same case
+			s.P99OverHAProxy, s.HasP99Ref = s.P99us.Med-h, true
+		}
+	}
+}
+
+func (r *report) summary(c, tn string) *summary {
+	for i := range r.Summaries {
+		if r.Summaries[i].Case == c && r.Summaries[i].Target == tn {
+			return &r.Summaries[i]
+		}
+	}
+	return nil
+}
+
+func fmtStat(s stat, format string) string {
+	return fmt.Sprintf(format+" ("+format+"–"+format+")", s.Med, s.Min, s.Max)
+}
+
+func fmtLatency(us float64) string {
+	if us >= 1000 {
+		return fmt.Sprintf("%.2f ms", us/1000)
+	}
+	return fmt.Sprintf("%.0f µs", us)
+}
+
+// markdown renders the table: per case and target, the median with
+// (min–max) over the rounds.
+func (r *report) markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Run %s–%s UTC on %s; %d rounds × %s per case and target, %d connections (h2load: 4 × 8 streams); load average %.2f at start, %.2f at end.\n\n",
+		r.Started.Format("2006-01-02 15:04"), r.Finished.Format("15:04"), r.Machine, r.Rounds, r.Duration, r.Conns, r.LoadStart, r.LoadEnd)
+	var vs []string
+	for _, k := range []string{"haproxy", "nginx", "caddy", "wrk", "h2load", "tether"} {
+		if v := r.Versions[k]; v != "" {
+			vs = append(vs, fmt.Sprintf("%s: `%s`", k, v))
+		}
+	}
+	b.WriteString("Versions: " + strings.Join(vs, "; ") + ".\n\n")
+	b.WriteString("| case | proxy | req/s | p50 | p99 | p99 − HAProxy's | CPU µs/req | user / sys µs | ×stdlib | ×HAProxy | errors |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, c := range r.Cases {
+		for _, tn := range targetOrder {
+			s := r.summary(c.Name, tn)
+			if s == nil {
+				continue
+			}
+			ratio := func(v float64) string {
+				if v == 0 {
+					return ""
+				}
+				return fmt.Sprintf("%.2f", v)
+			}
+			over := ""
+			if s.HasP99Ref && tn != "haproxy" {
+				over = fmt.Sprintf("%+.2f ms", s.P99OverHAProxy/1000)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.1f / %.1f | %s | %s | %d |\n",
+				c.Name, tn, fmtStat(s.RPS, "%.0f"),
+				fmtLatency(s.P50us.Med), fmt.Sprintf("%s (%s–%s)", fmtLatency(s.P99us.Med), fmtLatency(s.P99us.Min), fmtLatency(s.P99us.Max)), over,
+				fmtStat(s.CPU, "%.1f"), s.User.Med, s.Sys.Med, ratio(s.VsFloor), ratio(s.VsHAProxy), s.Errors)
+		}
+	}
+	var sc []string
+	for _, s := range r.Summaries {
+		if s.Syscalls > 0 {
+			sc = append(sc, fmt.Sprintf("%s %s %.1f", s.Case, s.Target, s.Syscalls))
+		}
+	}
+	if len(sc) > 0 {
+		b.WriteString("\nSyscalls per request (median, perf stat; a run with -syscalls, whose counting adds to the CPU figures): " + strings.Join(sc, "; ") + ".\n")
+	}
+	b.WriteString("\nCases:\n\n")
+	for _, c := range r.Cases {
+		fmt.Fprintf(&b, "- `%s`: %s", c.Name, c.Desc)
+		var skipped []string
+		for _, tn := range []string{"tether", "stdlib", "haproxy", "nginx", "caddy"} {
+			if r.summary(c.Name, tn) == nil {
+				skipped = append(skipped, tn)
+			}
+		}
+		switch {
+		case len(c.only) > 0:
+			b.WriteString(" (tether only; its ratios are to ka-1k's stdlib and HAProxy)")
+		case len(skipped) > 0:
+			fmt.Fprintf(&b, " (not run: %s)", strings.Join(skipped, ", "))
+		}
+		b.WriteString(".\n")
+	}
+	if len(r.Memory) > 0 {
+		n := r.Memory[0].Conns
+		fmt.Fprintf(&b, "\nResident memory, idle and with %d idle keep-alive client connections (each served one 1 KiB request), whole process tree:\n\n", n)
+		b.WriteString("| proxy | idle RSS | RSS with connections | PSS with connections | per connection (RSS) |\n|---|---|---|---|---|\n")
+		for _, m := range r.Memory {
+			fmt.Fprintf(&b, "| %s | %.1f MiB | %.1f MiB | %.1f MiB | %.1f KiB |\n", m.Target, float64(m.IdleRSS)/1024,
+				float64(m.LoadedRSS)/1024, float64(m.LoadedPSS)/1024, float64(m.LoadedRSS-m.IdleRSS)/float64(max(1, m.Opened)))
+		}
+	}
+	return b.String()
+}
+
+const (
+	beginMarker = "<!-- bench-race:begin (written by make bench-race) -->"
+	endMarker   = "<!-- bench-race:end -->"
+)
+
+// splice replaces the text between the markers in doc (or appends a
+// section with them).
+func splice(doc, body string) string {
+	block := beginMarker + "\n" + body + "\n" + endMarker
+	i, j := strings.Index(doc, beginMarker), strings.Index(doc, endMarker)
+	if i >= 0 && j > i {
+		return doc[:i] + block + doc[j+len(endMarker):]
+	}
+	return strings.TrimRight(doc, "\n") + "\n\n## Race: tether, HAProxy, nginx, Caddy, stdlib (`make bench-race`)\n\n" + block + "\n"
+}
+
+func (r *report) write(repo string) error {
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(repo, "docs/bench-race.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(repo, "docs/img"), 0o755); err != nil {
+		return err
+	}
+	png, err := r.chart()
+	if err != nil {
+		return fmt.Errorf("chart: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "docs/img/bench-race.png"), png, 0o644); err != nil {
+		return err
+	}
+	mdPath := filepath.Join(repo, "docs/BENCHMARKS.md")
+	doc, err := os.ReadFile(mdPath)
+	if err != nil {
+		return err
+	}
+	body := r.markdown() + "\n![CPU per request by case and proxy](img/bench-race.png)\n"
+	return os.WriteFile(mdPath, []byte(splice(string(doc), body)), 0o644)
+}
+
+var palette = map[string]color.RGBA{
+	"tether":          {0x1f, 0x77, 0xb4, 0xff},
+	"tether-base":     {0xae, 0xc7, 0xe8, 0xff},
+	"stdlib":          {0x7f, 0x7f, 0x7f, 0xff},
+	"haproxy":         {0x2c, 0xa0, 0x2c, 0xff},
+	"nginx":           {0xd6, 0x27, 0x28, 0xff},
+	"caddy":           {0x94, 0x67, 0xbd, 0xff},
+	"tether-10k":      {0x17, 0xbe, 0xcf, 0xff},
+	"tether-cluster3": {0xff, 0x7f, 0x0e, 0xff},
+}
+
+// chart draws the median CPU µs per request, one group of bars per case.
+func (r *report) chart() ([]byte, error) {
+	p := plot.New()
+	p.Title.Text = "Proxy CPU per request (median of interleaved rounds; lower is better)"
+	p.Y.Label.Text = "CPU µs / request"
+	var names []string
+	for _, c := range r.Cases {
+		names = append(names, c.Name)
+	}
+	// One bar per (case, target), centred on its case: targets that skip
+	// a case leave no gap.
+	w := vg.Points(9)
+	inLegend := map[string]bool{}
+	for j, c := range r.Cases {
+		var ss []*summary
+		for _, tn := range targetOrder {
+			if s := r.summary(c.Name, tn); s != nil {
+				ss = append(ss, s)
+			}
+		}
+		for i, s := range ss {
+			bars, err := plotter.NewBarChart(plotter.Values{s.CPU.Med}, w)
+			if err != nil {
+				return nil, err
+			}
+			bars.LineStyle.Width = 0
+			bars.Color = palette[s.Target]
+			bars.XMin = float64(j)
+			bars.Offset = w * vg.Length(float64(i)-float64(len(ss)-1)/2)
+			p.Add(bars)
+			if !inLegend[s.Target] {
+				inLegend[s.Target] = true
+				p.Legend.Add(s.Target, bars)
+			}
+		}
+	}
+	p.Y.Min, p.Y.Max = 0, p.Y.Max*1.3 // room for the legend
+	p.Legend.Top = true
+	p.NominalX(names...)
+	wt, err := p.WriterTo(11*vg.Inch, 5*vg.Inch, "png")
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if _, err := wt.WriteTo(&buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tether-proxy/tether/proxy"
+	"github.com/tether-proxy/tether/proxy/config"
+)
+
+// bodySize is the response size a backend sends for a path: its last
+// segment "64k" is 64 KiB, anything else 1 KiB.
+func bodySize(path string) int {
+	if strings.HasSuffix(path, "/64k") {
+		return 64 << 10
+	}
+	return 1 << 10
+}
+
+// runBackend serves fixed bodies on n loopback listeners and prints their
+// addresses, one line, comma-separated. It runs until stdin closes.
+func runBackend(args []string) error {
+	fs := flag.NewFlagSet("backend", flag.ExitOnError)
+	n := fs.Int("n", 3, "listeners")
+	fs.Parse(args)
+	small, large := make([]byte, 1<<10), make([]byte, 64<<10)
+	for i := range large {
+		large[i] = 'a' + byte(i%26)
+	}
+	copy(small, large)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := small
+		if bodySize(r.URL.Path) == len(large) {
+			b = large
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		w.Write(b)
+	})
+	var addrs []string
+	for range *n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		addrs = append(addrs, ln.Addr().String())
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
+		go srv.Serve(ln)
+	}
+	fmt.Println(strings.Join(addrs, ","))
+	io.Copy(io.Discard, os.Stdin) // the harness holds stdin open
+	return nil
+}
+
+// runFloor is the standard library's floor: httputil.ReverseProxy with a
+// tuned transport and cookie stickiness (a "floor" cookie naming the
+// backend's index; new sessions round-robin), X-Forwarded-* set. HTTP/1.1
+// on the first address, h2c (prior knowledge) on the second.
+func runFloor(args []string) error {
+	fs := flag.NewFlagSet("floor", flag.ExitOnError)
+	backends := fs.String("backends", "", "comma-separated host:port")
+	fs.Parse(args)
+	var targets []*url.URL
+	for _, a := range strings.Split(*backends, ",") {
+		targets = append(targets, &url.URL{Scheme: "http", Host: a})
+	}
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+	}
+	var next atomic.Uint64
+	rp := &httputil.ReverseProxy{
+		Transport: tr,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			i := -1
+			if c, err := pr.In.Cookie("floor"); err == nil {
+				if n, err := strconv.Atoi(c.Value); err == nil && n >= 0 && n < len(targets) {
+					i = n
+				}
+			}
+			if i < 0 {
+				i = int(next.Add(1) % uint64(len(targets)))
+				pr.Out.Header.Set("X-Floor-New", strconv.Itoa(i))
+			}
+			pr.SetURL(targets[i])
+			pr.SetXForwarded()
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			if v := resp.Request.Header.Get("X-Floor-New"); v != "" {
+				resp.Header.Add("Set-Cookie", "floor="+v+"; Path=/; HttpOnly")
+			}
+			return nil
+		},
+	}
+	var lns []string
+	for i, proto := range []string{"h1", "h2c"} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		lns = append(lns, ln.Addr().String())
+		srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
+		if proto == "h2c" {
+			srv.Protocols = new(http.Protocols)
+			srv.Protocols.SetUnencryptedHTTP2(true)
+		}
+		_ = i
+		go srv.Serve(ln)
+	}
+	fmt.Println(strings.Join(lns, ","))
+	io.Copy(io.Discard, os.Stdin)
+	return nil
+}
+
+// runProfile serves a tether config with the data path as `tether agent`
+// builds it (proxy.New with a Prometheus registry and its batched JSON
+// access log to a file, proxy.NewServer), without the cluster, and writes a CPU profile
+// from SIGUSR1 to SIGUSR2: the harness profiles the request path under
+// wrk with it.
+func runProfile(args []string) error {
+	fs := flag.NewFlagSet("profile", flag.ExitOnError)
+	cfgPath := fs.String("config", "", "tether config")
+	accessPath := fs.String("access-log", "", "access log file")
+	out := fs.String("o", "cpu.pprof", "profile file")
+	fs.Parse(args)
+	cfg, _, err := config.LoadWith(*cfgPath, config.LoadOptions{})
+	if err != nil {
+		return err
+	}
+	af, err := os.Create(*accessPath)
+	if err != nil {
+		return err
+	}
+	defer af.Close()
+	al := proxy.NewAccessLog(af) // as tether agent writes it
+	defer al.Close()
+	p, err := proxy.New(cfg, proxy.Options{
+		AccessLog:  al.Logger(),
+		Registerer: prometheus.NewRegistry(),
+		NodeID:     "profile",
+	})
+	if err != nil {
+		return err
+	}
+	srv, err := proxy.NewServer(cfg, p, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	var addrs []string
+	for _, a := range srv.Addrs() {
+		addrs = append(addrs, a.String())
+	}
+	fmt.Println(strings.Join(addrs, ","))
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
+	go func() {
+		var f *os.File
+		for s := range sigs {
+			switch {
+			case s == syscall.SIGUSR1 && f == nil:
+				f, _ = os.Create(*out)
+				pprof.StartCPUProfile(f)
+			case s == syscall.SIGUSR2 && f != nil:
+				pprof.StopCPUProfile()
+				f.Close()
+				f = nil
+				fmt.Println("profile written")
+			}
+		}
+	}()
+	bufio.NewReader(os.Stdin).ReadString(0) // until the harness closes stdin
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(ctx)
+	p.Close()
+	return nil
+}

@@ -1,0 +1,278 @@
+package test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
+)
+
+// clusterAgent is one `tether agent` of a multi-process cluster.
+type clusterAgent struct {
+	*agent
+	id      string
+	gossip  string
+	extra   []string
+	dataDir string
+}
+
+// clusterEnv is what every agent of a test cluster shares.
+type clusterEnv struct {
+	t      *testing.T
+	config string
+	secret string
+	agents map[string]*clusterAgent
+	ports  map[string][2]string
+	mu     sync.Mutex
+}
+
+// freeAddr is a loopback address with a port free now.
+func freeAddr(t *testing.T) string { return testutil.FreeAddr(t) }
+
+func newClusterEnv(t *testing.T, config string) *clusterEnv {
+	dir := t.TempDir()
+	e := &clusterEnv{t: t, config: filepath.Join(dir, "tether.json"), secret: filepath.Join(dir, "secret"), agents: map[string]*clusterAgent{}, ports: map[string][2]string{}}
+	writeFile(t, e.config, config)
+	writeFile(t, e.secret, "an-e2e-cluster-secret-0123456789abcdef")
+	return e
+}
+
+// startNode runs `tether agent` as node id with the cluster's flags plus
+// extra, in dataDir ("" for a new one).
+func (e *clusterEnv) startNode(id, dataDir string, extra ...string) *clusterAgent {
+	e.t.Helper()
+	if dataDir == "" {
+		dataDir = e.t.TempDir()
+	}
+	// Each node keeps its Raft and gossip ports across restarts, as a
+	// deployment does.
+	e.mu.Lock()
+	ports, ok := e.ports[id]
+	if !ok {
+		ports = [2]string{freeAddr(e.t), freeAddr(e.t)}
+		e.ports[id] = ports
+	}
+	e.mu.Unlock()
+	args := append([]string{"agent", "--config", e.config, "--node-id", id, "--data-dir", dataDir,
+		"--admin-addr", "127.0.0.1:0", "--raft-addr", ports[0], "--gossip-addr", ports[1],
+		"--cluster-secret-file", e.secret, "--no-access-log"}, extra...)
+	p := start(e.t, nil, args...)
+	var started map[string]any
+	eventually(e.t, 60*time.Second, id+" started", func() bool {
+		select {
+		case <-p.done:
+			e.t.Fatalf("%s exited early: %v\n%s", id, p.err, p.stderr.String())
+		default:
+		}
+		started = p.logLine("node started")
+		return started != nil
+	})
+	a := &clusterAgent{agent: &agent{proc: p}, id: id, extra: extra, dataDir: dataDir}
+	a.proxyURL = "http://" + strings.Split(started["proxy"].(string), ",")[0]
+	a.adminURL = "http://" + started["admin"].(string)
+	a.gossip, _ = started["gossip"].(string)
+	e.mu.Lock()
+	e.agents[id] = a
+	e.mu.Unlock()
+	return a
+}
+
+// form starts n nodes with --bootstrap-expect n, each joining those before.
+func (e *clusterEnv) form(n int) []*clusterAgent {
+	var out []*clusterAgent
+	var join []string
+	for i := 1; i <= n; i++ {
+		extra := []string{"--bootstrap-expect", fmt.Sprint(n)}
+		if len(join) > 0 {
+			extra = append(extra, "--join", strings.Join(join, ","))
+		}
+		a := e.startNode(fmt.Sprintf("n%d", i), "", extra...)
+		join = append(join, a.gossip)
+		out = append(out, a)
+	}
+	for _, a := range out {
+		eventually(e.t, 30*time.Second, a.id+" ready", func() bool {
+			st, _, _ := get(e.t, http.DefaultClient, a.adminURL+"/readyz", nil)
+			return st == 200
+		})
+	}
+	return out
+}
+
+// adminJSON calls an agent's admin API and decodes the answer.
+func adminJSON(t *testing.T, method, url string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
+func cookieConfig(backends ...*backend) string {
+	return strings.Replace(configFor(catchAll, backends...), `"Policy": "HashCookie"`, `"Policy": "Cookie"`, 1)
+}
+
+// TestClusterRotatesKeysUnderLoadWithoutRedistributing: three agents, a
+// key rotation every 250 ms through random nodes while sessions send
+// requests to random nodes: no request fails, none is redistributed (a
+// redistributed session would get a new cookie or another backend).
+func TestClusterRotatesKeysUnderLoadWithoutRedistributing(t *testing.T) {
+	b1, b2, b3 := newBackend(t, "b1"), newBackend(t, "b2"), newBackend(t, "b3")
+	e := newClusterEnv(t, cookieConfig(b1, b2, b3))
+	nodes := e.form(3)
+
+	type session struct {
+		cookie, backend string
+	}
+	sessions := make([]session, 24)
+	for i := range sessions {
+		st, hdr, _ := get(t, http.DefaultClient, nodes[i%3].proxyURL+"/", nil)
+		if st != 200 || hdr.Get("Set-Cookie") == "" {
+			t.Fatalf("first request of session %d: %d", i, st)
+		}
+		sessions[i] = session{strings.Split(hdr.Get("Set-Cookie"), ";")[0], hdr.Get("X-Demo-Backend")}
+	}
+
+	stop := make(chan struct{})
+	var rotations atomic.Int64
+	var rotErr atomic.Value
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			st, body := adminJSON(t, "POST", nodes[rand.IntN(3)].adminURL+"/v1/keyring/rotate")
+			if st != 200 {
+				rotErr.Store(fmt.Sprintf("rotate: %d %v", st, body))
+				continue
+			}
+			rotations.Add(1)
+		}
+	}()
+
+	var sent, failed, redistributed atomic.Int64
+	deadline := time.Now().Add(5 * time.Second)
+	client := &http.Client{Timeout: 5 * time.Second}
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; time.Now().Before(deadline) && i < 5000; i++ {
+				s := sessions[(w+i*4)%len(sessions)]
+				req, _ := http.NewRequest("GET", nodes[rand.IntN(3)].proxyURL+"/", nil)
+				req.Header.Set("Cookie", s.cookie)
+				resp, err := client.Do(req)
+				sent.Add(1)
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					failed.Add(1)
+				} else if resp.Header.Get("Set-Cookie") != "" || resp.Header.Get("X-Demo-Backend") != s.backend {
+					redistributed.Add(1)
+				}
+			}
+		}()
+	}
+	time.Sleep(5 * time.Second) // the load's duration, bounded by its deadline
+	close(stop)
+	wg.Wait()
+	// New sessions after the rotations seal with the last key, and every
+	// node opens them.
+	_, hdr, _ := get(t, http.DefaultClient, nodes[0].proxyURL+"/", nil)
+	fresh := strings.Split(hdr.Get("Set-Cookie"), ";")[0]
+	for _, n := range nodes {
+		st, h, _ := get(t, http.DefaultClient, n.proxyURL+"/", map[string]string{"Cookie": fresh})
+		if st != 200 || h.Get("Set-Cookie") != "" {
+			t.Fatalf("%s did not open a cookie sealed after the rotations: %d", n.id, st)
+		}
+	}
+	t.Logf("requests sent %d, failed %d, redistributed %d, rotations %d", sent.Load(), failed.Load(), redistributed.Load(), rotations.Load())
+	if v := rotErr.Load(); v != nil {
+		t.Errorf("a rotation failed: %v", v)
+	}
+	if rotations.Load() < 10 || sent.Load() < 100 {
+		t.Fatalf("too little happened: %d rotations, %d requests", rotations.Load(), sent.Load())
+	}
+	if failed.Load() != 0 || redistributed.Load() != 0 {
+		t.Fatalf("%d requests failed and %d were redistributed during rotations", failed.Load(), redistributed.Load())
+	}
+}
+
+// TestClusteredAgentRefusesToStartWithoutSecret: --join without a secret
+// is a one-line error and a non-zero exit.
+func TestClusteredAgentRefusesToStartWithoutSecret(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tether.json")
+	writeFile(t, cfg, configFor(catchAll, newBackend(t, "b1")))
+	p := start(t, nil, "agent", "--config", cfg, "--data-dir", dir, "--join", "127.0.0.1:1", "--admin-addr", "127.0.0.1:0")
+	if code := p.wait(30 * time.Second); code == 0 {
+		t.Fatal("agent with --join and no secret started")
+	}
+	out := strings.TrimSpace(p.stderr.String())
+	if !strings.Contains(out, "--cluster-secret-file") || strings.Count(out, "\n") > 1 {
+		t.Fatalf("want a one-line error naming --cluster-secret-file, got:\n%s", out)
+	}
+}
+
+// TestClientCommandsAgainstACluster: members, status, destinations and
+// drain through the CLI, with tables and JSON.
+func TestClientCommandsAgainstACluster(t *testing.T) {
+	e := newClusterEnv(t, cookieConfig(newBackend(t, "b1"), newBackend(t, "b2")))
+	nodes := e.form(3)
+	run := func(args ...string) (int, string) {
+		p := start(t, nil, append(args, "--admin", nodes[1].adminURL)...)
+		code := p.wait(30 * time.Second)
+		return code, p.stdout.String() + p.stderr.String()
+	}
+	if code, out := run("members"); code != 0 || strings.Count(out, "voter") != 3 || !strings.Contains(out, "alive") {
+		t.Fatalf("tether members: %d\n%s", code, out)
+	}
+	if code, out := run("status", "--json"); code != 0 || !strings.Contains(out, `"leader_id"`) {
+		t.Fatalf("tether status --json: %d\n%s", code, out)
+	}
+	if code, out := run("drain", "app", "b1"); code != 0 {
+		t.Fatalf("tether drain: %d\n%s", code, out)
+	}
+	eventually(t, 10*time.Second, "b1 draining as seen from n3", func() bool {
+		p := start(t, nil, "destinations", "--admin", nodes[2].adminURL)
+		p.wait(30 * time.Second)
+		for _, l := range strings.Split(p.stdout.String(), "\n") {
+			if strings.Contains(l, " b1 ") && strings.Contains(l, "true") {
+				return true
+			}
+		}
+		return false
+	})
+	if code, out := run("keyring", "revoke", "no-such-key"); code == 0 || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+		t.Fatalf("revoke of an unknown key: exit %d, want non-zero with one line:\n%s", code, out)
+	}
+	p := start(t, nil, "--version")
+	if code := p.wait(30 * time.Second); code != 0 || !strings.Contains(p.stdout.String(), "tether version") {
+		t.Fatalf("--version: %d %s", code, p.stdout.String())
+	}
+}

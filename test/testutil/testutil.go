@@ -1,0 +1,72 @@
+package testutil
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Poll is how often Eventually tries its condition.
+const Poll = 10 * time.Millisecond
+
+// Eventually polls cond until it holds, and fails t naming what it waited
+// for when within passes first.
+func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(Poll)
+	}
+}
+
+// SyncBuffer is a bytes.Buffer safe for a writer goroutine (a process's
+// output, a server's error log) and the test reading it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String is everything written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// FreeAddr is a loopback address whose port is free now (another process
+// may take it before it is used: for addresses a child process must be
+// told in advance).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// WriteFile replaces path with content atomically (a watcher never reads it
+// half-written).
+func WriteFile(t testing.TB, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,82 @@
+package testutil
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestEventuallyReturnsOnceTheConditionHolds(t *testing.T) {
+	var n atomic.Int32
+	Eventually(t, 5*time.Second, "three tries", func() bool { return n.Add(1) == 3 })
+	if n.Load() != 3 {
+		t.Fatalf("tried %d times", n.Load())
+	}
+}
+
+// fakeT records a Fatalf instead of stopping the test.
+type fakeT struct {
+	testing.TB
+	failed string
+}
+
+func (f *fakeT) Helper() {}
+func (f *fakeT) Fatalf(format string, args ...any) {
+	f.failed = format
+}
+
+func TestEventuallyFailsAfterItsDeadline(t *testing.T) {
+	ft := &fakeT{TB: t}
+	start := time.Now()
+	tries := 0
+	Eventually(ft, 50*time.Millisecond, "never", func() bool {
+		tries++
+		// Fatalf does not stop a fakeT: end the loop once it was called.
+		return ft.failed != ""
+	})
+	if ft.failed == "" || time.Since(start) < 50*time.Millisecond || tries < 2 {
+		t.Fatalf("failed %q after %v and %d tries", ft.failed, time.Since(start), tries)
+	}
+}
+
+func TestSyncBufferTakesConcurrentWrites(t *testing.T) {
+	var b SyncBuffer
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				_, _ = b.Write([]byte("x"))
+			}
+		}()
+	}
+	wg.Wait()
+	if len(b.String()) != 800 {
+		t.Fatalf("%d bytes", len(b.String()))
+	}
+}
+
+func TestFreeAddrCanBeListenedOn(t *testing.T) {
+	ln, err := net.Listen("tcp", FreeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+}
+
+func TestWriteFileReplaces(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	WriteFile(t, p, "one")
+	WriteFile(t, p, "two")
+	if b, _ := os.ReadFile(p); string(b) != "two" {
+		t.Fatalf("%q", b)
+	}
+	if _, err := os.Stat(p + ".tmp"); !os.IsNotExist(err) {
+		t.Fatal("the temporary file was left behind")
+	}
+}
