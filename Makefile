@@ -5,7 +5,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X github.com/tether-proxy/tether/node.Version=$(VERSION)
 FUZZTIME ?= 3s
 
-.PHONY: help build run test test-unit test-race e2e fuzz bench fmt-check vet tidy-check lint docker clean
+.PHONY: help build run test test-unit test-race e2e ui-screenshots crs fuzz bench bench-cluster bench-health bench-race fmt-check vet tidy-check lint docker e2e-docker clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
@@ -27,11 +27,27 @@ test-unit: ## go test without the race detector (faster)
 e2e: ## only the end-to-end tests that drive the built binary
 	$(GO) test -race -count=1 -timeout 10m ./test/...
 
+ui-screenshots: ## the browser test of the cluster page (needs chromium), refreshing docs/img/ui-1280.png and ui-390.png
+	TETHER_UI_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -race -count=1 -timeout 5m -run TestUIInARealBrowser -v ./test/
+
+crs: ## the whole OWASP CRS regression suite through tether (make test runs a subset)
+	TETHER_CRS_FULL=1 $(GO) test -count=1 -timeout 20m -run TestCRSRegression -v ./test/crs/
+
 fuzz: ## run every fuzz target for FUZZTIME (default 3s) each
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
 
 bench: ## microbenchmarks (route match, load balancing, rewrite, affinity, keyring)
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./proxy/... ./keyring/...
+
+bench-cluster: ## cluster figures over 20 trials each: rotation to active, failover after kill -9, join to voter (minutes)
+	TETHER_BENCH_CLUSTER=1 $(GO) test -count=1 -timeout 30m -run TestClusterFigures -v ./test/ | grep -E 'FIGURE|^(ok|FAIL|---)'
+
+BENCHRACE_FLAGS ?=
+bench-race: ## tether vs HAProxy, nginx, Caddy and a stdlib proxy under wrk/h2load, pinned cores, interleaved rounds; writes docs/BENCHMARKS.md (~5 min; BENCHRACE_FLAGS=-quick for a smoke run)
+	@mkdir -p bin; $(GO) build -o bin/benchrace ./test/benchrace && ./bin/benchrace -repo . $(BENCHRACE_FLAGS)
+
+bench-health: ## health gossip simulation: 5 and 50 in-process nodes, 1,000 destinations: agreement p50/p99, bytes per node (minutes)
+	TETHER_BENCH_HEALTH=1 $(GO) test -count=1 -timeout 20m -run TestHealthScale -v ./cluster/ | grep -E 'health_sim_test|^(ok|FAIL|---)'
 
 fmt-check: ## fail if gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -47,8 +63,14 @@ tidy-check: ## fail if go mod tidy would change go.mod or go.sum
 
 lint: fmt-check vet tidy-check ## all static checks
 
-docker: ## build the FROM scratch image tether:dev (no image is pulled)
+docker: ## build the FROM scratch images tether:dev and tether-demo-backend:dev (no image is pulled)
 	./deploy/build-image.sh
+
+e2e-docker: docker ## the container scenarios (test/docker) against the images: formation, sessions, kills, ...
+	@mkdir -p bin; run=$$(od -An -tx1 -N3 /dev/urandom | tr -d ' \n'); \
+	TETHER_E2E_DOCKER=1 TETHER_E2E_RUN=$$run $(GO) test -count=1 -timeout 8m -v ./test/docker/ > bin/e2e-docker.log 2>&1; rc=$$?; \
+	grep -E '^(FIGURE|ok|FAIL|--- )' bin/e2e-docker.log; [ $$rc -eq 0 ] || { echo "--- the last 200 lines of bin/e2e-docker.log:"; tail -n 200 bin/e2e-docker.log; }; \
+	./test/docker/cleanup.sh $$run; exit $$rc
 
 clean: ## remove build output
 	rm -rf bin
