@@ -50,6 +50,10 @@ type Config struct {
 	// VoteFile, when set (a file in the data dir), keeps this node's committed
 	// formation vote across restarts; see votefile.go.
 	VoteFile string
+	// PeersFile, when set (a file in the data dir), keeps the gossip
+	// addresses of the members last seen alive, for Rejoin after a restart;
+	// see peers.go.
+	PeersFile string
 	// OnChange is called from the single event goroutine after any change of
 	// membership, state or meta (including this node's own meta and Forget).
 	// Calls never overlap; a slow OnChange delays the next one, never gossip.
@@ -77,6 +81,8 @@ type Membership struct {
 	announceCh chan time.Time // to the announcer: announce now, and repeat until then
 	voteErr    string         // the last vote that could not be gossiped (loop only)
 	wg         sync.WaitGroup // the announcer
+	knownPeers []string       // PeersFile at Open
+	savedPeers []string       // what PeersFile holds now (loop only)
 
 	watchMu  sync.Mutex
 	watchers []func() // called after OnChange; see Watch
@@ -190,6 +196,7 @@ func Open(cfg Config) (*Membership, error) {
 		m.reader = nil
 		lg.Warn("gossip: suspect and left states unavailable, reporting failures as dead", "err", err)
 	}
+	m.loadPeers()
 	m.refresh()
 	m.wg.Add(1)
 	go m.announcer()
@@ -759,6 +766,7 @@ func (m *Membership) loop() {
 			changed = true
 		}
 		if changed {
+			m.savePeers()
 			if m.cfg.OnChange != nil {
 				m.cfg.OnChange()
 			}

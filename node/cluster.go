@@ -125,10 +125,11 @@ func (n *Node) openCluster() error {
 				Version:   Version,
 				Expect:    n.cfg.BootstrapExpect,
 			},
-			Timing:   n.gossipTiming(),
-			Logger:   n.log.With("component", "gossip"),
-			VoteFile: filepath.Join(n.cfg.DataDir, "formation-vote"),
-			OnChange: n.membershipChanged,
+			Timing:    n.gossipTiming(),
+			Logger:    n.log.With("component", "gossip"),
+			VoteFile:  filepath.Join(n.cfg.DataDir, "formation-vote"),
+			PeersFile: filepath.Join(n.cfg.DataDir, "gossip-peers"),
+			OnChange:  n.membershipChanged,
 		})
 		if err != nil {
 			return fmt.Errorf("gossip on %s: %w", n.cfg.GossipAddr, err)
@@ -290,6 +291,16 @@ func (n *Node) form(ctx context.Context) {
 		}()
 	}
 	if n.store.HadState() {
+		// A restarted member contacts the peers it last saw, whether or
+		// not it has --join: others may no longer gossip to it, and the
+		// join's state exchange brings the whole membership at once.
+		if n.members != nil {
+			go func() {
+				if err := n.members.Rejoin(ctx); err != nil && ctx.Err() == nil {
+					n.log.Warn("rejoining the known peers failed", "error", err)
+				}
+			}()
+		}
 		return
 	}
 	self := store.Server{ID: n.cfg.NodeID, Address: n.store.Addr(), Voter: true}

@@ -390,6 +390,19 @@ func TestUIInARealBrowser(t *testing.T) {
 	until("live again on the restarted "+page.id, 60*time.Second, fmt.Sprintf(
 		`document.querySelector('#conn').dataset.state === 'live' && document.querySelector('#conn').dataset.boot !== %q && document.querySelector('#conn').dataset.node === %q &&
 		 !document.querySelector('#token-dialog').open`, boot, page.id)) // the token was asked for once
+	// The table may still show the rows from before the restart: the
+	// page's node itself must see the three alive before the kill below.
+	eventually(t, 40*time.Second, page.id+" sees three alive members after its restart", func() bool {
+		_, body := tokenJSON(t, "GET", page.adminURL+"/v1/members", token)
+		ms, _ := body["members"].([]any)
+		alive := 0
+		for _, m := range ms {
+			if mm, _ := m.(map[string]any); mm["state"] == "alive" {
+				alive++
+			}
+		}
+		return alive == 3
+	})
 	until("three alive members after the restart", 40*time.Second,
 		`(() => { const rows = [...document.querySelectorAll('#members tbody tr[data-member]')];
 		  return rows.length === 3 && rows.every(r => r.dataset.state === 'alive'); })()`)
