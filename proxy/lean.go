@@ -146,6 +146,10 @@ type leanConn struct {
 	peek    func(fd uintptr) bool
 	peekBuf [1]byte
 	peekOK  bool
+	// await, flushed, werr: flushAwait's write-then-wait.
+	await   func(fd uintptr) bool
+	flushed bool
+	werr    error
 	// rerr is the connection's first read error, returned by every later
 	// read.
 	rerr error
@@ -248,7 +252,7 @@ func (t *leanTransport) wrap(key string, c net.Conn) *leanConn {
 	}
 	if sc, ok := inner.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
-			lc.raw, lc.peek = raw, lc.peekFd
+			lc.raw, lc.peek, lc.await = raw, lc.peekFd, lc.awaitFd
 		}
 	}
 	return lc
@@ -291,7 +295,7 @@ func (lc *leanConn) roundTrip(req *http.Request) (*http.Response, error) {
 		delete(req.Header, "Accept-Encoding")
 	}
 	if err == nil {
-		err = lc.bw.Flush()
+		err = lc.flushAwait()
 	}
 	if err != nil {
 		return fail(err)
@@ -489,6 +493,38 @@ func (lc *leanConn) peekFd(fd uintptr) bool {
 	n, _, err := syscall.Recvfrom(int(fd), lc.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 	lc.peekOK = n < 0 && (err == syscall.EAGAIN || err == syscall.EWOULDBLOCK)
 	return true // never wait for readiness
+}
+
+// flushAwait sends the buffered request and returns once the connection
+// is readable (or the wait failed: the read that follows reports why, as
+// it would have). A plain read right after the write would find nothing
+// yet, fail with EAGAIN and only then wait for the poller; one syscall per
+// request is saved by writing inside RawConn.Read, whose readiness state is
+// reset before the callback runs, so the answer's arrival, which follows
+// the write, is never missed.
+func (lc *leanConn) flushAwait() error {
+	if lc.raw == nil {
+		return lc.bw.Flush()
+	}
+	lc.flushed, lc.werr = false, nil
+	_ = lc.raw.Read(lc.await)
+	if !lc.flushed {
+		// RawRead failed before the callback (the connection was closed
+		// by a cancellation): nothing was sent.
+		return lc.bw.Flush()
+	}
+	return lc.werr
+}
+
+// awaitFd is lc.await: the first call writes, the one after readiness
+// ends the wait.
+func (lc *leanConn) awaitFd(uintptr) bool {
+	if lc.flushed {
+		return true
+	}
+	lc.flushed = true
+	lc.werr = lc.bw.Flush()
+	return lc.werr != nil
 }
 
 // put pools lc, unless the pool is full or closed.
