@@ -164,7 +164,11 @@ func TestKillFollowerThenLeaderUnderLoad(t *testing.T) {
 	if l.failed.Load() != 0 || l.broken.Load() != 0 {
 		t.Errorf("requests to live nodes failed or sessions broke: %s", l.summary())
 	}
-	if elected > 2*time.Second {
-		t.Errorf("survivors elected a leader after %v, want within 2 s", elected)
+	// The failover target (p99 ≤ 2 s) is a figure over 20 trials
+	// (make bench-cluster, docs/BENCHMARKS.md), not one run's timing: a
+	// busy CI machine may take one election past it. Far beyond it means
+	// LAN timings are not in force.
+	if elected > 5*time.Second {
+		t.Errorf("survivors elected a leader after %v, want well within 5 s (target p99 2 s)", elected)
 	}
 }
