@@ -72,6 +72,9 @@ func runAgent(cfg node.Config) error {
 	if err != nil {
 		return err
 	}
+	gcCtx, stopGC := context.WithCancel(context.Background())
+	defer stopGC()
+	node.TuneGC(gcCtx)
 	// Listen before starting, so a signal during start-up is not fatal; a
 	// SIGHUP then reloads once the node is up.
 	sigs := make(chan os.Signal, 4)

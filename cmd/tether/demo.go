@@ -29,6 +29,7 @@ func demoCmd() *cobra.Command {
 			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
+			node.TuneGC(ctx)
 			d, err := node.StartDemo(node.DemoOptions{Nodes: nodes, Backends: backends, Logger: logger})
 			if err != nil {
 				return err

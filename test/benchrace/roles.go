@@ -22,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tether-proxy/tether/node"
 	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/config"
 )
@@ -136,7 +137,7 @@ func runFloor(args []string) error {
 
 // runProfile serves a tether config with the data path as `tether agent`
 // builds it (proxy.New with a Prometheus registry and its batched JSON
-// access log to a file, proxy.NewServer), without the cluster, and writes a CPU profile
+// access log to a file, proxy.NewServer, node.TuneGC), without the cluster, and writes a CPU profile
 // from SIGUSR1 to SIGUSR2: the harness profiles the request path under
 // wrk with it.
 func runProfile(args []string) error {
@@ -145,6 +146,9 @@ func runProfile(args []string) error {
 	accessPath := fs.String("access-log", "", "access log file")
 	out := fs.String("o", "cpu.pprof", "profile file")
 	fs.Parse(args)
+	gcCtx, stopGC := context.WithCancel(context.Background())
+	defer stopGC()
+	node.TuneGC(gcCtx) // as tether agent
 	cfg, _, err := config.LoadWith(*cfgPath, config.LoadOptions{})
 	if err != nil {
 		return err
