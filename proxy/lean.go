@@ -146,6 +146,8 @@ type leanConn struct {
 	peek    func(fd uintptr) bool
 	peekBuf [1]byte
 	peekOK  bool
+	// closeConn is lc.conn.Close as a func built once, for AfterFunc.
+	closeConn func()
 	// await, flushed, werr: flushAwait's write-then-wait.
 	await   func(fd uintptr) bool
 	flushed bool
@@ -244,6 +246,7 @@ func canonicalAddr(req *http.Request) string {
 
 func (t *leanTransport) wrap(key string, c net.Conn) *leanConn {
 	lc := &leanConn{t: t, key: key, conn: c}
+	lc.closeConn = func() { lc.conn.Close() }
 	lc.br = bufio.NewReaderSize(lc, 4<<10)
 	lc.bw = bufio.NewWriterSize(c, 4<<10)
 	inner := c
@@ -266,7 +269,7 @@ func (lc *leanConn) roundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	// A cancelled request (client gone, route timeout) closes the
 	// connection, which ends a blocked read or write.
-	stop := context.AfterFunc(ctx, func() { lc.conn.Close() })
+	stop := context.AfterFunc(ctx, lc.closeConn)
 	fail := func(err error) (*http.Response, error) {
 		stop()
 		lc.conn.Close()
@@ -302,9 +305,12 @@ func (lc *leanConn) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	trace := httptrace.ContextClientTrace(ctx)
 	var resp *http.Response
+	var lr *leanResp
 	for n1xx := 0; ; n1xx++ {
 		lc.limit = lc.t.maxHdr
-		if resp, err = readResponseHead(lc.br, req); resp == nil && err == nil {
+		if lr, err = readLeanHead(lc.br, req); lr != nil {
+			resp = &lr.resp
+		} else if err == nil {
 			resp, err = http.ReadResponse(lc.br, req)
 		}
 		if err != nil {
@@ -334,7 +340,13 @@ func (lc *leanConn) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	lc.limit = -1
-	body := &leanBody{lc: lc, rc: resp.Body, stop: stop, close: resp.Close}
+	var body *leanBody
+	if lr != nil {
+		body = &lr.body
+	} else {
+		body = new(leanBody)
+	}
+	*body = leanBody{lc: lc, rc: resp.Body, stop: stop, close: resp.Close}
 	if resp.Body == http.NoBody {
 		body.release(true)
 		return resp, nil

@@ -123,6 +123,23 @@ func ctlByte(s string) bool {
 // http.ReadResponse's does: io.ErrUnexpectedEOF when the connection ends
 // early, io.EOF with the last bytes.
 func readResponseHead(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	lr, err := readLeanHead(br, req)
+	if lr == nil {
+		return nil, err
+	}
+	return &lr.resp, err
+}
+
+// leanResp holds a response's parts in one allocation: the Response, its
+// length-delimited body, and the lean connection's wrapper around it.
+type leanResp struct {
+	resp http.Response
+	lb   lengthBody
+	body leanBody
+}
+
+// readLeanHead is readResponseHead returning the response's leanResp.
+func readLeanHead(br *bufio.Reader, req *http.Request) (*leanResp, error) {
 	if req.Method == http.MethodHead {
 		return nil, nil
 	}
@@ -222,20 +239,21 @@ func readResponseHead(br *bufio.Reader, req *http.Request) (*http.Response, erro
 		delete(h, "Connection") // as shouldClose removes it
 		closing = true
 	}
-	resp := &http.Response{
+	lr := &leanResp{resp: http.Response{
 		Status: statusText(line[9:]), StatusCode: code,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, ContentLength: length, Close: closing, Request: req,
-	}
+	}}
 	if _, err := br.Discard(len(head)); err != nil {
 		return nil, err
 	}
 	if length == 0 {
-		resp.Body = http.NoBody
+		lr.resp.Body = http.NoBody
 	} else {
-		resp.Body = &lengthBody{br: br, n: length}
+		lr.lb = lengthBody{br: br, n: length}
+		lr.resp.Body = &lr.lb
 	}
-	return resp, nil
+	return lr, nil
 }
 
 var crlf = []byte("\r\n")

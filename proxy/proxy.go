@@ -217,6 +217,7 @@ type reqState struct {
 	proto      string
 	clientHost string
 	traceID    string
+	traceVal   [1]string // the response's trace id field, without an allocation
 	trace      reqTrace
 	// upstream is the backend's status as seen by ModifyResponse.
 	upstream int
@@ -480,7 +481,8 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	st.route.tf.ApplyResponse(resp)
 	keepTrailers(resp)
 	st.route.aff.Affinitize(resp, st.dest, st.dec, st.proto == "https")
-	resp.Header[hdrTraceID] = []string{st.traceID}
+	st.traceVal[0] = st.traceID
+	resp.Header[hdrTraceID] = st.traceVal[:1:1] // an append copies
 	if st.cluster.passive != nil {
 		p.reportPassive(resp, st)
 	}
