@@ -186,6 +186,17 @@ func (t *leanTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The direct path checked its own request already; a retry's clone of
 	// it (another destination) is checked here.
 	if st := stateFrom(req.Context()); (st == nil || st.directOut != req) && !t.covers(req) {
+		if st != nil && st.directOut != nil && httptrace.ContextClientTrace(req.Context()) == nil {
+			// A direct request's retry the Transport takes (an https
+			// destination): its 1xx reach the client as the direct path's
+			// own do, since no ReverseProxy trace is there to forward them.
+			req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+				Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+					st.write1xx(code, h)
+					return nil
+				},
+			}))
+		}
 		return t.fallback.RoundTrip(req)
 	}
 	t.trips.Add(1)

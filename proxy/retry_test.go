@@ -2,11 +2,16 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"unicode/utf16"
 
@@ -200,5 +205,48 @@ func TestRetargetMovesBasePathAndQuery(t *testing.T) {
 				t.Errorf("retarget = %s host %q, want %s host %q", got, r.Host, c.want, c.wantHost)
 			}
 		})
+	}
+}
+
+// TestRetryOfADirectRequestForwardsInformationalResponses: a body-less
+// request starts on the direct path; its connect failure is retried on an
+// https destination, which goes through http.Transport. The 103 that
+// destination sends reaches the client before the final response, as it
+// does when the direct path or ReverseProxy answers.
+func TestRetryOfADirectRequestForwardsInformationalResponses(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</app.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		_, _ = io.WriteString(w, "tls ok")
+	}))
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	js := simpleConfig(map[string]string{"a-dead": "http://" + deadAddr(t), "b-tls": srv.URL},
+		`"LoadBalancingPolicy": "FirstAlphabetical", "HttpClient": {"DangerousAcceptAnyServerCertificate": true}`, "", "")
+	h := newHarness(t, mustParse(t, js), nil)
+	var direct atomic.Int32
+	h.p.onDirect = func() { direct.Add(1) }
+
+	var got []string
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, hdr textproto.MIMEHeader) error {
+		got = append(got, fmt.Sprintf("%d %s", code, hdr.Get("Link")))
+		return nil
+	}}
+	req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "GET", h.front.URL+"/x", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "tls ok" {
+		t.Fatalf("got %d %q, want 200 from the https destination", resp.StatusCode, b)
+	}
+	if direct.Load() != 1 {
+		t.Fatalf("direct path taken %d times, want 1 (the request must start there)", direct.Load())
+	}
+	if want := "103 </app.css>; rel=preload"; len(got) != 1 || got[0] != want {
+		t.Fatalf("informational responses at the client: %q, want [%q]", got, want)
 	}
 }
