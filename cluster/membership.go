@@ -432,15 +432,24 @@ func (m *Membership) JoinRetry(ctx context.Context, addrs []string) error {
 		} else {
 			m.log.Debug("gossip: join failed, retrying", "addrs", addrs, "attempt", attempt+1, "err", err)
 		}
-		d := m.t.joinRetry
-		d = d*3/4 + rand.N(d/2+1)
-		timer := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !m.pauseJoin(ctx) {
 			return fmt.Errorf("cluster: join %s: %w (last error: %v)", strings.Join(addrs, ", "), ctx.Err(), err)
-		case <-timer.C:
 		}
+	}
+}
+
+// pauseJoin waits one join-retry period (jittered ±25%); false when ctx
+// ended first.
+func (m *Membership) pauseJoin(ctx context.Context) bool {
+	d := m.t.joinRetry
+	d = d*3/4 + rand.N(d/2+1)
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
 	}
 }
 

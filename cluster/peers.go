@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 )
 
 // A restarted node must find its peers again by itself. memberlist gossips
@@ -143,14 +141,8 @@ func (m *Membership) Rejoin(ctx context.Context) error {
 		if attempt%30 == 0 {
 			m.log.Info("gossip: no known peer answered, retrying", "addrs", addrs, "attempt", attempt+1, "err", err)
 		}
-		d := m.t.joinRetry
-		d = d*3/4 + rand.N(d/2+1)
-		timer := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !m.pauseJoin(ctx) {
 			return fmt.Errorf("cluster: rejoin %s: %w (last error: %v)", strings.Join(addrs, ", "), ctx.Err(), err)
-		case <-timer.C:
 		}
 	}
 }
