@@ -25,6 +25,8 @@ func main() {
 			err = runFloor(os.Args[2:])
 		case "profile":
 			err = runProfile(os.Args[2:])
+		case "bare":
+			err = runBare(os.Args[2:])
 		default:
 			err = runRace(os.Args[1:])
 		}
@@ -103,7 +105,7 @@ func runRace(args []string) error {
 	fs.BoolVar(&o.out, "write", true, "write docs/BENCHMARKS.md, docs/img/bench-race.png, docs/bench-race.json")
 	fs.BoolVar(&o.mem, "mem", true, "measure resident memory with idle keep-alive client connections")
 	fs.IntVar(&o.memConns, "mem-conns", 10000, "idle keep-alive client connections for -mem")
-	targetsFlag := fs.String("targets", "", "comma-separated subset of targets (tether, tether-10k, tether-cluster3, stdlib, haproxy, nginx, caddy)")
+	targetsFlag := fs.String("targets", "", "comma-separated subset of targets (tether, tether-10k, tether-cluster3, stdlib, haproxy, nginx, caddy; bare-nethttp and bare-own only when named)")
 	casesFlag := fs.String("cases", "", "comma-separated subset of cases")
 	fs.StringVar(&proxyCPU, "proxy-cpus", proxyCPU, "taskset CPU list of the proxies (the load stays on CPU 0)")
 	fs.BoolVar(&o.syscalls, "syscalls", false, "also count the proxy's syscalls per request (perf stat -e raw_syscalls:sys_enter; adds a little cost to each syscall, so not for the CPU figures)")
@@ -229,7 +231,12 @@ func logf(format string, args ...any) {
 
 // startTargets starts every proxy; a missing tool skips its target.
 func startTargets(e *env, o options) ([]*target, error) {
-	want := func(n string) bool { return len(o.only) == 0 || slices.Contains(o.only, n) }
+	want := func(n string) bool {
+		if strings.HasPrefix(n, "bare-") { // measuring instruments: only when named
+			return slices.Contains(o.only, n)
+		}
+		return len(o.only) == 0 || slices.Contains(o.only, n)
+	}
 	var out []*target
 	add := func(name string, start func() (*target, error)) error {
 		if !want(name) {
@@ -262,6 +269,8 @@ func startTargets(e *env, o options) ([]*target, error) {
 			return e.startTetherBin("tether-base", e.tetherBase, env, 1, len(e.backends), true)
 		}},
 		{"stdlib", e.startFloor},
+		{"bare-nethttp", func() (*target, error) { return e.startBare("nethttp") }},
+		{"bare-own", func() (*target, error) { return e.startBare("own") }},
 		{"haproxy", func() (*target, error) { return withBin("haproxy", e.startHAProxy) }},
 		{"nginx", func() (*target, error) { return withBin("nginx", e.startNginx) }},
 		{"caddy", func() (*target, error) { return withBin("caddy", e.startCaddy) }},

@@ -75,7 +75,7 @@ type summary struct {
 }
 
 // targetOrder is the column and bar order.
-var targetOrder = []string{"tether", "tether-base", "stdlib", "haproxy", "nginx", "caddy", "tether-10k", "tether-cluster3"}
+var targetOrder = []string{"tether", "tether-base", "stdlib", "bare-nethttp", "bare-own", "haproxy", "nginx", "caddy", "tether-10k", "tether-cluster3"}
 
 func (r *report) summarize() {
 	r.Summaries = nil
@@ -278,6 +278,8 @@ var palette = map[string]color.RGBA{
 	"tether":          {0x1f, 0x77, 0xb4, 0xff},
 	"tether-base":     {0xae, 0xc7, 0xe8, 0xff},
 	"stdlib":          {0x7f, 0x7f, 0x7f, 0xff},
+	"bare-nethttp":    {0xbc, 0xbd, 0x22, 0xff},
+	"bare-own":        {0xdb, 0xdb, 0x8d, 0xff},
 	"haproxy":         {0x2c, 0xa0, 0x2c, 0xff},
 	"nginx":           {0xd6, 0x27, 0x28, 0xff},
 	"caddy":           {0x94, 0x67, 0xbd, 0xff},

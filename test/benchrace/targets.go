@@ -177,6 +177,17 @@ func (e *env) startFloor() (*target, error) {
 	return &target{name: "stdlib", h1: "http://" + a[0], h2: "http://" + a[1], cookie: "floor", procs: []*proc{p}}, nil
 }
 
+// startBare runs one of the bare proxies (bare.go): kind is nethttp or own.
+func (e *env) startBare(kind string) (*target, error) {
+	name := "bare-" + kind
+	p, addr, err := startProc(name, proxyCPU, filepath.Join(e.dir, name+".log"), true, nil,
+		e.self, "bare", "-server", kind, "-backends", strings.Join(e.backends, ","))
+	if err != nil {
+		return nil, err
+	}
+	return &target{name: name, h1: "http://" + addr, fixedCookie: "bare=1", procs: []*proc{p}}, nil
+}
+
 // startHAProxy runs HAProxy single-threaded with cookie insert.
 func (e *env) startHAProxy(bin string) (*target, error) {
 	ports, err := freePorts(2)
