@@ -98,11 +98,7 @@ func decryptEncryptedData(ed *element, certs []*Certificate) ([]byte, error) {
 	if t, ok := ed.attr("Type"); ok && t != xmlencElement {
 		return nil, fmt.Errorf("unsupported EncryptedData Type %q", t)
 	}
-	em, err := ed.requiredChild("EncryptionMethod")
-	if err != nil {
-		return nil, err
-	}
-	alg, err := em.requiredAttr("Algorithm")
+	alg, err := ed.childAttr("EncryptionMethod", "Algorithm")
 	if err != nil {
 		return nil, err
 	}
@@ -155,11 +151,7 @@ func decryptEncryptedData(ed *element, certs []*Certificate) ([]byte, error) {
 // decryptEncryptedKey recovers the session key with the certificate the
 // EncryptedKey names (its X509Certificate), or else with each in turn.
 func decryptEncryptedKey(ek *element, certs []*Certificate) ([]byte, error) {
-	em, err := ek.requiredChild("EncryptionMethod")
-	if err != nil {
-		return nil, err
-	}
-	alg, err := em.requiredAttr("Algorithm")
+	alg, err := ek.childAttr("EncryptionMethod", "Algorithm")
 	if err != nil {
 		return nil, err
 	}

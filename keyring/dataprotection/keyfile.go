@@ -114,11 +114,7 @@ func typeName(aqn string) string {
 // default: <encryption algorithm="AES_256_CBC"/>, <validation
 // algorithm="HMACSHA256"/> (not for GCM), <masterKey>.
 func descriptorEncryptor(d *element) (encryptor, error) {
-	enc, err := d.requiredChild("encryption")
-	if err != nil {
-		return nil, err
-	}
-	alg, err := enc.requiredAttr("algorithm")
+	alg, err := d.childAttr("encryption", "algorithm")
 	if err != nil {
 		return nil, err
 	}
@@ -149,11 +145,7 @@ func descriptorEncryptor(d *element) (encryptor, error) {
 	if gcm {
 		return newGCM(mk, bits)
 	}
-	val, err := d.requiredChild("validation")
-	if err != nil {
-		return nil, err
-	}
-	valg, err := val.requiredAttr("algorithm")
+	valg, err := d.childAttr("validation", "algorithm")
 	if err != nil {
 		return nil, err
 	}
@@ -174,11 +166,7 @@ func cngCBCEncryptor(d *element) (encryptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := d.requiredChild("hash")
-	if err != nil {
-		return nil, err
-	}
-	halg, err := h.requiredAttr("algorithm")
+	halg, err := d.childAttr("hash", "algorithm")
 	if err != nil {
 		return nil, err
 	}
@@ -214,11 +202,7 @@ func managedEncryptor(d *element) (encryptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	val, err := d.requiredChild("validation")
-	if err != nil {
-		return nil, err
-	}
-	valg, err := val.requiredAttr("algorithm")
+	valg, err := d.childAttr("validation", "algorithm")
 	if err != nil {
 		return nil, err
 	}
@@ -287,11 +271,7 @@ func masterKey(d *element) ([]byte, error) {
 // and so does the ring: a revocation must never be missed.
 func parseRevocation(e *element) (revocation, error) {
 	var r revocation
-	k, err := e.requiredChild("key")
-	if err != nil {
-		return r, err
-	}
-	id, err := k.requiredAttr("id")
+	id, err := e.childAttr("key", "id")
 	if err != nil {
 		return r, err
 	}

@@ -162,6 +162,15 @@ func (e *element) requiredChild(local string) (*element, error) {
 	return c, nil
 }
 
+// childAttr is the attribute attr of the required child named local.
+func (e *element) childAttr(local, attr string) (string, error) {
+	c, err := e.requiredChild(local)
+	if err != nil {
+		return "", err
+	}
+	return c.requiredAttr(attr)
+}
+
 // requiredAttr is attr, or an error naming what is missing.
 func (e *element) requiredAttr(local string) (string, error) {
 	v, ok := e.attr(local)
