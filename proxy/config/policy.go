@@ -12,33 +12,30 @@ import (
 // routePolicies checks one route's policies and rewrites the reserved
 // names to their canonical spelling (ASP.NET reads them case-insensitively).
 func (v *validator) routePolicies(path string, r *Route) {
-	switch {
-	case r.AuthorizationPolicy == "":
-	case strings.EqualFold(r.AuthorizationPolicy, "Anonymous"):
-		r.AuthorizationPolicy = "Anonymous"
-	default:
-		v.errorf(path+".AuthorizationPolicy", "%q: tether does not authenticate or authorize requests, and YARP would enforce this policy: "+
-			"the route would be open behind tether. Authenticate in front of tether or in the backend, and remove the key or set it to \"Anonymous\"", r.AuthorizationPolicy)
-	}
-	switch {
-	case r.CorsPolicy == "":
-	case strings.EqualFold(r.CorsPolicy, "Disable"):
-		r.CorsPolicy = "Disable"
-	default:
-		v.errorf(path+".CorsPolicy", "%q: tether does not implement CORS policies, and YARP would apply this one: "+
-			"answer CORS in the backend, and remove the key or set it to \"Disable\"", r.CorsPolicy)
-	}
-	switch {
-	case r.TimeoutPolicy == "":
-	case strings.EqualFold(r.TimeoutPolicy, "Disable"):
-		r.TimeoutPolicy = "Disable"
-	default:
-		v.errorf(path+".TimeoutPolicy", "%q: named timeout policies are defined in ASP.NET code; use Timeout (e.g. \"00:00:30\") or \"Disable\"", r.TimeoutPolicy)
-	}
+	v.onlyReserved(path+".AuthorizationPolicy", &r.AuthorizationPolicy, "Anonymous",
+		"tether does not authenticate or authorize requests, and YARP would enforce this policy: "+
+			"the route would be open behind tether. Authenticate in front of tether or in the backend, and remove the key or set it to \"Anonymous\"")
+	v.onlyReserved(path+".CorsPolicy", &r.CorsPolicy, "Disable",
+		"tether does not implement CORS policies, and YARP would apply this one: "+
+			"answer CORS in the backend, and remove the key or set it to \"Disable\"")
+	v.onlyReserved(path+".TimeoutPolicy", &r.TimeoutPolicy, "Disable",
+		"named timeout policies are defined in ASP.NET code; use Timeout (e.g. \"00:00:30\") or \"Disable\"")
 	if r.Timeout.Set {
 		if r.TimeoutPolicy != "" {
 			v.errorf(path+".Timeout", "not together with TimeoutPolicy %q (as in YARP)", r.TimeoutPolicy)
 		}
 		v.positive(path+".Timeout", r.Timeout)
+	}
+}
+
+// onlyReserved accepts an empty value or the reserved name (in any case,
+// rewritten to its spelling) and refuses any other value, saying why.
+func (v *validator) onlyReserved(path string, val *string, reserved, why string) {
+	switch {
+	case *val == "":
+	case strings.EqualFold(*val, reserved):
+		*val = reserved
+	default:
+		v.errorf(path, "%q: "+why, *val)
 	}
 }
