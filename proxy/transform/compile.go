@@ -274,19 +274,7 @@ func (t *Transforms) add(d map[string]string) string {
 		if msg != "" {
 			return msg
 		}
-		o := op{kind: headerRemove, key: name}
-		if primary == kRequestHeaderRemove {
-			t.req = append(t.req, o)
-			return ""
-		}
-		if o.when, msg = when(lower); msg != "" {
-			return msg
-		}
-		if primary == kResponseRemove {
-			t.resp = append(t.resp, o)
-		} else {
-			t.trailers = append(t.trailers, o)
-		}
+		return t.addHeaderOp(op{kind: headerRemove, key: name}, primary == kRequestHeaderRemove, primary == kResponseTrailRemove, lower)
 	case kRequestHeader, kResponseHeader, kResponseTrailer:
 		name, msg := headerName(val)
 		if msg != "" {
@@ -304,21 +292,29 @@ func (t *Transforms) add(d map[string]string) string {
 			return fmt.Sprintf("header %s: invalid value", name)
 		}
 		o.vals = []string{o.value}[:1:1]
-		if primary == kRequestHeader {
-			t.req = append(t.req, o)
-			return ""
-		}
-		if o.key == "Host" {
+		if primary != kRequestHeader && o.key == "Host" {
 			return "Host is not a response header"
 		}
-		if o.when, msg = when(lower); msg != "" {
-			return msg
-		}
-		if primary == kResponseHeader {
-			t.resp = append(t.resp, o)
-		} else {
-			t.trailers = append(t.trailers, o)
-		}
+		return t.addHeaderOp(o, primary == kRequestHeader, primary == kResponseTrailer, lower)
+	}
+	return ""
+}
+
+// addHeaderOp puts a header op on the request, or, with its When, on the
+// response or the trailers.
+func (t *Transforms) addHeaderOp(o op, onRequest, onTrailers bool, lower map[string]string) string {
+	if onRequest {
+		t.req = append(t.req, o)
+		return ""
+	}
+	var msg string
+	if o.when, msg = when(lower); msg != "" {
+		return msg
+	}
+	if onTrailers {
+		t.trailers = append(t.trailers, o)
+	} else {
+		t.resp = append(t.resp, o)
 	}
 	return ""
 }
