@@ -117,14 +117,12 @@ func TestRestartedNodeRejoinsThroughItsKnownPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The join's push/pull brings both peers at once, not only the one
-	// that answered first.
-	if got := aliveIDs(n3b); got != "n1,n2,n3" {
-		eventually(t, 2*time.Second, "n1 and n2 alive on n3 right after Rejoin", func() bool { return aliveIDs(n3b) == "n1,n2,n3" })
-	}
-	for _, m := range []*Membership{n1, n2} {
-		eventually(t, 10*time.Second, "n3 alive at its new address everywhere", func() bool {
+	// that answered first; then every node holds the same view.
+	eventually(t, 2*time.Second, "n1 and n2 alive on n3 right after Rejoin", func() bool { return aliveIDs(n3b) == "n1,n2,n3" })
+	for _, m := range []*Membership{n1, n2, n3b} {
+		eventually(t, 10*time.Second, "the three alive, n3 at its new address, on every node", func() bool {
 			x, _ := member(m, "n3")
-			return x.State == StateAlive && x.Addr == n3b.Addr()
+			return aliveIDs(m) == "n1,n2,n3" && x.Addr == n3b.Addr()
 		})
 	}
 }
