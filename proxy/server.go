@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,11 +27,18 @@ const (
 	statusHeaderFieldsTooBig = http.StatusRequestHeaderFieldsTooLarge
 )
 
+// h1Off turns the own HTTP/1.1 loop off: every connection is net/http's
+// (docs/OPERATIONS.md).
+var h1Off = os.Getenv("TETHER_H1SERVER") == "off"
+
 // Server owns the listeners of one node.
 type Server struct {
 	logger    *slog.Logger
 	listeners []config.Listener
 	servers   []*http.Server
+	// h1 is each cleartext HTTP/1.1 listener's own server loop (h1.go),
+	// nil for the others and when TETHER_H1SERVER=off.
+	h1        []*h1Server
 	tlsConfig []*tls.Config
 	// certs holds each HTTPS listener's certificate, swapped by
 	// PrepareCertificates' apply so a reload rotates certificates without a
@@ -122,6 +130,11 @@ func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger) (*Server
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 		}
 		s.servers = append(s.servers, srv)
+		var h1 *h1Server
+		if tc == nil && protocols.HTTP1() && !h1Off {
+			h1 = newH1Server(srv)
+		}
+		s.h1 = append(s.h1, h1)
 		s.tlsConfig = append(s.tlsConfig, tc)
 		s.certs = append(s.certs, cur)
 		s.sni = append(s.sni, rules)
@@ -259,15 +272,31 @@ func (s *Server) Start() error {
 		}
 	}
 	s.lns = lns
+	for _, h1 := range s.h1 {
+		if h1 == nil {
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			// The connections the own loop hands over.
+			if err := h1.srv.Serve(h1.handoff); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.logger.Error("listener stopped", "err", err)
+			}
+		}()
+	}
 	for k, ln := range lns {
 		s.addrs = append(s.addrs, ln.Addr())
 		srv := s.servers[owner[k]]
+		h1 := s.h1[owner[k]]
 		tlsOn := s.tlsConfig[owner[k]] != nil
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			var err error
-			if tlsOn {
+			if h1 != nil {
+				err = h1.serve(ln)
+			} else if tlsOn {
 				err = srv.ServeTLS(ln, "", "") // certificates come from TLSConfig; h2 via ALPN
 			} else {
 				err = srv.Serve(ln)
@@ -292,7 +321,7 @@ func (s *Server) Addrs() []net.Addr {
 // then it closes what is left.
 func (s *Server) Shutdown(ctx context.Context) error {
 	var wg sync.WaitGroup
-	errs := make([]error, len(s.servers))
+	errs := make([]error, 2*len(s.servers)) // each http.Server's, then each own loop's
 	for i, srv := range s.servers {
 		wg.Add(1)
 		go func() {
@@ -302,6 +331,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 				_ = srv.Close()
 			}
 		}()
+		if h1 := s.h1[i]; h1 != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[len(s.servers)+i] = h1.shutdown(ctx) // on ctx's end it closes what is left
+			}()
+		}
 	}
 	wg.Wait()
 	s.wg.Wait()

@@ -1,0 +1,1126 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	goruntime "runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// h1Server is tether's own HTTP/1.1 server loop for cleartext listeners,
+// in front of net/http's: it reads and answers the plain requests itself
+// (a GET in HTTP/1.1 with no body, no upgrade, no expectation, its whole
+// head within the connection's 4 KiB buffer, see parseRequestHead) and
+// hands the connection, with every byte it has read and not consumed, to
+// the listener's http.Server at the first request it does not take, for
+// good. net/http's server costs a goroutine, a background read and a
+// header clone per request, a sorted copy of the response fields and one
+// read that finds nothing before each request; this loop has none of
+// them. What it does answer follows net/http's rules for the same
+// request (h1_test.go holds the two side by side): the same Request
+// fields and context values, the same status line and fields (Date,
+// Content-Length, chunking, sniffed Content-Type, Connection: close),
+// trailers, 1xx, flushes, the per-request context cancelled when the
+// client goes away, panics recovered as net/http does, the listener's
+// header and idle timeouts, and graceful shutdown.
+type h1Server struct {
+	srv     *http.Server
+	headers time.Duration // ReadHeaderTimeout
+	idle    time.Duration // IdleTimeout
+	// handoff feeds the connections it gives up to srv.Serve.
+	handoff *handoffListener
+	ctx     context.Context // every request's context values
+
+	closing atomic.Bool
+	mu      sync.Mutex
+	conns   map[*h1Conn]struct{}
+	lns     []net.Listener
+	done    chan struct{} // closed when conns empties during shutdown
+}
+
+// watchDelay is how long a request runs before its client connection is
+// watched for going away (net/http watches at once; a request answered
+// sooner would only have paid for the watch).
+const watchDelay = 5 * time.Millisecond
+
+func newH1Server(srv *http.Server) *h1Server {
+	s := &h1Server{srv: srv, headers: srv.ReadHeaderTimeout, idle: srv.IdleTimeout,
+		conns: map[*h1Conn]struct{}{}}
+	if s.idle <= 0 {
+		s.idle = s.headers
+	}
+	s.handoff = &handoffListener{ch: make(chan net.Conn), closed: make(chan struct{})}
+	s.ctx = context.WithValue(context.Background(), http.ServerContextKey, srv)
+	return s
+}
+
+// serve accepts on ln until it is closed, as http.Server.Serve does.
+func (s *h1Server) serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		return http.ErrServerClosed
+	}
+	s.lns = append(s.lns, ln)
+	s.handoff.setAddr(ln.Addr())
+	s.mu.Unlock()
+	var delay time.Duration
+	for {
+		rwc, err := ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return http.ErrServerClosed
+			}
+			if ne, ok := err.(net.Error); ok && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.logf("http: Accept error: %v; retrying in %v", err, delay)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		c := s.newConn(rwc)
+		if c == nil {
+			return http.ErrServerClosed
+		}
+		go c.serve()
+	}
+}
+
+func (s *h1Server) logf(format string, args ...any) {
+	if s.srv.ErrorLog != nil {
+		s.srv.ErrorLog.Printf(format, args...)
+		return
+	}
+	log.Printf(format, args...)
+}
+
+func (s *h1Server) newConn(rwc net.Conn) *h1Conn {
+	c := &h1Conn{s: s, rwc: rwc, remote: rwc.RemoteAddr().String()}
+	c.ctx = context.WithValue(s.ctx, http.LocalAddrContextKey, rwc.LocalAddr())
+	c.br = bufio.NewReaderSize(&c.src, h1BufSize)
+	c.bw = bufio.NewWriterSize(rwc, h1BufSize)
+	c.src.c = c
+	c.w.c = c
+	c.w.header = make(http.Header, 16)
+	if sc, ok := rwc.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			c.raw = raw
+			c.await = c.awaitFd
+		}
+	} else if inner, ok := rwc.(interface{ NetConn() net.Conn }); ok {
+		if sc, ok := inner.NetConn().(syscall.Conn); ok {
+			if raw, err := sc.SyscallConn(); err == nil {
+				c.raw = raw
+				c.await = c.awaitFd
+			}
+		}
+	}
+	c.watch = time.AfterFunc(time.Hour, c.watchClient)
+	c.watch.Stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		rwc.Close()
+		return nil
+	}
+	s.conns[c] = struct{}{}
+	return c
+}
+
+func (s *h1Server) forget(c *h1Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	if len(s.conns) == 0 && s.done != nil {
+		close(s.done)
+		s.done = nil
+	}
+	s.mu.Unlock()
+}
+
+// shutdown stops accepting, closes idle connections and waits for the
+// busy ones to finish their request until ctx ends; then closes them.
+// The handed-off connections are http.Server.Shutdown's.
+func (s *h1Server) shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing.Store(true)
+	for _, ln := range s.lns {
+		_ = ln.Close()
+	}
+	var done chan struct{}
+	if len(s.conns) > 0 {
+		done = make(chan struct{})
+		s.done = done
+	}
+	for c := range s.conns {
+		c.closeIfIdle()
+	}
+	s.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.close()
+		return ctx.Err()
+	}
+}
+
+// close closes every connection at once.
+func (s *h1Server) close() {
+	s.mu.Lock()
+	s.closing.Store(true)
+	for _, ln := range s.lns {
+		_ = ln.Close()
+	}
+	for c := range s.conns {
+		_ = c.rwc.Close()
+	}
+	s.mu.Unlock()
+}
+
+// handoffListener is the http.Server's side of the hand-off: Accept
+// returns the connections h1Server gave up.
+type handoffListener struct {
+	ch     chan net.Conn
+	once   sync.Once
+	closed chan struct{}
+	addr   atomic.Value // net.Addr
+}
+
+func (l *handoffListener) setAddr(a net.Addr) { l.addr.CompareAndSwap(nil, a) }
+
+func (l *handoffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *handoffListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *handoffListener) Addr() net.Addr {
+	if a, ok := l.addr.Load().(net.Addr); ok {
+		return a
+	}
+	return &net.TCPAddr{}
+}
+
+// give passes c to the http.Server; false when it is shut down.
+func (l *handoffListener) give(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.closed:
+		return false
+	}
+}
+
+const h1BufSize = 4 << 10
+
+// Connection states for shutdown.
+const (
+	h1Idle int32 = iota
+	h1Active
+	h1Closed
+)
+
+// h1Conn is one client connection served by h1Server.
+type h1Conn struct {
+	s      *h1Server
+	rwc    net.Conn
+	remote string
+	ctx    context.Context
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	src    h1Source
+	w      h1Writer
+	state  atomic.Int32
+	// raw and await: awaitNext's write-then-wait.
+	raw     syscall.RawConn
+	await   func(fd uintptr) bool
+	flushed bool
+	werr    error
+
+	// The client watch (watchClient): armed by a request that runs past
+	// watchDelay, it reads from the connection so that the client's going
+	// away cancels the request, as net/http's background read does.
+	watch   *time.Timer
+	wmu     sync.Mutex
+	wstate  int // watchOff, watchArmed, watchReading
+	wdone   chan struct{}
+	cancel  context.CancelFunc
+	stash   [1]byte
+	stashed bool
+	// deadline: awaitNext set the idle read deadline for the next head.
+	deadline bool
+	// stop: awaitFd saw the server shutting down.
+	stop bool
+	keys []string // writeFields' scratch
+}
+
+const (
+	watchOff = iota
+	watchArmed
+	watchReading
+)
+
+// h1Source is the bufio.Reader's source: a byte the client watch read
+// first, then the connection.
+type h1Source struct{ c *h1Conn }
+
+func (s *h1Source) Read(p []byte) (int, error) {
+	c := s.c
+	if c.stashed && len(p) > 0 {
+		c.stashed = false
+		p[0] = c.stash[0]
+		return 1, nil
+	}
+	return c.rwc.Read(p)
+}
+
+func (c *h1Conn) closeIfIdle() {
+	if c.state.CompareAndSwap(h1Idle, h1Closed) {
+		_ = c.rwc.Close()
+	}
+}
+
+func (c *h1Conn) serve() {
+	handedOff := false
+	defer func() {
+		c.watch.Stop()
+		c.s.forget(c)
+		if !handedOff {
+			_ = c.bw.Flush() // as net/http's close: what is buffered goes out
+			_ = c.rwc.Close()
+		}
+	}()
+	first := true
+	var req http.Request
+	for {
+		if !c.deadline {
+			d := c.s.idle
+			if first || c.br.Buffered() > 0 || c.stashed {
+				d = c.s.headers
+			}
+			if d > 0 {
+				_ = c.rwc.SetReadDeadline(time.Now().Add(d))
+			}
+		}
+		c.deadline = false
+		head, status := c.readHead(first)
+		first = false
+		switch status {
+		case headGone:
+			return
+		case headOther:
+			handedOff = c.handOff()
+			return
+		}
+		req = http.Request{}
+		if !parseRequestHead(head, &req) {
+			handedOff = c.handOff()
+			return
+		}
+		if !c.state.CompareAndSwap(h1Idle, h1Active) {
+			return // shut down while the head came in
+		}
+		_, _ = c.br.Discard(len(head))
+		req.RemoteAddr = c.remote
+		if !c.serveRequest(&req) || !c.awaitNext() {
+			return
+		}
+	}
+}
+
+// Results of readHead.
+const (
+	headOK    = iota
+	headGone  // the connection ended or timed out: close it
+	headOther // not for this loop: hand the connection over
+)
+
+// readHead waits for a whole request head in the buffer and returns it,
+// unconsumed.
+func (c *h1Conn) readHead(first bool) ([]byte, int) {
+	want := 1
+	for {
+		buf, err := c.br.Peek(want)
+		if len(buf) > 0 {
+			buf, _ = c.br.Peek(c.br.Buffered())
+			if i := headEnd(buf); i >= 0 {
+				return buf[:i], headOK
+			}
+			if first && len(buf) >= 3 && string(buf[:3]) != "GET" {
+				return nil, headOther // not even a GET (an h2c preface, say)
+			}
+		}
+		if err != nil {
+			var ne net.Error
+			if c.br.Buffered() == 0 || errors.As(err, &ne) && ne.Timeout() {
+				return nil, headGone // as net/http: closed or timed out, no answer
+			}
+			return nil, headOther // a head cut short: net/http answers it
+		}
+		if c.br.Buffered() >= c.br.Size() {
+			return nil, headOther // larger than the buffer
+		}
+		if want == 1 && c.s.headers > 0 {
+			// A head in pieces: from its first byte it has the header
+			// timeout, not what is left of the idle one.
+			_ = c.rwc.SetReadDeadline(time.Now().Add(c.s.headers))
+		}
+		want = c.br.Buffered() + 1
+	}
+}
+
+// headEnd is the length of the head at the start of buf, through the
+// first empty line as net/http finds it (LF or CRLF line ends); -1 when
+// buf holds no empty line yet.
+func headEnd(buf []byte) int {
+	start := 0
+	for {
+		i := bytes.IndexByte(buf[start:], '\n')
+		if i < 0 {
+			return -1
+		}
+		if i == 0 || i == 1 && buf[start] == '\r' {
+			return start + i + 1
+		}
+		start += i + 1
+	}
+}
+
+// handOff gives the connection to the http.Server with the bytes read and
+// not consumed; false when the server is shut down.
+func (c *h1Conn) handOff() bool {
+	if !c.state.CompareAndSwap(h1Idle, h1Active) {
+		return false
+	}
+	_ = c.rwc.SetReadDeadline(time.Time{})
+	hc := &handedConn{Conn: c.rwc}
+	if n := c.br.Buffered(); n > 0 {
+		b, _ := c.br.Peek(n)
+		hc.pre = slices.Clone(b)
+	}
+	if c.stashed { // read by the client watch after the buffered bytes
+		hc.pre = append(hc.pre, c.stash[0])
+	}
+	return c.s.handoff.give(hc)
+}
+
+// handedConn is a connection given to net/http: what was read already
+// comes first.
+type handedConn struct {
+	net.Conn
+	pre []byte
+}
+
+func (h *handedConn) Read(p []byte) (int, error) {
+	if len(h.pre) > 0 {
+		n := copy(p, h.pre)
+		h.pre = h.pre[n:]
+		return n, nil
+	}
+	return h.Conn.Read(p)
+}
+
+// NetConn is the connection underneath (as tls.Conn's).
+func (h *handedConn) NetConn() net.Conn { return h.Conn }
+
+// serveRequest runs the handler for req and finishes its response in the
+// connection's buffer; false when the connection is to be closed.
+func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	req := r.WithContext(ctx)
+	w := &c.w
+	w.reset(req)
+	c.wmu.Lock()
+	c.cancel, c.wstate = cancel, watchArmed
+	c.wmu.Unlock()
+	c.watch.Reset(watchDelay)
+	defer func() {
+		c.endWatch()
+		cancel()
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				const size = 64 << 10
+				buf := make([]byte, size)
+				buf = buf[:goruntime.Stack(buf, false)]
+				c.s.logf("http: panic serving %v: %v\n%s", c.remote, v, buf)
+			}
+			// What net/http would still hold in its response buffer is
+			// dropped, not sent: the connection closes on a cut response.
+			c.bw.Reset(c.rwc)
+			keep = false
+		}
+		clear(w.header)
+		w.req, w.snap = nil, nil
+	}()
+	c.s.srv.Handler.ServeHTTP(w, req)
+	w.finish()
+	if w.closeAfter || w.werr != nil || c.s.closing.Load() {
+		return false
+	}
+	if w.contentLength != -1 && w.bodyAllowed() && w.contentLength != w.written {
+		return false // did not write what it announced
+	}
+	return true
+}
+
+// awaitNext sends the buffered response and, when no pipelined request is
+// buffered, waits for the next one's bytes; false when the connection is
+// to be closed. As leanConn.flushAwait: the write happens inside
+// RawConn.Read, whose readiness state is reset before the callback runs,
+// so the next request, which follows the response, is never missed and
+// the read that would have found nothing yet is saved.
+func (c *h1Conn) awaitNext() bool {
+	if c.raw == nil || c.br.Buffered() > 0 || c.stashed {
+		return c.bw.Flush() == nil && c.idleAgain()
+	}
+	if c.s.idle > 0 {
+		_ = c.rwc.SetReadDeadline(time.Now().Add(c.s.idle))
+		c.deadline = true
+	}
+	c.flushed, c.werr, c.stop = false, nil, false
+	_ = c.raw.Read(c.await)
+	if !c.flushed {
+		return c.bw.Flush() == nil && c.idleAgain()
+	}
+	return c.werr == nil && !c.stop
+}
+
+// idleAgain marks the connection idle once its response is out, so a
+// shutdown may close it; false when the server is shutting down.
+func (c *h1Conn) idleAgain() bool {
+	c.state.Store(h1Idle)
+	return !c.s.closing.Load()
+}
+
+func (c *h1Conn) awaitFd(uintptr) bool {
+	if c.flushed {
+		return true
+	}
+	c.flushed = true
+	if c.werr = c.bw.Flush(); c.werr != nil {
+		return true
+	}
+	if !c.idleAgain() {
+		c.stop = true
+		return true
+	}
+	return false
+}
+
+// watchClient runs on the watch timer: it reads from the client so that
+// its going away (EOF, a reset) cancels the request. A byte that arrives
+// (a pipelined request) is kept for the next read.
+func (c *h1Conn) watchClient() {
+	c.wmu.Lock()
+	if c.wstate != watchArmed {
+		c.wmu.Unlock()
+		return
+	}
+	// The idle deadline set for this request's head would end the watch.
+	_ = c.rwc.SetReadDeadline(time.Time{})
+	c.wstate = watchReading
+	done := make(chan struct{})
+	c.wdone = done
+	cancel := c.cancel
+	c.wmu.Unlock()
+	defer close(done)
+	n, err := c.rwc.Read(c.stash[:])
+	if n == 1 {
+		c.stashed = true
+	}
+	if err != nil {
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			cancel()
+		}
+	}
+}
+
+// endWatch stops the client watch and, when it is reading, ends the read
+// and waits for it.
+func (c *h1Conn) endWatch() {
+	c.watch.Stop()
+	c.wmu.Lock()
+	st, done := c.wstate, c.wdone
+	c.wstate, c.wdone = watchOff, nil
+	c.wmu.Unlock()
+	if st != watchReading {
+		return
+	}
+	_ = c.rwc.SetReadDeadline(aLongTimeAgo)
+	<-done
+	_ = c.rwc.SetReadDeadline(time.Time{})
+}
+
+var aLongTimeAgo = time.Unix(1, 0)
+
+// parseRequestHead builds the request net/http's server would read from
+// head, for the requests h1Server takes: "GET <origin-form> HTTP/1.1",
+// CRLF line ends, token field names, field values of visible ASCII,
+// spaces and tabs, no folded line, exactly one valid Host, a Connection
+// of only "keep-alive" or "close", and none of the fields that give a
+// request a body, an upgrade or an expectation. nil for anything else,
+// which net/http then reads from the same bytes. It fills r, which has
+// no context yet.
+func parseRequestHead(head []byte, r *http.Request) bool {
+	eol := bytes.IndexByte(head, '\n')
+	if eol < 1 || head[eol-1] != '\r' {
+		return false
+	}
+	line := head[:eol-1]
+	const proto = " HTTP/1.1"
+	if len(line) < 4+1+len(proto) || string(line[:4]) != "GET " || string(line[len(line)-len(proto):]) != proto {
+		return false
+	}
+	target := line[4 : len(line)-len(proto)]
+	if target[0] != '/' {
+		return false
+	}
+	for _, b := range target {
+		if b <= ' ' || b >= 0x7f {
+			return false
+		}
+	}
+	all := head[eol+1:]
+	n := bytes.Count(all, crlf) - 1
+	if n <= 0 {
+		return false // no Host
+	}
+	// One string holds the target and every field (one allocation).
+	blk := string(head[4:])
+	uri := blk[:len(target)]
+	off := eol + 1 - 4 // all[i] is blk[off+i]
+	u, err := url.ParseRequestURI(uri)
+	if err != nil {
+		return false
+	}
+	h := make(http.Header, n)
+	vals := make([]string, n)
+	var host string
+	hosts := 0
+	var kb [64]byte
+	for pos := 0; pos < len(all)-2; {
+		i := bytes.IndexByte(all[pos:], '\n')
+		if i < 1 || all[pos+i-1] != '\r' {
+			return false
+		}
+		start := pos
+		kv := all[start : start+i-1]
+		pos += i + 1
+		colon := bytes.IndexByte(kv, ':')
+		if colon <= 0 || colon > len(kb) {
+			return false
+		}
+		key, ok := canonicalKey(kb[:0], kv[:colon], blk[off+start:off+start+colon])
+		if !ok {
+			return false
+		}
+		vs, ve := colon+1, len(kv)
+		for vs < ve && (kv[vs] == ' ' || kv[vs] == '\t') {
+			vs++
+		}
+		for ve > vs && (kv[ve-1] == ' ' || kv[ve-1] == '\t') {
+			ve--
+		}
+		for _, c := range kv[vs:ve] {
+			if c != '\t' && (c < ' ' || c >= 0x7f) {
+				return false
+			}
+		}
+		value := blk[off+start+vs : off+start+ve]
+		switch key {
+		case "Content-Length", "Transfer-Encoding", "Upgrade", "Expect", "Http2-Settings", "Trailer":
+			return false
+		case "Host":
+			hosts++
+			host = value
+			continue
+		case "Connection":
+			if !strings.EqualFold(value, "keep-alive") && !strings.EqualFold(value, "close") {
+				return false
+			}
+		}
+		if old := h[key]; old == nil {
+			vals[0] = value
+			h[key], vals = vals[:1:1], vals[1:]
+		} else {
+			h[key] = append(old, value)
+		}
+	}
+	if hosts != 1 || !httpguts.ValidHostHeader(host) {
+		return false
+	}
+	if pv, ok := h["Pragma"]; ok && len(pv) > 0 && pv[0] == "no-cache" {
+		if _, ok := h["Cache-Control"]; !ok {
+			h["Cache-Control"] = noCache // as net/http's fixPragmaCacheControl
+		}
+	}
+	*r = http.Request{
+		Method: http.MethodGet, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: http.NoBody, Host: host, RequestURI: uri,
+		Close: httpguts.HeaderValuesContainsToken(h["Connection"], "close"),
+	}
+	return true
+}
+
+var noCache = []string{"no-cache"}
+
+// h1Writer is the http.ResponseWriter of h1Server's requests, reused by
+// the connection. It writes what net/http's response writer writes for
+// the same handler calls, for a GET in HTTP/1.1 with keep-alives on.
+type h1Writer struct {
+	c      *h1Conn
+	req    *http.Request
+	header http.Header
+	// snap is the header as it was at WriteHeader, when the head is
+	// written later (net/http's clone); nil when the head went out at
+	// WriteHeader already or the handler never touched the header.
+	snap          http.Header
+	wroteHeader   bool // a final status was set
+	committed     bool // the head is in the connection's buffer
+	chunking      bool
+	handlerDone   bool
+	closeAfter    bool
+	status        int
+	contentLength int64
+	written       int64
+	trailers      []string
+	// pending holds the body written before the head is committed, as
+	// net/http's 2 KiB buffer in front of its chunk writer.
+	pending []byte
+	pbuf    [bufferBeforeChunking]byte
+	werr    error
+	scratch [64]byte
+	sbuf    [8]byte
+}
+
+const bufferBeforeChunking = 2048
+
+func (w *h1Writer) reset(req *http.Request) {
+	hdr := w.header
+	if len(hdr) > 64 {
+		hdr = make(http.Header, 16)
+	}
+	*w = h1Writer{c: w.c, req: req, header: hdr, contentLength: -1, trailers: w.trailers[:0]}
+	w.pending = w.pbuf[:0]
+}
+
+func (w *h1Writer) Header() http.Header {
+	if w.snap == nil && w.wroteHeader && !w.committed {
+		w.snap = w.header.Clone()
+	}
+	return w.header
+}
+
+func (w *h1Writer) WriteHeader(code int) {
+	if w.wroteHeader {
+		w.c.s.logf("http: superfluous response.WriteHeader call")
+		return
+	}
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		bw := w.c.bw
+		writeStatus(bw, code, w.sbuf[:])
+		writeFields(bw, w.header, excludeNoBody, w.c)
+		bw.WriteString("\r\n")
+		w.noteErr(bw.Flush())
+		return
+	}
+	w.wroteHeader = true
+	w.status = code
+	cl := headerGet(w.header, "Content-Length")
+	if cl != "" {
+		if v, err := strconv.ParseInt(cl, 10, 64); err == nil && v >= 0 {
+			w.contentLength = v
+		}
+	}
+	// When nothing written later can change the head (a length, a type
+	// or an encoding, no Transfer-Encoding), it goes out now: the same
+	// bytes as later, without net/http's clone of the header.
+	_, haveType := w.header["Content-Type"]
+	if w.contentLength != -1 && headerGet(w.header, "Transfer-Encoding") == "" &&
+		(haveType || headerGet(w.header, "Content-Encoding") != "" || !bodyAllowedForStatus(code)) {
+		w.commit(nil)
+		return
+	}
+	w.snap = w.header.Clone()
+	if cl != "" && w.contentLength == -1 {
+		// As net/http: dropped from the handler's map, not from the
+		// snapshot taken just before.
+		w.c.s.logf("http: invalid Content-Length of %q", cl)
+		delete(w.header, "Content-Length")
+	}
+}
+
+func (w *h1Writer) bodyAllowed() bool { return bodyAllowedForStatus(w.status) }
+
+func (w *h1Writer) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if !w.bodyAllowed() {
+		return 0, http.ErrBodyNotAllowed
+	}
+	w.written += int64(len(p))
+	if w.contentLength != -1 && w.written > w.contentLength {
+		return 0, http.ErrContentLength
+	}
+	if w.committed && len(w.pending) == 0 && !w.chunking {
+		return w.c.bw.Write(p)
+	}
+	// net/http's bufio.Writer of 2 KiB: what does not fit flushes it.
+	n := 0
+	for len(p) > cap(w.pending)-len(w.pending) {
+		if len(w.pending) == 0 {
+			w.out(p)
+			return n + len(p), w.werr
+		}
+		k := copy(w.pending[len(w.pending):cap(w.pending)], p)
+		w.pending = w.pending[:len(w.pending)+k]
+		n += k
+		p = p[k:]
+		w.flushPending()
+	}
+	w.pending = append(w.pending, p...)
+	return n + len(p), w.werr
+}
+
+// out sends body bytes to the chunk writer: commit first, then a chunk.
+func (w *h1Writer) out(p []byte) {
+	if !w.committed {
+		w.commit(p)
+	}
+	bw := w.c.bw
+	if w.chunking {
+		bw.Write(strconv.AppendInt(w.scratch[:0], int64(len(p)), 16))
+		bw.WriteString("\r\n")
+	}
+	_, err := bw.Write(p)
+	if w.chunking && err == nil {
+		_, err = bw.WriteString("\r\n")
+	}
+	w.noteErr(err)
+}
+
+func (w *h1Writer) flushPending() {
+	if len(w.pending) > 0 {
+		w.out(w.pending)
+		w.pending = w.pending[:0]
+	}
+}
+
+func (w *h1Writer) noteErr(err error) {
+	if err != nil && w.werr == nil {
+		w.werr = err
+		_ = w.c.rwc.Close()
+	}
+}
+
+// FlushError sends what was written so far (http.ResponseController).
+func (w *h1Writer) FlushError() error {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	w.flushPending()
+	if !w.committed {
+		w.commit(nil)
+	}
+	w.noteErr(w.c.bw.Flush())
+	return w.werr
+}
+
+func (w *h1Writer) Flush() { _ = w.FlushError() }
+
+// finish ends the response as net/http's finishRequest does.
+func (w *h1Writer) finish() {
+	w.handlerDone = true
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	w.flushPending()
+	if !w.committed {
+		w.commit(nil)
+	}
+	if w.chunking {
+		bw := w.c.bw
+		bw.WriteString("0\r\n")
+		w.writeTrailers(bw)
+		bw.WriteString("\r\n")
+	}
+}
+
+func (w *h1Writer) writeTrailers(bw *bufio.Writer) {
+	var t http.Header
+	for k, vv := range w.header {
+		if kk, found := strings.CutPrefix(k, http.TrailerPrefix); found {
+			if t == nil {
+				t = make(http.Header)
+			}
+			t[kk] = vv
+		}
+	}
+	for _, k := range w.trailers {
+		if t == nil {
+			t = make(http.Header)
+		}
+		for _, v := range w.header[k] {
+			t.Add(k, v)
+		}
+	}
+	if t != nil {
+		writeFields(bw, t, nil, w.c)
+	}
+}
+
+// commit writes the status line and fields, deciding the framing, as
+// net/http's chunkWriter.writeHeader does for a GET in HTTP/1.1; p is the
+// first body bytes, sniffed for a Content-Type when none is set.
+func (w *h1Writer) commit(p []byte) {
+	w.committed = true
+	header := w.header
+	if w.snap != nil {
+		header = w.snap
+	}
+	var exclude map[string]bool
+	del := func(k string) {
+		if _, ok := header[k]; !ok {
+			return
+		}
+		if exclude == nil {
+			exclude = make(map[string]bool)
+		}
+		exclude[k] = true
+	}
+	trailers := false
+	for k := range header {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			if exclude == nil {
+				exclude = make(map[string]bool)
+			}
+			exclude[k] = true
+			trailers = true
+		}
+	}
+	for _, v := range header["Trailer"] {
+		trailers = true
+		for f := range strings.SplitSeq(v, ",") {
+			if f = textproto.TrimString(f); f != "" {
+				if k := http.CanonicalHeaderKey(f); httpguts.ValidTrailerHeader(k) {
+					w.trailers = append(w.trailers, k)
+				}
+			}
+		}
+	}
+	te := headerGet(header, "Transfer-Encoding")
+	hasTE := te != ""
+	var clen []byte
+	code := w.status
+	if w.handlerDone && !trailers && !hasTE && bodyAllowedForStatus(code) && headerGet(header, "Content-Length") == "" {
+		w.contentLength = int64(len(p))
+		clen = strconv.AppendInt(w.scratch[:0], int64(len(p)), 10)
+	}
+	hasCL := w.contentLength != -1
+	if w.req.Close {
+		w.closeAfter = true
+	}
+	if headerGet(header, "Connection") == "close" || w.c.s.closing.Load() {
+		w.closeAfter = true
+	}
+	var ctype, connection, tenc string
+	if bodyAllowedForStatus(code) {
+		_, haveType := header["Content-Type"]
+		if headerGet(header, "Content-Encoding") == "" && !haveType && !hasTE && len(p) > 0 {
+			ctype = http.DetectContentType(p)
+		}
+	} else {
+		del("Content-Length")
+		del("Transfer-Encoding")
+		if code == http.StatusNotModified {
+			del("Content-Type")
+		}
+	}
+	var date []byte
+	if headerGet(header, "Date") == "" {
+		date = time.Now().UTC().AppendFormat(w.scratch[32:32], http.TimeFormat)
+	}
+	if hasCL && hasTE && te != "identity" {
+		w.c.s.logf("http: WriteHeader called with both Transfer-Encoding of %q and a Content-Length of %d", te, w.contentLength)
+		del("Content-Length")
+		hasCL = false
+	}
+	switch {
+	case !bodyAllowedForStatus(code) || code == http.StatusNoContent:
+		del("Transfer-Encoding")
+	case hasCL:
+		del("Transfer-Encoding")
+	case hasTE && te == "identity":
+		w.chunking = false
+		w.closeAfter = true
+		del("Transfer-Encoding")
+	default:
+		w.chunking = true
+		tenc = "chunked"
+		if hasTE && te == "chunked" {
+			del("Transfer-Encoding")
+		}
+	}
+	if w.chunking {
+		del("Content-Length")
+	}
+	if w.closeAfter && (w.c.s.closing.Load() || !hasToken(headerGet(header, "Connection"), "close")) &&
+		!(code == http.StatusSwitchingProtocols && header.Get("Upgrade") != "") {
+		del("Connection")
+		connection = "close"
+	}
+	bw := w.c.bw
+	writeStatus(bw, code, w.sbuf[:])
+	writeFields(bw, header, exclude, w.c)
+	if date != nil {
+		bw.WriteString("Date: ")
+		bw.Write(date)
+		bw.WriteString("\r\n")
+	}
+	if clen != nil {
+		bw.WriteString("Content-Length: ")
+		bw.Write(clen)
+		bw.WriteString("\r\n")
+	}
+	for i, v := range [...]string{ctype, connection, tenc} {
+		if v != "" {
+			bw.WriteString(extraKeys[i])
+			bw.WriteString(v)
+			bw.WriteString("\r\n")
+		}
+	}
+	bw.WriteString("\r\n")
+}
+
+var extraKeys = [...]string{"Content-Type: ", "Connection: ", "Transfer-Encoding: "}
+
+var excludeNoBody = map[string]bool{"Content-Length": true, "Transfer-Encoding": true}
+
+// headerGet is Header.Get for a canonical key, without canonicalising.
+func headerGet(h http.Header, k string) string {
+	if v := h[k]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// hasToken is net/http's: whether token appears in v, case-insensitively,
+// at a token boundary.
+func hasToken(v, token string) bool {
+	if len(token) > len(v) || token == "" {
+		return false
+	}
+	if v == token {
+		return true
+	}
+	for sp := 0; sp <= len(v)-len(token); sp++ {
+		if b := v[sp]; b != token[0] && b|0x20 != token[0] {
+			continue
+		}
+		if sp > 0 && !isTokenBoundary(v[sp-1]) {
+			continue
+		}
+		if endPos := sp + len(token); endPos != len(v) && !isTokenBoundary(v[endPos]) {
+			continue
+		}
+		if strings.EqualFold(v[sp:sp+len(token)], token) {
+			return true
+		}
+	}
+	return false
+}
+
+func isTokenBoundary(b byte) bool { return b == ' ' || b == ',' || b == '\t' }
+
+func bodyAllowedForStatus(status int) bool {
+	return !(status >= 100 && status <= 199 || status == 204 || status == 304)
+}
+
+// writeStatus is net/http's status line for HTTP/1.1.
+func writeStatus(bw *bufio.Writer, code int, scratch []byte) {
+	bw.WriteString("HTTP/1.1 ")
+	if text := http.StatusText(code); text != "" {
+		bw.Write(strconv.AppendInt(scratch[:0], int64(code), 10))
+		bw.WriteByte(' ')
+		bw.WriteString(text)
+		bw.WriteString("\r\n")
+	} else {
+		fmt.Fprintf(bw, "%03d status code %d\r\n", code, code)
+	}
+}
+
+// writeFields is Header.WriteSubset: sorted by name, invalid names
+// dropped, CR and LF in values turned to spaces, values trimmed. The
+// sort uses the connection's scratch slice.
+func writeFields(bw *bufio.Writer, h http.Header, exclude map[string]bool, c *h1Conn) {
+	keys := c.keys[:0]
+	for k := range h {
+		if !exclude[k] {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if !httpguts.ValidHeaderFieldName(k) {
+			continue
+		}
+		for _, v := range h[k] {
+			if strings.ContainsAny(v, "\r\n") {
+				v = headerNewlineToSpace.Replace(v)
+			}
+			v = textproto.TrimString(v)
+			bw.WriteString(k)
+			bw.WriteString(": ")
+			bw.WriteString(v)
+			bw.WriteString("\r\n")
+		}
+	}
+	clear(keys)
+	c.keys = keys[:0]
+}
+
+var headerNewlineToSpace = strings.NewReplacer("\n", " ", "\r", " ")
+
+// Interface guards.
+var (
+	_ http.ResponseWriter = (*h1Writer)(nil)
+	_ http.Flusher        = (*h1Writer)(nil)
+	_ net.Listener        = (*handoffListener)(nil)
+)
