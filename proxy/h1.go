@@ -114,7 +114,7 @@ func (s *h1Server) logf(format string, args ...any) {
 
 func (s *h1Server) newConn(rwc net.Conn) *h1Conn {
 	c := &h1Conn{s: s, rwc: rwc, remote: rwc.RemoteAddr().String()}
-	c.ctx = context.WithValue(s.ctx, http.LocalAddrContextKey, rwc.LocalAddr())
+	c.ctx = context.WithValue(context.WithValue(s.ctx, http.LocalAddrContextKey, rwc.LocalAddr()), cancelHookKey{}, &c.hook)
 	c.br = bufio.NewReaderSize(&c.src, h1BufSize)
 	c.bw = bufio.NewWriterSize(rwc, h1BufSize)
 	c.src.c = c
@@ -259,6 +259,7 @@ type h1Conn struct {
 	bw     *bufio.Writer
 	src    h1Source
 	w      h1Writer
+	hook   cancelHook // the lean path's close-on-cancel (cancelhook.go)
 	state  atomic.Int32
 	// raw and await: awaitNext's write-then-wait.
 	raw     syscall.RawConn
@@ -456,6 +457,7 @@ func (h *handedConn) NetConn() net.Conn { return h.Conn }
 // connection's buffer; false when the connection is to be closed.
 func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 	ctx, cancel := context.WithCancel(c.ctx)
+	c.hook.begin(ctx)
 	req := r.WithContext(ctx)
 	w := &c.w
 	w.reset(req)
@@ -480,6 +482,7 @@ func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 		}
 		clear(w.header)
 		w.req, w.snap = nil, nil
+		w.release()
 	}()
 	c.s.srv.Handler.ServeHTTP(w, req)
 	w.finish()
@@ -561,6 +564,7 @@ func (c *h1Conn) watchClient() {
 		var ne net.Error
 		if !errors.As(err, &ne) || !ne.Timeout() {
 			cancel()
+			c.hook.fire()
 		}
 	}
 }
@@ -715,9 +719,11 @@ type h1Writer struct {
 	written       int64
 	trailers      []string
 	// pending holds the body written before the head is committed, as
-	// net/http's 2 KiB buffer in front of its chunk writer.
+	// net/http's 2 KiB buffer in front of its chunk writer; pbuf is its
+	// array, from pendingBufs while a response needs one (a response
+	// whose head went out at WriteHeader never does).
 	pending []byte
-	pbuf    [bufferBeforeChunking]byte
+	pbuf    *[bufferBeforeChunking]byte
 	werr    error
 	scratch [64]byte
 	sbuf    [8]byte
@@ -731,7 +737,16 @@ func (w *h1Writer) reset(req *http.Request) {
 		hdr = make(http.Header, 16)
 	}
 	*w = h1Writer{c: w.c, req: req, header: hdr, contentLength: -1, trailers: w.trailers[:0]}
-	w.pending = w.pbuf[:0]
+}
+
+var pendingBufs = sync.Pool{New: func() any { return new([bufferBeforeChunking]byte) }}
+
+// release returns the pending buffer at the response's end.
+func (w *h1Writer) release() {
+	if w.pbuf != nil {
+		pendingBufs.Put(w.pbuf)
+		w.pbuf, w.pending = nil, nil
+	}
 }
 
 func (w *h1Writer) Header() http.Header {
@@ -803,6 +818,10 @@ func (w *h1Writer) Write(p []byte) (int, error) {
 		return w.c.bw.Write(p)
 	}
 	// net/http's bufio.Writer of 2 KiB: what does not fit flushes it.
+	if w.pbuf == nil {
+		w.pbuf = pendingBufs.Get().(*[bufferBeforeChunking]byte)
+		w.pending = w.pbuf[:0]
+	}
 	n := 0
 	for len(p) > cap(w.pending)-len(w.pending) {
 		if len(w.pending) == 0 {

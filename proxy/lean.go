@@ -280,9 +280,9 @@ func (lc *leanConn) roundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	// A cancelled request (client gone, route timeout) closes the
 	// connection, which ends a blocked read or write.
-	stop := context.AfterFunc(ctx, lc.closeConn)
+	stop := onCancel(ctx, lc.closeConn)
 	fail := func(err error) (*http.Response, error) {
-		stop()
+		stop.Stop()
 		lc.conn.Close()
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, cerr
@@ -385,7 +385,7 @@ func connBroke(err error) bool {
 type leanBody struct {
 	lc    *leanConn
 	rc    io.ReadCloser
-	stop  func() bool
+	stop  cancelReg
 	close bool
 	mu    sync.Mutex
 	done  bool
@@ -427,7 +427,7 @@ func (b *leanBody) release(complete bool) {
 	}
 	b.done, b.eof = true, complete
 	b.mu.Unlock()
-	fired := !b.stop()
+	fired := !b.stop.Stop()
 	lc := b.lc
 	if !complete || fired || b.close || lc.br.Buffered() > 0 {
 		// Bytes after a complete response were never asked for: a
