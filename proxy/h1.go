@@ -115,8 +115,7 @@ func (s *h1Server) logf(format string, args ...any) {
 func (s *h1Server) newConn(rwc net.Conn) *h1Conn {
 	c := &h1Conn{s: s, rwc: rwc, remote: rwc.RemoteAddr().String()}
 	c.ctx = context.WithValue(context.WithValue(s.ctx, http.LocalAddrContextKey, rwc.LocalAddr()), cancelHookKey{}, &c.hook)
-	c.br = bufio.NewReaderSize(&c.src, h1BufSize)
-	c.bw = bufio.NewWriterSize(rwc, h1BufSize)
+	c.takeBufs()
 	c.src.c = c
 	c.w.c = c
 	c.w.header = make(http.Header, 16)
@@ -319,6 +318,7 @@ func (c *h1Conn) serve() {
 			_ = c.bw.Flush() // as net/http's close: what is buffered goes out
 			_ = c.rwc.Close()
 		}
+		c.dropBufs()
 	}()
 	first := true
 	var req http.Request
@@ -511,6 +511,7 @@ func (c *h1Conn) awaitNext() bool {
 	}
 	c.flushed, c.werr, c.stop = false, nil, false
 	_ = c.raw.Read(c.await)
+	c.takeBufs()
 	if !c.flushed {
 		return c.bw.Flush() == nil && c.idleAgain()
 	}
@@ -536,7 +537,37 @@ func (c *h1Conn) awaitFd(uintptr) bool {
 		c.stop = true
 		return true
 	}
+	// Both buffers are empty while the connection waits: idle ones
+	// need not hold 8 KiB each (net/http's keep theirs).
+	c.dropBufs()
 	return false
+}
+
+var (
+	h1Readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, h1BufSize) }}
+	h1Writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, h1BufSize) }}
+)
+
+// takeBufs gives the connection its read and write buffers.
+func (c *h1Conn) takeBufs() {
+	if c.br == nil {
+		c.br = h1Readers.Get().(*bufio.Reader)
+		c.br.Reset(&c.src)
+	}
+	if c.bw == nil {
+		c.bw = h1Writers.Get().(*bufio.Writer)
+		c.bw.Reset(c.rwc)
+	}
+}
+
+// dropBufs returns the empty buffers to their pools while the
+// connection waits for its next request.
+func (c *h1Conn) dropBufs() {
+	c.br.Reset(nil)
+	h1Readers.Put(c.br)
+	c.bw.Reset(nil)
+	h1Writers.Put(c.bw)
+	c.br, c.bw = nil, nil
 }
 
 // watchClient runs on the watch timer: it reads from the client so that
