@@ -958,34 +958,46 @@ func (w *h1Writer) writeTrailers(bw *bufio.Writer) {
 
 // commit writes the status line and fields, deciding the framing, as
 // net/http's chunkWriter.writeHeader does for a GET in HTTP/1.1; p is the
-// first body bytes, sniffed for a Content-Type when none is set.
+// first body bytes, sniffed for a Content-Type when none is set. One walk
+// of the header map finds the fields the decisions read and the names to
+// write (net/http walks it, then looks each of those up, then copies and
+// sorts it).
 func (w *h1Writer) commit(p []byte) {
 	w.committed = true
 	header := w.header
 	if w.snap != nil {
 		header = w.snap
 	}
-	var exclude map[string]bool
-	del := func(k string) {
-		if _, ok := header[k]; !ok {
-			return
-		}
-		if exclude == nil {
-			exclude = make(map[string]bool)
-		}
-		exclude[k] = true
-	}
+	c := w.c
+	keys := c.keys[:0]
 	trailers := false
-	for k := range header {
+	var te, ce, conn string
+	var haveCL, haveType, haveDate bool
+	var declared []string
+	for k, vs := range header {
 		if strings.HasPrefix(k, http.TrailerPrefix) {
-			if exclude == nil {
-				exclude = make(map[string]bool)
-			}
-			exclude[k] = true
-			trailers = true
+			trailers = true // a trailer, never a field of the head
+			continue
 		}
+		switch k {
+		case "Transfer-Encoding":
+			te = first(vs)
+		case "Content-Length":
+			haveCL = true
+		case "Content-Type":
+			haveType = true
+		case "Content-Encoding":
+			ce = first(vs)
+		case "Connection":
+			conn = first(vs)
+		case "Date":
+			haveDate = true
+		case "Trailer":
+			declared = vs
+		}
+		keys = append(keys, k)
 	}
-	for _, v := range header["Trailer"] {
+	for _, v := range declared {
 		trailers = true
 		for f := range strings.SplitSeq(v, ",") {
 			if f = textproto.TrimString(f); f != "" {
@@ -995,25 +1007,26 @@ func (w *h1Writer) commit(p []byte) {
 			}
 		}
 	}
-	te := headerGet(header, "Transfer-Encoding")
+	del := func(k string) {
+		if i := slices.Index(keys, k); i >= 0 {
+			keys = slices.Delete(keys, i, i+1)
+		}
+	}
 	hasTE := te != ""
 	var clen []byte
 	code := w.status
-	if w.handlerDone && !trailers && !hasTE && bodyAllowedForStatus(code) && headerGet(header, "Content-Length") == "" {
+	if w.handlerDone && !trailers && !hasTE && bodyAllowedForStatus(code) && !haveCL {
 		w.contentLength = int64(len(p))
 		clen = strconv.AppendInt(w.scratch[:0], int64(len(p)), 10)
 	}
 	hasCL := w.contentLength != -1
-	if w.req.Close {
-		w.closeAfter = true
-	}
-	if headerGet(header, "Connection") == "close" || w.c.s.closing.Load() {
+	closing := c.s.closing.Load()
+	if w.req.Close || conn == "close" || closing {
 		w.closeAfter = true
 	}
 	var ctype, connection, tenc string
 	if bodyAllowedForStatus(code) {
-		_, haveType := header["Content-Type"]
-		if headerGet(header, "Content-Encoding") == "" && !haveType && !hasTE && len(p) > 0 {
+		if ce == "" && !haveType && !hasTE && len(p) > 0 {
 			ctype = http.DetectContentType(p)
 		}
 	} else {
@@ -1024,11 +1037,11 @@ func (w *h1Writer) commit(p []byte) {
 		}
 	}
 	var date []byte
-	if headerGet(header, "Date") == "" {
+	if !haveDate {
 		date = time.Now().UTC().AppendFormat(w.scratch[32:32], http.TimeFormat)
 	}
 	if hasCL && hasTE && te != "identity" {
-		w.c.s.logf("http: WriteHeader called with both Transfer-Encoding of %q and a Content-Length of %d", te, w.contentLength)
+		c.s.logf("http: WriteHeader called with both Transfer-Encoding of %q and a Content-Length of %d", te, w.contentLength)
 		del("Content-Length")
 		hasCL = false
 	}
@@ -1051,14 +1064,17 @@ func (w *h1Writer) commit(p []byte) {
 	if w.chunking {
 		del("Content-Length")
 	}
-	if w.closeAfter && (w.c.s.closing.Load() || !hasToken(headerGet(header, "Connection"), "close")) &&
-		!(code == http.StatusSwitchingProtocols && header.Get("Upgrade") != "") {
+	switching := code == http.StatusSwitchingProtocols && header.Get("Upgrade") != "" &&
+		httpguts.HeaderValuesContainsToken(header["Connection"], "Upgrade")
+	if w.closeAfter && (closing || !hasToken(conn, "close")) && !switching {
 		del("Connection")
 		connection = "close"
 	}
-	bw := w.c.bw
+	bw := c.bw
 	writeStatus(bw, code, w.sbuf[:])
-	writeFields(bw, header, exclude, w.c)
+	writeKeys(bw, header, keys)
+	clear(keys)
+	c.keys = keys[:0]
 	if date != nil {
 		bw.WriteString("Date: ")
 		bw.Write(date)
@@ -1077,6 +1093,13 @@ func (w *h1Writer) commit(p []byte) {
 		}
 	}
 	bw.WriteString("\r\n")
+}
+
+func first(vs []string) string {
+	if len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
 }
 
 var extraKeys = [...]string{"Content-Type: ", "Connection: ", "Transfer-Encoding: "}
@@ -1146,6 +1169,13 @@ func writeFields(bw *bufio.Writer, h http.Header, exclude map[string]bool, c *h1
 			keys = append(keys, k)
 		}
 	}
+	writeKeys(bw, h, keys)
+	clear(keys)
+	c.keys = keys[:0]
+}
+
+// writeKeys writes the fields of h named in keys, which it sorts.
+func writeKeys(bw *bufio.Writer, h http.Header, keys []string) {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if !httpguts.ValidHeaderFieldName(k) {
@@ -1162,8 +1192,6 @@ func writeFields(bw *bufio.Writer, h http.Header, exclude map[string]bool, c *h1
 			bw.WriteString("\r\n")
 		}
 	}
-	clear(keys)
-	c.keys = keys[:0]
 }
 
 var headerNewlineToSpace = strings.NewReplacer("\n", " ", "\r", " ")

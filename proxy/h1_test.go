@@ -315,6 +315,16 @@ func TestH1ServerMatchesNetHTTP(t *testing.T) {
 			w.Header()["lower"] = []string{"as is"}
 			io.WriteString(w, "x")
 		},
+		"nil fields": func(w http.ResponseWriter, r *http.Request) {
+			w.Header()["Date"] = nil
+			w.Header()["Content-Type"] = nil // no sniffing
+			io.WriteString(w, "<html>")
+		},
+		"switching": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Connection", "Upgrade")
+			w.Header().Set("Upgrade", "x")
+			w.WriteHeader(http.StatusSwitchingProtocols)
+		},
 		"write string": func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, `{"json": true}`)
 		},
@@ -359,6 +369,8 @@ func TestH1ServerMatchesNetHTTP(t *testing.T) {
 		{"header after WriteHeader, length known", "header after WriteHeader, length known", get, true},
 		{"odd fields", "odd fields", get, true},
 		{"write string", "write string", get, true},
+		{"nil fields", "nil fields", get, true},
+		{"switching", "switching", get + get, true},
 		// Request shapes.
 		{"query and escapes", "plain", "GET /a%2Fb/c?x=1&y=%20 HTTP/1.1\r\nHost: h\r\n\r\n", true},
 		{"repeated field", "plain", "GET / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nx-a: 2\r\nCookie: a=1\r\nCookie: b=2\r\n\r\n", true},
