@@ -6,7 +6,11 @@
 // the direct path instead (direct.go): the same hooks in ReverseProxy's
 // order, without its per-request copies, over lean.go's pool of HTTP/1.1
 // connections with leanwire.go's request writer and response parser for
-// the common case (the standard library's for the rest).
+// the common case (the standard library's for the rest). On cleartext
+// HTTP/1.1 listeners, plain GETs are read and answered by a server loop of
+// tether's own (h1.go), which hands a connection to net/http's server at
+// its first other request; cancelhook.go lets that loop's requests close
+// their backend connection on cancel without a context.AfterFunc each.
 //
 // Everything a request needs lives in one immutable runtime snapshot (route
 // table, per-cluster destinations, load balancer, affinity providers, one
@@ -30,5 +34,6 @@
 // listener.go (Kestrel endpoint settings: protocols, TLS versions, client
 // certificates, the self-signed stand-in certificate, the connection cap),
 // timeout.go (route Timeout), refusal.go (the Return503Error body),
-// lean.go, leanwire.go and direct.go (the fast path above).
+// lean.go, leanwire.go, direct.go, h1.go and cancelhook.go (the fast path
+// above).
 package proxy
