@@ -63,7 +63,7 @@ func newH1Server(srv *http.Server) *h1Server {
 	s := &h1Server{srv: srv, headers: srv.ReadHeaderTimeout, idle: srv.IdleTimeout,
 		conns: map[*h1Conn]struct{}{}}
 	if s.idle <= 0 {
-		s.idle = s.headers
+		s.idle = srv.ReadTimeout // as net/http's idleTimeout
 	}
 	s.handoff = &handoffListener{ch: make(chan net.Conn), closed: make(chan struct{})}
 	s.ctx = context.WithValue(context.Background(), http.ServerContextKey, srv)

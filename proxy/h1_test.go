@@ -841,3 +841,31 @@ func BenchmarkH1Server(b *testing.B) {
 		})
 	}
 }
+
+// TestH1ServerReachesTheSocketBehindALimitedListener: a connection from
+// the connection cap's listener still gets the write-then-wait on its
+// socket.
+func TestH1ServerReachesTheSocketBehindALimitedListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	lim := &limitListener{Listener: ln, lim: &connLimit{max: 10}}
+	go func() {
+		if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+			defer c.Close()
+			_, _ = c.Read(make([]byte, 1))
+		}
+	}()
+	rwc, err := lim.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rwc.Close()
+	s := newH1Server(&http.Server{})
+	c := s.newConn(rwc)
+	if c == nil || c.raw == nil {
+		t.Fatal("no raw socket behind the limited listener's connection")
+	}
+}

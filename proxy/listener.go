@@ -140,6 +140,10 @@ type limitConn struct {
 	once sync.Once
 }
 
+// NetConn is the connection underneath (the own HTTP/1.1 loop reaches
+// its socket through it).
+func (c *limitConn) NetConn() net.Conn { return c.Conn }
+
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.lim.open.Add(-1) })
