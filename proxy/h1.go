@@ -260,11 +260,11 @@ type h1Conn struct {
 	w      h1Writer
 	hook   cancelHook // the lean path's close-on-cancel (cancelhook.go)
 	state  atomic.Int32
-	// raw and await: awaitNext's write-then-wait.
+	// raw, await, waited, peekBuf: awaitNext's wait for the next request.
 	raw     syscall.RawConn
 	await   func(fd uintptr) bool
-	flushed bool
-	werr    error
+	waited  bool
+	peekBuf [1]byte
 
 	// The client watch (watchClient): armed by a request that runs past
 	// watchDelay, it reads from the connection so that the client's going
@@ -278,9 +278,7 @@ type h1Conn struct {
 	stashed bool
 	// deadline: awaitNext set the idle read deadline for the next head.
 	deadline bool
-	// stop: awaitFd saw the server shutting down.
-	stop bool
-	keys []string // writeFields' scratch
+	keys     []string // writeFields' scratch
 }
 
 const (
@@ -312,10 +310,22 @@ func (c *h1Conn) closeIfIdle() {
 func (c *h1Conn) serve() {
 	handedOff := false
 	defer func() {
+		if v := recover(); v != nil {
+			// A fault of the loop's own (the handler's are recovered in
+			// serveRequest) ends this connection, not the process, as
+			// net/http's conn.serve does.
+			buf := make([]byte, 64<<10)
+			buf = buf[:goruntime.Stack(buf, false)]
+			c.s.logf("http: panic serving %v: %v\n%s", c.remote, v, buf)
+			handedOff = false
+			c.bw = nil // what is buffered may be a broken head: not sent
+		}
 		c.watch.Stop()
 		c.s.forget(c)
 		if !handedOff {
-			_ = c.bw.Flush() // as net/http's close: what is buffered goes out
+			if c.bw != nil {
+				_ = c.bw.Flush() // as net/http's close: what is buffered goes out
+			}
 			_ = c.rwc.Close()
 		}
 		c.dropBufs()
@@ -496,26 +506,35 @@ func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 }
 
 // awaitNext sends the buffered response and, when no pipelined request is
-// buffered, waits for the next one's bytes; false when the connection is
-// to be closed. As leanConn.flushAwait: the write happens inside
-// RawConn.Read, whose readiness state is reset before the callback runs,
-// so the next request, which follows the response, is never missed and
-// the read that would have found nothing yet is saved.
+// buffered, waits for the next one's bytes without holding the
+// connection's buffers; false when the connection is to be closed.
+//
+// The wait is RawConn.Read with a callback that peeks (MSG_PEEK,
+// MSG_DONTWAIT) before it lets the poller wait: RawConn.Read resets the
+// readiness state before its callback runs, so bytes or an EOF the client
+// sent while the handler ran (a pipelined request, a half-close) would
+// otherwise never wake it. The lean backend path can write inside that
+// callback and skip the peek (leanConn.flushAwait) because a backend's
+// answer cannot come before its request; a client's next request can. The
+// peek takes the place of the read that finds nothing before each park.
 func (c *h1Conn) awaitNext() bool {
+	if err := c.bw.Flush(); err != nil || !c.idleAgain() {
+		return false
+	}
 	if c.raw == nil || c.br.Buffered() > 0 || c.stashed {
-		return c.bw.Flush() == nil && c.idleAgain()
+		return true
 	}
 	if c.s.idle > 0 {
 		_ = c.rwc.SetReadDeadline(time.Now().Add(c.s.idle))
 		c.deadline = true
 	}
-	c.flushed, c.werr, c.stop = false, nil, false
-	_ = c.raw.Read(c.await)
+	// Both buffers are empty while the connection waits: idle ones need
+	// not hold 8 KiB each (net/http's keep theirs).
+	c.dropBufs()
+	c.waited = false
+	_ = c.raw.Read(c.await) // an error (the deadline, a close) is the next read's
 	c.takeBufs()
-	if !c.flushed {
-		return c.bw.Flush() == nil && c.idleAgain()
-	}
-	return c.werr == nil && !c.stop
+	return true
 }
 
 // idleAgain marks the connection idle once its response is out, so a
@@ -525,22 +544,18 @@ func (c *h1Conn) idleAgain() bool {
 	return !c.s.closing.Load()
 }
 
-func (c *h1Conn) awaitFd(uintptr) bool {
-	if c.flushed {
+// awaitFd is c.await: ready when the peek finds bytes, an EOF or an
+// error; else wait once for the poller.
+func (c *h1Conn) awaitFd(fd uintptr) bool {
+	if c.waited {
 		return true
 	}
-	c.flushed = true
-	if c.werr = c.bw.Flush(); c.werr != nil {
-		return true
+	n, _, err := syscall.Recvfrom(int(fd), c.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	if n < 0 && (err == syscall.EAGAIN || err == syscall.EWOULDBLOCK) {
+		c.waited = true
+		return false
 	}
-	if !c.idleAgain() {
-		c.stop = true
-		return true
-	}
-	// Both buffers are empty while the connection waits: idle ones
-	// need not hold 8 KiB each (net/http's keep theirs).
-	c.dropBufs()
-	return false
+	return true
 }
 
 var (
@@ -563,10 +578,14 @@ func (c *h1Conn) takeBufs() {
 // dropBufs returns the empty buffers to their pools while the
 // connection waits for its next request.
 func (c *h1Conn) dropBufs() {
-	c.br.Reset(nil)
-	h1Readers.Put(c.br)
-	c.bw.Reset(nil)
-	h1Writers.Put(c.bw)
+	if c.br != nil {
+		c.br.Reset(nil)
+		h1Readers.Put(c.br)
+	}
+	if c.bw != nil {
+		c.bw.Reset(nil)
+		h1Writers.Put(c.bw)
+	}
 	c.br, c.bw = nil, nil
 }
 

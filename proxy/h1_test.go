@@ -869,3 +869,73 @@ func TestH1ServerReachesTheSocketBehindALimitedListener(t *testing.T) {
 		t.Fatal("no raw socket behind the limited listener's connection")
 	}
 }
+
+// FuzzH1Server sends arbitrary bytes to the loop (with net/http's server
+// behind it for what it hands over) and requires an answer that is HTTP,
+// the connection ended within the deadline, and no fault of the loop.
+func FuzzH1Server(f *testing.F) {
+	for _, s := range parseSeeds {
+		f.Add([]byte(s + s))
+	}
+	f.Add([]byte("GET / HTTP/1.1\r\nHost: h\r\n\r\nPOST / HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nab"))
+	f.Add([]byte("GET / HTTP/1.1\r\nHost: h\r\nCookie: " + strings.Repeat("x", 5000) + "\r\n\r\n"))
+	f.Add([]byte("GET / HTTP/1.1\r\nHost: h\n\n"))
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("chunked") {
+			w.(http.Flusher).Flush()
+		}
+		io.WriteString(w, "ok")
+	})
+	p := newPair(f, h, nil)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := net.Dial("tcp", p.own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		// Shorter than the servers' idle timeout (10 s), so a connection
+		// the loop forgot to end shows as a hang.
+		_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+		if _, err := c.Write(b); err != nil {
+			return // the server closed early: fine
+		}
+		_ = c.(*net.TCPConn).CloseWrite()
+		out, err := io.ReadAll(c)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("no end to the answer to %q; got %q", b, out)
+		}
+		if len(out) > 0 && !bytes.HasPrefix(out, []byte("HTTP/1.1 ")) {
+			t.Fatalf("answer to %q is not HTTP/1.1: %q", b, out)
+		}
+		if logs := p.logs.String(); strings.Contains(logs, "panic serving") {
+			t.Fatalf("a fault serving %q: %s", b, logs)
+		}
+	})
+}
+
+// TestH1ServerSeesWhatCameDuringTheResponse: bytes or an EOF that arrive
+// while a request is served (a pipelined request, a half-close) end the
+// wait for the next request at once: the wait must not lose the
+// readiness they raised (the idle timeout here is 10 s).
+func TestH1ServerSeesWhatCameDuringTheResponse(t *testing.T) {
+	p := newPair(t, http.HandlerFunc(okHandler), nil)
+	get := "GET / HTTP/1.1\r\nHost: h\r\n\r\n"
+	for i := 0; i < 20; i++ {
+		c, err := net.Dial("tcp", p.own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+		io.WriteString(c, get+get)
+		_ = c.(*net.TCPConn).CloseWrite()
+		out, err := io.ReadAll(c)
+		c.Close()
+		if err != nil {
+			t.Fatalf("round %d: %v after %q", i, err, out)
+		}
+		if n := strings.Count(string(out), "HTTP/1.1 200 OK"); n != 2 {
+			t.Fatalf("round %d: %d responses in %q", i, n, out)
+		}
+	}
+}
