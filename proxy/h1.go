@@ -29,10 +29,11 @@ import (
 // head within the connection's 4 KiB buffer, see parseRequestHead) and
 // hands the connection, with every byte it has read and not consumed, to
 // the listener's http.Server at the first request it does not take, for
-// good. net/http's server costs a goroutine, a background read and a
-// header clone per request, a sorted copy of the response fields and one
-// read that finds nothing before each request; this loop has none of
-// them. What it does answer follows net/http's rules for the same
+// good. net/http's server costs per request a goroutine and a read for
+// its background watch, a clone of the response header, a sorted copy of
+// the response fields and a line-by-line copy of the request head; this
+// loop has none of them, and holds no buffers while a connection waits.
+// What it does answer follows net/http's rules for the same
 // request (h1_test.go holds the two side by side): the same Request
 // fields and context values, the same status line and fields (Date,
 // Content-Length, chunking, sniffed Content-Type, Connection: close),
