@@ -647,6 +647,9 @@ var aLongTimeAgo = time.Unix(1, 0)
 // which net/http then reads from the same bytes. It fills r, which has
 // no context yet.
 func parseRequestHead(head []byte, r *http.Request) bool {
+	if !bytes.HasSuffix(head, crlfcrlf) {
+		return false // a head ended by a bare LF (headEnd allows it)
+	}
 	eol := bytes.IndexByte(head, '\n')
 	if eol < 1 || head[eol-1] != '\r' {
 		return false
