@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // The own HTTP/1.1 loop is held to net/http's server: the same raw bytes
@@ -52,35 +54,12 @@ func see(r *http.Request) seenRequest {
 type pair struct {
 	std, own string // addresses
 	ownSrv   *h1Server
-	logs     *syncBuf
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.b.Reset()
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs     *testutil.SyncBuffer
 }
 
 func newPair(t testing.TB, h http.Handler, tune func(*http.Server)) *pair {
 	t.Helper()
-	p := &pair{logs: &syncBuf{}}
+	p := &pair{logs: &testutil.SyncBuffer{}}
 	mk := func() *http.Server {
 		srv := &http.Server{Handler: h, ErrorLog: log.New(p.logs, "", 0), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 10 * time.Second}
 		if tune != nil {
@@ -895,7 +874,7 @@ func FuzzH1Server(f *testing.F) {
 	})
 	p := newPair(f, h, nil)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		p.logs.reset()
+		p.logs.Reset()
 		c, err := net.Dial("tcp", p.own)
 		if err != nil {
 			t.Fatal(err)

@@ -38,6 +38,13 @@ func (s *SyncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
+// Reset drops everything written so far.
+func (s *SyncBuffer) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.Reset()
+}
+
 // String is everything written so far.
 func (s *SyncBuffer) String() string {
 	s.mu.Lock()
