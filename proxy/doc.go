@@ -35,5 +35,6 @@
 // certificates, the self-signed stand-in certificate, the connection cap),
 // timeout.go (route Timeout), refusal.go (the Return503Error body),
 // lean.go, leanwire.go, direct.go, h1.go and cancelhook.go (the fast path
-// above).
+// above), warmdns.go (destination names looked up when a configuration
+// is in place).
 package proxy

@@ -42,8 +42,12 @@ type Options struct {
 	// Keyring seals Cookie, CustomHeader and Envelope affinity values.
 	Keyring affinity.Keyring
 	// Dial dials destinations (a DNS-caching resolver's DialContext); nil:
-	// a resolver from proxy/dnscache with default options.
+	// Resolver's DialContext.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Resolver is the DNS cache when Dial is nil; nil: a new one with
+	// default options, closed by Close. Its names are looked up as soon
+	// as a configuration is in place (warmdns.go).
+	Resolver *dnscache.Resolver
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
 	// NodeID is this node's id. Logger is expected to carry it already
@@ -80,18 +84,24 @@ type Proxy struct {
 	fastAccess *AccessLog
 	now        func() time.Time
 	dial       func(ctx context.Context, network, addr string) (net.Conn, error)
-	// resolver is the DNS cache New made when Options.Dial was nil; Close
-	// stops its background refreshes.
-	resolver *dnscache.Resolver
-	metrics  *metrics
-	buffers  *bufferPool
-	errLog   *log.Logger
-	states   sync.Pool
-	dp       dpCache // dataprotection.go
+	// resolver is the DNS cache when Options.Dial was nil; Close stops its
+	// background refreshes when New made it (ownResolver).
+	resolver    *dnscache.Resolver
+	ownResolver bool
+	metrics     *metrics
+	buffers     *bufferPool
+	errLog      *log.Logger
+	states      sync.Pool
+	dp          dpCache // dataprotection.go
 	// tracing exports spans; nil when export is off. ownTracing: New made
 	// it, so Close shuts it down.
 	tracing    *tracing.Exporter
 	ownTracing bool
+	// warm and warmCtx: warmDNS's lookups, waited for and cancelled by
+	// Close.
+	warm       sync.WaitGroup
+	warmCtx    context.Context
+	warmCancel context.CancelFunc
 	// noDirect and onDirect are tests' handles on the direct path
 	// (direct.go): off, and told of each request it takes.
 	noDirect bool
@@ -110,9 +120,14 @@ func New(cfg *config.Config, opts Options) (*Proxy, error) {
 		p.now = time.Now
 	}
 	if p.dial == nil {
-		p.resolver = dnscache.New(dnscache.Options{Logger: p.logger})
+		p.resolver = opts.Resolver
+		if p.resolver == nil {
+			p.resolver = dnscache.New(dnscache.Options{Logger: p.logger})
+			p.ownResolver = true
+		}
 		p.dial = p.resolver.DialContext
 	}
+	p.warmCtx, p.warmCancel = context.WithCancel(context.Background())
 	if opts.AccessLog != nil {
 		if h, ok := opts.AccessLog.Handler().(*accessHandler); ok {
 			p.fastAccess = h.log
@@ -131,6 +146,7 @@ func New(cfg *config.Config, opts Options) (*Proxy, error) {
 	}
 	rt.start()
 	p.rt.Store(rt)
+	p.warmDNS(rt)
 	return p, nil
 }
 
@@ -153,6 +169,7 @@ func (p *Proxy) Update(cfg *config.Config) error {
 	p.rt.Store(rt)
 	old.stop(rt)
 	p.metrics.forget(old, rt)
+	p.warmDNS(rt)
 	return nil
 }
 
@@ -168,9 +185,11 @@ func (p *Proxy) Close() {
 	if rt := p.rt.Load(); rt != nil {
 		rt.stop(nil)
 	}
-	if p.resolver != nil {
+	p.warmCancel()
+	if p.ownResolver {
 		p.resolver.Close()
 	}
+	p.warm.Wait()
 	p.closeTracing()
 }
 
