@@ -326,6 +326,10 @@ func (c *idleConn) arm() {
 	}
 }
 
+// NetConn is the connection underneath (the lean path reaches its socket
+// through it).
+func (c *idleConn) NetConn() net.Conn { return c.Conn }
+
 // SetReadDeadline and SetDeadline let the transport and TLS set their own
 // deadlines; the next read re-arms the idle deadline.
 func (c *idleConn) SetReadDeadline(t time.Time) error {

@@ -120,18 +120,8 @@ func (s *h1Server) newConn(rwc net.Conn) *h1Conn {
 	c.src.c = c
 	c.w.c = c
 	c.w.header = make(http.Header, 16)
-	if sc, ok := rwc.(syscall.Conn); ok {
-		if raw, err := sc.SyscallConn(); err == nil {
-			c.raw = raw
-			c.await = c.awaitFd
-		}
-	} else if inner, ok := rwc.(interface{ NetConn() net.Conn }); ok {
-		if sc, ok := inner.NetConn().(syscall.Conn); ok {
-			if raw, err := sc.SyscallConn(); err == nil {
-				c.raw = raw
-				c.await = c.awaitFd
-			}
-		}
+	if c.raw = rawConnOf(rwc); c.raw != nil {
+		c.await = c.awaitFd
 	}
 	c.watch = time.AfterFunc(time.Hour, c.watchClient)
 	c.watch.Stop()
@@ -551,8 +541,7 @@ func (c *h1Conn) awaitFd(fd uintptr) bool {
 	if c.waited {
 		return true
 	}
-	n, _, err := syscall.Recvfrom(int(fd), c.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	if n < 0 && (err == syscall.EAGAIN || err == syscall.EWOULDBLOCK) {
+	if nothingToRead(fd, c.peekBuf[:]) {
 		c.waited = true
 		return false
 	}

@@ -260,16 +260,36 @@ func (t *leanTransport) wrap(key string, c net.Conn) *leanConn {
 	lc.closeConn = func() { lc.conn.Close() }
 	lc.br = bufio.NewReaderSize(lc, 4<<10)
 	lc.bw = bufio.NewWriterSize(c, 4<<10)
-	inner := c
-	if ic, ok := c.(*idleConn); ok {
-		inner = ic.Conn
-	}
-	if sc, ok := inner.(syscall.Conn); ok {
-		if raw, err := sc.SyscallConn(); err == nil {
-			lc.raw, lc.peek, lc.await = raw, lc.peekFd, lc.awaitFd
-		}
+	if raw := rawConnOf(c); raw != nil {
+		lc.raw, lc.peek, lc.await = raw, lc.peekFd, lc.awaitFd
 	}
 	return lc
+}
+
+// rawConnOf is the socket under c, through wrappers that name it with a
+// NetConn method (idleConn, limitConn); nil when there is none (a pipe).
+func rawConnOf(c net.Conn) syscall.RawConn {
+	for {
+		if sc, ok := c.(syscall.Conn); ok {
+			if raw, err := sc.SyscallConn(); err == nil {
+				return raw
+			}
+			return nil
+		}
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		c = w.NetConn()
+	}
+}
+
+// nothingToRead peeks at fd without blocking (one recv(MSG_PEEK|
+// MSG_DONTWAIT) into buf, one byte): true when nothing is there yet, false
+// on bytes, an EOF or an error.
+func nothingToRead(fd uintptr, buf []byte) bool {
+	n, _, err := syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	return n < 0 && (err == syscall.EAGAIN || err == syscall.EWOULDBLOCK)
 }
 
 // acceptGzip is the Accept-Encoding the Transport adds (and then undoes).
@@ -513,8 +533,7 @@ func (lc *leanConn) intact() bool {
 // peekFd is lc.peek: built once per connection, so a reuse allocates
 // nothing.
 func (lc *leanConn) peekFd(fd uintptr) bool {
-	n, _, err := syscall.Recvfrom(int(fd), lc.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	lc.peekOK = n < 0 && (err == syscall.EAGAIN || err == syscall.EWOULDBLOCK)
+	lc.peekOK = nothingToRead(fd, lc.peekBuf[:])
 	return true // never wait for readiness
 }
 
