@@ -674,36 +674,15 @@ func parseRequestHead(head []byte, r *http.Request) bool {
 	vals := make([]string, n)
 	var host string
 	hosts := 0
-	var kb [64]byte
-	for pos := 0; pos < len(all)-2; {
-		i := bytes.IndexByte(all[pos:], '\n')
-		if i < 1 || all[pos+i-1] != '\r' {
-			return false
-		}
-		start := pos
-		kv := all[start : start+i-1]
-		pos += i + 1
-		colon := bytes.IndexByte(kv, ':')
-		if colon <= 0 || colon > len(kb) {
-			return false
-		}
-		key, ok := canonicalKey(kb[:0], kv[:colon], blk[off+start:off+start+colon])
+	fr := fieldReader{all: all, blk: blk, off: off}
+	for {
+		key, value, done, ok := fr.next(true)
 		if !ok {
 			return false
 		}
-		vs, ve := colon+1, len(kv)
-		for vs < ve && (kv[vs] == ' ' || kv[vs] == '\t') {
-			vs++
+		if done {
+			break
 		}
-		for ve > vs && (kv[ve-1] == ' ' || kv[ve-1] == '\t') {
-			ve--
-		}
-		for _, c := range kv[vs:ve] {
-			if c != '\t' && (c < ' ' || c >= 0x7f) {
-				return false
-			}
-		}
-		value := blk[off+start+vs : off+start+ve]
 		switch key {
 		case "Content-Length", "Transfer-Encoding", "Upgrade", "Expect", "Http2-Settings", "Trailer":
 			return false
@@ -716,12 +695,7 @@ func parseRequestHead(head []byte, r *http.Request) bool {
 				return false
 			}
 		}
-		if old := h[key]; old == nil {
-			vals[0] = value
-			h[key], vals = vals[:1:1], vals[1:]
-		} else {
-			h[key] = append(old, value)
-		}
+		vals = addField(h, vals, key, value)
 	}
 	if hosts != 1 || !httpguts.ValidHostHeader(host) {
 		return false

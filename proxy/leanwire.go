@@ -176,60 +176,33 @@ func readLeanHead(br *bufio.Reader, req *http.Request) (*leanResp, error) {
 	if n > 0 {
 		blk = string(all)
 	}
-	var clv []byte
-	closing := false
-	var kb [64]byte
-	for pos := 0; pos < len(all)-2; {
-		i := bytes.IndexByte(all[pos:], '\n')
-		if i < 1 || all[pos+i-1] != '\r' {
-			return nil, nil
-		}
-		start := pos
-		kv := all[start : start+i-1]
-		pos += i + 1
-		colon := bytes.IndexByte(kv, ':')
-		if colon <= 0 || colon > len(kb) {
-			return nil, nil
-		}
-		key, ok := canonicalKey(kb[:0], kv[:colon], blk[start:start+colon])
+	var clv string
+	haveCL, closing := false, false
+	fr := fieldReader{all: all, blk: blk}
+	for {
+		key, value, done, ok := fr.next(false)
 		if !ok {
 			return nil, nil
 		}
-		vs, ve := colon+1, len(kv)
-		for vs < ve && (kv[vs] == ' ' || kv[vs] == '\t') {
-			vs++
-		}
-		for ve > vs && (kv[ve-1] == ' ' || kv[ve-1] == '\t') {
-			ve--
-		}
-		v := kv[vs:ve]
-		for _, c := range v {
-			if !validFieldValueByte(c) {
-				return nil, nil
-			}
+		if done {
+			break
 		}
 		switch key {
 		case "Transfer-Encoding", "Trailer", "Pragma":
 			return nil, nil
 		case "Content-Length":
-			if clv != nil {
+			if haveCL {
 				return nil, nil
 			}
-			clv = v
+			clv, haveCL = value, true
 		}
-		value := blk[start+vs : start+ve]
-		if old := h[key]; old == nil {
-			vals[0] = value
-			h[key], vals = vals[:1:1], vals[1:]
-		} else {
-			h[key] = append(old, value)
-		}
+		vals = addField(h, vals, key, value)
 	}
 	if len(clv) == 0 || len(clv) > 18 {
 		return nil, nil // none (a body to the connection's end), or too long for ParseUint's 63 bits
 	}
 	var length int64
-	for _, c := range clv {
+	for _, c := range []byte(clv) {
 		if c < '0' || c > '9' {
 			return nil, nil
 		}
@@ -254,6 +227,71 @@ func readLeanHead(br *bufio.Reader, req *http.Request) (*leanResp, error) {
 		lr.resp.Body = &lr.lb
 	}
 	return lr, nil
+}
+
+// fieldReader walks the field lines of a head (all: after the start line,
+// through the blank line) as both lean parsers take them: CRLF line ends,
+// token names canonicalised as textproto does, values trimmed of spaces
+// and tabs, each name and value a slice of blk, where blk[off+i] is
+// all[i].
+type fieldReader struct {
+	all []byte
+	blk string
+	off int
+	pos int
+	kb  [64]byte
+}
+
+// next is the next field, or done at the blank line; ok is false for a
+// line neither parser takes (a bare LF, no colon, a name that is not a
+// token or is longer than 64 bytes, a value byte it refuses: a control
+// byte other than HTAB, and with ascii also any byte above 0x7e).
+func (f *fieldReader) next(ascii bool) (key, value string, done, ok bool) {
+	all := f.all
+	if f.pos >= len(all)-2 {
+		return "", "", true, true
+	}
+	i := bytes.IndexByte(all[f.pos:], '\n')
+	if i < 1 || all[f.pos+i-1] != '\r' {
+		return "", "", false, false
+	}
+	start := f.pos
+	kv := all[start : start+i-1]
+	f.pos += i + 1
+	colon := bytes.IndexByte(kv, ':')
+	if colon <= 0 || colon > len(f.kb) {
+		return "", "", false, false
+	}
+	b := f.off + start
+	key, ok = canonicalKey(f.kb[:0], kv[:colon], f.blk[b:b+colon])
+	if !ok {
+		return "", "", false, false
+	}
+	vs, ve := colon+1, len(kv)
+	for vs < ve && (kv[vs] == ' ' || kv[vs] == '\t') {
+		vs++
+	}
+	for ve > vs && (kv[ve-1] == ' ' || kv[ve-1] == '\t') {
+		ve--
+	}
+	for _, c := range kv[vs:ve] {
+		if !validFieldValueByte(c) || ascii && c >= 0x7f {
+			return "", "", false, false
+		}
+	}
+	return key, f.blk[b+vs : b+ve], false, true
+}
+
+// addField appends value to h[key], taking a one-value slice from vals
+// (the head's values share one array); it returns what is left of vals.
+func addField(h http.Header, vals []string, key, value string) []string {
+	if old := h[key]; old != nil {
+		h[key] = append(old, value)
+		return vals
+	}
+	vals[0] = value
+	h[key] = vals[:1:1]
+	return vals[1:]
 }
 
 var crlf = []byte("\r\n")
