@@ -1093,12 +1093,7 @@ var extraKeys = [...]string{"Content-Type: ", "Connection: ", "Transfer-Encoding
 var excludeNoBody = map[string]bool{"Content-Length": true, "Transfer-Encoding": true}
 
 // headerGet is Header.Get for a canonical key, without canonicalising.
-func headerGet(h http.Header, k string) string {
-	if v := h[k]; len(v) > 0 {
-		return v[0]
-	}
-	return ""
-}
+func headerGet(h http.Header, k string) string { return first(h[k]) }
 
 // hasToken is net/http's: whether token appears in v, case-insensitively,
 // at a token boundary.
