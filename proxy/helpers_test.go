@@ -149,8 +149,14 @@ func (h *harness) accessLines(t testing.TB) []map[string]any {
 	t.Helper()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return jsonLines(t, h.access.Bytes())
+}
+
+// jsonLines decodes a log of JSON lines.
+func jsonLines(t testing.TB, b []byte) []map[string]any {
+	t.Helper()
 	var out []map[string]any
-	dec := json.NewDecoder(bytes.NewReader(h.access.Bytes()))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	for dec.More() {
 		m := map[string]any{}
 		if err := dec.Decode(&m); err != nil {
@@ -159,6 +165,21 @@ func (h *harness) accessLines(t testing.TB) []map[string]any {
 		out = append(out, m)
 	}
 	return out
+}
+
+// echoUpgrade is a backend's minimal WebSocket-style answer: 101, then
+// one line read and echoed back after "echo:".
+func echoUpgrade(w http.ResponseWriter) {
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	_ = brw.Flush()
+	line, _ := brw.ReadString('\n')
+	_, _ = brw.WriteString("echo:" + line)
+	_ = brw.Flush()
 }
 
 func get(t testing.TB, c *http.Client, url string, hdr http.Header) (*http.Response, string) {

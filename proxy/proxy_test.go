@@ -242,16 +242,7 @@ func TestWebSocketUpgrade(t *testing.T) {
 			http.Error(w, "want upgrade", 400)
 			return
 		}
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		_ = brw.Flush()
-		line, _ := brw.ReadString('\n')
-		_, _ = brw.WriteString("echo:" + line)
-		_ = brw.Flush()
+		echoUpgrade(w)
 	})
 	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, "", "", "")), nil)
 	conn, err := net.Dial("tcp", h.front.Listener.Addr().String())

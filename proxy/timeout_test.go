@@ -67,16 +67,7 @@ func TestRouteTimeoutRules(t *testing.T) {
 
 func TestRouteTimeoutStopsAtUpgrade(t *testing.T) {
 	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		_ = brw.Flush()
-		line, _ := brw.ReadString('\n')
-		_, _ = brw.WriteString("echo:" + line)
-		_ = brw.Flush()
+		echoUpgrade(w)
 	})
 	route := fmt.Sprintf(`"Timeout": "%s"`, routeTimeout)
 	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, "", route, "")), nil)

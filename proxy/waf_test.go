@@ -42,16 +42,7 @@ func (w *wafHarness) auditLines(t *testing.T) []map[string]any {
 	t.Helper()
 	w.amu.Lock()
 	defer w.amu.Unlock()
-	var out []map[string]any
-	dec := json.NewDecoder(bytes.NewReader(w.audit.Bytes()))
-	for dec.More() {
-		m := map[string]any{}
-		if err := dec.Decode(&m); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, m)
-	}
-	return out
+	return jsonLines(t, w.audit.Bytes())
 }
 
 func hasRule(line map[string]any, id float64) bool {
