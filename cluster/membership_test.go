@@ -256,12 +256,7 @@ func stateLog(m *Membership, id string, stop <-chan struct{}) func() []State {
 }
 
 func TestKilledNodeGoesSuspectThenDead(t *testing.T) {
-	n1 := startNode(t, "n1", nil)
-	n2 := startNode(t, "n2", nil)
-	n3 := startNode(t, "n3", nil)
-	mustJoin(t, n2, n1)
-	mustJoin(t, n3, n1)
-	eventually(t, 5*time.Second, "3 alive on n1", func() bool { return aliveIDs(n1) == "n1,n2,n3" })
+	n1, n2, n3 := joinedThree(t)
 	stop := make(chan struct{})
 	defer close(stop)
 	log := stateLog(n1, "n3", stop)
@@ -287,12 +282,7 @@ func TestKilledNodeGoesSuspectThenDead(t *testing.T) {
 }
 
 func TestLeftNodeIsLeft(t *testing.T) {
-	n1 := startNode(t, "n1", nil)
-	n2 := startNode(t, "n2", nil)
-	n3 := startNode(t, "n3", nil)
-	mustJoin(t, n2, n1)
-	mustJoin(t, n3, n1)
-	eventually(t, 5*time.Second, "3 alive on n2", func() bool { return aliveIDs(n2) == "n1,n2,n3" })
+	n1, n2, n3 := joinedThree(t)
 	if err := n3.Leave(2 * time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -350,12 +340,7 @@ func ids(ms []Member) []string {
 }
 
 func TestRestartedNodeReclaimsItsIDOnANewAddress(t *testing.T) {
-	n1 := startNode(t, "n1", nil)
-	n2 := startNode(t, "n2", nil)
-	n3 := startNode(t, "n3", nil)
-	mustJoin(t, n2, n1)
-	mustJoin(t, n3, n1)
-	eventually(t, 5*time.Second, "3 alive on n2", func() bool { return aliveIDs(n2) == "n1,n2,n3" })
+	n1, n2, n3 := joinedThree(t)
 	old := n3.Addr()
 	n3.Shutdown() // crash
 	eventually(t, 10*time.Second, "n3 dead", func() bool {
@@ -781,4 +766,19 @@ func TestEventsOnlyFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "n2 gone", func() bool { return stateOf(n1, "n2") == StateDead }) // left looks dead without the reader
+}
+
+// joinedThree starts n1, n2 and n3, joins n2 and n3 through n1 and waits
+// until every one of them sees all three alive.
+func joinedThree(t *testing.T) (n1, n2, n3 *Membership) {
+	t.Helper()
+	n1 = startNode(t, "n1", nil)
+	n2 = startNode(t, "n2", nil)
+	n3 = startNode(t, "n3", nil)
+	mustJoin(t, n2, n1)
+	mustJoin(t, n3, n1)
+	eventually(t, 5*time.Second, "3 alive on every node", func() bool {
+		return aliveIDs(n1) == "n1,n2,n3" && aliveIDs(n2) == "n1,n2,n3" && aliveIDs(n3) == "n1,n2,n3"
+	})
+	return n1, n2, n3
 }
