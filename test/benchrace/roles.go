@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -138,7 +139,7 @@ func runFloor(args []string) error {
 // runProfile serves a tether config with the data path as `tether agent`
 // builds it (proxy.New with a Prometheus registry and its batched JSON
 // access log to a file, proxy.NewServer, node.TuneGC), without the cluster, and writes a CPU profile
-// from SIGUSR1 to SIGUSR2: the harness profiles the request path under
+// from SIGUSR1 to SIGUSR2 (and its allocations to <o>.allocs): the harness profiles the request path under
 // wrk with it.
 func runProfile(args []string) error {
 	fs := flag.NewFlagSet("profile", flag.ExitOnError)
@@ -188,11 +189,18 @@ func runProfile(args []string) error {
 			switch {
 			case s == syscall.SIGUSR1 && f == nil:
 				f, _ = os.Create(*out)
+				// Allocations are sampled from here on too (every 4 KiB
+				// allocated, not the default 512 KiB), for <out>.allocs.
+				runtime.MemProfileRate = 4096
 				pprof.StartCPUProfile(f)
 			case s == syscall.SIGUSR2 && f != nil:
 				pprof.StopCPUProfile()
 				f.Close()
 				f = nil
+				if af, err := os.Create(*out + ".allocs"); err == nil {
+					pprof.Lookup("allocs").WriteTo(af, 0)
+					af.Close()
+				}
 				fmt.Println("profile written")
 			}
 		}
