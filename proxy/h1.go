@@ -40,6 +40,11 @@ import (
 // trailers, 1xx, flushes, the per-request context cancelled when the
 // client goes away, panics recovered as net/http does, the listener's
 // header and idle timeouts, and graceful shutdown.
+//
+// One difference a handler must keep to: a connection's requests reuse
+// the request's header map and URL (headScratch), so the handler does
+// not hold on to r.Header or r.URL once it has returned, as tether's
+// proxy never does (its strings are the request's own and may be kept).
 type h1Server struct {
 	srv     *http.Server
 	headers time.Duration // ReadHeaderTimeout
@@ -323,6 +328,7 @@ func (c *h1Conn) serve() {
 	}()
 	first := true
 	var req http.Request
+	var scratch headScratch
 	for {
 		if !c.deadline {
 			d := c.s.idle
@@ -344,7 +350,7 @@ func (c *h1Conn) serve() {
 			return
 		}
 		req = http.Request{}
-		if !parseRequestHead(head, &req) {
+		if !parseRequestHeadInto(head, &req, &scratch) {
 			handedOff = c.handOff()
 			return
 		}
@@ -636,6 +642,25 @@ var aLongTimeAgo = time.Unix(1, 0)
 // which net/http then reads from the same bytes. It fills r, which has
 // no context yet.
 func parseRequestHead(head []byte, r *http.Request) bool {
+	return parseRequestHeadInto(head, r, nil)
+}
+
+// headScratch is what a connection's requests reuse, one after another:
+// the header map, the slots of its values and the URL. A request's
+// strings stay its own (one string per head); only these containers are
+// refilled, once the handler of the request before has returned.
+type headScratch struct {
+	h    http.Header
+	vals []string
+	url  url.URL
+}
+
+// maxScratchFields: a map grown past this by one large head is not kept.
+const maxScratchFields = 64
+
+// parseRequestHeadInto is parseRequestHead with s's containers, when s is
+// not nil.
+func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 	if !bytes.HasSuffix(head, crlfcrlf) {
 		return false // a head ended by a bare LF (headEnd allows it)
 	}
@@ -666,12 +691,31 @@ func parseRequestHead(head []byte, r *http.Request) bool {
 	blk := string(head[4:])
 	uri := blk[:len(target)]
 	off := eol + 1 - 4 // all[i] is blk[off+i]
-	u, err := url.ParseRequestURI(uri)
-	if err != nil {
-		return false
+	var u *url.URL
+	if s != nil {
+		if plainRequestURI(uri, &s.url) {
+			u = &s.url
+		}
+	} else if v := new(url.URL); plainRequestURI(uri, v) {
+		u = v
 	}
-	h := make(http.Header, n)
-	vals := make([]string, n)
+	if u == nil {
+		var err error
+		if u, err = url.ParseRequestURI(uri); err != nil {
+			return false
+		}
+	}
+	var h http.Header
+	var vals []string
+	if s != nil && s.h != nil && len(s.h) <= maxScratchFields && cap(s.vals) >= n {
+		clear(s.h)
+		h, vals = s.h, s.vals[:n]
+	} else {
+		h, vals = make(http.Header, n), make([]string, n)
+		if s != nil {
+			s.h, s.vals = h, vals
+		}
+	}
 	var host string
 	hosts := 0
 	fr := fieldReader{all: all, blk: blk, off: off}
@@ -714,6 +758,38 @@ func parseRequestHead(head []byte, r *http.Request) bool {
 }
 
 var noCache = []string{"no-cache"}
+
+// plainRequestURI fills u as url.ParseRequestURI would from an
+// origin-form target whose path needs no escaping (letters, digits and
+// "-._~/$&+,:;=@"), without its allocation; false for any other target,
+// which url.ParseRequestURI then reads. The caller has checked that uri
+// starts with "/" and holds no control byte, space or non-ASCII byte.
+func plainRequestURI(uri string, u *url.URL) bool {
+	path, query, hasQuery := strings.Cut(uri, "?")
+	for i := 0; i < len(path); i++ {
+		if !plainPathByte[path[i]] {
+			return false
+		}
+	}
+	*u = url.URL{Path: path, RawQuery: query}
+	if hasQuery && query == "" {
+		u.ForceQuery = true // "/a?": as url.parse, a lone "?" at the end
+	}
+	return true
+}
+
+var plainPathByte = func() (t [256]bool) {
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for _, c := range "-._~/$&+,:;=@" {
+		t[c] = true
+	}
+	return t
+}()
 
 // h1Writer is the http.ResponseWriter of h1Server's requests, reused by
 // the connection. It writes what net/http's response writer writes for

@@ -46,7 +46,7 @@ func see(r *http.Request) seenRequest {
 	_, la := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
 	return seenRequest{Method: r.Method, URL: r.URL.String(), Path: r.URL.Path, RawPath: r.URL.RawPath,
 		RawQuery: r.URL.RawQuery, Proto: r.Proto, Host: r.Host, RequestURI: r.RequestURI, RemoteHost: host,
-		Header: r.Header, Close: r.Close, ContentLength: r.ContentLength, NoBody: r.Body == http.NoBody,
+		Header: r.Header.Clone(), Close: r.Close, ContentLength: r.ContentLength, NoBody: r.Body == http.NoBody,
 		HasServer: srv, HasLocalAddr: la, Body: string(body)}
 }
 
@@ -487,6 +487,17 @@ var parseSeeds = []string{
 	"GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: h\r\nX:\t\r\n\r\n",
 	"GET / HTTP/1.1\r\nX: y\r\nZ: w\r\n\n", // ended by a bare LF
+	// Targets around plainRequestURI's own reading of the URL.
+	"GET /a? HTTP/1.1\r\nHost: h\r\n\r\n",
+	"GET /a?? HTTP/1.1\r\nHost: h\r\n\r\n",
+	"GET /a?b? HTTP/1.1\r\nHost: h\r\n\r\n",
+	"GET /a:b/$&+,;=@~_.-/Z9 HTTP/1.1\r\nHost: h\r\n\r\n",
+	"GET /a!b*(c)'d HTTP/1.1\r\nHost: h\r\n\r\n",
+	"GET /a[b] HTTP/1.1\r\nHost: h\r\n\r\n",
+	"GET /a%zz HTTP/1.1\r\nHost: h\r\n\r\n",
+	"GET /a?%zz&b=c#d HTTP/1.1\r\nHost: h\r\n\r\n",
+	"GET /a|b\"c<d>`{e}^ HTTP/1.1\r\nHost: h\r\n\r\n",
+	"GET /? HTTP/1.1\r\nHost: h\r\n\r\n",
 }
 
 // checkParse holds parseRequestHead to net/http on b: when it takes b,
@@ -502,6 +513,19 @@ func checkParse(t *testing.T, b []byte) {
 	var got http.Request
 	if !parseRequestHead(head, &got) {
 		return
+	}
+	// The connection's reused containers, after a request of their own,
+	// give the same request.
+	var sc headScratch
+	var prev, again http.Request
+	if !parseRequestHeadInto([]byte("GET /p?q HTTP/1.1\r\nHost: p\r\nA: 1\r\nB: 2\r\nB: 3\r\n\r\n"), &prev, &sc) {
+		t.Fatal("the scratch's first head was refused")
+	}
+	if !parseRequestHeadInto(head, &again, &sc) {
+		t.Fatalf("head %q: taken without the scratch, refused with it", head)
+	}
+	if *again.URL != *got.URL || !reflect.DeepEqual(again.Header, got.Header) || again.Host != got.Host || again.Close != got.Close {
+		t.Fatalf("head %q with the scratch:\n%+v %+v\nwithout: %+v %+v", head, *again.URL, again.Header, *got.URL, got.Header)
 	}
 	want, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
 	if err != nil {
@@ -525,7 +549,7 @@ func checkParse(t *testing.T, b []byte) {
 			}
 		}
 	}
-	if got.Method != want.Method || got.URL.String() != want.URL.String() || got.URL.Path != want.URL.Path ||
+	if got.Method != want.Method || *got.URL != *want.URL || got.URL.String() != want.URL.String() || got.URL.Path != want.URL.Path ||
 		got.URL.RawPath != want.URL.RawPath || got.URL.RawQuery != want.URL.RawQuery || got.Proto != want.Proto ||
 		got.ProtoMajor != want.ProtoMajor || got.ProtoMinor != want.ProtoMinor || got.Host != want.Host ||
 		got.RequestURI != want.RequestURI || got.Close != want.Close || got.ContentLength != want.ContentLength ||
