@@ -337,9 +337,13 @@ func (lc *leanConn) roundTrip(req *http.Request) (*http.Response, error) {
 	trace := httptrace.ContextClientTrace(ctx)
 	var resp *http.Response
 	var lr *leanResp
+	var fs *fieldScratch // the fields of a lean head, back in leanFields at Close
 	for n1xx := 0; ; n1xx++ {
 		lc.limit = lc.t.maxHdr
-		if lr, err = readLeanHead(lc.br, req); lr != nil {
+		if fs == nil {
+			fs = leanFields.Get().(*fieldScratch)
+		}
+		if lr, err = readLeanHead(lc.br, req, fs); lr != nil {
 			resp = &lr.resp
 		} else if err == nil {
 			resp, err = http.ReadResponse(lc.br, req)
@@ -378,6 +382,12 @@ func (lc *leanConn) roundTrip(req *http.Request) (*http.Response, error) {
 		body = new(leanBody)
 	}
 	*body = leanBody{lc: lc, rc: resp.Body, stop: stop, close: resp.Close}
+	if lr != nil {
+		body.fields, fs = fs, nil
+	}
+	if fs != nil {
+		leanFields.Put(fs) // unused: the head was net/http's to read
+	}
 	if resp.Body == http.NoBody {
 		body.release(true)
 		return resp, nil
@@ -410,7 +420,17 @@ type leanBody struct {
 	mu    sync.Mutex
 	done  bool
 	eof   bool
+	// fields holds the response's Header; Close gives it back to
+	// leanFields. A body read to its end frees the connection at once
+	// (the WAF reads bodies before the fields are copied), so the fields
+	// are the response's own until Close, which the proxy calls after it
+	// is done with them, as ReverseProxy does.
+	fields *fieldScratch
 }
+
+// leanFields: response header maps, reused from one Close to the next
+// response.
+var leanFields = sync.Pool{New: func() any { return new(fieldScratch) }}
 
 func (b *leanBody) Read(p []byte) (int, error) {
 	b.mu.Lock()
@@ -434,6 +454,13 @@ func (b *leanBody) Read(p []byte) (int, error) {
 
 func (b *leanBody) Close() error {
 	b.release(false) // before EOF: the rest is not read, the connection goes
+	b.mu.Lock()
+	fs := b.fields
+	b.fields = nil
+	b.mu.Unlock()
+	if fs != nil {
+		leanFields.Put(fs)
+	}
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
 	"strings"
@@ -430,5 +431,48 @@ func TestLeanCoversOnlyWhatItCan(t *testing.T) {
 		if newLeanTransport(tr) != nil {
 			t.Errorf("%s: a lean path was built", name)
 		}
+	}
+}
+
+// A response's fields stay its own until its body is closed, even when
+// the body was read to its end (which frees the connection at once, as
+// the WAF's response inspection does before the fields are copied) and
+// the next response on the same connection came in meanwhile.
+func TestLeanResponseFieldsLastUntilClose(t *testing.T) {
+	be := newRawBackend(t, func(i int, conn net.Conn, br *bufio.Reader) {
+		for n := 1; ; n++ {
+			if !answer(br, conn, fmt.Sprintf("HTTP/1.1 200 OK\r\nX-N: %d\r\nContent-Length: 2\r\n\r\nok", n)) {
+				return
+			}
+		}
+	})
+	_, lt := leanHarness(t, be.url())
+	get := func() *http.Response {
+		t.Helper()
+		req := httptest.NewRequest("GET", be.url()+"/", nil)
+		req.RequestURI = ""
+		resp, err := lt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, err := io.ReadAll(resp.Body); err != nil || string(b) != "ok" {
+			t.Fatalf("body %q, %v", b, err)
+		}
+		return resp
+	}
+	first := get() // read to its end, not closed
+	second := get()
+	second.Body.Close()
+	third := get() // its fields come after second's were given back
+	third.Body.Close()
+	if be.conns.Load() != 1 {
+		t.Fatalf("%d backend connections, want the one reused", be.conns.Load())
+	}
+	if got := first.Header.Get("X-N"); got != "1" {
+		t.Fatalf("the first response's X-N is %q after later responses on its connection, want 1", got)
+	}
+	first.Body.Close()
+	if got := third.Header.Get("X-N"); got != "3" {
+		t.Fatalf("the third response's X-N is %q, want 3", got)
 	}
 }

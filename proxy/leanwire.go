@@ -123,7 +123,7 @@ func ctlByte(s string) bool {
 // http.ReadResponse's does: io.ErrUnexpectedEOF when the connection ends
 // early, io.EOF with the last bytes.
 func readResponseHead(br *bufio.Reader, req *http.Request) (*http.Response, error) {
-	lr, err := readLeanHead(br, req)
+	lr, err := readLeanHead(br, req, nil)
 	if lr == nil {
 		return nil, err
 	}
@@ -138,8 +138,30 @@ type leanResp struct {
 	body leanBody
 }
 
-// readLeanHead is readResponseHead returning the response's leanResp.
-func readLeanHead(br *bufio.Reader, req *http.Request) (*leanResp, error) {
+// fieldScratch is a header map and the slots of its values that lean
+// responses reuse, one after another (leanFields); a response's strings
+// stay its own.
+type fieldScratch struct {
+	h    http.Header
+	vals []string
+}
+
+// fields is an empty map and n value slots, s's own when they will do.
+func (s *fieldScratch) fields(n int) (http.Header, []string) {
+	if s == nil {
+		return make(http.Header, n), make([]string, n)
+	}
+	if s.h == nil || len(s.h) > maxScratchFields || cap(s.vals) < n {
+		s.h, s.vals = make(http.Header, n), make([]string, max(n, 8))
+	} else {
+		clear(s.h)
+	}
+	return s.h, s.vals[:n]
+}
+
+// readLeanHead is readResponseHead returning the response's leanResp,
+// its fields in s's containers when s is not nil.
+func readLeanHead(br *bufio.Reader, req *http.Request, s *fieldScratch) (*leanResp, error) {
 	if req.Method == http.MethodHead {
 		return nil, nil
 	}
@@ -168,8 +190,7 @@ func readLeanHead(br *bufio.Reader, req *http.Request) (*leanResp, error) {
 	}
 	all := head[eol+1:]
 	n := bytes.Count(all, crlf) - 1 // header lines; the last CRLF ends the head
-	h := make(http.Header, n)
-	vals := make([]string, n)
+	h, vals := s.fields(n)
 	// One string holds every field of the head; names and values are
 	// slices of it (one allocation, where textproto makes one per value).
 	var blk string
