@@ -254,6 +254,11 @@ type reqState struct {
 	directOut *http.Request
 	outHeader http.Header
 	outURL    url.URL
+	// rewritingDirect: the rewrite is the direct path's, whose outgoing
+	// header lives no longer than the request, so setForwarded's values
+	// may be fwdVals.
+	rewritingDirect bool
+	fwdVals         [forwardedHeaders]string
 }
 
 type stateKey struct{}
