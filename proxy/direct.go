@@ -44,7 +44,10 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	if !plainQuery(r.URL.RawQuery) {
 		return false // ReverseProxy's cleanQueryParams would re-encode it
 	}
-	out := r.WithContext(ctx)
+	// The outgoing request is the state's own, as its header map and URL
+	// (the copy WithContext makes stays on the stack).
+	st.outReq = *r.WithContext(ctx)
+	out := &st.outReq
 	out.Body = nil // as ReverseProxy for a request without a body
 	out.Close = false
 	h := st.outHeader

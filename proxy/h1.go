@@ -275,6 +275,7 @@ type h1Conn struct {
 	// deadline: awaitNext set the idle read deadline for the next head.
 	deadline bool
 	keys     []string // writeFields' scratch
+	req      http.Request
 }
 
 const (
@@ -465,7 +466,10 @@ func (h *handedConn) NetConn() net.Conn { return h.Conn }
 func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	c.hook.begin(ctx)
-	req := r.WithContext(ctx)
+	// The copy WithContext makes stays on the stack: the request is the
+	// connection's own, refilled for the next one (as its header map).
+	c.req = *r.WithContext(ctx)
+	req := &c.req
 	w := &c.w
 	w.reset(req)
 	c.wmu.Lock()

@@ -252,6 +252,7 @@ type reqState struct {
 	// nil on the ReverseProxy path; its header map and URL are outHeader
 	// and outURL, and outHeader is kept, cleared, for the next request.
 	directOut *http.Request
+	outReq    http.Request // what directOut points to
 	outHeader http.Header
 	outURL    url.URL
 	// rewritingDirect: the rewrite is the direct path's, whose outgoing
