@@ -26,10 +26,10 @@ func TestCancelHook(t *testing.T) {
 	setup := func() env {
 		h := &cancelHook{}
 		base := context.WithValue(context.Background(), cancelHookKey{}, h)
-		ctx, cancel := context.WithCancel(base)
+		ctx := newLoopCtx(base)
 		h.begin(ctx)
 		runs := &atomic.Int32{}
-		return env{h: h, ctx: ctx, cancel: func() { cancel(); h.fire() }, runs: runs, f: func() { runs.Add(1) }}
+		return env{h: h, ctx: ctx, cancel: func() { ctx.cancel(context.Canceled); h.fire() }, runs: runs, f: func() { runs.Add(1) }}
 	}
 	waitRuns := func(t *testing.T, e env, want int32) {
 		t.Helper()
@@ -76,6 +76,18 @@ func TestCancelHook(t *testing.T) {
 		e.cancel() // the parent's cancellation reaches it
 		waitRuns(t, e, 1)
 	})
+	t.Run("after a child was made, a value context over the loop's takes an AfterFunc", func(t *testing.T) {
+		e := setup()
+		child, stop := context.WithCancel(e.ctx)
+		stop() // gone, but a context between could still be one of its kind
+		_ = child
+		reg := onCancel(context.WithValue(e.ctx, stateKey{}, 1), e.f)
+		if reg.hook != nil {
+			t.Fatal("took the hook after a child registered")
+		}
+		e.cancel()
+		waitRuns(t, e, 1)
+	})
 	t.Run("already cancelled: f runs", func(t *testing.T) {
 		e := setup()
 		e.cancel()
@@ -98,15 +110,99 @@ func TestCancelHook(t *testing.T) {
 	t.Run("a stale registration is not fired by the next request", func(t *testing.T) {
 		e := setup()
 		reg := onCancel(e.ctx, e.f)
-		ctx2, cancel2 := context.WithCancel(context.WithValue(context.Background(), cancelHookKey{}, e.h))
+		ctx2 := newLoopCtx(context.WithValue(context.Background(), cancelHookKey{}, e.h))
 		e.h.begin(ctx2)
-		cancel2()
+		ctx2.cancel(context.Canceled)
 		e.h.fire()
 		if e.runs.Load() != 0 {
 			t.Error("the next request's cancellation ran the last one's f")
 		}
 		if !reg.Stop() {
 			t.Error("Stop of the earlier registration = false")
+		}
+	})
+}
+
+// TestLoopCtx: the own loop's request context behaves as a
+// context.WithCancel's for its users and the context package.
+func TestLoopCtx(t *testing.T) {
+	type key struct{}
+	values := context.WithValue(context.Background(), key{}, "v")
+	t.Run("values, no deadline, not done", func(t *testing.T) {
+		c := newLoopCtx(values)
+		if c.Value(key{}) != "v" || c.Value(loopCtxKey{}) != c {
+			t.Error("values do not pass")
+		}
+		if _, ok := c.Deadline(); ok {
+			t.Error("a deadline")
+		}
+		if c.Err() != nil {
+			t.Error("Err before cancel")
+		}
+		select {
+		case <-c.Done():
+			t.Error("done before cancel")
+		default:
+		}
+	})
+	t.Run("cancel closes Done once, Err stays the first", func(t *testing.T) {
+		c := newLoopCtx(values)
+		d := c.Done()
+		c.cancel(context.Canceled)
+		c.cancel(context.DeadlineExceeded)
+		<-d
+		<-c.Done()
+		if c.Err() != context.Canceled || context.Cause(c) != context.Canceled {
+			t.Errorf("Err %v, Cause %v", c.Err(), context.Cause(c))
+		}
+	})
+	t.Run("Done first asked after cancel is closed", func(t *testing.T) {
+		c := newLoopCtx(values)
+		c.cancel(context.Canceled)
+		<-c.Done()
+	})
+	t.Run("children end with it and leave when they end first", func(t *testing.T) {
+		c := newLoopCtx(values)
+		child, stop := context.WithCancel(c)
+		tctx, tstop := context.WithTimeout(c, time.Hour)
+		defer tstop()
+		stop() // leaves c
+		c.mu.Lock()
+		n := len(c.afters)
+		c.mu.Unlock()
+		if n != 1 {
+			t.Fatalf("%d registrations after one child ended, want 1 (the timeout's)", n)
+		}
+		c.cancel(context.Canceled)
+		<-tctx.Done()
+		if tctx.Err() != context.Canceled || context.Cause(tctx) != context.Canceled {
+			t.Errorf("the timeout child: Err %v, Cause %v", tctx.Err(), context.Cause(tctx))
+		}
+		if child.Err() != context.Canceled {
+			t.Errorf("the stopped child: %v", child.Err())
+		}
+		if tctx.Value(key{}) != "v" {
+			t.Error("a child lost the values")
+		}
+	})
+	t.Run("context.AfterFunc runs after cancel, not after stop", func(t *testing.T) {
+		c := newLoopCtx(values)
+		ran := make(chan struct{})
+		context.AfterFunc(c, func() { close(ran) })
+		var late atomic.Bool
+		stop := context.AfterFunc(c, func() { late.Store(true) })
+		if !stop() {
+			t.Error("stop before cancel = false")
+		}
+		c.cancel(context.Canceled)
+		<-ran
+		after := make(chan struct{})
+		if context.AfterFunc(c, func() { close(after) })() {
+			t.Error("stop of an AfterFunc made after cancel = true")
+		}
+		<-after
+		if late.Load() {
+			t.Error("a stopped AfterFunc ran")
 		}
 	})
 }

@@ -269,7 +269,7 @@ type h1Conn struct {
 	wmu     sync.Mutex
 	wstate  int // watchOff, watchArmed, watchReading
 	wdone   chan struct{}
-	cancel  context.CancelFunc
+	rctx    *loopCtx // the running request's
 	stash   [1]byte
 	stashed bool
 	// deadline: awaitNext set the idle read deadline for the next head.
@@ -464,7 +464,7 @@ func (h *handedConn) NetConn() net.Conn { return h.Conn }
 // serveRequest runs the handler for req and finishes its response in the
 // connection's buffer; false when the connection is to be closed.
 func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
-	ctx, cancel := context.WithCancel(c.ctx)
+	ctx := newLoopCtx(c.ctx)
 	c.hook.begin(ctx)
 	// The copy WithContext makes stays on the stack: the request is the
 	// connection's own, refilled for the next one (as its header map).
@@ -473,12 +473,12 @@ func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 	w := &c.w
 	w.reset(req)
 	c.wmu.Lock()
-	c.cancel, c.wstate = cancel, watchArmed
+	c.rctx, c.wstate = ctx, watchArmed
 	c.wmu.Unlock()
 	c.watch.Reset(watchDelay)
 	defer func() {
 		c.endWatch()
-		cancel()
+		ctx.cancel(context.Canceled)
 		if v := recover(); v != nil {
 			if v != http.ErrAbortHandler {
 				const size = 64 << 10
@@ -603,7 +603,7 @@ func (c *h1Conn) watchClient() {
 	c.wstate = watchReading
 	done := make(chan struct{})
 	c.wdone = done
-	cancel := c.cancel
+	rctx := c.rctx
 	c.wmu.Unlock()
 	defer close(done)
 	n, err := c.rwc.Read(c.stash[:])
@@ -613,7 +613,7 @@ func (c *h1Conn) watchClient() {
 	if err != nil {
 		var ne net.Error
 		if !errors.As(err, &ne) || !ne.Timeout() {
-			cancel()
+			rctx.cancel(context.Canceled)
 			c.hook.fire()
 		}
 	}
