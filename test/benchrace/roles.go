@@ -180,9 +180,11 @@ func runProfile(args []string) error {
 	for _, a := range srv.Addrs() {
 		addrs = append(addrs, a.String())
 	}
-	fmt.Println(strings.Join(addrs, ","))
+	// Before the addresses go out: the harness signals as soon as it has
+	// them, and an unheard SIGUSR1 is ignored (no profile at all).
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
+	fmt.Println(strings.Join(addrs, ","))
 	go func() {
 		var f *os.File
 		for s := range sigs {
