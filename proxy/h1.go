@@ -274,7 +274,7 @@ type h1Conn struct {
 	stashed bool
 	// deadline: awaitNext set the idle read deadline for the next head.
 	deadline bool
-	keys     []string // writeFields' scratch
+	keys     []headerKV // writeFields' scratch
 	req      http.Request
 }
 
@@ -1061,7 +1061,7 @@ func (w *h1Writer) commit(p []byte) {
 		case "Trailer":
 			declared = vs
 		}
-		keys = append(keys, k)
+		keys = append(keys, headerKV{k, vs})
 	}
 	for _, v := range declared {
 		trailers = true
@@ -1074,7 +1074,7 @@ func (w *h1Writer) commit(p []byte) {
 		}
 	}
 	del := func(k string) {
-		if i := slices.Index(keys, k); i >= 0 {
+		if i := slices.IndexFunc(keys, func(f headerKV) bool { return f.k == k }); i >= 0 {
 			keys = slices.Delete(keys, i, i+1)
 		}
 	}
@@ -1138,7 +1138,7 @@ func (w *h1Writer) commit(p []byte) {
 	}
 	bw := c.bw
 	writeStatus(bw, code, w.sbuf[:])
-	writeKeys(bw, header, keys)
+	writeKeys(bw, keys)
 	clear(keys)
 	c.keys = keys[:0]
 	if date != nil {
@@ -1225,24 +1225,31 @@ func writeStatus(bw *bufio.Writer, code int, scratch []byte) {
 // sort uses the connection's scratch slice.
 func writeFields(bw *bufio.Writer, h http.Header, exclude map[string]bool, c *h1Conn) {
 	keys := c.keys[:0]
-	for k := range h {
+	for k, vs := range h {
 		if !exclude[k] {
-			keys = append(keys, k)
+			keys = append(keys, headerKV{k, vs})
 		}
 	}
-	writeKeys(bw, h, keys)
+	writeKeys(bw, keys)
 	clear(keys)
 	c.keys = keys[:0]
 }
 
-// writeKeys writes the fields of h named in keys, which it sorts.
-func writeKeys(bw *bufio.Writer, h http.Header, keys []string) {
-	slices.Sort(keys)
-	for _, k := range keys {
+// headerKV is a field of a header map: its name and values.
+type headerKV struct {
+	k  string
+	vs []string
+}
+
+// writeKeys writes the fields, which it sorts by name, as net/http does.
+func writeKeys(bw *bufio.Writer, keys []headerKV) {
+	slices.SortFunc(keys, func(a, b headerKV) int { return strings.Compare(a.k, b.k) })
+	for _, f := range keys {
+		k := f.k
 		if !httpguts.ValidHeaderFieldName(k) {
 			continue
 		}
-		for _, v := range h[k] {
+		for _, v := range f.vs {
 			if strings.ContainsAny(v, "\r\n") {
 				v = headerNewlineToSpace.Replace(v)
 			}
