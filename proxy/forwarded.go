@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // Canonical header keys, assigned into header maps directly so the hot path
@@ -286,10 +287,29 @@ func dropSpoofable(h http.Header, trusted bool) {
 // clientPort is the port the client connected to: the listener's local
 // port, else the scheme's default. Never the port in the Host header or an
 // absolute-form target: the client chooses those freely ("Host: x:99999").
+// lastPort is the last port portString formatted: a node's listeners are
+// few, so the request's local port is most often the one before.
+var lastPort atomic.Pointer[portText]
+
+type portText struct {
+	port int
+	s    string
+}
+
+// portString is strconv.Itoa(port) without an allocation per request.
+func portString(port int) string {
+	if p := lastPort.Load(); p != nil && p.port == port {
+		return p.s
+	}
+	p := &portText{port: port, s: strconv.Itoa(port)}
+	lastPort.Store(p)
+	return p.s
+}
+
 func clientPort(r *http.Request, proto string) string {
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		if ta, ok := a.(*net.TCPAddr); ok {
-			return strconv.Itoa(ta.Port)
+			return portString(ta.Port)
 		}
 		if _, p, err := net.SplitHostPort(a.String()); err == nil {
 			return p

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -194,4 +195,16 @@ func FuzzParseTrusted(f *testing.F) {
 		ts, _ := parseTrusted([]string{entry})
 		_ = ts.trusts(host)
 	})
+}
+
+// portString is strconv.Itoa, whatever the order of the ports it is asked.
+func TestPortString(t *testing.T) {
+	for _, p := range []int{8080, 8080, 443, 8080, 0, 65535, 443} {
+		if got := portString(p); got != strconv.Itoa(p) {
+			t.Fatalf("portString(%d) = %q", p, got)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { portString(8443) }); n != 0 {
+		t.Errorf("portString of the same port allocates %.0f times", n)
+	}
 }
