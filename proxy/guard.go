@@ -299,7 +299,7 @@ func (b *clientBody) Close() error { return b.rc.Close() }
 type idleConn struct {
 	net.Conn
 	idle time.Duration
-	// armed is when the deadline was last pushed (UnixNano): pushing it on
+	// armed is when the deadline was last pushed (arm's clock): pushing it on
 	// every read would cost a timer update per read.
 	armed atomic.Int64
 }
@@ -319,12 +319,18 @@ func (c *idleConn) Write(p []byte) (int, error) {
 
 // arm pushes the read deadline to now+idle, at most every idle/8.
 func (c *idleConn) arm() {
-	now := time.Now()
-	if now.UnixNano()-c.armed.Load() > int64(c.idle/8) {
-		c.armed.Store(now.UnixNano())
-		_ = c.Conn.SetReadDeadline(now.Add(c.idle))
+	// One monotonic clock read per call (time.Now reads two clocks); the
+	// wall clock only when the deadline moves. From 1<<62 on, so that
+	// armed's 0 (never, or reset) is always long ago.
+	now := int64(time.Since(monoEpoch)) + 1<<62
+	if now-c.armed.Load() > int64(c.idle/8) {
+		c.armed.Store(now)
+		_ = c.Conn.SetReadDeadline(time.Now().Add(c.idle))
 	}
 }
+
+// monoEpoch is the origin of idleConn's monotonic clock.
+var monoEpoch = time.Now()
 
 // NetConn is the connection underneath (the lean path reaches its socket
 // through it).
