@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -88,7 +89,7 @@ type accessLine struct {
 // logAccess) at time t (TestAccessLineMatchesSlog holds it to that).
 func appendAccessLine(b []byte, t time.Time, l accessLine) []byte {
 	b = append(b, `{"time":"`...)
-	b = t.AppendFormat(b, time.RFC3339Nano)
+	b = appendLogTime(b, t)
 	b = append(b, `","level":"INFO","msg":"request","trace_id":`...)
 	b = appendJSONString(b, l.traceID)
 	b = append(b, `,"span_id":`...)
@@ -120,6 +121,43 @@ func appendAccessLine(b []byte, t time.Time, l accessLine) []byte {
 	return append(b, "}\n"...)
 }
 
+// logSecond is the text of one second of one zone in RFC 3339: the date
+// and time of day, and the zone. Lines come many to a second, so the
+// second's text is formatted once (appendLogTime).
+type logSecond struct {
+	sec       int64
+	loc       *time.Location
+	day, zone []byte
+}
+
+var lastLogSecond atomic.Pointer[logSecond]
+
+// appendLogTime appends t as t.AppendFormat(b, time.RFC3339Nano) does.
+func appendLogTime(b []byte, t time.Time) []byte {
+	sec, loc := t.Unix(), t.Location()
+	ls := lastLogSecond.Load()
+	if ls == nil || ls.sec != sec || ls.loc != loc {
+		ls = &logSecond{sec: sec, loc: loc,
+			day: t.AppendFormat(nil, "2006-01-02T15:04:05"), zone: t.AppendFormat(nil, "Z07:00")}
+		lastLogSecond.Store(ls)
+	}
+	b = append(b, ls.day...)
+	if ns := t.Nanosecond(); ns != 0 {
+		var d [9]byte
+		for i := 8; i >= 0; i-- {
+			d[i] = byte('0' + ns%10)
+			ns /= 10
+		}
+		n := 9
+		for d[n-1] == '0' {
+			n--
+		}
+		b = append(b, '.')
+		b = append(b, d[:n]...)
+	}
+	return append(b, ls.zone...)
+}
+
 // appendJSONFloat formats f as encoding/json does (slog's JSONHandler
 // calls json.Marshal for floats).
 func appendJSONFloat(b []byte, f float64) []byte {
@@ -130,7 +168,32 @@ func appendJSONFloat(b []byte, f float64) []byte {
 		}
 		return append(b, `"!ERROR:invalid float"`...)
 	}
+	if f >= 0 && f < 1e12 {
+		// A whole number of microseconds in milliseconds (duration_ms):
+		// its shortest form is the decimal itself, written without the
+		// shortest-float search (the doubles near f are far closer
+		// together than 0.001, so no shorter decimal reads back as f).
+		if us := math.Round(f * 1000); float64(int64(us))/1000 == f {
+			return appendMillis(b, int64(us))
+		}
+	}
 	return strconv.AppendFloat(b, f, 'f', -1, 64)
+}
+
+// appendMillis writes us/1000 in decimal, without trailing zeros.
+func appendMillis(b []byte, us int64) []byte {
+	b = strconv.AppendInt(b, us/1000, 10)
+	frac := us % 1000
+	if frac == 0 {
+		return b
+	}
+	d := [3]byte{byte('0' + frac/100), byte('0' + frac/10%10), byte('0' + frac%10)}
+	n := 3
+	for d[n-1] == '0' {
+		n--
+	}
+	b = append(b, '.')
+	return append(b, d[:n]...)
 }
 
 // appendJSONString appends s quoted and escaped as slog's JSONHandler

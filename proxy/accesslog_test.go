@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -219,5 +220,52 @@ func TestAccessLogConcurrentWritersKeepLinesWhole(t *testing.T) {
 	}
 	if len(seen) != writers*lines {
 		t.Fatalf("%d distinct lines, want %d", len(seen), writers*lines)
+	}
+}
+
+// appendJSONFloat writes what encoding/json writes, on its decimal fast
+// path for whole microseconds and off it.
+func TestAppendJSONFloatMatchesJSON(t *testing.T) {
+	check := func(f float64) {
+		t.Helper()
+		want, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendJSONFloat(nil, f); string(got) != string(want) {
+			t.Fatalf("appendJSONFloat(%v) = %s, json.Marshal = %s", f, got, want)
+		}
+	}
+	for us := int64(0); us < 200000; us++ {
+		check(float64(us) / 1000)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200000 {
+		check(float64(rng.Int64N(1e15)) / 1000)
+		check(rng.Float64() * 1e6)
+		check(rng.Float64())
+	}
+	for _, f := range []float64{0.0001, 1e-7, 0.1, 0.3, 999999999999.999, 1e12, 1e12 + 0.5, 4.5e12 + 0.001, 123456789.001} {
+		check(f)
+	}
+}
+
+// appendLogTime is t.AppendFormat(b, time.RFC3339Nano), second after
+// second and zone after zone.
+func TestAppendLogTime(t *testing.T) {
+	zones := []*time.Location{time.UTC, time.Local, time.FixedZone("x", 5*3600+30*60), time.FixedZone("y", -3600)}
+	rng := rand.New(rand.NewPCG(3, 4))
+	at := time.Date(2026, 12, 1, 11, 21, 21, 0, time.UTC)
+	for i := range 20000 {
+		tm := at.Add(time.Duration(rng.Int64N(int64(3 * time.Second)))).In(zones[i%len(zones)])
+		switch i % 5 {
+		case 0:
+			tm = tm.Truncate(time.Second)
+		case 1:
+			tm = tm.Truncate(time.Millisecond)
+		}
+		if got, want := string(appendLogTime(nil, tm)), tm.Format(time.RFC3339Nano); got != want {
+			t.Fatalf("appendLogTime = %s, want %s", got, want)
+		}
 	}
 }
