@@ -72,18 +72,12 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	st.outURL = *r.URL
 	out.URL = &st.outURL
 	pr := httputil.ProxyRequest{In: r, Out: out}
-	st.rewritingDirect = true
 	p.rewrite(&pr)
-	st.rewritingDirect = false
 	out = pr.Out
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = noUserAgent
 	}
-	var served http.Header
-	if r.Context().Value(http.ServerContextKey) != nil {
-		served = r.Header // a server checked its fields (coversFrom)
-	}
-	if !cl.lean.coversFrom(out, served) {
+	if !cl.lean.covers(out) {
 		// The rewrite made it something for http.Transport (a transform's
 		// invalid field, an https destination): ReverseProxy does it all
 		// again from the client's request.

@@ -86,18 +86,6 @@ func newLeanTransport(tr *http.Transport) *leanTransport {
 
 // covers says whether the lean path takes req; see leanTransport.
 func (t *leanTransport) covers(req *http.Request) bool {
-	return t.coversFrom(req, nil)
-}
-
-// coversFrom is covers for a request built from a client's request whose
-// fields a server read and checked (served: their map): a field that
-// still holds the client's own values, the same slice, is not checked
-// again. net/http's servers (HTTP/1 and 2) and the own loop refuse a
-// request with a field name that is not a token or a value that
-// httpguts.ValidHeaderFieldValue refuses; what a rewrite or transform
-// changes is a new slice (they copy before they change, as the client's
-// request is never written to), and is checked.
-func (t *leanTransport) coversFrom(req *http.Request, served http.Header) bool {
 	if req.URL == nil || req.URL.Scheme != "http" || req.URL.Host == "" ||
 		(req.Body != nil && req.Body != http.NoBody) || req.ContentLength > 0 || len(req.TransferEncoding) > 0 ||
 		req.Header == nil || req.Trailer != nil {
@@ -107,6 +95,9 @@ func (t *leanTransport) coversFrom(req *http.Request, served http.Header) bool {
 		return false
 	}
 	for k, vs := range req.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return false
+		}
 		switch len(k) {
 		case 6:
 			if k == "Expect" {
@@ -116,14 +107,6 @@ func (t *leanTransport) coversFrom(req *http.Request, served http.Header) bool {
 			if k == "Upgrade" {
 				return false
 			}
-		}
-		if served != nil && len(vs) > 0 {
-			if in := served[k]; len(in) == len(vs) && &in[0] == &vs[0] {
-				continue
-			}
-		}
-		if !httpguts.ValidHeaderFieldName(k) {
-			return false
 		}
 		for _, v := range vs {
 			if !httpguts.ValidHeaderFieldValue(v) {
