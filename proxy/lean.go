@@ -185,7 +185,8 @@ var errStaleConn = errors.New("lean: pooled connection closed before the respons
 func (t *leanTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The direct path checked its own request already; a retry's clone of
 	// it (another destination) is checked here.
-	if st := stateFrom(req.Context()); (st == nil || st.directOut != req) && !t.covers(req) {
+	st := stateFrom(req.Context())
+	if (st == nil || st.directOut != req) && !t.covers(req) {
 		if st != nil && st.directOut != nil && httptrace.ContextClientTrace(req.Context()) == nil {
 			// A direct request's retry the Transport takes (an https
 			// destination): its 1xx reach the client as the direct path's
@@ -204,6 +205,12 @@ func (t *leanTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// The direct path's response lives in its request state (as its
+	// outgoing request): the proxy is done with it when the state is.
+	var into *leanResp
+	if st != nil && st.directOut == req {
+		into = &st.lresp
+	}
 	key := canonicalAddr(req)
 	for attempt := 0; ; attempt++ {
 		var lc *leanConn
@@ -217,7 +224,7 @@ func (t *leanTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			lc = t.wrap(key, c)
 		}
-		resp, err := lc.roundTrip(req)
+		resp, err := lc.roundTrip(req, into)
 		if err == nil {
 			return resp, nil
 		}
@@ -295,8 +302,9 @@ func nothingToRead(fd uintptr, buf []byte) bool {
 // acceptGzip is the Accept-Encoding the Transport adds (and then undoes).
 var acceptGzip = []string{"gzip"}
 
-// roundTrip writes req and reads its response on lc.
-func (lc *leanConn) roundTrip(req *http.Request) (*http.Response, error) {
+// roundTrip writes req and reads its response on lc; a lean response's
+// parts are into's when it is not nil.
+func (lc *leanConn) roundTrip(req *http.Request, into *leanResp) (*http.Response, error) {
 	ctx := req.Context()
 	// A cancelled request (client gone, route timeout) closes the
 	// connection, which ends a blocked read or write.
@@ -343,7 +351,7 @@ func (lc *leanConn) roundTrip(req *http.Request) (*http.Response, error) {
 		if fs == nil {
 			fs = leanFields.Get().(*fieldScratch)
 		}
-		if lr, err = readLeanHead(lc.br, req, fs); lr != nil {
+		if lr, err = readLeanHead(lc.br, req, fs, into); lr != nil {
 			resp = &lr.resp
 		} else if err == nil {
 			resp, err = http.ReadResponse(lc.br, req)

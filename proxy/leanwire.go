@@ -123,7 +123,7 @@ func ctlByte(s string) bool {
 // http.ReadResponse's does: io.ErrUnexpectedEOF when the connection ends
 // early, io.EOF with the last bytes.
 func readResponseHead(br *bufio.Reader, req *http.Request) (*http.Response, error) {
-	lr, err := readLeanHead(br, req, nil)
+	lr, err := readLeanHead(br, req, nil, nil)
 	if lr == nil {
 		return nil, err
 	}
@@ -159,9 +159,10 @@ func (s *fieldScratch) fields(n int) (http.Header, []string) {
 	return s.h, s.vals[:n]
 }
 
-// readLeanHead is readResponseHead returning the response's leanResp,
-// its fields in s's containers when s is not nil.
-func readLeanHead(br *bufio.Reader, req *http.Request, s *fieldScratch) (*leanResp, error) {
+// readLeanHead is readResponseHead returning the response's leanResp
+// (into, when it is not nil), its fields in s's containers when s is not
+// nil.
+func readLeanHead(br *bufio.Reader, req *http.Request, s *fieldScratch, into *leanResp) (*leanResp, error) {
 	if req.Method == http.MethodHead {
 		return nil, nil
 	}
@@ -233,7 +234,11 @@ func readLeanHead(br *bufio.Reader, req *http.Request, s *fieldScratch) (*leanRe
 		delete(h, "Connection") // as shouldClose removes it
 		closing = true
 	}
-	lr := &leanResp{resp: http.Response{
+	lr := into
+	if lr == nil {
+		lr = new(leanResp)
+	}
+	*lr = leanResp{resp: http.Response{
 		Status: statusText(line[9:]), StatusCode: code,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, ContentLength: length, Close: closing, Request: req,

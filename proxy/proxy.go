@@ -253,6 +253,7 @@ type reqState struct {
 	// and outURL, and outHeader is kept, cleared, for the next request.
 	directOut *http.Request
 	outReq    http.Request // what directOut points to
+	lresp     leanResp     // directOut's response, when the lean path read it
 	outHeader http.Header
 	outURL    url.URL
 	// rewritingDirect: the rewrite is the direct path's, whose outgoing
