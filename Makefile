@@ -5,7 +5,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X github.com/tether-proxy/tether/node.Version=$(VERSION)
 FUZZTIME ?= 3s
 
-.PHONY: help build run test test-unit test-race e2e ui-screenshots crs fuzz bench bench-cluster bench-health bench-race fmt-check vet tidy-check lint docker e2e-docker clean
+.PHONY: help build run test test-unit test-race test-allocs e2e ui-screenshots crs fuzz bench bench-cluster bench-health bench-race fmt-check vet tidy-check lint docker e2e-docker clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
@@ -16,7 +16,10 @@ build: ## build the static binary into bin/tether
 run: build ## build, then run the demo cluster (three nodes, three backends) until Ctrl-C
 	./$(BIN) demo
 
-test: fuzz test-race ## each fuzz target briefly, then all unit, integration and end-to-end tests with -race
+test: fuzz test-race test-allocs ## each fuzz target briefly, then all unit, integration and end-to-end tests with -race, then the allocation counts without it
+
+test-allocs: ## the data path's allocation tests without -race (the race detector's sync.Pool drops items at random)
+	$(GO) test -count=1 -run 'Alloc' ./proxy/...
 
 test-race: ## go test -race over every package (e2e tests build the binary themselves)
 	$(GO) test -race -count=1 -timeout 10m ./...

@@ -1,0 +1,111 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// directPathAllocs is what a keep-alive GET with a valid HashCookie key
+// allocates, from the own loop's read of the request to the last byte of
+// the response, over the direct and lean path and the batched access
+// log: the loop's request context and head string, the request state's
+// context value, the traceparent, the response head's string.
+const directPathAllocs = 5
+
+// TestDirectPathAllocations holds the data path to directPathAllocs: a
+// raw backend and a raw client that allocate nothing per request, so the
+// process's count is the proxy's own.
+func TestDirectPathAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	body := bytes.Repeat([]byte("x"), 1024)
+	canned := append([]byte("HTTP/1.1 200 OK\r\nContent-Length: 1024\r\nContent-Type: application/octet-stream\r\nDate: Tue, 01 Dec 2026 12:00:00 GMT\r\n\r\n"), body...)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var buf [8 << 10]byte
+				n := 0
+				for {
+					m, err := c.Read(buf[n:])
+					if err != nil {
+						return
+					}
+					n += m
+					for {
+						i := bytes.Index(buf[:n], []byte("\r\n\r\n"))
+						if i < 0 {
+							break
+						}
+						if _, err := c.Write(canned); err != nil {
+							return
+						}
+						n = copy(buf[:], buf[i+4:n])
+					}
+				}
+			}()
+		}
+	}()
+	cfg := regexp.MustCompile(`"http://10\.1\.2\.\d:8080/"`).ReplaceAllString(affinityBenchConfig, strconv.Quote("http://"+ln.Addr().String()+"/"))
+	al := NewAccessLog(io.Discard)
+	defer al.Close()
+	h := newHarness(t, mustParse(t, cfg), func(o *Options) { o.AccessLog = al.Logger() })
+	front := newPair(t, h.p, nil)
+	c, err := net.Dial("tcp", front.own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReaderSize(c, 8<<10)
+	var tail [1024]byte
+	var cookie string
+	send := func(req []byte) {
+		if _, err := c.Write(req); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			line, err := br.ReadSlice('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(line) == 2 {
+				break
+			}
+			if cookie == "" && bytes.HasPrefix(line, []byte("Set-Cookie: ")) {
+				cookie, _, _ = strings.Cut(string(line[len("Set-Cookie: "):]), ";")
+			}
+		}
+		if _, err := io.ReadFull(br, tail[:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send([]byte("GET /x HTTP/1.1\r\nHost: front.example\r\n\r\n")) // a new session: its key
+	if cookie == "" {
+		t.Fatal("no affinity cookie")
+	}
+	req := []byte("GET /x HTTP/1.1\r\nHost: front.example\r\nUser-Agent: bench\r\nCookie: " + cookie + "\r\n\r\n")
+	for range 200 {
+		send(req)
+	}
+	if n := testing.AllocsPerRun(500, func() { send(req) }); n > directPathAllocs {
+		t.Errorf("a proxied request allocates %.1f times, want at most %d", n, directPathAllocs)
+	} else {
+		t.Logf("%.1f allocations per proxied request", n)
+	}
+}
