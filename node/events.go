@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tether-proxy/tether/proxy/upstream"
 )
 
 // Event types of GET /v1/events. Every event carries its type, the time
@@ -211,6 +214,11 @@ type observed struct {
 	keys    map[string]string
 	drains  map[string]time.Time // "cluster/destination"
 	health  map[string][2]string // "cluster/destination" → local, cluster
+	// healthAt is what health was read at: the health generation and the
+	// clusters (a reload makes new ones). While both stay, the next round
+	// takes the same map, so a round costs nothing per destination.
+	healthGen      uint64
+	healthClusters []*upstream.Cluster
 }
 
 // watchEvents turns changes of the node's view (leader, members, keys,
@@ -218,7 +226,7 @@ type observed struct {
 // what it sees, whichever node made the change. It runs until stop.
 func (n *Node) watchEvents(stop <-chan struct{}) {
 	defer n.bg.Done()
-	prev := n.observe()
+	prev := n.observe(nil)
 	t := time.NewTicker(watchInterval)
 	defer t.Stop()
 	lastStats := time.Time{}
@@ -229,7 +237,7 @@ func (n *Node) watchEvents(stop <-chan struct{}) {
 		case <-n.ev.wake:
 		case <-t.C:
 		}
-		cur := n.observe()
+		cur := n.observe(&prev)
 		n.emitDiff(prev, cur, time.Now())
 		prev = cur
 		// Stats only for a reader: a sample gathers the whole metrics
@@ -242,12 +250,13 @@ func (n *Node) watchEvents(stop <-chan struct{}) {
 	}
 }
 
-func (n *Node) observe() observed {
+// observe reads the node's view; prev, when not nil, is the round before,
+// whose health map is taken again when no health changed since.
+func (n *Node) observe(prev *observed) observed {
 	o := observed{
 		members: map[string]memberView{},
 		keys:    map[string]string{},
 		drains:  map[string]time.Time{},
-		health:  map[string][2]string{},
 	}
 	o.leader, _ = n.store.Leader()
 	for _, m := range n.memberViews() {
@@ -259,14 +268,38 @@ func (n *Node) observe() observed {
 	for _, d := range n.store.Drains() {
 		o.drains[d.Cluster+"/"+d.Destination] = d.Deadline
 	}
-	for _, cid := range n.proxy.ClusterIDs() {
-		if c := n.proxy.Cluster(cid); c != nil {
-			for _, d := range c.Destinations {
-				o.health[cid+"/"+d.ID] = [2]string{d.LocalHealth().String(), d.ActiveHealth().String()}
-			}
+	o.health, o.healthGen, o.healthClusters = observeHealth(n.proxy, prev)
+	return o
+}
+
+// clusterSource is what observeHealth reads (the node's proxy).
+type clusterSource interface {
+	ClusterIDs() []string
+	Cluster(id string) *upstream.Cluster
+}
+
+// observeHealth is every destination's local and cluster health, or
+// prev's map when no health changed and the clusters are the same: with
+// 10,000 destinations, building it is 10,000 keys every round.
+func observeHealth(p clusterSource, prev *observed) (map[string][2]string, uint64, []*upstream.Cluster) {
+	gen := upstream.HealthGen() // before the reads: a change during them is seen next round
+	ids := p.ClusterIDs()
+	clusters := make([]*upstream.Cluster, 0, len(ids))
+	for _, cid := range ids {
+		if c := p.Cluster(cid); c != nil {
+			clusters = append(clusters, c)
 		}
 	}
-	return o
+	if prev != nil && prev.health != nil && prev.healthGen == gen && slices.Equal(prev.healthClusters, clusters) {
+		return prev.health, gen, clusters
+	}
+	health := map[string][2]string{}
+	for _, c := range clusters {
+		for _, d := range c.Destinations {
+			health[c.ID+"/"+d.ID] = [2]string{d.LocalHealth().String(), d.ActiveHealth().String()}
+		}
+	}
+	return health, gen, clusters
 }
 
 // emitDiff publishes one event per difference, in a stable order.

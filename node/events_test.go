@@ -7,9 +7,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
+	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/proxy/upstream"
 )
 
 func TestEventBusReplaysTheRingAfterLastEventID(t *testing.T) {
@@ -341,5 +346,65 @@ func TestEventsEmitDiffNamesEveryChange(t *testing.T) {
 	n.emitDiff(b, b, t0)
 	if len(n.ev.bus.recent()) != len(want) {
 		t.Fatal("an unchanged view produced events")
+	}
+}
+
+type fakeClusters map[string]*upstream.Cluster
+
+func (f fakeClusters) ClusterIDs() []string {
+	ids := make([]string, 0, len(f))
+	for id := range f {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func (f fakeClusters) Cluster(id string) *upstream.Cluster { return f[id] }
+
+// The watcher's health map is built again only when a health changed or
+// the clusters did: an unchanged round over 10,000 destinations costs no
+// work per destination.
+func TestObserveHealthRebuildsOnlyOnChange(t *testing.T) {
+	u, _ := url.Parse("http://10.0.0.1:8080/")
+	var dests []*upstream.Destination
+	for i := range 10000 {
+		dests = append(dests, upstream.NewDestination(fmt.Sprintf("d%05d", i), u, nil, "", nil))
+	}
+	src := fakeClusters{"big": upstream.NewCluster("big", dests),
+		"small": upstream.NewCluster("small", []*upstream.Destination{upstream.NewDestination("s1", u, nil, "", nil)})}
+	round := func(prev *observed) observed {
+		var o observed
+		o.health, o.healthGen, o.healthClusters = observeHealth(src, prev)
+		return o
+	}
+	same := func(a, b map[string][2]string) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
+	first := round(nil)
+	if len(first.health) != 10001 || first.health["small/s1"] != [2]string{"unknown", "unknown"} {
+		t.Fatalf("first round: %d entries, small/s1 %v", len(first.health), first.health["small/s1"])
+	}
+	second := round(&first)
+	if !same(first.health, second.health) {
+		t.Fatal("an unchanged round built the map again")
+	}
+	if n := testing.AllocsPerRun(20, func() { round(&second) }); n > 3 {
+		t.Errorf("an unchanged round allocates %.0f times", n)
+	}
+	dests[42].SetLocalHealth(upstream.Unhealthy)
+	third := round(&second)
+	if same(second.health, third.health) || third.health["big/d00042"][0] != "unhealthy" {
+		t.Fatalf("a local health change was not seen: %v", third.health["big/d00042"])
+	}
+	src["small"].Destinations[0].SetActiveHealth(upstream.Healthy)
+	fourth := round(&third)
+	if fourth.health["small/s1"][1] != "healthy" {
+		t.Fatalf("a cluster health change was not seen: %v", fourth.health["small/s1"])
+	}
+	src["small"] = upstream.NewCluster("small", []*upstream.Destination{upstream.NewDestination("s2", u, nil, "", nil)})
+	fifth := round(&fourth)
+	if _, ok := fifth.health["small/s2"]; !ok || len(fifth.health) != 10001 {
+		t.Fatalf("a reloaded cluster was not seen: %d entries", len(fifth.health))
 	}
 }

@@ -14,6 +14,14 @@ import (
 // one counter for the process is simpler than one per cluster and as good.
 var stateGen atomic.Uint64
 
+// healthGen counts changes of any destination's local or effective health:
+// a reader of every destination's health (the node's event watcher) reads
+// them again only when it moved.
+var healthGen atomic.Uint64
+
+// HealthGen is the count of health changes so far (see healthGen).
+func HealthGen() uint64 { return healthGen.Load() }
+
 // Health is a destination's health as one source sees it.
 type Health int32
 
@@ -97,6 +105,7 @@ func (d *Destination) Done() { d.inflight.Add(-1) }
 func (d *Destination) SetActiveHealth(h Health) {
 	if d.active.Swap(int32(h)) != int32(h) {
 		stateGen.Add(1)
+		healthGen.Add(1)
 	}
 }
 
@@ -104,7 +113,11 @@ func (d *Destination) SetActiveHealth(h Health) {
 func (d *Destination) ActiveHealth() Health { return Health(d.active.Load()) }
 
 // SetLocalHealth records this node's own probe verdict.
-func (d *Destination) SetLocalHealth(h Health) { d.local.Store(int32(h)) }
+func (d *Destination) SetLocalHealth(h Health) {
+	if d.local.Swap(int32(h)) != int32(h) {
+		healthGen.Add(1)
+	}
+}
 
 // LocalHealth is this node's own probe verdict.
 func (d *Destination) LocalHealth() Health { return Health(d.local.Load()) }
