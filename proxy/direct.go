@@ -99,14 +99,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	removeHopByHop(res.Header)
 	_ = p.modifyResponse(res) // it never fails
 	dst := rw.Header()
-	for k, vs := range res.Header {
-		k = textproto.CanonicalMIMEHeaderKey(k) // as Header.Add
-		if old, ok := dst[k]; ok {
-			dst[k] = append(old, vs...)
-		} else {
-			dst[k] = vs
-		}
-	}
+	copyFields(dst, res.Header)
 	announced := len(res.Trailer)
 	if announced > 0 {
 		keys := make([]string, 0, announced)
@@ -147,6 +140,27 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 		}
 	}
 	return true
+}
+
+// copyFields adds src's fields to dst as Header.Add would, name by name:
+// canonical names, the values of names that meet appended. Into an empty
+// dst a canonical name is not there yet unless a name was canonicalised
+// into it before (merged), so it takes no lookup.
+func copyFields(dst, src http.Header) {
+	empty, merged := len(dst) == 0, false
+	for k, vs := range src {
+		ck := textproto.CanonicalMIMEHeaderKey(k)
+		if empty && !merged && ck == k {
+			dst[k] = vs
+			continue
+		}
+		merged = merged || ck != k
+		if old, ok := dst[ck]; ok {
+			dst[ck] = append(old, vs...)
+		} else {
+			dst[ck] = vs
+		}
+	}
 }
 
 var (

@@ -10,6 +10,7 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -354,6 +355,38 @@ func TestBufferPoolSizes(t *testing.T) {
 		b.Put(b.getFor(n))
 		if a := testing.AllocsPerRun(100, func() { b.Put(b.getFor(n)) }); a > 0 {
 			t.Errorf("getFor(%d)/Put: %.0f allocations, want 0", n, a)
+		}
+	}
+}
+
+// copyFields is Header.Add per value, whatever the map's order.
+func TestCopyFields(t *testing.T) {
+	cases := []struct {
+		name     string
+		dst, src http.Header
+	}{
+		{"into empty", http.Header{}, http.Header{"A": {"1"}, "B-C": {"2", "3"}}},
+		{"names that meet", http.Header{}, http.Header{"x-a": {"1"}, "X-A": {"2"}, "X-a": {"3"}, "B": {"4"}}},
+		{"into a filled one", http.Header{"A": {"0"}, "Set-Cookie": {"s"}}, http.Header{"A": {"1"}, "set-cookie": {"t"}, "C": {"2"}}},
+		{"nothing", http.Header{"A": {"0"}}, http.Header{}},
+	}
+	for _, c := range cases {
+		for range 50 { // map order varies from run to run
+			want := c.dst.Clone()
+			for k, vs := range c.src {
+				for _, v := range vs {
+					want.Add(k, v)
+				}
+			}
+			got := c.dst.Clone()
+			copyFields(got, c.src)
+			for k := range want {
+				slices.Sort(want[k])
+				slices.Sort(got[k])
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: %v, want %v", c.name, got, want)
+			}
 		}
 	}
 }
