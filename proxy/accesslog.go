@@ -15,7 +15,8 @@ import (
 )
 
 // logAccess writes one line per request (SPEC §2.1: the trace id is in it).
-func (p *Proxy) logAccess(r *http.Request, st *reqState, status int, dur time.Duration) {
+// The line's time is end, the request's (the clock read once for both).
+func (p *Proxy) logAccess(r *http.Request, st *reqState, status int, end time.Time, dur time.Duration) {
 	var routeID, clusterID, destID string
 	aff := "disabled"
 	if st.route != nil {
@@ -33,7 +34,7 @@ func (p *Proxy) logAccess(r *http.Request, st *reqState, status int, dur time.Du
 		// reflection-free but generic encoding per request), and handed
 		// to the batch instead of a write(2) of its own.
 		bp := linePool.Get().(*[]byte)
-		b := appendAccessLine((*bp)[:0], time.Now(), accessLine{
+		b := appendAccessLine((*bp)[:0], end, accessLine{
 			traceID: st.traceID, spanID: spanID(st), remote: st.clientHost, method: r.Method,
 			host: r.Host, path: r.URL.Path, status: status, bytes: st.rw.bytes,
 			durationMs: float64(dur.Microseconds()) / 1000, route: routeID, cluster: clusterID,

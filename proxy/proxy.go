@@ -396,7 +396,8 @@ func (p *Proxy) finish(rt *runtime, st *reqState, r *http.Request, start time.Ti
 	if st.body != nil {
 		st.body.finish()
 	}
-	dur := p.now().Sub(start)
+	end := p.now()
+	dur := end.Sub(start)
 	status := st.rw.status
 	switch {
 	case status != 0:
@@ -419,7 +420,7 @@ func (p *Proxy) finish(rt *runtime, st *reqState, r *http.Request, start time.Ti
 	p.endTrace(st, r, status)
 	st.waf.Done() // before the access line: its audit line comes first
 	if p.access != nil {
-		p.logAccess(r, st, status, dur)
+		p.logAccess(r, st, status, end, dur)
 	}
 	h := st.outHeader
 	if len(h) > 64 {
