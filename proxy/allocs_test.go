@@ -98,36 +98,54 @@ func directPathRig(tb testing.TB) (send func()) {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { c.Close() })
-	br := bufio.NewReaderSize(c, 8<<10)
-	var tail [1024]byte
+	rc := newRawClient(c)
 	var cookie string
-	do := func(req []byte) {
-		if _, err := c.Write(req); err != nil {
-			tb.Fatal(err)
+	rc.get(tb, []byte("GET /x HTTP/1.1\r\nHost: front.example\r\n\r\n"), func(line []byte) { // a new session: its key
+		if v, ok := bytes.CutPrefix(line, []byte("Set-Cookie: ")); ok && cookie == "" {
+			cookie, _, _ = strings.Cut(string(v), ";")
 		}
-		for {
-			line, err := br.ReadSlice('\n')
-			if err != nil {
-				tb.Fatal(err)
-			}
-			if len(line) == 2 {
-				break
-			}
-			if cookie == "" && bytes.HasPrefix(line, []byte("Set-Cookie: ")) {
-				cookie, _, _ = strings.Cut(string(line[len("Set-Cookie: "):]), ";")
-			}
-		}
-		if _, err := io.ReadFull(br, tail[:]); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	do([]byte("GET /x HTTP/1.1\r\nHost: front.example\r\n\r\n")) // a new session: its key
+	})
 	if cookie == "" {
 		tb.Fatal("no affinity cookie")
 	}
 	req := []byte("GET /x HTTP/1.1\r\nHost: front.example\r\nUser-Agent: bench\r\nCookie: " + cookie + "\r\n\r\n")
 	for range 200 {
-		do(req)
+		rc.get(tb, req, nil)
 	}
-	return func() { do(req) }
+	return func() { rc.get(tb, req, nil) }
+}
+
+// rawClient sends keep-alive GETs on one connection and reads their
+// responses (a head, then a 1 KiB body) without an allocation per request.
+type rawClient struct {
+	c    net.Conn
+	br   *bufio.Reader
+	tail [1024]byte
+}
+
+func newRawClient(c net.Conn) *rawClient {
+	return &rawClient{c: c, br: bufio.NewReaderSize(c, 8<<10)}
+}
+
+// get sends req and reads its response; line, when not nil, sees each
+// line of the head.
+func (rc *rawClient) get(tb testing.TB, req []byte, line func([]byte)) {
+	if _, err := rc.c.Write(req); err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		l, err := rc.br.ReadSlice('\n')
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if len(l) == 2 {
+			break
+		}
+		if line != nil {
+			line(l)
+		}
+	}
+	if _, err := io.ReadFull(rc.br, rc.tail[:]); err != nil {
+		tb.Fatal(err)
+	}
 }

@@ -826,27 +826,11 @@ func BenchmarkH1Server(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer c.Close()
+			rc := newRawClient(c)
 			req := []byte("GET /x HTTP/1.1\r\nHost: h\r\nUser-Agent: bench\r\nCookie: a=b\r\n\r\n")
-			br := bufio.NewReaderSize(c, 8<<10)
-			var tail [1024]byte
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := c.Write(req); err != nil {
-					b.Fatal(err)
-				}
-				// The head ends with a blank line; the body is 1 KiB.
-				for {
-					line, err := br.ReadSlice('\n')
-					if err != nil {
-						b.Fatal(err)
-					}
-					if len(line) == 2 {
-						break
-					}
-				}
-				if _, err := io.ReadFull(br, tail[:]); err != nil {
-					b.Fatal(err)
-				}
+				rc.get(b, req, nil)
 			}
 		})
 	}
