@@ -272,10 +272,12 @@ type h1Conn struct {
 	rctx    *loopCtx // the running request's
 	stash   [1]byte
 	stashed bool
-	// deadline: awaitNext set the idle read deadline for the next head.
-	deadline bool
-	keys     []headerKV // writeFields' scratch
-	req      http.Request
+	// deadline: awaitNext set the idle read deadline for the next head;
+	// idleUntil: when that deadline is (monoNow), 0 once another was set.
+	deadline  bool
+	idleUntil int64
+	keys      []headerKV // writeFields' scratch
+	req       http.Request
 }
 
 const (
@@ -337,7 +339,7 @@ func (c *h1Conn) serve() {
 				d = c.s.headers
 			}
 			if d > 0 {
-				_ = c.rwc.SetReadDeadline(time.Now().Add(d))
+				c.setReadDeadline(time.Now().Add(d))
 			}
 		}
 		c.deadline = false
@@ -401,7 +403,7 @@ func (c *h1Conn) readHead(first bool) ([]byte, int) {
 		if want == 1 && c.s.headers > 0 {
 			// A head in pieces: from its first byte it has the header
 			// timeout, not what is left of the idle one.
-			_ = c.rwc.SetReadDeadline(time.Now().Add(c.s.headers))
+			c.setReadDeadline(time.Now().Add(c.s.headers))
 		}
 		want = c.br.Buffered() + 1
 	}
@@ -430,7 +432,7 @@ func (c *h1Conn) handOff() bool {
 	if !c.state.CompareAndSwap(h1Idle, h1Active) {
 		return false
 	}
-	_ = c.rwc.SetReadDeadline(time.Time{})
+	c.setReadDeadline(time.Time{})
 	hc := &handedConn{Conn: c.rwc}
 	if n := c.br.Buffered(); n > 0 {
 		b, _ := c.br.Peek(n)
@@ -526,7 +528,7 @@ func (c *h1Conn) awaitNext() bool {
 		return true
 	}
 	if c.s.idle > 0 {
-		_ = c.rwc.SetReadDeadline(time.Now().Add(c.s.idle))
+		c.armIdle()
 		c.deadline = true
 	}
 	// Both buffers are empty while the connection waits: idle ones need
@@ -536,6 +538,30 @@ func (c *h1Conn) awaitNext() bool {
 	_ = c.raw.Read(c.await) // an error (the deadline, a close) is the next read's
 	c.takeBufs()
 	return true
+}
+
+// armIdle sets the idle deadline of the wait for the next request.
+// Pushing it per request cost a timer update each (1.2 % of the CPU under
+// load), so it moves only when it is less than the idle timeout away, and
+// then to the idle timeout plus a slack (an eighth of it, at most a
+// second, as Kestrel's heartbeat looks at its KeepAliveTimeout once a
+// second): an idle connection closes between the timeout and that much
+// later.
+func (c *h1Conn) armIdle() {
+	now := monoNow()
+	if c.idleUntil-now >= int64(c.s.idle) {
+		return
+	}
+	d := c.s.idle + min(c.s.idle/8, time.Second)
+	c.idleUntil = now + int64(d)
+	_ = c.rwc.SetReadDeadline(time.Now().Add(d))
+}
+
+// setReadDeadline is every other read deadline of the connection's: the
+// idle one has to be set again after it.
+func (c *h1Conn) setReadDeadline(t time.Time) {
+	c.idleUntil = 0
+	_ = c.rwc.SetReadDeadline(t)
 }
 
 // idleAgain marks the connection idle once its response is out, so a
@@ -599,7 +625,7 @@ func (c *h1Conn) watchClient() {
 		return
 	}
 	// The idle deadline set for this request's head would end the watch.
-	_ = c.rwc.SetReadDeadline(time.Time{})
+	c.setReadDeadline(time.Time{})
 	c.wstate = watchReading
 	done := make(chan struct{})
 	c.wdone = done
@@ -630,9 +656,9 @@ func (c *h1Conn) endWatch() {
 	if st != watchReading {
 		return
 	}
-	_ = c.rwc.SetReadDeadline(aLongTimeAgo)
+	c.setReadDeadline(aLongTimeAgo)
 	<-done
-	_ = c.rwc.SetReadDeadline(time.Time{})
+	c.setReadDeadline(time.Time{})
 }
 
 var aLongTimeAgo = time.Unix(1, 0)

@@ -935,3 +935,50 @@ func TestH1ServerSeesWhatCameDuringTheResponse(t *testing.T) {
 		}
 	}
 }
+
+// deadlineConn records the read deadlines set on it.
+type deadlineConn struct {
+	net.Conn
+	set []time.Time
+}
+
+func (d *deadlineConn) SetReadDeadline(t time.Time) error {
+	d.set = append(d.set, t)
+	return nil
+}
+
+// The wait for the next request always has at least the idle timeout, at
+// most an eighth more (a second at most), and the deadline moves only
+// when it is less than the idle timeout away.
+func TestH1ServerIdleDeadlineMovesOnlyWhenDue(t *testing.T) {
+	for _, idle := range []time.Duration{200 * time.Millisecond, 130 * time.Second} {
+		dc := &deadlineConn{}
+		c := &h1Conn{s: &h1Server{idle: idle}, rwc: dc}
+		slack := min(idle/8, time.Second)
+		check := func(what string, calls int) {
+			t.Helper()
+			if len(dc.set) != calls {
+				t.Fatalf("idle %v, %s: %d deadlines set, want %d", idle, what, len(dc.set), calls)
+			}
+			if got := time.Until(dc.set[calls-1]); got < idle-50*time.Millisecond || got > idle+slack {
+				t.Fatalf("idle %v, %s: the deadline is %v away, want %v to %v", idle, what, got, idle, idle+slack)
+			}
+		}
+		before := time.Now()
+		c.armIdle()
+		if d := dc.set[0].Sub(before); d < idle {
+			t.Fatalf("idle %v: the first deadline is %v after the wait began", idle, d)
+		}
+		check("first wait", 1)
+		for range 100 {
+			c.armIdle()
+		}
+		check("waits right after", 1)
+		c.idleUntil = monoNow() + int64(idle) - 1 // less than the timeout left
+		c.armIdle()
+		check("when due", 2)
+		c.setReadDeadline(time.Time{}) // another deadline came between
+		c.armIdle()
+		check("after another deadline", 4)
+	}
+}
