@@ -276,8 +276,8 @@ type h1Conn struct {
 	// idleUntil: when that deadline is (monoNow), 0 once another was set.
 	deadline  bool
 	idleUntil int64
-	keys      []headerKV // writeFields' scratch
-	req       http.Request
+	keys      []headerKV   // writeFields' scratch
+	req       http.Request // the current request, parsed into again for the next
 }
 
 const (
@@ -330,7 +330,6 @@ func (c *h1Conn) serve() {
 		c.dropBufs()
 	}()
 	first := true
-	var req http.Request
 	var scratch headScratch
 	for {
 		if !c.deadline {
@@ -352,8 +351,7 @@ func (c *h1Conn) serve() {
 			handedOff = c.handOff()
 			return
 		}
-		req = http.Request{}
-		if !parseRequestHeadInto(head, &req, &scratch) {
+		if !parseRequestHeadInto(head, &c.req, &scratch) {
 			handedOff = c.handOff()
 			return
 		}
@@ -361,8 +359,8 @@ func (c *h1Conn) serve() {
 			return // shut down while the head came in
 		}
 		_, _ = c.br.Discard(len(head))
-		req.RemoteAddr = c.remote
-		if !c.serveRequest(&req) || !c.awaitNext() {
+		c.req.RemoteAddr = c.remote
+		if !c.serveRequest(&c.req) || !c.awaitNext() {
 			return
 		}
 	}
@@ -468,10 +466,11 @@ func (h *handedConn) NetConn() net.Conn { return h.Conn }
 func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 	ctx := newLoopCtx(c.ctx)
 	c.hook.begin(ctx)
-	// The copy WithContext makes stays on the stack: the request is the
-	// connection's own, refilled for the next one (as its header map).
-	c.req = *r.WithContext(ctx)
-	req := &c.req
+	// r is the connection's own request (c.req), refilled for the next
+	// one as its header map is; the copy WithContext makes stays on the
+	// stack.
+	*r = *r.WithContext(ctx)
+	req := r
 	w := &c.w
 	w.reset(req)
 	c.wmu.Lock()
@@ -680,9 +679,8 @@ func parseRequestHead(head []byte, r *http.Request) bool {
 // strings stay its own (one string per head); only these containers are
 // refilled, once the handler of the request before has returned.
 type headScratch struct {
-	h    http.Header
-	vals []string
-	url  url.URL
+	fields fieldScratch
+	url    url.URL
 }
 
 // maxScratchFields: a map grown past this by one large head is not kept.
@@ -722,30 +720,19 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 	uri := blk[:len(target)]
 	off := eol + 1 - 4 // all[i] is blk[off+i]
 	var u *url.URL
+	var fs *fieldScratch
 	if s != nil {
-		if plainRequestURI(uri, &s.url) {
-			u = &s.url
-		}
-	} else if v := new(url.URL); plainRequestURI(uri, v) {
-		u = v
+		u, fs = &s.url, &s.fields
+	} else {
+		u = new(url.URL)
 	}
-	if u == nil {
+	if !plainRequestURI(uri, u) {
 		var err error
 		if u, err = url.ParseRequestURI(uri); err != nil {
 			return false
 		}
 	}
-	var h http.Header
-	var vals []string
-	if s != nil && s.h != nil && len(s.h) <= maxScratchFields && cap(s.vals) >= n {
-		clear(s.h)
-		h, vals = s.h, s.vals[:n]
-	} else {
-		h, vals = make(http.Header, n), make([]string, n)
-		if s != nil {
-			s.h, s.vals = h, vals
-		}
-	}
+	h, vals := fs.fields(n)
 	var host string
 	hosts := 0
 	fr := fieldReader{all: all, blk: blk, off: off}
