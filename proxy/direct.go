@@ -72,9 +72,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	st.outURL = *r.URL
 	out.URL = &st.outURL
 	pr := httputil.ProxyRequest{In: r, Out: out}
-	st.rewritingDirect = true
 	p.rewrite(&pr)
-	st.rewritingDirect = false
 	out = pr.Out
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = noUserAgent

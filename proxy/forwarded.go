@@ -147,16 +147,16 @@ func clientProto(r *http.Request, trusted bool) string {
 // Forwarded, X-Forwarded-For, -Host and -Proto, so a client cannot make
 // tether drop these. A route's X-Forwarded or Forwarded transform changes
 // what is written (forwardTransforms.apply); without one, all values share
-// one backing array: one allocation for the slices, none on the direct
-// path, whose outgoing header ends with the request (st.fwdVals).
-func setForwarded(in *http.Request, h http.Header, st *reqState) {
+// one backing array: one allocation for the slices, none when direct (the
+// direct path's outgoing header ends with the request: st.fwdVals).
+func setForwarded(in *http.Request, h http.Header, st *reqState, direct bool) {
 	dropSpoofable(h, st.trusted)
 	if f := st.route.fwd; f != nil {
 		f.apply(in, h, st)
 		return
 	}
 	var vals []string
-	if st.rewritingDirect {
+	if direct {
 		vals = st.fwdVals[:]
 	} else {
 		vals = make([]string, forwardedHeaders)

@@ -256,11 +256,7 @@ type reqState struct {
 	lresp     leanResp     // directOut's response, when the lean path read it
 	outHeader http.Header
 	outURL    url.URL
-	// rewritingDirect: the rewrite is the direct path's, whose outgoing
-	// header lives no longer than the request, so setForwarded's values
-	// may be fwdVals.
-	rewritingDirect bool
-	fwdVals         [forwardedHeaders]string
+	fwdVals   [forwardedHeaders]string // the direct path's forwarded values
 }
 
 type stateKey struct{}
@@ -447,7 +443,9 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		}
 		out.Header = h
 	}
-	setForwarded(in, out.Header, st)
+	// The direct path's outgoing request is the state's own: its header
+	// lives no longer than the request, so its values may be the state's.
+	setForwarded(in, out.Header, st, out == &st.outReq)
 	d := st.dest
 	switch {
 	case tf.OriginalHost():
