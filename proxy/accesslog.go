@@ -142,21 +142,26 @@ func appendLogTime(b []byte, t time.Time) []byte {
 			day: t.AppendFormat(nil, "2006-01-02T15:04:05"), zone: t.AppendFormat(nil, "Z07:00")}
 		lastLogSecond.Store(ls)
 	}
-	b = append(b, ls.day...)
-	if ns := t.Nanosecond(); ns != 0 {
-		var d [9]byte
-		for i := 8; i >= 0; i-- {
-			d[i] = byte('0' + ns%10)
-			ns /= 10
-		}
-		n := 9
-		for d[n-1] == '0' {
-			n--
-		}
-		b = append(b, '.')
-		b = append(b, d[:n]...)
-	}
+	b = appendFraction(append(b, ls.day...), t.Nanosecond(), 9)
 	return append(b, ls.zone...)
+}
+
+// appendFraction appends "." and the digits of frac, a fraction of width
+// digits, without trailing zeros; nothing when frac is 0.
+func appendFraction(b []byte, frac, width int) []byte {
+	if frac == 0 {
+		return b
+	}
+	var d [9]byte
+	for i := width - 1; i >= 0; i-- {
+		d[i] = byte('0' + frac%10)
+		frac /= 10
+	}
+	for d[width-1] == '0' {
+		width--
+	}
+	b = append(b, '.')
+	return append(b, d[:width]...)
 }
 
 // appendJSONFloat formats f as encoding/json does (slog's JSONHandler
@@ -183,18 +188,7 @@ func appendJSONFloat(b []byte, f float64) []byte {
 
 // appendMillis writes us/1000 in decimal, without trailing zeros.
 func appendMillis(b []byte, us int64) []byte {
-	b = strconv.AppendInt(b, us/1000, 10)
-	frac := us % 1000
-	if frac == 0 {
-		return b
-	}
-	d := [3]byte{byte('0' + frac/100), byte('0' + frac/10%10), byte('0' + frac%10)}
-	n := 3
-	for d[n-1] == '0' {
-		n--
-	}
-	b = append(b, '.')
-	return append(b, d[:n]...)
+	return appendFraction(strconv.AppendInt(b, us/1000, 10), int(us%1000), 3)
 }
 
 // appendJSONString appends s quoted and escaped as slog's JSONHandler
