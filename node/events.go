@@ -214,8 +214,8 @@ type observed struct {
 	keys    map[string]string
 	drains  map[string]time.Time // "cluster/destination"
 	health  map[string][2]string // "cluster/destination" → local, cluster
-	// healthAt is what health was read at: the health generation and the
-	// clusters (a reload makes new ones). While both stay, the next round
+	// healthGen and healthClusters are what health was read at: the health
+	// generation and the clusters (a reload makes new ones). While both stay, the next round
 	// takes the same map, so a round costs nothing per destination.
 	healthGen      uint64
 	healthClusters []*upstream.Cluster
