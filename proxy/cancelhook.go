@@ -24,8 +24,6 @@ type cancelHook struct {
 	fired uint64 // the last request whose cancellation ran
 }
 
-type cancelHookKey struct{}
-
 // begin starts request ctx, cancelled by the loop before fire.
 func (h *cancelHook) begin(ctx *loopCtx) {
 	h.mu.Lock()
@@ -57,23 +55,23 @@ type cancelReg struct {
 }
 
 // onCancel runs f once ctx is cancelled, as context.AfterFunc.
+// ctx takes the hook when it is the loop's request context (lc) or a value
+// context over it and nothing was registered on lc: every cancellable
+// context made from a loopCtx registers (see loopCtx.AfterFunc). Asking
+// ctx for its Done channel instead would make one per request.
 func onCancel(ctx context.Context, f func()) cancelReg {
-	if h, ok := ctx.Value(cancelHookKey{}).(*cancelHook); ok {
-		if gen, ok := h.set(ctx, f); ok {
-			return cancelReg{hook: h, gen: gen}
+	if lc, ok := ctx.Value(loopCtxKey{}).(*loopCtx); ok && lc.hook != nil {
+		if gen, ok := lc.hook.set(lc, f); ok {
+			return cancelReg{hook: lc.hook, gen: gen}
 		}
 	}
 	return cancelReg{stop: context.AfterFunc(ctx, f)}
 }
 
-// set registers f for the current request when ctx is cancelled only
-// with it, it was not cancelled yet and no other func is registered. ctx
-// is the request's own context or a value context over it when it finds
-// the request's loopCtx and nothing was registered on that (every
-// cancellable context made from it registers, see loopCtx.AfterFunc);
-// asking ctx for its Done channel would make one per request.
-func (h *cancelHook) set(ctx context.Context, f func()) (uint64, bool) {
-	lc, _ := ctx.Value(loopCtxKey{}).(*loopCtx)
+// set registers f for the current request when lc is its context, it was
+// not cancelled yet, nothing cancellable was made from it and no other
+// func is registered.
+func (h *cancelHook) set(lc *loopCtx, f func()) (uint64, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ctx == nil || lc != h.ctx || h.fgen != 0 || h.fired == h.gen || lc.hasChildren() {
@@ -108,7 +106,8 @@ func (r cancelReg) Stop() bool {
 // the route timeout's AfterFunc) register through AfterFunc, as with a
 // cancelCtx: no goroutine each.
 type loopCtx struct {
-	context.Context // the connection's values; never cancelled
+	context.Context             // the connection's values; never cancelled
+	hook            *cancelHook // the connection's (nil: none)
 	mu              sync.Mutex
 	done            chan struct{} // made at the first Done, closed by cancel
 	err             error
@@ -123,7 +122,9 @@ type loopAfter struct {
 
 type loopCtxKey struct{}
 
-func newLoopCtx(values context.Context) *loopCtx { return &loopCtx{Context: values} }
+func newLoopCtx(values context.Context, hook *cancelHook) *loopCtx {
+	return &loopCtx{Context: values, hook: hook}
+}
 
 // closedDone is the Done of a loopCtx first asked after its cancellation.
 var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()

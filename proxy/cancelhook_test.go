@@ -25,8 +25,7 @@ func TestCancelHook(t *testing.T) {
 	}
 	setup := func() env {
 		h := &cancelHook{}
-		base := context.WithValue(context.Background(), cancelHookKey{}, h)
-		ctx := newLoopCtx(base)
+		ctx := newLoopCtx(context.Background(), h)
 		h.begin(ctx)
 		runs := &atomic.Int32{}
 		return env{h: h, ctx: ctx, cancel: func() { ctx.cancel(context.Canceled); h.fire() }, runs: runs, f: func() { runs.Add(1) }}
@@ -110,7 +109,7 @@ func TestCancelHook(t *testing.T) {
 	t.Run("a stale registration is not fired by the next request", func(t *testing.T) {
 		e := setup()
 		reg := onCancel(e.ctx, e.f)
-		ctx2 := newLoopCtx(context.WithValue(context.Background(), cancelHookKey{}, e.h))
+		ctx2 := newLoopCtx(context.Background(), e.h)
 		e.h.begin(ctx2)
 		ctx2.cancel(context.Canceled)
 		e.h.fire()
@@ -129,7 +128,7 @@ func TestLoopCtx(t *testing.T) {
 	type key struct{}
 	values := context.WithValue(context.Background(), key{}, "v")
 	t.Run("values, no deadline, not done", func(t *testing.T) {
-		c := newLoopCtx(values)
+		c := newLoopCtx(values, nil)
 		if c.Value(key{}) != "v" || c.Value(loopCtxKey{}) != c {
 			t.Error("values do not pass")
 		}
@@ -146,7 +145,7 @@ func TestLoopCtx(t *testing.T) {
 		}
 	})
 	t.Run("cancel closes Done once, Err stays the first", func(t *testing.T) {
-		c := newLoopCtx(values)
+		c := newLoopCtx(values, nil)
 		d := c.Done()
 		c.cancel(context.Canceled)
 		c.cancel(context.DeadlineExceeded)
@@ -157,12 +156,12 @@ func TestLoopCtx(t *testing.T) {
 		}
 	})
 	t.Run("Done first asked after cancel is closed", func(t *testing.T) {
-		c := newLoopCtx(values)
+		c := newLoopCtx(values, nil)
 		c.cancel(context.Canceled)
 		<-c.Done()
 	})
 	t.Run("children end with it and leave when they end first", func(t *testing.T) {
-		c := newLoopCtx(values)
+		c := newLoopCtx(values, nil)
 		child, stop := context.WithCancel(c)
 		tctx, tstop := context.WithTimeout(c, time.Hour)
 		defer tstop()
@@ -186,7 +185,7 @@ func TestLoopCtx(t *testing.T) {
 		}
 	})
 	t.Run("context.AfterFunc runs after cancel, not after stop", func(t *testing.T) {
-		c := newLoopCtx(values)
+		c := newLoopCtx(values, nil)
 		ran := make(chan struct{})
 		context.AfterFunc(c, func() { close(ran) })
 		var late atomic.Bool

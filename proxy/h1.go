@@ -120,7 +120,7 @@ func (s *h1Server) logf(format string, args ...any) {
 
 func (s *h1Server) newConn(rwc net.Conn) *h1Conn {
 	c := &h1Conn{s: s, rwc: rwc, remote: rwc.RemoteAddr().String()}
-	c.ctx = context.WithValue(context.WithValue(s.ctx, http.LocalAddrContextKey, rwc.LocalAddr()), cancelHookKey{}, &c.hook)
+	c.ctx = context.WithValue(s.ctx, http.LocalAddrContextKey, rwc.LocalAddr())
 	c.takeBufs()
 	c.src.c = c
 	c.w.c = c
@@ -464,7 +464,7 @@ func (h *handedConn) NetConn() net.Conn { return h.Conn }
 // serveRequest runs the handler for req and finishes its response in the
 // connection's buffer; false when the connection is to be closed.
 func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
-	ctx := newLoopCtx(c.ctx)
+	ctx := newLoopCtx(c.ctx, &c.hook)
 	c.hook.begin(ctx)
 	// r is the connection's own request (c.req), refilled for the next
 	// one as its header map is; the copy WithContext makes stays on the
