@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -293,10 +294,12 @@ func rawConnOf(c net.Conn) syscall.RawConn {
 
 // nothingToRead peeks at fd without blocking (one recv(MSG_PEEK|
 // MSG_DONTWAIT) into buf, one byte): true when nothing is there yet, false
-// on bytes, an EOF or an error.
+// on bytes, an EOF or an error. It is a raw system call for sockConn's
+// reason: it cannot block, so the scheduler need not hear of it.
 func nothingToRead(fd uintptr, buf []byte) bool {
-	n, _, err := syscall.Recvfrom(int(fd), buf, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	return n < 0 && (err == syscall.EAGAIN || err == syscall.EWOULDBLOCK)
+	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)),
+		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	return e == syscall.EAGAIN || e == syscall.EWOULDBLOCK
 }
 
 // acceptGzip is the Accept-Encoding the Transport adds (and then undoes).

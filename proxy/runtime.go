@@ -371,7 +371,7 @@ func (p *Proxy) newTransport(cl *clusterRT, c *config.Cluster, activity time.Dur
 			if err != nil {
 				return nil, err
 			}
-			return &idleConn{Conn: c, idle: activity}, nil
+			return &idleConn{Conn: newSockConn(c), idle: activity}, nil
 		},
 		ForceAttemptHTTP2:     true,
 		MaxIdleConnsPerHost:   maxIdleConnsPerHost,

@@ -264,6 +264,7 @@ func (s *Server) Start() error {
 			return err
 		}
 		for _, ln := range bound {
+			ln = sockListener{ln}
 			if s.limit != nil {
 				ln = &limitListener{Listener: ln, lim: s.limit}
 			}

@@ -1,0 +1,161 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"unsafe"
+)
+
+// sockConn is a TCP connection whose Read and Write are raw read(2) and
+// write(2) inside RawConn.Read and RawConn.Write, where net.TCPConn's use
+// syscall.Read and syscall.Write. Every connection tether accepts or dials
+// is one (sockListener, sockDial), under whatever wraps it (TLS, the
+// connection cap, the activity timeout), so each wrapper keeps its meaning.
+//
+// Why: syscall.Read and syscall.Write tell the scheduler a system call is
+// under way, and when one lasts past a sysmon tick (20 µs; a loopback
+// write that wakes its reader on the other core often does) sysmon takes
+// the P away and starts another thread to run the other goroutines. On a
+// proxy with one core that is a thread switch for nothing: the new thread
+// waits for the core the write holds, and the writer, back from the kernel,
+// finds its P gone, queues its goroutine globally and sleeps. A
+// non-blocking socket's read or write never waits (EAGAIN comes back, and
+// the poller waits as net.TCPConn's would), so keeping the P through it
+// delays nothing that could run meanwhile on that P.
+//
+// Deadlines, closes and readiness are RawConn's, so they behave as
+// net.TCPConn's; errors are *net.OpError with Op "read" or "write" around
+// the same causes (os.SyscallError, os.ErrDeadlineExceeded, net.ErrClosed).
+// One difference: a write that fits the socket's buffer is not stopped by
+// a write deadline that has passed (it could not block).
+type sockConn struct {
+	*net.TCPConn
+	raw  syscall.RawConn
+	r, w sockCall
+}
+
+// sockCall is one direction's call under way: a mutex keeps Conn's
+// promise that methods may be called from several goroutines at once.
+type sockCall struct {
+	mu    sync.Mutex
+	p     []byte
+	n     int
+	errno syscall.Errno
+	fn    func(fd uintptr) bool
+}
+
+// newSockConn wraps c when it is a TCP connection; anything else (a
+// test's pipe, a Unix socket) is returned as it is.
+func newSockConn(c net.Conn) net.Conn {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return c
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return c
+	}
+	s := &sockConn{TCPConn: tc, raw: raw}
+	s.r.fn, s.w.fn = s.r.read, s.w.write
+	return s
+}
+
+func (s *sockConn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c := &s.r
+	c.mu.Lock()
+	c.p, c.n, c.errno = p, 0, 0
+	err := s.raw.Read(c.fn)
+	n, errno := c.n, c.errno
+	c.p = nil
+	c.mu.Unlock()
+	switch {
+	case err != nil:
+		return 0, s.opError("read", err)
+	case errno != 0:
+		return 0, s.opError("read", os.NewSyscallError("read", errno))
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (c *sockCall) read(fd uintptr) bool {
+	for {
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.p[0])), uintptr(len(c.p)))
+		switch e {
+		case 0:
+			c.n = int(r)
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false // the poller waits, then calls again
+		}
+		c.errno = e
+		return true
+	}
+}
+
+func (s *sockConn) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c := &s.w
+	c.mu.Lock()
+	c.p, c.n, c.errno = p, 0, 0
+	err := s.raw.Write(c.fn)
+	n, errno := c.n, c.errno
+	c.p = nil
+	c.mu.Unlock()
+	switch {
+	case errno != 0:
+		return n, s.opError("write", os.NewSyscallError("write", errno))
+	case err != nil:
+		return n, s.opError("write", err)
+	}
+	return n, nil
+}
+
+func (c *sockCall) write(fd uintptr) bool {
+	for c.n < len(c.p) {
+		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&c.p[c.n])), uintptr(len(c.p)-c.n))
+		switch e {
+		case 0:
+			c.n += int(r)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			c.errno = e
+			return true
+		}
+	}
+	return true
+}
+
+// opError is err as net.TCPConn's Read or Write would return it.
+func (s *sockConn) opError(op string, err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		err = oe.Err // RawConn's own ("raw-read", "raw-write")
+	}
+	return &net.OpError{Op: op, Net: "tcp", Source: s.LocalAddr(), Addr: s.RemoteAddr(), Err: err}
+}
+
+// sockListener accepts sockConns.
+type sockListener struct{ net.Listener }
+
+func (l sockListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return newSockConn(c), nil
+}
