@@ -11,6 +11,9 @@
 // tether's own (h1.go), which hands a connection to net/http's server at
 // its first other request; cancelhook.go lets that loop's requests close
 // their backend connection on cancel without a context.AfterFunc each.
+// Every TCP connection the proxy accepts or dials is a sockConn
+// (sockio.go), whose reads and writes are raw system calls, so a slow
+// loopback write does not hand the scheduler's P to another thread.
 //
 // Everything a request needs lives in one immutable runtime snapshot (route
 // table, per-cluster destinations, load balancer, affinity providers, one
@@ -34,7 +37,7 @@
 // listener.go (Kestrel endpoint settings: protocols, TLS versions, client
 // certificates, the self-signed stand-in certificate, the connection cap),
 // timeout.go (route Timeout), refusal.go (the Return503Error body),
-// lean.go, leanwire.go, direct.go, h1.go and cancelhook.go (the fast path
-// above), warmdns.go (destination names looked up when a configuration
+// lean.go, leanwire.go, direct.go, h1.go, cancelhook.go and sockio.go (the
+// fast path above), warmdns.go (destination names looked up when a configuration
 // is in place).
 package proxy
