@@ -68,13 +68,7 @@ func (s *sockConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	c := &s.r
-	c.mu.Lock()
-	c.p, c.n, c.errno = p, 0, 0
-	err := s.raw.Read(c.fn)
-	n, errno := c.n, c.errno
-	c.p = nil
-	c.mu.Unlock()
+	n, errno, err := s.r.do(p, s.raw.Read)
 	switch {
 	case err != nil:
 		return 0, s.opError("read", err)
@@ -84,6 +78,16 @@ func (s *sockConn) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// do makes one call with p through rawCall (RawConn's Read or Write).
+func (c *sockCall) do(p []byte, rawCall func(func(uintptr) bool) error) (int, syscall.Errno, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.p, c.n, c.errno = p, 0, 0
+	err := rawCall(c.fn)
+	c.p = nil
+	return c.n, c.errno, err
 }
 
 func (c *sockCall) read(fd uintptr) bool {
@@ -107,13 +111,7 @@ func (s *sockConn) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	c := &s.w
-	c.mu.Lock()
-	c.p, c.n, c.errno = p, 0, 0
-	err := s.raw.Write(c.fn)
-	n, errno := c.n, c.errno
-	c.p = nil
-	c.mu.Unlock()
+	n, errno, err := s.w.do(p, s.raw.Write)
 	switch {
 	case errno != 0:
 		return n, s.opError("write", os.NewSyscallError("write", errno))
