@@ -29,9 +29,11 @@ import (
 //
 // Deadlines, closes and readiness are RawConn's, so they behave as
 // net.TCPConn's; errors are *net.OpError with Op "read" or "write" around
-// the same causes (os.SyscallError, os.ErrDeadlineExceeded, net.ErrClosed).
-// One difference: a write that fits the socket's buffer is not stopped by
-// a write deadline that has passed (it could not block).
+// the same causes (os.SyscallError, os.ErrDeadlineExceeded, net.ErrClosed);
+// a deadline that has passed stops a call before its system call, as it
+// does net.TCPConn's (RawConn checks it first). What differs is only what
+// the race detector sees: syscall.Read and Write mark a happens-before
+// edge between a write and a later read in the process, these do not.
 type sockConn struct {
 	*net.TCPConn
 	raw  syscall.RawConn

@@ -164,6 +164,10 @@ func TestSockConnBehavesAsTCPConn(t *testing.T) {
 			}
 			return shapeOf(n, err)
 		}},
+		{"write deadline passed", func(t *testing.T, a, b net.Conn) errShape {
+			a.SetWriteDeadline(time.Now().Add(-time.Second))
+			return shapeOf(a.Write([]byte("x")))
+		}},
 		{"write deadline stops a write the peer does not read", func(t *testing.T, a, b net.Conn) errShape {
 			a.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
 			n, err := a.Write(make([]byte, 64<<20))
