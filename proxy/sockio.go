@@ -12,9 +12,10 @@ import (
 
 // sockConn is a TCP connection whose Read and Write are raw read(2) and
 // write(2) inside RawConn.Read and RawConn.Write, where net.TCPConn's use
-// syscall.Read and syscall.Write. Every connection tether accepts or dials
-// is one (sockListener, sockDial), under whatever wraps it (TLS, the
-// connection cap, the activity timeout), so each wrapper keeps its meaning.
+// syscall.Read and syscall.Write. Every connection tether accepts
+// (sockListener) or dials (newSockConn in the transports' DialContext) is
+// one, under whatever wraps it (TLS, the connection cap, the activity
+// timeout), so each wrapper keeps its meaning.
 //
 // Why: syscall.Read and syscall.Write tell the scheduler a system call is
 // under way, and when one lasts past a sysmon tick (20 µs; a loopback

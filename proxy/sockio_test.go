@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -262,23 +263,10 @@ func TestSockConnReadsAndWritesAtOnce(t *testing.T) {
 // ones its transport dials do their I/O through sockConn, under the
 // wrappers that give them their timeouts and limits.
 func TestTetherSocketsAreSockConns(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
-	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": "http://" + ln.Addr().String()}, "", "", "")), nil)
+	b := newRawBackend(t, func(int, net.Conn, *bufio.Reader) {})
+	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.url()}, "", "", "")), nil)
 	tr := h.p.rt.Load().clusters["c"].transport
-	c, err := tr.DialContext(context.Background(), "tcp", ln.Addr().String())
+	c, err := tr.DialContext(context.Background(), "tcp", b.ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
