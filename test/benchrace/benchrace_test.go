@@ -84,6 +84,28 @@ func TestParseProcStat(t *testing.T) {
 	}
 }
 
+func TestParseCPUBusy(t *testing.T) {
+	stat := "cpu  900 9 300 5000 50 1 2 3 0 0\n" +
+		"cpu0 400 4 100 2000 20 1 1 1 0 0\n" +
+		"cpu1 500 5 200 3000 30 0 1 2 0 0\n" +
+		"cpu10 7 7 7 7 7 7 7 7 0 0\n" +
+		"intr 12345\n"
+	for _, tc := range []struct {
+		list string
+		want cpuTicks
+	}{
+		{"0", cpuTicks{user: 404, sys: 103}},    // user+nice; system+irq+softirq+steal
+		{"1", cpuTicks{user: 505, sys: 203}},    // not cpu10
+		{"0-1", cpuTicks{user: 909, sys: 306}},  // a range
+		{"0,10", cpuTicks{user: 418, sys: 131}}, // a list
+		{"x", cpuTicks{}},
+	} {
+		if got := parseCPUBusy([]byte(stat), tc.list); got != tc.want {
+			t.Errorf("parseCPUBusy(%q) = %+v, want %+v", tc.list, got, tc.want)
+		}
+	}
+}
+
 func TestParseSmapsRollup(t *testing.T) {
 	rss, pss := parseSmapsRollup([]byte("00400000-7ffd [rollup]\nRss:               51512 kB\nPss:               35209 kB\nPss_Anon:  1 kB\n"))
 	if rss != 51512 || pss != 35209 {
@@ -92,11 +114,11 @@ func TestParseSmapsRollup(t *testing.T) {
 }
 
 func TestReportTable(t *testing.T) {
-	r := &report{Rounds: 3, Duration: "3s", Conns: 32, Cases: cases[:2], Versions: map[string]string{"haproxy": "HAProxy 2.6"}}
+	r := &report{Rounds: 3, Duration: "3s", Conns: 32, Backend: "raw", Cases: cases[:2], Versions: map[string]string{"haproxy": "HAProxy 2.6"}}
 	for round := 1; round <= 3; round++ {
 		f := float64(round)
 		r.Results = append(r.Results,
-			result{Round: round, Case: "ka-1k", Target: "tether", loadResult: loadResult{RPS: 1000 * f, P50us: 900, P99us: 2000 * f}, CPUusPerReq: 30 + f},
+			result{Round: round, Case: "ka-1k", Target: "tether", loadResult: loadResult{RPS: 1000 * f, P50us: 900, P99us: 2000 * f}, CPUusPerReq: 30 + f, LoadUs: 20 + f},
 			result{Round: round, Case: "ka-1k", Target: "stdlib", loadResult: loadResult{RPS: 900}, CPUusPerReq: 40},
 			result{Round: round, Case: "ka-1k", Target: "haproxy", loadResult: loadResult{RPS: 2000}, CPUusPerReq: 16},
 			result{Round: round, Case: "ka-1k-cookie", Target: "tether", loadResult: loadResult{RPS: 800}, CPUusPerReq: 48},
@@ -106,11 +128,12 @@ func TestReportTable(t *testing.T) {
 	md := r.markdown()
 	for _, want := range []string{
 		"| ka-1k | tether | 2000 (1000–3000) | 900 µs | 4.00 ms (2.00 ms–6.00 ms) | +4.00 ms | 32.0 (31.0–33.0) |",
-		"| 0.80 | 2.00 | 0 |", // tether: 32 / 40 stdlib, 32 / 16 HAProxy
+		"| 0.80 | 2.00 | 22.0 | 0 |", // tether: 32 / 40 stdlib, 32 / 16 HAProxy; load CPU's median
 		"| ka-1k-cookie | tether |",
-		"| 1.20 | 3.00 | 0 |", // a tether-only case compares with ka-1k's
+		"| 1.20 | 3.00 | 0.0 | 0 |", // a tether-only case compares with ka-1k's
 		"(tether only; its ratios are to ka-1k's stdlib and HAProxy)",
 		"haproxy: `HAProxy 2.6`",
+		"32 connections (h2load: 4 × 8 streams), raw backends;",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("table lacks %q:\n%s", want, md)

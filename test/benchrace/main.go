@@ -74,6 +74,11 @@ type result struct {
 	UserUs      float64 `json:"user_us_per_req"`
 	SysUs       float64 `json:"sys_us_per_req"`
 	Load1       float64 `json:"load1"`
+	// LoadUs is the load CPU's (CPU 0: wrk and the backends) busy time per
+	// request. With the load CPU saturated, the closed loop's rate and so
+	// its latencies are set there, not by the proxy's own CPU.
+	LoadUs     float64 `json:"load_cpu_us_per_req"`
+	LoadUserUs float64 `json:"load_user_us_per_req"`
 	// SyscallsPerReq is set with -syscalls.
 	SyscallsPerReq float64 `json:"syscalls_per_req,omitempty"`
 }
@@ -92,6 +97,7 @@ type options struct {
 	baseline string
 	baseEnv  string
 	syscalls bool
+	backend  string
 }
 
 func runRace(args []string) error {
@@ -112,7 +118,11 @@ func runRace(args []string) error {
 	fs.StringVar(&o.baseEnv, "baseline-env", "", "environment (KEY=VALUE,...) of tether-base, e.g. -baseline HEAD -baseline-env GOGC=400 to measure a runtime setting")
 	fs.StringVar(&o.baseline, "baseline", "", "also race tether built from this git revision, as target tether-base (before/after in one run)")
 	fs.StringVar(&o.profile, "profile", "", "instead of the race: profile tether's data path under wrk into this file (ka-1k, or the first of -cases among close-1k and ka-64k)")
+	fs.StringVar(&o.backend, "backend", "raw", "the backends' server: nethttp (net/http) or raw (a minimal HTTP/1.1 loop whose cost hardly depends on the request head)")
 	fs.Parse(args)
+	if o.backend != "nethttp" && o.backend != "raw" {
+		return fmt.Errorf("-backend %q is neither nethttp nor raw", o.backend)
+	}
 	if *quick {
 		o.dur, o.rounds, o.out, o.memConns = time.Second, 1, false, 1000
 	}
@@ -175,7 +185,7 @@ func runRace(args []string) error {
 			return fmt.Errorf("building tether at %s: %w\n%s", o.baseline, err, out)
 		}
 	}
-	be, addrs, err := startProc("backend", loadCPU, filepath.Join(dir, "backend.log"), true, nil, e.self, "backend", "-n", "3")
+	be, addrs, err := startProc("backend", loadCPU, filepath.Join(dir, "backend.log"), true, nil, e.self, "backend", "-n", "3", "-kind", o.backend)
 	if err != nil {
 		return err
 	}
@@ -195,7 +205,7 @@ func runRace(args []string) error {
 	if err != nil {
 		return err
 	}
-	rep := &report{Started: time.Now().UTC(), Duration: o.dur.String(), Rounds: o.rounds, Conns: o.conns,
+	rep := &report{Started: time.Now().UTC(), Duration: o.dur.String(), Rounds: o.rounds, Conns: o.conns, Backend: o.backend,
 		Machine: machine(), Versions: versions(e), LoadStart: loadAvg()}
 	_, h2err := lookBin("h2load")
 	for _, c := range cases {
@@ -342,8 +352,8 @@ func race(e *env, o options, targets []*target, rep *report) error {
 				}
 				res.Round = r + 1
 				rep.Results = append(rep.Results, res)
-				logf("round %d %-12s %-16s %8.0f req/s  p50 %6.0f µs  p99 %7.0f µs  cpu %5.1f µs/req  syscalls %.1f/req  errors %d  load %.2f",
-					r+1, c.Name, t.name, res.RPS, res.P50us, res.P99us, res.CPUusPerReq, res.SyscallsPerReq, res.Errors, res.Load1)
+				logf("round %d %-12s %-16s %8.0f req/s  p50 %6.0f µs  p99 %7.0f µs  cpu %5.1f µs/req  load cpu %5.1f (user %4.1f) µs/req  syscalls %.1f/req  errors %d  load %.2f",
+					r+1, c.Name, t.name, res.RPS, res.P50us, res.P99us, res.CPUusPerReq, res.LoadUs, res.LoadUserUs, res.SyscallsPerReq, res.Errors, res.Load1)
 				time.Sleep(300 * time.Millisecond)
 			}
 		}
@@ -438,9 +448,9 @@ func measure(e *env, o options, c caseDef, t *target, ss *session) (result, erro
 		counted = make(chan int64, 1)
 		go func() { counted <- countSyscalls(o.dur, tree(allStats(), t.pids()...)) }()
 	}
-	before := treeCPU(t.pids()...)
+	before, loadBefore := treeCPU(t.pids()...), cpuBusy(loadCPU)
 	lrs, err := run(o.dur)
-	after := treeCPU(t.pids()...)
+	after, loadAfter := treeCPU(t.pids()...), cpuBusy(loadCPU)
 	if err != nil {
 		return result{}, err
 	}
@@ -465,6 +475,8 @@ func measure(e *env, o options, c caseDef, t *target, ss *session) (result, erro
 	user, sys := after.sub(before).micros()
 	res.UserUs, res.SysUs = user/float64(res.Requests), sys/float64(res.Requests)
 	res.CPUusPerReq = res.UserUs + res.SysUs
+	lu, ls := loadAfter.sub(loadBefore).micros()
+	res.LoadUs, res.LoadUserUs = (lu+ls)/float64(res.Requests), lu/float64(res.Requests)
 	return res, nil
 }
 

@@ -207,3 +207,51 @@ func parsePerfCount(out string) int64 {
 	}
 	return -1
 }
+
+// cpuBusy is the busy time (every /proc/stat column but idle and iowait)
+// of the CPUs in list, in clock ticks, split into user (user, nice) and
+// the rest (system, irq, softirq, steal).
+func cpuBusy(list string) cpuTicks {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTicks{}
+	}
+	return parseCPUBusy(b, list)
+}
+
+// parseCPUBusy reads the per-CPU lines of /proc/stat named by list (a
+// taskset list such as "0" or "0,2-3").
+func parseCPUBusy(b []byte, list string) cpuTicks {
+	want := map[string]bool{}
+	for _, part := range strings.Split(list, ",") {
+		lo, hi, found := strings.Cut(part, "-")
+		a, err1 := strconv.Atoi(lo)
+		z := a
+		var err2 error
+		if found {
+			z, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		for i := a; i <= z; i++ {
+			want["cpu"+strconv.Itoa(i)] = true
+		}
+	}
+	var c cpuTicks
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 9 || !want[f[0]] {
+			continue
+		}
+		var v [8]int64
+		for i := range v {
+			v[i], _ = strconv.ParseInt(f[1+i], 10, 64)
+		}
+		// user nice system idle iowait irq softirq steal
+		c.user += v[0] + v[1]
+		c.sys += v[2] + v[5] + v[6] + v[7]
+	}
+	return c
+}

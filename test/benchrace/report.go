@@ -25,6 +25,7 @@ type report struct {
 	Duration  string            `json:"duration_per_run"`
 	Rounds    int               `json:"rounds"`
 	Conns     int               `json:"conns"`
+	Backend   string            `json:"backend"`
 	LoadStart float64           `json:"load1_start"`
 	LoadEnd   float64           `json:"load1_end"`
 	Cases     []caseDef         `json:"cases"`
@@ -61,7 +62,9 @@ type summary struct {
 	CPU    stat   `json:"cpu_us_per_req"`
 	User   stat   `json:"user_us_per_req"`
 	Sys    stat   `json:"sys_us_per_req"`
-	Errors int64  `json:"errors"`
+	// Load is the load CPU's busy time per request (wrk and the backends).
+	Load   stat  `json:"load_cpu_us_per_req"`
+	Errors int64 `json:"errors"`
 	// Syscalls is the median syscalls per request (-syscalls), else 0.
 	Syscalls float64 `json:"syscalls_per_req,omitempty"`
 	// VsFloor and VsHAProxy are the ratios of the medians of CPU per
@@ -81,12 +84,13 @@ func (r *report) summarize() {
 	r.Summaries = nil
 	for _, c := range r.Cases {
 		for _, tn := range targetOrder {
-			var rps, p50, p99, cpu, user, sys, scs []float64
+			var rps, p50, p99, cpu, user, sys, load, scs []float64
 			var errs int64
 			for _, res := range r.Results {
 				if res.Case == c.Name && res.Target == tn {
 					rps, p50, p99 = append(rps, res.RPS), append(p50, res.P50us), append(p99, res.P99us)
 					cpu, user, sys = append(cpu, res.CPUusPerReq), append(user, res.UserUs), append(sys, res.SysUs)
+					load = append(load, res.LoadUs)
 					errs += res.Errors
 					if res.SyscallsPerReq > 0 {
 						scs = append(scs, res.SyscallsPerReq)
@@ -97,7 +101,7 @@ func (r *report) summarize() {
 				continue
 			}
 			r.Summaries = append(r.Summaries, summary{Case: c.Name, Target: tn, RPS: statOf(rps), P50us: statOf(p50),
-				P99us: statOf(p99), CPU: statOf(cpu), User: statOf(user), Sys: statOf(sys), Errors: errs, Syscalls: statOf(scs).Med})
+				P99us: statOf(p99), CPU: statOf(cpu), User: statOf(user), Sys: statOf(sys), Load: statOf(load), Errors: errs, Syscalls: statOf(scs).Med})
 		}
 	}
 	// Ratios against the same case's floor and HAProxy; the cases that
@@ -160,8 +164,8 @@ func fmtLatency(us float64) string {
 // (min–max) over the rounds.
 func (r *report) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Run %s–%s UTC on %s; %d rounds × %s per case and target, %d connections (h2load: 4 × 8 streams); load average %.2f at start, %.2f at end.\n\n",
-		r.Started.Format("2006-01-02 15:04"), r.Finished.Format("15:04"), r.Machine, r.Rounds, r.Duration, r.Conns, r.LoadStart, r.LoadEnd)
+	fmt.Fprintf(&b, "Run %s–%s UTC on %s; %d rounds × %s per case and target, %d connections (h2load: 4 × 8 streams), %s backends; load average %.2f at start, %.2f at end.\n\n",
+		r.Started.Format("2006-01-02 15:04"), r.Finished.Format("15:04"), r.Machine, r.Rounds, r.Duration, r.Conns, r.Backend, r.LoadStart, r.LoadEnd)
 	var vs []string
 	for _, k := range []string{"haproxy", "nginx", "caddy", "wrk", "h2load", "tether"} {
 		if v := r.Versions[k]; v != "" {
@@ -169,8 +173,8 @@ func (r *report) markdown() string {
 		}
 	}
 	b.WriteString("Versions: " + strings.Join(vs, "; ") + ".\n\n")
-	b.WriteString("| case | proxy | req/s | p50 | p99 | p99 − HAProxy's | CPU µs/req | user / sys µs | ×stdlib | ×HAProxy | errors |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| case | proxy | req/s | p50 | p99 | p99 − HAProxy's | CPU µs/req | user / sys µs | ×stdlib | ×HAProxy | load CPU µs/req | errors |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range r.Cases {
 		for _, tn := range targetOrder {
 			s := r.summary(c.Name, tn)
@@ -187,10 +191,10 @@ func (r *report) markdown() string {
 			if s.HasP99Ref && tn != "haproxy" {
 				over = fmt.Sprintf("%+.2f ms", s.P99OverHAProxy/1000)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.1f / %.1f | %s | %s | %d |\n",
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.1f / %.1f | %s | %s | %.1f | %d |\n",
 				c.Name, tn, fmtStat(s.RPS, "%.0f"),
 				fmtLatency(s.P50us.Med), fmt.Sprintf("%s (%s–%s)", fmtLatency(s.P99us.Med), fmtLatency(s.P99us.Min), fmtLatency(s.P99us.Max)), over,
-				fmtStat(s.CPU, "%.1f"), s.User.Med, s.Sys.Med, ratio(s.VsFloor), ratio(s.VsHAProxy), s.Errors)
+				fmtStat(s.CPU, "%.1f"), s.User.Med, s.Sys.Med, ratio(s.VsFloor), ratio(s.VsHAProxy), s.Load.Med, s.Errors)
 		}
 	}
 	var sc []string

@@ -41,7 +41,14 @@ func bodySize(path string) int {
 func runBackend(args []string) error {
 	fs := flag.NewFlagSet("backend", flag.ExitOnError)
 	n := fs.Int("n", 3, "listeners")
+	kind := fs.String("kind", "nethttp", "nethttp (net/http's server) or raw (backend.go)")
 	fs.Parse(args)
+	if *kind != "nethttp" && *kind != "raw" {
+		return fmt.Errorf("backend: -kind %q is neither nethttp nor raw", *kind)
+	}
+	if *kind == "raw" {
+		startRawDate()
+	}
 	small, large := make([]byte, 1<<10), make([]byte, 64<<10)
 	for i := range large {
 		large[i] = 'a' + byte(i%26)
@@ -63,6 +70,18 @@ func runBackend(args []string) error {
 			return err
 		}
 		addrs = append(addrs, ln.Addr().String())
+		if *kind == "raw" {
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					go serveRaw(c, small, large)
+				}
+			}()
+			continue
+		}
 		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
 		go srv.Serve(ln)
 	}
