@@ -84,25 +84,31 @@ func TestParseProcStat(t *testing.T) {
 	}
 }
 
-func TestParseCPUBusy(t *testing.T) {
+func TestParseCPUStat(t *testing.T) {
 	stat := "cpu  900 9 300 5000 50 1 2 3 0 0\n" +
-		"cpu0 400 4 100 2000 20 1 1 1 0 0\n" +
+		"cpu0 400 4 100 2000 20 1 1 10 5 0\n" +
 		"cpu1 500 5 200 3000 30 0 1 2 0 0\n" +
 		"cpu10 7 7 7 7 7 7 7 7 0 0\n" +
 		"intr 12345\n"
 	for _, tc := range []struct {
 		list string
-		want cpuTicks
+		want cpuTimes
 	}{
-		{"0", cpuTicks{user: 404, sys: 103}},    // user+nice; system+irq+softirq+steal
-		{"1", cpuTicks{user: 505, sys: 203}},    // not cpu10
-		{"0-1", cpuTicks{user: 909, sys: 306}},  // a range
-		{"0,10", cpuTicks{user: 418, sys: 131}}, // a list
-		{"x", cpuTicks{}},
+		// user+nice; system+irq+softirq; steal; the first eight columns
+		// (guest is in user already)
+		{"0", cpuTimes{user: 404, sys: 102, steal: 10, total: 2536}},
+		{"1", cpuTimes{user: 505, sys: 201, steal: 2, total: 3738}}, // not cpu10
+		{"0-1", cpuTimes{user: 909, sys: 303, steal: 12, total: 6274}},
+		{"0,10", cpuTimes{user: 418, sys: 123, steal: 17, total: 2592}},
+		{"x", cpuTimes{}},
 	} {
-		if got := parseCPUBusy([]byte(stat), tc.list); got != tc.want {
-			t.Errorf("parseCPUBusy(%q) = %+v, want %+v", tc.list, got, tc.want)
+		if got := parseCPUStat([]byte(stat), tc.list); got != tc.want {
+			t.Errorf("parseCPUStat(%q) = %+v, want %+v", tc.list, got, tc.want)
 		}
+	}
+	d := cpuTimes{user: 30, sys: 20, steal: 25, total: 100}
+	if d.stealPct() != 25 || d.busy() != (cpuTicks{30, 20}) || (cpuTimes{}).stealPct() != 0 {
+		t.Fatalf("stealPct %v, busy %+v", d.stealPct(), d.busy())
 	}
 }
 
@@ -118,7 +124,7 @@ func TestReportTable(t *testing.T) {
 	for round := 1; round <= 3; round++ {
 		f := float64(round)
 		r.Results = append(r.Results,
-			result{Round: round, Case: "ka-1k", Target: "tether", loadResult: loadResult{RPS: 1000 * f, P50us: 900, P99us: 2000 * f}, CPUusPerReq: 30 + f, LoadUs: 20 + f},
+			result{Round: round, Case: "ka-1k", Target: "tether", loadResult: loadResult{RPS: 1000 * f, P50us: 900, P99us: 2000 * f}, CPUusPerReq: 30 + f, LoadUs: 20 + f, StealPct: f, LoadStealPct: 2 * f},
 			result{Round: round, Case: "ka-1k", Target: "stdlib", loadResult: loadResult{RPS: 900}, CPUusPerReq: 40},
 			result{Round: round, Case: "ka-1k", Target: "haproxy", loadResult: loadResult{RPS: 2000}, CPUusPerReq: 16},
 			result{Round: round, Case: "ka-1k-cookie", Target: "tether", loadResult: loadResult{RPS: 800}, CPUusPerReq: 48},
@@ -134,6 +140,7 @@ func TestReportTable(t *testing.T) {
 		"(tether only; its ratios are to ka-1k's stdlib and HAProxy)",
 		"haproxy: `HAProxy 2.6`",
 		"32 connections (h2load: 4 × 8 streams), raw backends;",
+		"median (max) over all runs: proxy CPU 0.0 % (3.0 %), load CPU 0.0 % (6.0 %).", // tether's rounds and eight zeros
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("table lacks %q:\n%s", want, md)

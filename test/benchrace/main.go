@@ -79,6 +79,11 @@ type result struct {
 	// its latencies are set there, not by the proxy's own CPU.
 	LoadUs     float64 `json:"load_cpu_us_per_req"`
 	LoadUserUs float64 `json:"load_user_us_per_req"`
+	// StealPct and LoadStealPct are the hypervisor's steal time on the
+	// proxy CPU and the load CPU during the run, in % of their time: a
+	// round with much of it ran on a busy host.
+	StealPct     float64 `json:"steal_pct"`
+	LoadStealPct float64 `json:"load_steal_pct"`
 	// SyscallsPerReq is set with -syscalls.
 	SyscallsPerReq float64 `json:"syscalls_per_req,omitempty"`
 }
@@ -352,8 +357,8 @@ func race(e *env, o options, targets []*target, rep *report) error {
 				}
 				res.Round = r + 1
 				rep.Results = append(rep.Results, res)
-				logf("round %d %-12s %-16s %8.0f req/s  p50 %6.0f µs  p99 %7.0f µs  cpu %5.1f µs/req  load cpu %5.1f (user %4.1f) µs/req  syscalls %.1f/req  errors %d  load %.2f",
-					r+1, c.Name, t.name, res.RPS, res.P50us, res.P99us, res.CPUusPerReq, res.LoadUs, res.LoadUserUs, res.SyscallsPerReq, res.Errors, res.Load1)
+				logf("round %d %-12s %-16s %8.0f req/s  p50 %6.0f µs  p99 %7.0f µs  cpu %5.1f µs/req  load cpu %5.1f (user %4.1f) µs/req  steal %4.1f %% / %4.1f %%  syscalls %.1f/req  errors %d  load %.2f",
+					r+1, c.Name, t.name, res.RPS, res.P50us, res.P99us, res.CPUusPerReq, res.LoadUs, res.LoadUserUs, res.StealPct, res.LoadStealPct, res.SyscallsPerReq, res.Errors, res.Load1)
 				time.Sleep(300 * time.Millisecond)
 			}
 		}
@@ -448,9 +453,9 @@ func measure(e *env, o options, c caseDef, t *target, ss *session) (result, erro
 		counted = make(chan int64, 1)
 		go func() { counted <- countSyscalls(o.dur, tree(allStats(), t.pids()...)) }()
 	}
-	before, loadBefore := treeCPU(t.pids()...), cpuBusy(loadCPU)
+	before, loadBefore, proxyBefore := treeCPU(t.pids()...), cpuStat(loadCPU), cpuStat(proxyCPU)
 	lrs, err := run(o.dur)
-	after, loadAfter := treeCPU(t.pids()...), cpuBusy(loadCPU)
+	after, loadAfter, proxyAfter := treeCPU(t.pids()...), cpuStat(loadCPU), cpuStat(proxyCPU)
 	if err != nil {
 		return result{}, err
 	}
@@ -475,8 +480,10 @@ func measure(e *env, o options, c caseDef, t *target, ss *session) (result, erro
 	user, sys := after.sub(before).micros()
 	res.UserUs, res.SysUs = user/float64(res.Requests), sys/float64(res.Requests)
 	res.CPUusPerReq = res.UserUs + res.SysUs
-	lu, ls := loadAfter.sub(loadBefore).micros()
+	load := loadAfter.sub(loadBefore)
+	lu, ls := load.busy().micros()
 	res.LoadUs, res.LoadUserUs = (lu+ls)/float64(res.Requests), lu/float64(res.Requests)
+	res.LoadStealPct, res.StealPct = load.stealPct(), proxyAfter.sub(proxyBefore).stealPct()
 	return res, nil
 }
 

@@ -208,20 +208,39 @@ func parsePerfCount(out string) int64 {
 	return -1
 }
 
-// cpuBusy is the busy time (every /proc/stat column but idle and iowait)
-// of the CPUs in list, in clock ticks, split into user (user, nice) and
-// the rest (system, irq, softirq, steal).
-func cpuBusy(list string) cpuTicks {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return cpuTicks{}
-	}
-	return parseCPUBusy(b, list)
+// cpuTimes is what /proc/stat says of some CPUs, in clock ticks: busy
+// time split into user (user, nice) and sys (system, irq, softirq), the
+// time the hypervisor gave to others while they had work (steal), and
+// the total of every column.
+type cpuTimes struct{ user, sys, steal, total int64 }
+
+func (c cpuTimes) sub(o cpuTimes) cpuTimes {
+	return cpuTimes{c.user - o.user, c.sys - o.sys, c.steal - o.steal, c.total - o.total}
 }
 
-// parseCPUBusy reads the per-CPU lines of /proc/stat named by list (a
+// busy is the work done on the CPUs, without steal.
+func (c cpuTimes) busy() cpuTicks { return cpuTicks{c.user, c.sys} }
+
+// stealPct is steal as a share of all the CPUs' time.
+func (c cpuTimes) stealPct() float64 {
+	if c.total <= 0 {
+		return 0
+	}
+	return 100 * float64(c.steal) / float64(c.total)
+}
+
+// cpuStat reads /proc/stat for the CPUs in list.
+func cpuStat(list string) cpuTimes {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}
+	}
+	return parseCPUStat(b, list)
+}
+
+// parseCPUStat reads the per-CPU lines of /proc/stat named by list (a
 // taskset list such as "0" or "0,2-3").
-func parseCPUBusy(b []byte, list string) cpuTicks {
+func parseCPUStat(b []byte, list string) cpuTimes {
 	want := map[string]bool{}
 	for _, part := range strings.Split(list, ",") {
 		lo, hi, found := strings.Cut(part, "-")
@@ -238,20 +257,26 @@ func parseCPUBusy(b []byte, list string) cpuTicks {
 			want["cpu"+strconv.Itoa(i)] = true
 		}
 	}
-	var c cpuTicks
+	var c cpuTimes
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		if len(f) < 9 || !want[f[0]] {
 			continue
 		}
-		var v [8]int64
-		for i := range v {
-			v[i], _ = strconv.ParseInt(f[1+i], 10, 64)
+		var v []int64
+		for _, x := range f[1:] {
+			n, _ := strconv.ParseInt(x, 10, 64)
+			v = append(v, n)
 		}
-		// user nice system idle iowait irq softirq steal
+		// user nice system idle iowait irq softirq steal [guest guest_nice,
+		// which user and nice already count]
 		c.user += v[0] + v[1]
-		c.sys += v[2] + v[5] + v[6] + v[7]
+		c.sys += v[2] + v[5] + v[6]
+		c.steal += v[7]
+		for _, n := range v[:8] {
+			c.total += n
+		}
 	}
 	return c
 }

@@ -197,6 +197,15 @@ func (r *report) markdown() string {
 				fmtStat(s.CPU, "%.1f"), s.User.Med, s.Sys.Med, ratio(s.VsFloor), ratio(s.VsHAProxy), s.Load.Med, s.Errors)
 		}
 	}
+	var steal, loadSteal []float64
+	for _, res := range r.Results {
+		steal, loadSteal = append(steal, res.StealPct), append(loadSteal, res.LoadStealPct)
+	}
+	if len(steal) > 0 {
+		ps, ls := statOf(steal), statOf(loadSteal)
+		fmt.Fprintf(&b, "\nSteal time (the hypervisor running others while a CPU had work), share of each run, median (max) over all runs: proxy CPU %.1f %% (%.1f %%), load CPU %.1f %% (%.1f %%).\n",
+			ps.Med, ps.Max, ls.Med, ls.Max)
+	}
 	var sc []string
 	for _, s := range r.Summaries {
 		if s.Syscalls > 0 {
