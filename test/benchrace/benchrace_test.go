@@ -112,6 +112,23 @@ func TestParseCPUStat(t *testing.T) {
 	}
 }
 
+func TestStolen(t *testing.T) {
+	for _, tc := range []struct {
+		proxy, load, max float64
+		want             bool
+	}{
+		{1, 1, 3, false},
+		{3.5, 0, 3, true},  // the proxy's CPU
+		{0, 3.5, 3, true},  // the load's
+		{3, 3, 3, false},   // at the limit
+		{50, 50, 0, false}, // 0: never
+	} {
+		if got := stolen(result{StealPct: tc.proxy, LoadStealPct: tc.load}, tc.max); got != tc.want {
+			t.Errorf("stolen(%v, %v, max %v) = %v", tc.proxy, tc.load, tc.max, got)
+		}
+	}
+}
+
 func TestParseSmapsRollup(t *testing.T) {
 	rss, pss := parseSmapsRollup([]byte("00400000-7ffd [rollup]\nRss:               51512 kB\nPss:               35209 kB\nPss_Anon:  1 kB\n"))
 	if rss != 51512 || pss != 35209 {
@@ -120,7 +137,7 @@ func TestParseSmapsRollup(t *testing.T) {
 }
 
 func TestReportTable(t *testing.T) {
-	r := &report{Rounds: 3, Duration: "3s", Conns: 32, Backend: "raw", Cases: cases[:2], Versions: map[string]string{"haproxy": "HAProxy 2.6"}}
+	r := &report{Rounds: 3, Duration: "3s", Conns: 32, Backend: "raw", MaxSteal: 3, Stolen: []result{{}}, Cases: cases[:2], Versions: map[string]string{"haproxy": "HAProxy 2.6"}}
 	for round := 1; round <= 3; round++ {
 		f := float64(round)
 		r.Results = append(r.Results,
@@ -140,7 +157,8 @@ func TestReportTable(t *testing.T) {
 		"(tether only; its ratios are to ka-1k's stdlib and HAProxy)",
 		"haproxy: `HAProxy 2.6`",
 		"32 connections (h2load: 4 × 8 streams), raw backends;",
-		"median (max) over all runs: proxy CPU 0.0 % (3.0 %), load CPU 0.0 % (6.0 %).", // tether's rounds and eight zeros
+		"median (max) over the runs kept: proxy CPU 0.0 % (3.0 %), load CPU 0.0 % (6.0 %).", // tether's rounds and eight zeros
+		"Runs with more than 3.0 % were measured again: 1 of 13.",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("table lacks %q:\n%s", want, md)
