@@ -45,6 +45,28 @@ func renderRawDate() {
 	}()
 }
 
+// backendBodies are the 1 KiB and 64 KiB bodies every backend sends.
+func backendBodies() (small, large []byte) {
+	small, large = make([]byte, 1<<10), make([]byte, 64<<10)
+	for i := range large {
+		large[i] = 'a' + byte(i%26)
+	}
+	copy(small, large)
+	return small, large
+}
+
+// acceptRaw serves every connection ln accepts with serveRaw, until ln
+// is closed.
+func acceptRaw(ln net.Listener, small, large []byte) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go serveRaw(c, small, large)
+	}
+}
+
 var errRawHead = errors.New("raw backend: malformed or unsupported request head")
 
 // serveRaw serves one connection: request heads are read a line at a

@@ -14,25 +14,13 @@ import (
 func startRawBackend(t *testing.T) string {
 	t.Helper()
 	startRawDate()
-	small, large := make([]byte, 1<<10), make([]byte, 64<<10)
-	for i := range large {
-		large[i] = 'a' + byte(i%26)
-	}
-	copy(small, large)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go serveRaw(c, small, large)
-		}
-	}()
+	small, large := backendBodies()
+	go acceptRaw(ln, small, large)
 	return ln.Addr().String()
 }
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -49,11 +50,7 @@ func runBackend(args []string) error {
 	if *kind == "raw" {
 		startRawDate()
 	}
-	small, large := make([]byte, 1<<10), make([]byte, 64<<10)
-	for i := range large {
-		large[i] = 'a' + byte(i%26)
-	}
-	copy(small, large)
+	small, large := backendBodies()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b := small
 		if bodySize(r.URL.Path) == len(large) {
@@ -71,15 +68,7 @@ func runBackend(args []string) error {
 		}
 		addrs = append(addrs, ln.Addr().String())
 		if *kind == "raw" {
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					go serveRaw(c, small, large)
-				}
-			}()
+			go acceptRaw(ln, small, large)
 			continue
 		}
 		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
@@ -157,8 +146,9 @@ func runFloor(args []string) error {
 // runProfile serves a tether config with the data path as `tether agent`
 // builds it (proxy.New with a Prometheus registry and its batched JSON
 // access log to a file, proxy.NewServer, node.TuneGC), without the cluster, and writes a CPU profile
-// from SIGUSR1 to SIGUSR2 (and its allocations to <o>.allocs): the harness profiles the request path under
-// wrk with it.
+// from SIGUSR1 to SIGUSR2 (and its allocations to <o>.allocs), or a
+// runtime trace when o ends in .trace: the harness profiles the request
+// path under wrk with it.
 func runProfile(args []string) error {
 	fs := flag.NewFlagSet("profile", flag.ExitOnError)
 	cfgPath := fs.String("config", "", "tether config")
@@ -209,9 +199,17 @@ func runProfile(args []string) error {
 			switch {
 			case s == syscall.SIGUSR1 && f == nil:
 				f, _ = os.Create(*out)
-				pprof.StartCPUProfile(f)
+				if strings.HasSuffix(*out, ".trace") {
+					trace.Start(f) // the scheduler's view: go tool trace -pprof=sched
+				} else {
+					pprof.StartCPUProfile(f)
+				}
 			case s == syscall.SIGUSR2 && f != nil:
-				pprof.StopCPUProfile()
+				if strings.HasSuffix(*out, ".trace") {
+					trace.Stop()
+				} else {
+					pprof.StopCPUProfile()
+				}
 				f.Close()
 				f = nil
 				// The runtime's default sampling (every 512 KiB) is
