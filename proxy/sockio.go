@@ -67,6 +67,11 @@ func newSockConn(c net.Conn) net.Conn {
 	return s
 }
 
+// SyscallConn is the RawConn s already holds: the embedded TCPConn's
+// would build a new one on each call (the own loop and the lean pool each
+// ask once per connection, through rawConnOf).
+func (s *sockConn) SyscallConn() (syscall.RawConn, error) { return s.raw, nil }
+
 func (s *sockConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil

@@ -300,6 +300,9 @@ func TestTetherSocketsAreSockConns(t *testing.T) {
 	if rawConnOf(&limitConn{Conn: ac}) == nil {
 		t.Error("the own loop cannot reach the socket under limitConn and sockConn")
 	}
+	if raw := rawConnOf(ic); raw != ic.Conn.(*sockConn).raw {
+		t.Error("rawConnOf built a new RawConn where the sockConn holds one")
+	}
 }
 
 // TestServerListensThroughSockListener: every listener Start binds
