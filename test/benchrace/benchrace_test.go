@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 const wrkOut = `Running 3s test @ http://127.0.0.1:8080/hash/1k
@@ -137,7 +141,7 @@ func TestParseSmapsRollup(t *testing.T) {
 }
 
 func TestReportTable(t *testing.T) {
-	r := &report{Rounds: 3, Duration: "3s", Conns: 32, Backend: "raw", MaxSteal: 3, Stolen: []result{{}}, Cases: cases[:2], Versions: map[string]string{"haproxy": "HAProxy 2.6"}}
+	r := &report{Rounds: 3, Duration: "3s", Conns: 32, Backend: "raw", MaxSteal: 3, Stolen: []result{{}}, Cases: cases[:3], Versions: map[string]string{"haproxy": "HAProxy 2.6"}}
 	for round := 1; round <= 3; round++ {
 		f := float64(round)
 		r.Results = append(r.Results,
@@ -145,6 +149,8 @@ func TestReportTable(t *testing.T) {
 			result{Round: round, Case: "ka-1k", Target: "stdlib", loadResult: loadResult{RPS: 900}, CPUusPerReq: 40},
 			result{Round: round, Case: "ka-1k", Target: "haproxy", loadResult: loadResult{RPS: 2000}, CPUusPerReq: 16},
 			result{Round: round, Case: "ka-1k-cookie", Target: "tether", loadResult: loadResult{RPS: 800}, CPUusPerReq: 48},
+			result{Round: round, Case: "ka-1k-paced", Target: "tether", loadResult: loadResult{RPS: 700}, CPUusPerReq: 60},
+			result{Round: round, Case: "ka-1k-paced", Target: "haproxy", loadResult: loadResult{RPS: 700}, CPUusPerReq: 40},
 		)
 	}
 	r.summarize()
@@ -155,10 +161,12 @@ func TestReportTable(t *testing.T) {
 		"| ka-1k-cookie | tether |",
 		"| 1.20 | 3.00 | 0.0 | 0 |", // a tether-only case compares with ka-1k's
 		"(tether only; its ratios are to ka-1k's stdlib and HAProxy)",
+		"| ka-1k-paced | tether |",
+		"| 1.50 | 1.50 | 0.0 | 0 |", // its own HAProxy (60 / 40); ka-1k's stdlib, as the case ran none
 		"haproxy: `HAProxy 2.6`",
 		"32 connections (h2load: 4 × 8 streams), raw backends;",
 		"median (max) over the runs kept: proxy CPU 0.0 % (3.0 %), load CPU 0.0 % (6.0 %).", // tether's rounds and eight zeros
-		"Runs with more than 3.0 % were measured again: 1 of 13.",
+		"Runs with more than 3.0 % were measured again: 1 of 19.",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("table lacks %q:\n%s", want, md)
@@ -183,5 +191,46 @@ func TestParsePerfCount(t *testing.T) {
 	}
 	if n := parsePerfCount("<not counted>,,raw_syscalls:sys_enter,0,0.00,,\n"); n != -1 {
 		t.Fatalf("not counted = %d, want -1", n)
+	}
+}
+
+func TestWrkArgsPace(t *testing.T) {
+	s := loadSpec{url: "http://127.0.0.1:1/hash/1k", conns: 32, dur: 3 * time.Second, headers: []string{"Cookie: a=b"}}
+	plain := strings.Join(wrkArgs(s, ""), " ")
+	if want := "-c 0 wrk -t 1 -c 32 -d 3s --latency --timeout 5s -H Cookie: a=b http://127.0.0.1:1/hash/1k"; plain != want {
+		t.Errorf("wrkArgs = %q, want %q", plain, want)
+	}
+	s.pace = 3 * time.Millisecond
+	paced := strings.Join(wrkArgs(s, "/tmp/pace.lua"), " ")
+	if want := "-c 0 wrk -t 1 -c 32 -d 3s --latency --timeout 5s -s /tmp/pace.lua -H Cookie: a=b http://127.0.0.1:1/hash/1k"; paced != want {
+		t.Errorf("wrkArgs = %q, want %q", paced, want)
+	}
+	if got, want := paceScript(3*time.Millisecond), "function delay()\n  return 3\nend\n"; got != want {
+		t.Errorf("paceScript = %q, want %q", got, want)
+	}
+	if got := paceScript(100 * time.Microsecond); !strings.Contains(got, "return 1\n") {
+		t.Errorf("a pace under 1 ms is wrk's smallest delay (1 ms), got %q", got)
+	}
+}
+
+// TestPaceBoundsTheRate runs the paced wrk for a second against a local
+// server (when wrk is installed): 2 connections waiting 20 ms between
+// requests make at most 100 requests a second, where an unpaced run
+// makes thousands.
+func TestPaceBoundsTheRate(t *testing.T) {
+	if _, err := exec.LookPath("wrk"); err != nil {
+		t.Skip("wrk is not installed (make bench-race installs it)")
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Skip("no taskset")
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	r, err := runLoad(t.TempDir(), loadSpec{url: srv.URL + "/", conns: 2, dur: time.Second, pace: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Requests < 20 || r.Requests > 110 {
+		t.Errorf("2 connections paced at 20 ms made %d requests in 1 s, want about 100 (20-110)", r.Requests)
 	}
 }

@@ -154,6 +154,7 @@ type loadSpec struct {
 	dur     time.Duration
 	headers []string
 	h2      bool
+	pace    time.Duration // wrk only: see caseDef.pace
 }
 
 // runLoad runs wrk (or h2load) on CPU 0 and returns its figures.
@@ -179,15 +180,37 @@ func runLoad(dir string, s loadSpec) (loadResult, error) {
 		}
 		return parseH2load(out, log)
 	}
-	args := []string{"-c", "0", "wrk", "-t", "1", "-c", strconv.Itoa(s.conns),
-		"-d", strconv.Itoa(int(s.dur.Seconds())) + "s", "--latency", "--timeout", "5s"}
-	for _, h := range s.headers {
-		args = append(args, "-H", h)
+	script := ""
+	if s.pace > 0 {
+		script = dir + "/pace-" + strconv.FormatInt(s.pace.Milliseconds(), 10) + "ms.lua"
+		if err := os.WriteFile(script, []byte(paceScript(s.pace)), 0o644); err != nil {
+			return loadResult{}, err
+		}
 	}
-	args = append(args, s.url)
-	out, err := command(s.dur+30*time.Second, "taskset", args...)
+	out, err := command(s.dur+30*time.Second, "taskset", wrkArgs(s, script)...)
 	if err != nil {
 		return loadResult{}, fmt.Errorf("wrk: %w\n%s", err, out)
 	}
 	return parseWrk(out)
+}
+
+// wrkArgs is the taskset command line of a wrk run (CPU 0, one thread,
+// --latency); script, when not empty, is the Lua file of s.pace.
+func wrkArgs(s loadSpec, script string) []string {
+	args := []string{"-c", "0", "wrk", "-t", "1", "-c", strconv.Itoa(s.conns),
+		"-d", strconv.Itoa(int(s.dur.Seconds())) + "s", "--latency", "--timeout", "5s"}
+	if script != "" {
+		args = append(args, "-s", script)
+	}
+	for _, h := range s.headers {
+		args = append(args, "-H", h)
+	}
+	return append(args, s.url)
+}
+
+// paceScript is wrk's Lua hook for a wait of d between a response and the
+// connection's next request. wrk measures a request's latency from its
+// own send, so the wait is not in the figures.
+func paceScript(d time.Duration) string {
+	return "function delay()\n  return " + strconv.FormatInt(max(1, d.Milliseconds()), 10) + "\nend\n"
 }

@@ -50,6 +50,10 @@ type caseDef struct {
 	// close: a new connection per request (Connection: close).
 	close bool
 	h2    bool
+	// pace, when set, is how long each connection waits between a
+	// response and its next request (wrk's delay(), whole milliseconds):
+	// every proxy serves the same offered rate, well below saturation.
+	pace time.Duration
 	// only, when set, restricts the case to these targets.
 	only []string
 }
@@ -57,6 +61,7 @@ type caseDef struct {
 var cases = []caseDef{
 	{Name: "ka-1k", Desc: "keep-alive, 1 KiB, HashCookie (tether)", path: "/hash/1k"},
 	{Name: "ka-1k-cookie", Desc: "keep-alive, 1 KiB, Cookie policy (AES-GCM sealed key)", path: "/cookie/1k", only: []string{"tether"}},
+	{Name: "ka-1k-paced", Desc: "keep-alive, 1 KiB, HashCookie, each connection waits 3 ms between a response and its next request (wrk's delay()): every proxy serves the same offered rate (about 7,500 req/s here), below saturation, so CPU and latency are compared at one load, not at each proxy's own peak", path: "/hash/1k", pace: 3 * time.Millisecond},
 	{Name: "close-1k", Desc: "new connection per request, 1 KiB", path: "/hash/1k", close: true},
 	{Name: "ka-64k", Desc: "keep-alive, 64 KiB", path: "/hash/64k"},
 	{Name: "h2c-1k", Desc: "HTTP/2 (h2c) client to proxy, 1 KiB, HTTP/1.1 to backends", path: "/hash/1k", h2: true},
@@ -449,7 +454,7 @@ func measure(e *env, o options, c caseDef, t *target, ss *session) (result, erro
 		for i, u := range urls {
 			go func() {
 				var err error
-				out[i], err = runLoad(e.dir, loadSpec{url: u, conns: max(1, o.conns/len(urls)), dur: dur, headers: headers, h2: c.h2})
+				out[i], err = runLoad(e.dir, loadSpec{url: u, conns: max(1, o.conns/len(urls)), dur: dur, headers: headers, h2: c.h2, pace: c.pace})
 				errs <- err
 			}()
 		}

@@ -127,14 +127,19 @@ func (r *report) summarize() {
 	}
 	for i := range r.Summaries {
 		s := &r.Summaries[i]
-		c := s.Case
-		if ref(c, "stdlib") == 0 {
-			c = "ka-1k"
+		// Each reference from the same case when it ran there, else
+		// ka-1k's (a run of some targets only may have one and not the
+		// other).
+		refIn := func(tn string) float64 {
+			if v := ref(s.Case, tn); v > 0 {
+				return v
+			}
+			return ref("ka-1k", tn)
 		}
-		if f := ref(c, "stdlib"); f > 0 {
+		if f := refIn("stdlib"); f > 0 {
 			s.VsFloor = s.CPU.Med / f
 		}
-		if h := ref(c, "haproxy"); h > 0 {
+		if h := refIn("haproxy"); h > 0 {
 			s.VsHAProxy = s.CPU.Med / h
 		}
 		if h, ok := p99(s.Case); ok { // latencies only within the same case
