@@ -145,7 +145,7 @@ func TestReportTable(t *testing.T) {
 	for round := 1; round <= 3; round++ {
 		f := float64(round)
 		r.Results = append(r.Results,
-			result{Round: round, Case: "ka-1k", Target: "tether", loadResult: loadResult{RPS: 1000 * f, P50us: 900, P99us: 2000 * f}, CPUusPerReq: 30 + f, LoadUs: 20 + f, StealPct: f, LoadStealPct: 2 * f},
+			result{Round: round, Case: "ka-1k", Target: "tether", loadResult: loadResult{RPS: 1000 * f, P50us: 900, P99us: 2000 * f}, CPUusPerReq: 30 + f, LoadUs: 20 + f, StealPct: f, LoadStealPct: 2 * f, LoadIPIs: 0.1 * f, ProxyIPIs: 0.01 * f},
 			result{Round: round, Case: "ka-1k", Target: "stdlib", loadResult: loadResult{RPS: 900}, CPUusPerReq: 40},
 			result{Round: round, Case: "ka-1k", Target: "haproxy", loadResult: loadResult{RPS: 2000}, CPUusPerReq: 16},
 			result{Round: round, Case: "ka-1k-cookie", Target: "tether", loadResult: loadResult{RPS: 800}, CPUusPerReq: 48},
@@ -157,12 +157,12 @@ func TestReportTable(t *testing.T) {
 	md := r.markdown()
 	for _, want := range []string{
 		"| ka-1k | tether | 2000 (1000–3000) | 900 µs | 4.00 ms (2.00 ms–6.00 ms) | +4.00 ms | 32.0 (31.0–33.0) |",
-		"| 0.80 | 2.00 | 22.0 | 0 |", // tether: 32 / 40 stdlib, 32 / 16 HAProxy; load CPU's median
+		"| 0.80 | 2.00 | 22.0 | 0.200 / 0.020 | 0 |", // tether: 32 / 40 stdlib, 32 / 16 HAProxy; load CPU's median; IPIs' medians
 		"| ka-1k-cookie | tether |",
-		"| 1.20 | 3.00 | 0.0 | 0 |", // a tether-only case compares with ka-1k's
+		"| 1.20 | 3.00 | 0.0 | 0.000 / 0.000 | 0 |", // a tether-only case compares with ka-1k's
 		"(tether only; its ratios are to ka-1k's stdlib and HAProxy)",
 		"| ka-1k-paced | tether |",
-		"| 1.50 | 1.50 | 0.0 | 0 |", // its own HAProxy (60 / 40); ka-1k's stdlib, as the case ran none
+		"| 1.50 | 1.50 | 0.0 | 0.000 / 0.000 | 0 |", // its own HAProxy (60 / 40); ka-1k's stdlib, as the case ran none
 		"haproxy: `HAProxy 2.6`",
 		"32 connections (h2load: 4 × 8 streams), raw backends;",
 		"median (max) over the runs kept: proxy CPU 0.0 % (3.0 %), load CPU 0.0 % (6.0 %).", // tether's rounds and eight zeros
@@ -232,5 +232,31 @@ func TestPaceBoundsTheRate(t *testing.T) {
 	}
 	if r.Requests < 20 || r.Requests > 110 {
 		t.Errorf("2 connections paced at 20 ms made %d requests in 1 s, want about 100 (20-110)", r.Requests)
+	}
+}
+
+func TestParseWakeIPIs(t *testing.T) {
+	// As Linux 6.x prints it (columns are the online CPUs, here 0, 1, 3).
+	const in = `           CPU0       CPU1       CPU3
+  1:          9          0          0  IO-APIC    1-edge      i8042
+NMI:          0          0          0   Non-maskable interrupts
+LOC:     123456      98765       4321   Local timer interrupts
+RES:      14259        157          7   Rescheduling interrupts
+CAL:       6379        390          2   Function call interrupts
+TLB:          0          0          0   TLB shootdowns
+`
+	for _, tc := range []struct {
+		list string
+		want int64
+	}{
+		{"0", 14259 + 6379},
+		{"1", 157 + 390},
+		{"3", 7 + 2},
+		{"0-1", 14259 + 6379 + 157 + 390},
+		{"2", 0}, // offline: no column
+	} {
+		if got := parseWakeIPIs([]byte(in), tc.list); got != tc.want {
+			t.Errorf("CPUs %s: %d wake IPIs, want %d", tc.list, got, tc.want)
+		}
 	}
 }

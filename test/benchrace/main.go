@@ -89,6 +89,10 @@ type result struct {
 	// round with much of it ran on a busy host.
 	StealPct     float64 `json:"steal_pct"`
 	LoadStealPct float64 `json:"load_steal_pct"`
+	// LoadIPIs and ProxyIPIs are the wake-up interrupts (wakeIPIs) the
+	// load CPU and the proxy CPU received during the run, per request.
+	LoadIPIs  float64 `json:"load_wake_ipis_per_req"`
+	ProxyIPIs float64 `json:"proxy_wake_ipis_per_req"`
 	// SyscallsPerReq is set with -syscalls.
 	SyscallsPerReq float64 `json:"syscalls_per_req,omitempty"`
 }
@@ -373,8 +377,8 @@ func race(e *env, o options, targets []*target, rep *report) error {
 						return fmt.Errorf("round %d %s %s: %w", r+1, c.Name, t.name, err)
 					}
 					res.Round = r + 1
-					logf("round %d %-12s %-16s %8.0f req/s  p50 %6.0f µs  p99 %7.0f µs  cpu %5.1f µs/req  load cpu %5.1f (user %4.1f) µs/req  steal %4.1f %% / %4.1f %%  syscalls %.1f/req  errors %d  load %.2f",
-						r+1, c.Name, t.name, res.RPS, res.P50us, res.P99us, res.CPUusPerReq, res.LoadUs, res.LoadUserUs, res.StealPct, res.LoadStealPct, res.SyscallsPerReq, res.Errors, res.Load1)
+					logf("round %d %-12s %-16s %8.0f req/s  p50 %6.0f µs  p99 %7.0f µs  cpu %5.1f µs/req  load cpu %5.1f (user %4.1f) µs/req  steal %4.1f %% / %4.1f %%  wake IPIs %.3f / %.3f /req  syscalls %.1f/req  errors %d  load %.2f",
+						r+1, c.Name, t.name, res.RPS, res.P50us, res.P99us, res.CPUusPerReq, res.LoadUs, res.LoadUserUs, res.StealPct, res.LoadStealPct, res.LoadIPIs, res.ProxyIPIs, res.SyscallsPerReq, res.Errors, res.Load1)
 					time.Sleep(300 * time.Millisecond)
 					// A run the hypervisor took much of measured the
 					// host's other tenants: it is kept aside and run
@@ -481,8 +485,10 @@ func measure(e *env, o options, c caseDef, t *target, ss *session) (result, erro
 		go func() { counted <- countSyscalls(o.dur, tree(allStats(), t.pids()...)) }()
 	}
 	before, loadBefore, proxyBefore := treeCPU(t.pids()...), cpuStat(loadCPU), cpuStat(proxyCPU)
+	loadIPIs, proxyIPIs := wakeIPIs(loadCPU), wakeIPIs(proxyCPU)
 	lrs, err := run(o.dur)
 	after, loadAfter, proxyAfter := treeCPU(t.pids()...), cpuStat(loadCPU), cpuStat(proxyCPU)
+	loadIPIs, proxyIPIs = wakeIPIs(loadCPU)-loadIPIs, wakeIPIs(proxyCPU)-proxyIPIs
 	if err != nil {
 		return result{}, err
 	}
@@ -511,6 +517,7 @@ func measure(e *env, o options, c caseDef, t *target, ss *session) (result, erro
 	lu, ls := load.busy().micros()
 	res.LoadUs, res.LoadUserUs = (lu+ls)/float64(res.Requests), lu/float64(res.Requests)
 	res.LoadStealPct, res.StealPct = load.stealPct(), proxyAfter.sub(proxyBefore).stealPct()
+	res.LoadIPIs, res.ProxyIPIs = float64(loadIPIs)/float64(res.Requests), float64(proxyIPIs)/float64(res.Requests)
 	return res, nil
 }
 

@@ -238,10 +238,9 @@ func cpuStat(list string) cpuTimes {
 	return parseCPUStat(b, list)
 }
 
-// parseCPUStat reads the per-CPU lines of /proc/stat named by list (a
-// taskset list such as "0" or "0,2-3").
-func parseCPUStat(b []byte, list string) cpuTimes {
-	want := map[string]bool{}
+// cpuSet is the CPUs of a taskset list such as "0" or "0,2-3".
+func cpuSet(list string) map[int]bool {
+	want := map[int]bool{}
 	for _, part := range strings.Split(list, ",") {
 		lo, hi, found := strings.Cut(part, "-")
 		a, err1 := strconv.Atoi(lo)
@@ -254,8 +253,18 @@ func parseCPUStat(b []byte, list string) cpuTimes {
 			continue
 		}
 		for i := a; i <= z; i++ {
-			want["cpu"+strconv.Itoa(i)] = true
+			want[i] = true
 		}
+	}
+	return want
+}
+
+// parseCPUStat reads the per-CPU lines of /proc/stat named by list (a
+// taskset list such as "0" or "0,2-3").
+func parseCPUStat(b []byte, list string) cpuTimes {
+	want := map[string]bool{}
+	for i := range cpuSet(list) {
+		want["cpu"+strconv.Itoa(i)] = true
 	}
 	var c cpuTimes
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -279,4 +288,48 @@ func parseCPUStat(b []byte, list string) cpuTimes {
 		}
 	}
 	return c
+}
+
+// wakeIPIs is how many rescheduling and function-call interrupts the CPUs
+// of list have received since boot (/proc/interrupts' RES and CAL rows).
+// A task woken on a CPU that is idle, or that must preempt what runs
+// there, costs one; on this kind of VM each is an exit to the
+// hypervisor, charged to the waker's system time (see BENCHMARKS.md, "The
+// wake-ups").
+func wakeIPIs(list string) int64 {
+	b, err := os.ReadFile("/proc/interrupts")
+	if err != nil {
+		return 0
+	}
+	return parseWakeIPIs(b, list)
+}
+
+func parseWakeIPIs(b []byte, list string) int64 {
+	want := cpuSet(list)
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	var cols []int // column i is CPU cols[i]
+	var n int64
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if cols == nil {
+			for _, h := range f {
+				if c, err := strconv.Atoi(strings.TrimPrefix(h, "CPU")); err == nil && strings.HasPrefix(h, "CPU") {
+					cols = append(cols, c)
+				}
+			}
+			continue
+		}
+		if len(f) == 0 || (f[0] != "RES:" && f[0] != "CAL:") {
+			continue
+		}
+		for i, c := range cols {
+			if i+1 >= len(f) {
+				break
+			}
+			if v, err := strconv.ParseInt(f[i+1], 10, 64); err == nil && want[c] {
+				n += v
+			}
+		}
+	}
+	return n
 }

@@ -66,8 +66,12 @@ type summary struct {
 	User   stat   `json:"user_us_per_req"`
 	Sys    stat   `json:"sys_us_per_req"`
 	// Load is the load CPU's busy time per request (wrk and the backends).
-	Load   stat  `json:"load_cpu_us_per_req"`
-	Errors int64 `json:"errors"`
+	Load stat `json:"load_cpu_us_per_req"`
+	// LoadIPIs and ProxyIPIs: wake-up interrupts per request received by
+	// the load CPU and the proxy CPU (result.LoadIPIs).
+	LoadIPIs  stat  `json:"load_wake_ipis_per_req"`
+	ProxyIPIs stat  `json:"proxy_wake_ipis_per_req"`
+	Errors    int64 `json:"errors"`
 	// Syscalls is the median syscalls per request (-syscalls), else 0.
 	Syscalls float64 `json:"syscalls_per_req,omitempty"`
 	// VsFloor and VsHAProxy are the ratios of the medians of CPU per
@@ -87,13 +91,14 @@ func (r *report) summarize() {
 	r.Summaries = nil
 	for _, c := range r.Cases {
 		for _, tn := range targetOrder {
-			var rps, p50, p99, cpu, user, sys, load, scs []float64
+			var rps, p50, p99, cpu, user, sys, load, lipi, pipi, scs []float64
 			var errs int64
 			for _, res := range r.Results {
 				if res.Case == c.Name && res.Target == tn {
 					rps, p50, p99 = append(rps, res.RPS), append(p50, res.P50us), append(p99, res.P99us)
 					cpu, user, sys = append(cpu, res.CPUusPerReq), append(user, res.UserUs), append(sys, res.SysUs)
 					load = append(load, res.LoadUs)
+					lipi, pipi = append(lipi, res.LoadIPIs), append(pipi, res.ProxyIPIs)
 					errs += res.Errors
 					if res.SyscallsPerReq > 0 {
 						scs = append(scs, res.SyscallsPerReq)
@@ -104,7 +109,8 @@ func (r *report) summarize() {
 				continue
 			}
 			r.Summaries = append(r.Summaries, summary{Case: c.Name, Target: tn, RPS: statOf(rps), P50us: statOf(p50),
-				P99us: statOf(p99), CPU: statOf(cpu), User: statOf(user), Sys: statOf(sys), Load: statOf(load), Errors: errs, Syscalls: statOf(scs).Med})
+				P99us: statOf(p99), CPU: statOf(cpu), User: statOf(user), Sys: statOf(sys), Load: statOf(load),
+				LoadIPIs: statOf(lipi), ProxyIPIs: statOf(pipi), Errors: errs, Syscalls: statOf(scs).Med})
 		}
 	}
 	// Ratios against the same case's floor and HAProxy; the cases that
@@ -181,8 +187,8 @@ func (r *report) markdown() string {
 		}
 	}
 	b.WriteString("Versions: " + strings.Join(vs, "; ") + ".\n\n")
-	b.WriteString("| case | proxy | req/s | p50 | p99 | p99 − HAProxy's | CPU µs/req | user / sys µs | ×stdlib | ×HAProxy | load CPU µs/req | errors |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| case | proxy | req/s | p50 | p99 | p99 − HAProxy's | CPU µs/req | user / sys µs | ×stdlib | ×HAProxy | load CPU µs/req | wake IPIs /req (load / proxy) | errors |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range r.Cases {
 		for _, tn := range targetOrder {
 			s := r.summary(c.Name, tn)
@@ -199,10 +205,10 @@ func (r *report) markdown() string {
 			if s.HasP99Ref && tn != "haproxy" {
 				over = fmt.Sprintf("%+.2f ms", s.P99OverHAProxy/1000)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.1f / %.1f | %s | %s | %.1f | %d |\n",
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.1f / %.1f | %s | %s | %.1f | %.3f / %.3f | %d |\n",
 				c.Name, tn, fmtStat(s.RPS, "%.0f"),
 				fmtLatency(s.P50us.Med), fmt.Sprintf("%s (%s–%s)", fmtLatency(s.P99us.Med), fmtLatency(s.P99us.Min), fmtLatency(s.P99us.Max)), over,
-				fmtStat(s.CPU, "%.1f"), s.User.Med, s.Sys.Med, ratio(s.VsFloor), ratio(s.VsHAProxy), s.Load.Med, s.Errors)
+				fmtStat(s.CPU, "%.1f"), s.User.Med, s.Sys.Med, ratio(s.VsFloor), ratio(s.VsHAProxy), s.Load.Med, s.LoadIPIs.Med, s.ProxyIPIs.Med, s.Errors)
 		}
 	}
 	var steal, loadSteal []float64
