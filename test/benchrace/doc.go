@@ -9,7 +9,13 @@
 // machine's load hits every proxy alike. The figures are requests/s, p50
 // and p99 latency and the proxy's CPU time per request from /proc (utime +
 // stime of the whole process tree: nginx's and HAProxy's workers are
-// counted), each as min/median/max over the rounds.
+// counted), each as min/median/max over the rounds, with the load CPU's
+// busy time, both CPUs' steal time and the wake-up interrupts each CPU
+// received per request (a proxy that is the loop's bottleneck makes the
+// load CPU sleep between its writes, and each wake-up costs it an exit to
+// the hypervisor here). Most cases are closed loops run at each proxy's
+// own peak; ka-1k-paced paces every connection (wrk's delay()) so that all
+// proxies serve one offered rate.
 //
 // The harness writes a Markdown table between markers in docs/BENCHMARKS.md,
 // a chart in docs/img/bench-race.png and the raw figures in
