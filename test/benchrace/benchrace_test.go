@@ -167,6 +167,9 @@ func TestReportTable(t *testing.T) {
 		"32 connections (h2load: 4 × 8 streams), raw backends;",
 		"median (max) over the runs kept: proxy CPU 0.0 % (3.0 %), load CPU 0.0 % (6.0 %).", // tether's rounds and eight zeros
 		"Runs with more than 3.0 % were measured again: 1 of 19.",
+		// tether's rounds 31, 32, 33 over HAProxy's 16; the cookie case's
+		// 48 over ka-1k's HAProxy of the same round; the paced 60 / 40.
+		"Paired against HAProxy (median, min–max over the rounds of each round's CPU per request over HAProxy's in the same round; ka-1k's HAProxy for the tether-only cases): ka-1k tether 2.00 (1.94–2.06); ka-1k-cookie tether 3.00 (3.00–3.00); ka-1k-paced tether 1.50 (1.50–1.50).",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("table lacks %q:\n%s", want, md)
@@ -257,6 +260,31 @@ TLB:          0          0          0   TLB shootdowns
 	} {
 		if got := parseWakeIPIs([]byte(in), tc.list); got != tc.want {
 			t.Errorf("CPUs %s: %d wake IPIs, want %d", tc.list, got, tc.want)
+		}
+	}
+}
+
+func TestPairedAgainstBase(t *testing.T) {
+	r := &report{Cases: cases[:1]}
+	for round, cpu := range [][2]float64{{40, 50}, {60, 55}, {45, 50}} { // tether, tether-base
+		r.Results = append(r.Results,
+			result{Round: round + 1, Case: "ka-1k", Target: "tether", CPUusPerReq: cpu[0]},
+			result{Round: round + 1, Case: "ka-1k", Target: "tether-base", CPUusPerReq: cpu[1]},
+			result{Round: round + 1, Case: "ka-1k", Target: "haproxy", CPUusPerReq: 20},
+		)
+	}
+	// A round only one of them ran (a failed run, a case that skipped one)
+	// is not paired.
+	r.Results = append(r.Results, result{Round: 4, Case: "ka-1k", Target: "tether", CPUusPerReq: 1})
+	r.summarize()
+	got := r.pairedNotes()
+	for _, want := range []string{
+		"ka-1k tether 2.25 (2.00–3.00)",      // 40, 60, 45 over 20
+		"ka-1k tether-base 2.50 (2.50–2.75)", // 50, 55, 50 over 20
+		"tether against tether-base, paired the same way: ka-1k 0.900 (0.800–1.091), tether lower in 2 of 3 rounds.",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("paired notes lack %q:\n%s", want, got)
 		}
 	}
 }

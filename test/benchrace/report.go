@@ -78,6 +78,9 @@ type summary struct {
 	// request to the stdlib floor's and HAProxy's in the same case.
 	VsFloor   float64 `json:"cpu_vs_stdlib,omitempty"`
 	VsHAProxy float64 `json:"cpu_vs_haproxy,omitempty"`
+	// VsHAProxyPaired is min/median/max of the per-round ratios to
+	// HAProxy's CPU per request in the same round (report.paired).
+	VsHAProxyPaired stat `json:"cpu_vs_haproxy_paired"`
 	// P99OverHAProxy is the median p99 minus HAProxy's (µs), same case;
 	// HasP99Ref says whether there was one.
 	P99OverHAProxy float64 `json:"p99_over_haproxy_us,omitempty"`
@@ -147,6 +150,11 @@ func (r *report) summarize() {
 		}
 		if h := refIn("haproxy"); h > 0 {
 			s.VsHAProxy = s.CPU.Med / h
+			hc := s.Case
+			if ref(hc, "haproxy") == 0 {
+				hc = "ka-1k"
+			}
+			s.VsHAProxyPaired = statOf(r.paired(s.Case, s.Target, hc, "haproxy"))
 		}
 		if h, ok := p99(s.Case); ok { // latencies only within the same case
 			s.P99OverHAProxy, s.HasP99Ref = s.P99us.Med-h, true
@@ -224,6 +232,7 @@ func (r *report) markdown() string {
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(r.pairedNotes())
 	var sc []string
 	for _, s := range r.Summaries {
 		if s.Syscalls > 0 {
@@ -366,4 +375,59 @@ func (r *report) chart() ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// paired is the per-round ratios of target a's CPU per request over target
+// b's, in case ca for a and cb for b, over the rounds both ran. The
+// targets of one round ran seconds apart, so a ratio within a round is
+// less at the mercy of the host drifting between rounds than the ratio of
+// two medians.
+func (r *report) paired(ca, a, cb, b string) []float64 {
+	cpu := map[int]float64{}
+	for _, res := range r.Results {
+		if res.Case == cb && res.Target == b && res.CPUusPerReq > 0 {
+			cpu[res.Round] = res.CPUusPerReq
+		}
+	}
+	var out []float64
+	for _, res := range r.Results {
+		if res.Case == ca && res.Target == a {
+			if d, ok := cpu[res.Round]; ok {
+				out = append(out, res.CPUusPerReq/d)
+			}
+		}
+	}
+	return out
+}
+
+// pairedNotes are the lines after the table: tether's per-round ratios to
+// HAProxy, and to tether-base when the run had one.
+func (r *report) pairedNotes() string {
+	var vsH, vsBase []string
+	for _, c := range r.Cases {
+		for _, tn := range []string{"tether", "tether-base", "tether-10k", "tether-cluster3"} {
+			if s := r.summary(c.Name, tn); s != nil && s.VsHAProxyPaired.Med > 0 {
+				st := s.VsHAProxyPaired
+				vsH = append(vsH, fmt.Sprintf("%s %s %.2f (%.2f–%.2f)", c.Name, tn, st.Med, st.Min, st.Max))
+			}
+		}
+		if v := r.paired(c.Name, "tether", c.Name, "tether-base"); len(v) > 0 {
+			st := statOf(v)
+			lower := 0
+			for _, x := range v {
+				if x < 1 {
+					lower++
+				}
+			}
+			vsBase = append(vsBase, fmt.Sprintf("%s %.3f (%.3f–%.3f), tether lower in %d of %d rounds", c.Name, st.Med, st.Min, st.Max, lower, len(v)))
+		}
+	}
+	var b strings.Builder
+	if len(vsH) > 0 {
+		b.WriteString("\nPaired against HAProxy (median, min–max over the rounds of each round's CPU per request over HAProxy's in the same round; ka-1k's HAProxy for the tether-only cases): " + strings.Join(vsH, "; ") + ".\n")
+	}
+	if len(vsBase) > 0 {
+		b.WriteString("\ntether against tether-base, paired the same way: " + strings.Join(vsBase, "; ") + ".\n")
+	}
+	return b.String()
 }
