@@ -216,6 +216,13 @@ func TestWrkArgsPace(t *testing.T) {
 	}
 }
 
+func TestPaceRefusedWithH2(t *testing.T) {
+	_, err := runLoad(t.TempDir(), loadSpec{url: "http://127.0.0.1:1/", conns: 1, dur: time.Second, h2: true, pace: time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "paced case runs wrk") {
+		t.Fatalf("h2 with a pace: err = %v, want a refusal naming wrk", err)
+	}
+}
+
 // TestPaceBoundsTheRate runs the paced wrk for a second against a local
 // server (when wrk is installed): 2 connections waiting 20 ms between
 // requests make at most 100 requests a second, where an unpaced run

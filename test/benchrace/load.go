@@ -159,6 +159,9 @@ type loadSpec struct {
 
 // runLoad runs wrk (or h2load) on CPU 0 and returns its figures.
 func runLoad(dir string, s loadSpec) (loadResult, error) {
+	if s.h2 && s.pace > 0 {
+		return loadResult{}, fmt.Errorf("a paced case runs wrk, not h2load: pace %v with h2", s.pace)
+	}
 	if s.h2 {
 		logf := dir + "/h2load-" + strconv.FormatInt(time.Now().UnixNano(), 36) + ".log"
 		defer os.Remove(logf)

@@ -485,10 +485,11 @@ func measure(e *env, o options, c caseDef, t *target, ss *session) (result, erro
 		go func() { counted <- countSyscalls(o.dur, tree(allStats(), t.pids()...)) }()
 	}
 	before, loadBefore, proxyBefore := treeCPU(t.pids()...), cpuStat(loadCPU), cpuStat(proxyCPU)
-	loadIPIs, proxyIPIs := wakeIPIs(loadCPU), wakeIPIs(proxyCPU)
+	loadIPIs, proxyIPIs := wakeIPIs(loadCPU, proxyCPU)
 	lrs, err := run(o.dur)
 	after, loadAfter, proxyAfter := treeCPU(t.pids()...), cpuStat(loadCPU), cpuStat(proxyCPU)
-	loadIPIs, proxyIPIs = wakeIPIs(loadCPU)-loadIPIs, wakeIPIs(proxyCPU)-proxyIPIs
+	loadIPIs2, proxyIPIs2 := wakeIPIs(loadCPU, proxyCPU)
+	loadIPIs, proxyIPIs = loadIPIs2-loadIPIs, proxyIPIs2-proxyIPIs
 	if err != nil {
 		return result{}, err
 	}

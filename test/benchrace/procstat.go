@@ -291,17 +291,18 @@ func parseCPUStat(b []byte, list string) cpuTimes {
 }
 
 // wakeIPIs is how many rescheduling and function-call interrupts the CPUs
-// of list have received since boot (/proc/interrupts' RES and CAL rows).
+// of each list have received since boot (/proc/interrupts' RES and CAL
+// rows), from one read of the file.
 // A task woken on a CPU that is idle, or that must preempt what runs
 // there, costs one; on this kind of VM each is an exit to the
 // hypervisor, charged to the waker's system time (see BENCHMARKS.md, "The
 // wake-ups").
-func wakeIPIs(list string) int64 {
-	b, err := os.ReadFile("/proc/interrupts")
+func wakeIPIs(a, b string) (int64, int64) {
+	f, err := os.ReadFile("/proc/interrupts")
 	if err != nil {
-		return 0
+		return 0, 0
 	}
-	return parseWakeIPIs(b, list)
+	return parseWakeIPIs(f, a), parseWakeIPIs(f, b)
 }
 
 func parseWakeIPIs(b []byte, list string) int64 {

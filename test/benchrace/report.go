@@ -139,21 +139,17 @@ func (r *report) summarize() {
 		// Each reference from the same case when it ran there, else
 		// ka-1k's (a run of some targets only may have one and not the
 		// other).
-		refIn := func(tn string) float64 {
-			if v := ref(s.Case, tn); v > 0 {
-				return v
+		refCase := func(tn string) string {
+			if ref(s.Case, tn) > 0 {
+				return s.Case
 			}
-			return ref("ka-1k", tn)
+			return "ka-1k"
 		}
-		if f := refIn("stdlib"); f > 0 {
+		if f := ref(refCase("stdlib"), "stdlib"); f > 0 {
 			s.VsFloor = s.CPU.Med / f
 		}
-		if h := refIn("haproxy"); h > 0 {
-			s.VsHAProxy = s.CPU.Med / h
-			hc := s.Case
-			if ref(hc, "haproxy") == 0 {
-				hc = "ka-1k"
-			}
+		if hc := refCase("haproxy"); ref(hc, "haproxy") > 0 {
+			s.VsHAProxy = s.CPU.Med / ref(hc, "haproxy")
 			s.VsHAProxyPaired = statOf(r.paired(s.Case, s.Target, hc, "haproxy"))
 		}
 		if h, ok := p99(s.Case); ok { // latencies only within the same case
