@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -239,7 +240,7 @@ func sniProtocols(p *http.Protocols, l config.Listener) {
 func listenAll(addr string, logger *slog.Logger) ([]net.Listener, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || !strings.EqualFold(host, "localhost") || port == "0" {
-		ln, err := net.Listen("tcp", addr)
+		ln, err := listenConfig.Listen(context.Background(), "tcp", addr)
 		if err != nil {
 			return nil, fmt.Errorf("listen on %s: %w", addr, err)
 		}
@@ -248,7 +249,7 @@ func listenAll(addr string, logger *slog.Logger) ([]net.Listener, error) {
 	var lns []net.Listener
 	var skipped error
 	for _, a := range []string{net.JoinHostPort("127.0.0.1", port), net.JoinHostPort("::1", port)} {
-		ln, err := net.Listen("tcp", a)
+		ln, err := listenConfig.Listen(context.Background(), "tcp", a)
 		switch {
 		case err == nil:
 			lns = append(lns, ln)
