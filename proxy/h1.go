@@ -54,10 +54,16 @@ type h1Server struct {
 	ctx     context.Context // every request's context values
 
 	closing atomic.Bool
-	mu      sync.Mutex
-	conns   map[*h1Conn]struct{}
-	lns     []net.Listener
-	done    chan struct{} // closed when conns empties during shutdown
+	// work hands an accepted connection to an idle worker; quit, closed
+	// at shutdown, ends the idle workers.
+	work        chan *h1Conn
+	quit        chan struct{}
+	quitOnce    sync.Once
+	idleWorkers atomic.Int32
+	mu          sync.Mutex
+	conns       map[*h1Conn]struct{}
+	lns         []net.Listener
+	done        chan struct{} // closed when conns empties during shutdown
 }
 
 // watchDelay is how long a request runs before its client connection is
@@ -67,7 +73,7 @@ const watchDelay = 5 * time.Millisecond
 
 func newH1Server(srv *http.Server) *h1Server {
 	s := &h1Server{srv: srv, headers: srv.ReadHeaderTimeout, idle: srv.IdleTimeout,
-		conns: map[*h1Conn]struct{}{}}
+		conns: map[*h1Conn]struct{}{}, work: make(chan *h1Conn), quit: make(chan struct{})}
 	if s.idle <= 0 {
 		s.idle = srv.ReadTimeout // as net/http's idleTimeout
 	}
@@ -106,7 +112,44 @@ func (s *h1Server) serve(ln net.Listener) error {
 		if c == nil {
 			return http.ErrServerClosed
 		}
-		go c.serve()
+		s.run(c)
+	}
+}
+
+// maxIdleWorkers bounds the connection goroutines kept waiting for the
+// next connection (with the stacks they grew).
+const maxIdleWorkers = 64
+
+// run serves c on a goroutine that served a connection before and now
+// waits for one, or on a new goroutine. A new goroutine's stack starts
+// small and is copied twice on the way down to the backend round trip,
+// which cost 2 µs of the 67 µs a new connection per request costs
+// (runtime.newstack in the close-1k profile, docs/BENCHMARKS.md); a
+// waiting one has that stack already.
+func (s *h1Server) run(c *h1Conn) {
+	select {
+	case s.work <- c:
+	default:
+		go s.worker(c)
+	}
+}
+
+// worker serves c, then the connections run hands it, until it is one
+// idle worker too many or the server shuts down.
+func (s *h1Server) worker(c *h1Conn) {
+	for {
+		c.serve()
+		if s.idleWorkers.Add(1) > maxIdleWorkers {
+			s.idleWorkers.Add(-1)
+			return
+		}
+		select {
+		case c = <-s.work:
+			s.idleWorkers.Add(-1)
+		case <-s.quit:
+			s.idleWorkers.Add(-1)
+			return
+		}
 	}
 }
 
@@ -156,6 +199,7 @@ func (s *h1Server) forget(c *h1Conn) {
 func (s *h1Server) shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing.Store(true)
+	s.endWorkers()
 	for _, ln := range s.lns {
 		_ = ln.Close()
 	}
@@ -184,6 +228,7 @@ func (s *h1Server) shutdown(ctx context.Context) error {
 func (s *h1Server) close() {
 	s.mu.Lock()
 	s.closing.Store(true)
+	s.endWorkers()
 	for _, ln := range s.lns {
 		_ = ln.Close()
 	}
@@ -192,6 +237,10 @@ func (s *h1Server) close() {
 	}
 	s.mu.Unlock()
 }
+
+// endWorkers ends the idle workers, and each busy one once its
+// connection is done.
+func (s *h1Server) endWorkers() { s.quitOnce.Do(func() { close(s.quit) }) }
 
 // handoffListener is the http.Server's side of the hand-off: Accept
 // returns the connections h1Server gave up.

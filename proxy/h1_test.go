@@ -13,6 +13,7 @@ import (
 	"net/textproto"
 	"reflect"
 	"regexp"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -981,4 +982,77 @@ func TestH1ServerIdleDeadlineMovesOnlyWhenDue(t *testing.T) {
 		c.armIdle()
 		check("after another deadline", 4)
 	}
+}
+
+// TestH1WorkersAreReused: a connection accepted after another has ended
+// is served by the goroutine that served the one before (with the stack
+// it grew); more than maxIdleWorkers idle goroutines are not kept, and
+// shutdown ends the idle ones.
+func TestH1WorkersAreReused(t *testing.T) {
+	var mu sync.Mutex
+	var ids []string
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		buf := make([]byte, 64)
+		id, _, _ := strings.Cut(strings.TrimPrefix(string(buf[:goruntime.Stack(buf, false)]), "goroutine "), " ")
+		mu.Lock()
+		ids = append(ids, id)
+		mu.Unlock()
+		w.Write([]byte("ok"))
+	})
+	p := newPair(t, h, nil)
+	get := func() {
+		t.Helper()
+		c, err := net.Dial("tcp", p.own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := io.ReadAll(c); err != nil || !bytes.HasSuffix(b, []byte("\r\n\r\nok")) {
+			t.Fatalf("response %q, %v", b, err)
+		}
+	}
+	get()
+	eventually(t, func() bool { return p.ownSrv.idleWorkers.Load() == 1 })
+	get()
+	mu.Lock()
+	if len(ids) != 2 || ids[0] != ids[1] {
+		t.Errorf("goroutines of two connections one after the other: %q, want one reused", ids)
+	}
+	mu.Unlock()
+	eventually(t, func() bool { return p.ownSrv.idleWorkers.Load() == 1 })
+
+	// More connections at once than idle workers are kept.
+	const n = maxIdleWorkers + 8
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		c, err := net.Dial("tcp", p.own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	eventually(t, func() bool {
+		p.ownSrv.mu.Lock()
+		defer p.ownSrv.mu.Unlock()
+		return len(p.ownSrv.conns) == n
+	})
+	for _, c := range conns {
+		c.Close()
+	}
+	eventually(t, func() bool {
+		p.ownSrv.mu.Lock()
+		defer p.ownSrv.mu.Unlock()
+		return len(p.ownSrv.conns) == 0
+	})
+	eventually(t, func() bool { return p.ownSrv.idleWorkers.Load() == maxIdleWorkers })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.ownSrv.shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool { return p.ownSrv.idleWorkers.Load() == 0 })
 }
