@@ -1304,24 +1304,60 @@ type headerKV struct {
 }
 
 // writeKeys writes the fields, which it sorts by name, as net/http does.
+// A value without CR, LF or spaces and tabs at its ends (what the lean
+// parser and tether's own fields give) goes out as it is; any other takes
+// WriteSubset's steps. Each line is one append to the buffer.
 func writeKeys(bw *bufio.Writer, keys []headerKV) {
-	slices.SortFunc(keys, func(a, b headerKV) int { return strings.Compare(a.k, b.k) })
+	sortKeys(keys)
 	for _, f := range keys {
 		k := f.k
 		if !httpguts.ValidHeaderFieldName(k) {
 			continue
 		}
 		for _, v := range f.vs {
-			if strings.ContainsAny(v, "\r\n") {
-				v = headerNewlineToSpace.Replace(v)
+			if !plainValue(v) {
+				if strings.ContainsAny(v, "\r\n") {
+					v = headerNewlineToSpace.Replace(v)
+				}
+				v = textproto.TrimString(v)
 			}
-			v = textproto.TrimString(v)
-			bw.WriteString(k)
-			bw.WriteString(": ")
-			bw.WriteString(v)
-			bw.WriteString("\r\n")
+			writeField(bw, k, v)
 		}
 	}
+}
+
+// sortKeys sorts fields by name: an insertion sort for the few fields of
+// a usual head, without the comparison function's call per step.
+func sortKeys(keys []headerKV) {
+	if len(keys) > 12 {
+		slices.SortFunc(keys, func(a, b headerKV) int { return strings.Compare(a.k, b.k) })
+		return
+	}
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j].k < keys[j-1].k; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+}
+
+// plainValue: v has no CR or LF and no space or tab at either end, so
+// WriteSubset would write it unchanged.
+func plainValue(v string) bool {
+	if v == "" {
+		return true
+	}
+	if c := v[0]; c == ' ' || c == '\t' {
+		return false
+	}
+	if c := v[len(v)-1]; c == ' ' || c == '\t' {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c == '\r' || c == '\n' {
+			return false
+		}
+	}
+	return true
 }
 
 var headerNewlineToSpace = strings.NewReplacer("\n", " ", "\r", " ")

@@ -94,14 +94,24 @@ func writeRequestHead(bw *bufio.Writer, req *http.Request) (bool, error) {
 			continue
 		}
 		for _, v := range vs {
-			bw.WriteString(k)
-			bw.WriteString(": ")
-			bw.WriteString(textproto.TrimString(v))
-			bw.WriteString("\r\n")
+			writeField(bw, k, textproto.TrimString(v))
 		}
 	}
 	_, err := bw.WriteString("\r\n")
 	return true, err
+}
+
+// writeField writes "k: v\r\n" as one append to bw's buffer.
+func writeField(bw *bufio.Writer, k, v string) {
+	if n := len(k) + len(v) + 4; n > bw.Available() && n <= bw.Size() {
+		_ = bw.Flush() // an error stays in bw, as WriteString's would
+	}
+	b := bw.AvailableBuffer()
+	b = append(b, k...)
+	b = append(b, ": "...)
+	b = append(b, v...)
+	b = append(b, "\r\n"...)
+	_, _ = bw.Write(b)
 }
 
 func ctlByte(s string) bool {

@@ -1,0 +1,81 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net/http"
+	"testing"
+)
+
+// TestWriteKeysIsWriteSubset holds writeKeys to net/http's
+// Header.WriteSubset, which writes a response's fields: sorted by name,
+// invalid names dropped, CR and LF in a value turned to spaces, values
+// trimmed of spaces and tabs.
+func TestWriteKeysIsWriteSubset(t *testing.T) {
+	for _, h := range []http.Header{
+		{},
+		{"Content-Length": {"1024"}, "Content-Type": {"text/plain"}, "Date": {"Tue, 01 Dec 2026 12:00:00 GMT"}, "Server": {"x"}},
+		{"B": {"2"}, "A": {"1", "3"}, "C": {""}, "Aa": {" x "}, "A-B": {"\ty\t"}},
+		{"Set-Cookie": {"a=b; Path=/", "c=d"}, "X-Multi": {"l1\r\nl2", "a\nb", "c\rd"}},
+		{"Bad Name": {"v"}, "Bad:Name": {"v"}, "": {"v"}, "Ok": {"  "}, "Tab": {"\t"}},
+		{"Z": {"z"}, "Y": {"y"}, "X": {"x"}, "W": {"w"}, "V": {"v"}, "U": {"u"}, "T": {"t"}, "S": {"s"}, "R": {"r"}, "Q": {"q"}, "P": {"p"}, "O": {"o"}, "N": {"n"}},
+		{"Obs": {"caf\xc3\xa9", "\x7f", "a\x00b"}},
+	} {
+		var want bytes.Buffer
+		if err := h.WriteSubset(&want, nil); err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		bw := bufio.NewWriter(&got)
+		var keys []headerKV
+		for k, vs := range h {
+			keys = append(keys, headerKV{k, vs})
+		}
+		writeKeys(bw, keys)
+		bw.Flush()
+		if got.String() != want.String() {
+			t.Errorf("writeKeys(%q):\n%q\nwant (WriteSubset):\n%q", h, got.String(), want.String())
+		}
+	}
+}
+
+// FuzzWriteKeys: any two fields, as WriteSubset writes them.
+func FuzzWriteKeys(f *testing.F) {
+	f.Add("Content-Type", "text/plain", "Date", "x")
+	f.Add("a b", " v\r\n", "B", "\t")
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
+		h := http.Header{k1: {v1}, k2: {v2, v1}}
+		var want bytes.Buffer
+		if err := h.WriteSubset(&want, nil); err != nil {
+			t.Skip()
+		}
+		var got bytes.Buffer
+		bw := bufio.NewWriter(&got)
+		var keys []headerKV
+		for k, vs := range h {
+			keys = append(keys, headerKV{k, vs})
+		}
+		writeKeys(bw, keys)
+		bw.Flush()
+		if got.String() != want.String() {
+			t.Errorf("writeKeys(%q) = %q, want %q", h, got.String(), want.String())
+		}
+	})
+}
+
+// BenchmarkWriteKeys: a proxied response's fields.
+func BenchmarkWriteKeys(b *testing.B) {
+	h := http.Header{"Content-Length": {"1024"}, "Content-Type": {"application/octet-stream"},
+		"Date": {"Tue, 01 Dec 2026 12:00:00 GMT"}, "Server": {"raw"}, "Set-Cookie": {".Tether.Affinity=CfDJ8AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA; path=/; samesite=lax; httponly"}}
+	bw := bufio.NewWriterSize(io.Discard, 4096)
+	keys := make([]headerKV, 0, 16)
+	for b.Loop() {
+		keys = keys[:0]
+		for k, vs := range h {
+			keys = append(keys, headerKV{k, vs})
+		}
+		writeKeys(bw, keys)
+		bw.Reset(io.Discard)
+	}
+}
