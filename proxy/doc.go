@@ -39,5 +39,6 @@
 // timeout.go (route Timeout), refusal.go (the Return503Error body),
 // lean.go, leanwire.go, direct.go, h1.go, cancelhook.go and sockio.go (the
 // fast path above), warmdns.go (destination names looked up when a configuration
-// is in place).
+// is in place), keepalive_linux.go (client TCP keep-alive set once on the
+// listening socket, which accepted sockets inherit).
 package proxy
