@@ -145,9 +145,11 @@ func (s *h1Server) worker(c *h1Conn) {
 		}
 		select {
 		case c = <-s.work:
-			s.idleWorkers.Add(-1)
 		case <-s.quit:
-			s.idleWorkers.Add(-1)
+			c = nil
+		}
+		s.idleWorkers.Add(-1)
+		if c == nil {
 			return
 		}
 	}

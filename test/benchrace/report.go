@@ -148,8 +148,9 @@ func (r *report) summarize() {
 		if f := ref(refCase("stdlib"), "stdlib"); f > 0 {
 			s.VsFloor = s.CPU.Med / f
 		}
-		if hc := refCase("haproxy"); ref(hc, "haproxy") > 0 {
-			s.VsHAProxy = s.CPU.Med / ref(hc, "haproxy")
+		hc := refCase("haproxy")
+		if h := ref(hc, "haproxy"); h > 0 {
+			s.VsHAProxy = s.CPU.Med / h
 			s.VsHAProxyPaired = statOf(r.paired(s.Case, s.Target, hc, "haproxy"))
 		}
 		if h, ok := p99(s.Case); ok { // latencies only within the same case
