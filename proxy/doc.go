@@ -9,7 +9,9 @@
 // the common case (the standard library's for the rest). On cleartext
 // HTTP/1.1 listeners, plain GETs are read and answered by a server loop of
 // tether's own (h1.go), which hands a connection to net/http's server at
-// its first other request; cancelhook.go lets that loop's requests close
+// its first other request, and waits for a kept-alive connection's next
+// request on a second descriptor of its socket (h1wait.go), so that a
+// request costs one read, not a peek and a read; cancelhook.go lets that loop's requests close
 // their backend connection on cancel without a context.AfterFunc each.
 // Every TCP connection the proxy accepts or dials is a sockConn
 // (sockio.go), whose reads and writes are raw system calls, so a slow
@@ -37,8 +39,8 @@
 // listener.go (Kestrel endpoint settings: protocols, TLS versions, client
 // certificates, the self-signed stand-in certificate, the connection cap),
 // timeout.go (route Timeout), refusal.go (the Return503Error body),
-// lean.go, leanwire.go, direct.go, h1.go, cancelhook.go and sockio.go (the
-// fast path above), warmdns.go (destination names looked up when a configuration
-// is in place), keepalive_linux.go (client TCP keep-alive set once on the
+// lean.go, leanwire.go, direct.go, h1.go, h1wait.go, cancelhook.go and
+// sockio.go (the fast path above), warmdns.go (destination names looked up
+// when a configuration is in place), keepalive_linux.go (client TCP keep-alive set once on the
 // listening socket, which accepted sockets inherit).
 package proxy

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"os"
 	goruntime "runtime"
 	"slices"
 	"strconv"
@@ -49,6 +50,11 @@ type h1Server struct {
 	srv     *http.Server
 	headers time.Duration // ReadHeaderTimeout
 	idle    time.Duration // IdleTimeout
+	watch   time.Duration // watchDelay (a test's longer one)
+	// waitFiles counts the connections' second descriptors (h1wait.go),
+	// at most waitCap.
+	waitFiles atomic.Int64
+	waitCap   int64
 	// handoff feeds the connections it gives up to srv.Serve.
 	handoff *handoffListener
 	ctx     context.Context // every request's context values
@@ -72,8 +78,8 @@ type h1Server struct {
 const watchDelay = 5 * time.Millisecond
 
 func newH1Server(srv *http.Server) *h1Server {
-	s := &h1Server{srv: srv, headers: srv.ReadHeaderTimeout, idle: srv.IdleTimeout,
-		conns: map[*h1Conn]struct{}{}, work: make(chan *h1Conn), quit: make(chan struct{})}
+	s := &h1Server{srv: srv, headers: srv.ReadHeaderTimeout, idle: srv.IdleTimeout, watch: watchDelay,
+		waitCap: waitFileCap(), conns: map[*h1Conn]struct{}{}, work: make(chan *h1Conn), quit: make(chan struct{})}
 	if s.idle <= 0 {
 		s.idle = srv.ReadTimeout // as net/http's idleTimeout
 	}
@@ -172,6 +178,7 @@ func (s *h1Server) newConn(rwc net.Conn) *h1Conn {
 	c.w.header = make(http.Header, 16)
 	if c.raw = rawConnOf(rwc); c.raw != nil {
 		c.await = c.awaitFd
+		c.tcp = tcpOf(rwc)
 	}
 	c.watch = time.AfterFunc(time.Hour, c.watchClient)
 	c.watch.Stop()
@@ -235,7 +242,7 @@ func (s *h1Server) close() {
 		_ = ln.Close()
 	}
 	for c := range s.conns {
-		_ = c.rwc.Close()
+		c.closeOutside()
 	}
 	s.mu.Unlock()
 }
@@ -307,11 +314,18 @@ type h1Conn struct {
 	w      h1Writer
 	hook   cancelHook // the lean path's close-on-cancel (cancelhook.go)
 	state  atomic.Int32
-	// raw, await, waited, peekBuf: awaitNext's wait for the next request.
+	// raw, await, waited, peekBuf: peekWait's wait for the next request.
 	raw     syscall.RawConn
 	await   func(fd uintptr) bool
 	waited  bool
 	peekBuf [1]byte
+	// tcp, wf, wraw, readNow, nowFd: wait's, on a second descriptor of
+	// the socket (h1wait.go).
+	tcp     *net.TCPConn
+	wf      atomic.Pointer[os.File]
+	wraw    syscall.RawConn
+	readNow bool
+	nowFd   uintptr
 
 	// The client watch (watchClient): armed by a request that runs past
 	// watchDelay, it reads from the connection so that the client's going
@@ -323,7 +337,7 @@ type h1Conn struct {
 	rctx    *loopCtx // the running request's
 	stash   [1]byte
 	stashed bool
-	// deadline: awaitNext set the idle read deadline for the next head;
+	// deadline: prepareWait set the idle read deadline for the next head;
 	// idleUntil: when that deadline is (monoNow), 0 once another was set.
 	deadline  bool
 	idleUntil int64
@@ -348,17 +362,21 @@ func (s *h1Source) Read(p []byte) (int, error) {
 		p[0] = c.stash[0]
 		return 1, nil
 	}
+	if c.readNow {
+		c.readNow = false
+		return readNow(c.nowFd, p)
+	}
 	return c.rwc.Read(p)
 }
 
 func (c *h1Conn) closeIfIdle() {
 	if c.state.CompareAndSwap(h1Idle, h1Closed) {
-		_ = c.rwc.Close()
+		c.closeOutside()
 	}
 }
 
 func (c *h1Conn) serve() {
-	handedOff := false
+	st := h1Loop{first: true}
 	defer func() {
 		if v := recover(); v != nil {
 			// A fault of the loop's own (the handler's are recovered in
@@ -367,12 +385,13 @@ func (c *h1Conn) serve() {
 			buf := make([]byte, 64<<10)
 			buf = buf[:goruntime.Stack(buf, false)]
 			c.s.logf("http: panic serving %v: %v\n%s", c.remote, v, buf)
-			handedOff = false
+			st.handedOff = false
 			c.bw = nil // what is buffered may be a broken head: not sent
 		}
 		c.watch.Stop()
 		c.s.forget(c)
-		if !handedOff {
+		c.closeWait() // before the connection: its socket closes with the last descriptor
+		if !st.handedOff {
 			if c.bw != nil {
 				_ = c.bw.Flush() // as net/http's close: what is buffered goes out
 			}
@@ -380,41 +399,76 @@ func (c *h1Conn) serve() {
 		}
 		c.dropBufs()
 	}()
-	first := true
-	var scratch headScratch
 	for {
-		if !c.deadline {
-			d := c.s.idle
-			if first || c.br.Buffered() > 0 || c.stashed {
-				d = c.s.headers
+		switch c.step(&st) {
+		case stepDone:
+			return
+		case stepWait:
+			if c.wait(&st) {
+				return
 			}
-			if d > 0 {
-				c.setReadDeadline(time.Now().Add(d))
-			}
-		}
-		c.deadline = false
-		head, status := c.readHead(first)
-		first = false
-		switch status {
-		case headGone:
-			return
-		case headOther:
-			handedOff = c.handOff()
-			return
-		}
-		if !parseRequestHeadInto(head, &c.req, &scratch) {
-			handedOff = c.handOff()
-			return
-		}
-		if !c.state.CompareAndSwap(h1Idle, h1Active) {
-			return // shut down while the head came in
-		}
-		_, _ = c.br.Discard(len(head))
-		c.req.RemoteAddr = c.remote
-		if !c.serveRequest(&c.req) || !c.awaitNext() {
-			return
 		}
 	}
+}
+
+// h1Loop is what serve's steps share.
+type h1Loop struct {
+	first     bool // no request read yet
+	handedOff bool // the connection is the http.Server's now
+	served    int  // requests answered
+	scratch   headScratch
+}
+
+// Results of step.
+const (
+	stepNext = iota // a pipelined request is buffered: read it
+	stepWait        // wait for the next request's bytes
+	stepDone        // close the connection (or it was handed off)
+)
+
+// step reads a request head, serves the request and sends its response.
+func (c *h1Conn) step(st *h1Loop) int {
+	if !c.deadline {
+		d := c.s.idle
+		if st.first || c.br.Buffered() > 0 || c.stashed {
+			d = c.s.headers
+		}
+		if d > 0 {
+			c.setReadDeadline(time.Now().Add(d))
+		}
+	}
+	c.deadline = false
+	head, status := c.readHead(st.first)
+	st.first = false
+	switch status {
+	case headGone:
+		return stepDone
+	case headOther:
+		st.handedOff = c.handOff()
+		return stepDone
+	case headNone:
+		return stepWait
+	}
+	if !parseRequestHeadInto(head, &c.req, &st.scratch) {
+		st.handedOff = c.handOff()
+		return stepDone
+	}
+	if !c.state.CompareAndSwap(h1Idle, h1Active) {
+		return stepDone // shut down while the head came in
+	}
+	_, _ = c.br.Discard(len(head))
+	c.req.RemoteAddr = c.remote
+	if !c.serveRequest(&c.req) {
+		return stepDone
+	}
+	if err := c.bw.Flush(); err != nil || !c.idleAgain() {
+		return stepDone
+	}
+	st.served++
+	if c.raw == nil || c.br.Buffered() > 0 || c.stashed {
+		return stepNext // a pipelined request, or not a socket: a plain read waits
+	}
+	return stepWait
 }
 
 // Results of readHead.
@@ -422,6 +476,7 @@ const (
 	headOK    = iota
 	headGone  // the connection ended or timed out: close it
 	headOther // not for this loop: hand the connection over
+	headNone  // the wait's first read found nothing (a wake-up for bytes already read)
 )
 
 // readHead waits for a whole request head in the buffer and returns it,
@@ -440,6 +495,9 @@ func (c *h1Conn) readHead(first bool) ([]byte, int) {
 			}
 		}
 		if err != nil {
+			if err == errNotYet && c.br.Buffered() == 0 {
+				return nil, headNone
+			}
 			var ne net.Error
 			if c.br.Buffered() == 0 || errors.As(err, &ne) && ne.Timeout() {
 				return nil, headGone // as net/http: closed or timed out, no answer
@@ -527,7 +585,7 @@ func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 	c.wmu.Lock()
 	c.rctx, c.wstate = ctx, watchArmed
 	c.wmu.Unlock()
-	c.watch.Reset(watchDelay)
+	c.watch.Reset(c.s.watch)
 	defer func() {
 		c.endWatch()
 		ctx.cancel(context.Canceled)
@@ -558,9 +616,8 @@ func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 	return true
 }
 
-// awaitNext sends the buffered response and, when no pipelined request is
-// buffered, waits for the next one's bytes without holding the
-// connection's buffers; false when the connection is to be closed.
+// peekWait waits for the next request's bytes without holding the
+// connection's buffers.
 //
 // The wait is RawConn.Read with a callback that peeks (MSG_PEEK,
 // MSG_DONTWAIT) before it lets the poller wait: RawConn.Read resets the
@@ -570,24 +627,24 @@ func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 // callback and skip the peek (leanConn.flushAwait) because a backend's
 // answer cannot come before its request; a client's next request can. The
 // peek takes the place of the read that finds nothing before each park.
-func (c *h1Conn) awaitNext() bool {
-	if err := c.bw.Flush(); err != nil || !c.idleAgain() {
-		return false
-	}
-	if c.raw == nil || c.br.Buffered() > 0 || c.stashed {
-		return true
-	}
+// A connection that keeps coming back waits on a second descriptor
+// instead, without the peek (wait, h1wait.go).
+func (c *h1Conn) peekWait() {
+	c.prepareWait()
+	c.waited = false
+	_ = c.raw.Read(c.await) // an error (the deadline, a close) is the next read's
+	c.takeBufs()
+}
+
+// prepareWait arms the idle deadline and gives back the buffers, which are
+// empty while the connection waits: idle ones need not hold 8 KiB each
+// (net/http's keep theirs).
+func (c *h1Conn) prepareWait() {
 	if c.s.idle > 0 {
 		c.armIdle()
 		c.deadline = true
 	}
-	// Both buffers are empty while the connection waits: idle ones need
-	// not hold 8 KiB each (net/http's keep theirs).
 	c.dropBufs()
-	c.waited = false
-	_ = c.raw.Read(c.await) // an error (the deadline, a close) is the next read's
-	c.takeBufs()
-	return true
 }
 
 // armIdle sets the idle deadline of the wait for the next request.
@@ -604,7 +661,11 @@ func (c *h1Conn) armIdle() {
 	}
 	d := c.s.idle + min(c.s.idle/8, time.Second)
 	c.idleUntil = now + int64(d)
-	_ = c.rwc.SetReadDeadline(time.Now().Add(d))
+	t := time.Now().Add(d)
+	_ = c.rwc.SetReadDeadline(t)
+	if wf := c.wf.Load(); wf != nil {
+		_ = wf.SetReadDeadline(t) // the wait's own
+	}
 }
 
 // setReadDeadline is every other read deadline of the connection's: the

@@ -1,0 +1,198 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// A connection that keeps coming back waits for its next request on a
+// second descriptor of its socket (a dup, registered with the poller on
+// its own), inside one RawConn.Read that spans all its later requests.
+//
+// Why: RawConn.Read, and every Read of the connection, resets the
+// descriptor's readiness before it looks, so a wait on the connection's
+// own descriptor must first look for bytes that came while the handler
+// ran (peekWait's MSG_PEEK), and the read that follows the wake-up is a
+// second system call: two per request where HAProxy, with epoll of its
+// own, makes one. The second descriptor's readiness is reset once, when
+// its RawConn.Read begins, and never again while the connection lives:
+// bytes or an EOF that arrive while a request is served mark it ready, so
+// its wait returns at once (a pipelined request, a half-close), and
+// otherwise parks until they come. After the wake-up the head's first
+// read is one read(2) that does not wait (readNow): it finds the bytes,
+// or nothing when the readiness was for bytes an earlier read already
+// took, and then the callback returns false to wait again, without a
+// reset. The connection's own descriptor serves every other read (the
+// rest of a head in pieces, the client watch) and every write as before.
+//
+// What it costs: a dup and a poller registration when the connection has
+// answered waitAfter requests, and their undoing at its close, so
+// connections that make a few requests never pay for it; a descriptor per
+// such connection, at most a quarter of the process's limit (waitCap); the socket
+// closes only when both descriptors are closed, so every close of the
+// connection's goroutine closes the wait's first (closeWait), and another
+// goroutine's close shuts the socket down (closeOutside). Connections that are
+// not a TCP socket of their own (a pipe in a test) keep peekWait.
+
+// waitAfter is how many requests a connection answers before it gets the
+// second descriptor.
+const waitAfter = 4
+
+// errNotYet is readNow's answer when no byte is there yet.
+var errNotYet = errors.New("nothing to read yet")
+
+// wait waits for the next request and serves the connection from there;
+// true when the connection is done (served to its end, or handed off,
+// inside the wait).
+func (c *h1Conn) wait(st *h1Loop) (done bool) {
+	if st.served < waitAfter || !c.openWait() {
+		c.peekWait()
+		return false
+	}
+	c.prepareWait()
+	err := c.wraw.Read(func(fd uintptr) bool {
+		for {
+			c.takeBufs()
+			if c.br.Buffered() == 0 && !c.stashed {
+				c.readNow, c.nowFd = true, fd
+			}
+			r := c.step(st)
+			c.readNow = false
+			switch r {
+			case stepNext:
+				continue
+			case stepWait:
+				c.prepareWait()
+				return false // the poller waits, without a reset
+			}
+			done = true
+			return true
+		}
+	})
+	if err != nil && !done {
+		// The wait failed (its deadline, a close): the next read, on the
+		// connection's own descriptor, tells why, and later waits peek.
+		c.closeWait()
+		c.takeBufs()
+	}
+	return done
+}
+
+// openWait gives the connection its second descriptor once; false when it
+// has none (not a socket of its own, a dup that failed, a shutdown).
+func (c *h1Conn) openWait() bool {
+	if c.wraw != nil {
+		return c.wf.Load() != nil
+	}
+	if c.tcp == nil {
+		return false
+	}
+	if c.s.waitFiles.Add(1) > c.s.waitCap {
+		c.s.waitFiles.Add(-1)
+		c.tcp = nil
+		return false
+	}
+	f, err := c.tcp.File()
+	var raw syscall.RawConn
+	if err == nil {
+		if raw, err = f.SyscallConn(); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		c.s.waitFiles.Add(-1)
+		c.tcp = nil
+		return false
+	}
+	c.wraw = raw
+	c.wf.Store(f)
+	// A shutdown that looked for the descriptor before it was there
+	// (closeOutside) closed the connection only: close this one as well.
+	// In the other order, the shutdown finds it.
+	if c.state.Load() == h1Closed || c.s.closing.Load() {
+		c.closeWait()
+		return false
+	}
+	c.idleUntil = 0 // armIdle sets the new descriptor's deadline too
+	return true
+}
+
+// closeWait closes the second descriptor, if any: by the connection's
+// own goroutine, outside the descriptor's RawConn.Read (a Close waits for
+// the Read to end).
+func (c *h1Conn) closeWait() {
+	if f := c.wf.Swap(nil); f != nil {
+		_ = f.Close()
+		c.s.waitFiles.Add(-1)
+	}
+}
+
+// waitFileCap is a quarter of the process's descriptor limit (Go raises
+// the soft limit to the hard one at start): the second descriptors never
+// take the ones new connections need. Past it, connections peek.
+func waitFileCap() int64 {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 0
+	}
+	return int64(min(rl.Cur/4, 1<<40))
+}
+
+// closeOutside closes the connection from another goroutine (a
+// shutdown). With a second descriptor, closing the connection's own would
+// leave the socket open, and the Close of the second would wait for the
+// goroutine's RawConn.Read: the socket is shut down instead, which ends
+// the connection and wakes the wait (an EOF), and the connection's
+// goroutine closes the second descriptor when it sees the end.
+func (c *h1Conn) closeOutside() {
+	if c.wf.Load() != nil {
+		_ = c.tcp.CloseRead()
+		_ = c.tcp.CloseWrite()
+	}
+	_ = c.rwc.Close()
+}
+
+// tcpOf is the TCP socket under c when reading it directly skips nothing
+// (sockConn, net.TCPConn, the connection cap's limitConn around one).
+func tcpOf(c net.Conn) *net.TCPConn {
+	for {
+		switch v := c.(type) {
+		case *net.TCPConn:
+			return v
+		case *sockConn:
+			return v.TCPConn
+		case *limitConn:
+			c = v.Conn
+		default:
+			return nil
+		}
+	}
+}
+
+// readNow is one read(2) of fd that does not wait: errNotYet when nothing
+// is there, io.EOF at the end, else what was read. A raw system call for
+// sockConn's reason.
+func readNow(fd uintptr, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		switch e {
+		case 0:
+			if r == 0 {
+				return 0, io.EOF
+			}
+			return int(r), nil
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return 0, errNotYet
+		}
+		return 0, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", e)}
+	}
+}
