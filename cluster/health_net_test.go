@@ -86,7 +86,7 @@ func (n *testNet) newTransport(id string, c *memberlist.Config) (*filterTranspor
 	port := nt.GetAutoBindPort()
 	ft := &filterTransport{NetTransport: nt, net: n, port: port,
 		addr:    net.JoinHostPort(c.BindAddr, strconv.Itoa(port)),
-		streams: make(chan net.Conn), stop: make(chan struct{})}
+		streams: make(chan net.Conn), stop: make(chan struct{}), down: make(chan struct{})}
 	go ft.acceptLoop()
 	n.mu.Lock()
 	n.byID[id] = ft
@@ -102,6 +102,7 @@ type filterTransport struct {
 	bytes   atomic.Uint64
 	streams chan net.Conn
 	stop    chan struct{}
+	down    chan struct{} // closed once the NetTransport is shut down
 	once    sync.Once
 }
 
@@ -136,27 +137,48 @@ func (f *filterTransport) DialAddressTimeout(a memberlist.Address, timeout time.
 
 func (f *filterTransport) StreamCh() <-chan net.Conn { return f.streams }
 
-// acceptLoop counts what this node writes on streams peers opened.
+// acceptLoop counts what this node writes on streams peers opened. After
+// stop it closes what is still accepted until the NetTransport is down: its
+// listener goroutines block on handing over a stream, and its Shutdown
+// waits for them.
 func (f *filterTransport) acceptLoop() {
 	in := f.NetTransport.StreamCh()
 	for {
 		select {
 		case <-f.stop:
+			f.drain(in)
 			return
 		case c := <-in:
 			select {
 			case f.streams <- &countConn{Conn: c, n: &f.bytes}:
 			case <-f.stop:
 				c.Close()
+				f.drain(in)
 				return
 			}
 		}
 	}
 }
 
+func (f *filterTransport) drain(in <-chan net.Conn) {
+	for {
+		select {
+		case c := <-in:
+			c.Close()
+		case <-f.down:
+			return
+		}
+	}
+}
+
 func (f *filterTransport) Shutdown() error {
-	f.once.Do(func() { close(f.stop) })
-	return f.NetTransport.Shutdown()
+	var err error
+	f.once.Do(func() {
+		close(f.stop)
+		err = f.NetTransport.Shutdown()
+		close(f.down)
+	})
+	return err
 }
 
 type countConn struct {
