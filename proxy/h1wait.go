@@ -32,11 +32,12 @@ import (
 // What it costs: a dup and a poller registration when the connection has
 // answered waitAfter requests, and their undoing at its close, so
 // connections that make a few requests never pay for it; a descriptor per
-// such connection, at most a quarter of the process's limit (waitCap); the socket
-// closes only when both descriptors are closed, so every close of the
-// connection's goroutine closes the wait's first (closeWait), and another
-// goroutine's close shuts the socket down (closeOutside). Connections that are
-// not a TCP socket of their own (a pipe in a test) keep peekWait.
+// such connection, at most a quarter of the process's limit (waitCap).
+// The socket closes only when both descriptors are closed, so every close
+// of the connection's goroutine closes the wait's first (closeWait), and
+// another goroutine's close shuts the socket down (closeOutside).
+// Connections that are not a TCP socket of their own (a pipe in a test)
+// keep peekWait.
 
 // waitAfter is how many requests a connection answers before it gets the
 // second descriptor.
