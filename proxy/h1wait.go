@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"syscall"
-	"unsafe"
 )
 
 // A connection that keeps coming back waits for its next request on a
@@ -174,26 +173,20 @@ func tcpOf(c net.Conn) *net.TCPConn {
 	}
 }
 
-// readNow is one read(2) of fd that does not wait: errNotYet when nothing
-// is there, io.EOF at the end, else what was read. A raw system call for
-// sockConn's reason.
+// readNow is one read(2) of fd that does not wait (readFd): errNotYet when
+// nothing is there, io.EOF at the end, else what was read.
 func readNow(fd uintptr, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-		switch e {
-		case 0:
-			if r == 0 {
-				return 0, io.EOF
-			}
-			return int(r), nil
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return 0, errNotYet
-		}
+	n, e := readFd(fd, p)
+	switch {
+	case e == syscall.EAGAIN:
+		return 0, errNotYet
+	case e != 0:
 		return 0, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", e)}
+	case n == 0:
+		return 0, io.EOF
 	}
+	return n, nil
 }

@@ -99,19 +99,26 @@ func (c *sockCall) do(p []byte, rawCall func(func(uintptr) bool) error) (int, sy
 }
 
 func (c *sockCall) read(fd uintptr) bool {
-	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.p[0])), uintptr(len(c.p)))
-		switch e {
-		case 0:
-			c.n = int(r)
-			return true
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return false // the poller waits, then calls again
-		}
-		c.errno = e
+	n, e := readFd(fd, c.p)
+	switch e {
+	case 0:
+		c.n = n
 		return true
+	case syscall.EAGAIN:
+		return false // the poller waits, then calls again
+	}
+	c.errno = e
+	return true
+}
+
+// readFd is one read(2) of fd into p (not empty), again after EINTR; a
+// socket's never waits (EAGAIN).
+func readFd(fd uintptr, p []byte) (int, syscall.Errno) {
+	for {
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		if e != syscall.EINTR {
+			return int(r), e
+		}
 	}
 }
 
