@@ -26,7 +26,37 @@ func cluster3(t *testing.T, e *env) ([]*container, string, time.Duration) {
 	}
 	leader := e.waitFormed(120*time.Second, 3, nodes...)
 	e.waitServing(60*time.Second, nodes...)
-	return nodes, leader, time.Since(t0)
+	took := time.Since(t0)
+	e.waitHealthy(60*time.Second, nodes...)
+	return nodes, leader, took
+}
+
+// waitHealthy waits until every node holds every destination healthy
+// cluster-wide. A backend's name may not resolve yet when a node's first
+// probe runs; until the next probe that node sends the destination's
+// sessions elsewhere, which a scenario would count as broken.
+func (e *env) waitHealthy(timeout time.Duration, nodes ...*container) {
+	e.t.Helper()
+	eventually(e.t, timeout, "every destination healthy on every node", func() bool {
+		for _, c := range nodes {
+			var dest struct {
+				Destinations []struct {
+					Health struct {
+						Cluster string `json:"cluster"`
+					} `json:"health"`
+				} `json:"destinations"`
+			}
+			if err := e.adminGet(c, "/v1/clusters/app/destinations", &dest); err != nil || len(dest.Destinations) == 0 {
+				return false
+			}
+			for _, d := range dest.Destinations {
+				if d.Health.Cluster != "healthy" {
+					return false
+				}
+			}
+		}
+		return true
+	})
 }
 
 // waitServing waits until every node proxies a request.
