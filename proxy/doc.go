@@ -9,9 +9,11 @@
 // the common case (the standard library's for the rest). On cleartext
 // HTTP/1.1 listeners, plain GETs are read and answered by a server loop of
 // tether's own (h1.go), which hands a connection to net/http's server at
-// its first other request, and waits for a kept-alive connection's next
-// request on a second descriptor of its socket (h1wait.go), so that a
-// request costs one read, not a peek and a read; cancelhook.go lets that loop's requests close
+// its first other request, parks a connection that has made few requests
+// on a goroutine of the smallest stack while it is idle, and waits for a
+// kept-alive connection's next request on a second descriptor of its
+// socket (h1wait.go), so that a request costs one read, not a peek and a
+// read; cancelhook.go lets that loop's requests close
 // their backend connection on cancel without a context.AfterFunc each.
 // Every TCP connection the proxy accepts or dials is a sockConn
 // (sockio.go), whose reads and writes are raw system calls, so a slow

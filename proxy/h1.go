@@ -33,7 +33,9 @@ import (
 // good. net/http's server costs per request a goroutine and a read for
 // its background watch, a clone of the response header, a sorted copy of
 // the response fields and a line-by-line copy of the request head; this
-// loop has none of them, and holds no buffers while a connection waits.
+// loop has none of them, and holds no buffers while a connection waits (nor,
+// for a connection of fewer than waitAfter+1 requests, more than a 2 KiB
+// goroutine stack: serve parks it).
 // What it does answer follows net/http's rules for the same
 // request (h1_test.go holds the two side by side): the same Request
 // fields and context values, the same status line and fields (Date,
@@ -170,7 +172,7 @@ func (s *h1Server) logf(format string, args ...any) {
 }
 
 func (s *h1Server) newConn(rwc net.Conn) *h1Conn {
-	c := &h1Conn{s: s, rwc: rwc, remote: rwc.RemoteAddr().String()}
+	c := &h1Conn{s: s, rwc: rwc, remote: rwc.RemoteAddr().String(), loop: h1Loop{first: true}}
 	c.ctx = context.WithValue(s.ctx, http.LocalAddrContextKey, rwc.LocalAddr())
 	c.takeBufs()
 	c.src.c = c
@@ -343,6 +345,7 @@ type h1Conn struct {
 	idleUntil int64
 	keys      []headerKV   // writeFields' scratch
 	req       http.Request // the current request, parsed into again for the next
+	loop      h1Loop       // serve's state, kept while the connection is parked
 }
 
 const (
@@ -376,8 +379,12 @@ func (c *h1Conn) closeIfIdle() {
 }
 
 func (c *h1Conn) serve() {
-	st := h1Loop{first: true}
+	st := &c.loop
+	parked := false
 	defer func() {
+		if parked {
+			return // the connection is parkWait's now
+		}
 		if v := recover(); v != nil {
 			// A fault of the loop's own (the handler's are recovered in
 			// serveRequest) ends this connection, not the process, as
@@ -400,18 +407,76 @@ func (c *h1Conn) serve() {
 		c.dropBufs()
 	}()
 	for {
-		switch c.step(&st) {
+		switch c.step(st) {
 		case stepDone:
 			return
 		case stepWait:
-			if c.wait(&st) {
+			if st.served < waitAfter {
+				// A connection that has made few requests waits on a
+				// goroutine of its own with the smallest stack, and this
+				// one, its stack grown by the request path, serves other
+				// connections.
+				c.prepareWait()
+				c.giveBack(st)
+				parked = true
+				go c.parkWait()
+				return
+			}
+			if c.wait(st) {
 				return
 			}
 		}
 	}
 }
 
-// h1Loop is what serve's steps share.
+// responseHeaders holds the response header maps of parked connections,
+// which need none while they wait (one with room for 16 fields is over a
+// KiB), and requestHeaders their request heads' field maps.
+var responseHeaders, requestHeaders sync.Pool
+
+// spareHeader is a response header map from responseHeaders, or a new one.
+func spareHeader() http.Header {
+	if h, ok := responseHeaders.Get().(http.Header); ok {
+		return h
+	}
+	return make(http.Header, 16)
+}
+
+// giveBack lets go, before the connection parks, what only a request
+// needs: the header maps go to their pools and the last request's head
+// (the string its fields were cut from) to the collector. The next
+// request takes maps from the pools (h1Writer.reset, fieldScratch.fields).
+func (c *h1Conn) giveBack(st *h1Loop) {
+	if h := c.w.header; h != nil {
+		clear(h)
+		responseHeaders.Put(h)
+		c.w.header = nil
+	}
+	fs := &st.scratch.fields
+	if fs.h != nil && len(fs.h) <= maxScratchFields {
+		clear(fs.h)
+		requestHeaders.Put(fs.h)
+	}
+	fs.h = nil
+	clear(fs.vals)
+	st.scratch.url = url.URL{}
+	c.req = http.Request{}
+	clear(c.keys[:cap(c.keys)])
+}
+
+// parkWait is peekWait on a goroutine that does nothing else, so its
+// stack stays at the runtime's minimum (2 KiB) however long the
+// connection is idle; the worker that served the request has gone on.
+// When the wait ends (bytes, an EOF, the idle deadline, a shutdown), the
+// connection goes back to a worker, whose serve resumes from c.loop and
+// reads the next head or its failure.
+func (c *h1Conn) parkWait() {
+	c.waitPeek()
+	c.s.run(c)
+}
+
+// h1Loop is what serve's steps share: the connection's, as a parked
+// connection's serve resumes on another goroutine.
 type h1Loop struct {
 	first     bool // no request read yet
 	handedOff bool // the connection is the http.Server's now
@@ -631,6 +696,11 @@ func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 // instead, without the peek (wait, h1wait.go).
 func (c *h1Conn) peekWait() {
 	c.prepareWait()
+	c.waitPeek()
+}
+
+// waitPeek is peekWait's wait, after prepareWait.
+func (c *h1Conn) waitPeek() {
 	c.waited = false
 	_ = c.raw.Read(c.await) // an error (the deadline, a close) is the next read's
 	c.takeBufs()
@@ -955,7 +1025,9 @@ const bufferBeforeChunking = 2048
 
 func (w *h1Writer) reset(req *http.Request) {
 	hdr := w.header
-	if len(hdr) > 64 {
+	if hdr == nil {
+		hdr = spareHeader() // the connection was parked
+	} else if len(hdr) > 64 {
 		hdr = make(http.Header, 16)
 	}
 	*w = h1Writer{c: w.c, req: req, header: hdr, contentLength: -1, trailers: w.trailers[:0]}

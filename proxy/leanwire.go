@@ -161,6 +161,13 @@ func (s *fieldScratch) fields(n int) (http.Header, []string) {
 	if s == nil {
 		return make(http.Header, n), make([]string, n)
 	}
+	if s.h == nil && cap(s.vals) >= n {
+		// A parked connection's (h1Conn.giveBack): a map from the pool.
+		if h, ok := requestHeaders.Get().(http.Header); ok {
+			s.h = h
+			return s.h, s.vals[:n]
+		}
+	}
 	if s.h == nil || len(s.h) > maxScratchFields || cap(s.vals) < n {
 		s.h, s.vals = make(http.Header, n), make([]string, max(n, 8))
 	} else {

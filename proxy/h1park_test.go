@@ -1,0 +1,163 @@
+package proxy
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	goruntime "runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// parkedAndServing counts the goroutines waiting in parkWait and those in
+// a connection's serve (a worker on a request or in wait).
+func parkedAndServing() (parked, serving int) {
+	buf := make([]byte, 1<<22)
+	buf = buf[:goruntime.Stack(buf, true)]
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, "(*h1Conn).parkWait") {
+			parked++
+		}
+		if strings.Contains(g, "(*h1Conn).serve(") {
+			serving++
+		}
+	}
+	return parked, serving
+}
+
+// A connection that has made fewer than waitAfter requests waits in
+// parkWait, not on the worker that served it: with n such connections
+// idle, n goroutines are parked and none is in a connection's serve. Each
+// connection then goes on where it was (its count of requests too: the
+// fifth request is followed by the second descriptor's wait, which needs
+// waitAfter requests counted across the parks).
+func TestH1IdleConnectionsParkOffTheirWorker(t *testing.T) {
+	p := ownServer(t, http.HandlerFunc(okHandler), time.Minute, watchDelay, nil)
+	const n = 8
+	conns := make([]*waitConn, n)
+	for i := range conns {
+		c, err := net.Dial("tcp", p.own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		conns[i] = &waitConn{t: t, c: c, br: bufio.NewReader(c)}
+		conns[i].send(waitGet)
+		conns[i].expect("ok")
+	}
+	eventually(t, func() bool {
+		parked, serving := parkedAndServing()
+		return parked == n && serving == 0
+	})
+	for range waitAfter {
+		for _, wc := range conns {
+			wc.send(waitGet)
+			wc.expect("ok")
+		}
+	}
+	// Every connection has answered waitAfter+1 requests: each waits on
+	// its second descriptor, in its worker's serve, and none is parked.
+	eventually(t, func() bool {
+		parked, serving := parkedAndServing()
+		return parked == 0 && serving == n && p.ownSrv.waitFiles.Load() == n
+	})
+	for _, wc := range conns {
+		wc.send(waitGet)
+		wc.expect("ok")
+	}
+}
+
+// A parked connection's goroutine keeps the runtime's smallest stack, so
+// an idle connection that made one request holds about 2 KiB of stack
+// where one waiting on its worker held the 8 KiB the request path grew.
+// Measured as the stack memory in use per connection, with more
+// connections than idle workers are kept. Not under -race, whose
+// instrumentation grows stacks.
+func TestH1ParkedConnectionStackAllocation(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector grows goroutine stacks")
+	}
+	// The handler grows its goroutine's stack as the proxy's path does.
+	deepOK := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { deepFrame(w, 12) })
+	p := ownServer(t, deepOK, time.Minute, watchDelay, nil)
+	var before goruntime.MemStats
+	goruntime.ReadMemStats(&before)
+	const n = 1000
+	conns := make([]net.Conn, 0, n)
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	br := bufio.NewReader(nil)
+	for range n {
+		c, err := net.Dial("tcp", p.own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write([]byte(waitGet)); err != nil {
+			t.Fatal(err)
+		}
+		br.Reset(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	eventually(t, func() bool {
+		parked, serving := parkedAndServing()
+		return parked+serving == n // each waits, parked or on a worker
+	})
+	var after goruntime.MemStats
+	goruntime.ReadMemStats(&after)
+	per := float64(after.StackInuse-before.StackInuse) / n
+	goruntime.GC()
+	var live goruntime.MemStats
+	goruntime.ReadMemStats(&live)
+	t.Logf("stack in use per idle connection: %.0f B; live heap: %.0f B", per, float64(live.HeapAlloc-before.HeapAlloc)/n)
+	if per > 3<<10 {
+		t.Fatalf("%.0f B of stack per idle connection, want at most 3 KiB (a parked goroutine's 2 KiB)", per)
+	}
+}
+
+// deepFrame answers "ok" from depth frames of half a KiB each.
+//
+//go:noinline
+func deepFrame(w http.ResponseWriter, depth int) byte {
+	var pad [512]byte
+	pad[depth%len(pad)] = byte(depth)
+	if depth == 0 {
+		_, _ = w.Write([]byte("ok"))
+		return pad[0]
+	}
+	return deepFrame(w, depth-1) + pad[depth%len(pad)]
+}
+
+// BenchmarkH1ServerShortKeepAlive: connections of waitAfter requests
+// each, so every request after a connection's first follows a park (what
+// parking costs a connection that makes a few requests: a goroutine and a
+// hand-off to a worker per wait). One op is one connection.
+func BenchmarkH1ServerShortKeepAlive(b *testing.B) {
+	body := make([]byte, 1024) // what rawClient.get reads
+	p := newPair(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(body) }), nil)
+	req := []byte(waitGet)
+	b.ReportAllocs()
+	u0 := userCPU()
+	for b.Loop() {
+		c, err := net.Dial("tcp", p.own)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rc := newRawClient(c)
+		for range waitAfter {
+			rc.get(b, req, nil)
+		}
+		c.Close()
+	}
+	b.ReportMetric(float64((userCPU()-u0).Microseconds())/float64(b.N), "user-µs/op")
+}
