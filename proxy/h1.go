@@ -53,6 +53,10 @@ type h1Server struct {
 	headers time.Duration // ReadHeaderTimeout
 	idle    time.Duration // IdleTimeout
 	watch   time.Duration // watchDelay (a test's longer one)
+	// parkAfter: a connection idle this long on its second descriptor is
+	// parked (sweep); sweepOnce starts the sweep.
+	parkAfter time.Duration
+	sweepOnce sync.Once
 	// waitFiles counts the connections' second descriptors (h1wait.go),
 	// at most waitCap.
 	waitFiles atomic.Int64
@@ -80,7 +84,7 @@ type h1Server struct {
 const watchDelay = 5 * time.Millisecond
 
 func newH1Server(srv *http.Server) *h1Server {
-	s := &h1Server{srv: srv, headers: srv.ReadHeaderTimeout, idle: srv.IdleTimeout, watch: watchDelay,
+	s := &h1Server{srv: srv, headers: srv.ReadHeaderTimeout, idle: srv.IdleTimeout, watch: watchDelay, parkAfter: parkAfter,
 		waitCap: waitFileCap(), conns: map[*h1Conn]struct{}{}, work: make(chan *h1Conn), quit: make(chan struct{})}
 	if s.idle <= 0 {
 		s.idle = srv.ReadTimeout // as net/http's idleTimeout
@@ -346,6 +350,11 @@ type h1Conn struct {
 	keys      []headerKV   // writeFields' scratch
 	req       http.Request // the current request, parsed into again for the next
 	loop      h1Loop       // serve's state, kept while the connection is parked
+	// waitSince is when the connection's latest wait began (monoNow);
+	// parkAsked: the sweep ended its wait on the second descriptor, to
+	// park it (h1Server.sweep).
+	waitSince atomic.Int64
+	parkAsked atomic.Bool
 }
 
 const (
@@ -411,20 +420,27 @@ func (c *h1Conn) serve() {
 		case stepDone:
 			return
 		case stepWait:
-			if st.served < waitAfter {
-				// A connection that has made few requests waits on a
-				// goroutine of its own with the smallest stack, and this
-				// one, its stack grown by the request path, serves other
-				// connections.
-				c.prepareWait()
-				c.giveBack(st)
-				parked = true
-				go c.parkWait()
-				return
+			if st.served >= waitAfter {
+				if c.wait(st) {
+					return
+				}
+				if !c.parkAsked.Swap(false) {
+					continue
+				}
+				// Idle for parkAfter on its second descriptor, which
+				// wait closed: parked as well, and given a new one
+				// after its next request.
+				c.wraw = nil
 			}
-			if c.wait(st) {
-				return
-			}
+			// A connection that has made few requests (or has waited
+			// long) waits on a goroutine of its own with the smallest
+			// stack, and this one, its stack grown by the request path,
+			// serves other connections.
+			c.prepareWait()
+			c.giveBack(st)
+			parked = true
+			go c.parkWait()
+			return
 		}
 	}
 }
@@ -726,6 +742,7 @@ func (c *h1Conn) prepareWait() {
 // later.
 func (c *h1Conn) armIdle() {
 	now := monoNow()
+	c.waitSince.Store(now)
 	if c.idleUntil-now >= int64(c.s.idle) {
 		return
 	}

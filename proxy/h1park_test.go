@@ -83,6 +83,7 @@ func TestH1ParkedConnectionStackAllocation(t *testing.T) {
 	deepOK := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { deepFrame(w, 12) })
 	p := ownServer(t, deepOK, time.Minute, watchDelay, nil)
 	var before goruntime.MemStats
+	goruntime.GC()
 	goruntime.ReadMemStats(&before)
 	const n = 1000
 	conns := make([]net.Conn, 0, n)
@@ -160,4 +161,32 @@ func BenchmarkH1ServerShortKeepAlive(b *testing.B) {
 		c.Close()
 	}
 	b.ReportMetric(float64((userCPU()-u0).Microseconds())/float64(b.N), "user-µs/op")
+}
+
+// A connection that waits on its second descriptor for parkAfter is
+// parked too: its descriptor closed, no goroutine left in its serve. Its
+// next request is served, and it gets a second descriptor again; its
+// idle timeout still ends it while parked.
+func TestH1LongIdleConnectionsParkToo(t *testing.T) {
+	p := ownServer(t, http.HandlerFunc(okHandler), 2*time.Second, watchDelay, func(s *h1Server) {
+		s.parkAfter = 100 * time.Millisecond
+	})
+	wc := dialWaiting(t, p) // waitAfter+1 requests: waiting on its second descriptor
+	parkedOnce := func() {
+		t.Helper()
+		eventually(t, func() bool {
+			parked, serving := parkedAndServing()
+			return parked == 1 && serving == 0 && p.ownSrv.waitFiles.Load() == 0
+		})
+	}
+	parkedOnce()
+	wc.send(waitGet)
+	wc.expect("ok")
+	eventually(t, func() bool { return p.ownSrv.anyWaitFile() })
+	parkedOnce()
+	start := time.Now()
+	wc.expectEOF(5 * time.Second)
+	if d := time.Since(start); d > 4*time.Second {
+		t.Fatalf("a parked connection closed %v after it parked, idle timeout 2 s", d)
+	}
 }

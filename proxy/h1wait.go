@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"time"
 )
 
 // A connection that keeps coming back waits for its next request on a
@@ -118,7 +119,48 @@ func (c *h1Conn) openWait() bool {
 		return false
 	}
 	c.idleUntil = 0 // armIdle sets the new descriptor's deadline too
+	c.s.sweepOnce.Do(func() { go c.s.sweep() })
 	return true
+}
+
+// parkAfter is how long a connection waits on its second descriptor, on
+// the goroutine that served it (whose stack the request path grew to
+// 8 KiB), before it is parked as a new connection is after each of its
+// first requests (h1Conn.parkWait): a long-lived connection that has gone
+// quiet gives back its descriptor and the stack.
+const parkAfter = 10 * time.Second
+
+// sweep looks, every half of parkAfter until the server shuts down, for
+// connections idle on their second descriptor for parkAfter or longer,
+// and ends their wait (a deadline in the past on that descriptor) with
+// parkAsked set: their goroutine then closes the descriptor and parks
+// the connection. A wait the deadline ends just as a request comes parks
+// a busy connection, which the request's bytes wake at once.
+func (s *h1Server) sweep() {
+	t := time.NewTicker(s.parkAfter / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+		}
+		now := monoNow()
+		s.mu.Lock()
+		for c := range s.conns {
+			// waitSince is 0 without an idle timeout (armIdle sets it):
+			// such connections are not parked.
+			since := c.waitSince.Load()
+			if c.state.Load() != h1Idle || since == 0 || now-since < int64(s.parkAfter) {
+				continue
+			}
+			if wf := c.wf.Load(); wf != nil && !c.parkAsked.Load() {
+				c.parkAsked.Store(true)
+				_ = wf.SetReadDeadline(time.Unix(1, 0))
+			}
+		}
+		s.mu.Unlock()
+	}
 }
 
 // closeWait closes the second descriptor, if any: by the connection's
