@@ -447,8 +447,8 @@ func (c *h1Conn) serve() {
 
 // responseHeaders holds the response header maps of parked connections,
 // which need none while they wait (one with room for 16 fields is over a
-// KiB), and requestHeaders their request heads' field maps.
-var responseHeaders, requestHeaders sync.Pool
+// KiB).
+var responseHeaders sync.Pool
 
 // spareHeader is a response header map from responseHeaders, or a new one.
 func spareHeader() http.Header {
@@ -468,13 +468,7 @@ func (c *h1Conn) giveBack(st *h1Loop) {
 		responseHeaders.Put(h)
 		c.w.header = nil
 	}
-	fs := &st.scratch.fields
-	if fs.h != nil && len(fs.h) <= maxScratchFields {
-		clear(fs.h)
-		requestHeaders.Put(fs.h)
-	}
-	fs.h = nil
-	clear(fs.vals)
+	st.scratch.fields.park()
 	st.scratch.url = url.URL{}
 	c.req = http.Request{}
 	clear(c.keys[:cap(c.keys)])

@@ -50,7 +50,7 @@ var errNotYet = errors.New("nothing to read yet")
 // true when the connection is done (served to its end, or handed off,
 // inside the wait).
 func (c *h1Conn) wait(st *h1Loop) (done bool) {
-	if st.served < waitAfter || !c.openWait() {
+	if !c.openWait() { // serve parks a connection of fewer requests
 		c.peekWait()
 		return false
 	}
@@ -156,7 +156,7 @@ func (s *h1Server) sweep() {
 			}
 			if wf := c.wf.Load(); wf != nil && !c.parkAsked.Load() {
 				c.parkAsked.Store(true)
-				_ = wf.SetReadDeadline(time.Unix(1, 0))
+				_ = wf.SetReadDeadline(aLongTimeAgo)
 			}
 		}
 		s.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"sync"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -156,13 +157,29 @@ type fieldScratch struct {
 	vals []string
 }
 
+// requestHeaders holds the field maps of parked connections' request
+// heads (park), for their next heads.
+var requestHeaders sync.Pool
+
+// park lets go of s's map (to requestHeaders, unless a large head grew
+// it) and of the strings its value slots hold, while its connection
+// waits; fields takes a map from the pool again.
+func (s *fieldScratch) park() {
+	if s.h != nil && len(s.h) <= maxScratchFields {
+		clear(s.h)
+		requestHeaders.Put(s.h)
+	}
+	s.h = nil
+	clear(s.vals)
+}
+
 // fields is an empty map and n value slots, s's own when they will do.
 func (s *fieldScratch) fields(n int) (http.Header, []string) {
 	if s == nil {
 		return make(http.Header, n), make([]string, n)
 	}
 	if s.h == nil && cap(s.vals) >= n {
-		// A parked connection's (h1Conn.giveBack): a map from the pool.
+		// Parked (park): a map from the pool.
 		if h, ok := requestHeaders.Get().(http.Header); ok {
 			s.h = h
 			return s.h, s.vals[:n]
