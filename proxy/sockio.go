@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	goruntime "runtime"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -122,9 +123,28 @@ func readFd(fd uintptr, p []byte) (int, syscall.Errno) {
 	}
 }
 
+// writeYield: a write first yields the P. A write wakes its reader (the
+// client, the backend) when the reader sleeps on another CPU, and on a
+// virtual machine whose interrupts are not posted each such wake-up is an
+// inter-processor interrupt and a VM exit, paid by the writer inside
+// write(2); the woken CPU then has one response to handle and sleeps
+// again. Writes that leave together wake it once and find it busy after,
+// as HAProxy's, whose event loop handles every ready event before it
+// sends. The cost is a trip through the scheduler when nothing else is
+// runnable, and latency under a partial load: a write waits for the work
+// of the goroutines ahead of it in the round (docs/BENCHMARKS.md, stop 24,
+// has both). TETHER_WRITE_YIELD=off turns it off.
+var writeYield = os.Getenv("TETHER_WRITE_YIELD") != "off"
+
 func (s *sockConn) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
+	}
+	if writeYield {
+		// The goroutines already runnable on this P go first, up to their
+		// own writes, so that a scheduling round's writes leave back to
+		// back (see writeYield).
+		goruntime.Gosched()
 	}
 	n, errno, err := s.w.do(p, s.raw.Write)
 	switch {
