@@ -131,10 +131,26 @@ func readFd(fd uintptr, p []byte) (int, syscall.Errno) {
 // again. Writes that leave together wake it once and find it busy after,
 // as HAProxy's, whose event loop handles every ready event before it
 // sends. The cost is a trip through the scheduler when nothing else is
-// runnable, and latency under a partial load: a write waits for the work
-// of the goroutines ahead of it in the round (docs/BENCHMARKS.md, stop 24,
-// has both). TETHER_WRITE_YIELD=off turns it off.
-var writeYield = os.Getenv("TETHER_WRITE_YIELD") != "off"
+// runnable, and some latency under a partial load: a write waits for the
+// work of the goroutines ahead of it in the round (docs/BENCHMARKS.md,
+// stop 24, has both).
+//
+// It is on when the process runs on one P (GOMAXPROCS 1 at start: one CPU,
+// or a CPU set or quota of one), where it was measured. With more Ps a
+// yielded goroutine goes through the scheduler's global queue, under its
+// one lock, and the other Ps run the round in parallel anyway, so it stays
+// off there. TETHER_WRITE_YIELD=on or off decides instead.
+var writeYield = yieldSetting(os.Getenv("TETHER_WRITE_YIELD"), goruntime.GOMAXPROCS(0))
+
+func yieldSetting(env string, procs int) bool {
+	switch env {
+	case "on":
+		return true
+	case "off":
+		return false
+	}
+	return procs == 1
+}
 
 func (s *sockConn) Write(p []byte) (int, error) {
 	if len(p) == 0 {

@@ -82,3 +82,25 @@ func TestSockConnWritesWaitForTheRound(t *testing.T) {
 		t.Logf("yield off: grouped in %d of %d rounds", got, trials)
 	}
 }
+
+func TestWriteYieldSetting(t *testing.T) {
+	for _, tc := range []struct {
+		env   string
+		procs int
+		want  bool
+	}{
+		{"", 1, true},
+		{"", 2, false},
+		{"", 64, false},
+		{"on", 1, true},
+		{"on", 8, true},
+		{"off", 1, false},
+		{"off", 8, false},
+		{"maybe", 1, true}, // anything else: as unset
+		{"maybe", 4, false},
+	} {
+		if got := yieldSetting(tc.env, tc.procs); got != tc.want {
+			t.Errorf("TETHER_WRITE_YIELD=%q with %d Ps: %v, want %v", tc.env, tc.procs, got, tc.want)
+		}
+	}
+}
