@@ -17,7 +17,9 @@
 // their backend connection on cancel without a context.AfterFunc each.
 // Every TCP connection the proxy accepts or dials is a sockConn
 // (sockio.go), whose reads and writes are raw system calls, so a slow
-// loopback write does not hand the scheduler's P to another thread.
+// loopback write does not hand the scheduler's P to another thread; on
+// one P each write first yields, so that a round's writes leave together
+// and wake the other CPU once (writeYield).
 //
 // Everything a request needs lives in one immutable runtime snapshot (route
 // table, per-cluster destinations, load balancer, affinity providers, one
