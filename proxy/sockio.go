@@ -7,6 +7,7 @@ import (
 	"os"
 	goruntime "runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -136,11 +137,17 @@ func readFd(fd uintptr, p []byte) (int, syscall.Errno) {
 // stop 24, has both).
 //
 // It is on when the process runs on one P (GOMAXPROCS 1 at start: one CPU,
-// or a CPU set or quota of one), where it was measured. With more Ps a
-// yielded goroutine goes through the scheduler's global queue, under its
+// a CPU set of one, or GOMAXPROCS=1 in the environment; a cgroup's CPU
+// quota alone leaves Go at 2 or more), where it was measured. With more Ps
+// a yielded goroutine goes through the scheduler's global queue, under its
 // one lock, and the other Ps run the round in parallel anyway, so it stays
-// off there. TETHER_WRITE_YIELD=on or off decides instead.
-var writeYield = yieldSetting(os.Getenv("TETHER_WRITE_YIELD"), goruntime.GOMAXPROCS(0))
+// off there. TETHER_WRITE_YIELD=on or off decides instead. Atomic only so
+// that a test may flip it while other connections write.
+var writeYield atomic.Bool
+
+func init() {
+	writeYield.Store(yieldSetting(os.Getenv("TETHER_WRITE_YIELD"), goruntime.GOMAXPROCS(0)))
+}
 
 func yieldSetting(env string, procs int) bool {
 	switch env {
@@ -156,7 +163,7 @@ func (s *sockConn) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if writeYield {
+	if writeYield.Load() {
 		// The goroutines already runnable on this P go first, up to their
 		// own writes, so that a scheduling round's writes leave back to
 		// back (see writeYield).

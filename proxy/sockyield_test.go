@@ -61,21 +61,21 @@ func groupedRounds(t *testing.T, conns []net.Conn, trials int) int {
 // grouping is asked of most rounds, not all.
 func TestSockConnWritesWaitForTheRound(t *testing.T) {
 	defer goruntime.GOMAXPROCS(goruntime.GOMAXPROCS(1))
-	defer func(on bool) { writeYield = on }(writeYield)
+	defer writeYield.Store(writeYield.Load())
 	const writers, trials = 4, 20
 	conns := make([]net.Conn, writers)
 	for i := range conns {
 		conns[i], _ = tcpPair(t, true)
 	}
 
-	writeYield = true
+	writeYield.Store(true)
 	if got := groupedRounds(t, conns, trials); got < trials/2 {
 		t.Errorf("yield on: the writes of a round went out together in %d of %d rounds, want at least %d", got, trials, trials/2)
 	} else {
 		t.Logf("yield on: grouped in %d of %d rounds", got, trials)
 	}
 
-	writeYield = false
+	writeYield.Store(false)
 	if got := groupedRounds(t, conns, trials); got > trials/4 {
 		t.Errorf("yield off: the writes of a round went out together in %d of %d rounds, want at most %d", got, trials, trials/4)
 	} else {
