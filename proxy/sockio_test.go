@@ -19,7 +19,7 @@ import (
 
 // tcpPair is a connected pair of loopback TCP connections: a the dialed
 // side (a sockConn when wrap), b the accepted side (plain).
-func tcpPair(t *testing.T, wrap bool) (a, b net.Conn) {
+func tcpPair(t testing.TB, wrap bool) (a, b net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
