@@ -273,11 +273,12 @@ TLB:          0          0          0   TLB shootdowns
 
 func TestPairedAgainstBase(t *testing.T) {
 	r := &report{Cases: cases[:1]}
-	for round, cpu := range [][2]float64{{40, 50}, {60, 55}, {45, 50}} { // tether, tether-base
+	p99 := [][3]float64{{3000, 2500, 1500}, {2000, 3500, 2200}, {4000, 3000, 2000}} // tether, tether-base, HAProxy
+	for round, cpu := range [][2]float64{{40, 50}, {60, 55}, {45, 50}} {            // tether, tether-base
 		r.Results = append(r.Results,
-			result{Round: round + 1, Case: "ka-1k", Target: "tether", CPUusPerReq: cpu[0]},
-			result{Round: round + 1, Case: "ka-1k", Target: "tether-base", CPUusPerReq: cpu[1]},
-			result{Round: round + 1, Case: "ka-1k", Target: "haproxy", CPUusPerReq: 20},
+			result{Round: round + 1, Case: "ka-1k", Target: "tether", CPUusPerReq: cpu[0], loadResult: loadResult{P99us: p99[round][0]}},
+			result{Round: round + 1, Case: "ka-1k", Target: "tether-base", CPUusPerReq: cpu[1], loadResult: loadResult{P99us: p99[round][1]}},
+			result{Round: round + 1, Case: "ka-1k", Target: "haproxy", CPUusPerReq: 20, loadResult: loadResult{P99us: p99[round][2]}},
 		)
 	}
 	// A round only one of them ran (a failed run, a case that skipped one)
@@ -289,6 +290,10 @@ func TestPairedAgainstBase(t *testing.T) {
 		"ka-1k tether 2.25 (2.00–3.00)",      // 40, 60, 45 over 20
 		"ka-1k tether-base 2.50 (2.50–2.75)", // 50, 55, 50 over 20
 		"tether against tether-base, paired the same way: ka-1k 0.900 (0.800–1.091), tether lower in 2 of 3 rounds.",
+		// p99 minus HAProxy's of the same round: 1500, -200, 2000 for
+		// tether; 1000, 1300, 1000 for tether-base. The medians of the
+		// rounds (3000 against 2000) would say +1.00 ms for tether.
+		"p99 paired against HAProxy (median, min–max over the rounds of each round's p99 minus HAProxy's in the same round and case): ka-1k tether +1.50 ms (-0.20 ms–+2.00 ms), within +1 ms in 1 of 3 rounds; ka-1k tether-base +1.00 ms (+1.00 ms–+1.30 ms), within +1 ms in 2 of 3 rounds.",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("paired notes lack %q:\n%s", want, got)

@@ -85,6 +85,11 @@ type summary struct {
 	// HasP99Ref says whether there was one.
 	P99OverHAProxy float64 `json:"p99_over_haproxy_us,omitempty"`
 	HasP99Ref      bool    `json:"-"`
+	// P99OverHAProxyPaired is min/median/max of the per-round p99 minus
+	// HAProxy's p99 in the same round and case (µs): the host's drift
+	// between rounds moves both, so it cancels here as in the paired CPU
+	// ratio.
+	P99OverHAProxyPaired stat `json:"p99_over_haproxy_paired_us"`
 }
 
 // targetOrder is the column and bar order.
@@ -155,6 +160,7 @@ func (r *report) summarize() {
 		}
 		if h, ok := p99(s.Case); ok { // latencies only within the same case
 			s.P99OverHAProxy, s.HasP99Ref = s.P99us.Med-h, true
+			s.P99OverHAProxyPaired = statOf(r.pairedP99(s.Case, s.Target))
 		}
 	}
 }
@@ -208,7 +214,7 @@ func (r *report) markdown() string {
 			}
 			over := ""
 			if s.HasP99Ref && tn != "haproxy" {
-				over = fmt.Sprintf("%+.2f ms", s.P99OverHAProxy/1000)
+				over = fmtDelta(s.P99OverHAProxy)
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.1f / %.1f | %s | %s | %.1f | %.3f / %.3f | %d |\n",
 				c.Name, tn, fmtStat(s.RPS, "%.0f"),
@@ -397,15 +403,46 @@ func (r *report) paired(ca, a, cb, b string) []float64 {
 	return out
 }
 
+// pairedP99 is the per-round differences of target a's p99 minus
+// HAProxy's in case c (µs), over the rounds both ran.
+func (r *report) pairedP99(c, a string) []float64 {
+	h := map[int]float64{}
+	for _, res := range r.Results {
+		if res.Case == c && res.Target == "haproxy" && res.P99us > 0 {
+			h[res.Round] = res.P99us
+		}
+	}
+	var out []float64
+	for _, res := range r.Results {
+		if res.Case == c && res.Target == a && res.P99us > 0 {
+			if d, ok := h[res.Round]; ok {
+				out = append(out, res.P99us-d)
+			}
+		}
+	}
+	return out
+}
+
 // pairedNotes are the lines after the table: tether's per-round ratios to
 // HAProxy, and to tether-base when the run had one.
 func (r *report) pairedNotes() string {
-	var vsH, vsBase []string
+	var vsH, p99H, vsBase []string
 	for _, c := range r.Cases {
 		for _, tn := range []string{"tether", "tether-base", "tether-10k", "tether-cluster3"} {
 			if s := r.summary(c.Name, tn); s != nil && s.VsHAProxyPaired.Med > 0 {
 				st := s.VsHAProxyPaired
 				vsH = append(vsH, fmt.Sprintf("%s %s %.2f (%.2f–%.2f)", c.Name, tn, st.Med, st.Min, st.Max))
+			}
+			if v := r.pairedP99(c.Name, tn); len(v) > 0 {
+				st := statOf(v)
+				within := 0
+				for _, d := range v {
+					if d <= 1000 {
+						within++
+					}
+				}
+				p99H = append(p99H, fmt.Sprintf("%s %s %s (%s–%s), within +1 ms in %d of %d rounds",
+					c.Name, tn, fmtDelta(st.Med), fmtDelta(st.Min), fmtDelta(st.Max), within, len(v)))
 			}
 		}
 		if v := r.paired(c.Name, "tether", c.Name, "tether-base"); len(v) > 0 {
@@ -423,8 +460,16 @@ func (r *report) pairedNotes() string {
 	if len(vsH) > 0 {
 		b.WriteString("\nPaired against HAProxy (median, min–max over the rounds of each round's CPU per request over HAProxy's in the same round; ka-1k's HAProxy for the tether-only cases): " + strings.Join(vsH, "; ") + ".\n")
 	}
+	if len(p99H) > 0 {
+		b.WriteString("\np99 paired against HAProxy (median, min–max over the rounds of each round's p99 minus HAProxy's in the same round and case): " + strings.Join(p99H, "; ") + ".\n")
+	}
 	if len(vsBase) > 0 {
 		b.WriteString("\ntether against tether-base, paired the same way: " + strings.Join(vsBase, "; ") + ".\n")
 	}
 	return b.String()
+}
+
+// fmtDelta is a latency difference in µs as signed milliseconds.
+func fmtDelta(us float64) string {
+	return fmt.Sprintf("%+.2f ms", us/1000)
 }
