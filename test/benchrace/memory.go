@@ -136,14 +136,15 @@ func keepAliveRequest(host string, req []byte) (net.Conn, error) {
 }
 
 // profileTether runs tether's data path (the profile subcommand) on CPU 1
-// under wrk's ka-1k load and writes its CPU profile to o.profile.
+// under wrk's ka-1k load (or h2load's, for h2c-1k) and writes its CPU
+// profile to o.profile.
 func profileTether(e *env, o options) error {
-	ports, err := freePorts(1)
+	ports, err := freePorts(2)
 	if err != nil {
 		return err
 	}
 	cfg := e.dir + "/profile.json"
-	if err := os.WriteFile(cfg, []byte(tetherConfig(ports[0], "", e.backends, len(e.backends))), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(tetherConfig(ports[0], ports[1], e.backends, len(e.backends))), 0o600); err != nil {
 		return err
 	}
 	p, _, err := startProc("profile", proxyCPU, e.dir+"/profile.log", true, nil,
@@ -152,12 +153,12 @@ func profileTether(e *env, o options) error {
 		return err
 	}
 	defer p.stop()
-	t := &target{name: "tether", h1: "http://" + ports[0], cookie: "tether_hash", procs: []*proc{p}}
+	t := &target{name: "tether", h1: "http://" + ports[0], h2: "http://" + ports[1], cookie: "tether_hash", procs: []*proc{p}}
 	c := cases[0]
 	for _, x := range cases {
-		// -cases picks the profiled case among those the profile's plain
-		// HTTP/1.1 HashCookie listener serves.
-		if len(o.caseSel) > 0 && x.Name == o.caseSel[0] && !x.h2 && x.only == nil {
+		// -cases picks the profiled case among those the profile's
+		// HashCookie listeners serve (HTTP/1.1, and h2c for h2c-1k).
+		if len(o.caseSel) > 0 && x.Name == o.caseSel[0] && x.only == nil {
 			c = x
 		}
 	}
