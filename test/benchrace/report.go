@@ -90,6 +90,10 @@ type summary struct {
 	// between rounds moves both, so it cancels here as in the paired CPU
 	// ratio.
 	P99OverHAProxyPaired stat `json:"p99_over_haproxy_paired_us"`
+	// P99PairedRounds is how many rounds were paired, P99PairedWithin
+	// how many of them were within HAProxy's p99 + 1 ms.
+	P99PairedRounds int `json:"p99_paired_rounds,omitempty"`
+	P99PairedWithin int `json:"p99_paired_within_1ms,omitempty"`
 }
 
 // targetOrder is the column and bar order.
@@ -160,7 +164,13 @@ func (r *report) summarize() {
 		}
 		if h, ok := p99(s.Case); ok { // latencies only within the same case
 			s.P99OverHAProxy, s.HasP99Ref = s.P99us.Med-h, true
-			s.P99OverHAProxyPaired = statOf(r.pairedP99(s.Case, s.Target))
+			d := r.pairedP99(s.Case, s.Target)
+			s.P99OverHAProxyPaired, s.P99PairedRounds = statOf(d), len(d)
+			for _, x := range d {
+				if x <= 1000 {
+					s.P99PairedWithin++
+				}
+			}
 		}
 	}
 }
@@ -380,25 +390,38 @@ func (r *report) chart() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// paired is the per-round ratios of target a's CPU per request over target
-// b's, in case ca for a and cb for b, over the rounds both ran. The
-// targets of one round ran seconds apart, so a ratio within a round is
-// less at the mercy of the host drifting between rounds than the ratio of
-// two medians.
-func (r *report) paired(ca, a, cb, b string) []float64 {
-	cpu := map[int]float64{}
+// roundPairs is, over the rounds both ran, the pairs (a's, b's) of a
+// result's figure v for target a in case ca and target b in case cb
+// (rounds where b's figure is 0, a failed run, left out). The targets of
+// one round ran seconds apart, so a figure compared within a round is less
+// at the mercy of the host drifting between rounds than two medians are.
+func (r *report) roundPairs(ca, a, cb, b string, v func(result) float64) [][2]float64 {
+	bs := map[int]float64{}
 	for _, res := range r.Results {
-		if res.Case == cb && res.Target == b && res.CPUusPerReq > 0 {
-			cpu[res.Round] = res.CPUusPerReq
+		if res.Case == cb && res.Target == b && v(res) > 0 {
+			bs[res.Round] = v(res)
 		}
 	}
-	var out []float64
+	var out [][2]float64
 	for _, res := range r.Results {
 		if res.Case == ca && res.Target == a {
-			if d, ok := cpu[res.Round]; ok {
-				out = append(out, res.CPUusPerReq/d)
+			if d, ok := bs[res.Round]; ok {
+				out = append(out, [2]float64{v(res), d})
 			}
 		}
+	}
+	return out
+}
+
+func cpuOf(res result) float64 { return res.CPUusPerReq }
+func p99Of(res result) float64 { return res.P99us }
+
+// paired is the per-round ratios of target a's CPU per request over target
+// b's, in case ca for a and cb for b.
+func (r *report) paired(ca, a, cb, b string) []float64 {
+	var out []float64
+	for _, p := range r.roundPairs(ca, a, cb, b, cpuOf) {
+		out = append(out, p[0]/p[1])
 	}
 	return out
 }
@@ -406,18 +429,10 @@ func (r *report) paired(ca, a, cb, b string) []float64 {
 // pairedP99 is the per-round differences of target a's p99 minus
 // HAProxy's in case c (µs), over the rounds both ran.
 func (r *report) pairedP99(c, a string) []float64 {
-	h := map[int]float64{}
-	for _, res := range r.Results {
-		if res.Case == c && res.Target == "haproxy" && res.P99us > 0 {
-			h[res.Round] = res.P99us
-		}
-	}
 	var out []float64
-	for _, res := range r.Results {
-		if res.Case == c && res.Target == a && res.P99us > 0 {
-			if d, ok := h[res.Round]; ok {
-				out = append(out, res.P99us-d)
-			}
+	for _, p := range r.roundPairs(c, a, c, "haproxy", p99Of) {
+		if p[0] > 0 {
+			out = append(out, p[0]-p[1])
 		}
 	}
 	return out
@@ -433,16 +448,10 @@ func (r *report) pairedNotes() string {
 				st := s.VsHAProxyPaired
 				vsH = append(vsH, fmt.Sprintf("%s %s %.2f (%.2f–%.2f)", c.Name, tn, st.Med, st.Min, st.Max))
 			}
-			if v := r.pairedP99(c.Name, tn); len(v) > 0 {
-				st := statOf(v)
-				within := 0
-				for _, d := range v {
-					if d <= 1000 {
-						within++
-					}
-				}
+			if s := r.summary(c.Name, tn); s != nil && s.P99PairedRounds > 0 {
+				st := s.P99OverHAProxyPaired
 				p99H = append(p99H, fmt.Sprintf("%s %s %s (%s–%s), within +1 ms in %d of %d rounds",
-					c.Name, tn, fmtDelta(st.Med), fmtDelta(st.Min), fmtDelta(st.Max), within, len(v)))
+					c.Name, tn, fmtDelta(st.Med), fmtDelta(st.Min), fmtDelta(st.Max), s.P99PairedWithin, s.P99PairedRounds))
 			}
 		}
 		if v := r.paired(c.Name, "tether", c.Name, "tether-base"); len(v) > 0 {
