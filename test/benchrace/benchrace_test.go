@@ -300,3 +300,35 @@ func TestPairedAgainstBase(t *testing.T) {
 		}
 	}
 }
+
+// TestProfiledCase: -profile runs ka-1k, or the first of -cases when the
+// profiled tether serves it (h2c-1k on its h2c listener), and refuses a
+// case of other targets or an unknown name instead of profiling ka-1k.
+func TestProfiledCase(t *testing.T) {
+	for _, tc := range []struct {
+		sel     []string
+		want    string
+		h2      bool
+		errText string
+	}{
+		{sel: nil, want: "ka-1k"},
+		{sel: []string{"close-1k"}, want: "close-1k"},
+		{sel: []string{"ka-64k", "ka-1k"}, want: "ka-64k"},
+		{sel: []string{"h2c-1k"}, want: "h2c-1k", h2: true},
+		{sel: []string{"ka-1k-paced"}, want: "ka-1k-paced"},
+		{sel: []string{"cluster-3"}, errText: "runs only on tether-cluster3"},
+		{sel: []string{"10k-dests"}, errText: "runs only on tether-10k"},
+		{sel: []string{"h2c"}, errText: `no case "h2c"`},
+	} {
+		c, err := profiledCase(tc.sel)
+		if tc.errText != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.errText) {
+				t.Errorf("%v: err %v, want one saying %q", tc.sel, err, tc.errText)
+			}
+			continue
+		}
+		if err != nil || c.Name != tc.want || c.h2 != tc.h2 {
+			t.Errorf("%v: %q (h2 %v), %v; want %q (h2 %v)", tc.sel, c.Name, c.h2, err, tc.want, tc.h2)
+		}
+	}
+}

@@ -140,7 +140,7 @@ func runRace(args []string) error {
 	fs.BoolVar(&o.syscalls, "syscalls", false, "also count the proxy's syscalls per request (perf stat -e raw_syscalls:sys_enter; adds a little cost to each syscall, so not for the CPU figures)")
 	fs.StringVar(&o.baseEnv, "baseline-env", "", "environment (KEY=VALUE,...) of tether-base, e.g. -baseline HEAD -baseline-env GOGC=400 to measure a runtime setting")
 	fs.StringVar(&o.baseline, "baseline", "", "also race tether built from this git revision, as target tether-base (before/after in one run)")
-	fs.StringVar(&o.profile, "profile", "", "instead of the race: profile tether's data path under wrk into this file (ka-1k, or the first of -cases among close-1k, ka-64k and h2c-1k); a name ending in .trace gets a runtime trace instead of a CPU profile")
+	fs.StringVar(&o.profile, "profile", "", "instead of the race: profile tether's data path under wrk into this file (ka-1k, or the first of -cases, one that runs on tether: close-1k, ka-64k, h2c-1k, ka-1k-paced); a name ending in .trace gets a runtime trace instead of a CPU profile")
 	fs.StringVar(&o.backend, "backend", "raw", "the backends' server: nethttp (net/http) or raw (a minimal HTTP/1.1 loop whose cost hardly depends on the request head)")
 	fs.Float64Var(&o.maxSteal, "max-steal", 3, "a run during which the hypervisor's steal time exceeds this share (%) of the proxy's or the load's CPU is measured again (0: never)")
 	fs.IntVar(&o.stealRetries, "steal-retries", 2, "how many times one round of one target is measured again for -max-steal before it is kept as it is")
@@ -159,6 +159,11 @@ func runRace(args []string) error {
 	}
 	if o.dur < time.Second {
 		o.dur = time.Second
+	}
+	if o.profile != "" {
+		if _, err := profiledCase(o.caseSel); err != nil {
+			return err // before anything is installed or built
+		}
 	}
 	if runtime.NumCPU() < 2 {
 		return fmt.Errorf("needs 2 CPUs (proxy on CPU 1, load on CPU 0), have %d", runtime.NumCPU())

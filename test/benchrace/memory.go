@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -154,13 +155,9 @@ func profileTether(e *env, o options) error {
 	}
 	defer p.stop()
 	t := &target{name: "tether", h1: "http://" + ports[0], h2: "http://" + ports[1], cookie: "tether_hash", procs: []*proc{p}}
-	c := cases[0]
-	for _, x := range cases {
-		// -cases picks the profiled case among those the profile's
-		// HashCookie listeners serve (HTTP/1.1, and h2c for h2c-1k).
-		if len(o.caseSel) > 0 && x.Name == o.caseSel[0] && x.only == nil {
-			c = x
-		}
+	c, err := profiledCase(o.caseSel)
+	if err != nil {
+		return err
 	}
 	ss := newSession()
 	syscall.Kill(p.pid(), syscall.SIGUSR1)
@@ -172,4 +169,24 @@ func profileTether(e *env, o options) error {
 	time.Sleep(time.Second)
 	logf("profiled %s: %.0f req/s, p50 %.0f µs, p99 %.0f µs, cpu %.1f µs/req (profiler on) -> %s", c.Name, res.RPS, res.P50us, res.P99us, res.CPUusPerReq, o.profile)
 	return nil
+}
+
+// profiledCase is the case -profile runs: ka-1k, or the first of -cases,
+// which must be one the profile's HashCookie listeners serve (HTTP/1.1,
+// and h2c for h2c-1k); a case of other targets or an unknown name is
+// refused rather than profiled as ka-1k.
+func profiledCase(sel []string) (caseDef, error) {
+	if len(sel) == 0 {
+		return cases[0], nil
+	}
+	for _, c := range cases {
+		if c.Name != sel[0] {
+			continue
+		}
+		if c.only != nil {
+			return caseDef{}, fmt.Errorf("-profile: case %s runs only on %s, not on the profiled tether", c.Name, strings.Join(c.only, ", "))
+		}
+		return c, nil
+	}
+	return caseDef{}, fmt.Errorf("-profile: no case %q", sel[0])
 }
