@@ -22,7 +22,9 @@ import (
 // (bare-nethttp), one behind a goroutine-per-connection HTTP/1.1 loop with
 // no background read (bare-own). They are measuring instruments, not
 // proxies: the loop trusts its client (wrk) and handles only GETs without a
-// body. Opt-in targets: -targets bare-nethttp,bare-own,haproxy.
+// body. A third, bare-loop (bareloop_linux.go), is the same proxy on an
+// event loop of its own, as HAProxy's. Opt-in targets: -targets
+// bare-nethttp,bare-own,bare-loop,haproxy.
 
 // barePool is a LIFO of persistent connections to one backend.
 type barePool struct {
@@ -93,10 +95,22 @@ const bareBuf = 70 << 10 // the race's largest body is 64 KiB
 
 func runBare(args []string) error {
 	fs := flag.NewFlagSet("bare", flag.ExitOnError)
-	server := fs.String("server", "nethttp", "nethttp or own")
+	server := fs.String("server", "nethttp", "nethttp, own or loop")
 	backends := fs.String("backends", "", "comma-separated host:port (the first is used)")
 	fs.Parse(args)
 	pool := &barePool{addr: strings.Split(*backends, ",")[0]}
+	if *server == "loop" {
+		lfd, addr, err := listenLoop()
+		if err != nil {
+			return err
+		}
+		fmt.Println(addr)
+		go func() { // until the harness closes stdin
+			io.Copy(io.Discard, os.Stdin)
+			os.Exit(0)
+		}()
+		return runLoop(lfd, pool.addr)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -133,7 +147,7 @@ func runBare(args []string) error {
 			go serveBare(c, pool)
 		}
 	}
-	return fmt.Errorf("bare: -server %q is neither nethttp nor own", *server)
+	return fmt.Errorf("bare: -server %q is none of nethttp, own and loop", *server)
 }
 
 // serveBare is the minimal HTTP/1.1 loop: read a head, proxy it, write the

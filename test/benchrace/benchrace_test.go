@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -330,5 +331,31 @@ func TestProfiledCase(t *testing.T) {
 		if err != nil || c.Name != tc.want || c.h2 != tc.h2 {
 			t.Errorf("%v: %q (h2 %v), %v; want %q (h2 %v)", tc.sel, c.Name, c.h2, err, tc.want, tc.h2)
 		}
+	}
+}
+
+// TestReportKeepsEveryTarget: a measured target that targetOrder does not
+// list is reported after the listed ones, not dropped (bare-loop was,
+// before it was listed).
+func TestReportKeepsEveryTarget(t *testing.T) {
+	r := &report{Rounds: 1, Duration: "3s", Conns: 32, Cases: cases[:1]}
+	r.Results = []result{
+		{Round: 1, Case: "ka-1k", Target: "zz-new", loadResult: loadResult{RPS: 100}, CPUusPerReq: 50},
+		{Round: 1, Case: "ka-1k", Target: "haproxy", loadResult: loadResult{RPS: 200}, CPUusPerReq: 20},
+		{Round: 1, Case: "ka-1k", Target: "bare-loop", loadResult: loadResult{RPS: 150}, CPUusPerReq: 25},
+	}
+	r.summarize()
+	var got []string
+	for _, s := range r.Summaries {
+		got = append(got, s.Target)
+	}
+	if want := []string{"bare-loop", "haproxy", "zz-new"}; !slices.Equal(got, want) {
+		t.Fatalf("summaries %v, want %v", got, want)
+	}
+	if md := r.markdown(); !strings.Contains(md, "| ka-1k | zz-new |") || !strings.Contains(md, "| ka-1k | bare-loop |") {
+		t.Fatalf("table lacks a target:\n%s", md)
+	}
+	if png, err := r.chart(); err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Fatalf("chart: %v", err)
 	}
 }

@@ -97,12 +97,28 @@ type summary struct {
 }
 
 // targetOrder is the column and bar order.
-var targetOrder = []string{"tether", "tether-base", "stdlib", "bare-nethttp", "bare-own", "haproxy", "nginx", "caddy", "tether-10k", "tether-cluster3"}
+var targetOrder = []string{"tether", "tether-base", "stdlib", "bare-nethttp", "bare-own", "bare-loop", "haproxy", "nginx", "caddy", "tether-10k", "tether-cluster3"}
+
+// order is targetOrder, then any measured target it does not list (by
+// name), so that a target added to the race is never left out of the
+// report.
+func (r *report) order() []string {
+	order := slices.Clone(targetOrder)
+	var extra []string
+	for _, res := range r.Results {
+		if !slices.Contains(order, res.Target) && !slices.Contains(extra, res.Target) {
+			extra = append(extra, res.Target)
+		}
+	}
+	slices.Sort(extra)
+	return append(order, extra...)
+}
 
 func (r *report) summarize() {
 	r.Summaries = nil
+	order := r.order()
 	for _, c := range r.Cases {
-		for _, tn := range targetOrder {
+		for _, tn := range order {
 			var rps, p50, p99, cpu, user, sys, load, lipi, pipi, scs []float64
 			var errs int64
 			for _, res := range r.Results {
@@ -210,8 +226,9 @@ func (r *report) markdown() string {
 	b.WriteString("Versions: " + strings.Join(vs, "; ") + ".\n\n")
 	b.WriteString("| case | proxy | req/s | p50 | p99 | p99 − HAProxy's | CPU µs/req | user / sys µs | ×stdlib | ×HAProxy | load CPU µs/req | wake IPIs /req (load / proxy) | errors |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	order := r.order()
 	for _, c := range r.Cases {
-		for _, tn := range targetOrder {
+		for _, tn := range order {
 			s := r.summary(c.Name, tn)
 			if s == nil {
 				continue
@@ -333,6 +350,7 @@ var palette = map[string]color.RGBA{
 	"stdlib":          {0x7f, 0x7f, 0x7f, 0xff},
 	"bare-nethttp":    {0xbc, 0xbd, 0x22, 0xff},
 	"bare-own":        {0xdb, 0xdb, 0x8d, 0xff},
+	"bare-loop":       {0x8c, 0x56, 0x4b, 0xff},
 	"haproxy":         {0x2c, 0xa0, 0x2c, 0xff},
 	"nginx":           {0xd6, 0x27, 0x28, 0xff},
 	"caddy":           {0x94, 0x67, 0xbd, 0xff},
@@ -353,9 +371,10 @@ func (r *report) chart() ([]byte, error) {
 	// a case leave no gap.
 	w := vg.Points(9)
 	inLegend := map[string]bool{}
+	order := r.order()
 	for j, c := range r.Cases {
 		var ss []*summary
-		for _, tn := range targetOrder {
+		for _, tn := range order {
 			if s := r.summary(c.Name, tn); s != nil {
 				ss = append(ss, s)
 			}
@@ -366,7 +385,11 @@ func (r *report) chart() ([]byte, error) {
 				return nil, err
 			}
 			bars.LineStyle.Width = 0
-			bars.Color = palette[s.Target]
+			col, ok := palette[s.Target]
+			if !ok {
+				col = color.RGBA{0x55, 0x55, 0x55, 0xff} // a target without a colour of its own
+			}
+			bars.Color = col
 			bars.XMin = float64(j)
 			bars.Offset = w * vg.Length(float64(i)-float64(len(ss)-1)/2)
 			p.Add(bars)

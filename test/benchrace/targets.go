@@ -177,7 +177,8 @@ func (e *env) startFloor() (*target, error) {
 	return &target{name: "stdlib", h1: "http://" + a[0], h2: "http://" + a[1], cookie: "floor", procs: []*proc{p}}, nil
 }
 
-// startBare runs one of the bare proxies (bare.go): kind is nethttp or own.
+// startBare runs one of the bare proxies (bare.go, bareloop_linux.go): kind
+// is nethttp, own or loop.
 func (e *env) startBare(kind string) (*target, error) {
 	name := "bare-" + kind
 	p, addr, err := startProc(name, proxyCPU, filepath.Join(e.dir, name+".log"), true, nil,
