@@ -317,9 +317,10 @@ func TestProfiledCase(t *testing.T) {
 		{sel: []string{"ka-64k", "ka-1k"}, want: "ka-64k"},
 		{sel: []string{"h2c-1k"}, want: "h2c-1k", h2: true},
 		{sel: []string{"ka-1k-paced"}, want: "ka-1k-paced"},
-		{sel: []string{"cluster-3"}, errText: "runs only on tether-cluster3"},
-		{sel: []string{"10k-dests"}, errText: "runs only on tether-10k"},
-		{sel: []string{"h2c"}, errText: `no case "h2c"`},
+		{sel: []string{"cluster-3"}, errText: "case cluster-3 needs a target of its own (tether-cluster3)"},
+		{sel: []string{"10k-dests"}, errText: "(tether-10k)"},
+		{sel: []string{"ka-1k-cookie"}, errText: "profile one of ka-1k, ka-1k-paced, close-1k, ka-64k, h2c-1k"},
+		{sel: []string{"h2c"}, errText: `no case "h2c"; profile one of ka-1k,`},
 	} {
 		c, err := profiledCase(tc.sel)
 		if tc.errText != "" {

@@ -179,14 +179,20 @@ func profiledCase(sel []string) (caseDef, error) {
 	if len(sel) == 0 {
 		return cases[0], nil
 	}
+	var served []string
+	for _, c := range cases {
+		if c.only == nil {
+			served = append(served, c.Name)
+		}
+	}
 	for _, c := range cases {
 		if c.Name != sel[0] {
 			continue
 		}
 		if c.only != nil {
-			return caseDef{}, fmt.Errorf("-profile: case %s runs only on %s, not on the profiled tether", c.Name, strings.Join(c.only, ", "))
+			return caseDef{}, fmt.Errorf("-profile: case %s needs a target of its own (%s), not the profiled tether's HashCookie listeners; profile one of %s", c.Name, strings.Join(c.only, ", "), strings.Join(served, ", "))
 		}
 		return c, nil
 	}
-	return caseDef{}, fmt.Errorf("-profile: no case %q", sel[0])
+	return caseDef{}, fmt.Errorf("-profile: no case %q; profile one of %s", sel[0], strings.Join(served, ", "))
 }
