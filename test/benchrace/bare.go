@@ -99,16 +99,16 @@ func runBare(args []string) error {
 	backends := fs.String("backends", "", "comma-separated host:port (the first is used)")
 	fs.Parse(args)
 	pool := &barePool{addr: strings.Split(*backends, ",")[0]}
+	go func() { // until the harness closes stdin
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}()
 	if *server == "loop" {
 		lfd, addr, err := listenLoop()
 		if err != nil {
 			return err
 		}
 		fmt.Println(addr)
-		go func() { // until the harness closes stdin
-			io.Copy(io.Discard, os.Stdin)
-			os.Exit(0)
-		}()
 		return runLoop(lfd, pool.addr)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -116,10 +116,6 @@ func runBare(args []string) error {
 		return err
 	}
 	fmt.Println(ln.Addr().String())
-	go func() { // until the harness closes stdin
-		io.Copy(io.Discard, os.Stdin)
-		os.Exit(0)
-	}()
 	switch *server {
 	case "nethttp":
 		bufs := sync.Pool{New: func() any { b := make([]byte, bareBuf); return &b }}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"strconv"
 	"syscall"
@@ -66,16 +67,15 @@ func listenLoop() (int, string, error) {
 // runLoop serves lfd until an error; it holds its OS thread.
 func runLoop(lfd int, backend string) error {
 	runtime.LockOSThread()
-	host, port, ok := bytes.Cut([]byte(backend), []byte(":"))
-	p, err := strconv.Atoi(string(port))
-	if !ok || err != nil || string(host) != "127.0.0.1" {
-		return fmt.Errorf("bare-loop: backend %q is not 127.0.0.1:port", backend)
+	ap, err := netip.ParseAddrPort(backend)
+	if err != nil || !ap.Addr().Is4() {
+		return fmt.Errorf("bare-loop: backend %q is not an IPv4 address and port", backend)
 	}
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		return err
 	}
-	l := &eventLoop{epfd: epfd, backend: syscall.SockaddrInet4{Port: p, Addr: [4]byte{127, 0, 0, 1}}, conns: map[int]*loopConn{}}
+	l := &eventLoop{epfd: epfd, backend: syscall.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}, conns: map[int]*loopConn{}}
 	if err := l.watch(lfd); err != nil {
 		return err
 	}
@@ -319,21 +319,12 @@ func responseSize(p []byte) (int, bool) {
 	return size, len(p) >= size
 }
 
-// indexFold is the index of lower (lower case) in p, ignoring ASCII case,
-// or -1; without bytes.ToLower's copy.
+// indexFold is the index of lower in p, ignoring ASCII case, or -1;
+// without bytes.ToLower's copy.
 func indexFold(p []byte, lower string) int {
-	for i := 0; i+len(lower) <= len(p); i++ {
-		j := 0
-		for ; j < len(lower); j++ {
-			b := p[i+j]
-			if 'A' <= b && b <= 'Z' {
-				b += 'a' - 'A'
-			}
-			if b != lower[j] {
-				break
-			}
-		}
-		if j == len(lower) {
+	key := []byte(lower)
+	for i := 0; i+len(key) <= len(p); i++ {
+		if bytes.EqualFold(p[i:i+len(key)], key) {
 			return i
 		}
 	}
