@@ -360,3 +360,24 @@ func TestReportKeepsEveryTarget(t *testing.T) {
 		t.Fatalf("chart: %v", err)
 	}
 }
+
+// TestCheckSelection: a name in -cases or -targets that names nothing is
+// refused before the race, as is tether-base without -baseline.
+func TestCheckSelection(t *testing.T) {
+	for _, tc := range []struct {
+		o       options
+		errText string
+	}{
+		{o: options{}},
+		{o: options{caseSel: []string{"ka-1k", "h2c-1k"}, only: []string{"tether", "haproxy", "bare-loop"}}},
+		{o: options{only: []string{"tether-base"}, baseline: "HEAD"}},
+		{o: options{caseSel: []string{"ka-1k", "ka1k"}}, errText: `-cases: no case "ka1k"`},
+		{o: options{only: []string{"bare-lop"}}, errText: `-targets: no target "bare-lop"; the targets are tether,`},
+		{o: options{only: []string{"tether-base"}}, errText: "-baseline, which is not given"},
+	} {
+		err := checkSelection(tc.o)
+		if tc.errText == "" && err != nil || tc.errText != "" && (err == nil || !strings.Contains(err.Error(), tc.errText)) {
+			t.Errorf("%+v: %v, want %q", tc.o, err, tc.errText)
+		}
+	}
+}

@@ -160,9 +160,12 @@ func runRace(args []string) error {
 	if o.dur < time.Second {
 		o.dur = time.Second
 	}
+	if err := checkSelection(o); err != nil {
+		return err // before anything is installed or built
+	}
 	if o.profile != "" {
 		if _, err := profiledCase(o.caseSel); err != nil {
-			return err // before anything is installed or built
+			return err
 		}
 	}
 	if runtime.NumCPU() < 2 {
@@ -565,3 +568,27 @@ func versions(e *env) map[string]string {
 }
 
 var _ = json.Marshal
+
+// checkSelection refuses a name in -cases or -targets that names no case
+// or target, which would otherwise run nothing for it without a word (a
+// typo such as bare-lop); tether-base also needs -baseline.
+func checkSelection(o options) error {
+	var names []string
+	for _, c := range cases {
+		names = append(names, c.Name)
+	}
+	for _, n := range o.caseSel {
+		if !slices.Contains(names, n) {
+			return fmt.Errorf("-cases: no case %q; the cases are %s", n, strings.Join(names, ", "))
+		}
+	}
+	for _, n := range o.only {
+		if !slices.Contains(targetOrder, n) {
+			return fmt.Errorf("-targets: no target %q; the targets are %s", n, strings.Join(targetOrder, ", "))
+		}
+		if n == "tether-base" && o.baseline == "" {
+			return errors.New("-targets: tether-base is the tree of -baseline, which is not given")
+		}
+	}
+	return nil
+}
