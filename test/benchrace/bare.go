@@ -23,8 +23,9 @@ import (
 // no background read (bare-own). They are measuring instruments, not
 // proxies: the loop trusts its client (wrk) and handles only GETs without a
 // body. A third, bare-loop (bareloop_linux.go), is the same proxy on an
-// event loop of its own, as HAProxy's. Opt-in targets: -targets
-// bare-nethttp,bare-own,bare-loop,haproxy.
+// event loop of its own, as HAProxy's, and bare-gor (baregor_linux.go) the
+// event loop's byte handling with a goroutine per connection again. Opt-in
+// targets: -targets bare-nethttp,bare-own,bare-gor,bare-loop,haproxy.
 
 // barePool is a LIFO of persistent connections to one backend.
 type barePool struct {
@@ -95,7 +96,7 @@ const bareBuf = 70 << 10 // the race's largest body is 64 KiB
 
 func runBare(args []string) error {
 	fs := flag.NewFlagSet("bare", flag.ExitOnError)
-	server := fs.String("server", "nethttp", "nethttp, own or loop")
+	server := fs.String("server", "nethttp", "nethttp, own, gor or loop")
 	backends := fs.String("backends", "", "comma-separated host:port (the first is used)")
 	fs.Parse(args)
 	pool := &barePool{addr: strings.Split(*backends, ",")[0]}
@@ -134,6 +135,8 @@ func runBare(args []string) error {
 			w.WriteHeader(resp.StatusCode)
 			w.Write(body)
 		}))
+	case "gor":
+		return runGor(ln, pool.addr)
 	case "own":
 		for {
 			c, err := ln.Accept()
@@ -143,7 +146,7 @@ func runBare(args []string) error {
 			go serveBare(c, pool)
 		}
 	}
-	return fmt.Errorf("bare: -server %q is none of nethttp, own and loop", *server)
+	return fmt.Errorf("bare: -server %q is none of nethttp, own, gor and loop", *server)
 }
 
 // serveBare is the minimal HTTP/1.1 loop: read a head, proxy it, write the

@@ -47,9 +47,30 @@ func TestIndexFold(t *testing.T) {
 	}
 }
 
-// TestBareLoopProxies drives the event loop as the race does: keep-alive
-// requests, a 64 KiB body, two client connections, Connection: close.
+// TestBareLoopProxies drives the event loop and bare-gor, its goroutine
+// twin, as the race does: keep-alive requests, a 64 KiB body, two client
+// connections, Connection: close.
 func TestBareLoopProxies(t *testing.T) {
+	t.Run("loop", func(t *testing.T) {
+		lfd, addr, err := listenLoop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		testBareProxy(t, addr, func(backend string) {
+			go runLoop(lfd, backend) // the loop holds its thread for the test binary's life
+		})
+	})
+	t.Run("gor", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		testBareProxy(t, ln.Addr().String(), func(backend string) { go runGor(ln, backend) })
+	})
+}
+
+func testBareProxy(t *testing.T, addr string, start func(backend string)) {
 	be, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -68,11 +89,7 @@ func TestBareLoopProxies(t *testing.T) {
 		w.Header().Set("Content-Length", strconv.Itoa(len(b))) // the loop takes no chunked answer
 		w.Write(b)
 	}))
-	lfd, addr, err := listenLoop()
-	if err != nil {
-		t.Fatal(err)
-	}
-	go runLoop(lfd, be.Addr().String()) // the loop holds its thread for the test binary's life
+	start(be.Addr().String())
 	get := func(c net.Conn, br *bufio.Reader, path string, closing bool) *http.Response {
 		t.Helper()
 		req := "GET " + path + " HTTP/1.1\r\nHost: x\r\n"

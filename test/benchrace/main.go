@@ -134,7 +134,7 @@ func runRace(args []string) error {
 	fs.BoolVar(&o.out, "write", true, "write docs/BENCHMARKS.md, docs/img/bench-race.png, docs/bench-race.json")
 	fs.BoolVar(&o.mem, "mem", true, "measure resident memory with idle keep-alive client connections")
 	fs.IntVar(&o.memConns, "mem-conns", 10000, "idle keep-alive client connections for -mem")
-	targetsFlag := fs.String("targets", "", "comma-separated subset of targets (tether, tether-10k, tether-cluster3, stdlib, haproxy, nginx, caddy; bare-nethttp, bare-own and bare-loop only when named)")
+	targetsFlag := fs.String("targets", "", "comma-separated subset of targets (tether, tether-10k, tether-cluster3, stdlib, haproxy, nginx, caddy; bare-nethttp, bare-own, bare-gor and bare-loop only when named)")
 	casesFlag := fs.String("cases", "", "comma-separated subset of cases")
 	fs.StringVar(&proxyCPU, "proxy-cpus", proxyCPU, "taskset CPU list of the proxies (the load stays on CPU 0)")
 	fs.BoolVar(&o.syscalls, "syscalls", false, "also count the proxy's syscalls per request (perf stat -e raw_syscalls:sys_enter; adds a little cost to each syscall, so not for the CPU figures)")
@@ -314,6 +314,7 @@ func startTargets(e *env, o options) ([]*target, error) {
 		{"stdlib", e.startFloor},
 		{"bare-nethttp", func() (*target, error) { return e.startBare("nethttp") }},
 		{"bare-own", func() (*target, error) { return e.startBare("own") }},
+		{"bare-gor", func() (*target, error) { return e.startBare("gor") }},
 		{"bare-loop", func() (*target, error) { return e.startBare("loop") }},
 		{"haproxy", func() (*target, error) { return withBin("haproxy", e.startHAProxy) }},
 		{"nginx", func() (*target, error) { return withBin("nginx", e.startNginx) }},

@@ -97,7 +97,7 @@ type summary struct {
 }
 
 // targetOrder is the column and bar order.
-var targetOrder = []string{"tether", "tether-base", "stdlib", "bare-nethttp", "bare-own", "bare-loop", "haproxy", "nginx", "caddy", "tether-10k", "tether-cluster3"}
+var targetOrder = []string{"tether", "tether-base", "stdlib", "bare-nethttp", "bare-own", "bare-gor", "bare-loop", "haproxy", "nginx", "caddy", "tether-10k", "tether-cluster3"}
 
 // order is targetOrder, then any measured target it does not list (by
 // name), so that a target added to the race is never left out of the
@@ -350,6 +350,7 @@ var palette = map[string]color.RGBA{
 	"stdlib":          {0x7f, 0x7f, 0x7f, 0xff},
 	"bare-nethttp":    {0xbc, 0xbd, 0x22, 0xff},
 	"bare-own":        {0xdb, 0xdb, 0x8d, 0xff},
+	"bare-gor":        {0xc4, 0x9c, 0x94, 0xff},
 	"bare-loop":       {0x8c, 0x56, 0x4b, 0xff},
 	"haproxy":         {0x2c, 0xa0, 0x2c, 0xff},
 	"nginx":           {0xd6, 0x27, 0x28, 0xff},

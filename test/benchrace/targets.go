@@ -178,7 +178,7 @@ func (e *env) startFloor() (*target, error) {
 }
 
 // startBare runs one of the bare proxies (bare.go, bareloop_linux.go): kind
-// is nethttp, own or loop.
+// is nethttp, own, gor or loop.
 func (e *env) startBare(kind string) (*target, error) {
 	name := "bare-" + kind
 	p, addr, err := startProc(name, proxyCPU, filepath.Join(e.dir, name+".log"), true, nil,

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"sync"
+)
+
+// bare-gor is bare-loop's proxy, byte for byte the same handling (the
+// request head scanned in place, a fixed request to the backend, the
+// response's head and body copied as they are), with a goroutine per
+// client connection in place of the event loop: the difference between
+// the two is the goroutine model alone.
+
+type gorBackend struct {
+	c   io.ReadWriteCloser
+	buf []byte
+}
+
+type gorPool struct {
+	dial func() (io.ReadWriteCloser, error)
+	mu   sync.Mutex
+	idle []*gorBackend
+}
+
+func (p *gorPool) get() (*gorBackend, error) {
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		b := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return b, nil
+	}
+	p.mu.Unlock()
+	c, err := p.dial()
+	if err != nil {
+		return nil, err
+	}
+	return &gorBackend{c: c, buf: make([]byte, bareBuf)}, nil
+}
+
+func (p *gorPool) put(b *gorBackend) {
+	p.mu.Lock()
+	p.idle = append(p.idle, b)
+	p.mu.Unlock()
+}
+
+var errBadResponse = errors.New("bare-gor: a response without a usable Content-Length")
+
+// roundTrip sends req and reads one whole response into b.buf.
+func (b *gorBackend) roundTrip(req []byte) ([]byte, error) {
+	if _, err := b.c.Write(req); err != nil {
+		return nil, err
+	}
+	n := 0
+	for {
+		r, err := b.c.Read(b.buf[n:])
+		if err != nil {
+			return nil, err
+		}
+		n += r
+		size, complete := responseSize(b.buf[:n])
+		switch {
+		case size < 0 || complete && n > size:
+			return nil, errBadResponse
+		case complete:
+			return b.buf[:size], nil
+		case n == len(b.buf):
+			return nil, errBadResponse
+		}
+	}
+}
+
+// runGor serves ln with a goroutine per connection.
+func runGor(ln net.Listener, backend string) error {
+	pool := &gorPool{dial: func() (io.ReadWriteCloser, error) {
+		c, err := net.Dial("tcp", backend)
+		if err != nil {
+			return nil, err
+		}
+		return newRawConn(c), nil
+	}}
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		go serveGor(newRawConn(c), pool)
+	}
+}
+
+func serveGor(c io.ReadWriteCloser, pool *gorPool) {
+	defer c.Close()
+	buf := make([]byte, 8<<10)
+	var req []byte
+	n := 0
+	for {
+		end := bytes.Index(buf[:n], []byte("\r\n\r\n"))
+		if end < 0 {
+			if n == len(buf) {
+				return
+			}
+			r, err := c.Read(buf[n:])
+			if err != nil {
+				return
+			}
+			n += r
+			continue
+		}
+		head := buf[:end+4]
+		line, _, _ := bytes.Cut(head, []byte("\r\n"))
+		sp1, sp2 := bytes.IndexByte(line, ' '), bytes.LastIndexByte(line, ' ')
+		if sp1 < 0 || sp2 <= sp1 {
+			return
+		}
+		closing := indexFold(head, "\r\nconnection: close") >= 0
+		req = append(append(append(req[:0], "GET "...), line[sp1+1:sp2]...), " HTTP/1.1\r\nHost: backend\r\nX-Forwarded-For: 127.0.0.1\r\n\r\n"...)
+		n = copy(buf, buf[end+4:n])
+		b, err := pool.get()
+		var resp []byte
+		if err == nil {
+			resp, err = b.roundTrip(req)
+		}
+		if err != nil {
+			if b != nil {
+				b.c.Close()
+			}
+			c.Write([]byte("HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+			return
+		}
+		_, err = c.Write(resp)
+		pool.put(b)
+		if err != nil || closing {
+			return
+		}
+	}
+}
