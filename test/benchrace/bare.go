@@ -27,39 +27,54 @@ import (
 // event loop's byte handling with a goroutine per connection again. Opt-in
 // targets: -targets bare-nethttp,bare-own,bare-gor,bare-loop,haproxy.
 
+// lifo is the bare proxies' pool of idle backend connections: the newest
+// first, a new one from dial when there is none.
+type lifo[T any] struct {
+	dial func() (T, error)
+	mu   sync.Mutex
+	idle []T
+}
+
+func (l *lifo[T]) get() (T, error) {
+	l.mu.Lock()
+	if n := len(l.idle); n > 0 {
+		c := l.idle[n-1]
+		l.idle = l.idle[:n-1]
+		l.mu.Unlock()
+		return c, nil
+	}
+	l.mu.Unlock()
+	return l.dial()
+}
+
+func (l *lifo[T]) put(c T) {
+	l.mu.Lock()
+	l.idle = append(l.idle, c)
+	l.mu.Unlock()
+}
+
 // barePool is a LIFO of persistent connections to one backend.
 type barePool struct {
 	addr string
-	mu   sync.Mutex
-	idle []*bareConn
+	lifo[*bareConn]
+}
+
+func newBarePool(addr string) *barePool {
+	p := &barePool{addr: addr}
+	p.dial = func() (*bareConn, error) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		return &bareConn{c: c, br: bufio.NewReaderSize(c, 4<<10), bw: bufio.NewWriterSize(c, 4<<10)}, nil
+	}
+	return p
 }
 
 type bareConn struct {
 	c  net.Conn
 	br *bufio.Reader
 	bw *bufio.Writer
-}
-
-func (p *barePool) get() (*bareConn, error) {
-	p.mu.Lock()
-	if n := len(p.idle); n > 0 {
-		c := p.idle[n-1]
-		p.idle = p.idle[:n-1]
-		p.mu.Unlock()
-		return c, nil
-	}
-	p.mu.Unlock()
-	c, err := net.Dial("tcp", p.addr)
-	if err != nil {
-		return nil, err
-	}
-	return &bareConn{c: c, br: bufio.NewReaderSize(c, 4<<10), bw: bufio.NewWriterSize(c, 4<<10)}, nil
-}
-
-func (p *barePool) put(c *bareConn) {
-	p.mu.Lock()
-	p.idle = append(p.idle, c)
-	p.mu.Unlock()
 }
 
 // roundTrip sends GET path and reads the whole response (Content-Length
@@ -99,7 +114,7 @@ func runBare(args []string) error {
 	server := fs.String("server", "nethttp", "nethttp, own, gor or loop")
 	backends := fs.String("backends", "", "comma-separated host:port (the first is used)")
 	fs.Parse(args)
-	pool := &barePool{addr: strings.Split(*backends, ",")[0]}
+	pool := newBarePool(strings.Split(*backends, ",")[0])
 	go func() { // until the harness closes stdin
 		io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)

@@ -5,46 +5,17 @@ import (
 	"errors"
 	"io"
 	"net"
-	"sync"
 )
 
 // bare-gor is bare-loop's proxy, byte for byte the same handling (the
 // request head scanned in place, a fixed request to the backend, the
 // response's head and body copied as they are), with a goroutine per
 // client connection in place of the event loop: the difference between
-// the two is the goroutine model alone.
+// the two is the goroutine model on Go's poller alone.
 
 type gorBackend struct {
 	c   io.ReadWriteCloser
 	buf []byte
-}
-
-type gorPool struct {
-	dial func() (io.ReadWriteCloser, error)
-	mu   sync.Mutex
-	idle []*gorBackend
-}
-
-func (p *gorPool) get() (*gorBackend, error) {
-	p.mu.Lock()
-	if n := len(p.idle); n > 0 {
-		b := p.idle[n-1]
-		p.idle = p.idle[:n-1]
-		p.mu.Unlock()
-		return b, nil
-	}
-	p.mu.Unlock()
-	c, err := p.dial()
-	if err != nil {
-		return nil, err
-	}
-	return &gorBackend{c: c, buf: make([]byte, bareBuf)}, nil
-}
-
-func (p *gorPool) put(b *gorBackend) {
-	p.mu.Lock()
-	p.idle = append(p.idle, b)
-	p.mu.Unlock()
 }
 
 var errBadResponse = errors.New("bare-gor: a response without a usable Content-Length")
@@ -75,12 +46,12 @@ func (b *gorBackend) roundTrip(req []byte) ([]byte, error) {
 
 // runGor serves ln with a goroutine per connection.
 func runGor(ln net.Listener, backend string) error {
-	pool := &gorPool{dial: func() (io.ReadWriteCloser, error) {
+	pool := &lifo[*gorBackend]{dial: func() (*gorBackend, error) {
 		c, err := net.Dial("tcp", backend)
 		if err != nil {
 			return nil, err
 		}
-		return newRawConn(c), nil
+		return &gorBackend{c: newRawConn(c), buf: make([]byte, bareBuf)}, nil
 	}}
 	for {
 		c, err := ln.Accept()
@@ -91,7 +62,7 @@ func runGor(ln net.Listener, backend string) error {
 	}
 }
 
-func serveGor(c io.ReadWriteCloser, pool *gorPool) {
+func serveGor(c io.ReadWriteCloser, pool *lifo[*gorBackend]) {
 	defer c.Close()
 	buf := make([]byte, 8<<10)
 	var req []byte
