@@ -109,6 +109,9 @@ func (p *barePool) roundTrip(path string, buf []byte) (*http.Response, []byte, e
 
 const bareBuf = 70 << 10 // the race's largest body is 64 KiB
 
+// badGateway is every bare proxy's answer when its backend fails.
+const badGateway = "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+
 func runBare(args []string) error {
 	fs := flag.NewFlagSet("bare", flag.ExitOnError)
 	server := fs.String("server", "nethttp", "nethttp, own, gor or loop")
@@ -194,7 +197,7 @@ func serveBare(c net.Conn, pool *barePool) {
 		}
 		resp, body, err := pool.roundTrip(path, buf)
 		if err != nil {
-			bw.WriteString("HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+			bw.WriteString(badGateway)
 			bw.Flush()
 			return
 		}

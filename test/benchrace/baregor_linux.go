@@ -80,14 +80,10 @@ func serveGor(c io.ReadWriteCloser, pool *lifo[*gorBackend]) {
 			n += r
 			continue
 		}
-		head := buf[:end+4]
-		line, _, _ := bytes.Cut(head, []byte("\r\n"))
-		sp1, sp2 := bytes.IndexByte(line, ' '), bytes.LastIndexByte(line, ' ')
-		if sp1 < 0 || sp2 <= sp1 {
+		var closing, ok bool
+		if req, closing, ok = backendRequest(req[:0], buf[:end+4]); !ok {
 			return
 		}
-		closing := indexFold(head, "\r\nconnection: close") >= 0
-		req = append(append(append(req[:0], "GET "...), line[sp1+1:sp2]...), " HTTP/1.1\r\nHost: backend\r\nX-Forwarded-For: 127.0.0.1\r\n\r\n"...)
 		n = copy(buf, buf[end+4:n])
 		b, err := pool.get()
 		var resp []byte
@@ -98,7 +94,7 @@ func serveGor(c io.ReadWriteCloser, pool *lifo[*gorBackend]) {
 			if b != nil {
 				b.c.Close()
 			}
-			c.Write([]byte("HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+			c.Write([]byte(badGateway))
 			return
 		}
 		_, err = c.Write(resp)

@@ -203,15 +203,13 @@ func (l *eventLoop) next(c *loopConn) {
 		}
 		return
 	}
-	head := c.buf[:end+4]
-	line, _, _ := bytes.Cut(head, []byte("\r\n"))
-	sp1, sp2 := bytes.IndexByte(line, ' '), bytes.LastIndexByte(line, ' ')
-	if sp1 < 0 || sp2 <= sp1 {
+	req, closing, ok := backendRequest(l.req[:0], c.buf[:end+4])
+	if !ok {
 		l.close(c)
 		return
 	}
-	c.closing = c.closing || indexFold(head, "\r\nconnection: close") >= 0
-	l.req = append(append(append(l.req[:0], "GET "...), line[sp1+1:sp2]...), " HTTP/1.1\r\nHost: backend\r\nX-Forwarded-For: 127.0.0.1\r\n\r\n"...)
+	l.req = req
+	c.closing = c.closing || closing
 	c.n = copy(c.buf, c.buf[end+4:c.n])
 	b, err := l.backendConn()
 	if err == nil {
@@ -221,7 +219,7 @@ func (l *eventLoop) next(c *loopConn) {
 		if b != nil {
 			l.close(b)
 		}
-		writeAll(c.fd, []byte("HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+		writeAll(c.fd, []byte(badGateway))
 		l.close(c)
 		return
 	}
@@ -266,7 +264,7 @@ func (l *eventLoop) onBackend(b *loopConn) {
 	size, complete := responseSize(b.buf[:b.n])
 	if !ok && !complete || size < 0 || b.n > size && complete {
 		l.close(b)
-		writeAll(c.fd, []byte("HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+		writeAll(c.fd, []byte(badGateway))
 		l.close(c)
 		return
 	}
@@ -294,6 +292,20 @@ func (l *eventLoop) dropIdle(b *loopConn) {
 			return
 		}
 	}
+}
+
+// backendRequest appends to dst the fixed request every bare proxy sends
+// for a client's head (its target, no field of the client's), and says
+// whether the client asked for Connection: close; ok is false for a
+// request line it cannot read.
+func backendRequest(dst, head []byte) (req []byte, closing, ok bool) {
+	line, _, _ := bytes.Cut(head, []byte("\r\n"))
+	sp1, sp2 := bytes.IndexByte(line, ' '), bytes.LastIndexByte(line, ' ')
+	if sp1 < 0 || sp2 <= sp1 {
+		return dst, false, false
+	}
+	closing = indexFold(head, "\r\nconnection: close") >= 0
+	return append(append(append(dst, "GET "...), line[sp1+1:sp2]...), " HTTP/1.1\r\nHost: backend\r\nX-Forwarded-For: 127.0.0.1\r\n\r\n"...), closing, true
 }
 
 // responseSize is the length of the whole response at the start of p

@@ -47,6 +47,24 @@ func TestIndexFold(t *testing.T) {
 	}
 }
 
+func TestBackendRequest(t *testing.T) {
+	const fixed = " HTTP/1.1\r\nHost: backend\r\nX-Forwarded-For: 127.0.0.1\r\n\r\n"
+	for _, tc := range []struct {
+		head, req   string
+		closing, ok bool
+	}{
+		{"GET /hash/1k HTTP/1.1\r\nHost: x\r\n\r\n", "GET /hash/1k" + fixed, false, true},
+		{"GET /a HTTP/1.1\r\nConnection: Close\r\n\r\n", "GET /a" + fixed, true, true},
+		{"GET\r\n\r\n", "", false, false},
+		{"GET /a\r\n\r\n", "", false, false},
+	} {
+		req, closing, ok := backendRequest(nil, []byte(tc.head))
+		if string(req) != tc.req || closing != tc.closing || ok != tc.ok {
+			t.Errorf("%q: %q, %v, %v; want %q, %v, %v", tc.head, req, closing, ok, tc.req, tc.closing, tc.ok)
+		}
+	}
+}
+
 // TestBareLoopProxies drives the event loop and bare-gor, its goroutine
 // twin, as the race does: keep-alive requests, a 64 KiB body, two client
 // connections, Connection: close.
