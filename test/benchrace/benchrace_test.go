@@ -374,6 +374,9 @@ func TestCheckSelection(t *testing.T) {
 		{o: options{caseSel: []string{"ka-1k", "ka1k"}}, errText: `-cases: no case "ka1k"`},
 		{o: options{only: []string{"bare-lop"}}, errText: `-targets: no target "bare-lop"; the targets are tether,`},
 		{o: options{only: []string{"tether-base"}}, errText: "-baseline, which is not given"},
+		{o: options{baseline: "HEAD", baseEnv: "GOGC=400,TETHER_WRITE_YIELD=off"}},
+		{o: options{baseEnv: "GOGC=400"}, errText: "-baseline-env: it is tether-base's environment, and -baseline is not given"},
+		{o: options{baseline: "HEAD", baseEnv: "GOGC"}, errText: `-baseline-env: "GOGC" is not KEY=VALUE`},
 	} {
 		err := checkSelection(tc.o)
 		if tc.errText == "" && err != nil || tc.errText != "" && (err == nil || !strings.Contains(err.Error(), tc.errText)) {

@@ -572,7 +572,8 @@ var _ = json.Marshal
 
 // checkSelection refuses a name in -cases or -targets that names no case
 // or target, which would otherwise run nothing for it without a word (a
-// typo such as bare-lop); tether-base also needs -baseline.
+// typo such as bare-lop); tether-base and -baseline-env also need
+// -baseline, and -baseline-env's entries are KEY=VALUE.
 func checkSelection(o options) error {
 	var names []string
 	for _, c := range cases {
@@ -589,6 +590,16 @@ func checkSelection(o options) error {
 		}
 		if n == "tether-base" && o.baseline == "" {
 			return errors.New("-targets: tether-base is the tree of -baseline, which is not given")
+		}
+	}
+	if o.baseEnv != "" {
+		if o.baseline == "" {
+			return errors.New("-baseline-env: it is tether-base's environment, and -baseline is not given")
+		}
+		for _, kv := range strings.Split(o.baseEnv, ",") {
+			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+				return fmt.Errorf("-baseline-env: %q is not KEY=VALUE", kv)
+			}
 		}
 	}
 	return nil
