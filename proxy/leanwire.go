@@ -75,12 +75,14 @@ func writeRequestHead(bw *bufio.Writer, req *http.Request) (bool, error) {
 	if vs, ok := req.Header["User-Agent"]; ok {
 		ua = ""
 		if len(vs) > 0 {
-			ua = textproto.TrimString(vs[0])
+			ua = vs[0]
 		}
 	}
+	// As Request.Write: an empty value drops the field, but one of only
+	// spaces is written, trimmed to nothing.
 	if ua != "" {
 		bw.WriteString("User-Agent: ")
-		bw.WriteString(ua)
+		bw.WriteString(textproto.TrimString(ua))
 		bw.WriteString("\r\n")
 	}
 	// Field names are valid: leanTransport.covers checked them (as

@@ -102,6 +102,7 @@ func TestWriteRequestHeadMatchesRequestWrite(t *testing.T) {
 		{"no User-Agent: Go's default", mk("GET", "http://b/", "h", nil), true},
 		{"empty User-Agent: none", mk("GET", "http://b/", "h", http.Header{"User-Agent": {""}}), true},
 		{"User-Agent trimmed", mk("GET", "http://b/", "h", http.Header{"User-Agent": {"  curl/8 \t"}}), true},
+		{"User-Agent of spaces: written empty", mk("GET", "http://b/", "h", http.Header{"User-Agent": {" \t "}}), true},
 		{"User-Agent present, no values", mk("GET", "http://b/", "h", http.Header{"User-Agent": nil}), true},
 		{"values trimmed, order kept", mk("GET", "http://b/", "h", http.Header{"X-A": {" 1", "2 ", "\t3\t"}, "Cookie": {"a=1", "b=2"}}), true},
 		{"excluded fields dropped", mk("GET", "http://b/", "h", http.Header{"Content-Length": {"5"}, "Transfer-Encoding": {"chunked"}, "Trailer": {"X"}, "Host": {"evil"}}), true},
