@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -382,5 +385,67 @@ func TestCheckSelection(t *testing.T) {
 		if tc.errText == "" && err != nil || tc.errText != "" && (err == nil || !strings.Contains(err.Error(), tc.errText)) {
 			t.Errorf("%+v: %v, want %q", tc.o, err, tc.errText)
 		}
+	}
+}
+
+// procState is the state letter of pid in /proc (R, S, T for stopped...).
+func procState(t *testing.T, pid int) byte {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	return s[strings.LastIndexByte(s, ')')+2]
+}
+
+// alone stops (SIGSTOP) every pausable target but the one about to run,
+// continues that one if it was stopped and has it warmed up again, and a
+// stopped target still ends at once when the run is over.
+func TestAlonePausesTheOthers(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("process states are read from /proc")
+	}
+	mk := func(name string, pausable bool) *target {
+		p, _, err := startProc(name, "0-1", filepath.Join(t.TempDir(), name+".log"), false, nil, "sleep", "60")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg := &target{name: name, procs: []*proc{p}, pausable: pausable}
+		t.Cleanup(tg.stop)
+		return tg
+	}
+	plain, ten, three := mk("haproxy", false), mk("tether-10k", true), mk("tether-cluster3", true)
+	targets := []*target{plain, ten, three}
+	waitState := func(tg *target, want byte) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for procState(t, tg.procs[0].pid()) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: state %c, want %c", tg.name, procState(t, tg.procs[0].pid()), want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	ss := newSession()
+	alone(targets, plain, ss)
+	waitState(ten, 'T')
+	waitState(three, 'T')
+	if plain.paused || !ten.paused || !three.paused || len(ss.resumed) != 0 {
+		t.Fatalf("paused: %v %v %v, resumed %v", plain.paused, ten.paused, three.paused, ss.resumed)
+	}
+	alone(targets, ten, ss)
+	waitState(ten, 'S')
+	waitState(three, 'T')
+	if ten.paused || !three.paused || !ss.resumed["tether-10k"] || ss.resumed["tether-cluster3"] {
+		t.Fatalf("paused: %v %v, resumed %v", ten.paused, three.paused, ss.resumed)
+	}
+	if procState(t, plain.procs[0].pid()) == 'T' {
+		t.Fatal("a target that is not pausable was stopped")
+	}
+	start := time.Now()
+	three.stop()
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("stopping a paused target took %v (SIGTERM waited for SIGCONT)", d)
 	}
 }

@@ -319,11 +319,18 @@ func startTargets(e *env, o options) ([]*target, error) {
 		{"haproxy", func() (*target, error) { return withBin("haproxy", e.startHAProxy) }},
 		{"nginx", func() (*target, error) { return withBin("nginx", e.startNginx) }},
 		{"caddy", func() (*target, error) { return withBin("caddy", e.startCaddy) }},
-		{"tether-10k", func() (*target, error) { return e.startTether("tether-10k", 1, 10000, false) }},
+		{"tether-10k", func() (*target, error) {
+			t, err := e.startTether("tether-10k", 1, 10000, false)
+			if t != nil {
+				t.pausable = true
+			}
+			return t, err
+		}},
 		{"tether-cluster3", func() (*target, error) {
 			t, err := e.startTether("tether-cluster3", 3, len(e.backends), false)
 			if t != nil {
 				t.cookie = "tether_cookie"
+				t.pausable = true
 			}
 			return t, err
 		}},
@@ -369,6 +376,13 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // race runs the interleaved rounds.
 func race(e *env, o options, targets []*target, rep *report) error {
 	ss := newSession()
+	defer func() {
+		for _, t := range targets {
+			if t.paused {
+				t.resume()
+			}
+		}
+	}()
 	for r := range o.rounds {
 		for _, c := range rep.Cases {
 			var ts []*target
@@ -381,6 +395,7 @@ func race(e *env, o options, targets []*target, rep *report) error {
 			// right after the same neighbour.
 			for i := range ts {
 				t := ts[(i+r)%len(ts)]
+				alone(targets, t, ss)
 				for try := 0; ; try++ {
 					res, err := measure(e, o, c, t, ss)
 					if err != nil {
@@ -407,16 +422,43 @@ func race(e *env, o options, targets []*target, rep *report) error {
 	return nil
 }
 
+// alone pauses every pausable target but t and resumes t if it was
+// paused. Their idle work on the proxy CPU was 6–7 % of it (the three
+// cluster nodes 40 ms/s, the 10,000-destination node 17 ms/s before its
+// watcher stopped walking unchanged health), and in the other targets'
+// runs it showed in both p99s, tether's more than HAProxy's (stop 29 in
+// docs/BENCHMARKS.md). A resumed target is warmed up again (resumeWarm):
+// its timers fired at once and a cluster may hold an election.
+func alone(targets []*target, t *target, ss *session) {
+	for _, x := range targets {
+		if x != t && x.pausable && !x.paused {
+			x.pause()
+		}
+	}
+	if t.paused {
+		t.resume()
+		ss.resumed[t.name] = true
+	}
+}
+
+// resumeWarm is the warm-up of a target that was paused: long enough for
+// a cluster's election after its followers' timers fired on resume.
+const resumeWarm = 3 * time.Second
+
 // measure runs one case on one target: a second of warm-up, then the
 // measured run with the proxy tree's CPU read before and after.
 // session is what measure keeps between runs: each target's session
-// cookie per path prefix, and which (case, target) pairs are warm.
+// cookie per path prefix, which (case, target) pairs are warm, and which
+// targets were just resumed.
 type session struct {
 	cookies map[string]string
 	warm    map[string]bool
+	resumed map[string]bool
 }
 
-func newSession() *session { return &session{cookies: map[string]string{}, warm: map[string]bool{}} }
+func newSession() *session {
+	return &session{cookies: map[string]string{}, warm: map[string]bool{}, resumed: map[string]bool{}}
+}
 
 func measure(e *env, o options, c caseDef, t *target, ss *session) (result, error) {
 	cookies := ss.cookies
@@ -479,14 +521,18 @@ func measure(e *env, o options, c caseDef, t *target, ss *session) (result, erro
 		}
 		return out, nil
 	}
-	if !ss.warm[key+" "+c.Name] {
+	if warm := time.Second; !ss.warm[key+" "+c.Name] || ss.resumed[t.name] {
 		// Warm-up, once per case and target: backend pools filled, the
 		// Go heap grown to its steady size. The proxies keep running
-		// between rounds.
-		if _, err := run(time.Second); err != nil {
+		// between rounds, but for the paused ones (alone).
+		if ss.resumed[t.name] {
+			warm = resumeWarm
+		}
+		if _, err := run(warm); err != nil {
 			return result{}, err
 		}
 		ss.warm[key+" "+c.Name] = true
+		delete(ss.resumed, t.name)
 	}
 	res := result{Case: c.Name, Target: t.name, Load1: loadAvg()}
 	var counted chan int64

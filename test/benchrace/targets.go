@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -25,6 +26,22 @@ type target struct {
 	fixedCookie string
 	// clusterH1 and admins: every node's proxy and admin URL (tether).
 	clusterH1, admins []string
+	// pausable: the target's idle work is measurable on the proxy CPU
+	// (three Raft nodes' heartbeats and gossip, a change watcher over
+	// 10,000 destinations), so it is stopped (SIGSTOP) while another
+	// target runs: each proxy alone on its core. paused says it is now.
+	pausable, paused bool
+}
+
+// pause stops the target's process groups; resume continues them.
+func (t *target) pause() { t.signal(syscall.SIGSTOP); t.paused = true }
+
+func (t *target) resume() { t.signal(syscall.SIGCONT); t.paused = false }
+
+func (t *target) signal(sig syscall.Signal) {
+	for _, p := range t.procs {
+		_ = syscall.Kill(-p.pid(), sig)
+	}
 }
 
 func (t *target) pids() []int {
@@ -36,6 +53,9 @@ func (t *target) pids() []int {
 }
 
 func (t *target) stop() {
+	if t.paused {
+		t.resume() // a stopped process takes no SIGTERM
+	}
 	for _, p := range t.procs {
 		p.stop()
 	}
