@@ -376,13 +376,6 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // race runs the interleaved rounds.
 func race(e *env, o options, targets []*target, rep *report) error {
 	ss := newSession()
-	defer func() {
-		for _, t := range targets {
-			if t.paused {
-				t.resume()
-			}
-		}
-	}()
 	for r := range o.rounds {
 		for _, c := range rep.Cases {
 			var ts []*target
@@ -521,11 +514,14 @@ func measure(e *env, o options, c caseDef, t *target, ss *session) (result, erro
 		}
 		return out, nil
 	}
-	if warm := time.Second; !ss.warm[key+" "+c.Name] || ss.resumed[t.name] {
+	resumed := ss.resumed[t.name]
+	if !ss.warm[key+" "+c.Name] || resumed {
 		// Warm-up, once per case and target: backend pools filled, the
 		// Go heap grown to its steady size. The proxies keep running
-		// between rounds, but for the paused ones (alone).
-		if ss.resumed[t.name] {
+		// between rounds, but for the paused ones (alone), which warm up
+		// again.
+		warm := time.Second
+		if resumed {
 			warm = resumeWarm
 		}
 		if _, err := run(warm); err != nil {
