@@ -121,6 +121,9 @@ type Node struct {
 	healthReady atomic.Pointer[sharedHealth]
 	// manualLeader (tests): no leader loop; the test calls leaderRound.
 	manualLeader bool
+	// commands (tests): the Raft command set this node applies, to act as
+	// an older binary; "": this binary's.
+	commands store.CommandSet
 	// failed is closed (once) when the node must stop after Start: it
 	// left the cluster, or formation hit a fatal error (failErr).
 	failed   chan struct{}

@@ -36,6 +36,9 @@ var (
 	ErrClusterID = errors.New("store: cluster id mismatch")
 	// ErrShutdown: the store is shut down.
 	ErrShutdown = errors.New("store: shut down")
+	// ErrUnsupported: a member (or this node) does not apply the command
+	// yet; upgrade it first. See CommandSet and Store.SetCommandGate.
+	ErrUnsupported = errors.New("store: command not supported by every member")
 )
 
 const (
@@ -79,6 +82,7 @@ type Store struct {
 	raft      *raft.Raft
 	observer  *raft.Observer
 	hadState  bool
+	gate      atomic.Pointer[func(Command) error]
 
 	leaderChanges atomic.Uint64
 	snapIndex     atomic.Uint64 // newest local snapshot's index
@@ -172,6 +176,10 @@ func Open(cfg Config) (_ *Store, err error) {
 
 	// 5. FSM and Raft.
 	s.fsm = newFSM(s.ring, s.kek, s.logger)
+	if cfg.Commands != "" {
+		s.fsm.commands = cfg.Commands
+	}
+	s.fsm.onStop = s.handOff
 	s.fsm.snapIndex = s.latestSnapshot
 	s.fsm.onChange = s.stateChanged
 	s.fsm.onApply = s.entryApplied
@@ -267,10 +275,28 @@ func (s *Store) observe(ch <-chan raft.Observation) {
 				if lo.LeaderID != "" {
 					s.leaderChanges.Add(1)
 				}
+				if string(lo.LeaderID) == s.id {
+					s.handOff()
+				}
 				s.logger.Info("raft leader changed", "leader_id", string(lo.LeaderID), "leader_addr", string(lo.LeaderAddr))
 			}
 		}
 	}
+}
+
+// handOff moves leadership away from a node that stopped applying: its
+// state is behind the log, so it must not act on it as the leader.
+func (s *Store) handOff() {
+	if s.fsm.stop.Load() == 0 {
+		return
+	}
+	go func() {
+		if s.IsLeader() {
+			if err := s.TransferLeadership(); err != nil {
+				s.logger.Warn("this node stopped applying and could not hand leadership over", "err", err)
+			}
+		}
+	}()
 }
 
 // stateChanged runs on the FSM goroutine after a change: it must not block.
@@ -440,6 +466,9 @@ func (s *Store) Term() uint64 { return s.raft.CurrentTerm() }
 // earlier term committed (all of them, after a restart without a recent
 // snapshot) reach its FSM only after it took over.
 func (s *Store) Barrier(timeout time.Duration) error {
+	if s.fsm.stop.Load() != 0 {
+		return fmt.Errorf("store: barrier: %w", s.fsm.stoppedErr())
+	}
 	if err := s.raft.Barrier(timeout).Error(); err != nil {
 		return fmt.Errorf("store: barrier: %w", err)
 	}
@@ -581,6 +610,14 @@ func raftErr(err error) error {
 // applied: retry with the same ReqID), a bad command, or the FSM's own
 // error (e.g. keyring.ErrUnknownKey, ErrClusterID).
 func (s *Store) Apply(cmd Command) (index uint64, err error) {
+	if !s.fsm.commands.Supports(cmd) {
+		return 0, fmt.Errorf("%w: this node does not apply %s (it knows %s)", ErrUnsupported, Requirement(cmd), s.fsm.commands.Describe())
+	}
+	if g := s.gate.Load(); g != nil {
+		if err := (*g)(cmd); err != nil {
+			return 0, err
+		}
+	}
 	if reqIDOf(cmd) == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
@@ -602,6 +639,25 @@ func (s *Store) Apply(cmd Command) (index uint64, err error) {
 	}
 	return f.Index(), nil
 }
+
+// SetCommandGate installs the check Apply runs before it writes a command:
+// the node refuses (ErrUnsupported) a command some member does not apply
+// yet. Nil removes it.
+func (s *Store) SetCommandGate(gate func(Command) error) {
+	if gate == nil {
+		s.gate.Store(nil)
+		return
+	}
+	s.gate.Store(&gate)
+}
+
+// Commands is the command set this node's FSM applies; members gossip it.
+func (s *Store) Commands() CommandSet { return s.fsm.commands }
+
+// Stopped reports the log entry this node stopped applying at (0: none)
+// and a sentence naming the version it needs. The node's applied and
+// durable indexes stay below that entry until it is upgraded.
+func (s *Store) Stopped() (index uint64, need string) { return s.fsm.stopped() }
 
 // ClusterID is the cluster's id, "" until one is set.
 func (s *Store) ClusterID() string { return s.fsm.ClusterID() }
@@ -633,6 +689,9 @@ func (s *Store) WaitApplied(ctx context.Context, index uint64) error {
 		s.appMu.Unlock()
 		if s.AppliedIndex() >= index {
 			return nil
+		}
+		if stop := s.fsm.stop.Load(); stop != 0 && index >= stop {
+			return fmt.Errorf("store: waiting for index %d: %w", index, s.fsm.stoppedErr())
 		}
 		select {
 		case <-ctx.Done():
