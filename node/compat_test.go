@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/store"
 )
 
@@ -75,4 +76,40 @@ func TestClusterLeaderWritesACommandOnlyOnceEveryMemberAppliesIt(t *testing.T) {
 
 func storeSetDrain() store.Command {
 	return store.SetDrain{Cluster: "app", Destination: "d1", Deadline: time.Now().Add(time.Minute)}
+}
+
+// TestClusterAddressClaimedTwiceEvictsNobodyAndShowsInMembers: a new node
+// that advertises a live voter's Raft address (pod IP reuse, every node on
+// :7000) is not added and the voter stays; /v1/members names both.
+func TestClusterAddressClaimedTwiceEvictsNobodyAndShowsInMembers(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	nodes := tc.form(3)
+	victim := nodes[1]
+	n4 := tc.start(tc.config("n4", 0, []string{nodes[0].GossipAddr()}))
+	if err := n4.members.UpdateMeta(func(m *cluster.Meta) { m.RaftAddr = victim.store.Addr() }); err != nil {
+		t.Fatal(err)
+	}
+	var rows []any
+	waitFor(t, 15*time.Second, "/v1/members to show the conflict on both nodes", func() bool {
+		_, body := admin(t, nodes[0], "GET", "/v1/members", nil)
+		rows, _ = body["members"].([]any)
+		flagged := 0
+		for _, r := range rows {
+			m, _ := r.(map[string]any)
+			c, _ := m["conflict"].(string)
+			if (m["id"] == "n2" || m["id"] == "n4") && strings.Contains(c, "n2, n4") {
+				flagged++
+			}
+		}
+		return flagged == 2
+	})
+	// Give the leader a few rounds to do the wrong thing: n2 must still be
+	// a voter, n4 not in Raft.
+	time.Sleep(3 * leaderInterval)
+	if r := raftRole(nodes[0], victim.ID()); r != "voter" {
+		t.Errorf("n2 is %q after another node claimed its address, want voter (members %v)", r, rows)
+	}
+	if r := raftRole(nodes[0], "n4"); r != "" && r != "none" {
+		t.Errorf("n4 was added as %q at an address a live voter holds", r)
+	}
 }

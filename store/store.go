@@ -38,7 +38,11 @@ var (
 	ErrShutdown = errors.New("store: shut down")
 	// ErrUnsupported: a member (or this node) does not apply the command
 	// yet; upgrade it first. See CommandSet and Store.SetCommandGate.
-	ErrUnsupported = errors.New("store: command not supported by every member")
+	// ErrAddressTaken: a server asked to be added at an address another
+	// server of the configuration holds. The holder is never evicted for
+	// it: whoever knows it failed removes it first (RemoveServer).
+	ErrAddressTaken = errors.New("store: raft address held by another server")
+	ErrUnsupported  = errors.New("store: command not supported by every member")
 )
 
 const (
@@ -504,12 +508,16 @@ func (s *Store) Servers() ([]Server, error) {
 }
 
 // AddVoter makes id at addr a voter. Idempotent (rqlite's join): the same
-// id and address as a voter already is nothing to do; when only one of the
-// two matches an existing server, that stale entry is removed first.
+// id and address as a voter already is nothing to do; a known id at a new
+// address is updated in place (never removed and added again, which would
+// pass through a configuration with one voter less). An address another
+// server holds is refused with ErrAddressTaken, naming both: the holder may
+// be alive (pod IP reuse, every node on :7000), and only the caller knows
+// from gossip whether it failed and may be removed first.
 func (s *Store) AddVoter(id, addr string) error { return s.add(id, addr, true) }
 
 // AddNonvoter adds id at addr as a non-voter (it replicates, never votes).
-// Same idempotence as AddVoter; an existing voter stays a voter.
+// Same rules as AddVoter; an existing voter stays a voter.
 func (s *Store) AddNonvoter(id, addr string) error { return s.add(id, addr, false) }
 
 func (s *Store) add(id, addr string, voter bool) error {
@@ -526,12 +534,15 @@ func (s *Store) add(id, addr string, voter bool) error {
 			if sv.Voter || !voter {
 				return nil
 			}
-		case sv.ID == id || sv.Address == addr:
-			if err := s.RemoveServer(sv.ID); err != nil {
-				return fmt.Errorf("store: removing stale server %s at %s before adding %s at %s: %w", sv.ID, sv.Address, id, addr, err)
-			}
+		case sv.ID != id && sv.Address == addr:
+			s.logger.Warn("raft address conflict: refusing a server at an address another server holds",
+				"address", addr, "holder", sv.ID, "claimant", id)
+			return fmt.Errorf("%w: %s claims raft address %s, which %s holds: refused (remove %s first if it failed for good)",
+				ErrAddressTaken, id, addr, sv.ID, sv.ID)
 		}
 	}
+	// raft's AddVoter/AddNonvoter with a known id keep its place and
+	// change its address (AddNonvoter keeps a voter a voter).
 	var f raft.IndexFuture
 	if voter {
 		f = s.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, membershipTimeout)
