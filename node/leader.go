@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -212,25 +213,49 @@ func (n *Node) hasPending(now time.Time) bool {
 }
 
 // rotate installs a new key that the leader activates once every alive
-// member holds it durably. It returns once the key is committed.
-func (n *Node) rotate(now time.Time, reqID string) (keyring.Metadata, error) {
+// member holds it durably. It returns once the key is committed, with the
+// key that was committed: a retry of a rotation that already committed
+// (same request id) answers with the first try's key, not with the one it
+// generated for itself, which the FSM never installed.
+func (n *Node) rotate(now time.Time, reqID string) (keyring.Metadata, uint64, error) {
 	k, err := keyring.GenerateKey(now, pendingActivation, keyring.DefaultLifetime)
 	if err != nil {
-		return keyring.Metadata{}, err
+		return keyring.Metadata{}, 0, err
 	}
-	idx, err := n.store.Apply(store.InstallKey{ReqID: reqID, Key: k})
+	c, err := n.store.Commit(store.InstallKey{ReqID: reqID, Key: k})
 	if err != nil {
-		return keyring.Metadata{}, err
+		return keyring.Metadata{}, 0, err
 	}
-	n.lead.mu.Lock()
-	if n.lead.pending == nil {
-		n.lead.pending = map[string]pendingKey{}
+	id := cmp.Or(c.Value, k.ID)
+	md, ok := n.keyMetadata(id, now)
+	if !ok {
+		return keyring.Metadata{}, 0, fmt.Errorf("the rotation committed key %s, which this keyring no longer holds (pruned)", id)
 	}
-	n.lead.pending[k.ID] = pendingKey{since: now, index: idx}
-	n.lead.mu.Unlock()
-	n.log.Info("key installed; it activates once every member holds it", "id", k.ID, "index", idx)
+	if md.State == keyring.Installed {
+		n.lead.mu.Lock()
+		if n.lead.pending == nil {
+			n.lead.pending = map[string]pendingKey{}
+		}
+		if _, ok := n.lead.pending[id]; !ok {
+			n.lead.pending[id] = pendingKey{since: now, index: c.Index}
+		}
+		n.lead.mu.Unlock()
+	}
+	if id == k.ID {
+		n.log.Info("key installed; it activates once every member holds it", "id", id, "index", c.Index)
+	}
 	n.wakeLeader()
-	return k.Metadata(now), nil
+	return md, c.Index, nil
+}
+
+// keyMetadata is key id's metadata in this node's keyring.
+func (n *Node) keyMetadata(id string, now time.Time) (keyring.Metadata, bool) {
+	for _, md := range n.ring.List(now) {
+		if md.ID == id {
+			return md, true
+		}
+	}
+	return keyring.Metadata{}, false
 }
 
 // activatePending activates installed keys that every alive member holds
@@ -336,7 +361,7 @@ func (n *Node) maybeRotate(now time.Time) error {
 	if newest.Expires.Sub(now) > life/rotateFraction {
 		return nil
 	}
-	md, err := n.rotate(now, "")
+	md, _, err := n.rotate(now, "")
 	if err == nil {
 		n.log.Info("key rotated automatically", "id", md.ID)
 	}
@@ -359,17 +384,18 @@ func (n *Node) maybePrune(now time.Time) {
 
 // revoke revokes key id; revoking the key that encrypts installs an
 // already active replacement in the same entry, so sealing never stops.
-func (n *Node) revoke(now time.Time, id, reqID string) error {
+// It answers with the index of the entry and the active key after it.
+func (n *Node) revoke(now time.Time, id, reqID string) (uint64, error) {
 	cmd := store.RevokeKey{ReqID: reqID, ID: id}
 	if n.ring.ActiveKeyID(now) == id {
 		k, err := keyring.GenerateKey(now, 0, keyring.DefaultLifetime)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		cmd.Replacement = &k
 	}
-	_, err := n.store.Apply(cmd)
-	return err
+	c, err := n.store.Commit(cmd)
+	return c.Index, err
 }
 
 // raftAdapter lets cluster reconcile voters through the store.

@@ -581,6 +581,22 @@ func raftErr(err error) error {
 // applied: retry with the same ReqID), a bad command, or the FSM's own
 // error (e.g. keyring.ErrUnknownKey, ErrClusterID).
 func (s *Store) Apply(cmd Command) (index uint64, err error) {
+	c, err := s.Commit(cmd)
+	return c.Index, err
+}
+
+// Committed is what a write committed: its entry's index and, for a
+// command that carries one, the value the first application of its ReqID
+// committed (InstallKey: the key id; RevokeKey with a replacement: the
+// replacement's id; SetDrain: the deadline, RFC 3339). A retry whose ReqID
+// was already applied gets the first try's value, not its own.
+type Committed struct {
+	Index uint64
+	Value string
+}
+
+// Commit is Apply answering with what was committed.
+func (s *Store) Commit(cmd Command) (Committed, error) {
 	if reqIDOf(cmd) == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
@@ -588,19 +604,23 @@ func (s *Store) Apply(cmd Command) (index uint64, err error) {
 	}
 	data, err := encodeCommand(s.kek, cmd)
 	if err != nil {
-		return 0, fmt.Errorf("store: %w", err)
+		return Committed{}, fmt.Errorf("store: %w", err)
 	}
 	f := s.raft.Apply(data, applyTimeout)
 	if err := raftErr(f.Error()); err != nil {
 		if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrLeadershipLost) || errors.Is(err, ErrShutdown) {
-			return 0, err
+			return Committed{}, err
 		}
-		return 0, fmt.Errorf("store: apply: %w", err)
+		return Committed{}, fmt.Errorf("store: apply: %w", err)
 	}
-	if r, ok := f.Response().(applyResponse); ok && r.err != nil {
-		return f.Index(), r.err
+	c := Committed{Index: f.Index()}
+	if r, ok := f.Response().(applyResponse); ok {
+		c.Value = r.value
+		if r.err != nil {
+			return c, r.err
+		}
 	}
-	return f.Index(), nil
+	return c, nil
 }
 
 // ClusterID is the cluster's id, "" until one is set.
