@@ -85,9 +85,18 @@ func (n *Node) adminHandler() http.Handler {
 	return mux
 }
 
-// requireToken enforces the bearer token when one is configured.
+// requireToken enforces the bearer token when one is configured. Without
+// one, reads get the writes' Host/Origin rule (sameSite): a web page must
+// not read members, keys or metrics through a DNS name rebound to the admin
+// address (README.md, "Admin API and client commands").
 func (n *Node) requireToken(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(n.token) == 0 {
+			if err := n.checkSameSite(r); err != nil {
+				writeError(w, http.StatusForbidden, err.Error())
+				return
+			}
+		}
 		if len(n.token) > 0 {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), n.token) != 1 {

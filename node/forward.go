@@ -311,7 +311,7 @@ func (n *Node) checkSameSite(r *http.Request) error {
 	if origin := r.Header.Get("Origin"); origin != "" {
 		u, err := url.Parse(origin)
 		if err != nil || !strings.EqualFold(u.Host, r.Host) {
-			return fmt.Errorf("refused: cross-site request from Origin %q (only the admin API's own origin may write)", origin)
+			return fmt.Errorf("refused: cross-site request from Origin %q (only the admin API's own origin may call it)", origin)
 		}
 	}
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
