@@ -74,6 +74,9 @@ type Drain struct {
 type result struct {
 	Code uint8  `json:"code"`
 	Msg  string `json:"msg,omitempty"`
+	// Value is what the first application committed (committedValue), so
+	// a retry answers with it rather than with its own values.
+	Value string `json:"value,omitempty"`
 }
 
 // result codes keep errors.Is working across retries and snapshots.
@@ -91,15 +94,15 @@ func resultOf(err error) result {
 	case err == nil:
 		return result{}
 	case errors.Is(err, keyring.ErrUnknownKey):
-		return result{codeUnknownKey, err.Error()}
+		return result{Code: codeUnknownKey, Msg: err.Error()}
 	case errors.Is(err, keyring.ErrKeyExists):
-		return result{codeKeyExists, err.Error()}
+		return result{Code: codeKeyExists, Msg: err.Error()}
 	case errors.Is(err, keyring.ErrRevoked):
-		return result{codeRevoked, err.Error()}
+		return result{Code: codeRevoked, Msg: err.Error()}
 	case errors.Is(err, ErrClusterID):
-		return result{codeClusterID, err.Error()}
+		return result{Code: codeClusterID, Msg: err.Error()}
 	}
-	return result{codeOther, err.Error()}
+	return result{Code: codeOther, Msg: err.Error()}
 }
 
 // fsmError is an FSM result as an error: the first application's message,
@@ -130,7 +133,10 @@ func (r result) err() error {
 }
 
 // applyResponse is what Apply returns to raft (future.Response()).
-type applyResponse struct{ err error }
+type applyResponse struct {
+	err   error
+	value string
+}
 
 func newFSM(ring *keyring.Ring, kek []byte, logger *slog.Logger) *fsm {
 	return &fsm{
@@ -155,7 +161,7 @@ var ErrStopped = errors.New("store: stopped applying: this node needs a newer te
 func (f *fsm) Apply(l *raft.Log) any {
 	defer f.onApply()
 	if f.stop.Load() != 0 {
-		return applyResponse{f.stoppedErr()}
+		return applyResponse{err: f.stoppedErr()}
 	}
 	if len(l.Data) >= 2 {
 		typ, ver := l.Data[0]&^flagIgnorable, l.Data[1]
@@ -176,30 +182,50 @@ func (f *fsm) Apply(l *raft.Log) any {
 			f.stop.Store(l.Index)
 			f.logger.Error(need)
 			f.onStop()
-			return applyResponse{f.stoppedErr()}
+			return applyResponse{err: f.stoppedErr()}
 		}
 	}
 	defer f.raise(l.Index)
 	cmd, err := decodeCommand(f.kek, l.Data)
 	if err != nil { // a bug or a different cluster secret: loud, and no state change
 		f.logger.Error("raft entry not applied: cannot decode it", "index", l.Index, "err", err)
-		return applyResponse{fmt.Errorf("store: entry %d: %w", l.Index, err)}
+		return applyResponse{err: fmt.Errorf("store: entry %d: %w", l.Index, err)}
 	}
 	f.mu.Lock()
 	id := reqIDOf(cmd)
 	if r, ok := f.reqs[id]; ok {
 		f.mu.Unlock()
-		return applyResponse{r.err()}
+		return applyResponse{r.err(), r.Value}
 	}
 	changed, err := f.apply(cmd)
 	r := resultOf(err)
+	if err == nil {
+		r.Value = committedValue(cmd)
+	}
 	f.remember(id, r)
 	f.mu.Unlock()
 	if changed {
 		f.lastChange.Store(l.Index)
 		f.onChange()
 	}
-	return applyResponse{r.err()}
+	return applyResponse{r.err(), r.Value}
+}
+
+// committedValue is the part of a command a client is answered with: the
+// key an InstallKey installed, the replacement a RevokeKey installed, the
+// deadline a SetDrain set.
+func committedValue(cmd Command) string {
+	switch c := cmd.(type) {
+	case InstallKey:
+		return c.Key.ID
+	case RevokeKey:
+		if c.Replacement != nil {
+			return c.Replacement.ID
+		}
+	case SetDrain:
+		return c.Deadline.Format(time.RFC3339Nano)
+	}
+	return ""
 }
 
 // stopped returns the index of the entry the FSM stopped at (0: none) and
