@@ -64,6 +64,10 @@ type Config struct {
 	// ReapTimeout is how long a failed node stays in the Raft configuration
 	// before the leader removes it; default 72h.
 	ReapTimeout time.Duration
+	// VoterGrace is how long a voter must have been failed, counted from
+	// no earlier than the leader's election, before a non-voter replaces
+	// it; default 15s.
+	VoterGrace time.Duration
 	// RaftVoters caps the voters (odd; default 5); further nodes replicate
 	// as non-voters.
 	RaftVoters int
