@@ -72,6 +72,10 @@ type Config struct {
 	// as non-voters.
 	RaftVoters int
 
+	// HTTP1Server chooses what serves cleartext HTTP/1.1 connections:
+	// "own" (default) or "stdlib" (--http1-server, docs/OPERATIONS.md).
+	HTTP1Server string
+
 	// FastTimings shortens gossip timings (failure detection) for
 	// in-process tests and the demo on loopback; Raft keeps LAN timings.
 	FastTimings bool
@@ -171,6 +175,9 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.checkClusterFlags(); err != nil {
 		return nil, err
 	}
+	if _, err := proxy.ParseHTTP1Server(cfg.HTTP1Server); err != nil {
+		return nil, fmt.Errorf("--http1-server: %w", err)
+	}
 	return &Node{
 		cfg:        cfg,
 		log:        cfg.Logger.With("node", cfg.NodeID),
@@ -268,7 +275,8 @@ func (n *Node) Start() (err error) {
 
 	n.serveAdmin()
 
-	n.server, err = proxy.NewServer(cfg, n.proxy, n.log)
+	h1, _ := proxy.ParseHTTP1Server(n.cfg.HTTP1Server) // checked by New
+	n.server, err = proxy.NewServer(cfg, n.proxy, n.log, proxy.WithHTTP1Server(h1))
 	if err != nil {
 		return fmt.Errorf("listeners: %w", err)
 	}
