@@ -178,6 +178,13 @@ func runRace(args []string) error {
 	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil {
 		lim.Cur = lim.Max
 		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+		// The client sides of -mem's connections are this process's,
+		// and a proxy holds each one's server side (plus its own).
+		if o.mem && lim.Cur < uint64(o.memConns)+fdSpare {
+			n := max(int(lim.Cur)-fdSpare, 0)
+			logf("descriptor limit %d: -mem-conns %d lowered to %d", lim.Cur, o.memConns, n)
+			o.memConns = n
+		}
 	}
 	if err := install(); err != nil {
 		return err
@@ -311,6 +318,12 @@ func startTargets(e *env, o options) ([]*target, error) {
 			}
 			return e.startTetherBin("tether-base", e.tetherBase, env, 1, len(e.backends), true)
 		}},
+		{"tether-noloop", func() (*target, error) {
+			// The same binary with its own HTTP/1.1 loop off: every
+			// connection is net/http's. Only HTTP/1.1, where the loop
+			// serves (its h2c listener would race net/http against itself).
+			return e.startTetherBin("tether-noloop", e.tether, []string{noLoopEnv}, 1, len(e.backends), false)
+		}},
 		{"stdlib", e.startFloor},
 		{"bare-nethttp", func() (*target, error) { return e.startBare("nethttp") }},
 		{"bare-own", func() (*target, error) { return e.startBare("own") }},
@@ -366,6 +379,13 @@ func applies(c caseDef, t *target) bool {
 	}
 	return t.name != "tether-10k" && t.name != "tether-cluster3"
 }
+
+// noLoopEnv turns tether's own HTTP/1.1 loop off (proxy/server.go).
+const noLoopEnv = "TETHER_H1SERVER=off"
+
+// fdSpare is the descriptors a process keeps beyond -mem's connections
+// (listeners, backend connections, logs).
+const fdSpare = 1024
 
 // errSkip: a target that this run does not have (tether-base without
 // -baseline).
