@@ -17,8 +17,9 @@
 // own peak; ka-1k-paced paces every connection (wrk's delay()) so that all
 // proxies serve one offered rate.
 //
-// The harness writes a Markdown table between markers in docs/BENCHMARKS.md,
-// a chart in docs/img/bench-race.png and the raw figures in
-// docs/bench-race.json. Its subcommands (backend, floor, profile) are the
-// processes it starts; they are not meant to be run by hand.
+// The harness rewrites the block between markers in docs/BENCHMARKS.md (the
+// table of the current figures) and the chart docs/img/bench-race.png, and
+// writes the raw per-round figures to bin/bench-race.json. Its subcommands
+// (backend, floor, profile) are the processes it starts; they are not meant
+// to be run by hand.
 package main
