@@ -24,8 +24,9 @@
 // after one request, resident memory before and after) gives an idle
 // connection's cost with the loop and without it, beside HAProxy's.
 //
-// The harness writes a Markdown table between markers in docs/BENCHMARKS.md,
-// a chart in docs/img/bench-race.png and the raw figures in
-// docs/bench-race.json. Its subcommands (backend, floor, profile) are the
-// processes it starts; they are not meant to be run by hand.
+// The harness rewrites the block between markers in docs/BENCHMARKS.md (the
+// table of the current figures) and the chart docs/img/bench-race.png, and
+// writes the raw per-round figures to bin/bench-race.json. Its subcommands
+// (backend, floor, profile) are the processes it starts; they are not meant
+// to be run by hand.
 package main

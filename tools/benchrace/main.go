@@ -131,7 +131,7 @@ func runRace(args []string) error {
 	fs.IntVar(&o.rounds, "rounds", 3, "interleaved rounds")
 	fs.IntVar(&o.conns, "conns", 32, "wrk connections")
 	fs.StringVar(&o.repo, "repo", ".", "tether's repository root")
-	fs.BoolVar(&o.out, "write", true, "write docs/BENCHMARKS.md, docs/img/bench-race.png, docs/bench-race.json")
+	fs.BoolVar(&o.out, "write", true, "write the generated block of docs/BENCHMARKS.md, docs/img/bench-race.png and the raw figures to bin/bench-race.json")
 	fs.BoolVar(&o.mem, "mem", true, "measure resident memory with idle keep-alive client connections")
 	fs.IntVar(&o.memConns, "mem-conns", 10000, "idle keep-alive client connections for -mem")
 	targetsFlag := fs.String("targets", "", "comma-separated subset of targets (tether, tether-10k, tether-cluster3, stdlib, haproxy, nginx, caddy; bare-nethttp, bare-own, bare-gor and bare-loop only when named)")
@@ -439,8 +439,7 @@ func race(e *env, o options, targets []*target, rep *report) error {
 // paused. Their idle work on the proxy CPU was 6–7 % of it (the three
 // cluster nodes 40 ms/s, the 10,000-destination node 17 ms/s before its
 // watcher stopped walking unchanged health), and in the other targets'
-// runs it showed in both p99s, tether's more than HAProxy's (stop 29 in
-// docs/BENCHMARKS.md). A resumed target is warmed up again (resumeWarm):
+// runs it showed in both p99s, tether's more than HAProxy's. A resumed target is warmed up again (resumeWarm):
 // its timers fired at once and a cluster may hold an election.
 func alone(targets []*target, t *target, ss *session) {
 	for _, x := range targets {

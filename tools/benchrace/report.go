@@ -16,7 +16,7 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// report is the whole run, as written to docs/bench-race.json.
+// report is the whole run, as written to bin/bench-race.json.
 type report struct {
 	Started   time.Time         `json:"started"`
 	Finished  time.Time         `json:"finished"`
@@ -218,7 +218,9 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "Run %s–%s UTC on %s; %d rounds × %s per case and target, %d connections (h2load: 4 × 8 streams), %s backends; load average %.2f at start, %.2f at end.\n\n",
 		r.Started.Format("2006-01-02 15:04"), r.Finished.Format("15:04"), r.Machine, r.Rounds, r.Duration, r.Conns, r.Backend, r.LoadStart, r.LoadEnd)
 	var vs []string
-	for _, k := range []string{"haproxy", "nginx", "caddy", "wrk", "h2load", "tether"} {
+	// tether's own revision stays in the JSON: the doc speaks of the
+	// product, and git dates the figures.
+	for _, k := range []string{"haproxy", "nginx", "caddy", "wrk", "h2load"} {
 		if v := r.Versions[k]; v != "" {
 			vs = append(vs, fmt.Sprintf("%s: `%s`", k, v))
 		}
@@ -308,7 +310,8 @@ const (
 )
 
 // splice replaces the text between the markers in doc (or appends a
-// section with them).
+// section with them): the harness rewrites its generated block of
+// docs/BENCHMARKS.md in place and leaves the rest of the doc alone.
 func splice(doc, body string) string {
 	block := beginMarker + "\n" + body + "\n" + endMarker
 	i, j := strings.Index(doc, beginMarker), strings.Index(doc, endMarker)
@@ -323,7 +326,11 @@ func (r *report) write(repo string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(repo, "docs/bench-race.json"), append(js, '\n'), 0o644); err != nil {
+	// The raw per-round figures are build output, not documentation.
+	if err := os.MkdirAll(filepath.Join(repo, "bin"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(repo, "bin/bench-race.json"), append(js, '\n'), 0o644); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Join(repo, "docs/img"), 0o755); err != nil {
