@@ -265,6 +265,8 @@ func (n *Node) Start() (err error) {
 	if err != nil {
 		return fmt.Errorf("listeners: %w", err)
 	}
+	// Session tickets from the replicated keyring resume on every node.
+	n.server.UseTicketKeys(n.ring)
 	if err := n.server.Start(); err != nil {
 		return fmt.Errorf("listeners: %w", err)
 	}
