@@ -403,7 +403,7 @@ func listenersChanged(a, b *config.Config) bool {
 	}
 	for i := range a.Listeners {
 		x, y := a.Listeners[i], b.Listeners[i]
-		if x.Address != y.Address || (x.Certificate == nil) != (y.Certificate == nil) || !reflect.DeepEqual(x.Redirect, y.Redirect) || !x.ListenerOptions.SameListener(y.ListenerOptions) {
+		if x.Address != y.Address || (x.Certificate == nil) != (y.Certificate == nil) || !reflect.DeepEqual(x.Redirect, y.Redirect) || !reflect.DeepEqual(x.Acme, y.Acme) || !x.ListenerOptions.SameListener(y.ListenerOptions) {
 			return true
 		}
 	}
