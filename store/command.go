@@ -123,6 +123,9 @@ type (
 // encodeCommand turns cmd into a log entry, wrapping key material with kek.
 // It runs on the leader, outside the FSM (wrapping reads randomness).
 func encodeCommand(kek []byte, cmd Command) ([]byte, error) {
+	if c, ok := cmd.(AcmeWrite); ok {
+		return encodeAcme(kek, c) // acme.go
+	}
 	var typ byte
 	var body any
 	wrap := func(k keyring.Key) ([]byte, error) { return keyring.WrapKeys(kek, []keyring.Key{k}) }
@@ -176,6 +179,9 @@ func decodeCommand(kek, b []byte) (Command, error) {
 		return nil, fmt.Errorf("command of %d bytes: too short", len(b))
 	}
 	typ, ver, body := b[0], b[1], b[2:]
+	if typ == typeAcmeWrite {
+		return decodeAcme(kek, ver, body) // acme.go
+	}
 	if typ < typeInstallKey || typ > typeSetClusterID {
 		return nil, fmt.Errorf("%w %d", errUnknownType, typ)
 	}
@@ -292,6 +298,8 @@ func reqIDOf(cmd Command) string {
 		return c.ReqID
 	case SetClusterID:
 		return c.ReqID
+	case AcmeWrite:
+		return c.ReqID
 	}
 	return ""
 }
@@ -318,6 +326,9 @@ func withReqID(cmd Command, id string) Command {
 		c.ReqID = id
 		return c
 	case SetClusterID:
+		c.ReqID = id
+		return c
+	case AcmeWrite:
 		c.ReqID = id
 		return c
 	}
