@@ -42,4 +42,3 @@ func UnwrapBlob(kek []byte, purpose string, data []byte) ([]byte, error) {
 	}
 	return plain, nil
 }
-
