@@ -280,6 +280,8 @@ func (n *Node) Start() (err error) {
 	if err != nil {
 		return fmt.Errorf("listeners: %w", err)
 	}
+	// Session tickets from the replicated keyring resume on every node.
+	n.server.UseTicketKeys(n.ring)
 	if err := n.server.Start(); err != nil {
 		return fmt.Errorf("listeners: %w", err)
 	}
@@ -416,7 +418,7 @@ func listenersChanged(a, b *config.Config) bool {
 	}
 	for i := range a.Listeners {
 		x, y := a.Listeners[i], b.Listeners[i]
-		if x.Address != y.Address || (x.Certificate == nil) != (y.Certificate == nil) || !reflect.DeepEqual(x.Redirect, y.Redirect) || !x.ListenerOptions.SameListener(y.ListenerOptions) {
+		if x.Address != y.Address || (x.Certificate == nil) != (y.Certificate == nil) || !reflect.DeepEqual(x.Redirect, y.Redirect) || !reflect.DeepEqual(x.Acme, y.Acme) || !x.ListenerOptions.SameListener(y.ListenerOptions) {
 			return true
 		}
 	}

@@ -50,6 +50,9 @@ type fsm struct {
 	drains    map[drainKey]time.Time
 	reqs      map[string]result
 	reqOrder  []string // application order, oldest first; len <= maxRequests
+	// acme is the ACME state (acme.go); acmeVersion counts its changes.
+	acme        map[string]AcmeEntry
+	acmeVersion uint64
 
 	index      atomic.Uint64 // last log index applied (or restored)
 	lastChange atomic.Uint64 // index of the last entry that changed the state
@@ -275,6 +278,8 @@ func (f *fsm) apply(cmd Command) (changed bool, err error) {
 			return true, nil
 		}
 		return false, fmt.Errorf("%w: this cluster is %q, refusing %q", ErrClusterID, f.clusterID, c.ID)
+	case AcmeWrite:
+		return f.applyAcme(c)
 	}
 	return false, fmt.Errorf("store: command %T not handled", cmd)
 }
@@ -316,6 +321,7 @@ type snapshotBody struct {
 	Keys      []byte          `json:"keys"` // keyring.WrapKeys
 	Drains    []wireSnapDrain `json:"drains"`
 	Requests  []wireRequest   `json:"requests"`
+	Acme      []wireAcmeEntry `json:"acme,omitempty"` // secret values wrapped
 }
 
 type wireSnapDrain struct {
@@ -333,6 +339,7 @@ type wireRequest struct {
 type fsmSnapshot struct {
 	kek  []byte
 	keys []keyring.Key
+	acme []AcmeEntry
 	body snapshotBody
 }
 
@@ -347,7 +354,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	s := &fsmSnapshot{kek: f.kek, keys: f.ring.Snapshot(), body: snapshotBody{
+	s := &fsmSnapshot{kek: f.kek, keys: f.ring.Snapshot(), acme: f.acmeList(), body: snapshotBody{
 		ClusterID: f.clusterID, Drains: f.drainList(), Requests: make([]wireRequest, 0, len(f.reqOrder)),
 	}}
 	for _, id := range f.reqOrder {
@@ -386,6 +393,9 @@ func (s *fsmSnapshot) encode() ([]byte, error) {
 	}
 	body := s.body
 	body.Keys = w
+	if body.Acme, err = wrapAcmeEntries(s.kek, s.acme); err != nil {
+		return nil, err
+	}
 	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
@@ -429,6 +439,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		f.reqs[r.ID] = r.result
 		f.reqOrder = append(f.reqOrder, r.ID)
 	}
+	f.restoreAcme(st.acme)
 	f.mu.Unlock()
 	idx := f.snapIndex()
 	if stop := f.stop.Load(); stop != 0 && idx >= stop {
@@ -460,7 +471,11 @@ func decodeSnapshot(kek, b []byte) (*fsmSnapshot, error) {
 	if len(body.Requests) > maxRequests {
 		body.Requests = body.Requests[len(body.Requests)-maxRequests:]
 	}
-	return &fsmSnapshot{kek: kek, keys: keys, body: body}, nil
+	acme, err := unwrapAcmeEntries(kek, body.Acme)
+	if err != nil {
+		return nil, fmt.Errorf("store: snapshot acme state: %w", err)
+	}
+	return &fsmSnapshot{kek: kek, keys: keys, acme: acme, body: body}, nil
 }
 
 // ClusterID is the cluster's id, "" until SetClusterID is applied.
@@ -498,6 +513,7 @@ func (f *fsm) dump() string {
 	for _, d := range f.drainList() {
 		fmt.Fprintf(&b, "drain %s/%s until %s\n", d.Cluster, d.Destination, d.Deadline.Format(time.RFC3339Nano))
 	}
+	b.WriteString(f.acmeDump())
 	for _, id := range f.reqOrder {
 		fmt.Fprintf(&b, "req %s %d %s\n", id, f.reqs[id].Code, f.reqs[id].Msg)
 	}
