@@ -67,6 +67,10 @@ func TestChaos(t *testing.T) {
 	if os.Getenv("TETHER_CHAOS_RACE") != "" {
 		build = exec.Command("go", "build", "-race", "-o", bin, "../../cmd/tether")
 	}
+	if prebuilt := os.Getenv("TETHER_CHAOS_BIN"); prebuilt != "" {
+		// Another build (an older commit, say) under the same test.
+		build = exec.Command("cp", prebuilt, bin)
+	}
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building tether: %v\n%s", err, out)
 	}

@@ -90,7 +90,8 @@ func TestCheckerFindsEachViolation(t *testing.T) {
 				{At: at(1), Voters: []string{"a", "b", "c"}, Live: map[string]bool{"a": true}},
 				{At: at(2), Voters: []string{"a", "b", "d"}, Live: map[string]bool{"a": true}}}, Final: final(both, noDrain)}, ""},
 	}
-	for _, c := range cases {
+	for i := range cases {
+		c := &cases[i]
 		var got []string
 		for _, v := range Check(&c.h) {
 			if len(got) == 0 || got[len(got)-1] != v.Rule { // one per node is one rule
