@@ -374,12 +374,20 @@ func (n *nemesis) run(ctx context.Context) {
 			n.must(n.c.start(target))
 		case "leave-join":
 			code, b := httpPost(target.adminURL() + "/v1/leave")
-			f.Note = fmt.Sprintf("leave: %d %s", code, strings.TrimSpace(string(b)))
-			if !n.c.wait(target, 30*time.Second) {
+			f.Note = fmt.Sprintf("leave: %d %s", code, strings.Join(strings.Fields(string(b)), " "))
+			if code != 200 {
+				// Refused (no leader, or quorum): it is still a member,
+				// so it keeps its data; this was a restart.
+				f.Note += "; restarted with its data"
 				n.c.stop(target)
-				f.Note += "; did not exit after leaving"
+			} else {
+				if !n.c.wait(target, 30*time.Second) {
+					n.c.stop(target)
+					f.Note += "; did not exit after leaving"
+				}
+				// Out of the Raft configuration: it joins again as a new node.
+				os.RemoveAll(target.dataDir)
 			}
-			os.RemoveAll(target.dataDir)
 			n.must(n.c.start(target))
 		case "partition-one", "partition-leader":
 			n.must(n.c.partition([]string{target.id}))
