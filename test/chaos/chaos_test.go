@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -216,6 +217,15 @@ func report(t *testing.T, dir string, seed uint64, d time.Duration, h *History, 
 	fmt.Printf("CHAOS violations %d\n", len(vs))
 	for _, v := range vs {
 		fmt.Printf("CHAOS violation %s\n", v)
+		for _, f := range h.Faults {
+			// The faults of the 30 s before it (on its node, if it has one).
+			if v.At.IsZero() || f.End.Before(v.At.Add(-30*time.Second)) || f.Start.After(v.At) {
+				continue
+			}
+			if v.Node == "" || slices.Contains(f.Nodes, v.Node) || strings.HasSuffix(f.Kind, "-leader") {
+				fmt.Printf("CHAOS   after fault %s..%s %s %v %s\n", f.Start.Format("15:04:05.000"), f.End.Format("15:04:05.000"), f.Kind, f.Nodes, f.Note)
+			}
+		}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d duration %s\n", seed, d)

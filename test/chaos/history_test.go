@@ -14,7 +14,7 @@ import (
 // open) or info (unknown: a timeout, a 5xx, a lost connection).
 type Op struct {
 	Client     int
-	Kind       string // rotate, revoke, drain, undrain, seal, open
+	Kind       string // rotate, revoke, drain, undrain, seal, open, read (the keyring)
 	Node       string
 	Arg        string // revoke: the key id; drain, undrain: the destination; open: the seal's index
 	Type       string // ok, fail, info
@@ -127,6 +127,9 @@ func keyIDOf(value string) string {
 type Violation struct {
 	Rule   string
 	Detail string
+	// At and Node place it, for the report's excerpt of the faults before it.
+	At   time.Time
+	Node string
 }
 
 func (v Violation) String() string { return v.Rule + ": " + v.Detail }
@@ -143,7 +146,10 @@ const (
 // Check reads a history and returns every violation.
 func Check(h *History) []Violation {
 	var out []Violation
-	add := func(rule, f string, a ...any) { out = append(out, Violation{rule, fmt.Sprintf(f, a...)}) }
+	add := func(rule, f string, a ...any) { out = append(out, Violation{Rule: rule, Detail: fmt.Sprintf(f, a...)}) }
+	addAt := func(at time.Time, node, rule, f string, a ...any) {
+		out = append(out, Violation{Rule: rule, Detail: fmt.Sprintf(f, a...), At: at, Node: node})
+	}
 
 	// Revocations tried, by key id, with the first invocation: a value
 	// under such a key may rightly stop opening from then on.
@@ -209,7 +215,7 @@ func Check(h *History) []Violation {
 		if t, ok := revokedFrom[kid]; ok && t.Before(o.End) {
 			continue
 		}
-		add(RuleUnopenable, "%s: value under key %s", o, kid)
+		addAt(o.Start, o.Node, RuleUnopenable, "%s: value under key %s", o, kid)
 	}
 
 	// 3. Every key id an answer named was committed: it is on some node at the end.
@@ -268,7 +274,13 @@ func Check(h *History) []Violation {
 				who = append(who, fmt.Sprintf("%s (first seen %s)", n, at.Format("15:04:05.000")))
 			}
 			sort.Strings(who)
-			add(RuleTwoLeaders, "term %d: %s", t, strings.Join(who, ", "))
+			var first time.Time
+			for _, at := range leaders[t] {
+				if first.IsZero() || at.Before(first) {
+					first = at
+				}
+			}
+			addAt(first, "", RuleTwoLeaders, "term %d: %s", t, strings.Join(who, ", "))
 		}
 	}
 
@@ -289,7 +301,7 @@ func Check(h *History) []Violation {
 			continue
 		}
 		if quorate(a.Voters, b.Live) && !quorate(b.Voters, b.Live) {
-			add(RuleQuorumLost, "%s: voters %v -> %v (seen on %s) with live %v", b.At.Format("15:04:05.000"), a.Voters, b.Voters, b.From, liveList(b.Live))
+			addAt(b.At, "", RuleQuorumLost, "%s: voters %v -> %v (seen on %s) with live %v", b.At.Format("15:04:05.000"), a.Voters, b.Voters, b.From, liveList(b.Live))
 		}
 	}
 	return out

@@ -199,20 +199,26 @@ func (w *workload) rotate(client int, p *proc) {
 // revoke revokes an inactive key the node lists (never the active one:
 // that would break every session at once, which is the operator's call).
 func (w *workload) revoke(client int, p *proc, r *mrand.Rand) {
+	read := Op{Client: client, Kind: "read", Node: p.id, Start: time.Now()}
 	st, b := httpGet(p.adminURL() + "/v1/keyring")
-	if st != 200 {
-		return
-	}
+	read.End = time.Now()
 	var kr struct {
 		Keys []struct{ ID, State string }
 	}
-	json.Unmarshal(b, &kr)
+	if st != 200 || json.Unmarshal(b, &kr) != nil {
+		read.Type, read.Err = "info", fmt.Sprintf("status %d", st)
+		w.h.op(read)
+		return
+	}
 	var cands []string
 	for _, k := range kr.Keys {
+		read.Names = append(read.Names, k.ID)
 		if k.State == "inactive" {
 			cands = append(cands, k.ID)
 		}
 	}
+	read.Type, read.Result = "ok", fmt.Sprintf("%d keys", len(kr.Keys))
+	w.h.op(read)
 	if len(cands) == 0 {
 		return
 	}
