@@ -212,8 +212,14 @@ func report(t *testing.T, dir string, seed uint64, d time.Duration, h *History, 
 	for _, s := range h.Status {
 		terms[s.Term] = true
 	}
+	changes := 0
+	for i := 1; i < len(h.Voters); i++ {
+		if !slices.Equal(h.Voters[i-1].Voters, h.Voters[i].Voters) {
+			changes++
+		}
+	}
 	fmt.Printf("CHAOS seed %d, %s: operations %d (%s)\n", seed, d, total, strings.Join(ops, "; "))
-	fmt.Printf("CHAOS faults %d: %s; status samples %d over %d terms, voter samples %d\n", len(h.Faults), strings.Join(fs, ", "), len(h.Status), len(terms), len(h.Voters))
+	fmt.Printf("CHAOS faults %d: %s; status samples %d over %d terms, voter samples %d, voter-set changes %d\n", len(h.Faults), strings.Join(fs, ", "), len(h.Status), len(terms), len(h.Voters), changes)
 	fmt.Printf("CHAOS violations %d\n", len(vs))
 	for _, v := range vs {
 		fmt.Printf("CHAOS violation %s\n", v)
