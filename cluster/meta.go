@@ -26,6 +26,9 @@ type Meta struct {
 	// one character per command type); "" from a binary that predates it.
 	// The leader writes a command only once every alive member has it.
 	Commands string `json:"cmd,omitempty"`
+	// Clock is its wall clock in whole hours since the Unix epoch, so the
+	// leader never prunes keys by a clock that runs ahead of the others'.
+	Clock int64 `json:"clk,omitempty"`
 	// The formation vote, managed by Membership while Expect > 0 and the
 	// node has no state (see formation.go); callers leave them alone.
 	FormSet   string `json:"fs,omitempty"` // the servers it votes to bootstrap, sorted ids joined by ","

@@ -1,11 +1,13 @@
 package node
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tether-proxy/tether/cluster"
+	"github.com/tether-proxy/tether/keyring"
 	"github.com/tether-proxy/tether/store"
 )
 
@@ -112,4 +114,91 @@ func TestClusterAddressClaimedTwiceEvictsNobodyAndShowsInMembers(t *testing.T) {
 	if r := raftRole(nodes[0], "n4"); r != "" && r != "none" {
 		t.Errorf("n4 was added as %q at an address a live voter holds", r)
 	}
+}
+
+// startManual starts nodes n1..n3 forming one cluster with no leader loop:
+// the test runs leaderRound with its own clock.
+func startManual(t *testing.T, tc *testCluster) {
+	t.Helper()
+	var join []string
+	for _, id := range []string{"n1", "n2", "n3"} {
+		cfg := tc.config(id, 3, join)
+		n, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.manualLeader = true
+		if err := n.Start(); err != nil {
+			t.Fatal(err)
+		}
+		tc.mu.Lock()
+		tc.nodes[id], tc.cfgs[id] = n, cfg
+		tc.mu.Unlock()
+		join = append(join, n.GossipAddr())
+	}
+}
+
+// TestClusterLeaderClockAheadDoesNotPruneKeysOthersNeed: the leader's clock
+// jumps past the first key's expiry plus retention while the others' clocks
+// do not: the key stays on every node. Once every member's clock agrees,
+// the key is pruned.
+func TestClusterLeaderClockAheadDoesNotPruneKeysOthersNeed(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	startManual(t, tc)
+	now := time.Now()
+	var first keyring.Metadata
+	waitFor(t, 30*time.Second, "a first key active on every node", func() bool {
+		if l := tc.leader(); l != nil {
+			l.leaderRound(now)
+		}
+		for _, n := range tc.live() {
+			id := n.ring.ActiveKeyID(now)
+			if id == "" {
+				return false
+			}
+			for _, md := range n.ring.List(now) {
+				if md.ID == id {
+					first = md
+				}
+			}
+		}
+		return true
+	})
+	l := tc.leader()
+	waitFor(t, 10*time.Second, "every member's clock in the leader's view", func() bool {
+		for _, m := range l.members.Members() {
+			if m.Clock == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	jumped := first.Expires.Add(l.ring.Retention() + time.Hour)
+	has := func(n *Node) bool {
+		return slices.ContainsFunc(n.ring.List(now), func(md keyring.Metadata) bool { return md.ID == first.ID })
+	}
+	for range 5 { // rounds at the jumped clock: it rotates, but must not prune
+		l.leaderRound(jumped)
+	}
+	for _, n := range tc.live() {
+		if !has(n) {
+			t.Fatalf("%s lost key %s: the leader pruned it by its clock alone, %s ahead of the others'", n.ID(), first.ID, time.Until(jumped).Round(time.Hour))
+		}
+	}
+	// The other members' clocks get there too: now it may go.
+	for _, n := range tc.live() {
+		if n != l {
+			clock := func() time.Time { return jumped }
+			n.metaClock.Store(&clock)
+		}
+	}
+	waitFor(t, 15*time.Second, "the key pruned everywhere once every clock agrees", func() bool {
+		l.leaderRound(jumped)
+		for _, n := range tc.live() {
+			if has(n) {
+				return false
+			}
+		}
+		return true
+	})
 }

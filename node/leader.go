@@ -279,7 +279,7 @@ func (n *Node) activatePending(now time.Time) {
 		}
 		// Never before its creation, should this leader's clock trail the
 		// one that created the key.
-		at := now
+		at := n.agreedTime(now) // not ahead of the members' clocks
 		if c := created[id]; at.Before(c) {
 			at = c
 		}
@@ -346,6 +346,7 @@ func (n *Node) maybeRotate(now time.Time) error {
 // maybePrune removes keys past their retention (the leader's clock travels
 // in the command, so every FSM prunes the same keys).
 func (n *Node) maybePrune(now time.Time) {
+	now = n.agreedTime(now)
 	retention := n.ring.Retention()
 	for _, md := range n.ring.List(now) {
 		if !now.Before(md.Expires.Add(retention)) {

@@ -124,6 +124,11 @@ type Node struct {
 	// commands (tests): the Raft command set this node applies, to act as
 	// an older binary; "": this binary's.
 	commands store.CommandSet
+	// clockAhead: this leader's clock was last seen ahead of a member's
+	// (logged once per episode).
+	clockAhead atomic.Bool
+	// metaClock (tests): the wall clock this node gossips; nil: time.Now.
+	metaClock atomic.Pointer[func() time.Time]
 	// failed is closed (once) when the node must stop after Start: it
 	// left the cluster, or formation hit a fatal error (failErr).
 	failed   chan struct{}
