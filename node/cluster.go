@@ -24,6 +24,7 @@ const (
 	DefaultRaftAddr    = ":7000"
 	DefaultGossipAddr  = ":7946"
 	DefaultReapTimeout = 72 * time.Hour
+	DefaultVoterGrace  = cluster.DefaultVoterGrace
 	DefaultRaftVoters  = 5
 )
 
@@ -76,6 +77,12 @@ func (c *Config) checkClusterFlags() error {
 	}
 	if c.ReapTimeout < 0 {
 		return fmt.Errorf("--reap-timeout %s: must be positive", c.ReapTimeout)
+	}
+	if c.VoterGrace == 0 {
+		c.VoterGrace = DefaultVoterGrace
+	}
+	if c.VoterGrace < 0 {
+		return fmt.Errorf("--voter-grace %s: must be positive", c.VoterGrace)
 	}
 	if c.RaftAddr == "" {
 		c.RaftAddr = DefaultRaftAddr

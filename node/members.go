@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/tether-proxy/tether/cluster"
@@ -113,10 +114,30 @@ func (n *Node) handleJoin(w http.ResponseWriter, r *http.Request) {
 }
 
 func (n *Node) handleLeave(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Force bool `json:"force"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, `body: want {"force": true|false} or none: `+err.Error())
+		return
+	}
+	if v := r.URL.Query().Get("force"); v != "" {
+		f, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("force=%q: want true or false", v))
+			return
+		}
+		req.Force = req.Force || f
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 	defer cancel()
-	if err := n.leave(ctx); err != nil {
-		writeError(w, http.StatusConflict, err.Error())
+	if err := n.leave(ctx, req.Force, r.Header.Get("Authorization")); err != nil {
+		status := http.StatusGatewayTimeout
+		var refused *leaveRefused
+		if errors.As(err, &refused) {
+			status = http.StatusConflict
+		}
+		writeError(w, status, err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"node_id": n.cfg.NodeID, "left": true})

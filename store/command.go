@@ -80,7 +80,8 @@ const (
 	typeSetDrain     byte = 5
 	typeClearDrain   byte = 6
 	typeSetClusterID byte = 7
-	typeMax               = typeSetClusterID // the newest type this binary knows
+	typeAcmeWrite    byte = 8             // acme.go
+	typeMax               = typeAcmeWrite // the newest type this binary knows
 
 	bodyVersion byte = 1
 
@@ -93,8 +94,9 @@ const (
 )
 
 // commandSpec is how this binary writes a command type: its name, its body
-// version and whether a node that does not know it may skip it. No current
-// command is ignorable: each changes state every node must hold alike.
+// version and whether a node that does not know it may skip it. Keyring,
+// drain and identity commands are not ignorable: each changes state every
+// node must hold alike.
 type commandSpec struct {
 	name      string
 	version   byte
@@ -109,6 +111,10 @@ var commandSpecs = [typeMax + 1]commandSpec{
 	typeSetDrain:     {"SetDrain", bodyVersion, false},
 	typeClearDrain:   {"ClearDrain", bodyVersion, false},
 	typeSetClusterID: {"SetClusterID", bodyVersion, false},
+	// ACME state matters only to nodes that serve Acme listeners; an older
+	// node may skip it, and the leader writes it only once every member
+	// advertises it.
+	typeAcmeWrite: {"AcmeWrite", bodyVersion, true},
 }
 
 // typeName names a command type for log lines ("type 9" when unknown).
@@ -207,6 +213,8 @@ func typeOf(cmd Command) byte {
 		return typeClearDrain
 	case SetClusterID:
 		return typeSetClusterID
+	case AcmeWrite:
+		return typeAcmeWrite
 	}
 	return 0
 }
@@ -246,6 +254,9 @@ type (
 // encodeCommand turns cmd into a log entry, wrapping key material with kek.
 // It runs on the leader, outside the FSM (wrapping reads randomness).
 func encodeCommand(kek []byte, cmd Command) ([]byte, error) {
+	if c, ok := cmd.(AcmeWrite); ok {
+		return encodeAcme(kek, c) // acme.go
+	}
 	var typ byte
 	var body any
 	wrap := func(k keyring.Key) ([]byte, error) { return keyring.WrapKeys(kek, []keyring.Key{k}) }
@@ -305,6 +316,9 @@ func decodeCommand(kek, b []byte) (Command, error) {
 	typ, ver, body := b[0]&^flagIgnorable, b[1], b[2:]
 	if typ < typeInstallKey || typ > typeMax {
 		return nil, fmt.Errorf("unknown command type %d", typ)
+	}
+	if typ == typeAcmeWrite {
+		return decodeAcme(kek, ver, body) // acme.go
 	}
 	if ver != commandSpecs[typ].version {
 		return nil, fmt.Errorf("command type %d: body version %d, want %d", typ, ver, commandSpecs[typ].version)
@@ -419,6 +433,8 @@ func reqIDOf(cmd Command) string {
 		return c.ReqID
 	case SetClusterID:
 		return c.ReqID
+	case AcmeWrite:
+		return c.ReqID
 	}
 	return ""
 }
@@ -445,6 +461,9 @@ func withReqID(cmd Command, id string) Command {
 		c.ReqID = id
 		return c
 	case SetClusterID:
+		c.ReqID = id
+		return c
+	case AcmeWrite:
 		c.ReqID = id
 		return c
 	}

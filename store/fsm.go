@@ -54,6 +54,9 @@ type fsm struct {
 	drains   map[drainKey]time.Time
 	reqs     map[string]result
 	reqOrder []string // application order, oldest first; len <= maxRequests
+	// acme is the ACME state (acme.go); acmeVersion counts its changes.
+	acme        map[string]AcmeEntry
+	acmeVersion uint64
 
 	index      atomic.Uint64 // last log index applied (or restored)
 	lastChange atomic.Uint64 // index of the last entry that changed the state
@@ -78,6 +81,9 @@ type Drain struct {
 type result struct {
 	Code uint8  `json:"code"`
 	Msg  string `json:"msg,omitempty"`
+	// Value is what the first application committed (committedValue), so
+	// a retry answers with it rather than with its own values.
+	Value string `json:"value,omitempty"`
 }
 
 // result codes keep errors.Is working across retries and snapshots.
@@ -95,15 +101,15 @@ func resultOf(err error) result {
 	case err == nil:
 		return result{}
 	case errors.Is(err, keyring.ErrUnknownKey):
-		return result{codeUnknownKey, err.Error()}
+		return result{Code: codeUnknownKey, Msg: err.Error()}
 	case errors.Is(err, keyring.ErrKeyExists):
-		return result{codeKeyExists, err.Error()}
+		return result{Code: codeKeyExists, Msg: err.Error()}
 	case errors.Is(err, keyring.ErrRevoked):
-		return result{codeRevoked, err.Error()}
+		return result{Code: codeRevoked, Msg: err.Error()}
 	case errors.Is(err, ErrClusterID):
-		return result{codeClusterID, err.Error()}
+		return result{Code: codeClusterID, Msg: err.Error()}
 	}
-	return result{codeOther, err.Error()}
+	return result{Code: codeOther, Msg: err.Error()}
 }
 
 // fsmError is an FSM result as an error: the first application's message,
@@ -134,7 +140,10 @@ func (r result) err() error {
 }
 
 // applyResponse is what Apply returns to raft (future.Response()).
-type applyResponse struct{ err error }
+type applyResponse struct {
+	err   error
+	value string
+}
 
 func newFSM(ring *keyring.Ring, kek []byte, logger *slog.Logger) *fsm {
 	return &fsm{
@@ -159,7 +168,7 @@ var ErrStopped = errors.New("store: stopped applying: this node needs a newer te
 func (f *fsm) Apply(l *raft.Log) any {
 	defer f.onApply()
 	if f.stop.Load() != 0 {
-		return applyResponse{f.stoppedErr()}
+		return applyResponse{err: f.stoppedErr()}
 	}
 	if len(l.Data) >= 2 {
 		typ, ver := l.Data[0]&^flagIgnorable, l.Data[1]
@@ -180,30 +189,50 @@ func (f *fsm) Apply(l *raft.Log) any {
 			f.stop.Store(l.Index)
 			f.logger.Error(need)
 			f.onStop()
-			return applyResponse{f.stoppedErr()}
+			return applyResponse{err: f.stoppedErr()}
 		}
 	}
 	defer f.raise(l.Index)
 	cmd, err := decodeCommand(f.kek, l.Data)
 	if err != nil { // a bug or a different cluster secret: loud, and no state change
 		f.logger.Error("raft entry not applied: cannot decode it", "index", l.Index, "err", err)
-		return applyResponse{fmt.Errorf("store: entry %d: %w", l.Index, err)}
+		return applyResponse{err: fmt.Errorf("store: entry %d: %w", l.Index, err)}
 	}
 	f.mu.Lock()
 	id := reqIDOf(cmd)
 	if r, ok := f.reqs[id]; ok {
 		f.mu.Unlock()
-		return applyResponse{r.err()}
+		return applyResponse{r.err(), r.Value}
 	}
 	changed, err := f.apply(cmd)
 	r := resultOf(err)
+	if err == nil {
+		r.Value = committedValue(cmd)
+	}
 	f.remember(id, r)
 	f.mu.Unlock()
 	if changed {
 		f.lastChange.Store(l.Index)
 		f.onChange()
 	}
-	return applyResponse{r.err()}
+	return applyResponse{r.err(), r.Value}
+}
+
+// committedValue is the part of a command a client is answered with: the
+// key an InstallKey installed, the replacement a RevokeKey installed, the
+// deadline a SetDrain set.
+func committedValue(cmd Command) string {
+	switch c := cmd.(type) {
+	case InstallKey:
+		return c.Key.ID
+	case RevokeKey:
+		if c.Replacement != nil {
+			return c.Replacement.ID
+		}
+	case SetDrain:
+		return c.Deadline.Format(time.RFC3339Nano)
+	}
+	return ""
 }
 
 // stopped returns the index of the entry the FSM stopped at (0: none) and
@@ -253,6 +282,8 @@ func (f *fsm) apply(cmd Command) (changed bool, err error) {
 			return true, nil
 		}
 		return false, fmt.Errorf("%w: this cluster is %q, refusing %q", ErrClusterID, f.clusterID, c.ID)
+	case AcmeWrite:
+		return f.applyAcme(c)
 	}
 	return false, fmt.Errorf("store: command %T not handled", cmd)
 }
@@ -312,6 +343,7 @@ type snapshotBody struct {
 	Keys      []byte          `json:"keys"` // keyring.WrapKeys
 	Drains    []wireSnapDrain `json:"drains"`
 	Requests  []wireRequest   `json:"requests"`
+	Acme      []wireAcmeEntry `json:"acme,omitempty"` // secret values wrapped
 }
 
 type wireSnapDrain struct {
@@ -329,6 +361,7 @@ type wireRequest struct {
 type fsmSnapshot struct {
 	kek  []byte
 	keys []keyring.Key
+	acme []AcmeEntry
 	body snapshotBody
 }
 
@@ -343,7 +376,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	s := &fsmSnapshot{kek: f.kek, keys: f.ring.Snapshot(), body: snapshotBody{
+	s := &fsmSnapshot{kek: f.kek, keys: f.ring.Snapshot(), acme: f.acmeList(), body: snapshotBody{
 		ClusterID: f.clusterID, Clock: f.clock, Drains: f.drainList(), Requests: make([]wireRequest, 0, len(f.reqOrder)),
 	}}
 	for _, id := range f.reqOrder {
@@ -382,6 +415,9 @@ func (s *fsmSnapshot) encode() ([]byte, error) {
 	}
 	body := s.body
 	body.Keys = w
+	if body.Acme, err = wrapAcmeEntries(s.kek, s.acme); err != nil {
+		return nil, err
+	}
 	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
@@ -426,6 +462,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		f.reqs[r.ID] = r.result
 		f.reqOrder = append(f.reqOrder, r.ID)
 	}
+	f.restoreAcme(st.acme)
 	f.mu.Unlock()
 	idx := f.snapIndex()
 	if stop := f.stop.Load(); stop != 0 && idx >= stop {
@@ -457,7 +494,11 @@ func decodeSnapshot(kek, b []byte) (*fsmSnapshot, error) {
 	if len(body.Requests) > maxRequests {
 		body.Requests = body.Requests[len(body.Requests)-maxRequests:]
 	}
-	return &fsmSnapshot{kek: kek, keys: keys, body: body}, nil
+	acme, err := unwrapAcmeEntries(kek, body.Acme)
+	if err != nil {
+		return nil, fmt.Errorf("store: snapshot acme state: %w", err)
+	}
+	return &fsmSnapshot{kek: kek, keys: keys, acme: acme, body: body}, nil
 }
 
 // ClusterID is the cluster's id, "" until SetClusterID is applied.
@@ -495,6 +536,7 @@ func (f *fsm) dump() string {
 	for _, d := range f.drainList() {
 		fmt.Fprintf(&b, "drain %s/%s until %s\n", d.Cluster, d.Destination, d.Deadline.Format(time.RFC3339Nano))
 	}
+	b.WriteString(f.acmeDump())
 	for _, id := range f.reqOrder {
 		fmt.Fprintf(&b, "req %s %d %s\n", id, f.reqs[id].Code, f.reqs[id].Msg)
 	}

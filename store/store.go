@@ -621,12 +621,28 @@ func raftErr(err error) error {
 // applied: retry with the same ReqID), a bad command, or the FSM's own
 // error (e.g. keyring.ErrUnknownKey, ErrClusterID).
 func (s *Store) Apply(cmd Command) (index uint64, err error) {
+	c, err := s.Commit(cmd)
+	return c.Index, err
+}
+
+// Committed is what a write committed: its entry's index and, for a
+// command that carries one, the value the first application of its ReqID
+// committed (InstallKey: the key id; RevokeKey with a replacement: the
+// replacement's id; SetDrain: the deadline, RFC 3339). A retry whose ReqID
+// was already applied gets the first try's value, not its own.
+type Committed struct {
+	Index uint64
+	Value string
+}
+
+// Commit is Apply answering with what was committed.
+func (s *Store) Commit(cmd Command) (Committed, error) {
 	if !s.fsm.commands.Supports(cmd) {
-		return 0, fmt.Errorf("%w: this node does not apply %s (it knows %s)", ErrUnsupported, Requirement(cmd), s.fsm.commands.Describe())
+		return Committed{}, fmt.Errorf("%w: this node does not apply %s (it knows %s)", ErrUnsupported, Requirement(cmd), s.fsm.commands.Describe())
 	}
 	if g := s.gate.Load(); g != nil {
 		if err := (*g)(cmd); err != nil {
-			return 0, err
+			return Committed{}, err
 		}
 	}
 	if reqIDOf(cmd) == "" {
@@ -636,19 +652,23 @@ func (s *Store) Apply(cmd Command) (index uint64, err error) {
 	}
 	data, err := encodeCommand(s.kek, cmd)
 	if err != nil {
-		return 0, fmt.Errorf("store: %w", err)
+		return Committed{}, fmt.Errorf("store: %w", err)
 	}
 	f := s.raft.Apply(data, applyTimeout)
 	if err := raftErr(f.Error()); err != nil {
 		if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrLeadershipLost) || errors.Is(err, ErrShutdown) {
-			return 0, err
+			return Committed{}, err
 		}
-		return 0, fmt.Errorf("store: apply: %w", err)
+		return Committed{}, fmt.Errorf("store: apply: %w", err)
 	}
-	if r, ok := f.Response().(applyResponse); ok && r.err != nil {
-		return f.Index(), r.err
+	c := Committed{Index: f.Index()}
+	if r, ok := f.Response().(applyResponse); ok {
+		c.Value = r.value
+		if r.err != nil {
+			return c, r.err
+		}
 	}
-	return f.Index(), nil
+	return c, nil
 }
 
 // SetCommandGate installs the check Apply runs before it writes a command:
