@@ -184,6 +184,8 @@ func Open(cfg Config) (_ *Store, err error) {
 		s.fsm.commands = cfg.Commands
 	}
 	s.fsm.onStop = s.handOff
+	cid := s.fsm.ClusterID
+	s.layer.clusterID.Store(&cid)
 	s.fsm.snapIndex = s.latestSnapshot
 	s.fsm.onChange = s.stateChanged
 	s.fsm.onApply = s.entryApplied
