@@ -91,4 +91,3 @@ func TestStreamBindsTheClusterID(t *testing.T) {
 		})
 	}
 }
-
