@@ -29,6 +29,9 @@ type Meta struct {
 	// Clock is its wall clock in whole hours since the Unix epoch, so the
 	// leader never prunes keys by a clock that runs ahead of the others'.
 	Clock int64 `json:"clk,omitempty"`
+	// NoPersist: the node cannot write its Raft state to disk (full or
+	// read-only); its durable index is frozen, so activation passes over it.
+	NoPersist bool `json:"np,omitempty"`
 	// The formation vote, managed by Membership while Expect > 0 and the
 	// node has no state (see formation.go); callers leave them alone.
 	FormSet   string `json:"fs,omitempty"` // the servers it votes to bootstrap, sorted ids joined by ","

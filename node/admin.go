@@ -118,7 +118,15 @@ func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "no active key yet")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
+	if idx, need := n.store.Stopped(); idx != 0 { // its state falls behind the cluster's
+		writeError(w, http.StatusServiceUnavailable, need)
+		return
+	}
+	body := map[string]any{"status": "ready"}
+	if warn := n.storeWarnings(); len(warn) > 0 {
+		body["warnings"] = warn
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {

@@ -288,6 +288,8 @@ func (n *Node) fillStateMeta(m *cluster.Meta) {
 		now = (*c)()
 	}
 	m.Clock = now.Unix() / 3600
+	pf, _ := n.store.PersistFailure()
+	m.NoPersist = pf != nil
 }
 
 // form brings the node into a cluster: a node with Raft state simply runs
@@ -397,7 +399,7 @@ func (n *Node) watchStore(ctx context.Context) {
 			if m.Durable != lastMeta.Durable {
 				n.reportDurable(m.Durable)
 			}
-			if m.ClusterID != lastMeta.ClusterID || m.HasState != lastMeta.HasState || m.Durable != lastMeta.Durable || m.Clock != lastMeta.Clock {
+			if m.ClusterID != lastMeta.ClusterID || m.HasState != lastMeta.HasState || m.Durable != lastMeta.Durable || m.Clock != lastMeta.Clock || m.NoPersist != lastMeta.NoPersist {
 				if err := n.members.UpdateMeta(n.fillStateMeta); err != nil {
 					n.log.Warn("gossiping node state failed", "error", err)
 				} else {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/store"
 )
@@ -108,4 +110,55 @@ func (n *Node) agreedTime(now time.Time) time.Time {
 		n.clockAhead.Store(false)
 	}
 	return t
+}
+
+// storeHealthCollector reports what keeps the replicated state from being
+// held durably or applied: a disk that cannot persist, an entry this
+// binary cannot apply.
+type storeHealthCollector struct {
+	n                           *Node
+	persisting, failures, stops *prometheus.Desc
+}
+
+func newStoreHealthCollector(n *Node) *storeHealthCollector {
+	return &storeHealthCollector{
+		n: n,
+		persisting: prometheus.NewDesc("tether_raft_persist_failing",
+			"1 while this node cannot write its Raft state to disk (snapshots fail: disk full, read-only, gone).", nil, nil),
+		failures: prometheus.NewDesc("tether_raft_persist_failures_total", "Failed tries to write this node's Raft state to disk.", nil, nil),
+		stops: prometheus.NewDesc("tether_raft_stopped_index",
+			"The Raft entry this node stopped applying at because it needs a newer tether (0: none).", nil, nil),
+	}
+}
+
+func (c *storeHealthCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.persisting
+	ch <- c.failures
+	ch <- c.stops
+}
+
+func (c *storeHealthCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.n.store
+	if st == nil {
+		return
+	}
+	pf, failures := st.PersistFailure()
+	v := 0.0
+	if pf != nil {
+		v = 1
+	}
+	stop, _ := st.Stopped()
+	ch <- prometheus.MustNewConstMetric(c.persisting, prometheus.GaugeValue, v)
+	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(failures))
+	ch <- prometheus.MustNewConstMetric(c.stops, prometheus.GaugeValue, float64(stop))
+}
+
+// storeWarnings are what /readyz says beside "ready": the node serves from
+// its local state, but cannot hold it durably (a restart without a quorum
+// would lose what it applied since).
+func (n *Node) storeWarnings() []string {
+	if pf, _ := n.store.PersistFailure(); pf != nil {
+		return []string{fmt.Sprintf("cannot persist Raft state since %s: %s", pf.Since.UTC().Format(time.RFC3339), pf.Err)}
+	}
+	return nil
 }

@@ -1,6 +1,11 @@
 package node
 
 import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -201,4 +206,76 @@ func TestClusterLeaderClockAheadDoesNotPruneKeysOthersNeed(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestClusterMemberThatCannotPersistIsPassedOverAndReported: a follower's
+// snapshot directory breaks (here: replaced by a file; a full disk acts
+// alike). It reports it in /readyz, in /metrics and in gossip, and a
+// rotation activates without waiting out the bound for it.
+func TestClusterMemberThatCannotPersistIsPassedOverAndReported(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	tc.form(3)
+	f := tc.follower()
+	snaps := filepath.Join(f.cfg.DataDir, "raft", "snapshots")
+	if err := os.Rename(snaps, snaps+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(snaps, []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	status, body := adminWrite(t, tc.leader(), "POST", "/v1/keyring/rotate", nil)
+	if status != 200 {
+		t.Fatalf("rotate: %d %v", status, body)
+	}
+	id, _ := body["id"].(string)
+	waitFor(t, 20*time.Second, "the rotated key active on every node", func() bool {
+		for _, n := range tc.live() {
+			if n.ring.ActiveKeyID(time.Now()) != id {
+				return false
+			}
+		}
+		return true
+	})
+	if took := time.Since(start); took >= activationWait {
+		t.Errorf("activation took %s: it waited out the bound for a member that cannot persist", took.Round(time.Millisecond))
+	}
+	for _, n := range tc.live() {
+		if m := scrape(t, n); !strings.Contains(m, "tether_keyring_activation_timeouts_total 0") {
+			t.Errorf("%s counted an activation timeout", n.ID())
+		}
+	}
+	status, body = admin(t, f, "GET", "/readyz", nil)
+	if warn, _ := body["warnings"].([]any); status != 200 || len(warn) != 1 || !strings.Contains(fmt.Sprint(warn[0]), "cannot persist") {
+		t.Errorf("/readyz of the node that cannot persist: %d %v", status, body)
+	}
+	metrics := scrape(t, f)
+	if !strings.Contains(metrics, "tether_raft_persist_failing 1") {
+		t.Errorf("/metrics lacks tether_raft_persist_failing 1")
+	}
+
+	// The disk is fixed: it persists again and says so everywhere.
+	os.Remove(snaps)
+	if err := os.Rename(snaps+".moved", snaps); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "the node to persist again", func() bool {
+		pf, _ := f.store.PersistFailure()
+		return pf == nil && f.store.DurableIndex() >= f.store.AppliedIndex()
+	})
+	if _, body := admin(t, f, "GET", "/readyz", nil); body["warnings"] != nil {
+		t.Errorf("/readyz still warns: %v", body)
+	}
+}
+
+// scrape returns a node's /metrics text.
+func scrape(t *testing.T, n *Node) string {
+	t.Helper()
+	resp, err := http.Get("http://" + n.AdminAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }

@@ -333,7 +333,7 @@ func (n *Node) laggards(index uint64) []string {
 	}
 	var out []string
 	for _, m := range n.members.Members() {
-		if m.State != "alive" {
+		if m.State != "alive" || m.NoPersist { // a frozen durable index would hold every key back
 			continue
 		}
 		d := max(m.Durable, n.reportedDurable(m.ID))
