@@ -131,6 +131,7 @@ func (n *Node) openCluster() error {
 				AdminAddr: n.advertisedAdmin(),
 				Version:   Version,
 				Expect:    n.cfg.BootstrapExpect,
+				Voters:    n.cfg.RaftVoters,
 			},
 			Timing:    n.gossipTiming(),
 			Logger:    n.log.With("component", "gossip"),
@@ -290,6 +291,7 @@ func (n *Node) fillStateMeta(m *cluster.Meta) {
 	m.Clock = now.Unix() / 3600
 	pf, _ := n.store.PersistFailure()
 	m.NoPersist = pf != nil
+	m.Fanout = n.fanoutDigest()
 }
 
 // form brings the node into a cluster: a node with Raft state simply runs
@@ -399,7 +401,7 @@ func (n *Node) watchStore(ctx context.Context) {
 			if m.Durable != lastMeta.Durable {
 				n.reportDurable(m.Durable)
 			}
-			if m.ClusterID != lastMeta.ClusterID || m.HasState != lastMeta.HasState || m.Durable != lastMeta.Durable || m.Clock != lastMeta.Clock || m.NoPersist != lastMeta.NoPersist {
+			if m.ClusterID != lastMeta.ClusterID || m.HasState != lastMeta.HasState || m.Durable != lastMeta.Durable || m.Clock != lastMeta.Clock || m.NoPersist != lastMeta.NoPersist || m.Fanout != lastMeta.Fanout {
 				if err := n.members.UpdateMeta(n.fillStateMeta); err != nil {
 					n.log.Warn("gossiping node state failed", "error", err)
 				} else {

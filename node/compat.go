@@ -1,8 +1,11 @@
 package node
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -161,4 +164,87 @@ func (n *Node) storeWarnings() []string {
 		return []string{fmt.Sprintf("cannot persist Raft state since %s: %s", pf.Since.UTC().Format(time.RFC3339), pf.Err)}
 	}
 	return nil
+}
+
+// fanoutDigest is the ProbeFanout of this node's clusters as gossiped: the
+// number when every cluster has the same, else "h" and a digest of the
+// sorted cluster=fanout pairs ("" before the configuration is loaded).
+func (n *Node) fanoutDigest() string {
+	n.reloadMu.Lock()
+	cfg := n.current
+	n.reloadMu.Unlock()
+	if cfg == nil {
+		return ""
+	}
+	var pairs []string
+	values := map[int]bool{}
+	for id, c := range cfg.ReverseProxy.Clusters {
+		if c != nil {
+			f := c.HealthCheck.Active.ProbeFanout
+			pairs = append(pairs, fmt.Sprintf("%s=%d", id, f))
+			values[f] = true
+		}
+	}
+	if len(values) == 0 {
+		return ""
+	}
+	if len(values) == 1 {
+		for f := range values {
+			return strconv.Itoa(f)
+		}
+	}
+	slices.Sort(pairs)
+	h := sha256.Sum256([]byte(strings.Join(pairs, ",")))
+	return "h" + hex.EncodeToString(h[:4])
+}
+
+// settingsMismatch names the cluster settings in which member m differs
+// from this node ("" when they agree or m does not gossip them):
+// --raft-voters, --bootstrap-expect and ProbeFanout come from whichever
+// node leads (or probes), so they must be the same everywhere.
+func (n *Node) settingsMismatch(m cluster.Meta) string {
+	if n.members == nil || m.ID == n.cfg.NodeID {
+		return ""
+	}
+	var diffs []string
+	if m.Voters != 0 && m.Voters != n.cfg.RaftVoters {
+		diffs = append(diffs, fmt.Sprintf("--raft-voters %d (this node %d)", m.Voters, n.cfg.RaftVoters))
+	}
+	if m.Voters != 0 && m.Expect != n.cfg.BootstrapExpect {
+		diffs = append(diffs, fmt.Sprintf("--bootstrap-expect %d (this node %d)", m.Expect, n.cfg.BootstrapExpect))
+	}
+	if own := n.fanoutDigest(); m.Fanout != "" && own != "" && m.Fanout != own {
+		diffs = append(diffs, fmt.Sprintf("ProbeFanout %s (this node %s)", m.Fanout, own))
+	}
+	return strings.Join(diffs, ", ")
+}
+
+// checkSettings runs on the leader each round: it logs the members whose
+// cluster settings differ from its own, once per change of that list.
+func (n *Node) checkSettings() {
+	if n.members == nil {
+		return
+	}
+	var lines []string
+	for _, m := range n.members.Members() {
+		if !m.Alive() {
+			continue
+		}
+		if d := n.settingsMismatch(m.Meta); d != "" {
+			lines = append(lines, m.ID+": "+d)
+		}
+	}
+	slices.Sort(lines)
+	now := strings.Join(lines, "; ")
+	last := n.settingsLogged.Load()
+	if last != nil && *last == now || last == nil && now == "" {
+		return
+	}
+	n.settingsLogged.Store(&now)
+	if now == "" {
+		n.log.Info("every member's cluster settings agree with the leader's again")
+		return
+	}
+	n.log.Warn("members run with cluster settings other than the leader's: the voter count and probing change with each leader; start every node with the same flags and configuration",
+		"mismatches", now)
 }

@@ -3,11 +3,13 @@ package node
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -278,4 +280,79 @@ func scrape(t *testing.T, n *Node) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// lockedBuffer is a log sink shared by nodes and the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestClusterMismatchedSettingsAreLoggedAndShown: one node runs with
+// another --raft-voters and another ProbeFanout. The leader logs it, and
+// /v1/members names the settings on that member's row.
+func TestClusterMismatchedSettingsAreLoggedAndShown(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	raw, err := os.ReadFile(tc.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(tc.dir, "other.json")
+	os.WriteFile(other, []byte(strings.Replace(string(raw), `"DrainTimeout": "00:10:00",`,
+		`"DrainTimeout": "00:10:00", "HealthCheck": { "Active": { "Enabled": true, "Interval": "00:00:01", "Timeout": "00:00:00.500", "Path": "/", "ProbeFanout": 1 } },`, 1)), 0o600)
+	logs := &lockedBuffer{}
+	var join []string
+	for _, id := range []string{"n1", "n2", "n3"} {
+		cfg := tc.config(id, 3, join)
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		if id == "n3" {
+			cfg.RaftVoters, cfg.ConfigPath = 3, other
+		}
+		join = append(join, tc.start(cfg).GossipAddr())
+	}
+	tc.waitSettled()
+	cases := []struct{ desc, want string }{
+		{"raft voters", "--raft-voters 3 (this node 5)"},
+		{"probe fanout", "ProbeFanout 1 (this node 3)"},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			waitFor(t, 15*time.Second, "the leader's log and /v1/members to name "+c.want, func() bool {
+				l := tc.leader()
+				if l == nil {
+					return false
+				}
+				if l.ID() == "n3" { // its own view would name the others' settings
+					l.store.TransferLeadership()
+					return false
+				}
+				_, body := admin(t, l, "GET", "/v1/members", nil)
+				rows, _ := body["members"].([]any)
+				shown := false
+				for _, r := range rows {
+					m, _ := r.(map[string]any)
+					s, _ := m["settings_mismatch"].(string)
+					if m["id"] == "n3" && strings.Contains(s, c.want) {
+						shown = true
+					}
+					if m["id"] != "n3" && s != "" {
+						t.Errorf("%v shows a mismatch: %s", m["id"], s)
+					}
+				}
+				return shown && strings.Contains(logs.String(), "cluster settings other than the leader's") && strings.Contains(logs.String(), c.want)
+			})
+		})
+	}
 }

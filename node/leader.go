@@ -103,6 +103,7 @@ func (n *Node) leaderRound(now time.Time) {
 		n.log.Error("automatic key rotation failed", "error", err)
 	}
 	n.maybePrune(now)
+	n.checkSettings()
 	if n.members != nil {
 		if err := n.pilot.Reconcile(raftAdapter{n.store}, n.cfg.NodeID, n.members.Members(), n.store.AppliedIndex(), n.policy(), now, n.log); err != nil {
 			n.log.Warn("voter reconciliation", "error", err)

@@ -137,6 +137,8 @@ type Node struct {
 	clockAhead atomic.Bool
 	// metaClock (tests): the wall clock this node gossips; nil: time.Now.
 	metaClock atomic.Pointer[func() time.Time]
+	// settingsLogged is the last settings mismatch the leader logged.
+	settingsLogged atomic.Pointer[string]
 	// failed is closed (once) when the node must stop after Start: it
 	// left the cluster, or formation hit a fatal error (failErr).
 	failed   chan struct{}
