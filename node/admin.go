@@ -149,6 +149,10 @@ func (n *Node) handleKeyringList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
+	if !n.caughtUp() {
+		n.writeApplyError(w, "key rotation", errBehind)
+		return
+	}
 	md, index, err := n.rotate(time.Now(), requestID(r))
 	if err != nil {
 		n.writeApplyError(w, "key rotation", err)
@@ -160,7 +164,7 @@ func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
 
 func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	index, err := n.revoke(time.Now(), id, requestID(r))
+	res, err := n.revoke(r.Context(), time.Now(), id, requestID(r))
 	if err != nil {
 		if errors.Is(err, keyring.ErrUnknownKey) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no key with id %q", id))
@@ -169,10 +173,16 @@ func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
 		n.writeApplyError(w, "key revocation", err)
 		return
 	}
-	active := n.ring.ActiveKeyID(time.Now())
-	n.log.Info("key revoked", "id", id, "active_key_id", active)
-	setCommitted(w, index)
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "state": "revoked", "active_key_id": active})
+	n.log.Info("key revoked", "id", id, "active_key_id", res.active, "replacement_id", res.replacement)
+	setCommitted(w, res.index)
+	body := map[string]any{"id": id, "state": "revoked", "active_key_id": res.active}
+	if res.replacement != "" {
+		body["replacement_id"] = res.replacement
+	}
+	if len(res.passedOver) > 0 {
+		body["passed_over"] = res.passedOver
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (n *Node) handleClusters(w http.ResponseWriter, r *http.Request) {

@@ -34,13 +34,14 @@ const (
 	// leaderInterval is how often the leader reconciles voters, activates
 	// installed keys, rotates and prunes, besides being woken by changes.
 	leaderInterval = time.Second
-	// activationWait bounds how long a lagging member delays the
-	// activation of a new key: after it the key activates anyway, and the
-	// laggards are named in the log and counted in a metric.
+	// activationWait bounds how long a failed member delays the activation
+	// of a new key: after it the key activates without the failed members,
+	// which are named in the log and counted in a metric. Alive and
+	// suspect members are never passed over (README.md, "Keys").
 	activationWait = 10 * time.Second
 	// pendingActivation is the activation time a rotated key is installed
-	// with. The leader activates it explicitly (SPEC: once every alive
-	// member applied it), long before; the far time only bounds a key whose
+	// with. The leader activates it explicitly (once every alive or suspect
+	// member holds it), long before; the far time only bounds a key whose
 	// activation every leader missed.
 	pendingActivation = 24 * time.Hour
 	// unknownKeyWait bounds the data path's wait for a key this node has

@@ -178,7 +178,7 @@ func New(cfg Config) (*Node, error) {
 		}),
 		activationTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tether_keyring_activation_timeouts_total",
-			Help: "Keys activated before every alive member held them (a member lagged past the bound).",
+			Help: "Keys activated while failed members did not hold them (passed over after the bound, named in the log).",
 		}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_config_reloads_total",
