@@ -243,6 +243,8 @@ func (n *Node) writeApplyError(w http.ResponseWriter, what string, err error) {
 		writeError(w, http.StatusServiceUnavailable, what+": "+err.Error())
 	case errors.Is(err, store.ErrNotLeader):
 		writeError(w, http.StatusServiceUnavailable, what+": "+n.noLeaderError())
+	case errors.Is(err, store.ErrUnsupported): // a rolling upgrade under way
+		writeError(w, http.StatusConflict, what+": "+err.Error())
 	default:
 		n.log.Error(what+" failed", "error", err)
 		writeError(w, http.StatusInternalServerError, what+" failed: "+err.Error())

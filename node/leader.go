@@ -141,6 +141,7 @@ func (n *Node) policy() cluster.Policy {
 		MaxVoters:     n.cfg.RaftVoters,
 		Expect:        n.cfg.BootstrapExpect,
 		ReapTimeout:   n.cfg.ReapTimeout,
+		VoterGrace:    n.cfg.VoterGrace,
 		MaxLag:        256,
 		Stabilization: 2 * time.Second,
 	}
@@ -538,6 +539,7 @@ type raftAdapter struct{ st *store.Store }
 var _ cluster.Raft = raftAdapter{}
 
 func (a raftAdapter) IsLeader() bool { return a.st.IsLeader() }
+func (a raftAdapter) Term() uint64   { return a.st.Term() }
 func (a raftAdapter) Servers() ([]cluster.RaftServer, error) {
 	ss, err := a.st.Servers()
 	if err != nil {

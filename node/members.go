@@ -25,6 +25,7 @@ type memberView struct {
 	Version      string `json:"version,omitempty"`
 	DurableIndex uint64 `json:"durable_index"`
 	Leader       bool   `json:"leader"`
+	Conflict     string `json:"conflict,omitempty"` // its raft address is claimed by another node too
 }
 
 // memberViews joins gossip membership with the Raft configuration: a Raft
@@ -32,7 +33,8 @@ type memberView struct {
 func (n *Node) memberViews() []memberView {
 	roles := map[string]string{}
 	raftAddrs := map[string]string{}
-	if servers, err := n.store.Servers(); err == nil {
+	servers, err := n.store.Servers()
+	if err == nil {
 		for _, s := range servers {
 			roles[s.ID] = "nonvoter"
 			if s.Voter {
@@ -51,6 +53,7 @@ func (n *Node) memberViews() []memberView {
 			State: "alive",
 		}}
 	}
+	conflicts := addressConflicts(servers, gossip)
 	out := make([]memberView, 0, len(gossip))
 	seen := map[string]bool{}
 	for _, m := range gossip {
@@ -58,7 +61,7 @@ func (n *Node) memberViews() []memberView {
 		v := memberView{
 			ID: m.ID, Address: m.Addr, State: string(m.State), Raft: "none",
 			RaftAddress: m.RaftAddr, AdminAddress: m.AdminAddr, Version: m.Version,
-			DurableIndex: m.Durable, Leader: m.ID == leader,
+			DurableIndex: m.Durable, Leader: m.ID == leader, Conflict: conflicts[m.ID],
 		}
 		if m.ID == n.cfg.NodeID {
 			v.DurableIndex = n.store.DurableIndex()
@@ -70,7 +73,7 @@ func (n *Node) memberViews() []memberView {
 	}
 	for id, r := range roles {
 		if !seen[id] {
-			out = append(out, memberView{ID: id, State: "dead", Raft: r, RaftAddress: raftAddrs[id], Leader: id == leader})
+			out = append(out, memberView{ID: id, State: "dead", Raft: r, RaftAddress: raftAddrs[id], Leader: id == leader, Conflict: conflicts[id]})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
