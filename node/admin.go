@@ -196,12 +196,18 @@ type destHealth struct {
 }
 
 type destView struct {
-	ID            string     `json:"id"`
-	Address       string     `json:"address"`
-	Health        destHealth `json:"health"`
-	Probers       []string   `json:"probers"`
+	ID      string     `json:"id"`
+	Address string     `json:"address"`
+	Health  destHealth `json:"health"`
+	Probers []string   `json:"probers"`
+	// Draining: the destination takes no new sessions and its sessions
+	// keep going to it until DrainDeadline. Past the deadline it is
+	// drained (DrainState "drained", DrainedSince the deadline): it takes
+	// no traffic at all until it is undrained.
 	Draining      bool       `json:"draining"`
+	DrainState    string     `json:"drain_state"` // "none", "draining" or "drained"
 	DrainDeadline *time.Time `json:"drain_deadline,omitempty"`
+	DrainedSince  *time.Time `json:"drained_since,omitempty"`
 	Inflight      int64      `json:"inflight"`
 	// Verdicts are the probers' latest verdicts as gossip brought them.
 	Verdicts    []proberVerdict `json:"verdicts"`
@@ -258,13 +264,28 @@ func (n *Node) handleDestinations(w http.ResponseWriter, r *http.Request) {
 		case probing:
 			v.Probers = []string{n.cfg.NodeID}
 		}
-		if draining, deadline := d.Draining(); draining {
-			v.Draining = true
-			v.DrainDeadline = &deadline
+		v.DrainState = "none"
+		if on, deadline := d.Draining(); on {
+			v.DrainState = drainState(deadline, now)
+			if v.DrainState == "draining" {
+				v.Draining = true
+				v.DrainDeadline = &deadline
+			} else {
+				v.DrainedSince = &deadline
+			}
 		}
 		out = append(out, v)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"cluster": id, "destinations": out, "affinity": affinityView(affinity[id])})
+}
+
+// drainState is a drain's state at now: "draining" until its deadline,
+// "drained" from it on (until the drain is undone).
+func drainState(deadline, now time.Time) string {
+	if now.Before(deadline) {
+		return "draining"
+	}
+	return "drained"
 }
 
 func (n *Node) activeHealthEnabled(clusterID string) bool {
