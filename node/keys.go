@@ -25,7 +25,7 @@ func newKeyringCollector(n *Node) *keyringCollector {
 		lag: prometheus.NewDesc("tether_keyring_pending_activation_seconds",
 			"On the leader: how long the oldest installed key has waited for every member to hold it (0: none waits).", nil, nil),
 		laggards: prometheus.NewDesc("tether_keyring_activation_laggards",
-			"On the leader: alive members that do not hold the newest installed key yet.", nil, nil),
+			"On the leader: members (alive, suspect or failed) that do not hold an installed key yet.", nil, nil),
 	}
 }
 

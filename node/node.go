@@ -127,6 +127,11 @@ type Node struct {
 	// healthReady is health once the data path exists (membership events
 	// may come before).
 	healthReady atomic.Pointer[sharedHealth]
+	// keys sends keys to members that lack them and asks the leader for
+	// ours (keyfetch.go); nil without gossip.
+	keys *keyTransfer
+	// dataKeys is the data path's keyring.
+	dataKeys *dataKeys
 	// manualLeader (tests): no leader loop; the test calls leaderRound.
 	manualLeader bool
 	// commands (tests): the Raft command set this node applies, to act as
@@ -199,7 +204,7 @@ func New(cfg Config) (*Node, error) {
 		}),
 		activationTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tether_keyring_activation_timeouts_total",
-			Help: "Keys activated before every alive member held them (a member lagged past the bound).",
+			Help: "Keys activated while failed members did not hold them (passed over after the bound, named in the log).",
 		}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_config_reloads_total",
@@ -257,12 +262,18 @@ func (n *Node) Start() (err error) {
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n))
+	var fetch func(context.Context, string) (keyring.Key, error)
+	if n.keys != nil {
+		fetch = n.keys.fetch
+	}
+	n.dataKeys = newDataKeys(n.ring, n.store, fetch, n.log)
+	n.registry.MustRegister(n.dataKeys.failures, n.dataKeys.resolved)
 
 	opts := proxy.Options{
 		Logger:     n.log,
 		AccessLog:  n.cfg.AccessLog,
 		Registerer: n.registry,
-		Keyring:    &dataKeys{ring: n.ring, st: n.store},
+		Keyring:    n.dataKeys,
 		NodeID:     n.cfg.NodeID,
 	}
 	if sh := n.health; sh != nil {
@@ -300,6 +311,10 @@ func (n *Node) Start() (err error) {
 	go n.watchStore(ctx)
 	go n.leaderLoop(ctx)
 	go n.watchEvents(ctx.Done())
+	if n.keys != nil {
+		n.bg.Add(1)
+		go n.keys.serve(ctx.Done())
+	}
 	if !n.cfg.clustered() && !n.manualLeader {
 		// A node of its own elects itself at once; serving before it has
 		// a key would hand out sessions without affinity values.
