@@ -131,10 +131,13 @@ func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 
 func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
 	leader, _ := n.store.Leader()
+	// The term is read before the state (elements evaluate in order): a
+	// node seen as Leader led in that term or a later one.
 	writeJSON(w, http.StatusOK, map[string]any{
 		"node_id":        n.cfg.NodeID,
 		"version":        Version,
 		"uptime_seconds": int64(time.Since(n.started).Seconds()),
+		"term":           n.store.Term(),
 		"raft_state":     n.store.State(),
 		"leader_id":      leader,
 		"applied_index":  n.store.AppliedIndex(),
