@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -33,6 +35,7 @@ func TestParity(t *testing.T) {
 
 var parityCases = []parityCase{
 	{name: "route timeout answers 504 for every method and version", run: parityRouteTimeout},
+	{name: "a backend's bare-LF line ends are read at once", run: parityBareLFBackend},
 }
 
 // slowBackend answers after delay, or gives up when its request is
@@ -102,6 +105,65 @@ func parityRouteTimeout(t *testing.T, m serverMode) {
 		case <-cancelled:
 		case <-time.After(3 * time.Second):
 			t.Errorf("%s: the backend's request was not cancelled", rq.desc)
+		}
+	}
+}
+
+// cannedBackend answers every request on its connections with resp, written
+// as is (read the request, head and body, first).
+func cannedBackend(t *testing.T, resp string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					if _, err := io.WriteString(c, resp); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+func parityBareLFBackend(t *testing.T, m serverMode) {
+	cases := []struct{ desc, resp string }{
+		{"bare LF throughout", "HTTP/1.1 200 OK\nContent-Length: 2\n\nok"},
+		{"CRLF lines, a bare LF blank line", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\nok"},
+		{"bare LF on the status line only", "HTTP/1.1 200 OK\nContent-Length: 2\r\n\r\nok"},
+	}
+	for _, c := range cases {
+		e := startMode(t, m, backendCfg(cannedBackend(t, c.resp), "", "", ""), nil)
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			var body io.Reader
+			if method == http.MethodPost {
+				body = strings.NewReader("x")
+			}
+			start := time.Now()
+			resp, got, err := e.do(method, "/", body, nil)
+			if err != nil {
+				t.Fatalf("%s, %s: %v", c.desc, method, err)
+			}
+			if took := time.Since(start); resp.StatusCode != 200 || got != "ok" || took > 3*time.Second {
+				t.Errorf("%s, %s: %d %q after %v, want 200 \"ok\" at once", c.desc, method, resp.StatusCode, got, took.Round(time.Millisecond))
+			}
 		}
 	}
 }
