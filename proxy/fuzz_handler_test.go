@@ -210,6 +210,9 @@ func (hf *handlerFuzz) backend(w http.ResponseWriter, r *http.Request) {
 			bad = append(bad, "Upgrade: "+v+" reached the backend")
 		}
 	}
+	if !visibleASCII(r.RequestURI) {
+		bad = append(bad, fmt.Sprintf("request target %q is not visible ASCII", r.RequestURI))
+	}
 	one := func(k, want string) {
 		if v := r.Header.Values(k); len(v) != 1 || (want != "" && v[0] != want) {
 			bad = append(bad, fmt.Sprintf("%s = %q, want %q", k, v, want))
@@ -424,6 +427,8 @@ func FuzzHandlerHTTP2(f *testing.F) {
 	f.Add("GET", "[::1]:443", "//x/../e/", "cookie", "JSESSIONID=k1.zz", "k1.")
 	f.Add("CONNECT", "h:443", "", "te", "trailers", "")
 	f.Add("GET", "<x>", "*", "connection", "close", "")
+	f.Add("GET", "h", "/a?x HTTP/1.1 /admin", "x", "y", "")
+	f.Add("GET", "h", "/caf\xc3\xa9/\x80", "x", "y", "")
 	f.Fuzz(func(t *testing.T, method, authority, path, name, value, cookie string) {
 		if len(method)+len(authority)+len(path)+len(name)+len(value)+len(cookie) > 1<<12 {
 			return

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/tether-proxy/tether/proxy/config"
 )
@@ -258,4 +260,60 @@ func lowerKeys(h http.Header) map[string][]string {
 		out[strings.ToLower(k)] = v
 	}
 	return out
+}
+
+// h2Raw sends one HTTP/2 request with the given header fields as they are
+// (pseudo-headers included, unchecked) on a new connection, in the mode's
+// way (prior knowledge, or TLS with ALPN h2), and returns the final
+// status ("" when the stream was reset or the connection closed).
+func (e *modeEnv) h2Raw(fields []hpack.HeaderField) string {
+	e.t.Helper()
+	var conn net.Conn
+	var err error
+	if e.mode.tls {
+		conn, err = tls.Dial("tcp", e.addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+	} else {
+		conn, err = net.Dial("tcp", e.addr)
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		e.t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range fields {
+		_ = enc.WriteField(f)
+	}
+	_ = fr.WriteSettings()
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true})
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return ""
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = fr.WriteSettingsAck()
+			}
+		case *http2.MetaHeadersFrame:
+			if st := f.PseudoValue("status"); f.StreamID == 1 && !strings.HasPrefix(st, "1") {
+				return st
+			}
+		case *http2.RSTStreamFrame, *http2.GoAwayFrame:
+			return ""
+		}
+	}
+}
+
+// h2Get is a GET's fields for h2Raw with the given :path.
+func h2Get(path string) []hpack.HeaderField {
+	return []hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "http"},
+		{Name: ":authority", Value: "h"}, {Name: ":path", Value: path}}
 }

@@ -22,7 +22,16 @@ type parityCase struct {
 }
 
 func TestParity(t *testing.T) {
+	modes := map[string]bool{}
+	for _, m := range serverModes {
+		modes[m.name] = true
+	}
 	for _, c := range parityCases {
+		for name, why := range c.differs {
+			if !modes[name] || why == "" {
+				t.Fatalf("%s: differs names mode %q (a reason is required)", c.name, name)
+			}
+		}
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			forEachMode(t, func(t *testing.T, m serverMode) {
@@ -36,6 +45,11 @@ func TestParity(t *testing.T) {
 var parityCases = []parityCase{
 	{name: "route timeout answers 504 for every method and version", run: parityRouteTimeout},
 	{name: "a backend's bare-LF line ends are read at once", run: parityBareLFBackend},
+	{name: "a request target of other than visible ASCII is refused with 400 before routing", run: parityBadTarget,
+		differs: map[string]string{
+			"h2c":    h2MalformedReset,
+			"tls-h2": h2MalformedReset,
+		}},
 }
 
 // slowBackend answers after delay, or gives up when its request is
@@ -165,5 +179,54 @@ func parityBareLFBackend(t *testing.T, m serverMode) {
 				t.Errorf("%s, %s: %d %q after %v, want 200 \"ok\" at once", c.desc, method, resp.StatusCode, got, took.Round(time.Millisecond))
 			}
 		}
+	}
+}
+
+// h2MalformedReset: Go's HTTP/2 server resets the stream of a field value
+// with a control byte (RFC 9113 section 8.2.1, a malformed request)
+// before any handler runs; it never reaches a backend either.
+const h2MalformedReset = "a :path with a control byte (tab, DEL) is a malformed HTTP/2 request: the stream is reset, no 400"
+
+func parityBadTarget(t *testing.T, m serverMode) {
+	b := newBackend(t, nil)
+	e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
+	targets := []struct {
+		desc, target string
+		ctl          bool // a control byte: HTTP/2 resets the stream
+	}{
+		{"spaces smuggling a second request line", "/a?x HTTP/1.1 /admin", false},
+		{"a raw byte above 0x7f", "/a\x80b", false},
+		{"raw UTF-8", "/caf\xc3\xa9", false},
+		{"a tab", "/a\tb", true},
+		{"DEL", "/a\x7fb", true},
+	}
+	for _, c := range targets {
+		var status string
+		if m.h1() {
+			resp, _, err := e.raw("GET " + c.target + " HTTP/1.1\r\nHost: h\r\n\r\n")
+			if err == nil {
+				status = resp.Status[:3]
+			}
+		} else {
+			status = e.h2Raw(h2Get(c.target))
+		}
+		want := "400"
+		if c.ctl && !m.h1() {
+			want = "" // the stream is reset (h2MalformedReset)
+		}
+		if status != want {
+			t.Errorf("%s (%q): status %q, want %q", c.desc, c.target, status, want)
+		}
+	}
+	// A valid target still goes through (the same connection kinds).
+	if m.h1() {
+		if resp, body, err := e.raw("GET /caf%C3%A9?q=a%20b HTTP/1.1\r\nHost: h\r\n\r\n"); err != nil || resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("a valid target: %v %v %q", resp, err, body)
+		}
+	} else if st := e.h2Raw(h2Get("/caf%C3%A9?q=a%20b")); st != "200" {
+		t.Fatalf("a valid target: status %q", st)
+	}
+	if n := b.hitCount(); n != 1 {
+		t.Errorf("the backend saw %d requests, want only the valid one", n)
 	}
 }
