@@ -50,6 +50,7 @@ var parityCases = []parityCase{
 			"h2c":    h2MalformedReset,
 			"tls-h2": h2MalformedReset,
 		}},
+	{name: "underscore spellings of framing, hop-by-hop and forwarding fields never reach a backend", run: parityUnderscoreFields},
 }
 
 // slowBackend answers after delay, or gives up when its request is
@@ -228,5 +229,42 @@ func parityBadTarget(t *testing.T, m serverMode) {
 	}
 	if n := b.hitCount(); n != 1 {
 		t.Errorf("the backend saw %d requests, want only the valid one", n)
+	}
+}
+
+func parityUnderscoreFields(t *testing.T, m serverMode) {
+	b := newBackend(t, nil)
+	e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
+	dropped := []string{"Transfer_Encoding", "Content_Length", "Keep_Alive", "Proxy_Connection", "Http2_Settings",
+		"Proxy_Authorization", "X_Forwarded_For", "transfer_encoding"}
+	hdr := http.Header{"X_Custom_Field": {"kept"}}
+	for _, k := range dropped {
+		hdr[k] = []string{"chunked"}
+	}
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		var body io.Reader
+		if method == http.MethodPost {
+			body = strings.NewReader("x")
+		}
+		resp, got := e.mustDo(method, "/u", body, hdr)
+		if resp.StatusCode != 200 || got != "ok" {
+			t.Fatalf("%s: %d %q", method, resp.StatusCode, got)
+		}
+		seen := b.lastRequest().Header
+		for k := range seen {
+			if strings.IndexByte(k, '_') >= 0 && !strings.EqualFold(k, "X_Custom_Field") {
+				t.Errorf("%s: %s reached the backend", method, k)
+			}
+		}
+		if v := seen.Get("X_Custom_Field"); v != "kept" {
+			t.Errorf("%s: X_Custom_Field = %q, want it kept (it names no framing field)", method, v)
+		}
+	}
+	// Each request dropped len(dropped) fields.
+	if n := e.metric("tether_underscore_headers_dropped_total", nil); n != float64(2*len(dropped)) {
+		t.Errorf("tether_underscore_headers_dropped_total = %v, want %d", n, 2*len(dropped))
+	}
+	if n := e.metric("tether_underscore_headers_dropped_total", map[string]string{"header": "Transfer-Encoding"}); n != 4 {
+		t.Errorf(`tether_underscore_headers_dropped_total{header="Transfer-Encoding"} = %v, want 4`, n)
 	}
 }
