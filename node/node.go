@@ -64,6 +64,10 @@ type Config struct {
 	// ReapTimeout is how long a failed node stays in the Raft configuration
 	// before the leader removes it; default 72h.
 	ReapTimeout time.Duration
+	// VoterGrace is how long a voter must have been failed, counted from
+	// no earlier than the leader's election, before a non-voter replaces
+	// it; default 15s.
+	VoterGrace time.Duration
 	// RaftVoters caps the voters (odd; default 5); further nodes replicate
 	// as non-voters.
 	RaftVoters int
@@ -125,6 +129,9 @@ type Node struct {
 	healthReady atomic.Pointer[sharedHealth]
 	// manualLeader (tests): no leader loop; the test calls leaderRound.
 	manualLeader bool
+	// commands (tests): the Raft command set this node applies, to act as
+	// an older binary; "": this binary's.
+	commands store.CommandSet
 	// failed is closed (once) when the node must stop after Start: it
 	// left the cluster, or formation hit a fatal error (failErr).
 	failed   chan struct{}
@@ -273,6 +280,8 @@ func (n *Node) Start() (err error) {
 	if err != nil {
 		return fmt.Errorf("listeners: %w", err)
 	}
+	// Session tickets from the replicated keyring resume on every node.
+	n.server.UseTicketKeys(n.ring)
 	if err := n.server.Start(); err != nil {
 		return fmt.Errorf("listeners: %w", err)
 	}
@@ -409,7 +418,7 @@ func listenersChanged(a, b *config.Config) bool {
 	}
 	for i := range a.Listeners {
 		x, y := a.Listeners[i], b.Listeners[i]
-		if x.Address != y.Address || (x.Certificate == nil) != (y.Certificate == nil) || !reflect.DeepEqual(x.Redirect, y.Redirect) || !x.ListenerOptions.SameListener(y.ListenerOptions) {
+		if x.Address != y.Address || (x.Certificate == nil) != (y.Certificate == nil) || !reflect.DeepEqual(x.Redirect, y.Redirect) || !reflect.DeepEqual(x.Acme, y.Acme) || !x.ListenerOptions.SameListener(y.ListenerOptions) {
 			return true
 		}
 	}

@@ -81,6 +81,8 @@ type Server struct {
 
 	// limit caps open connections over all listeners; nil: no cap.
 	limit *connLimit
+	// acme feeds Acme listeners and ACME challenges (acme.go).
+	acme acmeHook
 
 	mu    sync.Mutex
 	lns   []net.Listener
@@ -128,6 +130,9 @@ func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger, opts ...
 			}
 			handler = rd
 		}
+		if l.Certificate == nil && !l.SelfSigned && l.Acme == nil {
+			handler = s.acmeChallenges(handler)
+		}
 		var tc *tls.Config
 		var cur *atomic.Pointer[tls.Certificate]
 		if l.Certificate != nil || l.SelfSigned {
@@ -145,6 +150,8 @@ func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger, opts ...
 			cur = new(atomic.Pointer[tls.Certificate])
 			cur.Store(cert)
 			tc = listenerTLS(l, cur)
+		} else if l.Acme != nil {
+			tc = s.acmeTLS(l)
 		}
 		var rules []*sniRule
 		if tc != nil && len(l.Sni) > 0 {
@@ -291,6 +298,9 @@ func (s *Server) Start() error {
 	defer s.mu.Unlock()
 	if s.lns != nil {
 		return errors.New("server already started")
+	}
+	if err := s.checkAcme(); err != nil {
+		return err
 	}
 	lns := make([]net.Listener, 0, len(s.servers))
 	var owner []int // owner[k] is the listener lns[k] serves
