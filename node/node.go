@@ -75,6 +75,9 @@ type Config struct {
 	// HTTP1Server chooses what serves cleartext HTTP/1.1 connections:
 	// "own" (default) or "stdlib" (--http1-server, docs/OPERATIONS.md).
 	HTTP1Server string
+	// WriteYield: "auto" (default), "on" or "off" (--write-yield,
+	// docs/OPERATIONS.md); it applies to the whole process.
+	WriteYield string
 
 	// FastTimings shortens gossip timings (failure detection) for
 	// in-process tests and the demo on loopback; Raft keeps LAN timings.
@@ -190,6 +193,9 @@ func New(cfg Config) (*Node, error) {
 	if _, err := proxy.ParseHTTP1Server(cfg.HTTP1Server); err != nil {
 		return nil, fmt.Errorf("--http1-server: %w", err)
 	}
+	if _, err := proxy.ParseWriteYield(cfg.WriteYield); err != nil {
+		return nil, fmt.Errorf("--write-yield: %w", err)
+	}
 	return &Node{
 		cfg:        cfg,
 		log:        cfg.Logger.With("node", cfg.NodeID),
@@ -294,6 +300,8 @@ func (n *Node) Start() (err error) {
 	n.serveAdmin()
 
 	h1, _ := proxy.ParseHTTP1Server(n.cfg.HTTP1Server) // checked by New
+	wy, _ := proxy.ParseWriteYield(n.cfg.WriteYield)
+	_ = proxy.SetWriteYield(wy)
 	n.server, err = proxy.NewServer(cfg, n.proxy, n.log, proxy.WithHTTP1Server(h1))
 	if err != nil {
 		return fmt.Errorf("listeners: %w", err)
