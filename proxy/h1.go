@@ -353,9 +353,10 @@ type h1Conn struct {
 	// idleUntil: when that deadline is (monoNow), 0 once another was set.
 	deadline  bool
 	idleUntil int64
-	keys      []headerKV   // writeFields' scratch
-	req       http.Request // the current request, parsed into again for the next
-	loop      h1Loop       // serve's state, kept while the connection is parked
+	// rq is what only a request needs (h1Req), kept from one request to
+	// the next and given back while the connection is parked or gone.
+	rq   *h1Req
+	loop h1Loop // serve's state, kept while the connection is parked
 	// waitSince is when the connection's latest wait began (monoNow);
 	// parkAsked: the sweep ended its wait on the second descriptor, to
 	// park it (h1Server.sweep).
@@ -427,6 +428,7 @@ func (c *h1Conn) serve() {
 			_ = c.rwc.Close()
 		}
 		c.dropBufs()
+		c.releaseReq()
 	}()
 	for {
 		switch c.step(st) {
@@ -481,10 +483,50 @@ func (c *h1Conn) giveBack(st *h1Loop) {
 		responseHeaders.Put(h)
 		c.w.header = nil
 	}
-	st.scratch.fields.park()
-	st.scratch.url = url.URL{}
-	c.req = http.Request{}
-	clear(c.keys[:cap(c.keys)])
+	c.releaseReq()
+	c.hook.end()
+	c.wmu.Lock()
+	c.rctx = nil
+	c.wmu.Unlock()
+}
+
+// h1Req is what a connection needs only while it serves a request: the
+// request it parses each head into, the head's containers (headScratch)
+// and the response fields' scratch (writeFields). A connection takes one
+// from h1Reqs for its first request and keeps it for the next ones; it
+// gives it back when it parks (giveBack) or ends, so that an idle
+// connection does not hold these 0.5 KiB and more.
+type h1Req struct {
+	req     http.Request
+	scratch headScratch
+	keys    []headerKV
+}
+
+var h1Reqs = sync.Pool{New: func() any { return new(h1Req) }}
+
+// request is the connection's h1Req, from the pool when it has none.
+func (c *h1Conn) request() *h1Req {
+	if c.rq == nil {
+		c.rq = h1Reqs.Get().(*h1Req)
+	}
+	return c.rq
+}
+
+// releaseReq gives the connection's h1Req back to the pool, emptied: the
+// last request's head (the string its fields were cut from) goes to the
+// collector, the header map to its pool (fieldScratch.park).
+func (c *h1Conn) releaseReq() {
+	rq := c.rq
+	if rq == nil {
+		return
+	}
+	c.rq = nil
+	rq.scratch.fields.park()
+	rq.scratch.url = url.URL{}
+	rq.req = http.Request{}
+	clear(rq.keys[:cap(rq.keys)])
+	rq.keys = rq.keys[:0]
+	h1Reqs.Put(rq)
 }
 
 // park waits for the connection's next bytes off the worker that served
@@ -522,7 +564,6 @@ type h1Loop struct {
 	first     bool // no request read yet
 	handedOff bool // the connection is the http.Server's now
 	served    int  // requests answered
-	scratch   headScratch
 }
 
 // Results of step.
@@ -555,7 +596,8 @@ func (c *h1Conn) step(st *h1Loop) int {
 	case headNone:
 		return stepWait
 	}
-	if !parseRequestHeadInto(head, &c.req, &st.scratch) {
+	rq := c.request()
+	if !parseRequestHeadInto(head, &rq.req, &rq.scratch) {
 		st.handedOff = c.handOff()
 		return stepDone
 	}
@@ -563,8 +605,8 @@ func (c *h1Conn) step(st *h1Loop) int {
 		return stepDone // shut down while the head came in
 	}
 	_, _ = c.br.Discard(len(head))
-	c.req.RemoteAddr = c.remote
-	if !c.serveRequest(&c.req) {
+	rq.req.RemoteAddr = c.remote
+	if !c.serveRequest(&rq.req) {
 		return stepDone
 	}
 	if err := c.bw.Flush(); err != nil || !c.idleAgain() {
@@ -681,7 +723,7 @@ func (h *handedConn) NetConn() net.Conn { return h.Conn }
 func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 	ctx := newLoopCtx(c.ctx, &c.hook)
 	c.hook.begin(ctx)
-	// r is the connection's own request (c.req), refilled for the next
+	// r is the connection's own request (c.rq), refilled for the next
 	// one as its header map is; the copy WithContext makes stays on the
 	// stack.
 	*r = *r.WithContext(ctx)
@@ -1280,7 +1322,8 @@ func (w *h1Writer) commit(p []byte) {
 		header = w.snap
 	}
 	c := w.c
-	keys := c.keys[:0]
+	rq := c.rq
+	keys := rq.keys[:0]
 	trailers := false
 	var te, ce, conn string
 	var haveCL, haveType, haveDate bool
@@ -1385,7 +1428,7 @@ func (w *h1Writer) commit(p []byte) {
 	writeStatus(bw, code, w.sbuf[:])
 	writeKeys(bw, keys)
 	clear(keys)
-	c.keys = keys[:0]
+	rq.keys = keys[:0]
 	if date != nil {
 		bw.WriteString("Date: ")
 		bw.Write(date)
@@ -1469,7 +1512,8 @@ func writeStatus(bw *bufio.Writer, code int, scratch []byte) {
 // dropped, CR and LF in values turned to spaces, values trimmed. The
 // sort uses the connection's scratch slice.
 func writeFields(bw *bufio.Writer, h http.Header, exclude map[string]bool, c *h1Conn) {
-	keys := c.keys[:0]
+	rq := c.rq
+	keys := rq.keys[:0]
 	for k, vs := range h {
 		if !exclude[k] {
 			keys = append(keys, headerKV{k, vs})
@@ -1477,7 +1521,7 @@ func writeFields(bw *bufio.Writer, h http.Header, exclude map[string]bool, c *h1
 	}
 	writeKeys(bw, keys)
 	clear(keys)
-	c.keys = keys[:0]
+	rq.keys = keys[:0]
 }
 
 // headerKV is a field of a header map: its name and values.
