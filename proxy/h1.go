@@ -185,13 +185,11 @@ func (s *h1Server) newConn(rwc net.Conn) *h1Conn {
 	c.ctx = context.WithValue(s.ctx, http.LocalAddrContextKey, rwc.LocalAddr())
 	c.takeBufs()
 	c.src.c = c
-	c.w.c = c
-	c.w.header = make(http.Header, 16)
 	if c.raw = rawConnOf(rwc); c.raw != nil {
 		c.await = c.awaitFd
 		c.tcp = tcpOf(rwc)
 	}
-	c.watch = time.AfterFunc(time.Hour, c.watchClient)
+	c.watch = time.AfterFunc(time.Hour, c.timerFired)
 	c.watch.Stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -323,7 +321,6 @@ type h1Conn struct {
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	src    h1Source
-	w      h1Writer
 	hook   cancelHook // the lean path's close-on-cancel (cancelhook.go)
 	state  atomic.Int32
 	// raw, await, waited, peekBuf: peekWait's wait for the next request.
@@ -341,7 +338,9 @@ type h1Conn struct {
 
 	// The client watch (watchClient): armed by a request that runs past
 	// watchDelay, it reads from the connection so that the client's going
-	// away cancels the request, as net/http's background read does.
+	// away cancels the request, as net/http's background read does. Its
+	// timer also ends a park on the poller at the idle deadline
+	// (timerFired): the two never run at once.
 	watch   *time.Timer
 	wmu     sync.Mutex
 	wstate  int // watchOff, watchArmed, watchReading
@@ -363,12 +362,12 @@ type h1Conn struct {
 	waitSince atomic.Int64
 	parkAsked atomic.Bool
 	// parkTok: the poller's token while the connection is parked there,
-	// 0 otherwise; parkUntil: that park's idle deadline (monoNow);
-	// idleTimer ends that park at it (h1park_linux.go). All three under
-	// the poller's mutex.
+	// 0 otherwise; parkUntil: that park's idle deadline (monoNow), when
+	// the watch timer ends it (h1park_linux.go). Both under the poller's
+	// mutex; onPoll is whether parkTok is set, for the timer.
 	parkTok   uint64
 	parkUntil int64
-	idleTimer *time.Timer
+	onPoll    atomic.Bool
 }
 
 const (
@@ -460,29 +459,12 @@ func (c *h1Conn) serve() {
 	}
 }
 
-// responseHeaders holds the response header maps of parked connections,
-// which need none while they wait (one with room for 16 fields is over a
-// KiB).
-var responseHeaders sync.Pool
-
-// spareHeader is a response header map from responseHeaders, or a new one.
-func spareHeader() http.Header {
-	if h, ok := responseHeaders.Get().(http.Header); ok {
-		return h
-	}
-	return make(http.Header, 16)
-}
-
 // giveBack lets go, before the connection parks, what only a request
-// needs: the header maps go to their pools and the last request's head
-// (the string its fields were cut from) to the collector. The next
-// request takes maps from the pools (h1Writer.reset, fieldScratch.fields).
+// needs: its h1Req (with the response header map) and the request field
+// map go to their pools and the last request's head (the string its
+// fields were cut from) to the collector. The next request takes them
+// from the pools (request, fieldScratch.fields).
 func (c *h1Conn) giveBack(st *h1Loop) {
-	if h := c.w.header; h != nil {
-		clear(h)
-		responseHeaders.Put(h)
-		c.w.header = nil
-	}
 	c.releaseReq()
 	c.hook.end()
 	c.wmu.Lock()
@@ -491,14 +473,16 @@ func (c *h1Conn) giveBack(st *h1Loop) {
 }
 
 // h1Req is what a connection needs only while it serves a request: the
-// request it parses each head into, the head's containers (headScratch)
-// and the response fields' scratch (writeFields). A connection takes one
-// from h1Reqs for its first request and keeps it for the next ones; it
-// gives it back when it parks (giveBack) or ends, so that an idle
-// connection does not hold these 0.5 KiB and more.
+// request it parses each head into, the head's containers (headScratch),
+// the response writer with its header map, and the response fields'
+// scratch (writeFields). A connection takes one from h1Reqs for its first
+// request and keeps it for the next ones; it gives it back when it parks
+// (giveBack) or ends, so that an idle connection does not hold these
+// 0.7 KiB (and the header map's KiB and more).
 type h1Req struct {
 	req     http.Request
 	scratch headScratch
+	w       h1Writer
 	keys    []headerKV
 }
 
@@ -508,6 +492,7 @@ var h1Reqs = sync.Pool{New: func() any { return new(h1Req) }}
 func (c *h1Conn) request() *h1Req {
 	if c.rq == nil {
 		c.rq = h1Reqs.Get().(*h1Req)
+		c.rq.w.c = c
 	}
 	return c.rq
 }
@@ -524,6 +509,8 @@ func (c *h1Conn) releaseReq() {
 	rq.scratch.fields.park()
 	rq.scratch.url = url.URL{}
 	rq.req = http.Request{}
+	rq.w.c = nil
+	clear(rq.w.trailers[:cap(rq.w.trailers)])
 	clear(rq.keys[:cap(rq.keys)])
 	rq.keys = rq.keys[:0]
 	h1Reqs.Put(rq)
@@ -728,7 +715,7 @@ func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 	// stack.
 	*r = *r.WithContext(ctx)
 	req := r
-	w := &c.w
+	w := &c.rq.w
 	w.reset(req)
 	c.wmu.Lock()
 	c.rctx, c.wstate = ctx, watchArmed
@@ -884,6 +871,20 @@ func (c *h1Conn) dropBufs() {
 		h1Writers.Put(c.bw)
 	}
 	c.br, c.bw = nil, nil
+}
+
+// timerFired is the watch timer's: the idle deadline of a connection
+// parked on the poller, else the client watch. A firing that was due
+// before the timer was set again finds the park's deadline not yet come,
+// or the watch not armed (watchClient), and does nothing; one that comes
+// while a request's watch is armed starts the watch early, which only
+// costs it its read.
+func (c *h1Conn) timerFired() {
+	if c.onPoll.Load() {
+		c.parkExpired()
+		return
+	}
+	c.watchClient()
 }
 
 // watchClient runs on the watch timer: it reads from the client so that
@@ -1115,9 +1116,7 @@ const bufferBeforeChunking = 2048
 
 func (w *h1Writer) reset(req *http.Request) {
 	hdr := w.header
-	if hdr == nil {
-		hdr = spareHeader() // the connection was parked
-	} else if len(hdr) > 64 {
+	if hdr == nil || len(hdr) > 64 {
 		hdr = make(http.Header, 16)
 	}
 	*w = h1Writer{c: w.c, req: req, header: hdr, contentLength: -1, trailers: w.trailers[:0]}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"io"
 	"net"
 	"net/http"
 	goruntime "runtime"
@@ -236,4 +237,63 @@ func TestH1LongIdleConnectionsParkToo(t *testing.T) {
 	if d := time.Since(start); d > 4*time.Second {
 		t.Fatalf("a parked connection closed %v after it parked, idle timeout 2 s", d)
 	}
+}
+
+// A connection parked on the poller shares its timer between the idle
+// deadline (while parked) and the client watch (while a request runs):
+// after parks, a slow request's context is still cancelled when its
+// client goes away, and a connection left idle still closes at its idle
+// timeout.
+func TestH1ParkedConnectionKeepsItsWatchAndIdleTimeout(t *testing.T) {
+	cancelled := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/slow" {
+			_, _ = io.WriteString(w, "ok")
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			close(cancelled)
+		case <-time.After(10 * time.Second):
+		}
+	})
+	p := ownServer(t, h, 500*time.Millisecond, watchDelay, nil)
+	t.Run("the watch after parks", func(t *testing.T) {
+		c, err := net.Dial("tcp", p.own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		wc := &waitConn{t: t, c: c, br: bufio.NewReader(c)}
+		for range 2 {
+			wc.send(waitGet)
+			wc.expect("ok")
+			eventually(t, func() bool { return p.ownSrv.parked.Load() == 1 })
+		}
+		wc.send("GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
+		waitWatch(t, p.ownSrv, watchReading)
+		c.Close()
+		select {
+		case <-cancelled:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the request's context was not cancelled when its client went away")
+		}
+	})
+	t.Run("the idle timeout while parked", func(t *testing.T) {
+		c, err := net.Dial("tcp", p.own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		wc := &waitConn{t: t, c: c, br: bufio.NewReader(c)}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		wc.send(waitGet)
+		wc.expect("ok")
+		start := time.Now()
+		wc.expectEOF(5 * time.Second)
+		if d := time.Since(start); d < 400*time.Millisecond || d > 3*time.Second {
+			t.Fatalf("closed %v after its response, idle timeout 500 ms", d)
+		}
+	})
 }
