@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tether-proxy/tether/internal/logging"
 	"github.com/tether-proxy/tether/node"
 	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/config"
@@ -17,7 +18,7 @@ import (
 
 func agentCmd() *cobra.Command {
 	var cfg node.Config
-	var logLevel string
+	var logLevel, logFormat string
 	var noAccessLog bool
 	cmd := &cobra.Command{
 		Use:   "agent --config FILE",
@@ -31,7 +32,11 @@ func agentCmd() *cobra.Command {
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
 			}
-			cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			logger, err := logging.New(os.Stderr, logFormat, level)
+			if err != nil {
+				return fmt.Errorf("--log-format: %w", err)
+			}
+			cfg.Logger = logger
 			if !noAccessLog {
 				// Batched: a request does not pay a write(2) of its
 				// own; runAgent returns after the node has shut down
@@ -62,6 +67,7 @@ func agentCmd() *cobra.Command {
 	f.DurationVar(&cfg.ReapTimeout, "reap-timeout", node.DefaultReapTimeout, "remove a failed node from Raft after this long")
 	f.IntVar(&cfg.RaftVoters, "raft-voters", node.DefaultRaftVoters, "at most this many voters (odd); further nodes are non-voters")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&logFormat, "log-format", logging.FormatJSON, "log format: json (one object a line, for log pipelines) or text (for a terminal)")
 	f.BoolVar(&noAccessLog, "no-access-log", false, "do not write the JSON access log to stdout")
 	f.BoolVar(&cfg.Strict, "strict", false, "treat unknown config keys as errors, not warnings (for CI)")
 	return cmd
