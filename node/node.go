@@ -45,6 +45,9 @@ type Config struct {
 	WatchConfig bool
 	// Strict makes unknown configuration keys errors (--strict).
 	Strict bool
+	// Listen, when not empty, replaces the config file's listeners
+	// (--listen): several nodes on one host share a file, not a port.
+	Listen []string
 
 	// RaftAddr is Raft's listen address; default :7000.
 	RaftAddr string
@@ -200,7 +203,7 @@ func (n *Node) Start() (err error) {
 	}()
 
 	n.loadedFP = fingerprint(n.cfg.ConfigPath)
-	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Info: func(m string) { n.log.Info("config: " + m) }})
+	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Listen: n.cfg.Listen, Info: func(m string) { n.log.Info("config: " + m) }})
 	if err != nil {
 		return fmt.Errorf("config %s:\n%w", n.cfg.ConfigPath, err)
 	}
@@ -341,7 +344,7 @@ func (n *Node) Reload() error {
 	// Seen, whether it loads or not: the watcher does not retry a broken
 	// file until it changes again.
 	n.loadedFP = fingerprint(n.cfg.ConfigPath)
-	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Info: func(m string) { n.log.Info("config: " + m) }})
+	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Listen: n.cfg.Listen, Info: func(m string) { n.log.Info("config: " + m) }})
 	if err == nil {
 		if errs := proxy.Compile(cfg); len(errs) > 0 {
 			err = errs

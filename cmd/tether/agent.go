@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -37,6 +39,7 @@ func agentCmd() *cobra.Command {
 				return fmt.Errorf("--log-format: %w", err)
 			}
 			cfg.Logger = logger
+			warnReadableSecrets(logger, map[string]string{"--cluster-secret-file": cfg.ClusterSecretFile, "--admin-token-file": cfg.AdminTokenFile})
 			if !noAccessLog {
 				// Batched: a request does not pay a write(2) of its
 				// own; runAgent returns after the node has shut down
@@ -60,6 +63,7 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&cfg.GossipAddr, "gossip-addr", node.DefaultGossipAddr, "gossip (memberlist) listen address")
 	f.StringVar(&cfg.Advertise, "advertise", "", "host other nodes reach this one at (NAT, containers); default: the bound or a private IP")
 	f.StringSliceVar(&cfg.Join, "join", nil, "HOST[:PORT] of nodes to join (repeatable; a DNS name joins every address behind it)")
+	f.StringSliceVar(&cfg.Listen, "listen", nil, "proxy listen address (host:port, :port or an http/https URL; repeatable): replaces the config file's listeners, for several nodes on one host")
 	f.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", 0, "form a new cluster once this many nodes without state see each other")
 	f.StringVar(&cfg.TLSCert, "tls-cert", "", "certificate for mutual TLS between nodes (with --tls-key and --tls-ca)")
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "private key for --tls-cert")
@@ -120,6 +124,24 @@ wait:
 	return n.Err()
 }
 
+// warnReadableSecrets warns about secret files that group or others may
+// read: `openssl rand -hex 32 > file` creates one mode 0644.
+func warnReadableSecrets(log *slog.Logger, files map[string]string) {
+	for _, flag := range slices.Sorted(maps.Keys(files)) {
+		path := files[flag]
+		if path == "" {
+			continue
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			continue // the node reports a missing file when it reads it
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			log.Warn("secret file is readable by group or others: chmod 600 it", "flag", flag, "file", path, "mode", fmt.Sprintf("%04o", perm))
+		}
+	}
+}
+
 func configCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "config", Short: "Work with configuration files"}
 	var strict bool
@@ -143,6 +165,10 @@ func configCmd() *cobra.Command {
 			if err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				return fmt.Errorf("%s is not valid", args[0])
+			}
+			if len(cfg.ReverseProxy.Routes) == 0 {
+				fmt.Printf("%s is valid but serves nothing: it has no routes (ReverseProxy.Routes), so every request gets 404\n", args[0])
+				return nil
 			}
 			fmt.Printf("%s is valid: %d routes, %d clusters\n", args[0], len(cfg.ReverseProxy.Routes), len(cfg.ReverseProxy.Clusters))
 			return nil
