@@ -71,6 +71,8 @@ type Ring struct {
 
 	mu  sync.Mutex // serializes changes
 	cur atomic.Pointer[state]
+	// tickets caches TicketKeys' derivation (ticket.go).
+	tickets atomic.Pointer[ticketMemo]
 }
 
 // state is an immutable set of keys.
