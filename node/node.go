@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -31,7 +30,7 @@ type Config struct {
 	ConfigPath string
 	// NodeID names the node; default: the host name.
 	NodeID string
-	// DataDir holds the node's state; default ./data/<node-id>.
+	// DataDir holds the node's state; default DefaultDataDir(NodeID).
 	DataDir string
 	// AdminAddr is the admin API's address; default 127.0.0.1:9901.
 	AdminAddr string
@@ -167,7 +166,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("--node-id %q: must not contain slashes or spaces", cfg.NodeID)
 	}
 	if cfg.DataDir == "" {
-		cfg.DataDir = filepath.Join("data", cfg.NodeID)
+		cfg.DataDir = DefaultDataDir(cfg.NodeID)
 	}
 	if cfg.AdminAddr == "" {
 		cfg.AdminAddr = DefaultAdminAddr

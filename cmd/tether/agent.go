@@ -55,7 +55,7 @@ func agentCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&cfg.ConfigPath, "config", "", "proxy configuration file (JSON or YAML)")
 	f.StringVar(&cfg.NodeID, "node-id", "", "node id (default: the host name)")
-	f.StringVar(&cfg.DataDir, "data-dir", "", "data directory (default: ./data/<node-id>)")
+	f.StringVar(&cfg.DataDir, "data-dir", "", "data directory (default: $XDG_STATE_HOME/tether/<node-id>, /var/lib/tether/<node-id> for root, else ~/.local/state/tether/<node-id>)")
 	f.StringVar(&cfg.AdminAddr, "admin-addr", node.DefaultAdminAddr, "admin API address")
 	f.StringVar(&cfg.ClusterSecretFile, "cluster-secret-file", "", "file holding the cluster secret (encrypts the keyring at rest)")
 	f.StringVar(&cfg.AdminTokenFile, "admin-token-file", "", "file holding the admin API bearer token")
