@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -31,7 +30,7 @@ type Config struct {
 	ConfigPath string
 	// NodeID names the node; default: the host name.
 	NodeID string
-	// DataDir holds the node's state; default ./data/<node-id>.
+	// DataDir holds the node's state; default DefaultDataDir(NodeID).
 	DataDir string
 	// AdminAddr is the admin API's address; default 127.0.0.1:9901.
 	AdminAddr string
@@ -45,6 +44,9 @@ type Config struct {
 	WatchConfig bool
 	// Strict makes unknown configuration keys errors (--strict).
 	Strict bool
+	// Listen, when not empty, replaces the config file's listeners
+	// (--listen): several nodes on one host share a file, not a port.
+	Listen []string
 
 	// RaftAddr is Raft's listen address; default :7000.
 	RaftAddr string
@@ -179,7 +181,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("--node-id %q: must not contain slashes or spaces", cfg.NodeID)
 	}
 	if cfg.DataDir == "" {
-		cfg.DataDir = filepath.Join("data", cfg.NodeID)
+		cfg.DataDir = DefaultDataDir(cfg.NodeID)
 	}
 	if cfg.AdminAddr == "" {
 		cfg.AdminAddr = DefaultAdminAddr
@@ -232,7 +234,7 @@ func (n *Node) Start() (err error) {
 	}()
 
 	n.loadedFP = fingerprint(n.cfg.ConfigPath)
-	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Info: func(m string) { n.log.Info("config: " + m) }})
+	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Listen: n.cfg.Listen, Info: func(m string) { n.log.Info("config: " + m) }})
 	if err != nil {
 		return fmt.Errorf("config %s:\n%w", n.cfg.ConfigPath, err)
 	}
@@ -388,7 +390,7 @@ func (n *Node) Reload() error {
 	// Seen, whether it loads or not: the watcher does not retry a broken
 	// file until it changes again.
 	n.loadedFP = fingerprint(n.cfg.ConfigPath)
-	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Info: func(m string) { n.log.Info("config: " + m) }})
+	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Listen: n.cfg.Listen, Info: func(m string) { n.log.Info("config: " + m) }})
 	if err == nil {
 		if errs := proxy.Compile(cfg); len(errs) > 0 {
 			err = errs
