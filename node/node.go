@@ -132,6 +132,11 @@ type Node struct {
 
 	// ev is the event bus of GET /v1/events and its change watcher.
 	ev eventState
+
+	// acme orders certificates when this node leads; acmeView serves the
+	// replicated ones (acme.go).
+	acme     *acmeManager
+	acmeView *acmeView
 }
 
 // DefaultAdminAddr is the admin listener's default address.
@@ -236,6 +241,8 @@ func (n *Node) Start() (err error) {
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts)
+	n.acme, n.acmeView = newAcmeManager(n), &acmeView{st: n.store, log: n.log}
+	n.registry.MustRegister(n.acme.orders, newAcmeCollector(n.acmeView))
 
 	opts := proxy.Options{
 		Logger:     n.log,
@@ -267,13 +274,15 @@ func (n *Node) Start() (err error) {
 	}
 	// Session tickets from the replicated keyring resume on every node.
 	n.server.UseTicketKeys(n.ring)
+	n.server.UseAcme(n.acmeView)
 	if err := n.server.Start(); err != nil {
 		return fmt.Errorf("listeners: %w", err)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.bg.Add(4)
+	n.bg.Add(5)
+	go n.acmeLoop(ctx)
 	go n.form(ctx)
 	go n.watchStore(ctx)
 	go n.leaderLoop(ctx)
