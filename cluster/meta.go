@@ -22,6 +22,10 @@ type Meta struct {
 	HasState  bool   `json:"st,omitempty"`  // the node has Raft state (formation)
 	Expect    int    `json:"exp,omitempty"` // its --bootstrap-expect
 	Durable   uint64 `json:"di,omitempty"`  // index up to which it holds the keyring durably
+	// Commands is the Raft command set its binary applies (store.CommandSet,
+	// one character per command type); "" from a binary that predates it.
+	// The leader writes a command only once every alive member has it.
+	Commands string `json:"cmd,omitempty"`
 	// The formation vote, managed by Membership while Expect > 0 and the
 	// node has no state (see formation.go); callers leave them alone.
 	FormSet   string `json:"fs,omitempty"` // the servers it votes to bootstrap, sorted ids joined by ","

@@ -85,9 +85,18 @@ func (n *Node) adminHandler() http.Handler {
 	return mux
 }
 
-// requireToken enforces the bearer token when one is configured.
+// requireToken enforces the bearer token when one is configured. Without
+// one, reads get the writes' Host/Origin rule (sameSite): a web page must
+// not read members, keys or metrics through a DNS name rebound to the admin
+// address (README.md, "Admin API and client commands").
 func (n *Node) requireToken(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(n.token) == 0 {
+			if err := n.checkSameSite(r); err != nil {
+				writeError(w, http.StatusForbidden, err.Error())
+				return
+			}
+		}
 		if len(n.token) > 0 {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), n.token) != 1 {
@@ -141,17 +150,19 @@ func (n *Node) handleKeyringList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
-	md, err := n.rotate(time.Now(), requestID(r))
+	md, index, err := n.rotate(time.Now(), requestID(r))
 	if err != nil {
 		n.writeApplyError(w, "key rotation", err)
 		return
 	}
+	setCommitted(w, index)
 	writeJSON(w, http.StatusOK, map[string]any{"id": md.ID, "state": md.State})
 }
 
 func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := n.revoke(time.Now(), id, requestID(r)); err != nil {
+	index, err := n.revoke(time.Now(), id, requestID(r))
+	if err != nil {
 		if errors.Is(err, keyring.ErrUnknownKey) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no key with id %q", id))
 			return
@@ -161,6 +172,7 @@ func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
 	}
 	active := n.ring.ActiveKeyID(time.Now())
 	n.log.Info("key revoked", "id", id, "active_key_id", active)
+	setCommitted(w, index)
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "state": "revoked", "active_key_id": active})
 }
 
@@ -266,16 +278,25 @@ func (n *Node) handleDrain(on bool) http.HandlerFunc {
 		if on {
 			// The leader picks the absolute deadline, so every node ends
 			// the drain at the same moment.
-			deadline := time.Now().Add(timeout).UTC()
-			cmd = store.SetDrain{ReqID: requestID(r), Cluster: clusterID, Destination: id, Deadline: deadline}
-			body["drain_deadline"] = deadline
+			cmd = store.SetDrain{ReqID: requestID(r), Cluster: clusterID, Destination: id, Deadline: time.Now().Add(timeout).UTC()}
 		}
-		if _, err := n.store.Apply(cmd); err != nil {
+		c, err := n.store.Commit(cmd)
+		if err != nil {
 			n.writeApplyError(w, "drain change", err)
 			return
 		}
+		if on {
+			// A retry answers with the deadline the first try committed.
+			deadline, err := time.Parse(time.RFC3339Nano, c.Value)
+			if err != nil {
+				n.writeApplyError(w, "drain change", fmt.Errorf("the committed drain carries no deadline (%q)", c.Value))
+				return
+			}
+			body["drain_deadline"] = deadline
+		}
 		n.applyDrains()
 		n.log.Info("drain changed", "cluster", clusterID, "destination", id, "draining", on)
+		setCommitted(w, c.Index)
 		writeJSON(w, http.StatusOK, body)
 	}
 }

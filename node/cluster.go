@@ -24,6 +24,7 @@ const (
 	DefaultRaftAddr    = ":7000"
 	DefaultGossipAddr  = ":7946"
 	DefaultReapTimeout = 72 * time.Hour
+	DefaultVoterGrace  = cluster.DefaultVoterGrace
 	DefaultRaftVoters  = 5
 )
 
@@ -76,6 +77,12 @@ func (c *Config) checkClusterFlags() error {
 	}
 	if c.ReapTimeout < 0 {
 		return fmt.Errorf("--reap-timeout %s: must be positive", c.ReapTimeout)
+	}
+	if c.VoterGrace == 0 {
+		c.VoterGrace = DefaultVoterGrace
+	}
+	if c.VoterGrace < 0 {
+		return fmt.Errorf("--voter-grace %s: must be positive", c.VoterGrace)
 	}
 	if c.RaftAddr == "" {
 		c.RaftAddr = DefaultRaftAddr
@@ -166,12 +173,14 @@ func (n *Node) openCluster() error {
 		TLS:       tlsFiles,
 		Ring:      n.ring,
 		Timing:    timing,
+		Commands:  n.commands,
 		Logger:    n.log.With("component", "raft"),
 	})
 	if err != nil {
 		return fmt.Errorf("raft on %s: %w", raftBind, err)
 	}
 	if n.members != nil {
+		n.store.SetCommandGate(n.commandGate)
 		if err := n.members.UpdateMeta(func(m *cluster.Meta) {
 			m.RaftAddr = n.store.Addr()
 			n.fillStateMeta(m)
@@ -273,6 +282,7 @@ func (n *Node) fillStateMeta(m *cluster.Meta) {
 	m.ClusterID = n.store.ClusterID()
 	m.HasState = n.store.HadState() || n.store.AppliedIndex() > 0
 	m.Durable = n.store.DurableIndex()
+	m.Commands = string(n.store.Commands())
 }
 
 // form brings the node into a cluster: a node with Raft state simply runs

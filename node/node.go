@@ -64,9 +64,17 @@ type Config struct {
 	// ReapTimeout is how long a failed node stays in the Raft configuration
 	// before the leader removes it; default 72h.
 	ReapTimeout time.Duration
+	// VoterGrace is how long a voter must have been failed, counted from
+	// no earlier than the leader's election, before a non-voter replaces
+	// it; default 15s.
+	VoterGrace time.Duration
 	// RaftVoters caps the voters (odd; default 5); further nodes replicate
 	// as non-voters.
 	RaftVoters int
+
+	// HTTP1Server chooses what serves cleartext HTTP/1.1 connections:
+	// "own" (default) or "stdlib" (--http1-server, docs/OPERATIONS.md).
+	HTTP1Server string
 
 	// FastTimings shortens gossip timings (failure detection) for
 	// in-process tests and the demo on loopback; Raft keeps LAN timings.
@@ -121,6 +129,9 @@ type Node struct {
 	healthReady atomic.Pointer[sharedHealth]
 	// manualLeader (tests): no leader loop; the test calls leaderRound.
 	manualLeader bool
+	// commands (tests): the Raft command set this node applies, to act as
+	// an older binary; "": this binary's.
+	commands store.CommandSet
 	// failed is closed (once) when the node must stop after Start: it
 	// left the cluster, or formation hit a fatal error (failErr).
 	failed   chan struct{}
@@ -168,6 +179,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	if err := cfg.checkClusterFlags(); err != nil {
 		return nil, err
+	}
+	if _, err := proxy.ParseHTTP1Server(cfg.HTTP1Server); err != nil {
+		return nil, fmt.Errorf("--http1-server: %w", err)
 	}
 	return &Node{
 		cfg:        cfg,
@@ -268,7 +282,8 @@ func (n *Node) Start() (err error) {
 
 	n.serveAdmin()
 
-	n.server, err = proxy.NewServer(cfg, n.proxy, n.log)
+	h1, _ := proxy.ParseHTTP1Server(n.cfg.HTTP1Server) // checked by New
+	n.server, err = proxy.NewServer(cfg, n.proxy, n.log, proxy.WithHTTP1Server(h1))
 	if err != nil {
 		return fmt.Errorf("listeners: %w", err)
 	}

@@ -34,8 +34,8 @@ import (
 // its background watch, a clone of the response header, a sorted copy of
 // the response fields and a line-by-line copy of the request head; this
 // loop has none of them, and holds no buffers while a connection waits (nor,
-// for a connection of fewer than waitAfter+1 requests, more than a 2 KiB
-// goroutine stack: serve parks it).
+// for a connection of fewer than waitAfter+1 requests, a goroutine on
+// Linux, or more than a 2 KiB goroutine stack elsewhere: serve parks it).
 // What it does answer follows net/http's rules for the same
 // request (h1_test.go holds the two side by side): the same Request
 // fields and context values, the same status line and fields (Date,
@@ -61,6 +61,11 @@ type h1Server struct {
 	// at most waitCap.
 	waitFiles atomic.Int64
 	waitCap   int64
+	// parked counts the connections parked (h1Conn.park), on the poller
+	// or on a goroutine; bufsHeld, the connections holding their read and
+	// write buffers (takeBufs to dropBufs).
+	parked   atomic.Int64
+	bufsHeld atomic.Int64
 	// handoff feeds the connections it gives up to srv.Serve.
 	handoff *handoffListener
 	ctx     context.Context // every request's context values
@@ -192,6 +197,7 @@ func (s *h1Server) newConn(rwc net.Conn) *h1Conn {
 	defer s.mu.Unlock()
 	if s.closing.Load() {
 		rwc.Close()
+		c.dropBufs()
 		return nil
 	}
 	s.conns[c] = struct{}{}
@@ -355,6 +361,13 @@ type h1Conn struct {
 	// park it (h1Server.sweep).
 	waitSince atomic.Int64
 	parkAsked atomic.Bool
+	// parkTok: the poller's token while the connection is parked there,
+	// 0 otherwise; parkUntil: that park's idle deadline (monoNow);
+	// idleTimer ends that park at it (h1park_linux.go). All three under
+	// the poller's mutex.
+	parkTok   uint64
+	parkUntil int64
+	idleTimer *time.Timer
 }
 
 const (
@@ -392,7 +405,7 @@ func (c *h1Conn) serve() {
 	parked := false
 	defer func() {
 		if parked {
-			return // the connection is parkWait's now
+			return // the connection is parked: another goroutine's now
 		}
 		if v := recover(); v != nil {
 			// A fault of the loop's own (the handler's are recovered in
@@ -439,7 +452,7 @@ func (c *h1Conn) serve() {
 			c.prepareWait()
 			c.giveBack(st)
 			parked = true
-			go c.parkWait()
+			c.park()
 			return
 		}
 	}
@@ -474,14 +487,32 @@ func (c *h1Conn) giveBack(st *h1Loop) {
 	clear(c.keys[:cap(c.keys)])
 }
 
+// park waits for the connection's next bytes off the worker that served
+// it, which goes on to other connections: on the poller, without a
+// goroutine (h1park_linux.go), or else on a goroutine of its own
+// (parkWait). When the wait ends (bytes, an EOF, the idle deadline, a
+// shutdown), the connection goes back to a worker (resume), whose serve
+// resumes from c.loop and reads the next head or its failure.
+func (c *h1Conn) park() {
+	c.s.parked.Add(1)
+	if !c.parkPoll() {
+		go c.parkWait()
+	}
+}
+
 // parkWait is peekWait on a goroutine that does nothing else, so its
 // stack stays at the runtime's minimum (2 KiB) however long the
-// connection is idle; the worker that served the request has gone on.
-// When the wait ends (bytes, an EOF, the idle deadline, a shutdown), the
-// connection goes back to a worker, whose serve resumes from c.loop and
-// reads the next head or its failure.
+// connection is idle.
 func (c *h1Conn) parkWait() {
-	c.waitPeek()
+	c.waited = false
+	_ = c.raw.Read(c.await) // an error (the deadline, a close) is the next read's
+	c.resume()
+}
+
+// resume gives a parked connection its buffers and a worker.
+func (c *h1Conn) resume() {
+	c.s.parked.Add(-1)
+	c.takeBufs()
 	c.s.run(c)
 }
 
@@ -783,6 +814,9 @@ var (
 
 // takeBufs gives the connection its read and write buffers.
 func (c *h1Conn) takeBufs() {
+	if c.br == nil && c.bw == nil {
+		c.s.bufsHeld.Add(1)
+	}
 	if c.br == nil {
 		c.br = h1Readers.Get().(*bufio.Reader)
 		c.br.Reset(&c.src)
@@ -796,6 +830,9 @@ func (c *h1Conn) takeBufs() {
 // dropBufs returns the empty buffers to their pools while the
 // connection waits for its next request.
 func (c *h1Conn) dropBufs() {
+	if c.br != nil || c.bw != nil {
+		c.s.bufsHeld.Add(-1)
+	}
 	if c.br != nil {
 		c.br.Reset(nil)
 		h1Readers.Put(c.br)

@@ -126,7 +126,7 @@ func (c *h1Conn) openWait() bool {
 // parkAfter is how long a connection waits on its second descriptor, on
 // the goroutine that served it (whose stack the request path grew to
 // 8 KiB), before it is parked as a new connection is after each of its
-// first requests (h1Conn.parkWait): a long-lived connection that has gone
+// first requests (h1Conn.park): a long-lived connection that has gone
 // quiet gives back its descriptor and the stack.
 const parkAfter = 10 * time.Second
 
@@ -190,12 +190,20 @@ func waitFileCap() int64 {
 // goroutine's RawConn.Read: the socket is shut down instead, which ends
 // the connection and wakes the wait (an EOF), and the connection's
 // goroutine closes the second descriptor when it sees the end.
+//
+// A connection parked on the poller is taken back from it first, while
+// its descriptor is open, and handed to a worker after the close, whose
+// read ends it.
 func (c *h1Conn) closeOutside() {
+	parked := c.unparkOutside()
 	if c.wf.Load() != nil {
 		_ = c.tcp.CloseRead()
 		_ = c.tcp.CloseWrite()
 	}
 	_ = c.rwc.Close()
+	if parked {
+		c.resume()
+	}
 }
 
 // tcpOf is the TCP socket under c when reading it directly skips nothing

@@ -38,10 +38,6 @@ type AcmeEntry struct {
 
 func (AcmeWrite) isCommand() {}
 
-// typeAcmeWrite is AcmeWrite's command type. A node that does not know it
-// skips it: ACME state only matters to nodes that serve Acme listeners.
-const typeAcmeWrite byte = 16
-
 // Bounds of the ACME state: a certificate chain with its key is a few KiB.
 const (
 	maxAcmeValue   = 64 << 10
@@ -111,7 +107,11 @@ func encodeAcme(kek []byte, c AcmeWrite) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := append([]byte{typeAcmeWrite, bodyVersion}, b...)
+	typ := typeAcmeWrite
+	if commandSpecs[typ].ignorable {
+		typ |= flagIgnorable
+	}
+	out := append([]byte{typ, commandSpecs[typeAcmeWrite].version}, b...)
 	if _, err := decodeCommand(kek, out); err != nil { // refuse to log what no node could apply
 		return nil, err
 	}

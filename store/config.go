@@ -77,6 +77,10 @@ type Config struct {
 	Ring *keyring.Ring
 	// Timing defaults to LANTiming when zero.
 	Timing Timing
+	// Commands is the command set the FSM applies and Commands() reports;
+	// empty: every command this binary knows (store.Commands). Tests give
+	// an older set to act as an older binary in a rolling upgrade.
+	Commands CommandSet
 	// Logger defaults to slog.Default(). Raft's own log lines go to it with
 	// module=raft.
 	Logger *slog.Logger

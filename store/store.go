@@ -36,6 +36,13 @@ var (
 	ErrClusterID = errors.New("store: cluster id mismatch")
 	// ErrShutdown: the store is shut down.
 	ErrShutdown = errors.New("store: shut down")
+	// ErrUnsupported: a member (or this node) does not apply the command
+	// yet; upgrade it first. See CommandSet and Store.SetCommandGate.
+	// ErrAddressTaken: a server asked to be added at an address another
+	// server of the configuration holds. The holder is never evicted for
+	// it: whoever knows it failed removes it first (RemoveServer).
+	ErrAddressTaken = errors.New("store: raft address held by another server")
+	ErrUnsupported  = errors.New("store: command not supported by every member")
 )
 
 const (
@@ -79,6 +86,7 @@ type Store struct {
 	raft      *raft.Raft
 	observer  *raft.Observer
 	hadState  bool
+	gate      atomic.Pointer[func(Command) error]
 
 	leaderChanges atomic.Uint64
 	snapIndex     atomic.Uint64 // newest local snapshot's index
@@ -172,6 +180,10 @@ func Open(cfg Config) (_ *Store, err error) {
 
 	// 5. FSM and Raft.
 	s.fsm = newFSM(s.ring, s.kek, s.logger)
+	if cfg.Commands != "" {
+		s.fsm.commands = cfg.Commands
+	}
+	s.fsm.onStop = s.handOff
 	s.fsm.snapIndex = s.latestSnapshot
 	s.fsm.onChange = s.stateChanged
 	s.fsm.onApply = s.entryApplied
@@ -267,10 +279,28 @@ func (s *Store) observe(ch <-chan raft.Observation) {
 				if lo.LeaderID != "" {
 					s.leaderChanges.Add(1)
 				}
+				if string(lo.LeaderID) == s.id {
+					s.handOff()
+				}
 				s.logger.Info("raft leader changed", "leader_id", string(lo.LeaderID), "leader_addr", string(lo.LeaderAddr))
 			}
 		}
 	}
+}
+
+// handOff moves leadership away from a node that stopped applying: its
+// state is behind the log, so it must not act on it as the leader.
+func (s *Store) handOff() {
+	if s.fsm.stop.Load() == 0 {
+		return
+	}
+	go func() {
+		if s.IsLeader() {
+			if err := s.TransferLeadership(); err != nil {
+				s.logger.Warn("this node stopped applying and could not hand leadership over", "err", err)
+			}
+		}
+	}()
 }
 
 // stateChanged runs on the FSM goroutine after a change: it must not block.
@@ -440,6 +470,9 @@ func (s *Store) Term() uint64 { return s.raft.CurrentTerm() }
 // earlier term committed (all of them, after a restart without a recent
 // snapshot) reach its FSM only after it took over.
 func (s *Store) Barrier(timeout time.Duration) error {
+	if s.fsm.stop.Load() != 0 {
+		return fmt.Errorf("store: barrier: %w", s.fsm.stoppedErr())
+	}
 	if err := s.raft.Barrier(timeout).Error(); err != nil {
 		return fmt.Errorf("store: barrier: %w", err)
 	}
@@ -475,12 +508,16 @@ func (s *Store) Servers() ([]Server, error) {
 }
 
 // AddVoter makes id at addr a voter. Idempotent (rqlite's join): the same
-// id and address as a voter already is nothing to do; when only one of the
-// two matches an existing server, that stale entry is removed first.
+// id and address as a voter already is nothing to do; a known id at a new
+// address is updated in place (never removed and added again, which would
+// pass through a configuration with one voter less). An address another
+// server holds is refused with ErrAddressTaken, naming both: the holder may
+// be alive (pod IP reuse, every node on :7000), and only the caller knows
+// from gossip whether it failed and may be removed first.
 func (s *Store) AddVoter(id, addr string) error { return s.add(id, addr, true) }
 
 // AddNonvoter adds id at addr as a non-voter (it replicates, never votes).
-// Same idempotence as AddVoter; an existing voter stays a voter.
+// Same rules as AddVoter; an existing voter stays a voter.
 func (s *Store) AddNonvoter(id, addr string) error { return s.add(id, addr, false) }
 
 func (s *Store) add(id, addr string, voter bool) error {
@@ -497,12 +534,15 @@ func (s *Store) add(id, addr string, voter bool) error {
 			if sv.Voter || !voter {
 				return nil
 			}
-		case sv.ID == id || sv.Address == addr:
-			if err := s.RemoveServer(sv.ID); err != nil {
-				return fmt.Errorf("store: removing stale server %s at %s before adding %s at %s: %w", sv.ID, sv.Address, id, addr, err)
-			}
+		case sv.ID != id && sv.Address == addr:
+			s.logger.Warn("raft address conflict: refusing a server at an address another server holds",
+				"address", addr, "holder", sv.ID, "claimant", id)
+			return fmt.Errorf("%w: %s claims raft address %s, which %s holds: refused (remove %s first if it failed for good)",
+				ErrAddressTaken, id, addr, sv.ID, sv.ID)
 		}
 	}
+	// raft's AddVoter/AddNonvoter with a known id keep its place and
+	// change its address (AddNonvoter keeps a voter a voter).
 	var f raft.IndexFuture
 	if voter {
 		f = s.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, membershipTimeout)
@@ -581,6 +621,30 @@ func raftErr(err error) error {
 // applied: retry with the same ReqID), a bad command, or the FSM's own
 // error (e.g. keyring.ErrUnknownKey, ErrClusterID).
 func (s *Store) Apply(cmd Command) (index uint64, err error) {
+	c, err := s.Commit(cmd)
+	return c.Index, err
+}
+
+// Committed is what a write committed: its entry's index and, for a
+// command that carries one, the value the first application of its ReqID
+// committed (InstallKey: the key id; RevokeKey with a replacement: the
+// replacement's id; SetDrain: the deadline, RFC 3339). A retry whose ReqID
+// was already applied gets the first try's value, not its own.
+type Committed struct {
+	Index uint64
+	Value string
+}
+
+// Commit is Apply answering with what was committed.
+func (s *Store) Commit(cmd Command) (Committed, error) {
+	if !s.fsm.commands.Supports(cmd) {
+		return Committed{}, fmt.Errorf("%w: this node does not apply %s (it knows %s)", ErrUnsupported, Requirement(cmd), s.fsm.commands.Describe())
+	}
+	if g := s.gate.Load(); g != nil {
+		if err := (*g)(cmd); err != nil {
+			return Committed{}, err
+		}
+	}
 	if reqIDOf(cmd) == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
@@ -588,20 +652,43 @@ func (s *Store) Apply(cmd Command) (index uint64, err error) {
 	}
 	data, err := encodeCommand(s.kek, cmd)
 	if err != nil {
-		return 0, fmt.Errorf("store: %w", err)
+		return Committed{}, fmt.Errorf("store: %w", err)
 	}
 	f := s.raft.Apply(data, applyTimeout)
 	if err := raftErr(f.Error()); err != nil {
 		if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrLeadershipLost) || errors.Is(err, ErrShutdown) {
-			return 0, err
+			return Committed{}, err
 		}
-		return 0, fmt.Errorf("store: apply: %w", err)
+		return Committed{}, fmt.Errorf("store: apply: %w", err)
 	}
-	if r, ok := f.Response().(applyResponse); ok && r.err != nil {
-		return f.Index(), r.err
+	c := Committed{Index: f.Index()}
+	if r, ok := f.Response().(applyResponse); ok {
+		c.Value = r.value
+		if r.err != nil {
+			return c, r.err
+		}
 	}
-	return f.Index(), nil
+	return c, nil
 }
+
+// SetCommandGate installs the check Apply runs before it writes a command:
+// the node refuses (ErrUnsupported) a command some member does not apply
+// yet. Nil removes it.
+func (s *Store) SetCommandGate(gate func(Command) error) {
+	if gate == nil {
+		s.gate.Store(nil)
+		return
+	}
+	s.gate.Store(&gate)
+}
+
+// Commands is the command set this node's FSM applies; members gossip it.
+func (s *Store) Commands() CommandSet { return s.fsm.commands }
+
+// Stopped reports the log entry this node stopped applying at (0: none)
+// and a sentence naming the version it needs. The node's applied and
+// durable indexes stay below that entry until it is upgraded.
+func (s *Store) Stopped() (index uint64, need string) { return s.fsm.stopped() }
 
 // ClusterID is the cluster's id, "" until one is set.
 func (s *Store) ClusterID() string { return s.fsm.ClusterID() }
@@ -633,6 +720,9 @@ func (s *Store) WaitApplied(ctx context.Context, index uint64) error {
 		s.appMu.Unlock()
 		if s.AppliedIndex() >= index {
 			return nil
+		}
+		if stop := s.fsm.stop.Load(); stop != 0 && index >= stop {
+			return fmt.Errorf("store: waiting for index %d: %w", index, s.fsm.stoppedErr())
 		}
 		select {
 		case <-ctx.Done():

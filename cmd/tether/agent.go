@@ -60,9 +60,11 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "private key for --tls-cert")
 	f.StringVar(&cfg.TLSCA, "tls-ca", "", "CA bundle that signs every node's certificate")
 	f.DurationVar(&cfg.ReapTimeout, "reap-timeout", node.DefaultReapTimeout, "remove a failed node from Raft after this long")
+	f.DurationVar(&cfg.VoterGrace, "voter-grace", node.DefaultVoterGrace, "replace a failed voter only after it has been failed this long")
 	f.IntVar(&cfg.RaftVoters, "raft-voters", node.DefaultRaftVoters, "at most this many voters (odd); further nodes are non-voters")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.BoolVar(&noAccessLog, "no-access-log", false, "do not write the JSON access log to stdout")
+	f.StringVar(&cfg.HTTP1Server, "http1-server", string(proxy.HTTP1Own), "what serves cleartext HTTP/1.1: own (tether's loop) or stdlib (Go's net/http)")
 	f.BoolVar(&cfg.Strict, "strict", false, "treat unknown config keys as errors, not warnings (for CI)")
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -84,10 +85,12 @@ func clientCmds() []*cobra.Command {
 		func(cf *clientFlags, cmd *cobra.Command, args []string) error {
 			return cf.call(cmd, http.MethodPost, "/v1/join", map[string]any{"addresses": args}, "")
 		})
-	leave := clientCmd("leave", "Make the node leave the cluster gracefully (it then stops)", cobra.NoArgs,
+	var force bool
+	leave := clientCmd("leave", "Make the node leave the cluster gracefully (it then stops); succeeds only once it is out of Raft", cobra.NoArgs,
 		func(cf *clientFlags, cmd *cobra.Command, _ []string) error {
-			return cf.call(cmd, http.MethodPost, "/v1/leave", nil, "")
+			return cf.call(cmd, http.MethodPost, "/v1/leave?force="+strconv.FormatBool(force), nil, "")
 		})
+	leave.Flags().BoolVar(&force, "force", false, "leave even below --bootstrap-expect voters or a quorum of alive voters")
 	remove := clientCmd("remove NODE_ID", "Remove a failed node from the cluster", cobra.ExactArgs(1),
 		func(cf *clientFlags, cmd *cobra.Command, args []string) error {
 			return cf.call(cmd, http.MethodDelete, "/v1/members/"+url.PathEscape(args[0]), nil, "")

@@ -17,8 +17,16 @@
 // own peak; ka-1k-paced paces every connection (wrk's delay()) so that all
 // proxies serve one offered rate.
 //
-// The harness writes a Markdown table between markers in docs/BENCHMARKS.md,
-// a chart in docs/img/bench-race.png and the raw figures in
-// docs/bench-race.json. Its subcommands (backend, floor, profile) are the
-// processes it starts; they are not meant to be run by hand.
+// tether-noloop is the same tether binary with its own HTTP/1.1 server loop
+// off (every connection net/http's), in the HTTP/1.1 cases every proxy
+// runs: the report pairs tether's CPU per request with it round by round,
+// and the memory phase (-mem: that many idle keep-alive connections, each
+// after one request, resident memory before and after) gives an idle
+// connection's cost with the loop and without it, beside HAProxy's.
+//
+// The harness rewrites the block between markers in docs/BENCHMARKS.md (the
+// table of the current figures) and the chart docs/img/bench-race.png, and
+// writes the raw per-round figures to bin/bench-race.json. Its subcommands
+// (backend, floor, profile) are the processes it starts; they are not meant
+// to be run by hand.
 package main

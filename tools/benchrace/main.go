@@ -131,7 +131,7 @@ func runRace(args []string) error {
 	fs.IntVar(&o.rounds, "rounds", 3, "interleaved rounds")
 	fs.IntVar(&o.conns, "conns", 32, "wrk connections")
 	fs.StringVar(&o.repo, "repo", ".", "tether's repository root")
-	fs.BoolVar(&o.out, "write", true, "write docs/BENCHMARKS.md, docs/img/bench-race.png, docs/bench-race.json")
+	fs.BoolVar(&o.out, "write", true, "write the generated block of docs/BENCHMARKS.md, docs/img/bench-race.png and the raw figures to bin/bench-race.json")
 	fs.BoolVar(&o.mem, "mem", true, "measure resident memory with idle keep-alive client connections")
 	fs.IntVar(&o.memConns, "mem-conns", 10000, "idle keep-alive client connections for -mem")
 	targetsFlag := fs.String("targets", "", "comma-separated subset of targets (tether, tether-10k, tether-cluster3, stdlib, haproxy, nginx, caddy; bare-nethttp, bare-own, bare-gor and bare-loop only when named)")
@@ -178,6 +178,13 @@ func runRace(args []string) error {
 	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil {
 		lim.Cur = lim.Max
 		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+		// The client sides of -mem's connections are this process's,
+		// and a proxy holds each one's server side (plus its own).
+		if o.mem && lim.Cur < uint64(o.memConns)+fdSpare {
+			n := max(int(lim.Cur)-fdSpare, 0)
+			logf("descriptor limit %d: -mem-conns %d lowered to %d", lim.Cur, o.memConns, n)
+			o.memConns = n
+		}
 	}
 	if err := install(); err != nil {
 		return err
@@ -311,6 +318,12 @@ func startTargets(e *env, o options) ([]*target, error) {
 			}
 			return e.startTetherBin("tether-base", e.tetherBase, env, 1, len(e.backends), true)
 		}},
+		{"tether-noloop", func() (*target, error) {
+			// The same binary with its own HTTP/1.1 loop off: every
+			// connection is net/http's. Only HTTP/1.1, where the loop
+			// serves (its h2c listener would race net/http against itself).
+			return e.startTetherBin("tether-noloop", e.tether, []string{noLoopEnv}, 1, len(e.backends), false)
+		}},
 		{"stdlib", e.startFloor},
 		{"bare-nethttp", func() (*target, error) { return e.startBare("nethttp") }},
 		{"bare-own", func() (*target, error) { return e.startBare("own") }},
@@ -367,6 +380,13 @@ func applies(c caseDef, t *target) bool {
 	return t.name != "tether-10k" && t.name != "tether-cluster3"
 }
 
+// noLoopEnv turns tether's own HTTP/1.1 loop off (proxy/server.go).
+const noLoopEnv = "TETHER_H1SERVER=off"
+
+// fdSpare is the descriptors a process keeps beyond -mem's connections
+// (listeners, backend connections, logs).
+const fdSpare = 1024
+
 // errSkip: a target that this run does not have (tether-base without
 // -baseline).
 var errSkip = errors.New("skipped")
@@ -419,8 +439,7 @@ func race(e *env, o options, targets []*target, rep *report) error {
 // paused. Their idle work on the proxy CPU was 6–7 % of it (the three
 // cluster nodes 40 ms/s, the 10,000-destination node 17 ms/s before its
 // watcher stopped walking unchanged health), and in the other targets'
-// runs it showed in both p99s, tether's more than HAProxy's (stop 29 in
-// docs/BENCHMARKS.md). A resumed target is warmed up again (resumeWarm):
+// runs it showed in both p99s, tether's more than HAProxy's. A resumed target is warmed up again (resumeWarm):
 // its timers fired at once and a cluster may hold an election.
 func alone(targets []*target, t *target, ss *session) {
 	for _, x := range targets {

@@ -16,7 +16,7 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// report is the whole run, as written to docs/bench-race.json.
+// report is the whole run, as written to bin/bench-race.json.
 type report struct {
 	Started   time.Time         `json:"started"`
 	Finished  time.Time         `json:"finished"`
@@ -97,7 +97,7 @@ type summary struct {
 }
 
 // targetOrder is the column and bar order.
-var targetOrder = []string{"tether", "tether-base", "stdlib", "bare-nethttp", "bare-own", "bare-gor", "bare-loop", "haproxy", "nginx", "caddy", "tether-10k", "tether-cluster3"}
+var targetOrder = []string{"tether", "tether-base", "tether-noloop", "stdlib", "bare-nethttp", "bare-own", "bare-gor", "bare-loop", "haproxy", "nginx", "caddy", "tether-10k", "tether-cluster3"}
 
 // order is targetOrder, then any measured target it does not list (by
 // name), so that a target added to the race is never left out of the
@@ -218,7 +218,9 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "Run %s–%s UTC on %s; %d rounds × %s per case and target, %d connections (h2load: 4 × 8 streams), %s backends; load average %.2f at start, %.2f at end.\n\n",
 		r.Started.Format("2006-01-02 15:04"), r.Finished.Format("15:04"), r.Machine, r.Rounds, r.Duration, r.Conns, r.Backend, r.LoadStart, r.LoadEnd)
 	var vs []string
-	for _, k := range []string{"haproxy", "nginx", "caddy", "wrk", "h2load", "tether"} {
+	// tether's own revision stays in the JSON: the doc speaks of the
+	// product, and git dates the figures.
+	for _, k := range []string{"haproxy", "nginx", "caddy", "wrk", "h2load"} {
 		if v := r.Versions[k]; v != "" {
 			vs = append(vs, fmt.Sprintf("%s: `%s`", k, v))
 		}
@@ -295,8 +297,9 @@ func (r *report) markdown() string {
 		b.WriteString("| proxy | idle RSS | RSS with connections | PSS with connections | per connection (RSS) |\n|---|---|---|---|---|\n")
 		for _, m := range r.Memory {
 			fmt.Fprintf(&b, "| %s | %.1f MiB | %.1f MiB | %.1f MiB | %.1f KiB |\n", m.Target, float64(m.IdleRSS)/1024,
-				float64(m.LoadedRSS)/1024, float64(m.LoadedPSS)/1024, float64(m.LoadedRSS-m.IdleRSS)/float64(max(1, m.Opened)))
+				float64(m.LoadedRSS)/1024, float64(m.LoadedPSS)/1024, m.perConn())
 		}
+		b.WriteString(r.loopMemoryNote())
 	}
 	return b.String()
 }
@@ -307,7 +310,8 @@ const (
 )
 
 // splice replaces the text between the markers in doc (or appends a
-// section with them).
+// section with them): the harness rewrites its generated block of
+// docs/BENCHMARKS.md in place and leaves the rest of the doc alone.
 func splice(doc, body string) string {
 	block := beginMarker + "\n" + body + "\n" + endMarker
 	i, j := strings.Index(doc, beginMarker), strings.Index(doc, endMarker)
@@ -322,7 +326,11 @@ func (r *report) write(repo string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(repo, "docs/bench-race.json"), append(js, '\n'), 0o644); err != nil {
+	// The raw per-round figures are build output, not documentation.
+	if err := os.MkdirAll(filepath.Join(repo, "bin"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(repo, "bin/bench-race.json"), append(js, '\n'), 0o644); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Join(repo, "docs/img"), 0o755); err != nil {
@@ -347,6 +355,7 @@ func (r *report) write(repo string) error {
 var palette = map[string]color.RGBA{
 	"tether":          {0x1f, 0x77, 0xb4, 0xff},
 	"tether-base":     {0xae, 0xc7, 0xe8, 0xff},
+	"tether-noloop":   {0x9e, 0xda, 0xe5, 0xff},
 	"stdlib":          {0x7f, 0x7f, 0x7f, 0xff},
 	"bare-nethttp":    {0xbc, 0xbd, 0x22, 0xff},
 	"bare-own":        {0xdb, 0xdb, 0x8d, 0xff},
@@ -463,9 +472,9 @@ func (r *report) pairedP99(c, a string) []float64 {
 }
 
 // pairedNotes are the lines after the table: tether's per-round ratios to
-// HAProxy, and to tether-base when the run had one.
+// HAProxy, and to tether-base and tether-noloop when the run had them.
 func (r *report) pairedNotes() string {
-	var vsH, p99H, vsBase []string
+	var vsH, p99H, vsBase, vsNoLoop []string
 	for _, c := range r.Cases {
 		for _, tn := range []string{"tether", "tether-base", "tether-10k", "tether-cluster3"} {
 			if s := r.summary(c.Name, tn); s != nil && s.VsHAProxyPaired.Med > 0 {
@@ -479,14 +488,15 @@ func (r *report) pairedNotes() string {
 			}
 		}
 		if v := r.paired(c.Name, "tether", c.Name, "tether-base"); len(v) > 0 {
-			st := statOf(v)
-			lower := 0
-			for _, x := range v {
-				if x < 1 {
-					lower++
-				}
+			vsBase = append(vsBase, c.Name+" "+pairedLower(v))
+		}
+		if v := r.paired(c.Name, "tether", c.Name, "tether-noloop"); len(v) > 0 {
+			s := fmt.Sprintf("%s %s", c.Name, pairedLower(v))
+			on, off := r.summary(c.Name, "tether"), r.summary(c.Name, "tether-noloop")
+			if on != nil && off != nil && off.CPU.Med > 0 {
+				s += fmt.Sprintf(", by the medians %.1f against %.1f µs per request (%.0f %% saved)", on.CPU.Med, off.CPU.Med, 100*(1-on.CPU.Med/off.CPU.Med))
 			}
-			vsBase = append(vsBase, fmt.Sprintf("%s %.3f (%.3f–%.3f), tether lower in %d of %d rounds", c.Name, st.Med, st.Min, st.Max, lower, len(v)))
+			vsNoLoop = append(vsNoLoop, s)
 		}
 	}
 	var b strings.Builder
@@ -499,10 +509,53 @@ func (r *report) pairedNotes() string {
 	if len(vsBase) > 0 {
 		b.WriteString("\ntether against tether-base, paired the same way: " + strings.Join(vsBase, "; ") + ".\n")
 	}
+	if len(vsNoLoop) > 0 {
+		b.WriteString("\nThe own HTTP/1.1 loop: tether against tether-noloop (the same binary with " + noLoopEnv + "), paired the same way: " + strings.Join(vsNoLoop, "; ") + ".\n")
+	}
 	return b.String()
+}
+
+// pairedLower is per-round ratios as median (min–max) and how many were
+// below 1 (tether lower).
+func pairedLower(v []float64) string {
+	st := statOf(v)
+	lower := 0
+	for _, x := range v {
+		if x < 1 {
+			lower++
+		}
+	}
+	return fmt.Sprintf("%.3f (%.3f–%.3f), tether lower in %d of %d rounds", st.Med, st.Min, st.Max, lower, len(v))
 }
 
 // fmtDelta is a latency difference in µs as signed milliseconds.
 func fmtDelta(us float64) string {
 	return fmt.Sprintf("%+.2f ms", us/1000)
+}
+
+// perConn is the resident memory each idle connection added (KiB).
+func (m memResult) perConn() float64 {
+	return float64(m.LoadedRSS-m.IdleRSS) / float64(max(1, m.Opened))
+}
+
+// loopMemoryNote compares an idle connection's memory with tether's own
+// loop and without it (tether-noloop), and with HAProxy's, when the run
+// measured them.
+func (r *report) loopMemoryNote() string {
+	per := map[string]float64{}
+	for _, m := range r.Memory {
+		if m.Opened > 0 {
+			per[m.Target] = m.perConn()
+		}
+	}
+	on, okOn := per["tether"]
+	off, okOff := per["tether-noloop"]
+	if !okOn || !okOff {
+		return ""
+	}
+	s := fmt.Sprintf("\nAn idle keep-alive connection (after one request) with the own HTTP/1.1 loop: %.1f KiB; without it (net/http's server, tether-noloop): %.1f KiB", on, off)
+	if h, ok := per["haproxy"]; ok && h > 0 {
+		s += fmt.Sprintf("; HAProxy %.1f KiB (tether %.1f×)", h, on/h)
+	}
+	return s + ".\n"
 }

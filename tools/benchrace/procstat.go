@@ -295,8 +295,8 @@ func parseCPUStat(b []byte, list string) cpuTimes {
 // rows), from one read of the file.
 // A task woken on a CPU that is idle, or that must preempt what runs
 // there, costs one; on this kind of VM each is an exit to the
-// hypervisor, charged to the waker's system time (see BENCHMARKS.md, "The
-// wake-ups").
+// hypervisor, charged to the waker's system time (docs/BENCHMARKS.md,
+// "Reading the race").
 func wakeIPIs(a, b string) (int64, int64) {
 	f, err := os.ReadFile("/proc/interrupts")
 	if err != nil {

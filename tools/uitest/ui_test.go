@@ -1,4 +1,4 @@
-package test
+package uitest
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // chromiumPath finds the browser: $TETHER_CHROMIUM, else Debian's chromium
@@ -88,13 +90,13 @@ func TestUIInARealBrowser(t *testing.T) {
 	b1, b2, b3 := newProbedBackend(t, "b1"), newProbedBackend(t, "b2"), newProbedBackend(t, "b3")
 	e := newClusterEnv(t, uiConfig(b1, b2, b3))
 	tokenFile := filepath.Join(t.TempDir(), "admin-token")
-	writeFile(t, tokenFile, token+"\n")
+	testutil.WriteFile(t, tokenFile, token+"\n")
 
 	// Fixed admin ports: the page's node comes back on its address.
 	var nodes []*clusterAgent
 	var join []string
 	for i := 1; i <= 3; i++ {
-		extra := []string{"--bootstrap-expect", "3", "--admin-addr", freeAddr(t), "--admin-token-file", tokenFile}
+		extra := []string{"--bootstrap-expect", "3", "--admin-addr", testutil.FreeAddr(t), "--admin-token-file", tokenFile}
 		if len(join) > 0 {
 			extra = append(extra, "--join", strings.Join(join, ","))
 		}
@@ -108,13 +110,13 @@ func TestUIInARealBrowser(t *testing.T) {
 		return id
 	}
 	for _, a := range nodes {
-		eventually(t, 60*time.Second, a.id+" ready", func() bool {
+		testutil.Eventually(t, 60*time.Second, a.id+" ready", func() bool {
 			st, _, _ := get(t, http.DefaultClient, a.adminURL+"/readyz", nil)
 			return st == 200
 		})
 	}
 	leader := ""
-	eventually(t, 30*time.Second, "a leader all agree on", func() bool {
+	testutil.Eventually(t, 30*time.Second, "a leader all agree on", func() bool {
 		leader = leaderOf(nodes[0])
 		return leader != "" && leaderOf(nodes[1]) == leader && leaderOf(nodes[2]) == leader
 	})
@@ -278,7 +280,7 @@ func TestUIInARealBrowser(t *testing.T) {
 		 document.querySelector('#keys tr[data-key="%s"]')?.dataset.state === 'inactive'`, rotated, first))
 	if _, r := tokenJSON(t, "GET", victim.adminURL+"/v1/keyring", token); r["active_key_id"] != rotated {
 		// Every node applies the activation; the victim's view lags at most a moment.
-		eventually(t, 20*time.Second, "the new key active on "+victim.id, func() bool {
+		testutil.Eventually(t, 20*time.Second, "the new key active on "+victim.id, func() bool {
 			_, r := tokenJSON(t, "GET", victim.adminURL+"/v1/keyring", token)
 			return r["active_key_id"] == rotated
 		})
@@ -302,7 +304,7 @@ func TestUIInARealBrowser(t *testing.T) {
 		 document.querySelector('tr[data-dest="b1"] td[data-label="Draining"]').textContent.includes('until') &&
 		 !!document.querySelector('#events li[data-type="drain"][data-state="draining"]')`)
 	for _, a := range nodes {
-		eventually(t, 20*time.Second, "b1 draining on "+a.id, func() bool {
+		testutil.Eventually(t, 20*time.Second, "b1 draining on "+a.id, func() bool {
 			_, d := tokenJSON(t, "GET", a.adminURL+"/v1/clusters/app/destinations", token)
 			ds, _ := d["destinations"].([]any)
 			for _, x := range ds {
@@ -325,7 +327,7 @@ func TestUIInARealBrowser(t *testing.T) {
 	}
 
 	// The indexes move without a change event (stats carry them).
-	eventually(t, 20*time.Second, "the page's applied and durable indexes those of the API", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the page's applied and durable indexes those of the API", func() bool {
 		_, st := tokenJSON(t, "GET", page.adminURL+"/v1/status", token)
 		_, ms := tokenJSON(t, "GET", page.adminURL+"/v1/members", token)
 		want := fmt.Sprintf("%v", st["applied_index"])
@@ -392,7 +394,7 @@ func TestUIInARealBrowser(t *testing.T) {
 		 !document.querySelector('#token-dialog').open`, boot, page.id)) // the token was asked for once
 	// The table may still show the rows from before the restart: the
 	// page's node itself must see the three alive before the kill below.
-	eventually(t, 40*time.Second, page.id+" sees three alive members after its restart", func() bool {
+	testutil.Eventually(t, 40*time.Second, page.id+" sees three alive members after its restart", func() bool {
 		_, body := tokenJSON(t, "GET", page.adminURL+"/v1/members", token)
 		ms, _ := body["members"].([]any)
 		alive := 0

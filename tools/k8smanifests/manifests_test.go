@@ -1,4 +1,4 @@
-package kubernetes
+package k8smanifests
 
 import (
 	"bytes"
@@ -22,7 +22,10 @@ import (
 	"github.com/tether-proxy/tether/proxy/config"
 )
 
-// manifests are every document of every *.yaml here, decoded strictly (an
+// dir holds the manifests, from this package's directory.
+const dir = "../../deploy/kubernetes"
+
+// manifests are every document of every *.yaml in dir, decoded strictly (an
 // unknown or misspelt field fails) into its API type.
 type manifests struct {
 	sts      []appsv1.StatefulSet
@@ -35,7 +38,7 @@ type manifests struct {
 func load(t *testing.T) manifests {
 	t.Helper()
 	m := manifests{services: map[string]corev1.Service{}, secrets: map[string]corev1.Secret{}, configs: map[string]corev1.ConfigMap{}}
-	files, _ := filepath.Glob("*.yaml")
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if len(files) == 0 {
 		t.Fatal("no manifests")
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -447,5 +448,88 @@ func TestAlonePausesTheOthers(t *testing.T) {
 	three.stop()
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("stopping a paused target took %v (SIGTERM waited for SIGCONT)", d)
+	}
+}
+
+// TestReportComparesTheOwnLoop: a run with tether-noloop (tether with its
+// own HTTP/1.1 loop off) reports the loop's CPU saving paired by round
+// and an idle connection's memory with the loop and without, against
+// HAProxy's.
+func TestReportComparesTheOwnLoop(t *testing.T) {
+	r := &report{Cases: cases[:1]}
+	for round, cpu := range [][2]float64{{40, 50}, {44, 55}, {45, 44}} { // tether, tether-noloop
+		r.Results = append(r.Results,
+			result{Round: round + 1, Case: "ka-1k", Target: "tether", CPUusPerReq: cpu[0]},
+			result{Round: round + 1, Case: "ka-1k", Target: "tether-noloop", CPUusPerReq: cpu[1]},
+		)
+	}
+	r.Memory = []memResult{
+		{Target: "tether", Conns: 1000, Opened: 1000, IdleRSS: 60000, LoadedRSS: 63000},
+		{Target: "tether-noloop", Conns: 1000, Opened: 1000, IdleRSS: 60000, LoadedRSS: 80000},
+		{Target: "haproxy", Conns: 1000, Opened: 1000, IdleRSS: 16000, LoadedRSS: 17500},
+	}
+	r.summarize()
+	got := r.markdown()
+	for _, want := range []string{
+		"| ka-1k | tether-noloop |",
+		// 40/50, 44/55, 45/44: 0.8, 0.8, 1.023; the medians 44 and 50.
+		"tether against tether-noloop (the same binary with TETHER_H1SERVER=off), paired the same way: ka-1k 0.800 (0.800–1.023), tether lower in 2 of 3 rounds, by the medians 44.0 against 50.0 µs per request (12 % saved).",
+		"with the own HTTP/1.1 loop: 3.0 KiB; without it (net/http's server, tether-noloop): 20.0 KiB; HAProxy 1.5 KiB (tether 2.0×).",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// TestWriteRewritesOnlyTheBlockAndPutsRawFiguresInBin: the harness rewrites
+// the generated block of docs/BENCHMARKS.md in place (the text around it
+// stays), refreshes the chart, and writes the raw per-round figures to
+// bin/bench-race.json, never into docs/; the doc names no commit.
+func TestWriteRewritesOnlyTheBlockAndPutsRawFiguresInBin(t *testing.T) {
+	repo := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(repo, "docs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	doc := "# Benchmarks\n\nbefore\n\n" + beginMarker + "\nOLD TABLE\n" + endMarker + "\n\nafter\n"
+	if err := os.WriteFile(filepath.Join(repo, "docs/BENCHMARKS.md"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := &report{Rounds: 1, Duration: "1s", Conns: 32, Backend: "raw", Cases: cases[:1],
+		Versions: map[string]string{"haproxy": "HAProxy 2.6", "tether": "0123abc"}}
+	r.Results = []result{
+		{Round: 1, Case: "ka-1k", Target: "tether", loadResult: loadResult{RPS: 1000, P50us: 900, P99us: 2000}, CPUusPerReq: 30},
+		{Round: 1, Case: "ka-1k", Target: "haproxy", loadResult: loadResult{RPS: 2000, P50us: 800, P99us: 1500}, CPUusPerReq: 16},
+	}
+	r.summarize()
+	if err := r.write(repo); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(repo, "docs/BENCHMARKS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(got)
+	for _, want := range []string{"# Benchmarks\n\nbefore\n\n" + beginMarker, "| ka-1k | tether |", "img/bench-race.png", endMarker + "\n\nafter\n"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("BENCHMARKS.md lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "OLD TABLE") || strings.Contains(md, "0123abc") {
+		t.Errorf("BENCHMARKS.md keeps the old block or names the commit:\n%s", md)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "docs/bench-race.json")); !os.IsNotExist(err) {
+		t.Errorf("docs/bench-race.json was written (%v): raw figures belong in bin/", err)
+	}
+	js, err := os.ReadFile(filepath.Join(repo, "bin/bench-race.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back report
+	if err := json.Unmarshal(js, &back); err != nil || len(back.Results) != 2 || back.Versions["tether"] != "0123abc" {
+		t.Errorf("bin/bench-race.json: %v, %d results, versions %v", err, len(back.Results), back.Versions)
+	}
+	if png, err := os.ReadFile(filepath.Join(repo, "docs/img/bench-race.png")); err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Errorf("chart: %v", err)
 	}
 }

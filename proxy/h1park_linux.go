@@ -1,0 +1,164 @@
+package proxy
+
+import (
+	"sync"
+	"syscall"
+	"time"
+)
+
+// A parked connection (h1Conn.park) waits on an epoll instance of the
+// loop's own rather than on a goroutine: while it is idle it holds no
+// goroutine, no stack and no buffer, only its h1Conn and its socket. One
+// goroutine per process blocks in epoll_wait for all of them and hands a
+// connection whose bytes (or EOF) came to a worker, as parkWait's
+// goroutine did. The registration is level-triggered and one-shot, so
+// bytes or an EOF that came while the last response was written (a
+// pipelined request, a half-close) wake the connection as soon as it is
+// registered, without parkWait's peek.
+//
+// The idle deadline is the connection's read deadline as before; nothing
+// wakes an epoll wait at a deadline, so a timer per connection hands it
+// to a worker then, whose read fails on the deadline and closes it. A
+// shutdown takes a parked connection back from the poller before it
+// closes it (closeOutside), for the same read to end it.
+//
+// Why not Go's own poller: it wakes a goroutine, which is what a parked
+// connection is not to have.
+
+// h1Poller is the process's epoll instance for parked connections.
+type h1Poller struct {
+	epfd int
+	// mu orders parks and unparks: a registration and its token are
+	// added and removed together, so an event, a timer or a shutdown
+	// takes a connection back once, and an event from an earlier park
+	// (its token gone) is ignored.
+	mu     sync.Mutex
+	next   uint64
+	parked map[uint64]*h1Conn
+}
+
+var (
+	h1PollOnce sync.Once
+	h1Poll     *h1Poller // nil when epoll is not to be had: parkWait then
+)
+
+func h1PollerOf() *h1Poller {
+	h1PollOnce.Do(func() {
+		fd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+		if err != nil {
+			return
+		}
+		h1Poll = &h1Poller{epfd: fd, parked: map[uint64]*h1Conn{}}
+		go h1Poll.loop()
+	})
+	return h1Poll
+}
+
+// parkPoll parks c on the poller, after prepareWait; false when it cannot
+// (no epoll, no idle deadline to end the wait, a socket already closed),
+// and the caller parks it on a goroutine.
+func (c *h1Conn) parkPoll() bool {
+	if c.raw == nil || c.idleUntil == 0 {
+		return false
+	}
+	p := h1PollerOf()
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.next++
+	tok := p.next
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | epollOneShot, Fd: int32(uint32(tok)), Pad: int32(uint32(tok >> 32))}
+	var err error
+	if cerr := c.raw.Control(func(fd uintptr) {
+		err = syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, int(fd), &ev)
+	}); cerr != nil || err != nil {
+		return false
+	}
+	p.parked[tok] = c
+	c.parkTok, c.parkUntil = tok, c.idleUntil
+	d := time.Duration(c.idleUntil - monoNow())
+	if c.idleTimer == nil {
+		c.idleTimer = time.AfterFunc(d, c.parkExpired)
+	} else {
+		c.idleTimer.Reset(d)
+	}
+	return true
+}
+
+// epollOneShot is EPOLLONESHOT (syscall's constant is an int of another
+// sign on some platforms).
+const epollOneShot = 1 << 30
+
+// takeLocked takes a connection back from the poller, under mu: the one
+// parked under tok, or c under whatever token it is (tok 0); nil when
+// there is none (another took it first, or the park is over). The caller
+// then owns it and hands it to a worker (h1Conn.resume).
+func (p *h1Poller) takeLocked(tok uint64, c *h1Conn) *h1Conn {
+	if c != nil {
+		tok = c.parkTok
+	}
+	pc := p.parked[tok]
+	if tok == 0 || pc == nil || c != nil && pc != c {
+		return nil
+	}
+	delete(p.parked, tok)
+	pc.parkTok = 0
+	// Before any close of the connection's (closeOutside takes it back
+	// first), so the descriptor is still its own.
+	_ = pc.raw.Control(func(fd uintptr) {
+		_ = syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_DEL, int(fd), nil)
+	})
+	pc.idleTimer.Stop()
+	return pc
+}
+
+// loop hands each connection whose socket is readable to a worker.
+func (p *h1Poller) loop() {
+	evs := make([]syscall.EpollEvent, 128)
+	for {
+		n, err := syscall.EpollWait(p.epfd, evs, -1)
+		if err != nil {
+			continue // EINTR; nothing else can fail on a valid epoll descriptor
+		}
+		for _, ev := range evs[:n] {
+			tok := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+			p.mu.Lock()
+			c := p.takeLocked(tok, nil)
+			p.mu.Unlock()
+			if c != nil {
+				c.resume()
+			}
+		}
+	}
+}
+
+// parkExpired is c's idle timer: once the idle deadline has passed, a
+// worker's read of c ends on it. A timer of an earlier park that fires
+// late finds the present one's deadline not yet due.
+func (c *h1Conn) parkExpired() {
+	p := h1Poll
+	p.mu.Lock()
+	var pc *h1Conn
+	if c.parkTok != 0 && monoNow() >= c.parkUntil {
+		pc = p.takeLocked(0, c)
+	}
+	p.mu.Unlock()
+	if pc != nil {
+		pc.resume()
+	}
+}
+
+// unparkOutside takes c back from the poller for a close from another
+// goroutine (closeOutside): true when it was parked there, and the
+// caller hands it to a worker (resume) after the close.
+func (c *h1Conn) unparkOutside() bool {
+	p := h1Poll
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.takeLocked(0, c) != nil
+}

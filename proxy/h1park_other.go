@@ -1,0 +1,10 @@
+//go:build !linux
+
+package proxy
+
+// Without epoll a parked connection waits on a goroutine of its own
+// (parkWait).
+
+func (c *h1Conn) parkPoll() bool { return false }
+
+func (c *h1Conn) unparkOutside() bool { return false }
