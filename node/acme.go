@@ -258,17 +258,24 @@ func (n *Node) acmeBlocks() []config.Acme {
 	return out
 }
 
-// acmeLoop runs on every node; only the leader orders.
+// EventAcme: a certificate was obtained, or an order failed (the page
+// shows it on every node: each reports the replicated status's changes).
+const EventAcme = "acme"
+
+// acmeLoop runs on every node: the leader orders; every node turns changes
+// of the replicated status into events.
 func (n *Node) acmeLoop(ctx context.Context) {
 	defer n.bg.Done()
 	t := time.NewTicker(acmeInterval)
 	defer t.Stop()
-	for {
+	seen := map[string]AcmeStatus{}
+	for first := true; ; first = false {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		n.acmeEvents(seen, first)
 		blocks := n.acmeBlocks()
 		if len(blocks) == 0 || !n.store.IsLeader() || !n.caughtUp() {
 			continue
@@ -282,9 +289,28 @@ func (n *Node) acmeLoop(ctx context.Context) {
 	}
 }
 
-// due reports whether the block needs an order at now: no certificate
-// yet, one for other domains, or a third of its lifetime left; and no
-// backoff after a failure holds it.
+// acmeEvents publishes what changed in the replicated status since seen
+// (nothing the first time: the state a node starts with is not news).
+func (n *Node) acmeEvents(seen map[string]AcmeStatus, quiet bool) {
+	for _, s := range n.acmeView.statuses() {
+		key := s.Directory + " " + strings.Join(s.Domains, ",")
+		old, had := seen[key]
+		seen[key] = s
+		if quiet {
+			continue
+		}
+		switch {
+		case !s.LastSuccess.IsZero() && (!had || !s.LastSuccess.Equal(old.LastSuccess)):
+			n.ev.bus.publish(EventAcme, s.LastSuccess, map[string]any{"domains": s.Domains, "result": "obtained",
+				"not_after": s.NotAfter, "renew_at": s.RenewAt, "by": s.ObtainedBy})
+		case s.Failures > 0 && (!had || s.Failures != old.Failures || !s.LastAttempt.Equal(old.LastAttempt)):
+			n.ev.bus.publish(EventAcme, s.LastAttempt, map[string]any{"domains": s.Domains, "result": "failed",
+				"failures": s.Failures, "error": s.LastError, "next_attempt": s.NextAttempt})
+		}
+	}
+}
+
+// status is the replicated status of a's certificate.
 func (m *acmeManager) status(a config.Acme) AcmeStatus {
 	e, ok := m.n.store.AcmeEntry(acmeStatusPrefix + acmeID(a.Name()))
 	var s AcmeStatus
@@ -294,6 +320,9 @@ func (m *acmeManager) status(a config.Acme) AcmeStatus {
 	return s
 }
 
+// maybeOrder orders a certificate for a when it needs one at now: none
+// yet, or a third of its lifetime left; unless a backoff after failures
+// holds it.
 func (m *acmeManager) maybeOrder(ctx context.Context, a config.Acme, now time.Time) {
 	s := m.status(a)
 	_, haveCert := m.n.store.AcmeEntry(acmeCertPrefix + acmeID(a.Name()))
@@ -317,7 +346,6 @@ func (m *acmeManager) maybeOrder(ctx context.Context, a config.Acme, now time.Ti
 		s.NextAttempt = time.Now().Add(acmeBackoff(s.Failures, m.backoffMin))
 		m.n.log.Error("acme: obtaining a certificate failed; the current one (if any) is still served",
 			"domains", a.Domains, "failures", s.Failures, "next_attempt", s.NextAttempt.Format(time.RFC3339), "err", err)
-		m.n.ev.bus.publish("acme", time.Now(), map[string]any{"domains": a.Domains, "result": "failure", "failures": s.Failures, "error": err.Error(), "next_attempt": s.NextAttempt})
 		if werr := m.writeStatus(a, s, nil); werr != nil {
 			m.n.log.Warn("acme: recording the failure", "err", werr)
 		}
@@ -332,7 +360,6 @@ func (m *acmeManager) maybeOrder(ctx context.Context, a config.Acme, now time.Ti
 		return
 	}
 	m.n.log.Info("acme: certificate obtained", "domains", a.Domains, "not_after", rec.NotAfter.Format(time.RFC3339), "renew_at", s.RenewAt.Format(time.RFC3339))
-	m.n.ev.bus.publish("acme", time.Now(), map[string]any{"domains": a.Domains, "result": "success", "not_after": rec.NotAfter, "renew_at": s.RenewAt})
 }
 
 // writeStatus commits the status and, after a success, the certificate,
