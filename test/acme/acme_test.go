@@ -215,7 +215,23 @@ type member struct {
 	n      *node.Node
 }
 
-func TestAcmeClusterObtainsOnceServesEverywhereAndRenewsAfterFailover(t *testing.T) {
+// env is a 3-node cluster on 127.0.0.1-3 whose HTTPS listener asks pebble
+// for domain, with the test's DNS answering the followers' addresses only.
+type env struct {
+	mu       sync.Mutex
+	members  []*member
+	tlsPort  int
+	dns      *dnsServer
+	roots    func() *x509.CertPool
+	validity time.Duration
+}
+
+// newEnv starts pebble and the cluster. pebble validates HTTP-01 on the
+// nodes' cleartext listener and TLS-ALPN-01 on their Acme listener, except
+// the type named by off, which it tries on a port where nothing listens
+// (so only the other one can succeed).
+func newEnv(t *testing.T, validity time.Duration, off string) *env {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs pebble")
 	}
@@ -228,32 +244,38 @@ func TestAcmeClusterObtainsOnceServesEverywhereAndRenewsAfterFailover(t *testing
 		}
 		l.Close()
 	}
+	e := &env{validity: validity}
 	httpPort, tlsPort := freePort(t, ips), freePort(t, ips)
-
-	var mu sync.Mutex
-	var members []*member
+	e.tlsPort = tlsPort
+	pebbleHTTP, pebbleTLS := httpPort, tlsPort
+	switch off {
+	case "http-01":
+		pebbleHTTP = freePort(t, ips)
+	case "tls-alpn-01":
+		pebbleTLS = freePort(t, ips)
+	}
 	// The CA reaches the followers only: the challenge is answered by a
 	// node other than the leader that ordered the certificate.
 	followerIPs := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
+		e.mu.Lock()
+		defer e.mu.Unlock()
 		leader := ""
-		for _, m := range members {
+		for _, m := range e.members {
 			if m.n != nil && m.n.Leader() != "" {
 				leader = m.n.Leader()
 			}
 		}
 		var out []string
-		for _, m := range members {
+		for _, m := range e.members {
 			if m.n != nil && leader != "" && m.id != leader {
 				out = append(out, m.ip)
 			}
 		}
 		return out
 	}
-	dnsSrv := startDNS(t, followerIPs)
-	const validity = 45 * time.Second
-	dir, minica, roots := startPebble(t, bin, modDir, dnsSrv.addr, httpPort, tlsPort, validity)
+	e.dns = startDNS(t, followerIPs)
+	dir, minica, roots := startPebble(t, bin, modDir, e.dns.addr, pebbleHTTP, pebbleTLS, validity)
+	e.roots = roots
 
 	tmp := t.TempDir()
 	secret := filepath.Join(tmp, "secret")
@@ -287,73 +309,109 @@ func TestAcmeClusterObtainsOnceServesEverywhereAndRenewsAfterFailover(t *testing
 			BootstrapExpect: 3, Join: slices.Clone(join), FastTimings: true, Logger: logger.With("node", id),
 		}}
 		start(t, m)
-		mu.Lock()
-		members = append(members, m)
-		mu.Unlock()
+		e.mu.Lock()
+		e.members = append(e.members, m)
+		e.mu.Unlock()
 		join = append(join, m.n.GossipAddr())
 	}
 	t.Cleanup(func() {
-		for _, m := range members {
+		for _, m := range e.members {
 			stop(m)
 		}
 	})
+	return e
+}
 
-	leaderOf := func() *member {
-		for _, m := range members {
-			if m.n != nil && m.n.Leader() == m.id {
-				return m
-			}
+// leader is the member that leads, or nil.
+func (e *env) leader() *member {
+	for _, m := range e.members {
+		if m.n != nil && m.n.Leader() == m.id {
+			return m
 		}
-		return nil
 	}
-	var leader *member
-	testutil.Eventually(t, 30*time.Second, "a leader", func() bool { leader = leaderOf(); return leader != nil })
+	return nil
+}
+
+func (e *env) waitLeader(t *testing.T, not *member) *member {
+	t.Helper()
+	var l *member
+	testutil.Eventually(t, 30*time.Second, "a leader", func() bool { l = e.leader(); return l != nil && l != not })
+	return l
+}
+
+// waitServed waits until every running member serves one certificate from
+// the CA other than old, and returns it.
+func (e *env) waitServed(t *testing.T, within time.Duration, what string, old *x509.Certificate) *x509.Certificate {
+	t.Helper()
+	var c *x509.Certificate
+	testutil.Eventually(t, within, what, func() bool {
+		c = sameCertificate(t, e.members, e.tlsPort, e.roots())
+		return c != nil && (old == nil || c.SerialNumber.Cmp(old.SerialNumber) != 0)
+	})
+	return c
+}
+
+func TestAcmeClusterObtainsOnceServesEverywhereAndRenewsAfterFailover(t *testing.T) {
+	e := newEnv(t, 45*time.Second, "")
+	leader := e.waitLeader(t, nil)
 
 	// One certificate, served by every node.
-	var first *x509.Certificate
-	testutil.Eventually(t, 60*time.Second, "every node serving one certificate from the CA", func() bool {
-		first = sameCertificate(t, members, tlsPort, roots())
-		return first != nil
-	})
-	if dnsSrv.queries.Load() == 0 {
+	first := e.waitServed(t, 60*time.Second, "every node serving one certificate from the CA", nil)
+	if e.dns.queries.Load() == 0 {
 		t.Fatal("the CA never looked the name up: it validated nothing")
 	}
-	st := status(t, members[0])
+	st := status(t, e.members[0])
 	if len(st) != 1 || st[0]["obtained_by"] != leader.id || st[0]["failures"] != float64(0) {
 		t.Fatalf("status after the first order: %v (want one certificate obtained by the leader %s)", st, leader.id)
 	}
-	metrics := fetch(t, "http://"+members[2].n.AdminAddr().String()+"/metrics")
-	if !strings.Contains(metrics, `tether_acme_certificate_not_after_timestamp_seconds{domains="`+domain+`"}`) {
-		t.Fatal("metrics lack tether_acme_certificate_not_after_timestamp_seconds")
+	metrics := fetch(t, "http://"+e.members[2].n.AdminAddr().String()+"/metrics")
+	for _, want := range []string{
+		`tether_acme_certificate_not_after_timestamp_seconds{domains="` + domain + `"}`,
+		`tether_acme_failures{domains="` + domain + `"} 0`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 
 	// The leader dies; the new one renews once a third of the lifetime is
 	// left, answering through the remaining follower.
 	stop(leader)
-	var next *member
-	testutil.Eventually(t, 30*time.Second, "a new leader", func() bool { next = leaderOf(); return next != nil && next != leader })
-	var renewed *x509.Certificate
-	testutil.Eventually(t, validity+20*time.Second, "a renewed certificate on the remaining nodes", func() bool {
-		renewed = sameCertificate(t, members, tlsPort, roots())
-		return renewed != nil && renewed.SerialNumber.Cmp(first.SerialNumber) != 0
-	})
+	next := e.waitLeader(t, leader)
+	renewed := e.waitServed(t, e.validity+20*time.Second, "a renewed certificate on the remaining nodes", first)
 	if st := status(t, next); len(st) != 1 || st[0]["obtained_by"] != next.id {
 		t.Fatalf("status after the renewal: %v (want obtained by the new leader %s)", st, next.id)
 	}
 
 	// A node restarted alone (no quorum) still serves the last certificate.
-	for _, m := range members {
+	for _, m := range e.members {
 		stop(m)
 	}
-	alone := members[0]
+	alone := e.members[0]
 	if alone == leader {
-		alone = members[1]
+		alone = e.members[1]
 	}
 	start(t, alone)
 	testutil.Eventually(t, 20*time.Second, "the node restarted alone serving the last certificate", func() bool {
-		c := served(alone, tlsPort, roots())
+		c := served(alone, e.tlsPort, e.roots())
 		return c != nil && c.SerialNumber.Cmp(renewed.SerialNumber) == 0
 	})
+}
+
+func TestAcmeEachChallengeTypeIsAnsweredByAFollower(t *testing.T) {
+	for _, tc := range []struct{ desc, only, off string }{
+		{"HTTP-01 on the cleartext listener", "http-01", "tls-alpn-01"},
+		{"TLS-ALPN-01 on the Acme listener", "tls-alpn-01", "http-01"},
+	} {
+		t.Run(tc.only, func(t *testing.T) {
+			e := newEnv(t, time.Hour, tc.off)
+			leader := e.waitLeader(t, nil)
+			e.waitServed(t, 60*time.Second, "every node serving a certificate validated with "+tc.desc, nil)
+			if st := status(t, e.members[0]); len(st) != 1 || st[0]["obtained_by"] != leader.id {
+				t.Fatalf("%s: status %v (want obtained by the leader %s)", tc.desc, st, leader.id)
+			}
+		})
+	}
 }
 
 func start(t *testing.T, m *member) {
