@@ -75,8 +75,16 @@ func (w *workload) run(ctx context.Context, client int, r *mrand.Rand) {
 	}
 }
 
+// pick chooses a sealed value whose key no revocation was sent for (those
+// may rightly stop opening and check nothing).
 func (w *workload) pick(r *mrand.Rand) *Op {
-	seals := w.h.seals()
+	revoked := w.h.revoked()
+	var seals []Op
+	for _, s := range w.h.seals() {
+		if !revoked[keyIDOf(s.Cookie)] {
+			seals = append(seals, s)
+		}
+	}
 	if len(seals) == 0 {
 		return nil
 	}
