@@ -92,7 +92,15 @@ func storeSetDrain() store.Command {
 // :7000) is not added and the voter stays; /v1/members names both.
 func TestClusterAddressClaimedTwiceEvictsNobodyAndShowsInMembers(t *testing.T) {
 	tc := newTestCluster(t, 1)
-	nodes := tc.form(3)
+	logs := &lockedBuffer{}
+	var join []string
+	for _, id := range []string{"n1", "n2", "n3"} {
+		cfg := tc.config(id, 3, join)
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		join = append(join, tc.start(cfg).GossipAddr())
+	}
+	tc.waitSettled()
+	nodes := tc.live()
 	victim := nodes[1]
 	n4 := tc.start(tc.config("n4", 0, []string{nodes[0].GossipAddr()}))
 	if err := n4.members.UpdateMeta(func(m *cluster.Meta) { m.RaftAddr = victim.store.Addr() }); err != nil {
@@ -111,6 +119,10 @@ func TestClusterAddressClaimedTwiceEvictsNobodyAndShowsInMembers(t *testing.T) {
 			}
 		}
 		return flagged == 2
+	})
+	waitFor(t, 10*time.Second, "the leader to log the conflict naming both", func() bool {
+		l := logs.String()
+		return strings.Contains(l, "raft address conflict") && strings.Contains(l, "claimed by n2, n4")
 	})
 	// Give the leader a few rounds to do the wrong thing: n2 must still be
 	// a voter, n4 not in Raft.
