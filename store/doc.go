@@ -3,18 +3,21 @@
 // (behind a log cache), file snapshots, and a stream layer of its own.
 //
 // What it replicates is small: the keyring (installed into a shared
-// keyring.Ring the data path reads), destination drains, the cluster id
-// and the recent request ids that make a retried write a no-op. Writes go
-// through [Store.Apply] on the leader as typed commands ([InstallKey],
+// keyring.Ring the data path reads), destination drains, the cluster id,
+// the ACME state (named values the node's ACME manager writes: account,
+// certificates with their keys, pending challenges, status) and the recent
+// request ids that make a retried write a no-op. Writes go through
+// [Store.Apply] on the leader as typed commands ([InstallKey],
 // [ActivateKey], [RevokeKey], [PruneKeys], [SetDrain], [ClearDrain],
-// [SetClusterID]); reads ([Store.ClusterID], [Store.Drains], the Ring) are
-// local and never wait on Raft.
+// [SetClusterID], [AcmeWrite]); reads ([Store.ClusterID], [Store.Drains],
+// [Store.Acme], the Ring) are local and never wait on Raft.
 //
 // The FSM is deterministic: a one-byte command type, a versioned body,
 // unknown types skipped with a log line, no clock, randomness or I/O in
 // Apply (the leader puts its clock in the command and generates keys
-// itself). Key material is wrapped in the log and in snapshots with a key
-// derived from the cluster secret (keyring.DeriveKEK, keyring.InfoRaft).
+// itself). Key material, and the ACME state's private keys, are wrapped in
+// the log and in snapshots with a key derived from the cluster secret
+// (keyring.DeriveKEK, keyring.InfoRaft).
 //
 // Every Raft connection is TLS 1.3 in which both ends prove knowledge of
 // the cluster secret, bound to the TLS session; with [TLSFiles] the
