@@ -280,6 +280,7 @@ func (n *Node) acmeLoop(ctx context.Context) {
 		if len(blocks) == 0 || !n.store.IsLeader() || !n.caughtUp() {
 			continue
 		}
+		n.acme.dropStaleChallenges()
 		for _, a := range blocks {
 			if ctx.Err() != nil {
 				return
@@ -307,6 +308,26 @@ func (n *Node) acmeEvents(seen map[string]AcmeStatus, quiet bool) {
 			n.ev.bus.publish(EventAcme, s.LastAttempt, map[string]any{"domains": s.Domains, "result": "failed",
 				"failures": s.Failures, "error": s.LastError, "next_attempt": s.NextAttempt})
 		}
+	}
+}
+
+// dropStaleChallenges deletes challenges left by an order that did not
+// clean up (its leader lost leadership or stopped mid-order). Orders run
+// one at a time on this goroutine, so between two none is pending.
+func (m *acmeManager) dropStaleChallenges() {
+	var names []string
+	for _, p := range []string{acmeHTTP01Prefix, acmeALPN01Prefix} {
+		entries, _ := m.n.store.Acme(p)
+		for _, e := range entries {
+			names = append(names, e.Name)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	// At most 64 changes a write (the store's bound); the rest next round.
+	if _, err := m.n.store.Apply(store.AcmeWrite{Delete: names[:min(len(names), 64)]}); err != nil {
+		m.n.log.Warn("acme: deleting stale challenges", "err", err)
 	}
 }
 

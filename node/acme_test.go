@@ -139,6 +139,14 @@ func TestAcmeFailedOrderKeepsTheCertificateAndShowsInStatusMetricsAndEvents(t *t
 	if len(status.Acme) != 1 || status.Acme[0].Failures != 1 {
 		t.Errorf("GET /v1/status acme: %+v", status.Acme)
 	}
+	// A challenge left by an order whose leader stopped mid-way is dropped.
+	if _, err := n.store.Apply(store.AcmeWrite{Put: []store.AcmeEntry{{Name: acmeHTTP01Prefix + "stale", Value: []byte("stale.thumb")}}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the stale challenge deleted", func() bool {
+		_, ok := n.store.AcmeEntry(acmeHTTP01Prefix + "stale")
+		return !ok
+	})
 	eventually(t, "an acme event on the page's stream", func() bool {
 		for _, e := range n.ev.bus.recent() {
 			if e.Type == EventAcme && e.Data["result"] == "failed" {
