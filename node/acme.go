@@ -574,7 +574,7 @@ func (s *acmeSolver) Wait(ctx context.Context, chal acme.Challenge) error {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
-		l := s.m.n.laggards(index)
+		l, _ := s.m.n.keyLaggards(index)
 		if len(l) == 0 {
 			return nil
 		}

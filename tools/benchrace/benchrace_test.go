@@ -473,7 +473,7 @@ func TestReportComparesTheOwnLoop(t *testing.T) {
 	for _, want := range []string{
 		"| ka-1k | tether-noloop |",
 		// 40/50, 44/55, 45/44: 0.8, 0.8, 1.023; the medians 44 and 50.
-		"tether against tether-noloop (the same binary with TETHER_H1SERVER=off), paired the same way: ka-1k 0.800 (0.800–1.023), tether lower in 2 of 3 rounds, by the medians 44.0 against 50.0 µs per request (12 % saved).",
+		"tether against tether-noloop (the same binary with TETHER_HTTP1_SERVER=stdlib), paired the same way: ka-1k 0.800 (0.800–1.023), tether lower in 2 of 3 rounds, by the medians 44.0 against 50.0 µs per request (12 % saved).",
 		"with the own HTTP/1.1 loop: 3.0 KiB; without it (net/http's server, tether-noloop): 20.0 KiB; HAProxy 1.5 KiB (tether 2.0×).",
 	} {
 		if !strings.Contains(got, want) {
@@ -531,5 +531,49 @@ func TestWriteRewritesOnlyTheBlockAndPutsRawFiguresInBin(t *testing.T) {
 	}
 	if png, err := os.ReadFile(filepath.Join(repo, "docs/img/bench-race.png")); err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
 		t.Errorf("chart: %v", err)
+	}
+}
+
+// TestFullRaceKeepsBenchmarksUnder400Lines: docs/BENCHMARKS.md with the
+// block of a full race (every default target, every case, five rounds, the
+// memory phase, a baseline) spliced in stays a page a user reads: under 400
+// lines, its hand-written sections kept.
+func TestFullRaceKeepsBenchmarksUnder400Lines(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/BENCHMARKS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := []string{"tether", "tether-base", "tether-noloop", "stdlib", "haproxy", "nginx", "caddy", "tether-10k", "tether-cluster3"}
+	r := &report{Rounds: 5, Duration: "3s", Conns: 32, Backend: "raw", MaxSteal: 3, Cases: cases,
+		Versions: map[string]string{"haproxy": "HAProxy 2.6", "nginx": "nginx/1.22.1", "caddy": "2.6.2", "wrk": "wrk 4.1.0", "h2load": "h2load 1.52.0"}}
+	for round := 1; round <= 5; round++ {
+		for _, c := range cases {
+			for i, tn := range targets {
+				if len(c.only) > 0 && !slices.Contains(c.only, tn) {
+					continue
+				}
+				if len(c.only) == 0 && (tn == "tether-10k" || tn == "tether-cluster3") {
+					continue
+				}
+				r.Results = append(r.Results, result{Round: round, Case: c.Name, Target: tn,
+					loadResult: loadResult{RPS: 20000, P50us: 1000, P99us: 3000 + float64(i)}, CPUusPerReq: 30 + float64(i), SyscallsPerReq: 5})
+			}
+		}
+	}
+	for _, tn := range targets[:7] {
+		r.Memory = append(r.Memory, memResult{Target: tn, Conns: 10000, Opened: 10000, IdleRSS: 60000, LoadedRSS: 100000, LoadedPSS: 90000})
+	}
+	r.summarize()
+	body := r.markdown() + "\n![CPU per request by case and proxy](img/bench-race.png)\n"
+	out := splice(string(doc), body)
+	n := strings.Count(out, "\n")
+	t.Logf("BENCHMARKS.md after a full race: %d lines", n)
+	if n >= 400 {
+		t.Errorf("BENCHMARKS.md after a full race: %d lines, want under 400 (the page is for users: move detail to proxy/DESIGN.md or bin/bench-race.json)", n)
+	}
+	for _, want := range []string{"## How to reproduce", "## Race: tether", "### Reading the race", "## Why it is fast", "| cluster-3 | tether-cluster3 |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("BENCHMARKS.md after a full race lacks %q", want)
+		}
 	}
 }
