@@ -139,7 +139,7 @@ func freePort(t *testing.T, ips []string) int {
 
 // pebbleCA runs pebble and returns its directory URL and the pool that
 // verifies the certificates it issues.
-func startPebble(t *testing.T, bin, modDir, dnsAddr string, httpPort, tlsPort int, validity time.Duration) (dir, minica string, roots func() *x509.CertPool) {
+func startPebble(t *testing.T, bin, modDir, dnsAddr string, httpPort, tlsPort int, validity time.Duration) (dir, minica string, roots func() *x509.CertPool, logs *testutil.SyncBuffer) {
 	t.Helper()
 	apiPort, mgmtPort := freePort(t, []string{"127.0.0.1"}), freePort(t, []string{"127.0.0.1"})
 	cfg := map[string]any{"pebble": map[string]any{
@@ -159,10 +159,10 @@ func startPebble(t *testing.T, bin, modDir, dnsAddr string, httpPort, tlsPort in
 	b, _ := json.Marshal(cfg)
 	cfgFile := filepath.Join(t.TempDir(), "pebble.json")
 	testutil.WriteFile(t, cfgFile, string(b))
-	var logs testutil.SyncBuffer
+	logs = new(testutil.SyncBuffer)
 	cmd := exec.Command(bin, "-config", cfgFile, "-dnsserver", dnsAddr)
 	cmd.Env = append(os.Environ(), "PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_AUTHZREUSE=0")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func startPebble(t *testing.T, bin, modDir, dnsAddr string, httpPort, tlsPort in
 		}
 		return p
 	}
-	return dir, minica, roots
+	return dir, minica, roots, logs
 }
 
 // member is one node of the test's cluster.
@@ -224,6 +224,8 @@ type env struct {
 	dns      *dnsServer
 	roots    func() *x509.CertPool
 	validity time.Duration
+	// pebbleLog is pebble's output (it logs every request).
+	pebbleLog *testutil.SyncBuffer
 }
 
 // newEnv starts pebble and the cluster. pebble validates HTTP-01 on the
@@ -274,8 +276,8 @@ func newEnv(t *testing.T, validity time.Duration, off string) *env {
 		return out
 	}
 	e.dns = startDNS(t, followerIPs)
-	dir, minica, roots := startPebble(t, bin, modDir, e.dns.addr, pebbleHTTP, pebbleTLS, validity)
-	e.roots = roots
+	dir, minica, roots, logs := startPebble(t, bin, modDir, e.dns.addr, pebbleHTTP, pebbleTLS, validity)
+	e.roots, e.pebbleLog = roots, logs
 
 	tmp := t.TempDir()
 	secret := filepath.Join(tmp, "secret")
@@ -359,6 +361,9 @@ func TestAcmeClusterObtainsOnceServesEverywhereAndRenewsAfterFailover(t *testing
 	first := e.waitServed(t, 60*time.Second, "every node serving one certificate from the CA", nil)
 	if e.dns.queries.Load() == 0 {
 		t.Fatal("the CA never looked the name up: it validated nothing")
+	}
+	if n := strings.Count(e.pebbleLog.String(), "POST /order-plz"); n != 1 {
+		t.Fatalf("the cluster placed %d orders for its first certificate, want 1", n)
 	}
 	st := status(t, e.members[0])
 	if len(st) != 1 || st[0]["obtained_by"] != leader.id || st[0]["failures"] != float64(0) {
