@@ -238,7 +238,7 @@ func newAcmeManager(n *Node) *acmeManager {
 		n: n, backoffMin: acmeBackoffMin, clients: map[string]*acme.Client{}, hold: map[string]time.Time{},
 		orders: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_acme_orders_total",
-			Help: "ACME orders this node placed as the leader, by result (success, failure).",
+			Help: "ACME orders this node placed as the leader, by result (success, failure; held: not placed, the replicated state could not be written).",
 		}, []string{"result"}),
 	}
 }
@@ -364,6 +364,7 @@ func (m *acmeManager) maybeOrder(ctx context.Context, a config.Acme, now time.Ti
 	// member that does not apply AcmeWrite yet, no quorum) would lose the
 	// account or the certificate the CA hands out, so the CA is not asked.
 	if err := m.writeStatus(a, s, nil); err != nil {
+		m.orders.WithLabelValues("held").Inc()
 		m.hold[a.Name()] = now.Add(m.backoffMin)
 		m.n.log.Warn("acme: the replicated state cannot be written; not ordering", "domains", a.Domains,
 			"next_attempt", m.hold[a.Name()].Format(time.RFC3339), "err", err)
