@@ -3,12 +3,14 @@
 // (behind a log cache), file snapshots, and a stream layer of its own.
 //
 // What it replicates is small: the keyring (installed into a shared
-// keyring.Ring the data path reads), destination drains, the cluster id
-// and the recent request ids that make a retried write a no-op. Writes go
-// through [Store.Apply] on the leader as typed commands ([InstallKey],
+// keyring.Ring the data path reads), destination drains, the cluster id,
+// the ACME state (named values the node's ACME manager writes: account,
+// certificates with their keys, pending challenges, status) and the recent
+// request ids that make a retried write a no-op. Writes go through
+// [Store.Apply] on the leader as typed commands ([InstallKey],
 // [ActivateKey], [RevokeKey], [PruneKeys], [SetDrain], [ClearDrain],
-// [SetClusterID]); reads ([Store.ClusterID], [Store.Drains], the Ring) are
-// local and never wait on Raft.
+// [SetClusterID], [AcmeWrite]); reads ([Store.ClusterID], [Store.Drains],
+// [Store.Acme], the Ring) are local and never wait on Raft.
 //
 // The FSM is deterministic: a one-byte command type, a versioned body, no
 // clock, randomness or I/O in Apply (the leader puts its clock in the
@@ -18,8 +20,9 @@
 // names the version it needs ([Store.Stopped]), never counting the entry as
 // held. Members advertise their [CommandSet] and the node's gate
 // ([Store.SetCommandGate]) keeps the leader from writing a command some
-// member does not apply. Key material is wrapped in the log and in snapshots with a key
-// derived from the cluster secret (keyring.DeriveKEK, keyring.InfoRaft).
+// member does not apply. Key material, and the ACME state's private keys,
+// are wrapped in the log and in snapshots with a key derived from the
+// cluster secret (keyring.DeriveKEK, keyring.InfoRaft).
 //
 // Every Raft connection is TLS 1.3 in which both ends prove knowledge of
 // the cluster secret and their cluster id, bound to the TLS session (peers
