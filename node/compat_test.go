@@ -45,6 +45,17 @@ func TestClusterLeaderWritesACommandOnlyOnceEveryMemberAppliesIt(t *testing.T) {
 	}
 	tc.waitSettled()
 	old := tc.nodes["n3"]
+	// The older member may win the first election; as leader it would
+	// refuse the command itself ("this node does not apply"), which is not
+	// the rule under test here: hand leadership to an upgraded member.
+	waitFor(t, 20*time.Second, "a leader other than n3", func() bool {
+		l := tc.leader()
+		if l == old {
+			_ = old.store.TransferLeadership()
+			return false
+		}
+		return l != nil
+	})
 	waitFor(t, 10*time.Second, "the leader to see n3's command set", func() bool {
 		l := tc.leader()
 		return l != nil && l.commandGate(storeSetDrain()) != nil
