@@ -118,15 +118,26 @@ func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "no active key yet")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
+	if idx, need := n.store.Stopped(); idx != 0 { // its state falls behind the cluster's
+		writeError(w, http.StatusServiceUnavailable, need)
+		return
+	}
+	body := map[string]any{"status": "ready"}
+	if warn := n.storeWarnings(); len(warn) > 0 {
+		body["warnings"] = warn
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
 	leader, _ := n.store.Leader()
+	// The term is read before the state (elements evaluate in order): a
+	// node seen as Leader led in that term or a later one.
 	writeJSON(w, http.StatusOK, map[string]any{
 		"node_id":        n.cfg.NodeID,
 		"version":        Version,
 		"uptime_seconds": int64(time.Since(n.started).Seconds()),
+		"term":           n.store.Term(),
 		"raft_state":     n.store.State(),
 		"leader_id":      leader,
 		"applied_index":  n.store.AppliedIndex(),

@@ -129,6 +129,7 @@ func (n *Node) openCluster() error {
 				AdminAddr: n.advertisedAdmin(),
 				Version:   Version,
 				Expect:    n.cfg.BootstrapExpect,
+				Voters:    n.cfg.RaftVoters,
 			},
 			Timing:    n.gossipTiming(),
 			Logger:    n.log.With("component", "gossip"),
@@ -284,6 +285,14 @@ func (n *Node) fillStateMeta(m *cluster.Meta) {
 	m.HasState = n.store.HadState() || n.store.AppliedIndex() > 0
 	m.Durable = n.store.DurableIndex()
 	m.Commands = string(n.store.Commands())
+	now := time.Now()
+	if c := n.metaClock.Load(); c != nil {
+		now = (*c)()
+	}
+	m.Clock = now.Unix() / 3600
+	pf, _ := n.store.PersistFailure()
+	m.NoPersist = pf != nil
+	m.Fanout = n.fanoutDigest()
 }
 
 // form brings the node into a cluster: a node with Raft state simply runs
@@ -393,7 +402,7 @@ func (n *Node) watchStore(ctx context.Context) {
 			if m.Durable != lastMeta.Durable {
 				n.reportDurable(m.Durable)
 			}
-			if m.ClusterID != lastMeta.ClusterID || m.HasState != lastMeta.HasState || m.Durable != lastMeta.Durable {
+			if m.ClusterID != lastMeta.ClusterID || m.HasState != lastMeta.HasState || m.Durable != lastMeta.Durable || m.Clock != lastMeta.Clock || m.NoPersist != lastMeta.NoPersist || m.Fanout != lastMeta.Fanout {
 				if err := n.members.UpdateMeta(n.fillStateMeta); err != nil {
 					n.log.Warn("gossiping node state failed", "error", err)
 				} else {

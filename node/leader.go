@@ -112,6 +112,7 @@ func (n *Node) leaderRound(now time.Time) {
 		n.log.Error("automatic key rotation failed", "error", err)
 	}
 	n.maybePrune(now)
+	n.checkSettings()
 	if n.members != nil {
 		if err := n.pilot.Reconcile(raftAdapter{n.store}, n.cfg.NodeID, n.members.Members(), n.store.AppliedIndex(), n.policy(), now, n.log); err != nil {
 			n.log.Warn("voter reconciliation", "error", err)
@@ -328,7 +329,7 @@ func (n *Node) activatePending(now time.Time) {
 		}
 		// Never before its creation, should this leader's clock trail the
 		// one that created the key.
-		at := now
+		at := n.agreedTime(now) // not ahead of the members' clocks
 		if c := created[id]; at.Before(c) {
 			at = c
 		}
@@ -353,6 +354,9 @@ func (n *Node) keyLaggards(index uint64) (lacking, failed []string) {
 		return nil, nil
 	}
 	for _, m := range n.members.Members() {
+		if m.NoPersist { // its durable index is frozen: it would hold every key back
+			continue
+		}
 		d := max(m.Durable, n.reportedDurable(m.ID))
 		if m.ID == n.cfg.NodeID {
 			d = n.store.DurableIndex()
@@ -399,6 +403,7 @@ func (n *Node) maybeRotate(now time.Time) error {
 // maybePrune removes keys past their retention (the leader's clock travels
 // in the command, so every FSM prunes the same keys).
 func (n *Node) maybePrune(now time.Time) {
+	now = n.agreedTime(now)
 	retention := n.ring.Retention()
 	for _, md := range n.ring.List(now) {
 		if !now.Before(md.Expires.Add(retention)) {

@@ -75,6 +75,9 @@ type Config struct {
 	// HTTP1Server chooses what serves cleartext HTTP/1.1 connections:
 	// "own" (default) or "stdlib" (--http1-server, docs/OPERATIONS.md).
 	HTTP1Server string
+	// WriteYield: "auto" (default), "on" or "off" (--write-yield,
+	// docs/OPERATIONS.md); it applies to the whole process.
+	WriteYield string
 
 	// FastTimings shortens gossip timings (failure detection) for
 	// in-process tests and the demo on loopback; Raft keeps LAN timings.
@@ -137,6 +140,13 @@ type Node struct {
 	// commands (tests): the Raft command set this node applies, to act as
 	// an older binary; "": this binary's.
 	commands store.CommandSet
+	// clockAhead: this leader's clock was last seen ahead of a member's
+	// (logged once per episode).
+	clockAhead atomic.Bool
+	// metaClock (tests): the wall clock this node gossips; nil: time.Now.
+	metaClock atomic.Pointer[func() time.Time]
+	// settingsLogged is the last settings mismatch the leader logged.
+	settingsLogged atomic.Pointer[string]
 	// failed is closed (once) when the node must stop after Start: it
 	// left the cluster, or formation hit a fatal error (failErr).
 	failed   chan struct{}
@@ -182,6 +192,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	if _, err := proxy.ParseHTTP1Server(cfg.HTTP1Server); err != nil {
 		return nil, fmt.Errorf("--http1-server: %w", err)
+	}
+	if _, err := proxy.ParseWriteYield(cfg.WriteYield); err != nil {
+		return nil, fmt.Errorf("--write-yield: %w", err)
 	}
 	return &Node{
 		cfg:        cfg,
@@ -254,7 +267,7 @@ func (n *Node) Start() (err error) {
 
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts)
+	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n))
 	var fetch func(context.Context, string) (keyring.Key, error)
 	if n.keys != nil {
 		fetch = n.keys.fetch
@@ -287,6 +300,8 @@ func (n *Node) Start() (err error) {
 	n.serveAdmin()
 
 	h1, _ := proxy.ParseHTTP1Server(n.cfg.HTTP1Server) // checked by New
+	wy, _ := proxy.ParseWriteYield(n.cfg.WriteYield)
+	_ = proxy.SetWriteYield(wy)
 	n.server, err = proxy.NewServer(cfg, n.proxy, n.log, proxy.WithHTTP1Server(h1))
 	if err != nil {
 		return fmt.Errorf("listeners: %w", err)
