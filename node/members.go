@@ -168,6 +168,7 @@ func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 	if !known {
 		if n.removedBy(requestID(r)) == id {
 			// A retry of a removal this leader committed: the same answer.
+			setCommitted(w, n.store.CommitIndex())
 			writeJSON(w, http.StatusOK, map[string]any{"id": id, "removed": true})
 			return
 		}
@@ -189,6 +190,9 @@ func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n.rememberRemoval(requestID(r), id)
+	// The configuration change is committed by now: a follower that
+	// forwarded the removal answers once it applied this far.
+	setCommitted(w, n.store.CommitIndex())
 	if n.members != nil {
 		n.members.Forget(id)
 	}

@@ -136,6 +136,10 @@ func TestRemoveRetriedWithTheSameRequestIDAnswersWhatWasCommitted(t *testing.T) 
 			t.Fatalf("try %d: remove %s through %s: %d %v, want %d removed", i+1, victim.ID(), via.ID(), status, body, want)
 		}
 	}
+	// The follower that answered shows the removal.
+	if role := raftRole(via, victim.ID()); role != "" {
+		t.Fatalf("%s answered the removal, then lists %s as %q", via.ID(), victim.ID(), role)
+	}
 	if status, _ := admin(t, via, "DELETE", "/v1/members/"+victim.ID(), nil); status != 404 {
 		t.Fatalf("a new removal of a removed member: %d, want 404", status)
 	}
