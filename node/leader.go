@@ -353,15 +353,20 @@ func (n *Node) keyLaggards(index uint64) (lacking, failed []string) {
 		}
 		return nil, nil
 	}
-	for _, m := range n.members.Members() {
-		if m.NoPersist { // its durable index is frozen: it would hold every key back
-			continue
-		}
-		d := max(m.Durable, n.reportedDurable(m.ID))
+	durable := func(m cluster.Member) uint64 {
 		if m.ID == n.cfg.NodeID {
-			d = n.store.DurableIndex()
+			return n.store.DurableIndex()
 		}
-		if d >= index {
+		return max(m.Durable, n.reportedDurable(m.ID))
+	}
+	return laggardsOf(n.members.Members(), durable, index)
+}
+
+// laggardsOf is keyLaggards over members, durable giving each one's
+// durable index.
+func laggardsOf(members []cluster.Member, durable func(cluster.Member) uint64, index uint64) (lacking, failed []string) {
+	for _, m := range members {
+		if durable(m) >= index {
 			continue
 		}
 		switch m.State {
