@@ -147,16 +147,13 @@ func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
 		"members":        len(n.memberViews()),
 		"active_key_id":  n.ring.ActiveKeyID(time.Now()),
 		"clusters":       n.proxy.ClusterIDs(),
+		"acme":           n.acmeView.statuses(),
 	})
 }
 
 func (n *Node) handleKeyringList(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	keys := n.ring.List(now)
-	if keys == nil {
-		keys = []keyring.Metadata{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"active_key_id": n.ring.ActiveKeyID(now), "keys": keys})
+	writeJSON(w, http.StatusOK, map[string]any{"active_key_id": n.ring.ActiveKeyID(now), "keys": n.keyViews(now)})
 }
 
 func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {

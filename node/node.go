@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -31,7 +30,7 @@ type Config struct {
 	ConfigPath string
 	// NodeID names the node; default: the host name.
 	NodeID string
-	// DataDir holds the node's state; default ./data/<node-id>.
+	// DataDir holds the node's state; default DefaultDataDir(NodeID).
 	DataDir string
 	// AdminAddr is the admin API's address; default 127.0.0.1:9901.
 	AdminAddr string
@@ -45,6 +44,9 @@ type Config struct {
 	WatchConfig bool
 	// Strict makes unknown configuration keys errors (--strict).
 	Strict bool
+	// Listen, when not empty, replaces the config file's listeners
+	// (--listen): several nodes on one host share a file, not a port.
+	Listen []string
 
 	// RaftAddr is Raft's listen address; default :7000.
 	RaftAddr string
@@ -158,6 +160,11 @@ type Node struct {
 
 	// ev is the event bus of GET /v1/events and its change watcher.
 	ev eventState
+
+	// acme orders certificates when this node leads; acmeView serves the
+	// replicated ones (acme.go).
+	acme     *acmeManager
+	acmeView *acmeView
 }
 
 // DefaultAdminAddr is the admin listener's default address.
@@ -179,7 +186,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("--node-id %q: must not contain slashes or spaces", cfg.NodeID)
 	}
 	if cfg.DataDir == "" {
-		cfg.DataDir = filepath.Join("data", cfg.NodeID)
+		cfg.DataDir = DefaultDataDir(cfg.NodeID)
 	}
 	if cfg.AdminAddr == "" {
 		cfg.AdminAddr = DefaultAdminAddr
@@ -232,7 +239,7 @@ func (n *Node) Start() (err error) {
 	}()
 
 	n.loadedFP = fingerprint(n.cfg.ConfigPath)
-	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Info: func(m string) { n.log.Info("config: " + m) }})
+	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Listen: n.cfg.Listen, Info: func(m string) { n.log.Info("config: " + m) }})
 	if err != nil {
 		return fmt.Errorf("config %s:\n%w", n.cfg.ConfigPath, err)
 	}
@@ -274,6 +281,8 @@ func (n *Node) Start() (err error) {
 	}
 	n.dataKeys = newDataKeys(n.ring, n.store, fetch, n.log)
 	n.registry.MustRegister(n.dataKeys.failures, n.dataKeys.resolved)
+	n.acme, n.acmeView = newAcmeManager(n), &acmeView{st: n.store, log: n.log}
+	n.registry.MustRegister(n.acme.orders, newAcmeCollector(n.acmeView))
 
 	opts := proxy.Options{
 		Logger:     n.log,
@@ -308,13 +317,15 @@ func (n *Node) Start() (err error) {
 	}
 	// Session tickets from the replicated keyring resume on every node.
 	n.server.UseTicketKeys(n.ring)
+	n.server.UseAcme(n.acmeView)
 	if err := n.server.Start(); err != nil {
 		return fmt.Errorf("listeners: %w", err)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.bg.Add(4)
+	n.bg.Add(5)
+	go n.acmeLoop(ctx)
 	go n.form(ctx)
 	go n.watchStore(ctx)
 	go n.leaderLoop(ctx)
@@ -388,7 +399,7 @@ func (n *Node) Reload() error {
 	// Seen, whether it loads or not: the watcher does not retry a broken
 	// file until it changes again.
 	n.loadedFP = fingerprint(n.cfg.ConfigPath)
-	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Info: func(m string) { n.log.Info("config: " + m) }})
+	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Listen: n.cfg.Listen, Info: func(m string) { n.log.Info("config: " + m) }})
 	if err == nil {
 		if errs := proxy.Compile(cfg); len(errs) > 0 {
 			err = errs
