@@ -171,6 +171,8 @@ func TestKeyLaggardsHoldUpAliveAndSuspectMembersAndPassOverOnlyFailedOnes(t *tes
 		{desc: "a suspect member lacks it: it holds the key up too", members: []cluster.Member{member("a", cluster.StateAlive, 9), member("b", cluster.StateSuspect, 4)}, wantLacking: []string{"b"}},
 		{desc: "a dead member lacks it: passed over after the bound", members: []cluster.Member{member("a", cluster.StateAlive, 9), member("c", cluster.StateDead, 1)}, wantFailed: []string{"c"}},
 		{desc: "a member that left is not counted", members: []cluster.Member{member("a", cluster.StateAlive, 9), member("d", cluster.StateLeft, 0)}},
+		{desc: "a member that cannot persist is passed over at once", members: []cluster.Member{member("a", cluster.StateAlive, 9),
+			{Meta: cluster.Meta{ID: "e", Durable: 1, NoPersist: true}, State: cluster.StateAlive}}},
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {

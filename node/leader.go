@@ -363,9 +363,13 @@ func (n *Node) keyLaggards(index uint64) (lacking, failed []string) {
 }
 
 // laggardsOf is keyLaggards over members, durable giving each one's
-// durable index.
+// durable index. A member that reports it cannot persist (a full or
+// broken disk) is passed over at once: it says so in /readyz and metrics.
 func laggardsOf(members []cluster.Member, durable func(cluster.Member) uint64, index uint64) (lacking, failed []string) {
 	for _, m := range members {
+		if m.NoPersist { // its durable index is frozen: it would hold every key back
+			continue
+		}
 		if durable(m) >= index {
 			continue
 		}
