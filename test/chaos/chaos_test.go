@@ -125,7 +125,11 @@ func TestChaos(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, uint64(i+1)))
 		go func() { defer clients.Done(); w.run(ctx, i, r) }()
 	}
-	nem := &nemesis{c: c, h: h, mon: mon, r: rand.New(rand.NewPCG(seed, 0)), t: t}
+	nem := &nemesis{c: c, h: h, mon: mon, r: rand.New(rand.NewPCG(seed, 0)), t: t, hold: [2]int{2000, 8000}, gap: [2]int{1000, 3000}}
+	if duration < time.Minute {
+		// A short run: shorter faults, so that each kind gets a turn.
+		nem.hold, nem.gap = [2]int{1000, 5000}, [2]int{500, 1500}
+	}
 	nem.run(ctx)
 	clients.Wait()
 
@@ -212,8 +216,14 @@ func report(t *testing.T, dir string, seed uint64, d time.Duration, h *History, 
 	for _, s := range h.Status {
 		terms[s.Term] = true
 	}
+	changes := 0
+	for i := 1; i < len(h.Voters); i++ {
+		if !slices.Equal(h.Voters[i-1].Voters, h.Voters[i].Voters) {
+			changes++
+		}
+	}
 	fmt.Printf("CHAOS seed %d, %s: operations %d (%s)\n", seed, d, total, strings.Join(ops, "; "))
-	fmt.Printf("CHAOS faults %d: %s; status samples %d over %d terms, voter samples %d\n", len(h.Faults), strings.Join(fs, ", "), len(h.Status), len(terms), len(h.Voters))
+	fmt.Printf("CHAOS faults %d: %s; status samples %d over %d terms, voter samples %d, voter-set changes %d\n", len(h.Faults), strings.Join(fs, ", "), len(h.Status), len(terms), len(h.Voters), changes)
 	fmt.Printf("CHAOS violations %d\n", len(vs))
 	for _, v := range vs {
 		fmt.Printf("CHAOS violation %s\n", v)
@@ -344,6 +354,8 @@ type nemesis struct {
 	h   *History
 	mon *monitor
 	r   *rand.Rand
+	// hold and gap: a fault's length and the quiet time after it, in ms (min, max).
+	hold, gap [2]int
 }
 
 func (n *nemesis) run(ctx context.Context) {
@@ -352,7 +364,7 @@ func (n *nemesis) run(ctx context.Context) {
 		kinds = append(kinds, "partition-one", "partition-leader", "partition-split")
 	}
 	for ctx.Err() == nil {
-		if !n.sleep(ctx, time.Duration(1000+n.r.IntN(2000))*time.Millisecond) {
+		if !n.sleep(ctx, n.ms(n.gap)) {
 			return
 		}
 		kind := kinds[n.r.IntN(len(kinds))]
@@ -363,7 +375,7 @@ func (n *nemesis) run(ctx context.Context) {
 			}
 		}
 		f := Fault{Kind: kind, Nodes: []string{target.id}, Start: time.Now()}
-		hold := time.Duration(2000+n.r.IntN(6000)) * time.Millisecond
+		hold := n.ms(n.hold)
 		switch kind {
 		case "kill", "kill-leader":
 			n.c.kill(target)
@@ -416,6 +428,10 @@ func (n *nemesis) run(ctx context.Context) {
 		f.End = time.Now()
 		n.h.fault(f)
 	}
+}
+
+func (n *nemesis) ms(r [2]int) time.Duration {
+	return time.Duration(r[0]+n.r.IntN(r[1]-r[0])) * time.Millisecond
 }
 
 func (n *nemesis) must(err error) {
