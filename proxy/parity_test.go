@@ -4,12 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -67,7 +71,30 @@ var parityCases = []parityCase{
 	{name: "MaxConcurrentConnections closes connections past the cap", run: parityMaxConnections},
 	{name: "graceful stop lets requests in flight finish", run: parityGracefulStop},
 	{name: "a client that goes away cancels the backend request", run: parityClientGone},
+	{name: "Connection: close is honoured and not forwarded", run: parityConnectionClose,
+		differs: map[string]string{"h2c": h2ConnectionSpecific, "tls-h2": h2ConnectionSpecific}},
+	{name: "pipelined requests are answered in order", run: parityPipelining,
+		differs: map[string]string{"h2c": h2Multiplexed, "tls-h2": h2Multiplexed}},
+	{name: "Expect: 100-continue gets its 100 and the body goes through", run: parityExpectContinue},
+	{name: "HEAD keeps the length and sends no body", run: parityHead},
+	{name: "1xx reach the client, 204 and 304 carry no body", run: parityInformationalAndEmpty},
+	{name: "trailers reach the client", run: parityTrailers},
+	{name: "an upgrade (WebSocket) is tunnelled", run: parityUpgrade,
+		differs: map[string]string{"h2c": h2ConnectionSpecific, "tls-h2": h2ConnectionSpecific}},
+	{name: "forwarded and trace headers are set, the client's replaced", run: parityForwardedHeaders},
+	{name: "the access log line carries the request's fields", run: parityAccessLog},
+	{name: "requests are counted in the metrics", run: parityMetrics},
+	{name: "the WAF blocks a threat in Prevention", run: parityWAF},
+	{name: "affinity cookies pin a session to its destination", run: parityAffinity},
 }
+
+// h2ConnectionSpecific: HTTP/2 has no Connection or Upgrade (RFC 9113
+// section 8.2.2): a request carrying them is malformed, and Go's HTTP/2
+// server answers 400 before any handler.
+const h2ConnectionSpecific = "Connection and Upgrade are connection-specific, malformed in HTTP/2: 400 from the HTTP/2 server (asserted)"
+
+// h2Multiplexed: HTTP/2 has no pipelining; its streams run side by side.
+const h2Multiplexed = "HTTP/2 multiplexes instead: concurrent requests on one connection are each answered (asserted)"
 
 // slowBackend answers after delay, or gives up when its request is
 // cancelled (then cancelled receives one value).
@@ -508,5 +535,347 @@ func parityClientGone(t *testing.T, m serverMode) {
 			t.Errorf("%s: the backend's request was not cancelled", method)
 		}
 		<-done
+	}
+}
+
+// echoPath answers with its request's path, for checking which response
+// is whose.
+func echoPath(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	_, _ = io.WriteString(w, r.URL.Path)
+}
+
+func parityConnectionClose(t *testing.T, m serverMode) {
+	b := newBackend(t, nil)
+	e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
+	if !m.h1() {
+		fields := append(h2Get("/"), hpack.HeaderField{Name: "connection", Value: "close"})
+		if st := e.h2Raw(fields); st != "400" {
+			t.Errorf("connection: close over HTTP/2: %q, want 400", st)
+		}
+		if n := b.hitCount(); n != 0 {
+			t.Errorf("the backend saw %d requests", n)
+		}
+		return
+	}
+	c := e.dialMode()
+	_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 || !resp.Close {
+		t.Fatalf("got %v %v, want 200 with Connection: close", resp, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if took := closedWithin(t, c, 3*time.Second); took > 2*time.Second {
+		t.Errorf("closed after %v", took)
+	}
+	if v := b.lastRequest().Header["Connection"]; v != nil {
+		t.Errorf("Connection %q reached the backend", v)
+	}
+}
+
+func parityPipelining(t *testing.T, m serverMode) {
+	b := newBackend(t, echoPath)
+	e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
+	paths := []string{"/one", "/two", "/three", "/four"}
+	if !m.h1() {
+		var wg sync.WaitGroup
+		got := make([]string, len(paths))
+		for i, p := range paths {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if resp, body, err := e.do(http.MethodGet, p, nil, nil); err == nil && resp.StatusCode == 200 {
+					got[i] = body
+				}
+			}()
+		}
+		wg.Wait()
+		for i, p := range paths {
+			if got[i] != p {
+				t.Errorf("%s answered %q", p, got[i])
+			}
+		}
+		return
+	}
+	c := e.dialMode()
+	var all strings.Builder
+	for i, p := range paths {
+		if i == 2 { // a request the own loop hands over, in the middle
+			all.WriteString("POST " + p + " HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc")
+			continue
+		}
+		all.WriteString("GET " + p + " HTTP/1.1\r\nHost: h\r\n\r\n")
+	}
+	_, _ = io.WriteString(c, all.String()) // all at once
+	br := bufio.NewReader(c)
+	for _, p := range paths {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || string(body) != p {
+			t.Fatalf("%s answered %d %q (out of order?)", p, resp.StatusCode, body)
+		}
+	}
+}
+
+func parityExpectContinue(t *testing.T, m serverMode) {
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		_, _ = w.Write(body)
+	})
+	e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
+	tr := m.transport()
+	tr.ExpectContinueTimeout = 5 * time.Second // a client that waits for the 100
+	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, e.base+"/", strings.NewReader("hello"))
+	req.Header.Set("Expect", "100-continue")
+	start := time.Now()
+	resp, body, err := readAll(c.Do(req))
+	if err != nil || resp.StatusCode != 200 || body != "hello" {
+		t.Fatalf("got %v %q %v", resp, body, err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("took %v: the client waited out its ExpectContinueTimeout, no 100 came", took)
+	}
+	if !m.h1() {
+		return
+	}
+	// On the wire: the 100 comes before the body is sent.
+	conn := e.dialMode()
+	_, _ = io.WriteString(conn, "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+	br := bufio.NewReader(conn)
+	line, err := br.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+		t.Fatalf("first line %q %v, want 100 Continue", line, err)
+	}
+	for line != "\r\n" && err == nil {
+		line, err = br.ReadString('\n')
+	}
+	_, _ = io.WriteString(conn, "hello")
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("after the body: %v %v", resp, err)
+	}
+	if got, _ := io.ReadAll(resp.Body); string(got) != "hello" {
+		t.Errorf("body %q", got)
+	}
+}
+
+func parityHead(t *testing.T, m serverMode) {
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "5")
+		if r.Method != http.MethodHead {
+			_, _ = io.WriteString(w, "hello")
+		}
+	})
+	e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
+	resp, body := e.mustDo(http.MethodHead, "/", nil, nil)
+	if resp.StatusCode != 200 || body != "" || resp.ContentLength != 5 {
+		t.Fatalf("HEAD: %d, body %q, length %d; want 200, none, 5", resp.StatusCode, body, resp.ContentLength)
+	}
+	// The connection is still good for the next request.
+	if resp, body := e.mustDo(http.MethodGet, "/", nil, nil); resp.StatusCode != 200 || body != "hello" {
+		t.Fatalf("GET after HEAD: %d %q", resp.StatusCode, body)
+	}
+}
+
+func parityInformationalAndEmpty(t *testing.T, m serverMode) {
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/103":
+			w.Header().Set("Link", "</style.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			_, _ = io.WriteString(w, "after hints")
+		case "/204":
+			w.WriteHeader(http.StatusNoContent)
+		case "/304":
+			w.Header().Set("Etag", `"v1"`)
+			w.WriteHeader(http.StatusNotModified)
+		}
+	})
+	e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
+	var hints []string
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+		hints = append(hints, fmt.Sprintf("%d %s", code, h.Get("Link")))
+		return nil
+	}}
+	req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodGet, e.base+"/103", nil)
+	resp, body, err := readAll(e.client.Do(req))
+	if err != nil || resp.StatusCode != 200 || body != "after hints" {
+		t.Fatalf("/103: %v %q %v", resp, body, err)
+	}
+	if len(hints) != 1 || hints[0] != "103 </style.css>; rel=preload" {
+		t.Errorf("1xx seen by the client: %q, want the 103 with its Link", hints)
+	}
+	for _, c := range []struct {
+		path   string
+		status int
+		field  string
+	}{{"/204", 204, ""}, {"/304", 304, "Etag"}} {
+		resp, body := e.mustDo(http.MethodGet, c.path, nil, nil)
+		if resp.StatusCode != c.status || body != "" {
+			t.Errorf("%s: %d %q", c.path, resp.StatusCode, body)
+		}
+		if c.field != "" && resp.Header.Get(c.field) == "" {
+			t.Errorf("%s: %s lost", c.path, c.field)
+		}
+	}
+}
+
+func parityTrailers(t *testing.T, m serverMode) {
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Checksum")
+		_, _ = io.WriteString(w, "body")
+		w.Header().Set("X-Checksum", "abc")
+	})
+	e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
+	resp, body := e.mustDo(http.MethodGet, "/", nil, http.Header{"Te": {"trailers"}})
+	if resp.StatusCode != 200 || body != "body" || resp.Trailer.Get("X-Checksum") != "abc" {
+		t.Fatalf("got %d %q trailers %v, want X-Checksum: abc", resp.StatusCode, body, resp.Trailer)
+	}
+}
+
+func parityUpgrade(t *testing.T, m serverMode) {
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) { echoUpgrade(w) })
+	e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
+	if !m.h1() {
+		fields := append(h2Get("/"), hpack.HeaderField{Name: "upgrade", Value: "websocket"}, hpack.HeaderField{Name: "connection", Value: "upgrade"})
+		if st := e.h2Raw(fields); st != "400" {
+			t.Errorf("an upgrade over HTTP/2: %q, want 400", st)
+		}
+		return
+	}
+	c := e.dialMode()
+	_, _ = io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("got %v %v, want 101", resp, err)
+	}
+	_, _ = io.WriteString(c, "ping\n")
+	line, err := br.ReadString('\n')
+	if err != nil || line != "echo:ping\n" {
+		t.Fatalf("through the tunnel: %q %v", line, err)
+	}
+}
+
+func parityForwardedHeaders(t *testing.T, m serverMode) {
+	b := newBackend(t, nil)
+	e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
+	resp, _ := e.mustDo(http.MethodGet, "/f?q=1", nil, http.Header{
+		"X-Forwarded-For": {"6.6.6.6"}, "X-Forwarded-Host": {"evil"}, "X-Real-Ip": {"6.6.6.6"}, "Forwarded": {"for=6.6.6.6"}})
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	_, port, _ := net.SplitHostPort(e.addr)
+	got := b.lastRequest().Header
+	want := map[string]string{
+		"X-Forwarded-For": "127.0.0.1", "X-Forwarded-Proto": m.scheme(), "X-Forwarded-Host": e.addr,
+		"X-Forwarded-Port": port, "X-Original-Host": e.addr, "X-Original-Url": "/f?q=1",
+	}
+	for k, v := range want {
+		if g := got.Values(k); len(g) != 1 || g[0] != v {
+			t.Errorf("%s = %q, want %q", k, g, v)
+		}
+	}
+	for _, k := range []string{"X-Real-Ip", "Forwarded"} {
+		if g := got.Values(k); len(g) != 0 {
+			t.Errorf("the client's %s = %q reached the backend", k, g)
+		}
+	}
+	id := got.Get(hdrTraceID)
+	if !validTraceID(id) || len(id) != 32 || resp.Header.Get(hdrTraceID) != id {
+		t.Errorf("trace id %q to the backend, %q to the client; want the same 32 hex digits", id, resp.Header.Get(hdrTraceID))
+	}
+}
+
+func parityAccessLog(t *testing.T, m serverMode) {
+	b := newBackend(t, nil)
+	e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
+	resp, _ := e.mustDo(http.MethodGet, "/p?q=1", nil, nil)
+	var line map[string]any
+	eventually(t, func() bool {
+		if ls := e.accessLines(); len(ls) == 1 {
+			line = ls[0]
+			return true
+		}
+		return false
+	})
+	want := map[string]any{"trace_id": resp.Header.Get(hdrTraceID), "remote": "127.0.0.1", "method": "GET",
+		"path": "/p", "status": float64(200), "bytes": float64(2), "route": "r", "cluster": "c", "destination": "d1"}
+	for k, v := range want {
+		if line[k] != v {
+			t.Errorf("%s = %v, want %v", k, line[k], v)
+		}
+	}
+	for _, k := range []string{"host", "duration_ms"} {
+		if _, ok := line[k]; !ok {
+			t.Errorf("field %s missing", k)
+		}
+	}
+}
+
+func parityMetrics(t *testing.T, m serverMode) {
+	b := newBackend(t, nil)
+	e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
+	for i := 0; i < 3; i++ {
+		e.mustDo(http.MethodGet, "/", nil, nil)
+	}
+	e.mustDo(http.MethodPost, "/", strings.NewReader("x"), nil)
+	labels := map[string]string{"route": "r", "cluster": "c", "destination": "d1", "code": "200"}
+	eventually(t, func() bool { return e.metric("tether_requests_total", labels) == 4 })
+	if n := e.metric("tether_request_duration_seconds", map[string]string{"route": "r"}); n != 4 {
+		t.Errorf("tether_request_duration_seconds observed %v requests, want 4", n)
+	}
+}
+
+func parityWAF(t *testing.T, m serverMode) {
+	b := newBackend(t, nil)
+	e := startMode(t, m, backendCfg(b.URL, "", "", `"Waf": {"Mode": "Prevention"}`), nil)
+	if resp, _ := e.mustDo(http.MethodGet, sqli, nil, nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a threat in the query: %d, want 403", resp.StatusCode)
+	}
+	if resp, _ := e.mustDo(http.MethodPost, sqli, strings.NewReader("x"), nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a threat in a POST's query: %d, want 403", resp.StatusCode)
+	}
+	if resp, _ := e.mustDo(http.MethodGet, "/products?id=42", nil, nil); resp.StatusCode != 200 {
+		t.Errorf("a clean request: %d, want 200", resp.StatusCode)
+	}
+	if n := b.hitCount(); n != 1 {
+		t.Errorf("the backend saw %d requests, want only the clean one", n)
+	}
+	eventually(t, func() bool {
+		return e.metric("tether_waf_requests_total", map[string]string{"route": "r", "action": "blocked"}) == 2
+	})
+}
+
+func parityAffinity(t *testing.T, m serverMode) {
+	b1 := newBackend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "d1") })
+	b2 := newBackend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "d2") })
+	js := simpleConfig(map[string]string{"d1": b1.URL, "d2": b2.URL},
+		`"SessionAffinity": {"Enabled": true, "AffinityKeyName": ".T"}`, "", "")
+	e := startMode(t, m, js, nil)
+	resp, first := e.mustDo(http.MethodGet, "/", nil, nil)
+	sc := resp.Header.Get("Set-Cookie")
+	if resp.StatusCode != 200 || !strings.HasPrefix(sc, ".T=") {
+		t.Fatalf("first response: %d, Set-Cookie %q", resp.StatusCode, sc)
+	}
+	if secure := strings.Contains(strings.ToLower(sc), "; secure"); secure != m.tls {
+		t.Errorf("Set-Cookie %q: Secure %v, want %v (SameAsRequest)", sc, secure, m.tls)
+	}
+	cookie := http.Header{"Cookie": {strings.Split(sc, ";")[0]}}
+	for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodGet} {
+		var body io.Reader
+		if method == http.MethodPost {
+			body = strings.NewReader("x")
+		}
+		resp, got := e.mustDo(method, "/", body, cookie)
+		if got != first || resp.Header.Get("Set-Cookie") != "" {
+			t.Fatalf("%s with the cookie went to %s (first %s), Set-Cookie %q", method, got, first, resp.Header.Get("Set-Cookie"))
+		}
 	}
 }
