@@ -61,6 +61,7 @@ var parityCases = []parityCase{
 	{name: "underscore spellings of framing, hop-by-hop and forwarding fields never reach a backend", run: parityUnderscoreFields},
 	{name: "activity timeout answers 504 when the backend is silent", run: parityActivityTimeout},
 	{name: "header timeout closes a connection whose head does not come", run: parityHeaderTimeout},
+	{name: "header timeout closes a connection that sends nothing", run: paritySilentConnection},
 	{name: "keep-alive timeout closes an idle connection", run: parityKeepAliveTimeout},
 	{name: "header size limit answers 431", run: parityHeaderLimit,
 		differs: map[string]string{
@@ -877,5 +878,16 @@ func parityAffinity(t *testing.T, m serverMode) {
 		if got != first || resp.Header.Get("Set-Cookie") != "" {
 			t.Fatalf("%s with the cookie went to %s (first %s), Set-Cookie %q", method, got, first, resp.Header.Get("Set-Cookie"))
 		}
+	}
+}
+
+func paritySilentConnection(t *testing.T, m serverMode) {
+	b := newBackend(t, nil)
+	// A keep-alive timeout longer than the test: only the header timeout
+	// may close the connection.
+	e := startMode(t, m, backendCfg(b.URL, "", "", `"Limits": {"RequestHeadersTimeout": "00:00:00.5", "KeepAliveTimeout": "00:01:00"}`), nil)
+	c := e.dialMode() // TLS: handshake done, then nothing
+	if took := closedWithin(t, c, 6*time.Second); took > 3*time.Second {
+		t.Errorf("closed after %v, want about 0.5 s", took)
 	}
 }

@@ -317,6 +317,9 @@ func (s *Server) Start() error {
 			if s.limit != nil {
 				ln = &limitListener{Listener: ln, lim: s.limit}
 			}
+			if s.tlsConfig[i] != nil {
+				ln = firstBytesListener{Listener: ln, wait: s.servers[i].ReadHeaderTimeout}
+			}
 			lns = append(lns, ln)
 			owner = append(owner, i)
 		}
