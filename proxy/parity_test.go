@@ -87,7 +87,15 @@ var parityCases = []parityCase{
 	{name: "requests are counted in the metrics", run: parityMetrics},
 	{name: "the WAF blocks a threat in Prevention", run: parityWAF},
 	{name: "affinity cookies pin a session to its destination", run: parityAffinity},
+	{name: "tether's own errors: 404 without a route, 502 for a dead backend, 400 for a bad Host, 405 for CONNECT", run: parityErrors},
+	{name: "a request with Content-Length and Transfer-Encoding closes its connection", run: paritySmuggling,
+		differs: map[string]string{"h2c": h2NoTransferEncoding, "tls-h2": h2NoTransferEncoding}},
+	{name: "dot segments cannot escape a route", run: parityDotSegments},
 }
+
+// h2NoTransferEncoding: HTTP/2 frames bodies itself; a transfer-encoding
+// field is malformed there (RFC 9113 section 8.2.2).
+const h2NoTransferEncoding = "HTTP/2 has no Transfer-Encoding: the field is connection-specific, a request with it gets 400 from the HTTP/2 server (asserted)"
 
 // h2ConnectionSpecific: HTTP/2 has no Connection or Upgrade (RFC 9113
 // section 8.2.2): a request carrying them is malformed, and Go's HTTP/2
@@ -889,5 +897,124 @@ func paritySilentConnection(t *testing.T, m serverMode) {
 	c := e.dialMode() // TLS: handshake done, then nothing
 	if took := closedWithin(t, c, 6*time.Second); took > 3*time.Second {
 		t.Errorf("closed after %v, want about 0.5 s", took)
+	}
+}
+
+func parityErrors(t *testing.T, m serverMode) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there any more
+	js := `{"ReverseProxy": {
+	  "Routes": {"r": {"ClusterId": "c", "Match": {"Path": "/dead/{**rest}"}}},
+	  "Clusters": {"c": {"Destinations": {"d1": {"Address": "` + dead + `"}}}}}}`
+	e := startMode(t, m, js, nil)
+	for _, c := range []struct {
+		desc, method, path string
+		want               int
+	}{
+		{"no route", http.MethodGet, "/elsewhere", 404},
+		{"a dead backend, GET", http.MethodGet, "/dead/x", 502},
+		{"a dead backend, POST", http.MethodPost, "/dead/x", 502},
+	} {
+		var body io.Reader
+		if c.method == http.MethodPost {
+			body = strings.NewReader("x")
+		}
+		resp, got := e.mustDo(c.method, c.path, body, nil)
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: %d, want %d", c.desc, resp.StatusCode, c.want)
+		}
+		if strings.Contains(got, "127.0.0.1") {
+			t.Errorf("%s: the error body names an address: %q", c.desc, got)
+		}
+	}
+	var badHost, connect string
+	if m.h1() {
+		if resp, _, err := e.raw("GET /dead/x HTTP/1.1\r\nHost: a b\r\n\r\n"); err == nil {
+			badHost = resp.Status[:3]
+		}
+		if resp, _, err := e.raw("CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n"); err == nil {
+			connect = resp.Status[:3]
+		}
+	} else {
+		badHost = e.h2Raw([]hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "http"},
+			{Name: ":authority", Value: "a b"}, {Name: ":path", Value: "/dead/x"}})
+		connect = e.h2Raw([]hpack.HeaderField{{Name: ":method", Value: "CONNECT"}, {Name: ":authority", Value: "h:443"}})
+	}
+	if badHost != "400" {
+		t.Errorf("a malformed Host: %q, want 400", badHost)
+	}
+	if connect != "405" {
+		t.Errorf("CONNECT: %q, want 405", connect)
+	}
+}
+
+func paritySmuggling(t *testing.T, m serverMode) {
+	b := newBackend(t, echoPath)
+	e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
+	if !m.h1() {
+		fields := append(h2Get("/first"), hpack.HeaderField{Name: "transfer-encoding", Value: "chunked"})
+		if st := e.h2Raw(fields); st != "400" {
+			t.Errorf("transfer-encoding over HTTP/2: %q, want 400", st)
+		}
+		if n := b.hitCount(); n != 0 {
+			t.Errorf("the backend saw %d requests", n)
+		}
+		return
+	}
+	c := e.dialMode()
+	_, _ = io.WriteString(c, "POST /first HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"+
+		"GET /smuggled HTTP/1.1\r\nHost: h\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != 200 || !resp.Close {
+		t.Fatalf("status %d, Connection: close %v; want 200 and close", resp.StatusCode, resp.Close)
+	}
+	if _, err := http.ReadResponse(br, nil); err == nil {
+		t.Fatal("the pipelined request was answered")
+	}
+	if n := b.hitCount(); n != 1 {
+		t.Fatalf("the backend saw %d requests, want 1", n)
+	}
+}
+
+func parityDotSegments(t *testing.T, m serverMode) {
+	pub := newBackend(t, echoPath)
+	admin := newBackend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "admin") })
+	js := `{"ReverseProxy": {
+	  "Routes": {
+	    "pub": {"ClusterId": "pub", "Match": {"Path": "/pub/{**rest}"}},
+	    "admin": {"ClusterId": "admin", "Match": {"Path": "/admin/{**rest}", "Headers": [{"Name": "X-Admin", "Values": ["yes"]}]}}
+	  },
+	  "Clusters": {
+	    "pub": {"Destinations": {"d": {"Address": "` + pub.URL + `"}}},
+	    "admin": {"Destinations": {"d": {"Address": "` + admin.URL + `"}}}
+	  }}}`
+	e := startMode(t, m, js, nil)
+	for _, target := range []string{"/pub/../admin/x", "/pub/%2e%2e/admin/x", "/pub/./../admin/x"} {
+		var status, body string
+		if m.h1() {
+			resp, b, err := e.raw("GET " + target + " HTTP/1.1\r\nHost: h\r\n\r\n")
+			if err != nil {
+				t.Fatalf("%s: %v", target, err)
+			}
+			status, body = resp.Status[:3], b
+		} else {
+			status = e.h2Raw(h2Get(target))
+		}
+		if body == "admin" || admin.hitCount() != 0 {
+			t.Fatalf("%s reached the admin cluster (%s)", target, status)
+		}
+		// Resolved to /admin/x, which no route takes without X-Admin.
+		if status != "404" {
+			t.Errorf("%s: %s %q, want 404", target, status, body)
+		}
 	}
 }
