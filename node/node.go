@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -31,7 +30,7 @@ type Config struct {
 	ConfigPath string
 	// NodeID names the node; default: the host name.
 	NodeID string
-	// DataDir holds the node's state; default ./data/<node-id>.
+	// DataDir holds the node's state; default DefaultDataDir(NodeID).
 	DataDir string
 	// AdminAddr is the admin API's address; default 127.0.0.1:9901.
 	AdminAddr string
@@ -45,6 +44,9 @@ type Config struct {
 	WatchConfig bool
 	// Strict makes unknown configuration keys errors (--strict).
 	Strict bool
+	// Listen, when not empty, replaces the config file's listeners
+	// (--listen): several nodes on one host share a file, not a port.
+	Listen []string
 
 	// RaftAddr is Raft's listen address; default :7000.
 	RaftAddr string
@@ -130,11 +132,23 @@ type Node struct {
 	// healthReady is health once the data path exists (membership events
 	// may come before).
 	healthReady atomic.Pointer[sharedHealth]
+	// keys sends keys to members that lack them and asks the leader for
+	// ours (keyfetch.go); nil without gossip.
+	keys *keyTransfer
+	// dataKeys is the data path's keyring.
+	dataKeys *dataKeys
 	// manualLeader (tests): no leader loop; the test calls leaderRound.
 	manualLeader bool
 	// commands (tests): the Raft command set this node applies, to act as
 	// an older binary; "": this binary's.
 	commands store.CommandSet
+	// clockAhead: this leader's clock was last seen ahead of a member's
+	// (logged once per episode).
+	clockAhead atomic.Bool
+	// metaClock (tests): the wall clock this node gossips; nil: time.Now.
+	metaClock atomic.Pointer[func() time.Time]
+	// settingsLogged is the last settings mismatch the leader logged.
+	settingsLogged atomic.Pointer[string]
 	// failed is closed (once) when the node must stop after Start: it
 	// left the cluster, or formation hit a fatal error (failErr).
 	failed   chan struct{}
@@ -146,6 +160,11 @@ type Node struct {
 
 	// ev is the event bus of GET /v1/events and its change watcher.
 	ev eventState
+
+	// acme orders certificates when this node leads; acmeView serves the
+	// replicated ones (acme.go).
+	acme     *acmeManager
+	acmeView *acmeView
 }
 
 // DefaultAdminAddr is the admin listener's default address.
@@ -167,7 +186,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("--node-id %q: must not contain slashes or spaces", cfg.NodeID)
 	}
 	if cfg.DataDir == "" {
-		cfg.DataDir = filepath.Join("data", cfg.NodeID)
+		cfg.DataDir = DefaultDataDir(cfg.NodeID)
 	}
 	if cfg.AdminAddr == "" {
 		cfg.AdminAddr = DefaultAdminAddr
@@ -198,7 +217,7 @@ func New(cfg Config) (*Node, error) {
 		}),
 		activationTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tether_keyring_activation_timeouts_total",
-			Help: "Keys activated before every alive member held them (a member lagged past the bound).",
+			Help: "Keys activated while failed members did not hold them (passed over after the bound, named in the log).",
 		}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_config_reloads_total",
@@ -220,7 +239,7 @@ func (n *Node) Start() (err error) {
 	}()
 
 	n.loadedFP = fingerprint(n.cfg.ConfigPath)
-	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Info: func(m string) { n.log.Info("config: " + m) }})
+	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Listen: n.cfg.Listen, Info: func(m string) { n.log.Info("config: " + m) }})
 	if err != nil {
 		return fmt.Errorf("config %s:\n%w", n.cfg.ConfigPath, err)
 	}
@@ -255,13 +274,21 @@ func (n *Node) Start() (err error) {
 
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts)
+	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n))
+	var fetch func(context.Context, string) (keyring.Key, error)
+	if n.keys != nil {
+		fetch = n.keys.fetch
+	}
+	n.dataKeys = newDataKeys(n.ring, n.store, fetch, n.log)
+	n.registry.MustRegister(n.dataKeys.failures, n.dataKeys.resolved)
+	n.acme, n.acmeView = newAcmeManager(n), &acmeView{st: n.store, log: n.log}
+	n.registry.MustRegister(n.acme.orders, newAcmeCollector(n.acmeView))
 
 	opts := proxy.Options{
 		Logger:     n.log,
 		AccessLog:  n.cfg.AccessLog,
 		Registerer: n.registry,
-		Keyring:    &dataKeys{ring: n.ring, st: n.store},
+		Keyring:    n.dataKeys,
 		NodeID:     n.cfg.NodeID,
 	}
 	if sh := n.health; sh != nil {
@@ -290,17 +317,23 @@ func (n *Node) Start() (err error) {
 	}
 	// Session tickets from the replicated keyring resume on every node.
 	n.server.UseTicketKeys(n.ring)
+	n.server.UseAcme(n.acmeView)
 	if err := n.server.Start(); err != nil {
 		return fmt.Errorf("listeners: %w", err)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.bg.Add(4)
+	n.bg.Add(5)
+	go n.acmeLoop(ctx)
 	go n.form(ctx)
 	go n.watchStore(ctx)
 	go n.leaderLoop(ctx)
 	go n.watchEvents(ctx.Done())
+	if n.keys != nil {
+		n.bg.Add(1)
+		go n.keys.serve(ctx.Done())
+	}
 	if !n.cfg.clustered() && !n.manualLeader {
 		// A node of its own elects itself at once; serving before it has
 		// a key would hand out sessions without affinity values.
@@ -366,7 +399,7 @@ func (n *Node) Reload() error {
 	// Seen, whether it loads or not: the watcher does not retry a broken
 	// file until it changes again.
 	n.loadedFP = fingerprint(n.cfg.ConfigPath)
-	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Info: func(m string) { n.log.Info("config: " + m) }})
+	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Listen: n.cfg.Listen, Info: func(m string) { n.log.Info("config: " + m) }})
 	if err == nil {
 		if errs := proxy.Compile(cfg); len(errs) > 0 {
 			err = errs
