@@ -270,7 +270,7 @@ func listenAll(addr string, logger *slog.Logger) ([]net.Listener, error) {
 }
 
 // firstBytesListener bounds, on an HTTPS listener, the wait for a client's
-// first bytes after the TLS handshake by the header timeout. net/http
+// first request after the TLS handshake by the header timeout. net/http
 // bounds the handshake, clears that deadline and, for HTTP/1.1, sets the
 // header timeout itself; for HTTP/2 it hands the connection to its
 // HTTP/2 server, which waits a fixed 10 s for the client's preface. A
@@ -289,8 +289,11 @@ func (l firstBytesListener) Accept() (net.Conn, error) {
 }
 
 // firstBytesConn: the first clearing of the read deadline (the end of the
-// handshake) sets it to now+wait instead; the first bytes read after that,
-// or a deadline anyone sets, end the bound.
+// handshake) sets it to now+wait instead. The bound ends when the server
+// sets a deadline of its own (HTTP/1.1's header timeout) or reports the
+// connection active (firstBytesSeen: HTTP/2's preface was read). It is not
+// ended by the bytes read from the socket: the TLS layer may read the
+// preface, and a whole request, along with the handshake.
 type firstBytesConn struct {
 	net.Conn
 	wait  time.Duration
@@ -324,18 +327,29 @@ func (c *firstBytesConn) SetDeadline(t time.Time) error {
 	return c.Conn.SetWriteDeadline(t)
 }
 
-func (c *firstBytesConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 {
-		c.mu.Lock()
-		if c.state == fbWaiting {
-			c.state = fbDone
-			_ = c.Conn.SetReadDeadline(time.Time{})
-		}
-		c.mu.Unlock()
+// seen ends the bound: the server has read the start of a request.
+func (c *firstBytesConn) seen() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == fbWaiting {
+		c.state = fbDone
+		_ = c.Conn.SetReadDeadline(time.Time{})
 	}
-	return n, err
 }
 
 // NetConn is the connection underneath.
 func (c *firstBytesConn) NetConn() net.Conn { return c.Conn }
+
+// firstBytesSeen is an http.Server's ConnState hook for firstBytesConn:
+// a connection turns active once the server has read the start of a
+// request (HTTP/2: the preface).
+func firstBytesSeen(nc net.Conn, st http.ConnState) {
+	if st != http.StateActive {
+		return
+	}
+	if tc, ok := nc.(*tls.Conn); ok {
+		if fc, ok := tc.NetConn().(*firstBytesConn); ok {
+			fc.seen()
+		}
+	}
+}

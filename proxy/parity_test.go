@@ -62,6 +62,7 @@ var parityCases = []parityCase{
 	{name: "activity timeout answers 504 when the backend is silent", run: parityActivityTimeout},
 	{name: "header timeout closes a connection whose head does not come", run: parityHeaderTimeout},
 	{name: "header timeout closes a connection that sends nothing", run: paritySilentConnection},
+	{name: "a request slower than the header timeout completes, and its connection is reused", run: paritySlowAfterHeaders},
 	{name: "keep-alive timeout closes an idle connection", run: parityKeepAliveTimeout},
 	{name: "header size limit answers 431", run: parityHeaderLimit,
 		differs: map[string]string{
@@ -1019,6 +1020,31 @@ func parityDotSegments(t *testing.T, m serverMode) {
 		// Resolved to /admin/x, which no route takes without X-Admin.
 		if status != "404" {
 			t.Errorf("%s: %s %q, want 404", target, status, body)
+		}
+	}
+}
+
+func paritySlowAfterHeaders(t *testing.T, m serverMode) {
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		time.Sleep(time.Second) // the backend's work, past the header timeout
+		_, _ = io.WriteString(w, "slow")
+	})
+	e := startMode(t, m, backendCfg(b.URL, "", "", `"Limits": {"RequestHeadersTimeout": "00:00:00.3", "KeepAliveTimeout": "00:00:10"}`), nil)
+	for i, method := range []string{http.MethodGet, http.MethodPost, http.MethodGet} {
+		var body io.Reader
+		if method == http.MethodPost {
+			body = strings.NewReader("x")
+		}
+		var reused bool
+		trace := &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) { reused = ci.Reused }}
+		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), method, e.base+"/", body)
+		resp, got, err := readAll(e.client.Do(req))
+		if err != nil || resp.StatusCode != 200 || got != "slow" {
+			t.Fatalf("request %d (%s): %v %q %v", i+1, method, resp, got, err)
+		}
+		if i > 0 && !reused {
+			t.Errorf("request %d (%s) did not reuse the connection", i+1, method)
 		}
 	}
 }

@@ -175,6 +175,9 @@ func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger, opts ...
 			IdleTimeout:       idle,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 		}
+		if tc != nil {
+			srv.ConnState = firstBytesSeen
+		}
 		s.servers = append(s.servers, srv)
 		var h1 *h1Server
 		if tc == nil && protocols.HTTP1() && so.http1 == HTTP1Own {
