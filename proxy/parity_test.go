@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"golang.org/x/net/http2"
@@ -92,6 +93,9 @@ var parityCases = []parityCase{
 	{name: "a request with Content-Length and Transfer-Encoding closes its connection", run: paritySmuggling,
 		differs: map[string]string{"h2c": h2NoTransferEncoding, "tls-h2": h2NoTransferEncoding}},
 	{name: "dot segments cannot escape a route", run: parityDotSegments},
+	{name: "a refused connection is retried once on another destination, whatever the method", run: parityRetry},
+	{name: "a backend's oversized response head is a 502", run: parityResponseHeadLimit},
+	{name: "encodings: a client that asked for none gets the body decoded, one that asked gets it as sent", run: parityEncoding},
 }
 
 // h2NoTransferEncoding: HTTP/2 frames bodies itself; a transfer-encoding
@@ -1045,6 +1049,87 @@ func paritySlowAfterHeaders(t *testing.T, m serverMode) {
 		}
 		if i > 0 && !reused {
 			t.Errorf("request %d (%s) did not reuse the connection", i+1, method)
+		}
+	}
+}
+
+func parityRetry(t *testing.T, m serverMode) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	live := newBackend(t, echoPath)
+	// RoundRobin: every other request picks the dead one first.
+	e := startMode(t, m, simpleConfig(map[string]string{"a-dead": dead, "b-live": live.URL}, `"LoadBalancingPolicy": "RoundRobin"`, "", ""), nil)
+	for i := 0; i < 6; i++ {
+		method := http.MethodGet
+		var body io.Reader
+		if i%2 == 1 {
+			method, body = http.MethodPost, strings.NewReader("x")
+		}
+		resp, got := e.mustDo(method, "/r", body, nil)
+		if resp.StatusCode != 200 || got != "/r" {
+			t.Fatalf("request %d (%s): %d %q, want 200 from the live destination", i, method, resp.StatusCode, got)
+		}
+	}
+}
+
+func parityResponseHeadLimit(t *testing.T, m serverMode) {
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("X-Big", strings.Repeat("a", 100<<10))
+		_, _ = io.WriteString(w, "ok")
+	})
+	e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		var body io.Reader
+		if method == http.MethodPost {
+			body = strings.NewReader("x")
+		}
+		if resp, _ := e.mustDo(method, "/", body, nil); resp.StatusCode != http.StatusBadGateway {
+			t.Errorf("%s: %d, want 502", method, resp.StatusCode)
+		}
+	}
+}
+
+func parityEncoding(t *testing.T, m serverMode) {
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			_, _ = io.WriteString(w, "plain text")
+			return
+		}
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		_, _ = io.WriteString(zw, "plain text")
+		_ = zw.Close()
+	})
+	e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		body := func() io.Reader {
+			if method == http.MethodPost {
+				return strings.NewReader("x")
+			}
+			return nil
+		}
+		// No Accept-Encoding (the test client does not add one).
+		resp, got := e.mustDo(method, "/", body(), nil)
+		if resp.StatusCode != 200 || got != "plain text" || resp.Header.Get("Content-Encoding") != "" {
+			t.Errorf("%s, no encoding asked: %d %q Content-Encoding %q", method, resp.StatusCode, got, resp.Header.Get("Content-Encoding"))
+		}
+		resp, got = e.mustDo(method, "/", body(), http.Header{"Accept-Encoding": {"gzip"}})
+		if resp.Header.Get("Content-Encoding") != "gzip" {
+			t.Errorf("%s, gzip asked: Content-Encoding %q", method, resp.Header.Get("Content-Encoding"))
+			continue
+		}
+		zr, err := gzip.NewReader(strings.NewReader(got))
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		if plain, _ := io.ReadAll(zr); string(plain) != "plain text" {
+			t.Errorf("%s, gzip asked: %q", method, plain)
 		}
 	}
 }
