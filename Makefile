@@ -4,8 +4,11 @@ BIN      := bin/tether
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/tether-proxy/tether/node.Version=$(VERSION)
 FUZZTIME ?= 3s
+# The tools module (tools/go.mod): the benchmark harness, the browser test
+# and the manifests test, with the dependencies the product does not need.
+TOOLS    := cd tools &&
 
-.PHONY: help build run test test-unit test-race test-allocs e2e ui-screenshots crs fuzz bench bench-cluster bench-health bench-race fmt-check vet tidy-check lint docker e2e-docker clean
+.PHONY: help build run test test-unit test-race test-allocs e2e chaos ui-screenshots crs fuzz bench bench-cluster bench-health bench-race fmt-check vet tidy-check lint docker e2e-docker clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
@@ -21,17 +24,27 @@ test: fuzz test-race test-allocs ## each fuzz target briefly, then all unit, int
 test-allocs: ## the data path's allocation tests without -race (the race detector's sync.Pool drops items at random)
 	$(GO) test -count=1 -run 'Alloc' ./proxy/...
 
-test-race: ## go test -race over every package (e2e tests build the binary themselves)
+test-race: ## go test -race over every package of both modules (e2e tests build the binary themselves)
 	$(GO) test -race -count=1 -timeout 10m ./...
+	$(TOOLS) $(GO) test -race -count=1 -timeout 10m ./...
 
-test-unit: ## go test without the race detector (faster)
+test-unit: ## go test over both modules without the race detector (faster)
 	$(GO) test -count=1 ./...
+	$(TOOLS) $(GO) test -count=1 ./...
 
-e2e: ## only the end-to-end tests that drive the built binary
+e2e: ## only the end-to-end tests that drive the built binary (test/... and the browser test)
 	$(GO) test -race -count=1 -timeout 10m ./test/...
+	$(TOOLS) $(GO) test -race -count=1 -timeout 10m ./uitest/
+
+CHAOS_DURATION ?= 5m
+CHAOS_SEED     ?= 0
+chaos: ## the fault test: 5 nodes under kill -9, pause, partitions, restarts, leave/join, address changes while clients write and seal/open; CHAOS_DURATION (5m), CHAOS_SEED (0: random, printed)
+	@mkdir -p bin; TETHER_CHAOS=1 TETHER_CHAOS_SEED=$(CHAOS_SEED) TETHER_CHAOS_DURATION=$(CHAOS_DURATION) \
+	$(GO) test -count=1 -timeout 90m -run 'TestChaos$$' -v ./test/chaos/ > bin/chaos.log 2>&1; rc=$$?; \
+	grep -E '^(CHAOS|ok|FAIL|--- )|chaos: ' bin/chaos.log; [ $$rc -eq 0 ] || { echo "--- the last 60 lines of bin/chaos.log:"; tail -n 60 bin/chaos.log; }; exit $$rc
 
 ui-screenshots: ## the browser test of the cluster page (needs chromium), refreshing docs/img/ui-1280.png and ui-390.png
-	TETHER_UI_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -race -count=1 -timeout 5m -run TestUIInARealBrowser -v ./test/
+	$(TOOLS) TETHER_UI_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -race -count=1 -timeout 5m -run TestUIInARealBrowser -v ./uitest/
 
 crs: ## the whole OWASP CRS regression suite through tether (make test runs a subset)
 	TETHER_CRS_FULL=1 $(GO) test -count=1 -timeout 20m -run TestCRSRegression -v ./test/crs/
@@ -46,8 +59,8 @@ bench-cluster: ## cluster figures over 20 trials each: rotation to active, failo
 	TETHER_BENCH_CLUSTER=1 $(GO) test -count=1 -timeout 30m -run TestClusterFigures -v ./test/ | grep -E 'FIGURE|^(ok|FAIL|---)'
 
 BENCHRACE_FLAGS ?=
-bench-race: ## tether vs HAProxy, nginx, Caddy and a stdlib proxy under wrk/h2load, pinned cores, interleaved rounds; writes docs/BENCHMARKS.md (~5 min; BENCHRACE_FLAGS=-quick for a smoke run)
-	@mkdir -p bin; $(GO) build -o bin/benchrace ./test/benchrace && ./bin/benchrace -repo . $(BENCHRACE_FLAGS)
+bench-race: ## tether vs HAProxy, nginx, Caddy and a stdlib proxy under wrk/h2load, pinned cores, interleaved rounds; rewrites the race block of docs/BENCHMARKS.md, raw figures in bin/ (~5 min; BENCHRACE_FLAGS=-quick for a smoke run)
+	@mkdir -p bin; $(TOOLS) $(GO) build -o ../bin/benchrace ./benchrace && cd .. && ./bin/benchrace -repo . $(BENCHRACE_FLAGS)
 
 bench-health: ## health gossip simulation: 5 and 50 in-process nodes, 1,000 destinations: agreement p50/p99, bytes per node (minutes)
 	TETHER_BENCH_HEALTH=1 $(GO) test -count=1 -timeout 20m -run TestHealthScale -v ./cluster/ | grep -E 'health_sim_test|^(ok|FAIL|---)'
@@ -55,14 +68,18 @@ bench-health: ## health gossip simulation: 5 and 50 in-process nodes, 1,000 dest
 fmt-check: ## fail if gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-vet: ## go vet
+vet: ## go vet over both modules
 	$(GO) vet ./...
+	$(TOOLS) $(GO) vet ./...
 
-tidy-check: ## fail if go mod tidy would change go.mod or go.sum
-	@cp go.mod /tmp/tether-go.mod.bak; cp go.sum /tmp/tether-go.sum.bak; \
-	$(GO) mod tidy; \
-	if ! cmp -s go.mod /tmp/tether-go.mod.bak || ! cmp -s go.sum /tmp/tether-go.sum.bak; then \
-	  echo "go mod tidy changes go.mod/go.sum"; cp /tmp/tether-go.mod.bak go.mod; cp /tmp/tether-go.sum.bak go.sum; exit 1; fi
+tidy-check: ## fail if go mod tidy would change go.mod or go.sum of either module
+	@for dir in . tools; do \
+	  bak=$$(mktemp -d); cp $$dir/go.mod $$dir/go.sum $$bak/; \
+	  (cd $$dir && $(GO) mod tidy); \
+	  if ! cmp -s $$dir/go.mod $$bak/go.mod || ! cmp -s $$dir/go.sum $$bak/go.sum; then \
+	    echo "go mod tidy changes $$dir/go.mod or $$dir/go.sum"; cp $$bak/go.mod $$bak/go.sum $$dir/; rm -rf $$bak; exit 1; fi; \
+	  rm -rf $$bak; \
+	done
 
 lint: fmt-check vet tidy-check ## all static checks
 

@@ -20,6 +20,9 @@ type RaftServer struct {
 // cluster/ never imports store/).
 type Raft interface {
 	IsLeader() bool
+	// Term is the current Raft term: a new term is a new election, from
+	// which the leader counts voters' failures afresh.
+	Term() uint64
 	Servers() ([]RaftServer, error)
 	AddVoter(id, addr string) error
 	AddNonvoter(id, addr string) error
@@ -34,12 +37,22 @@ type Policy struct {
 	ReapTimeout   time.Duration // --reap-timeout: failed this long -> removed; default 72h
 	MaxLag        uint64        // a non-voter is caught up when its Durable >= leader's - MaxLag
 	Stabilization time.Duration // a member must be alive this long before promotion
+	// VoterGrace (--voter-grace): a voter is replaced, or demoted for an
+	// even count, only once it has been failed this long, counted from the
+	// later of its failure and LeaderSince; default 15s. Suspicion and
+	// failure detection take seconds, so shorter blips change nothing.
+	VoterGrace time.Duration
+	// LeaderSince is when this leader was elected (Autopilot fills it in);
+	// zero counts failures from the failure alone. A fresh leader has not
+	// re-learnt every member through gossip yet.
+	LeaderSince time.Time
 }
 
 // Policy defaults.
 const (
 	DefaultMaxVoters   = 5
 	DefaultReapTimeout = 72 * time.Hour
+	DefaultVoterGrace  = 15 * time.Second
 )
 
 // Validate checks a Policy given on the command line.
@@ -51,6 +64,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("cluster: bootstrap-expect %d is negative", p.Expect)
 	case p.ReapTimeout < 0:
 		return fmt.Errorf("cluster: reap-timeout %s is negative", p.ReapTimeout)
+	case p.VoterGrace < 0:
+		return fmt.Errorf("cluster: voter-grace %s is negative", p.VoterGrace)
 	case p.Stabilization < 0:
 		return fmt.Errorf("cluster: stabilization %s is negative", p.Stabilization)
 	case p.Expect > cmp.Or(p.MaxVoters, DefaultMaxVoters):
@@ -66,6 +81,9 @@ func (p Policy) withDefaults() Policy {
 	p.MaxVoters = max(p.MaxVoters, p.Expect) // Validate refuses less; never demote below the formed size
 	if p.ReapTimeout <= 0 {
 		p.ReapTimeout = DefaultReapTimeout
+	}
+	if p.VoterGrace <= 0 {
+		p.VoterGrace = DefaultVoterGrace
 	}
 	return p
 }
@@ -132,7 +150,8 @@ type planned struct {
 //   - a server that left is removed, one failed longer than ReapTimeout too;
 //     non-voters without limit, voters at most ⌊(voters−1)/2⌋ per round and
 //     never below Expect; never self;
-//   - a failed voter is replaced by a healthy non-voter (promote, then demote);
+//   - a voter failed for VoterGrace (counted from no earlier than
+//     LeaderSince) is replaced by a healthy non-voter (promote, then demote);
 //   - non-voters are promoted while voters < MaxVoters, keeping the count odd;
 //   - extra voters are demoted, failed first, then the highest ids, never self.
 //
@@ -173,6 +192,22 @@ func Plan(self string, servers []RaftServer, members []Member, leaderIndex uint6
 		ss = append(ss, ps)
 	}
 	sort.Slice(ss, func(i, j int) bool { return ss[i].ID < ss[j].ID })
+	// graceOver: a failed voter may lose its vote. A left one at once; a
+	// failed one after VoterGrace from the later of its failure and the
+	// election (a blip, or a member not yet re-learnt, changes nothing).
+	graceOver := func(ps *planned) bool {
+		switch ps.h {
+		case left:
+			return true
+		case failed:
+			from := ps.since
+			if p.LeaderSince.After(from) {
+				from = p.LeaderSince
+			}
+			return now.Sub(from) >= p.VoterGrace
+		}
+		return false
+	}
 
 	var out []Action
 	removed := map[string]bool{}
@@ -194,6 +229,9 @@ func Plan(self string, servers []RaftServer, members []Member, leaderIndex uint6
 			continue // another cluster's node (gossip refuses them; a bridge may show them)
 		}
 		if inConfig[m.ID] {
+			if owner, ok := byAddr[m.RaftAddr]; ok && owner != m.ID {
+				continue // another server holds that address: the store refuses the move (a conflict /v1/members shows)
+			}
 			for _, ps := range ss {
 				if ps.ID == m.ID && ps.Address != m.RaftAddr {
 					kind := AddNonvoter
@@ -250,6 +288,9 @@ func Plan(self string, servers []RaftServer, members []Member, leaderIndex uint6
 			remove(ps, why)
 			continue
 		}
+		if !graceOver(ps) {
+			continue
+		}
 		ps.reason = why
 		voterCands = append(voterCands, ps)
 	}
@@ -296,7 +337,7 @@ func Plan(self string, servers []RaftServer, members []Member, leaderIndex uint6
 	// Replace failed voters (and left ones that could not be removed yet).
 	var bad []*planned
 	for _, ps := range vs {
-		if ps.ID != self && ps.h >= failed {
+		if ps.ID != self && ps.h >= failed && graceOver(ps) {
 			bad = append(bad, ps)
 		}
 	}
@@ -350,7 +391,7 @@ func Plan(self string, servers []RaftServer, members []Member, leaderIndex uint6
 		switch {
 		case count > p.MaxVoters:
 			why = fmt.Sprintf("%d voters, at most %d", count, p.MaxVoters)
-		case count%2 == 0 && count > 1 && ps.h >= failed && count-1 >= p.Expect:
+		case count%2 == 0 && count > 1 && ps.h >= failed && graceOver(ps) && count-1 >= p.Expect:
 			why = fmt.Sprintf("%s, and %d voters: %d tolerate one more failure", ps.reason, count, count-1)
 		default:
 			continue
@@ -442,7 +483,10 @@ func apply(r Raft, plan []Action, log *slog.Logger, onRemove func(string)) error
 // Autopilot is Reconcile with memory: it remembers when it first saw each
 // Raft server that gossip does not describe (a leader restarted after the
 // node died knows nothing of it), and hands Plan such a server as dead since
-// then, so it is reaped after ReapTimeout like any failed server.
+// then, so it is reaped after ReapTimeout like any failed server. It also
+// notes when it first reconciled in the current term and hands Plan that as
+// LeaderSince, so a fresh leader replaces no voter within VoterGrace of its
+// election.
 type Autopilot struct {
 	// OnRemove, when set, is called after each server the plan removed
 	// (e.g. Membership.Forget, so the leader stops listing it).
@@ -450,6 +494,10 @@ type Autopilot struct {
 
 	mu    sync.Mutex
 	first map[string]time.Time
+	// term and elected: the term of the last round, and the first round's
+	// time in it (no earlier than the election).
+	term    uint64
+	elected time.Time
 }
 
 // Reconcile is the package's Reconcile plus the unknown-server memory.
@@ -461,7 +509,20 @@ func (a *Autopilot) Reconcile(r Raft, self string, members []Member, leaderIndex
 	if err != nil {
 		return fmt.Errorf("cluster: reconcile: raft configuration: %w", err)
 	}
+	if since := a.leaderSince(r.Term(), now); since.After(p.LeaderSince) {
+		p.LeaderSince = since
+	}
 	return apply(r, Plan(self, servers, a.Members(servers, members, now), leaderIndex, p, now), log, a.OnRemove)
+}
+
+// leaderSince returns when this Autopilot first reconciled in term.
+func (a *Autopilot) leaderSince(term uint64, now time.Time) time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.elected.IsZero() || term != a.term {
+		a.term, a.elected = term, now
+	}
+	return a.elected
 }
 
 // Members returns members plus a dead Member for each server that none

@@ -133,9 +133,9 @@ func TestPlanRules(t *testing.T) {
 			[]RaftServer{v("a"), v("b"), v("c"), v("d")}, healthyAll("a", "b", "c", "d"), nil, ""},
 		{"an odd number of voters keeps a failed one until it can be replaced",
 			[]RaftServer{v("a"), v("b"), v("c")}, append(healthyAll("a", "b"), mem("c", StateDead, time.Minute)), nil, ""},
-		{"a raft server unknown to gossip is failed: replaced, never reaped by one call",
+		{"a raft server unknown to gossip is failed since now: neither replaced nor reaped by one call",
 			[]RaftServer{v("a"), v("b"), v("c"), nv("d")}, healthyAll("a", "b", "d"), &Policy{MaxVoters: 3, Expect: 1, ReapTimeout: time.Nanosecond},
-			"promote d@d:7000; demote c"},
+			""},
 		{"a changed raft address updates a non-voter",
 			[]RaftServer{v("a"), v("b"), v("c"), {ID: "d", Address: "old:7000"}}, healthyAll("a", "b", "c", "d"), nil,
 			"add-nonvoter d@d:7000"},
@@ -207,6 +207,7 @@ func TestAutopilotReapsServersUnknownToGossip(t *testing.T) {
 // only updates its address.
 type fakeRaft struct {
 	leader  bool
+	term    uint64
 	servers map[string]RaftServer
 	calls   []string
 	fail    string // a call that fails
@@ -230,6 +231,7 @@ func (f *fakeRaft) call(s string) error {
 	return nil
 }
 func (f *fakeRaft) IsLeader() bool { return f.leader }
+func (f *fakeRaft) Term() uint64   { return f.term }
 func (f *fakeRaft) Servers() ([]RaftServer, error) {
 	var out []RaftServer
 	for _, s := range f.servers {
@@ -411,6 +413,7 @@ func TestPlanFleet(t *testing.T) {
 					f.set(s.ID, StateDead)
 				}
 			}
+			f.now = f.now.Add(DefaultVoterGrace) // replaced only after the grace
 			f.settle()
 			if live, failed := f.voters(); live != 5 || failed != 0 {
 				t.Fatalf("after %v died: %d live voters, %d failed voters; want 5, 0", dead, live, failed)
@@ -469,6 +472,7 @@ func TestPolicyValidate(t *testing.T) {
 		{"even voters refused", Policy{MaxVoters: 4}, false},
 		{"negative expect refused", Policy{Expect: -1}, false},
 		{"negative reap refused", Policy{ReapTimeout: -time.Second}, false},
+		{"negative voter grace refused", Policy{VoterGrace: -time.Second}, false},
 		{"expect above the voters refused", Policy{MaxVoters: 3, Expect: 5}, false},
 		{"expect 7 above the default voters refused", Policy{Expect: 7}, false},
 		{"expect at the voters", Policy{MaxVoters: 5, Expect: 5}, true},
@@ -477,5 +481,86 @@ func TestPolicyValidate(t *testing.T) {
 		if err := c.p.Validate(); (err == nil) != c.ok {
 			t.Errorf("%s: Validate() = %v", c.desc, err)
 		}
+	}
+}
+
+// TestVoterReplacedOnlyAfterGrace: a voter is replaced (or, in an even
+// count, demoted) only once it has been failed for the grace period: a
+// blip of a few seconds changes nothing even when a non-voter waits.
+func TestVoterReplacedOnlyAfterGrace(t *testing.T) {
+	cases := []struct {
+		desc    string
+		servers []RaftServer
+		members []Member
+		want    string
+	}{
+		{"a voter dead 5 s (a blip) stays a voter while a healthy non-voter waits",
+			[]RaftServer{v("a"), v("b"), v("c"), nv("d")}, append(healthyAll("a", "b", "d"), mem("c", StateDead, 5*time.Second)), ""},
+		{"a voter dead 14 s stays a voter",
+			[]RaftServer{v("a"), v("b"), v("c"), nv("d")}, append(healthyAll("a", "b", "d"), mem("c", StateDead, 14*time.Second)), ""},
+		{"a voter dead 15 s is replaced",
+			[]RaftServer{v("a"), v("b"), v("c"), nv("d")}, append(healthyAll("a", "b", "d"), mem("c", StateDead, 15*time.Second)),
+			"promote d@d:7000; demote c"},
+		{"an even count with a voter dead 5 s: it is not demoted yet",
+			[]RaftServer{v("a"), v("b"), v("c"), v("d")}, append(healthyAll("a", "b", "d"), mem("c", StateDead, 5*time.Second)), ""},
+		{"an even count with a voter dead 15 s: it is demoted",
+			[]RaftServer{v("a"), v("b"), v("c"), v("d")}, append(healthyAll("a", "b", "d"), mem("c", StateDead, 15*time.Second)), "demote c"},
+		{"a voter unknown to gossip is not replaced by one call",
+			[]RaftServer{v("a"), v("b"), v("c"), nv("d")}, healthyAll("a", "b", "d"), ""},
+		{"a left voter is replaced at once: leaving is no blip",
+			[]RaftServer{v("a"), v("b"), v("c"), nv("d")}, append(healthyAll("a", "b", "d"), mem("c", StateLeft, 0)), "promote d@d:7000; demote c"},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			got := planString(Plan("a", c.servers, c.members, leaderIdx, pol, t0))
+			if got != c.want {
+				t.Fatalf("Plan:\n got %q\nwant %q", got, c.want)
+			}
+		})
+	}
+}
+
+// TestFreshLeaderKeepsVotersItHasNotRelearnt: a newly elected leader (a new
+// term) counts a voter's failure from its election at the earliest: voters
+// it has not yet heard of through gossip, and voters gossip reports failed
+// since long ago, keep their vote for the grace period after the election.
+func TestFreshLeaderKeepsVotersItHasNotRelearnt(t *testing.T) {
+	var ap Autopilot
+	f := newFakeRaft(v("a"), v("b"), v("c"), v("e"), v("x"), nv("d"), nv("f"))
+	f.term = 7
+	// The leader's gossip knows a, d and f; b and c are not re-learnt yet,
+	// e is reported dead for an hour, x is unknown for good.
+	members := append(healthyAll("a", "d", "f"), mem("e", StateDead, time.Hour))
+	steps := []struct {
+		desc  string
+		at    time.Duration
+		ms    []Member
+		calls string
+	}{
+		{"at the election nothing changes", 0, members, "[]"},
+		{"5 s later b and c are re-learnt", 5 * time.Second, append(members, healthyMem("b"), healthyMem("c")), "[]"},
+		{"14 s after the election still nothing", 14 * time.Second, append(members, healthyMem("b"), healthyMem("c")), "[]"},
+		{"15 s after the election e and x are replaced", 15 * time.Second, append(members, healthyMem("b"), healthyMem("c")),
+			"[addvoter d demote e addvoter f demote x]"},
+	}
+	for _, s := range steps {
+		f.calls = nil
+		if err := ap.Reconcile(f, "a", s.ms, leaderIdx, pol, t0.Add(s.at), nil); err != nil {
+			t.Fatalf("%s: %v", s.desc, err)
+		}
+		if got := fmt.Sprint(f.calls); got != s.calls {
+			t.Fatalf("%s: calls %s, want %s", s.desc, got, s.calls)
+		}
+	}
+	// A new term (another election) starts the grace again.
+	f = newFakeRaft(v("a"), v("b"), v("c"), nv("d"))
+	f.term = 8
+	ms := append(healthyAll("a", "b", "d"), mem("c", StateDead, time.Hour))
+	f.calls = nil
+	if err := ap.Reconcile(f, "a", ms, leaderIdx, pol, t0.Add(20*time.Second), nil); err != nil || len(f.calls) != 0 {
+		t.Fatalf("re-elected: calls %v, %v; want none within the grace", f.calls, err)
+	}
+	if err := ap.Reconcile(f, "a", ms, leaderIdx, pol, t0.Add(35*time.Second), nil); err != nil || fmt.Sprint(f.calls) != "[addvoter d demote c]" {
+		t.Fatalf("after the grace: calls %v, %v", f.calls, err)
 	}
 }

@@ -316,18 +316,39 @@ func (h *Health) ShouldProbe(cluster, dest string, fanout int) bool {
 // View is the cluster-wide verdict: unhealthy when a majority of the
 // current probers (Probers(cluster, dest, fanout)) say so, healthy when a
 // majority says healthy, unknown otherwise (no prober has spoken, or no
-// majority: the caller then goes by its own local health). Verdicts of
+// majority: Effective then goes by this node's own verdict). Verdicts of
 // nodes that are no longer probers are ignored.
 func (h *Health) View(cluster, dest string, fanout int) Verdict {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	v, _, _ := h.viewLocked(cluster, dest, fanout)
+	return v
+}
+
+// Effective is the verdict this node acts on: the cluster view when its
+// probers have a majority, else this node's own verdict when it is one of
+// the current probers (it probed the destination itself, recently), else
+// unknown. Without a majority the nodes' views may differ; they agree
+// again once a majority forms.
+func (h *Health) Effective(cluster, dest string, fanout int) Verdict {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, probers, by := h.viewLocked(cluster, dest, fanout)
+	if v == VerdictUnknown && slices.Contains(probers, h.self) {
+		return by[h.self].v
+	}
+	return v
+}
+
+// viewLocked is View's majority, with the probers and the verdicts held.
+func (h *Health) viewLocked(cluster, dest string, fanout int) (Verdict, []string, map[string]hentry) {
 	probers := rendezvous(h.alive, cluster, dest, fanout)
 	by := h.dests[hkey{cluster, dest}]
 	vs := make([]Verdict, len(probers))
 	for i, p := range probers {
 		vs[i] = by[p].v
 	}
-	return majority(vs)
+	return majority(vs), probers, by
 }
 
 // majority is the cluster verdict from the current probers' verdicts (one

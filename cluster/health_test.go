@@ -584,3 +584,60 @@ func BenchmarkHealthDecodeDelta(b *testing.B) {
 		}
 	}
 }
+
+// TestEffectiveFallsBackToOwnVerdictWithoutMajority: without a majority of
+// the current probers a prober acts on its own verdict and a non-prober on
+// unknown; with a majority every node acts on the view.
+func TestEffectiveFallsBackToOwnVerdictWithoutMajority(t *testing.T) {
+	ns := healthCluster(t, 3, HealthOptions{})
+	const c, d, fanout = "web", "d1", 2
+	probers := ns[0].h.Probers(c, d, fanout)
+	var other *healthNode
+	for _, x := range ns {
+		if !slices.Contains(probers, x.id) {
+			other = x
+		}
+	}
+	p0, p1 := byID(ns, probers[0]), byID(ns, probers[1])
+	held := func(n int) func() bool {
+		return func() bool {
+			for _, x := range ns {
+				if len(x.h.Verdicts(c, d)) != n {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	p0.h.Report(c, d, VerdictUnhealthy)
+	p1.h.Report(c, d, VerdictHealthy)
+	eventually(t, 3*time.Second, "both verdicts everywhere", held(2))
+	for _, s := range []struct {
+		desc string
+		x    *healthNode
+		want Verdict
+	}{
+		{"the prober saying unhealthy goes by its own verdict", p0, VerdictUnhealthy},
+		{"the prober saying healthy goes by its own verdict", p1, VerdictHealthy},
+		{"a node that does not probe has no verdict of its own: unknown", other, VerdictUnknown},
+	} {
+		if got := s.x.h.Effective(c, d, fanout); got != s.want {
+			t.Errorf("%s: Effective = %s, want %s (view %s)", s.desc, got, s.want, s.x.h.View(c, d, fanout))
+		}
+	}
+	p1.h.Report(c, d, VerdictUnhealthy)
+	eventually(t, 3*time.Second, "every node acts on the majority", func() bool {
+		for _, x := range ns {
+			if x.h.Effective(c, d, fanout) != VerdictUnhealthy {
+				return false
+			}
+		}
+		return true
+	})
+	// A stale verdict of a node that no longer probes is not its fallback.
+	other.h.Report(c, d, VerdictHealthy)
+	eventually(t, 3*time.Second, "three verdicts everywhere", held(3))
+	if got := other.h.Effective(c, d, fanout); got != VerdictUnhealthy {
+		t.Fatalf("non-prober: Effective = %s, want the majority's unhealthy", got)
+	}
+}

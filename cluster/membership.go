@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log"
 	"log/slog"
@@ -158,7 +157,7 @@ func Open(cfg Config) (*Membership, error) {
 	mc.GossipVerifyIncoming = true
 	mc.GossipVerifyOutgoing = true
 	mc.DNSConfigPath = "" // Join resolves names itself and hands memberlist IPs
-	mc.Logger = log.New(&mlLogWriter{lg}, "", 0)
+	mc.Logger = log.New(newMLLogWriter(lg), "", 0)
 	if openHook != nil { // tests: see testhook.go
 		openHook(cfg.NodeID, mc)
 	}
@@ -869,23 +868,4 @@ func (m *Membership) apply(o nodeObs, exact bool) bool {
 	}
 	m.members[o.name] = x
 	return !had || old.State != x.State || old.Addr != x.Addr || old.Meta != x.Meta
-}
-
-// mlLogWriter forwards memberlist's "[LEVEL] memberlist: msg" lines to slog.
-type mlLogWriter struct{ log *slog.Logger }
-
-var _ io.Writer = (*mlLogWriter)(nil)
-
-func (w *mlLogWriter) Write(p []byte) (int, error) {
-	line := strings.TrimSpace(string(p))
-	level := slog.LevelInfo
-	for prefix, l := range map[string]slog.Level{"[DEBUG] ": slog.LevelDebug, "[INFO] ": slog.LevelInfo,
-		"[WARN] ": slog.LevelWarn, "[ERR] ": slog.LevelError} {
-		if strings.HasPrefix(line, prefix) {
-			line, level = strings.TrimPrefix(line[len(prefix):], "memberlist: "), l
-			break
-		}
-	}
-	w.log.Log(context.Background(), level, line)
-	return len(p), nil
 }

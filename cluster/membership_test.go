@@ -698,7 +698,7 @@ func TestReconcileOverGossipKeepsFiveVoters(t *testing.T) {
 	leader := nodes[0]
 	eventually(t, 5*time.Second, "7 alive on the leader", func() bool { return aliveIDs(leader) == "n0,n1,n2,n3,n4,n5,n6" })
 	raft := newFakeRaft(RaftServer{ID: "n0", Address: "n0:7000", Voter: true})
-	p := Policy{MaxVoters: 5, Expect: 1, ReapTimeout: time.Hour, MaxLag: 10, Stabilization: 100 * time.Millisecond}
+	p := Policy{MaxVoters: 5, Expect: 1, ReapTimeout: time.Hour, MaxLag: 10, Stabilization: 100 * time.Millisecond, VoterGrace: 500 * time.Millisecond}
 	var ap Autopilot
 	reconciled := func(want string) func() bool {
 		return func() bool {

@@ -71,6 +71,8 @@ type Ring struct {
 
 	mu  sync.Mutex // serializes changes
 	cur atomic.Pointer[state]
+	// tickets caches TicketKeys' derivation (ticket.go).
+	tickets atomic.Pointer[ticketMemo]
 }
 
 // state is an immutable set of keys.
@@ -393,6 +395,12 @@ func (r *Ring) List(now time.Time) []Metadata {
 		return cmp.Compare(a.ID, b.ID)
 	})
 	return out
+}
+
+// Has reports whether the ring holds key id, in any state.
+func (r *Ring) Has(id string) bool {
+	_, ok := r.cur.Load().byID[id]
+	return ok
 }
 
 // Len is the number of keys in the ring, in any state.

@@ -85,9 +85,18 @@ func (n *Node) adminHandler() http.Handler {
 	return mux
 }
 
-// requireToken enforces the bearer token when one is configured.
+// requireToken enforces the bearer token when one is configured. Without
+// one, reads get the writes' Host/Origin rule (sameSite): a web page must
+// not read members, keys or metrics through a DNS name rebound to the admin
+// address (README.md, "Admin API and client commands").
 func (n *Node) requireToken(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(n.token) == 0 {
+			if err := n.checkSameSite(r); err != nil {
+				writeError(w, http.StatusForbidden, err.Error())
+				return
+			}
+		}
 		if len(n.token) > 0 {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), n.token) != 1 {
@@ -109,15 +118,26 @@ func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "no active key yet")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
+	if idx, need := n.store.Stopped(); idx != 0 { // its state falls behind the cluster's
+		writeError(w, http.StatusServiceUnavailable, need)
+		return
+	}
+	body := map[string]any{"status": "ready"}
+	if warn := n.storeWarnings(); len(warn) > 0 {
+		body["warnings"] = warn
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
 	leader, _ := n.store.Leader()
+	// The term is read before the state (elements evaluate in order): a
+	// node seen as Leader led in that term or a later one.
 	writeJSON(w, http.StatusOK, map[string]any{
 		"node_id":        n.cfg.NodeID,
 		"version":        Version,
 		"uptime_seconds": int64(time.Since(n.started).Seconds()),
+		"term":           n.store.Term(),
 		"raft_state":     n.store.State(),
 		"leader_id":      leader,
 		"applied_index":  n.store.AppliedIndex(),
@@ -132,25 +152,27 @@ func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
 
 func (n *Node) handleKeyringList(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	keys := n.ring.List(now)
-	if keys == nil {
-		keys = []keyring.Metadata{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"active_key_id": n.ring.ActiveKeyID(now), "keys": keys})
+	writeJSON(w, http.StatusOK, map[string]any{"active_key_id": n.ring.ActiveKeyID(now), "keys": n.keyViews(now)})
 }
 
 func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
-	md, err := n.rotate(time.Now(), requestID(r))
+	if !n.caughtUp() {
+		n.writeApplyError(w, "key rotation", errBehind)
+		return
+	}
+	md, index, err := n.rotate(time.Now(), requestID(r))
 	if err != nil {
 		n.writeApplyError(w, "key rotation", err)
 		return
 	}
+	setCommitted(w, index)
 	writeJSON(w, http.StatusOK, map[string]any{"id": md.ID, "state": md.State})
 }
 
 func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := n.revoke(time.Now(), id, requestID(r)); err != nil {
+	res, err := n.revoke(r.Context(), time.Now(), id, requestID(r))
+	if err != nil {
 		if errors.Is(err, keyring.ErrUnknownKey) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no key with id %q", id))
 			return
@@ -158,9 +180,16 @@ func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
 		n.writeApplyError(w, "key revocation", err)
 		return
 	}
-	active := n.ring.ActiveKeyID(time.Now())
-	n.log.Info("key revoked", "id", id, "active_key_id", active)
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "state": "revoked", "active_key_id": active})
+	n.log.Info("key revoked", "id", id, "active_key_id", res.active, "replacement_id", res.replacement)
+	setCommitted(w, res.index)
+	body := map[string]any{"id": id, "state": "revoked", "active_key_id": res.active}
+	if res.replacement != "" {
+		body["replacement_id"] = res.replacement
+	}
+	if len(res.passedOver) > 0 {
+		body["passed_over"] = res.passedOver
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (n *Node) handleClusters(w http.ResponseWriter, r *http.Request) {
@@ -174,12 +203,18 @@ type destHealth struct {
 }
 
 type destView struct {
-	ID            string     `json:"id"`
-	Address       string     `json:"address"`
-	Health        destHealth `json:"health"`
-	Probers       []string   `json:"probers"`
+	ID      string     `json:"id"`
+	Address string     `json:"address"`
+	Health  destHealth `json:"health"`
+	Probers []string   `json:"probers"`
+	// Draining: the destination takes no new sessions and its sessions
+	// keep going to it until DrainDeadline. Past the deadline it is
+	// drained (DrainState "drained", DrainedSince the deadline): it takes
+	// no traffic at all until it is undrained.
 	Draining      bool       `json:"draining"`
+	DrainState    string     `json:"drain_state"` // "none", "draining" or "drained"
 	DrainDeadline *time.Time `json:"drain_deadline,omitempty"`
+	DrainedSince  *time.Time `json:"drained_since,omitempty"`
 	Inflight      int64      `json:"inflight"`
 	// Verdicts are the probers' latest verdicts as gossip brought them.
 	Verdicts    []proberVerdict `json:"verdicts"`
@@ -236,13 +271,28 @@ func (n *Node) handleDestinations(w http.ResponseWriter, r *http.Request) {
 		case probing:
 			v.Probers = []string{n.cfg.NodeID}
 		}
-		if draining, deadline := d.Draining(); draining {
-			v.Draining = true
-			v.DrainDeadline = &deadline
+		v.DrainState = "none"
+		if on, deadline := d.Draining(); on {
+			v.DrainState = drainState(deadline, now)
+			if v.DrainState == "draining" {
+				v.Draining = true
+				v.DrainDeadline = &deadline
+			} else {
+				v.DrainedSince = &deadline
+			}
 		}
 		out = append(out, v)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"cluster": id, "destinations": out, "affinity": affinityView(affinity[id])})
+}
+
+// drainState is a drain's state at now: "draining" until its deadline,
+// "drained" from it on (until the drain is undone).
+func drainState(deadline, now time.Time) string {
+	if now.Before(deadline) {
+		return "draining"
+	}
+	return "drained"
 }
 
 func (n *Node) activeHealthEnabled(clusterID string) bool {
@@ -265,16 +315,25 @@ func (n *Node) handleDrain(on bool) http.HandlerFunc {
 		if on {
 			// The leader picks the absolute deadline, so every node ends
 			// the drain at the same moment.
-			deadline := time.Now().Add(timeout).UTC()
-			cmd = store.SetDrain{ReqID: requestID(r), Cluster: clusterID, Destination: id, Deadline: deadline}
-			body["drain_deadline"] = deadline
+			cmd = store.SetDrain{ReqID: requestID(r), Cluster: clusterID, Destination: id, Deadline: time.Now().Add(timeout).UTC()}
 		}
-		if _, err := n.store.Apply(cmd); err != nil {
+		c, err := n.store.Commit(cmd)
+		if err != nil {
 			n.writeApplyError(w, "drain change", err)
 			return
 		}
+		if on {
+			// A retry answers with the deadline the first try committed.
+			deadline, err := time.Parse(time.RFC3339Nano, c.Value)
+			if err != nil {
+				n.writeApplyError(w, "drain change", fmt.Errorf("the committed drain carries no deadline (%q)", c.Value))
+				return
+			}
+			body["drain_deadline"] = deadline
+		}
 		n.applyDrains()
 		n.log.Info("drain changed", "cluster", clusterID, "destination", id, "draining", on)
+		setCommitted(w, c.Index)
 		writeJSON(w, http.StatusOK, body)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,7 +28,18 @@ const (
 	// hdrNotLeader marks the answer of a node that got a forwarded write
 	// but no longer leads.
 	hdrNotLeader = "X-Tether-Not-Leader"
+	// hdrIndex carries the Raft index of a write's committed entry, so the
+	// follower that forwarded it answers only once it applied that index
+	// itself: a read on it right after shows the write.
+	hdrIndex = "X-Tether-Index"
 )
+
+// setCommitted marks a write's answer with the index of its entry.
+func setCommitted(w http.ResponseWriter, index uint64) {
+	if index > 0 {
+		w.Header().Set(hdrIndex, strconv.FormatUint(index, 10))
+	}
+}
 
 // forwardTimeout bounds one forwarded write, waiting for a leader included.
 const forwardTimeout = 15 * time.Second
@@ -114,8 +126,15 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, leaderID string, 
 			}
 			if err == nil {
 				defer resp.Body.Close()
+				if err := n.catchUp(ctx, resp); err != nil {
+					writeError(w, http.StatusGatewayTimeout, err.Error())
+					return
+				}
 				w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
 				w.Header().Set("X-Tether-Leader", leaderID)
+				if v := resp.Header.Get(hdrIndex); v != "" {
+					w.Header().Set(hdrIndex, v)
+				}
 				w.WriteHeader(resp.StatusCode)
 				_, _ = io.Copy(w, io.LimitReader(resp.Body, 16<<20))
 				return
@@ -138,6 +157,25 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, leaderID string, 
 			return
 		}
 	}
+}
+
+// catchUp waits until this node applied the entry of the leader's
+// successful answer, and brings the data path in step with it (drains are
+// otherwise applied by watchStore, a moment later).
+func (n *Node) catchUp(ctx context.Context, resp *http.Response) error {
+	if resp.StatusCode/100 != 2 {
+		return nil
+	}
+	index, err := strconv.ParseUint(resp.Header.Get(hdrIndex), 10, 64)
+	if err != nil || index == 0 {
+		return nil
+	}
+	if err := n.store.WaitApplied(ctx, index); err != nil {
+		return fmt.Errorf("the leader committed the write (index %d) but this node has not applied it yet (applied %d): reads here lag; retry with the same %s to get its result: %w",
+			index, n.store.AppliedIndex(), hdrRequestID, err)
+	}
+	n.applyDrains()
+	return nil
 }
 
 // leaderAdmin is the leader's admin address from gossip.
@@ -201,8 +239,12 @@ func (n *Node) writeApplyError(w http.ResponseWriter, what string, err error) {
 			rw.lostLeadership = true
 		}
 		writeError(w, http.StatusServiceUnavailable, what+": leadership was lost during the write (it may have been applied): retry")
+	case errors.Is(err, errBehind), errors.As(err, new(*keysNotHeldError)):
+		writeError(w, http.StatusServiceUnavailable, what+": "+err.Error())
 	case errors.Is(err, store.ErrNotLeader):
 		writeError(w, http.StatusServiceUnavailable, what+": "+n.noLeaderError())
+	case errors.Is(err, store.ErrUnsupported): // a rolling upgrade under way
+		writeError(w, http.StatusConflict, what+": "+err.Error())
 	default:
 		n.log.Error(what+" failed", "error", err)
 		writeError(w, http.StatusInternalServerError, what+" failed: "+err.Error())
@@ -273,7 +315,7 @@ func (n *Node) checkSameSite(r *http.Request) error {
 	if origin := r.Header.Get("Origin"); origin != "" {
 		u, err := url.Parse(origin)
 		if err != nil || !strings.EqualFold(u.Host, r.Host) {
-			return fmt.Errorf("refused: cross-site request from Origin %q (only the admin API's own origin may write)", origin)
+			return fmt.Errorf("refused: cross-site request from Origin %q (only the admin API's own origin may call it)", origin)
 		}
 	}
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {

@@ -87,13 +87,14 @@ func (sh *sharedHealth) Observe(clusterID, destID string, h upstream.Health) {
 	sh.apply(clusterID, destID)
 }
 
-// apply sets a destination's health to the cluster view.
+// apply sets a destination's health to the cluster view, or to this
+// node's own verdict when the probers have no majority.
 func (sh *sharedHealth) apply(clusterID, destID string) {
 	d := sh.destination(clusterID, destID)
 	if d == nil {
 		return
 	}
-	v := sh.gossip.View(clusterID, destID, sh.fanoutOf(clusterID))
+	v := sh.gossip.Effective(clusterID, destID, sh.fanoutOf(clusterID))
 	if h := fromVerdict(v); d.ActiveHealth() != h {
 		d.SetActiveHealth(h)
 		sh.n.noteChange()

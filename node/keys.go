@@ -1,6 +1,8 @@
 package node
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,7 +27,7 @@ func newKeyringCollector(n *Node) *keyringCollector {
 		lag: prometheus.NewDesc("tether_keyring_pending_activation_seconds",
 			"On the leader: how long the oldest installed key has waited for every member to hold it (0: none waits).", nil, nil),
 		laggards: prometheus.NewDesc("tether_keyring_activation_laggards",
-			"On the leader: alive members that do not hold the newest installed key yet.", nil, nil),
+			"On the leader: members (alive, suspect or failed) that do not hold an installed key yet.", nil, nil),
 	}
 }
 
@@ -125,5 +127,57 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.voters, prometheus.GaugeValue, float64(voters), "voter")
 		ch <- prometheus.MustNewConstMetric(c.voters, prometheus.GaugeValue, float64(non), "nonvoter")
+	}
+}
+
+// keyView is one key as GET /v1/keyring shows it. An installed key carries
+// a placeholder activation time far ahead until the leader activates it
+// (once every alive member holds it durably, or after activationWait);
+// Pending says what it actually waits for.
+type keyView struct {
+	keyring.Metadata
+	Pending string `json:"pending,omitempty"`
+}
+
+// keyViews lists the keyring with, for each installed key, what its
+// activation waits for as this node sees it.
+func (n *Node) keyViews(now time.Time) []keyView {
+	mds := n.ring.List(now)
+	out := make([]keyView, 0, len(mds))
+	for _, md := range mds {
+		v := keyView{Metadata: md}
+		if md.State == keyring.Installed {
+			v.Pending = n.pendingReason(md.ID, now)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// pendingReason says what an installed key's activation waits for. The
+// leader knows the index the key needs and how long it has waited; another
+// node compares the members' gossiped durable indexes with what it has
+// applied itself, which is at least what the key needs.
+func (n *Node) pendingReason(id string, now time.Time) string {
+	index, left := n.store.AppliedIndex(), time.Duration(-1)
+	if n.store.IsLeader() {
+		n.lead.mu.Lock()
+		p, ok := n.lead.pending[id]
+		n.lead.mu.Unlock()
+		if ok {
+			index, left = p.index, max(activationWait-now.Sub(p.since), 0)
+		}
+	}
+	lacking, failed := n.keyLaggards(index)
+	switch {
+	case len(lacking) == 0 && len(failed) == 0:
+		return "every member holds it: activates within a second"
+	case len(lacking) > 0:
+		// Alive or suspect members hold the activation up for as long as they lack it.
+		return fmt.Sprintf("waiting for members: %s", strings.Join(lacking, ", "))
+	case left >= 0:
+		return fmt.Sprintf("waiting for failed members: %s (passed over in at most %s)", strings.Join(failed, ", "), left.Round(time.Second))
+	default:
+		return fmt.Sprintf("waiting for failed members: %s (passed over after %s)", strings.Join(failed, ", "), activationWait)
 	}
 }

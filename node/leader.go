@@ -1,13 +1,20 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +51,8 @@ type leaderState struct {
 type pendingKey struct {
 	since time.Time
 	index uint64
+	// warned: the wait past activationWait was logged once.
+	warned bool
 }
 
 // leaderLoop runs the leader's duties every leaderInterval and whenever
@@ -98,6 +107,7 @@ func (n *Node) leaderRound(now time.Time) {
 		n.log.Error("automatic key rotation failed", "error", err)
 	}
 	n.maybePrune(now)
+	n.checkSettings()
 	if n.members != nil {
 		if err := n.pilot.Reconcile(raftAdapter{n.store}, n.cfg.NodeID, n.members.Members(), n.store.AppliedIndex(), n.policy(), now, n.log); err != nil {
 			n.log.Warn("voter reconciliation", "error", err)
@@ -132,6 +142,7 @@ func (n *Node) policy() cluster.Policy {
 		MaxVoters:     n.cfg.RaftVoters,
 		Expect:        n.cfg.BootstrapExpect,
 		ReapTimeout:   n.cfg.ReapTimeout,
+		VoterGrace:    n.cfg.VoterGrace,
 		MaxLag:        256,
 		Stabilization: 2 * time.Second,
 	}
@@ -212,29 +223,57 @@ func (n *Node) hasPending(now time.Time) bool {
 }
 
 // rotate installs a new key that the leader activates once every alive
-// member holds it durably. It returns once the key is committed.
-func (n *Node) rotate(now time.Time, reqID string) (keyring.Metadata, error) {
+// member holds it durably. It returns once the key is committed, with the
+// key that was committed: a retry of a rotation that already committed
+// (same request id) answers with the first try's key, not with the one it
+// generated for itself, which the FSM never installed.
+func (n *Node) rotate(now time.Time, reqID string) (keyring.Metadata, uint64, error) {
 	k, err := keyring.GenerateKey(now, pendingActivation, keyring.DefaultLifetime)
 	if err != nil {
-		return keyring.Metadata{}, err
+		return keyring.Metadata{}, 0, err
 	}
-	idx, err := n.store.Apply(store.InstallKey{ReqID: reqID, Key: k})
+	c, err := n.store.Commit(store.InstallKey{ReqID: reqID, Key: k})
 	if err != nil {
-		return keyring.Metadata{}, err
+		return keyring.Metadata{}, 0, err
 	}
-	n.lead.mu.Lock()
-	if n.lead.pending == nil {
-		n.lead.pending = map[string]pendingKey{}
+	id := cmp.Or(c.Value, k.ID)
+	md, ok := n.keyMetadata(id, now)
+	if !ok {
+		return keyring.Metadata{}, 0, fmt.Errorf("the rotation committed key %s, which this keyring no longer holds (pruned)", id)
 	}
-	n.lead.pending[k.ID] = pendingKey{since: now, index: idx}
-	n.lead.mu.Unlock()
-	n.log.Info("key installed; it activates once every member holds it", "id", k.ID, "index", idx)
+	if md.State == keyring.Installed {
+		n.lead.mu.Lock()
+		if n.lead.pending == nil {
+			n.lead.pending = map[string]pendingKey{}
+		}
+		if _, ok := n.lead.pending[id]; !ok {
+			n.lead.pending[id] = pendingKey{since: now, index: c.Index}
+		}
+		n.lead.mu.Unlock()
+	}
+	if id == k.ID {
+		n.log.Info("key installed; it activates once every member holds it", "id", id, "index", c.Index)
+	}
 	n.wakeLeader()
-	return k.Metadata(now), nil
+	return md, c.Index, nil
 }
 
-// activatePending activates installed keys that every alive member holds
-// durably, or that waited longer than activationWait.
+// keyMetadata is key id's metadata in this node's keyring.
+func (n *Node) keyMetadata(id string, now time.Time) (keyring.Metadata, bool) {
+	for _, md := range n.ring.List(now) {
+		if md.ID == id {
+			return md, true
+		}
+	}
+	return keyring.Metadata{}, false
+}
+
+// activatePending activates installed keys once every alive or suspect
+// member holds them durably. Failed members hold a key up for at most
+// activationWait; then it activates without them, naming them. A member
+// that is alive or suspect and lacks the key holds it up for as long as it
+// lacks it: sealing with a key a reachable node cannot open would break
+// the sessions it serves.
 func (n *Node) activatePending(now time.Time) {
 	var ids []string
 	created := map[string]time.Time{}
@@ -263,23 +302,29 @@ func (n *Node) activatePending(now time.Time) {
 			p = pendingKey{since: now, index: n.store.AppliedIndex()}
 			n.lead.pending[id] = p
 		}
-		laggards := n.laggards(p.index)
 		waited := now.Sub(p.since)
-		if len(laggards) > 0 && waited < activationWait {
+		lacking, failed := n.keyLaggards(p.index)
+		if len(lacking) > 0 || (len(failed) > 0 && waited < activationWait) {
 			if waited > n.lead.lag {
 				n.lead.lag = waited
 			}
-			n.lead.laggards = max(n.lead.laggards, len(laggards))
+			n.lead.laggards = max(n.lead.laggards, len(lacking)+len(failed))
+			if len(lacking) > 0 && waited >= activationWait && !p.warned {
+				n.log.Warn("a key waits for members that are alive or suspect but do not hold it yet; it activates once they do (or once they are failed)",
+					"id", id, "waited", waited.Round(time.Millisecond).String(), "waiting_for", lacking)
+				p.warned = true
+				n.lead.pending[id] = p
+			}
 			continue
 		}
-		if len(laggards) > 0 {
-			n.log.Warn("activating a key before every member holds it: they may fail to open values sealed with it until they catch up",
-				"id", id, "waited", waited.Round(time.Millisecond).String(), "laggards", laggards)
+		if len(failed) > 0 {
+			n.log.Warn("activating a key that failed members do not hold: they cannot open values sealed with it until they catch up",
+				"id", id, "waited", waited.Round(time.Millisecond).String(), "passed_over", failed)
 			n.activationTimeouts.Add(1)
 		}
 		// Never before its creation, should this leader's clock trail the
 		// one that created the key.
-		at := now
+		at := n.agreedTime(now) // not ahead of the members' clocks
 		if c := created[id]; at.Before(c) {
 			at = c
 		}
@@ -293,28 +338,35 @@ func (n *Node) activatePending(now time.Time) {
 	}
 }
 
-// laggards are the alive members that have not made index durable.
-func (n *Node) laggards(index uint64) []string {
+// keyLaggards are the members that have not made index durable: lacking
+// are alive or suspect (they hold a key's activation up), failed are dead
+// (passed over after activationWait). Members that left are not counted.
+func (n *Node) keyLaggards(index uint64) (lacking, failed []string) {
 	if n.members == nil {
 		if n.store.DurableIndex() < index {
-			return []string{n.cfg.NodeID}
+			return []string{n.cfg.NodeID}, nil
 		}
-		return nil
+		return nil, nil
 	}
-	var out []string
 	for _, m := range n.members.Members() {
-		if m.State != "alive" {
+		if m.NoPersist { // its durable index is frozen: it would hold every key back
 			continue
 		}
 		d := max(m.Durable, n.reportedDurable(m.ID))
 		if m.ID == n.cfg.NodeID {
 			d = n.store.DurableIndex()
 		}
-		if d < index {
-			out = append(out, m.ID)
+		if d >= index {
+			continue
+		}
+		switch m.State {
+		case cluster.StateAlive, cluster.StateSuspect:
+			lacking = append(lacking, m.ID)
+		case cluster.StateDead:
+			failed = append(failed, m.ID)
 		}
 	}
-	return out
+	return lacking, failed
 }
 
 // maybeRotate rotates before the newest key expires.
@@ -336,7 +388,7 @@ func (n *Node) maybeRotate(now time.Time) error {
 	if newest.Expires.Sub(now) > life/rotateFraction {
 		return nil
 	}
-	md, err := n.rotate(now, "")
+	md, _, err := n.rotate(now, "")
 	if err == nil {
 		n.log.Info("key rotated automatically", "id", md.ID)
 	}
@@ -346,6 +398,7 @@ func (n *Node) maybeRotate(now time.Time) error {
 // maybePrune removes keys past their retention (the leader's clock travels
 // in the command, so every FSM prunes the same keys).
 func (n *Node) maybePrune(now time.Time) {
+	now = n.agreedTime(now)
 	retention := n.ring.Retention()
 	for _, md := range n.ring.List(now) {
 		if !now.Before(md.Expires.Add(retention)) {
@@ -357,19 +410,132 @@ func (n *Node) maybePrune(now time.Time) {
 	}
 }
 
-// revoke revokes key id; revoking the key that encrypts installs an
-// already active replacement in the same entry, so sealing never stops.
-func (n *Node) revoke(now time.Time, id, reqID string) error {
-	cmd := store.RevokeKey{ReqID: reqID, ID: id}
-	if n.ring.ActiveKeyID(now) == id {
-		k, err := keyring.GenerateKey(now, 0, keyring.DefaultLifetime)
-		if err != nil {
-			return err
-		}
-		cmd.Replacement = &k
+// errBehind: this leader's state has not caught up with what earlier terms
+// committed, so it must not act on it yet (a retry soon succeeds).
+var errBehind = errors.New("this node just became the leader and its state has not caught up with the log yet: retry")
+
+// keysNotHeldError: a key cannot activate because members that are alive
+// or suspect do not hold it.
+type keysNotHeldError struct {
+	id      string
+	lacking []string
+}
+
+func (e *keysNotHeldError) Error() string {
+	return fmt.Sprintf("key %s is installed but %s (alive or suspect) do not hold it after %s, so it cannot take over encryption yet; "+
+		"it activates once they do or once they are failed: retry with the same request id, or fix or stop them",
+		e.id, strings.Join(e.lacking, ", "), activationWait)
+}
+
+// revoked is what a revocation committed.
+type revoked struct {
+	index       uint64
+	active      string   // the key that encrypts after it
+	replacement string   // a key installed to take over (active, or pending)
+	passedOver  []string // failed members that do not hold active
+}
+
+// revoke revokes key id with the protections of a rotation: it acts only
+// on a caught-up state (a barrier per term, as the leader's rounds), and
+// never makes a key active that an alive or suspect member lacks.
+// Revoking the key that encrypts hands encryption to the newest earlier
+// key (every member held it when it was active) and installs a new key
+// that activates as a rotated one does; with no earlier key, the new key
+// takes over only once the members hold it (or, after activationWait, only
+// failed members lack it), activated before the revocation so that
+// sealing never stops.
+func (n *Node) revoke(ctx context.Context, now time.Time, id, reqID string) (revoked, error) {
+	if !n.caughtUp() {
+		return revoked{}, errBehind
 	}
-	_, err := n.store.Apply(cmd)
-	return err
+	if _, ok := n.keyMetadata(id, now); !ok {
+		return revoked{}, fmt.Errorf("%w: %q", keyring.ErrUnknownKey, id)
+	}
+	if n.ring.ActiveKeyID(now) != id {
+		c, err := n.store.Commit(store.RevokeKey{ReqID: reqID, ID: id})
+		return revoked{index: c.Index, active: n.ring.ActiveKeyID(time.Now())}, err
+	}
+	var fallback, pendingID string
+	var fallbackAt, pendingAt time.Time
+	for _, md := range n.ring.List(now) {
+		switch {
+		case md.ID == id:
+		case md.State == keyring.Inactive && md.Activates.After(fallbackAt):
+			fallback, fallbackAt = md.ID, md.Activates
+		case md.State == keyring.Installed && md.Created.After(pendingAt):
+			pendingID, pendingAt = md.ID, md.Created
+		}
+	}
+	replReq := "revoke-" + shortHash(reqID)
+	if fallback != "" {
+		c, err := n.store.Commit(store.RevokeKey{ReqID: reqID, ID: id})
+		if err != nil {
+			return revoked{}, err
+		}
+		out := revoked{index: c.Index, active: n.ring.ActiveKeyID(time.Now()), replacement: pendingID}
+		if pendingID == "" {
+			md, _, err := n.rotate(now, replReq)
+			if err != nil {
+				n.log.Warn("the key was revoked, but installing a new key failed; the next rotation installs one", "error", err)
+			}
+			out.replacement = md.ID
+		}
+		return out, nil
+	}
+	// No earlier key: a new one must be held everywhere before it encrypts.
+	repl := pendingID
+	if repl == "" {
+		md, _, err := n.rotate(now, replReq)
+		if err != nil {
+			return revoked{}, err
+		}
+		repl = md.ID
+	}
+	n.lead.mu.Lock()
+	p, ok := n.lead.pending[repl]
+	n.lead.mu.Unlock()
+	if !ok {
+		p = pendingKey{since: now, index: n.store.AppliedIndex()}
+	}
+	var failed []string
+	for {
+		var lacking []string
+		lacking, failed = n.keyLaggards(p.index)
+		waited := time.Since(p.since)
+		if len(lacking) == 0 && (len(failed) == 0 || waited >= activationWait) {
+			break
+		}
+		if waited >= activationWait {
+			return revoked{}, &keysNotHeldError{repl, lacking}
+		}
+		select {
+		case <-ctx.Done():
+			return revoked{}, fmt.Errorf("waiting for the members to hold the replacement key %s: %w", repl, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if len(failed) > 0 {
+		n.log.Warn("activating a replacement key that failed members do not hold", "id", repl, "passed_over", failed)
+		n.activationTimeouts.Add(1)
+	}
+	at := time.Now()
+	if md, ok := n.keyMetadata(repl, at); ok && at.Before(md.Created) {
+		at = md.Created
+	}
+	if _, err := n.store.Commit(store.ActivateKey{ReqID: "activate-" + repl, ID: repl, At: at}); err != nil {
+		return revoked{}, err
+	}
+	c, err := n.store.Commit(store.RevokeKey{ReqID: reqID, ID: id})
+	if err != nil {
+		return revoked{}, err
+	}
+	return revoked{index: c.Index, active: n.ring.ActiveKeyID(time.Now()), replacement: repl, passedOver: failed}, nil
+}
+
+// shortHash is a short fixed-length digest of s, to derive request ids.
+func shortHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:16])
 }
 
 // raftAdapter lets cluster reconcile voters through the store.
@@ -378,6 +544,7 @@ type raftAdapter struct{ st *store.Store }
 var _ cluster.Raft = raftAdapter{}
 
 func (a raftAdapter) IsLeader() bool { return a.st.IsLeader() }
+func (a raftAdapter) Term() uint64   { return a.st.Term() }
 func (a raftAdapter) Servers() ([]cluster.RaftServer, error) {
 	ss, err := a.st.Servers()
 	if err != nil {
@@ -395,34 +562,159 @@ func (a raftAdapter) DemoteVoter(id string) error       { return a.st.DemoteVote
 func (a raftAdapter) RemoveServer(id string) error      { return a.st.RemoveServer(id) }
 
 // leave takes this node out of the cluster: leadership moves first, then
-// gossip says "left", and the leader drops it from the Raft configuration.
-func (n *Node) leave(ctx context.Context) error {
+// gossip says "left", and the leader, asked directly, drops it from the
+// Raft configuration. It succeeds only once the node is out of Raft. A
+// leave that would not take the node out (the leader keeps
+// --bootstrap-expect voters) or would stall the cluster (below quorum) is
+// refused before anything changes, unless force. auth is the caller's
+// Authorization header, passed on to the leader.
+func (n *Node) leave(ctx context.Context, force bool, auth string) error {
 	if n.members == nil {
-		return errors.New("this node runs alone (no --cluster-secret-file): there is no cluster to leave")
+		return &leaveRefused{"this node runs alone (no --cluster-secret-file): there is no cluster to leave"}
 	}
-	if n.store.IsLeader() {
+	servers, err := n.store.Servers()
+	if err != nil {
+		return fmt.Errorf("reading the Raft configuration: %w", err)
+	}
+	up := map[string]bool{}
+	for _, m := range n.members.Members() {
+		up[m.ID] = m.State == cluster.StateAlive
+	}
+	leader, _ := n.store.Leader()
+	if err := leavePlan(n.cfg.NodeID, leader, servers, up, n.cfg.BootstrapExpect, force); err != nil {
+		return err
+	}
+	inRaft := slices.ContainsFunc(servers, func(s store.Server) bool { return s.ID == n.cfg.NodeID })
+	if inRaft && n.store.IsLeader() {
 		if err := n.store.TransferLeadership(); err != nil {
-			n.log.Warn("leadership transfer before leaving failed; leaving anyway", "error", err)
+			return fmt.Errorf("moving leadership off this node before it leaves failed (nothing changed; retry): %w", err)
 		}
 	}
 	if err := n.members.Leave(5 * time.Second); err != nil {
 		return fmt.Errorf("gossip leave: %w", err)
 	}
+	if !inRaft {
+		n.log.Info("left the cluster (this node was not in the Raft configuration)")
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, leaveWait)
 	defer cancel()
+	var last error
 	for {
-		servers, err := n.store.Servers()
-		if err == nil && !slices.ContainsFunc(servers, func(s store.Server) bool { return s.ID == n.cfg.NodeID }) {
+		out, err := n.askRemoval(ctx, auth)
+		if out {
 			n.log.Info("left the cluster")
 			return nil
 		}
+		if err != nil {
+			last = err
+		}
 		select {
 		case <-ctx.Done():
-			n.log.Warn("left gossip; the leader has not removed this node from Raft yet (it will once it sees the leave)")
-			return nil
-		case <-time.After(100 * time.Millisecond):
+			msg := fmt.Sprintf("this node left gossip but is still in the Raft configuration after %s", leaveWait)
+			if last != nil {
+				msg += " (" + last.Error() + ")"
+			}
+			n.log.Warn(msg)
+			return fmt.Errorf("%s: stop it and run `tether remove %s` on another node", msg, n.cfg.NodeID)
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// leaveRefused is a leave refused before anything changed.
+type leaveRefused struct{ msg string }
+
+func (e *leaveRefused) Error() string { return e.msg }
+
+// leavePlan refuses a leave that cannot or should not take self out of
+// Raft: no leader to commit it; the only voter; a voter whose leave would
+// go below --bootstrap-expect (the leader never removes voters below it,
+// see cluster/DESIGN.md) or leave fewer alive voters than a quorum, unless
+// force. up says which members gossip sees alive.
+func leavePlan(self, leader string, servers []store.Server, up map[string]bool, expect int, force bool) error {
+	var me *store.Server
+	voters, aliveOthers := 0, 0
+	for i, s := range servers {
+		if s.ID == self {
+			me = &servers[i]
+		}
+		if s.Voter {
+			voters++
+			if s.ID != self && up[s.ID] {
+				aliveOthers++
+			}
+		}
+	}
+	if me == nil {
+		return nil // not in Raft: leaving gossip is all there is
+	}
+	if leader == "" {
+		return &leaveRefused{"refused: no Raft leader, so nothing can take this node out of the Raft configuration; " +
+			"bring a majority of the voters back first, or stop this node and run `tether remove " + self + "` once the cluster has a leader"}
+	}
+	if !me.Voter {
+		return nil // non-voters leave without limit
+	}
+	if voters == 1 {
+		return &leaveRefused{"refused: this node is the cluster's only voter; leaving would end the cluster. Stop it instead"}
+	}
+	if force {
+		return nil
+	}
+	if len(servers)-1 < expect {
+		return &leaveRefused{fmt.Sprintf("refused: the cluster was started with --bootstrap-expect %d and has %d servers; the leader keeps at least %d, "+
+			"so it would never take this node out of Raft. To shrink the cluster anyway run `tether leave --force` "+
+			"(the cluster then runs with %d voters), or stop this node and run `tether remove %s` on another node",
+			expect, len(servers), expect, voters-1, self)}
+	}
+	if need := (voters-1)/2 + 1; aliveOthers < need {
+		return &leaveRefused{fmt.Sprintf("refused: after this node leaves, %d of the %d other voters are alive, below the quorum of %d: "+
+			"the cluster would stop taking writes. Bring the failed voters back or `tether remove` them first, or run `tether leave --force`",
+			aliveOthers, voters-1, need)}
+	}
+	return nil
+}
+
+// askRemoval asks the leader to remove this node from the Raft
+// configuration (DELETE /v1/members/{id}, as a forwarded write) and says
+// whether the node is out.
+func (n *Node) askRemoval(ctx context.Context, auth string) (bool, error) {
+	if servers, err := n.store.Servers(); err == nil && !slices.ContainsFunc(servers, func(s store.Server) bool { return s.ID == n.cfg.NodeID }) {
+		return true, nil
+	}
+	leader, _ := n.store.Leader()
+	if leader == "" || leader == n.cfg.NodeID {
+		return false, errors.New("no other node leads")
+	}
+	addr := n.leaderAdmin(leader)
+	if addr == "" {
+		return false, fmt.Errorf("the leader %s has not gossiped its admin address", leader)
+	}
+	u := url.URL{Scheme: "http", Host: addr, Path: "/v1/members/" + url.PathEscape(n.cfg.NodeID)}
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u.String(), nil)
+	if err != nil {
+		return false, err
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	req.Header.Set(hdrForwardedBy, n.cfg.NodeID)
+	req.Header.Set(hdrRequestID, "leave-"+n.cfg.NodeID)
+	resp, err := forwardClient.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Error string `json:"error"`
+	}
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&body)
+	switch resp.StatusCode {
+	case http.StatusOK, http.StatusNotFound: // removed, or already gone
+		return true, nil
+	}
+	return false, fmt.Errorf("the leader %s answered %d: %s", leader, resp.StatusCode, body.Error)
 }
 
 // newID is a random 128-bit id in hex.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/tether-proxy/tether/cluster"
@@ -24,6 +25,8 @@ type memberView struct {
 	Version      string `json:"version,omitempty"`
 	DurableIndex uint64 `json:"durable_index"`
 	Leader       bool   `json:"leader"`
+	Conflict     string `json:"conflict,omitempty"`          // its raft address is claimed by another node too
+	Settings     string `json:"settings_mismatch,omitempty"` // its cluster flags differ from this node's
 }
 
 // memberViews joins gossip membership with the Raft configuration: a Raft
@@ -31,7 +34,8 @@ type memberView struct {
 func (n *Node) memberViews() []memberView {
 	roles := map[string]string{}
 	raftAddrs := map[string]string{}
-	if servers, err := n.store.Servers(); err == nil {
+	servers, err := n.store.Servers()
+	if err == nil {
 		for _, s := range servers {
 			roles[s.ID] = "nonvoter"
 			if s.Voter {
@@ -50,6 +54,7 @@ func (n *Node) memberViews() []memberView {
 			State: "alive",
 		}}
 	}
+	conflicts := addressConflicts(servers, gossip)
 	out := make([]memberView, 0, len(gossip))
 	seen := map[string]bool{}
 	for _, m := range gossip {
@@ -57,7 +62,8 @@ func (n *Node) memberViews() []memberView {
 		v := memberView{
 			ID: m.ID, Address: m.Addr, State: string(m.State), Raft: "none",
 			RaftAddress: m.RaftAddr, AdminAddress: m.AdminAddr, Version: m.Version,
-			DurableIndex: m.Durable, Leader: m.ID == leader,
+			DurableIndex: m.Durable, Leader: m.ID == leader, Conflict: conflicts[m.ID],
+			Settings: n.settingsMismatch(m.Meta),
 		}
 		if m.ID == n.cfg.NodeID {
 			v.DurableIndex = n.store.DurableIndex()
@@ -69,7 +75,7 @@ func (n *Node) memberViews() []memberView {
 	}
 	for id, r := range roles {
 		if !seen[id] {
-			out = append(out, memberView{ID: id, State: "dead", Raft: r, RaftAddress: raftAddrs[id], Leader: id == leader})
+			out = append(out, memberView{ID: id, State: "dead", Raft: r, RaftAddress: raftAddrs[id], Leader: id == leader, Conflict: conflicts[id]})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -110,10 +116,30 @@ func (n *Node) handleJoin(w http.ResponseWriter, r *http.Request) {
 }
 
 func (n *Node) handleLeave(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Force bool `json:"force"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, `body: want {"force": true|false} or none: `+err.Error())
+		return
+	}
+	if v := r.URL.Query().Get("force"); v != "" {
+		f, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("force=%q: want true or false", v))
+			return
+		}
+		req.Force = req.Force || f
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
 	defer cancel()
-	if err := n.leave(ctx); err != nil {
-		writeError(w, http.StatusConflict, err.Error())
+	if err := n.leave(ctx, req.Force, r.Header.Get("Authorization")); err != nil {
+		status := http.StatusGatewayTimeout
+		var refused *leaveRefused
+		if errors.As(err, &refused) {
+			status = http.StatusConflict
+		}
+		writeError(w, status, err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"node_id": n.cfg.NodeID, "left": true})

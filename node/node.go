@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -31,7 +30,7 @@ type Config struct {
 	ConfigPath string
 	// NodeID names the node; default: the host name.
 	NodeID string
-	// DataDir holds the node's state; default ./data/<node-id>.
+	// DataDir holds the node's state; default DefaultDataDir(NodeID).
 	DataDir string
 	// AdminAddr is the admin API's address; default 127.0.0.1:9901.
 	AdminAddr string
@@ -45,6 +44,9 @@ type Config struct {
 	WatchConfig bool
 	// Strict makes unknown configuration keys errors (--strict).
 	Strict bool
+	// Listen, when not empty, replaces the config file's listeners
+	// (--listen): several nodes on one host share a file, not a port.
+	Listen []string
 
 	// RaftAddr is Raft's listen address; default :7000.
 	RaftAddr string
@@ -64,9 +66,20 @@ type Config struct {
 	// ReapTimeout is how long a failed node stays in the Raft configuration
 	// before the leader removes it; default 72h.
 	ReapTimeout time.Duration
+	// VoterGrace is how long a voter must have been failed, counted from
+	// no earlier than the leader's election, before a non-voter replaces
+	// it; default 15s.
+	VoterGrace time.Duration
 	// RaftVoters caps the voters (odd; default 5); further nodes replicate
 	// as non-voters.
 	RaftVoters int
+
+	// HTTP1Server chooses what serves cleartext HTTP/1.1 connections:
+	// "own" (default) or "stdlib" (--http1-server, docs/OPERATIONS.md).
+	HTTP1Server string
+	// WriteYield: "auto" (default), "on" or "off" (--write-yield,
+	// docs/OPERATIONS.md); it applies to the whole process.
+	WriteYield string
 
 	// FastTimings shortens gossip timings (failure detection) for
 	// in-process tests and the demo on loopback; Raft keeps LAN timings.
@@ -119,8 +132,23 @@ type Node struct {
 	// healthReady is health once the data path exists (membership events
 	// may come before).
 	healthReady atomic.Pointer[sharedHealth]
+	// keys sends keys to members that lack them and asks the leader for
+	// ours (keyfetch.go); nil without gossip.
+	keys *keyTransfer
+	// dataKeys is the data path's keyring.
+	dataKeys *dataKeys
 	// manualLeader (tests): no leader loop; the test calls leaderRound.
 	manualLeader bool
+	// commands (tests): the Raft command set this node applies, to act as
+	// an older binary; "": this binary's.
+	commands store.CommandSet
+	// clockAhead: this leader's clock was last seen ahead of a member's
+	// (logged once per episode).
+	clockAhead atomic.Bool
+	// metaClock (tests): the wall clock this node gossips; nil: time.Now.
+	metaClock atomic.Pointer[func() time.Time]
+	// settingsLogged is the last settings mismatch the leader logged.
+	settingsLogged atomic.Pointer[string]
 	// failed is closed (once) when the node must stop after Start: it
 	// left the cluster, or formation hit a fatal error (failErr).
 	failed   chan struct{}
@@ -153,7 +181,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("--node-id %q: must not contain slashes or spaces", cfg.NodeID)
 	}
 	if cfg.DataDir == "" {
-		cfg.DataDir = filepath.Join("data", cfg.NodeID)
+		cfg.DataDir = DefaultDataDir(cfg.NodeID)
 	}
 	if cfg.AdminAddr == "" {
 		cfg.AdminAddr = DefaultAdminAddr
@@ -163,6 +191,12 @@ func New(cfg Config) (*Node, error) {
 	}
 	if err := cfg.checkClusterFlags(); err != nil {
 		return nil, err
+	}
+	if _, err := proxy.ParseHTTP1Server(cfg.HTTP1Server); err != nil {
+		return nil, fmt.Errorf("--http1-server: %w", err)
+	}
+	if _, err := proxy.ParseWriteYield(cfg.WriteYield); err != nil {
+		return nil, fmt.Errorf("--write-yield: %w", err)
 	}
 	return &Node{
 		cfg:        cfg,
@@ -178,7 +212,7 @@ func New(cfg Config) (*Node, error) {
 		}),
 		activationTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tether_keyring_activation_timeouts_total",
-			Help: "Keys activated before every alive member held them (a member lagged past the bound).",
+			Help: "Keys activated while failed members did not hold them (passed over after the bound, named in the log).",
 		}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_config_reloads_total",
@@ -200,7 +234,7 @@ func (n *Node) Start() (err error) {
 	}()
 
 	n.loadedFP = fingerprint(n.cfg.ConfigPath)
-	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Info: func(m string) { n.log.Info("config: " + m) }})
+	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Listen: n.cfg.Listen, Info: func(m string) { n.log.Info("config: " + m) }})
 	if err != nil {
 		return fmt.Errorf("config %s:\n%w", n.cfg.ConfigPath, err)
 	}
@@ -235,13 +269,19 @@ func (n *Node) Start() (err error) {
 
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts)
+	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n))
+	var fetch func(context.Context, string) (keyring.Key, error)
+	if n.keys != nil {
+		fetch = n.keys.fetch
+	}
+	n.dataKeys = newDataKeys(n.ring, n.store, fetch, n.log)
+	n.registry.MustRegister(n.dataKeys.failures, n.dataKeys.resolved)
 
 	opts := proxy.Options{
 		Logger:     n.log,
 		AccessLog:  n.cfg.AccessLog,
 		Registerer: n.registry,
-		Keyring:    &dataKeys{ring: n.ring, st: n.store},
+		Keyring:    n.dataKeys,
 		NodeID:     n.cfg.NodeID,
 	}
 	if sh := n.health; sh != nil {
@@ -261,10 +301,15 @@ func (n *Node) Start() (err error) {
 
 	n.serveAdmin()
 
-	n.server, err = proxy.NewServer(cfg, n.proxy, n.log)
+	h1, _ := proxy.ParseHTTP1Server(n.cfg.HTTP1Server) // checked by New
+	wy, _ := proxy.ParseWriteYield(n.cfg.WriteYield)
+	_ = proxy.SetWriteYield(wy)
+	n.server, err = proxy.NewServer(cfg, n.proxy, n.log, proxy.WithHTTP1Server(h1))
 	if err != nil {
 		return fmt.Errorf("listeners: %w", err)
 	}
+	// Session tickets from the replicated keyring resume on every node.
+	n.server.UseTicketKeys(n.ring)
 	if err := n.server.Start(); err != nil {
 		return fmt.Errorf("listeners: %w", err)
 	}
@@ -276,6 +321,10 @@ func (n *Node) Start() (err error) {
 	go n.watchStore(ctx)
 	go n.leaderLoop(ctx)
 	go n.watchEvents(ctx.Done())
+	if n.keys != nil {
+		n.bg.Add(1)
+		go n.keys.serve(ctx.Done())
+	}
 	if !n.cfg.clustered() && !n.manualLeader {
 		// A node of its own elects itself at once; serving before it has
 		// a key would hand out sessions without affinity values.
@@ -341,7 +390,7 @@ func (n *Node) Reload() error {
 	// Seen, whether it loads or not: the watcher does not retry a broken
 	// file until it changes again.
 	n.loadedFP = fingerprint(n.cfg.ConfigPath)
-	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Info: func(m string) { n.log.Info("config: " + m) }})
+	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Listen: n.cfg.Listen, Info: func(m string) { n.log.Info("config: " + m) }})
 	if err == nil {
 		if errs := proxy.Compile(cfg); len(errs) > 0 {
 			err = errs
@@ -401,7 +450,7 @@ func listenersChanged(a, b *config.Config) bool {
 	}
 	for i := range a.Listeners {
 		x, y := a.Listeners[i], b.Listeners[i]
-		if x.Address != y.Address || (x.Certificate == nil) != (y.Certificate == nil) || !reflect.DeepEqual(x.Redirect, y.Redirect) || !x.ListenerOptions.SameListener(y.ListenerOptions) {
+		if x.Address != y.Address || (x.Certificate == nil) != (y.Certificate == nil) || !reflect.DeepEqual(x.Redirect, y.Redirect) || !reflect.DeepEqual(x.Acme, y.Acme) || !x.ListenerOptions.SameListener(y.ListenerOptions) {
 			return true
 		}
 	}

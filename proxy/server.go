@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,9 +26,42 @@ const (
 	statusHeaderFieldsTooBig = http.StatusRequestHeaderFieldsTooLarge
 )
 
-// h1Off turns the own HTTP/1.1 loop off: every connection is net/http's
-// (docs/OPERATIONS.md).
-var h1Off = os.Getenv("TETHER_H1SERVER") == "off"
+// HTTP1Server names what serves cleartext HTTP/1.1 connections
+// (docs/OPERATIONS.md, "The HTTP/1.1 server").
+type HTTP1Server string
+
+const (
+	// HTTP1Own is tether's own HTTP/1.1 loop (h1.go), which hands a
+	// connection to net/http at the first request it does not take. The
+	// default.
+	HTTP1Own HTTP1Server = "own"
+	// HTTP1Stdlib serves every connection with net/http's server.
+	HTTP1Stdlib HTTP1Server = "stdlib"
+)
+
+// ParseHTTP1Server reads an --http1-server value; "" is the default.
+func ParseHTTP1Server(s string) (HTTP1Server, error) {
+	switch v := HTTP1Server(strings.ToLower(strings.TrimSpace(s))); v {
+	case "":
+		return HTTP1Own, nil
+	case HTTP1Own, HTTP1Stdlib:
+		return v, nil
+	}
+	return "", fmt.Errorf("http1 server %q is not own or stdlib", s)
+}
+
+// ServerOption tunes a Server beyond its configuration file.
+type ServerOption func(*serverOptions)
+
+type serverOptions struct {
+	http1 HTTP1Server
+}
+
+// WithHTTP1Server chooses what serves cleartext HTTP/1.1 (default
+// HTTP1Own).
+func WithHTTP1Server(v HTTP1Server) ServerOption {
+	return func(o *serverOptions) { o.http1 = v }
+}
 
 // Server owns the listeners of one node.
 type Server struct {
@@ -37,7 +69,7 @@ type Server struct {
 	listeners []config.Listener
 	servers   []*http.Server
 	// h1 is each cleartext HTTP/1.1 listener's own server loop (h1.go),
-	// nil for the others and when TETHER_H1SERVER=off.
+	// nil for the others and with HTTP1Stdlib.
 	h1        []*h1Server
 	tlsConfig []*tls.Config
 	// certs holds each HTTPS listener's certificate, swapped by
@@ -49,6 +81,8 @@ type Server struct {
 
 	// limit caps open connections over all listeners; nil: no cap.
 	limit *connLimit
+	// acme feeds Acme listeners and ACME challenges (acme.go).
+	acme acmeHook
 
 	mu    sync.Mutex
 	lns   []net.Listener
@@ -58,7 +92,14 @@ type Server struct {
 
 // NewServer prepares listeners for cfg.Listeners with cfg.Limits, serving h
 // (redirect listeners answer with their redirect instead).
-func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger) (*Server, error) {
+func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger, opts ...ServerOption) (*Server, error) {
+	so := serverOptions{http1: HTTP1Own}
+	for _, o := range opts {
+		o(&so)
+	}
+	if so.http1 != HTTP1Own && so.http1 != HTTP1Stdlib {
+		return nil, fmt.Errorf("http1 server %q is not own or stdlib", so.http1)
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -89,6 +130,9 @@ func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger) (*Server
 			}
 			handler = rd
 		}
+		if l.Certificate == nil && !l.SelfSigned && l.Acme == nil {
+			handler = s.acmeChallenges(handler)
+		}
 		var tc *tls.Config
 		var cur *atomic.Pointer[tls.Certificate]
 		if l.Certificate != nil || l.SelfSigned {
@@ -106,6 +150,8 @@ func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger) (*Server
 			cur = new(atomic.Pointer[tls.Certificate])
 			cur.Store(cert)
 			tc = listenerTLS(l, cur)
+		} else if l.Acme != nil {
+			tc = s.acmeTLS(l)
 		}
 		var rules []*sniRule
 		if tc != nil && len(l.Sni) > 0 {
@@ -131,7 +177,7 @@ func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger) (*Server
 		}
 		s.servers = append(s.servers, srv)
 		var h1 *h1Server
-		if tc == nil && protocols.HTTP1() && !h1Off {
+		if tc == nil && protocols.HTTP1() && so.http1 == HTTP1Own {
 			h1 = newH1Server(srv)
 		}
 		s.h1 = append(s.h1, h1)
@@ -252,6 +298,9 @@ func (s *Server) Start() error {
 	defer s.mu.Unlock()
 	if s.lns != nil {
 		return errors.New("server already started")
+	}
+	if err := s.checkAcme(); err != nil {
+		return err
 	}
 	lns := make([]net.Listener, 0, len(s.servers))
 	var owner []int // owner[k] is the listener lns[k] serves

@@ -210,13 +210,23 @@ func TestMembershipChangesAreIdempotent(t *testing.T) {
 			func(m map[string]Server) bool { return len(m) == 4 && !m[extra.id].Voter }},
 		{"DemoteVoter of a non-voter changes nothing", func() error { return l.s.DemoteVoter(extra.id) },
 			func(m map[string]Server) bool { return !m[extra.id].Voter }},
-		{"same id at a new address replaces the stale entry", func() error { return l.s.AddNonvoter(extra.id, "127.0.0.1:1") },
+		{"same id at a new address is updated in place", func() error { return l.s.AddNonvoter(extra.id, "127.0.0.1:1") },
 			func(m map[string]Server) bool { return len(m) == 4 && m[extra.id].Address == "127.0.0.1:1" }},
-		{"same address under a new id replaces the stale entry", func() error { return l.s.AddNonvoter("other", "127.0.0.1:1") },
-			func(m map[string]Server) bool {
-				_, old := m[extra.id]
-				return !old && m["other"].Address == "127.0.0.1:1"
-			}},
+		{"same address under a new id is refused while the holder is in the configuration", func() error {
+			if err := l.s.AddNonvoter("other", "127.0.0.1:1"); !errors.Is(err, ErrAddressTaken) {
+				return fmt.Errorf("want ErrAddressTaken, got %w", err)
+			}
+			return nil
+		}, func(m map[string]Server) bool { _, other := m["other"]; return len(m) == 4 && !other }},
+		{"once the stale holder is removed, the new id takes the address", func() error {
+			if err := l.s.RemoveServer(extra.id); err != nil {
+				return err
+			}
+			return l.s.AddNonvoter("other", "127.0.0.1:1")
+		}, func(m map[string]Server) bool {
+			_, old := m[extra.id]
+			return !old && m["other"].Address == "127.0.0.1:1"
+		}},
 		{"RemoveServer removes it", func() error { return l.s.RemoveServer("other") },
 			func(m map[string]Server) bool { return len(m) == 3 }},
 		{"RemoveServer of an unknown id changes nothing", func() error { return l.s.RemoveServer("other") },

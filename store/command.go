@@ -67,8 +67,11 @@ func (SetClusterID) isCommand() {}
 
 // Log entry format: one byte of command type, one byte of body version,
 // then the body (JSON). Types are never reused; a body change bumps its
-// version. A node that meets a type it does not know logs it and skips
-// the entry (an older binary during a rolling upgrade).
+// version. The type byte's high bit (flagIgnorable) says that a node that
+// does not know the type or version may skip the entry (Consul's
+// IgnoreUnknownTypeFlag); any other entry it cannot apply stops its FSM
+// (fsm.Apply) until it is upgraded. The leader writes a command only once
+// every member advertises it (CommandSet, gossiped).
 const (
 	typeInstallKey   byte = 1
 	typeActivateKey  byte = 2
@@ -77,16 +80,144 @@ const (
 	typeSetDrain     byte = 5
 	typeClearDrain   byte = 6
 	typeSetClusterID byte = 7
+	typeAcmeWrite    byte = 8             // acme.go
+	typeMax               = typeAcmeWrite // the newest type this binary knows
 
 	bodyVersion byte = 1
+
+	// flagIgnorable on the type byte: older nodes may skip the entry.
+	flagIgnorable byte = 0x80
 
 	// maxReqIDLen and maxNameLen bound the strings of a command.
 	maxReqIDLen = 128 // room for a prefix plus a 64-byte key id
 	maxNameLen  = 256
 )
 
-// errUnknownType marks an entry of a type this binary does not know.
-var errUnknownType = errors.New("unknown command type")
+// commandSpec is how this binary writes a command type: its name, its body
+// version and whether a node that does not know it may skip it. Keyring,
+// drain and identity commands are not ignorable: each changes state every
+// node must hold alike.
+type commandSpec struct {
+	name      string
+	version   byte
+	ignorable bool
+}
+
+var commandSpecs = [typeMax + 1]commandSpec{
+	typeInstallKey:   {"InstallKey", bodyVersion, false},
+	typeActivateKey:  {"ActivateKey", bodyVersion, false},
+	typeRevokeKey:    {"RevokeKey", bodyVersion, false},
+	typePruneKeys:    {"PruneKeys", bodyVersion, false},
+	typeSetDrain:     {"SetDrain", bodyVersion, false},
+	typeClearDrain:   {"ClearDrain", bodyVersion, false},
+	typeSetClusterID: {"SetClusterID", bodyVersion, false},
+	// ACME state matters only to nodes that serve Acme listeners; an older
+	// node may skip it, and the leader writes it only once every member
+	// advertises it.
+	typeAcmeWrite: {"AcmeWrite", bodyVersion, true},
+}
+
+// typeName names a command type for log lines ("type 9" when unknown).
+func typeName(typ byte) string {
+	if int(typ) < len(commandSpecs) && commandSpecs[typ].name != "" {
+		return commandSpecs[typ].name
+	}
+	return fmt.Sprintf("type %d", typ)
+}
+
+// CommandSet is the command types and body versions a binary applies, in
+// the compact form members gossip: character i is the newest body version
+// of type i+1 it applies ('0': not at all; digits, then a-z). A binary
+// applies every version up to the newest it names.
+type CommandSet string
+
+// Commands is the set this binary applies.
+var Commands = func() CommandSet {
+	b := make([]byte, typeMax)
+	for t := range b {
+		b[t] = versionChar(commandSpecs[t+1].version)
+	}
+	return CommandSet(b)
+}()
+
+// BaselineCommands is what a member that advertises no set applies: every
+// release before members advertised one knew types 1-7 at version 1.
+const BaselineCommands CommandSet = "1111111"
+
+func versionChar(v byte) byte {
+	if v < 10 {
+		return '0' + v
+	}
+	return 'a' + v - 10
+}
+
+// version is the newest body version of typ the set applies (0: none).
+func (c CommandSet) version(typ byte) byte {
+	if c == "" {
+		c = BaselineCommands
+	}
+	if typ == 0 || int(typ) > len(c) {
+		return 0
+	}
+	switch ch := c[typ-1]; {
+	case ch >= '0' && ch <= '9':
+		return ch - '0'
+	case ch >= 'a' && ch <= 'z':
+		return ch - 'a' + 10
+	}
+	return 0
+}
+
+// knows reports whether the set applies entries of typ at body version ver.
+func (c CommandSet) knows(typ, ver byte) bool {
+	v := c.version(typ)
+	return ver >= 1 && v >= ver
+}
+
+// Supports reports whether a node with this set applies cmd as this binary
+// writes it. An empty set is BaselineCommands.
+func (c CommandSet) Supports(cmd Command) bool {
+	typ := typeOf(cmd)
+	return typ != 0 && c.knows(typ, commandSpecs[typ].version)
+}
+
+// Describe names what this set applies, for log lines.
+func (c CommandSet) Describe() string {
+	if c == "" {
+		c = BaselineCommands
+	}
+	return fmt.Sprintf("command types up to %d (set %s)", len(c), string(c))
+}
+
+// Requirement names the command type and body version cmd is written as,
+// e.g. "SetDrain v1".
+func Requirement(cmd Command) string {
+	typ := typeOf(cmd)
+	return fmt.Sprintf("%s v%d", typeName(typ), commandSpecs[typ].version)
+}
+
+// typeOf is cmd's command type (0: not a command this binary writes).
+func typeOf(cmd Command) byte {
+	switch cmd.(type) {
+	case InstallKey:
+		return typeInstallKey
+	case ActivateKey:
+		return typeActivateKey
+	case RevokeKey:
+		return typeRevokeKey
+	case PruneKeys:
+		return typePruneKeys
+	case SetDrain:
+		return typeSetDrain
+	case ClearDrain:
+		return typeClearDrain
+	case SetClusterID:
+		return typeSetClusterID
+	case AcmeWrite:
+		return typeAcmeWrite
+	}
+	return 0
+}
 
 // Wire bodies. Key material is only ever in Wrapped (keyring.WrapKeys).
 type (
@@ -123,6 +254,9 @@ type (
 // encodeCommand turns cmd into a log entry, wrapping key material with kek.
 // It runs on the leader, outside the FSM (wrapping reads randomness).
 func encodeCommand(kek []byte, cmd Command) ([]byte, error) {
+	if c, ok := cmd.(AcmeWrite); ok {
+		return encodeAcme(kek, c) // acme.go
+	}
 	var typ byte
 	var body any
 	wrap := func(k keyring.Key) ([]byte, error) { return keyring.WrapKeys(kek, []keyring.Key{k}) }
@@ -160,7 +294,11 @@ func encodeCommand(kek []byte, cmd Command) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := append([]byte{typ, bodyVersion}, b...), nil
+	spec := commandSpecs[typ]
+	if spec.ignorable {
+		typ |= flagIgnorable
+	}
+	out, err := append([]byte{typ, spec.version}, b...), nil
 	if err == nil {
 		_, err = decodeCommand(kek, out) // refuse to log what no node could apply
 	}
@@ -175,12 +313,15 @@ func decodeCommand(kek, b []byte) (Command, error) {
 	if len(b) < 2 {
 		return nil, fmt.Errorf("command of %d bytes: too short", len(b))
 	}
-	typ, ver, body := b[0], b[1], b[2:]
-	if typ < typeInstallKey || typ > typeSetClusterID {
-		return nil, fmt.Errorf("%w %d", errUnknownType, typ)
+	typ, ver, body := b[0]&^flagIgnorable, b[1], b[2:]
+	if typ < typeInstallKey || typ > typeMax {
+		return nil, fmt.Errorf("unknown command type %d", typ)
 	}
-	if ver != bodyVersion {
-		return nil, fmt.Errorf("command type %d: body version %d, want %d", typ, ver, bodyVersion)
+	if typ == typeAcmeWrite {
+		return decodeAcme(kek, ver, body) // acme.go
+	}
+	if ver != commandSpecs[typ].version {
+		return nil, fmt.Errorf("command type %d: body version %d, want %d", typ, ver, commandSpecs[typ].version)
 	}
 	unwrap := func(w []byte) (keyring.Key, error) {
 		keys, err := keyring.UnwrapKeys(kek, w)
@@ -292,6 +433,8 @@ func reqIDOf(cmd Command) string {
 		return c.ReqID
 	case SetClusterID:
 		return c.ReqID
+	case AcmeWrite:
+		return c.ReqID
 	}
 	return ""
 }
@@ -318,6 +461,9 @@ func withReqID(cmd Command, id string) Command {
 		c.ReqID = id
 		return c
 	case SetClusterID:
+		c.ReqID = id
+		return c
+	case AcmeWrite:
 		c.ReqID = id
 		return c
 	}

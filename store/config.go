@@ -77,6 +77,10 @@ type Config struct {
 	Ring *keyring.Ring
 	// Timing defaults to LANTiming when zero.
 	Timing Timing
+	// Commands is the command set the FSM applies and Commands() reports;
+	// empty: every command this binary knows (store.Commands). Tests give
+	// an older set to act as an older binary in a rolling upgrade.
+	Commands CommandSet
 	// Logger defaults to slog.Default(). Raft's own log lines go to it with
 	// module=raft.
 	Logger *slog.Logger
@@ -93,6 +97,7 @@ type knobs struct {
 	dial              func(from, to string) error                // before every dial; an error fails it
 	wrap              func(from, to string, c net.Conn) net.Conn // every dialed raw connection
 	wrapAlso          func(from, to string, c net.Conn) net.Conn // tests: applied after the fault net's wrap
+	snapshotFault     func() error                               // before every snapshot file is created or probed; an error fails it
 }
 
 // defaultHandshakeTimeout bounds a Raft connection's TLS handshake and

@@ -33,15 +33,30 @@ const maxRequests = 4096
 // Writes happen on raft's FSM goroutine only; mu lets readers (dump,
 // Drains) see a consistent state.
 type fsm struct {
-	ring   *keyring.Ring
-	kek    []byte
-	logger *slog.Logger
+	ring     *keyring.Ring
+	kek      []byte
+	logger   *slog.Logger
+	commands CommandSet // what this FSM applies (an older set in tests)
+
+	// stop is the index of the first entry this FSM cannot apply and may
+	// not skip (0: none); it and every entry after it are not applied and
+	// never counted, until a snapshot above it is restored or the binary
+	// is upgraded. stopNeed says what that entry needs.
+	stop     atomic.Uint64
+	stopNeed atomic.Pointer[string]
 
 	mu        sync.RWMutex
 	clusterID string
-	drains    map[drainKey]time.Time
-	reqs      map[string]result
-	reqOrder  []string // application order, oldest first; len <= maxRequests
+	// clock is the latest time committed (ActivateKey.At, PruneKeys.Now):
+	// a later command stamped earlier (a leader whose clock is behind) is
+	// applied at clock, so committed times never go backwards.
+	clock    time.Time
+	drains   map[drainKey]time.Time
+	reqs     map[string]result
+	reqOrder []string // application order, oldest first; len <= maxRequests
+	// acme is the ACME state (acme.go); acmeVersion counts its changes.
+	acme        map[string]AcmeEntry
+	acmeVersion uint64
 
 	index      atomic.Uint64 // last log index applied (or restored)
 	lastChange atomic.Uint64 // index of the last entry that changed the state
@@ -49,6 +64,7 @@ type fsm struct {
 
 	onChange func() // after a state change: never blocks
 	onApply  func() // after any entry: never blocks
+	onStop   func() // once it stops at an entry it cannot apply: never blocks
 }
 
 type drainKey struct{ cluster, destination string }
@@ -65,6 +81,9 @@ type Drain struct {
 type result struct {
 	Code uint8  `json:"code"`
 	Msg  string `json:"msg,omitempty"`
+	// Value is what the first application committed (committedValue), so
+	// a retry answers with it rather than with its own values.
+	Value string `json:"value,omitempty"`
 }
 
 // result codes keep errors.Is working across retries and snapshots.
@@ -82,15 +101,15 @@ func resultOf(err error) result {
 	case err == nil:
 		return result{}
 	case errors.Is(err, keyring.ErrUnknownKey):
-		return result{codeUnknownKey, err.Error()}
+		return result{Code: codeUnknownKey, Msg: err.Error()}
 	case errors.Is(err, keyring.ErrKeyExists):
-		return result{codeKeyExists, err.Error()}
+		return result{Code: codeKeyExists, Msg: err.Error()}
 	case errors.Is(err, keyring.ErrRevoked):
-		return result{codeRevoked, err.Error()}
+		return result{Code: codeRevoked, Msg: err.Error()}
 	case errors.Is(err, ErrClusterID):
-		return result{codeClusterID, err.Error()}
+		return result{Code: codeClusterID, Msg: err.Error()}
 	}
-	return result{codeOther, err.Error()}
+	return result{Code: codeOther, Msg: err.Error()}
 }
 
 // fsmError is an FSM result as an error: the first application's message,
@@ -121,13 +140,16 @@ func (r result) err() error {
 }
 
 // applyResponse is what Apply returns to raft (future.Response()).
-type applyResponse struct{ err error }
+type applyResponse struct {
+	err   error
+	value string
+}
 
 func newFSM(ring *keyring.Ring, kek []byte, logger *slog.Logger) *fsm {
 	return &fsm{
-		ring: ring, kek: kek, logger: logger,
+		ring: ring, kek: kek, logger: logger, commands: Commands,
 		drains: map[drainKey]time.Time{}, reqs: map[string]result{},
-		snapIndex: func() uint64 { return 0 }, onChange: func() {}, onApply: func() {},
+		snapIndex: func() uint64 { return 0 }, onChange: func() {}, onApply: func() {}, onStop: func() {},
 	}
 }
 
@@ -136,35 +158,96 @@ var (
 	_ raft.ConfigurationStore = (*fsm)(nil)
 )
 
-// Apply applies one command entry.
+// ErrStopped: this node met a log entry it cannot apply and may not skip
+// (a command of a newer tether); it applies nothing more until upgraded.
+var ErrStopped = errors.New("store: stopped applying: this node needs a newer tether")
+
+// Apply applies one command entry. An entry of a type or body version this
+// binary does not know is skipped only when marked ignorable; otherwise the
+// FSM stops there (see fsm.stop) and logs once what it needs.
 func (f *fsm) Apply(l *raft.Log) any {
 	defer f.onApply()
+	if f.stop.Load() != 0 {
+		return applyResponse{err: f.stoppedErr()}
+	}
+	if len(l.Data) >= 2 {
+		typ, ver := l.Data[0]&^flagIgnorable, l.Data[1]
+		if !f.commands.knows(typ, ver) {
+			if l.Data[0]&flagIgnorable != 0 {
+				f.logger.Warn("raft entry skipped: its command is unknown to this version and marked ignorable",
+					"index", l.Index, "command", fmt.Sprintf("%s v%d", typeName(typ), ver))
+				f.raise(l.Index)
+				return applyResponse{}
+			}
+			name := fmt.Sprintf("type %d", typ) // this binary may not know the name
+			if f.commands.version(typ) > 0 {
+				name = typeName(typ)
+			}
+			need := fmt.Sprintf("raft entry %d needs command %s v%d; this binary knows %s; stopped applying: upgrade tether on this node",
+				l.Index, name, ver, f.commands.Describe())
+			f.stopNeed.Store(&need)
+			f.stop.Store(l.Index)
+			f.logger.Error(need)
+			f.onStop()
+			return applyResponse{err: f.stoppedErr()}
+		}
+	}
 	defer f.raise(l.Index)
 	cmd, err := decodeCommand(f.kek, l.Data)
-	if errors.Is(err, errUnknownType) {
-		f.logger.Warn("raft entry skipped: command type unknown to this version (upgrade this node)",
-			"index", l.Index, "type", l.Data[0])
-		return applyResponse{}
-	}
 	if err != nil { // a bug or a different cluster secret: loud, and no state change
 		f.logger.Error("raft entry not applied: cannot decode it", "index", l.Index, "err", err)
-		return applyResponse{fmt.Errorf("store: entry %d: %w", l.Index, err)}
+		return applyResponse{err: fmt.Errorf("store: entry %d: %w", l.Index, err)}
 	}
 	f.mu.Lock()
 	id := reqIDOf(cmd)
 	if r, ok := f.reqs[id]; ok {
 		f.mu.Unlock()
-		return applyResponse{r.err()}
+		return applyResponse{r.err(), r.Value}
 	}
 	changed, err := f.apply(cmd)
 	r := resultOf(err)
+	if err == nil {
+		r.Value = committedValue(cmd)
+	}
 	f.remember(id, r)
 	f.mu.Unlock()
 	if changed {
 		f.lastChange.Store(l.Index)
 		f.onChange()
 	}
-	return applyResponse{r.err()}
+	return applyResponse{r.err(), r.Value}
+}
+
+// committedValue is the part of a command a client is answered with: the
+// key an InstallKey installed, the replacement a RevokeKey installed, the
+// deadline a SetDrain set.
+func committedValue(cmd Command) string {
+	switch c := cmd.(type) {
+	case InstallKey:
+		return c.Key.ID
+	case RevokeKey:
+		if c.Replacement != nil {
+			return c.Replacement.ID
+		}
+	case SetDrain:
+		return c.Deadline.Format(time.RFC3339Nano)
+	}
+	return ""
+}
+
+// stopped returns the index of the entry the FSM stopped at (0: none) and
+// what it needs.
+func (f *fsm) stopped() (uint64, string) {
+	idx := f.stop.Load()
+	if idx == 0 {
+		return 0, ""
+	}
+	return idx, *f.stopNeed.Load()
+}
+
+func (f *fsm) stoppedErr() error {
+	_, need := f.stopped()
+	return fmt.Errorf("%w: %s", ErrStopped, need)
 }
 
 // apply changes the state; f.mu is held. It reports whether anything that
@@ -174,14 +257,14 @@ func (f *fsm) apply(cmd Command) (changed bool, err error) {
 	case InstallKey:
 		return true, f.ring.Install(c.Key)
 	case ActivateKey:
-		return true, f.ring.Activate(c.ID, c.At)
+		return true, f.ring.Activate(c.ID, f.commit(c.At))
 	case RevokeKey:
 		if c.Replacement != nil {
 			return true, f.ring.RevokeAndInstall(c.ID, *c.Replacement)
 		}
 		return true, f.ring.Revoke(c.ID)
 	case PruneKeys:
-		return len(f.ring.Prune(c.Now)) > 0, nil
+		return len(f.ring.Prune(f.commit(c.Now))) > 0, nil
 	case SetDrain:
 		f.drains[drainKey{c.Cluster, c.Destination}] = c.Deadline
 		return true, nil
@@ -199,8 +282,27 @@ func (f *fsm) apply(cmd Command) (changed bool, err error) {
 			return true, nil
 		}
 		return false, fmt.Errorf("%w: this cluster is %q, refusing %q", ErrClusterID, f.clusterID, c.ID)
+	case AcmeWrite:
+		return f.applyAcme(c)
 	}
 	return false, fmt.Errorf("store: command %T not handled", cmd)
+}
+
+// commit returns t, or the latest committed time when t is earlier, and
+// records it; f.mu is held.
+func (f *fsm) commit(t time.Time) time.Time {
+	if t.Before(f.clock) {
+		return f.clock
+	}
+	f.clock = t
+	return t
+}
+
+// committed is the latest committed time (zero: none yet).
+func (f *fsm) committed() time.Time {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.clock
 }
 
 // raise moves the applied index forward, never back.
@@ -225,7 +327,9 @@ func (f *fsm) remember(id string, r result) {
 // StoreConfiguration lets the FSM's index follow configuration entries too
 // (WaitApplied on a membership change's index).
 func (f *fsm) StoreConfiguration(index uint64, _ raft.Configuration) {
-	f.raise(index)
+	if f.stop.Load() == 0 {
+		f.raise(index)
+	}
 	f.onApply()
 }
 
@@ -235,9 +339,11 @@ var snapMagic = []byte{'t', 's', 'n', 1}
 
 type snapshotBody struct {
 	ClusterID string          `json:"cluster_id"`
+	Clock     time.Time       `json:"clock,omitzero"`
 	Keys      []byte          `json:"keys"` // keyring.WrapKeys
 	Drains    []wireSnapDrain `json:"drains"`
 	Requests  []wireRequest   `json:"requests"`
+	Acme      []wireAcmeEntry `json:"acme,omitempty"` // secret values wrapped
 }
 
 type wireSnapDrain struct {
@@ -255,16 +361,23 @@ type wireRequest struct {
 type fsmSnapshot struct {
 	kek  []byte
 	keys []keyring.Key
+	acme []AcmeEntry
 	body snapshotBody
 }
 
 // Snapshot runs on raft's FSM goroutine, so it sees a state between two
 // entries; it only copies.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	// Raft labels a snapshot with its own applied index, which passed the
+	// entry this FSM could not apply: such a snapshot (and the log
+	// compaction after it) would lose that entry for good.
+	if f.stop.Load() != 0 {
+		return nil, f.stoppedErr()
+	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	s := &fsmSnapshot{kek: f.kek, keys: f.ring.Snapshot(), body: snapshotBody{
-		ClusterID: f.clusterID, Drains: f.drainList(), Requests: make([]wireRequest, 0, len(f.reqOrder)),
+	s := &fsmSnapshot{kek: f.kek, keys: f.ring.Snapshot(), acme: f.acmeList(), body: snapshotBody{
+		ClusterID: f.clusterID, Clock: f.clock, Drains: f.drainList(), Requests: make([]wireRequest, 0, len(f.reqOrder)),
 	}}
 	for _, id := range f.reqOrder {
 		s.body.Requests = append(s.body.Requests, wireRequest{id, f.reqs[id]})
@@ -302,6 +415,9 @@ func (s *fsmSnapshot) encode() ([]byte, error) {
 	}
 	body := s.body
 	body.Keys = w
+	if body.Acme, err = wrapAcmeEntries(s.kek, s.acme); err != nil {
+		return nil, err
+	}
 	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
@@ -335,6 +451,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.clusterID = st.body.ClusterID
+	f.clock = st.body.Clock
 	f.drains = make(map[drainKey]time.Time, len(st.body.Drains))
 	for _, d := range st.body.Drains {
 		f.drains[drainKey{d.Cluster, d.Destination}] = d.Deadline
@@ -345,8 +462,13 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		f.reqs[r.ID] = r.result
 		f.reqOrder = append(f.reqOrder, r.ID)
 	}
+	f.restoreAcme(st.acme)
 	f.mu.Unlock()
 	idx := f.snapIndex()
+	if stop := f.stop.Load(); stop != 0 && idx >= stop {
+		f.stop.Store(0) // the snapshot holds the state past that entry
+		f.logger.Info("state restored from a snapshot past the entry this node could not apply; applying again", "index", idx)
+	}
 	f.raise(idx)
 	f.lastChange.Store(max(f.lastChange.Load(), idx))
 	f.onChange()
@@ -372,7 +494,11 @@ func decodeSnapshot(kek, b []byte) (*fsmSnapshot, error) {
 	if len(body.Requests) > maxRequests {
 		body.Requests = body.Requests[len(body.Requests)-maxRequests:]
 	}
-	return &fsmSnapshot{kek: kek, keys: keys, body: body}, nil
+	acme, err := unwrapAcmeEntries(kek, body.Acme)
+	if err != nil {
+		return nil, fmt.Errorf("store: snapshot acme state: %w", err)
+	}
+	return &fsmSnapshot{kek: kek, keys: keys, acme: acme, body: body}, nil
 }
 
 // ClusterID is the cluster's id, "" until SetClusterID is applied.
@@ -400,7 +526,7 @@ func (f *fsm) dump() string {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "cluster %q\n", f.clusterID)
+	fmt.Fprintf(&b, "cluster %q clock %s\n", f.clusterID, f.clock.Format(time.RFC3339Nano))
 	for _, k := range f.ring.Snapshot() {
 		h := sha256.Sum256(k.Material)
 		fmt.Fprintf(&b, "key %s created %s activates %s expires %s revoked %t material %s\n", k.ID,
@@ -410,6 +536,7 @@ func (f *fsm) dump() string {
 	for _, d := range f.drainList() {
 		fmt.Fprintf(&b, "drain %s/%s until %s\n", d.Cluster, d.Destination, d.Deadline.Format(time.RFC3339Nano))
 	}
+	b.WriteString(f.acmeDump())
 	for _, id := range f.reqOrder {
 		fmt.Fprintf(&b, "req %s %d %s\n", id, f.reqs[id].Code, f.reqs[id].Msg)
 	}

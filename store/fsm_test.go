@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +60,17 @@ func TestFSMCommandSemantics(t *testing.T) {
 		{"activate moves the activation time", []Command{InstallKey{"r1", k1}, InstallKey{"r2", k2}, ActivateKey{"r3", "k2", t0.Add(day)}}, nil,
 			func(f *fsm) string {
 				return expect(f.ring.ActiveKeyID(t0.Add(2*day)) == "k2", "active %q", f.ring.ActiveKeyID(t0.Add(2*day)))
+			}},
+		{"committed times never go backwards: an activation stamped before the last committed time happens at it",
+			[]Command{InstallKey{"r1", k1}, InstallKey{"r2", testKey("k3", 100*day)}, PruneKeys{"r3", t0.Add(50 * day)}, ActivateKey{"r4", "k3", t0.Add(day)}}, nil,
+			func(f *fsm) string {
+				var a time.Time
+				for _, k := range f.ring.Snapshot() {
+					if k.ID == "k3" {
+						a = k.Activates
+					}
+				}
+				return expect(a.Equal(t0.Add(50*day)) && f.committed().Equal(t0.Add(50*day)), "k3 activates %s, committed time %s", a, f.committed())
 			}},
 		{"activating an unknown key fails", []Command{ActivateKey{"r1", "nope", t0}}, keyring.ErrUnknownKey, nil},
 		{"revoke stops the key", []Command{InstallKey{"r1", k1}, RevokeKey{ReqID: "r2", ID: "k1"}}, nil,
@@ -120,15 +132,14 @@ func expect(ok bool, format string, args ...any) string {
 	return strings.TrimSpace(strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", " "))
 }
 
-func TestFSMSkipsUnknownTypesAndRejectsBadEntries(t *testing.T) {
+func TestFSMSkipsIgnorableUnknownTypesAndRejectsBadEntries(t *testing.T) {
 	f, kek := testFSM(t)
 	cases := []struct {
 		desc    string
 		data    []byte
 		wantErr bool
 	}{
-		{"unknown command type is skipped without error", []byte{200, 1, '{', '}'}, false},
-		{"unknown body version is an error", []byte{typeSetClusterID, 9, '{', '}'}, true},
+		{"unknown command type marked ignorable is skipped without error", []byte{200, 1, '{', '}'}, false},
 		{"truncated entry is an error", []byte{typeSetClusterID}, true},
 		{"missing request id is an error", append([]byte{typeSetClusterID, 1}, `{"id":"c1"}`...), true},
 		{"malformed JSON is an error", append([]byte{typeSetDrain, 1}, `{"req":`...), true},
@@ -144,6 +155,52 @@ func TestFSMSkipsUnknownTypesAndRejectsBadEntries(t *testing.T) {
 	}
 	if got := feed(t, f, kek, SetClusterID{"r1", "c1"}); got[0] != nil {
 		t.Errorf("FSM unusable after bad entries: %v", got[0])
+	}
+}
+
+// TestFSMStopsAtAnEntryItMayNotSkip: an entry of a type or body version this
+// binary does not know, not marked ignorable, is neither applied nor
+// counted; nor is any entry after it (the node would diverge for good: the
+// next snapshot would be above the entry). It says which version it needs.
+func TestFSMStopsAtAnEntryItMayNotSkip(t *testing.T) {
+	cases := []struct {
+		desc string
+		data []byte
+		want string // in the error and the log line
+	}{
+		{"unknown type", append([]byte{typeMax + 1, 1}, `{"req":"x"}`...), fmt.Sprintf("type %d v1", typeMax+1)},
+		{"newer body version of a known type", append([]byte{typeSetClusterID, 9}, `{"req":"x","id":"c9"}`...), "SetClusterID v9"},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			f, kek := testFSM(t)
+			var logs bytes.Buffer
+			f.logger = slog.New(slog.NewTextHandler(&logs, nil))
+			feed(t, f, kek, SetClusterID{"r1", "c1"})
+			stop := f.index.Load() + 1
+			r := f.Apply(&raft.Log{Index: stop, Type: raft.LogCommand, Data: c.data}).(applyResponse)
+			if r.err == nil || !strings.Contains(r.err.Error(), c.want) {
+				t.Errorf("apply: err %v, want one naming %q", r.err, c.want)
+			}
+			b, _ := encodeCommand(kek, InstallKey{"r2", testKey("k1", 0)})
+			f.Apply(&raft.Log{Index: stop + 1, Type: raft.LogCommand, Data: b})
+			f.StoreConfiguration(stop+2, raft.Configuration{})
+			if got := f.index.Load(); got != stop-1 {
+				t.Errorf("applied index %d, want %d (the entry before the one it cannot apply)", got, stop-1)
+			}
+			if f.ring.Len() != 0 {
+				t.Error("an entry after the unappliable one was applied")
+			}
+			if _, err := f.Snapshot(); err == nil {
+				t.Error("a snapshot was taken above an entry that was not applied")
+			}
+			if n := strings.Count(logs.String(), "upgrade"); n != 1 || !strings.Contains(logs.String(), c.want) {
+				t.Errorf("want one log line naming %q and asking for an upgrade, got:\n%s", c.want, logs.String())
+			}
+			if idx, _ := f.stopped(); idx != stop {
+				t.Errorf("stopped() = %d, want %d", idx, stop)
+			}
+		})
 	}
 }
 

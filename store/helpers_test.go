@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -95,6 +96,8 @@ type testNode struct {
 	id, dir, bind string
 	ring          *keyring.Ring
 	s             *Store
+	commands      CommandSet // "": this binary's
+	logs          io.Writer  // nil: testLogger
 }
 
 type testCluster struct {
@@ -152,10 +155,14 @@ func (c *testCluster) config(nd *testNode) Config {
 	if c.byName {
 		advertise = "localhost"
 	}
+	logger := testLogger().With("node", nd.id)
+	if nd.logs != nil {
+		logger = slog.New(slog.NewTextHandler(nd.logs, nil)).With("node", nd.id)
+	}
 	return Config{
-		Advertise: advertise,
-		NodeID:    nd.id, Dir: nd.dir, BindAddr: nd.bind, Secret: testSecret, Ring: nd.ring, TLS: c.tls,
-		Timing: cmp.Or(c.timing, FastTiming()), Logger: testLogger().With("node", nd.id), knobs: &k,
+		Advertise: advertise, Commands: nd.commands,
+		NodeID: nd.id, Dir: nd.dir, BindAddr: nd.bind, Secret: testSecret, Ring: nd.ring, TLS: c.tls,
+		Timing: cmp.Or(c.timing, FastTiming()), Logger: logger, knobs: &k,
 	}
 }
 
@@ -277,6 +284,24 @@ func (c *testCluster) converged(index uint64, nodes ...*testNode) string {
 		}
 	}
 	return want
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // testKey makes a key with material derived from id.

@@ -2,41 +2,125 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
+	"net"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/tether-proxy/tether/internal/logging"
 )
 
 // raftLogger is an hclog.Logger (what raft wants) that logs into slog with
-// typed values (durations print as durations).
+// typed values (durations print as durations). It sets each line's level by
+// what the event means to an operator, not by raft's choice (see
+// operatorLevel), and repeats a failing peer's error at most once per
+// peerErrorEvery.
 type raftLogger struct {
-	l    *slog.Logger
-	name string
-	args []any
+	l     *slog.Logger
+	name  string
+	args  []any
+	limit *logging.Repeats
 }
 
 var _ hclog.Logger = (*raftLogger)(nil)
 
-func newRaftLogger(l *slog.Logger, name string) hclog.Logger { return &raftLogger{l: l, name: name} }
+func newRaftLogger(l *slog.Logger, name string) hclog.Logger {
+	return &raftLogger{l: l, name: name, limit: logging.NewRepeats(peerErrorEvery, time.Now)}
+}
+
+// peerErrorEvery is how often a down peer's replication or heartbeat error
+// is logged: raft retries every few hundred milliseconds, which would be
+// about three lines a second per down peer, for as long as the reap timeout.
+const peerErrorEvery = 30 * time.Second
 
 func (r *raftLogger) Log(level hclog.Level, msg string, args ...any) {
-	lv := slogLevel(level)
-	if lv == slog.LevelInfo && routine(r.name, msg) {
-		lv = slog.LevelDebug
-	}
 	ctx := context.Background()
+	lv, peerErr := operatorLevel(r.name, msg, slogLevel(level), args)
 	if !r.l.Enabled(ctx, lv) {
 		return
 	}
 	attrs := []slog.Attr{slog.String("module", r.name)}
 	attrs = appendArgs(attrs, r.args)
 	attrs = appendArgs(attrs, args)
+	if peerErr {
+		n, ok := r.limit.Allow(r.name + "\x00" + msg + "\x00" + peerOf(args))
+		if !ok {
+			return
+		}
+		if n > 0 {
+			attrs = append(attrs, slog.Int("repeated", n), slog.Duration("repeated_within", peerErrorEvery))
+		}
+	}
 	r.l.LogAttrs(ctx, lv, msg, attrs...)
 }
+
+// peerErrors are raft's lines about one peer it cannot reach: a down peer
+// is worth a warning (the cluster runs with one fewer), not an error a
+// second.
+var peerErrors = []string{
+	"failed to heartbeat to", "failed to appendEntries to", "failed to contact",
+	"failed to make requestVote RPC", "failed to pipeline appendEntries",
+	"failed to start pipeline replication to", "failed to send snapshot to",
+	"failed to install snapshot",
+}
+
+// operatorLevel maps one raft line to the level it deserves, and says
+// whether it is a peer error to rate-limit.
+func operatorLevel(module, msg string, lv slog.Level, args []any) (slog.Level, bool) {
+	if slices.Contains(peerErrors, msg) {
+		return slog.LevelWarn, true
+	}
+	err := argError(args)
+	switch {
+	case lv == slog.LevelInfo && routine(module, msg):
+		return slog.LevelDebug, false
+	case msg == "failed to take snapshot" && errors.Is(err, raft.ErrNothingNewToSnapshot):
+		// Every restart and every quiet snapshot interval: nothing to do.
+		return slog.LevelDebug, false
+	case strings.HasPrefix(msg, "failed to decode incoming command") || msg == "failed to flush response" || msg == "failed to accept connection":
+		// A peer (or this node) closing its connection on a clean stop.
+		if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+			(err != nil && strings.Contains(err.Error(), "use of closed network connection")) {
+			return slog.LevelDebug, false
+		}
+	}
+	return lv, false
+}
+
+// argError is the value of the "error" argument, if it is an error.
+func argError(args []any) error {
+	for i := 0; i+1 < len(args); i += 2 {
+		if k, _ := args[i].(string); k == "error" || k == "err" {
+			if e, ok := args[i+1].(error); ok {
+				return e
+			}
+		}
+	}
+	return nil
+}
+
+// peerOf is the peer a line is about, for rate-limiting per peer.
+func peerOf(args []any) string {
+	for i := 0; i+1 < len(args); i += 2 {
+		switch k, _ := args[i].(string); k {
+		case "peer", "server-id", "target", "id":
+			return fmt.Sprint(args[i+1])
+		}
+	}
+	return ""
+}
+
+// clashing are keys raft uses that mean something else on our lines (the
+// line's time, the node that logs it): they are renamed raft_<key>.
+var clashing = []string{slog.TimeKey, slog.LevelKey, slog.MessageKey, slog.SourceKey, "node", "component", "module"}
 
 // appendArgs turns hclog's key, value, key, value... into attributes.
 func appendArgs(attrs []slog.Attr, args []any) []slog.Attr {
@@ -45,15 +129,28 @@ func appendArgs(attrs []slog.Attr, args []any) []slog.Attr {
 		if !ok {
 			key = fmt.Sprint(args[i])
 		}
+		if slices.Contains(clashing, key) {
+			key = "raft_" + key
+		}
 		if i+1 == len(args) {
 			attrs = append(attrs, slog.Any("EXTRA_VALUE_AT_END", args[i]))
 			break
 		}
 		v := args[i+1]
-		if f, ok := v.(hclog.Format); ok && len(f) > 0 {
-			if format, ok := f[0].(string); ok {
-				v = fmt.Sprintf(format, f[1:]...)
+		switch x := v.(type) {
+		case hclog.Format:
+			if len(x) > 0 {
+				if format, ok := x[0].(string); ok {
+					v = fmt.Sprintf(format, x[1:]...)
+				}
 			}
+		case error:
+			v = x.Error()
+		case time.Duration:
+		case fmt.Stringer:
+			// A struct with a String method (raft's *Raft) would encode
+			// as {} in JSON.
+			v = x.String()
 		}
 		attrs = append(attrs, slog.Any(key, v))
 	}
@@ -90,15 +187,15 @@ func (r *raftLogger) ImpliedArgs() []any            { return r.args }
 func (r *raftLogger) Name() string                  { return r.name }
 
 func (r *raftLogger) With(args ...any) hclog.Logger {
-	return &raftLogger{l: r.l, name: r.name, args: append(append([]any(nil), r.args...), args...)}
+	return &raftLogger{l: r.l, name: r.name, args: append(append([]any(nil), r.args...), args...), limit: r.limit}
 }
 
 func (r *raftLogger) Named(name string) hclog.Logger {
-	return &raftLogger{l: r.l, name: r.name + "." + name, args: r.args}
+	return &raftLogger{l: r.l, name: r.name + "." + name, args: r.args, limit: r.limit}
 }
 
 func (r *raftLogger) ResetNamed(name string) hclog.Logger {
-	return &raftLogger{l: r.l, name: name, args: r.args}
+	return &raftLogger{l: r.l, name: name, args: r.args, limit: r.limit}
 }
 
 // SetLevel is ignored: the slog handler decides what is logged.

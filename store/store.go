@@ -36,6 +36,13 @@ var (
 	ErrClusterID = errors.New("store: cluster id mismatch")
 	// ErrShutdown: the store is shut down.
 	ErrShutdown = errors.New("store: shut down")
+	// ErrUnsupported: a member (or this node) does not apply the command
+	// yet; upgrade it first. See CommandSet and Store.SetCommandGate.
+	// ErrAddressTaken: a server asked to be added at an address another
+	// server of the configuration holds. The holder is never evicted for
+	// it: whoever knows it failed removes it first (RemoveServer).
+	ErrAddressTaken = errors.New("store: raft address held by another server")
+	ErrUnsupported  = errors.New("store: command not supported by every member")
 )
 
 const (
@@ -72,6 +79,7 @@ type Store struct {
 	layer     *streamLayer
 	transport *raft.NetworkTransport
 	snaps     *raft.FileSnapshotStore
+	snapStore raft.SnapshotStore // snaps, behind the test fault knob
 	snapDir   string
 	bolt      *raftboltdb.BoltStore
 	logs      raft.LogStore
@@ -79,9 +87,15 @@ type Store struct {
 	raft      *raft.Raft
 	observer  *raft.Observer
 	hadState  bool
+	snapFault func() error
+	gate      atomic.Pointer[func(Command) error]
 
 	leaderChanges atomic.Uint64
-	snapIndex     atomic.Uint64 // newest local snapshot's index
+	// persistErr is why the last snapshot failed (nil: the last one, or
+	// none yet, succeeded); persistFailures counts failed tries.
+	persistErr      atomic.Pointer[PersistFailure]
+	persistFailures atomic.Uint64
+	snapIndex       atomic.Uint64 // newest local snapshot's index
 
 	changed chan struct{} // Changed(); buffered 1
 	durable chan struct{} // DurableChanged(); buffered 1
@@ -149,6 +163,11 @@ func Open(cfg Config) (_ *Store, err error) {
 	if s.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.Dir, retainSnapshots, newRaftLogger(cfg.Logger, "raft-snap")); err != nil {
 		return nil, fmt.Errorf("store: snapshot store: %w", err)
 	}
+	s.snapStore = s.snaps
+	if cfg.knobs.snapshotFault != nil {
+		s.snapStore = faultySnapshots{s.snaps, cfg.knobs.snapshotFault}
+	}
+	s.snapFault = cfg.knobs.snapshotFault
 
 	// 3. Bolt log and stable store; 4. log cache in front of it.
 	s.bolt, err = raftboltdb.New(raftboltdb.Options{
@@ -172,6 +191,12 @@ func Open(cfg Config) (_ *Store, err error) {
 
 	// 5. FSM and Raft.
 	s.fsm = newFSM(s.ring, s.kek, s.logger)
+	if cfg.Commands != "" {
+		s.fsm.commands = cfg.Commands
+	}
+	s.fsm.onStop = s.handOff
+	cid := s.fsm.ClusterID
+	s.layer.clusterID.Store(&cid)
 	s.fsm.snapIndex = s.latestSnapshot
 	s.fsm.onChange = s.stateChanged
 	s.fsm.onApply = s.entryApplied
@@ -196,7 +221,7 @@ func Open(cfg Config) (_ *Store, err error) {
 	if err := s.recoverPeers(cfg.Dir, rc); err != nil {
 		return nil, err
 	}
-	if s.raft, err = raft.NewRaft(rc, s.fsm, s.logs, s.bolt, s.snaps, s.transport); err != nil {
+	if s.raft, err = raft.NewRaft(rc, s.fsm, s.logs, s.bolt, s.snapStore, s.transport); err != nil {
 		return nil, fmt.Errorf("store: starting raft: %w", err)
 	}
 	// Restoring the last snapshot at start made the FSM current up to it.
@@ -267,10 +292,28 @@ func (s *Store) observe(ch <-chan raft.Observation) {
 				if lo.LeaderID != "" {
 					s.leaderChanges.Add(1)
 				}
+				if string(lo.LeaderID) == s.id {
+					s.handOff()
+				}
 				s.logger.Info("raft leader changed", "leader_id", string(lo.LeaderID), "leader_addr", string(lo.LeaderAddr))
 			}
 		}
 	}
+}
+
+// handOff moves leadership away from a node that stopped applying: its
+// state is behind the log, so it must not act on it as the leader.
+func (s *Store) handOff() {
+	if s.fsm.stop.Load() == 0 {
+		return
+	}
+	go func() {
+		if s.IsLeader() {
+			if err := s.TransferLeadership(); err != nil {
+				s.logger.Warn("this node stopped applying and could not hand leadership over", "err", err)
+			}
+		}
+	}()
 }
 
 // stateChanged runs on the FSM goroutine after a change: it must not block.
@@ -295,6 +338,11 @@ func (s *Store) entryApplied() {
 // snapshotter takes a snapshot after every state change, off the Apply
 // path, so that a node restarted without a quorum (raft then restores only
 // its last snapshot) still has every key and drain it had applied.
+//
+// A snapshot that fails for want of a disk (full, read-only, gone) is said
+// once in the log (and again once it works), counted (PersistFailure), and
+// retried every snapshotRetry; while it fails, a small probe file tests the
+// disk first, so raft does not log a failed snapshot every second.
 func (s *Store) snapshotter() {
 	defer s.wg.Done()
 	for {
@@ -303,11 +351,18 @@ func (s *Store) snapshotter() {
 			return
 		case <-s.snapReq:
 		}
-		if err := s.snapshot(); err != nil {
-			if errors.Is(err, raft.ErrRaftShutdown) {
-				return
-			}
-			s.logger.Warn("raft snapshot after a state change failed; retrying", "err", err, "retry_in", snapshotRetry)
+		err := s.probeDisk()
+		if err == nil {
+			err = s.snapshot()
+		}
+		if errors.Is(err, raft.ErrRaftShutdown) {
+			return
+		}
+		if err != nil && s.fsm.stop.Load() != 0 {
+			continue // not the disk: the FSM waits for an upgrade (Store.Stopped)
+		}
+		s.notePersist(err)
+		if err != nil {
 			select {
 			case <-s.done:
 				return
@@ -319,6 +374,79 @@ func (s *Store) snapshotter() {
 			}
 		}
 	}
+}
+
+// PersistFailure is why this node cannot write its Raft state to disk.
+type PersistFailure struct {
+	Err   string    // the last error
+	Since time.Time // when the failures began
+}
+
+// notePersist records a snapshot's outcome and logs changes only.
+func (s *Store) notePersist(err error) {
+	if err == nil {
+		if prev := s.persistErr.Swap(nil); prev != nil {
+			s.logger.Info("raft state persists again", "failed_for", time.Since(prev.Since).Round(time.Second).String())
+		}
+		return
+	}
+	s.persistFailures.Add(1)
+	prev := s.persistErr.Load()
+	since := time.Now()
+	if prev != nil {
+		since = prev.Since
+	}
+	s.persistErr.Store(&PersistFailure{Err: err.Error(), Since: since})
+	if prev == nil {
+		s.logger.Error("cannot persist raft state: the durable index is frozen, so new keys activate without waiting for this node; retrying every second (free disk space or fix the data dir's permissions)",
+			"dir", s.snapDir, "err", err)
+	}
+}
+
+// probeDisk writes, syncs and removes a small file in the snapshot
+// directory, but only while snapshots fail: the first try goes straight
+// to raft.
+func (s *Store) probeDisk() error {
+	if s.persistErr.Load() == nil {
+		return nil
+	}
+	if s.snapFault != nil {
+		if err := s.snapFault(); err != nil {
+			return err
+		}
+	}
+	f, err := os.CreateTemp(s.snapDir, ".probe-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(make([]byte, 4096))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// PersistFailure reports why this node cannot persist its Raft state (nil:
+// it can) and how many snapshot tries failed since start.
+func (s *Store) PersistFailure() (*PersistFailure, uint64) {
+	return s.persistErr.Load(), s.persistFailures.Load()
+}
+
+// faultySnapshots fails snapshot creation on the test knob's word.
+type faultySnapshots struct {
+	*raft.FileSnapshotStore
+	fault func() error
+}
+
+func (f faultySnapshots) Create(v raft.SnapshotVersion, index, term uint64, c raft.Configuration, ci uint64, t raft.Transport) (raft.SnapshotSink, error) {
+	if err := f.fault(); err != nil {
+		return nil, err
+	}
+	return f.FileSnapshotStore.Create(v, index, term, c, ci, t)
 }
 
 func (s *Store) snapshot() error {
@@ -440,6 +568,9 @@ func (s *Store) Term() uint64 { return s.raft.CurrentTerm() }
 // earlier term committed (all of them, after a restart without a recent
 // snapshot) reach its FSM only after it took over.
 func (s *Store) Barrier(timeout time.Duration) error {
+	if s.fsm.stop.Load() != 0 {
+		return fmt.Errorf("store: barrier: %w", s.fsm.stoppedErr())
+	}
 	if err := s.raft.Barrier(timeout).Error(); err != nil {
 		return fmt.Errorf("store: barrier: %w", err)
 	}
@@ -475,12 +606,16 @@ func (s *Store) Servers() ([]Server, error) {
 }
 
 // AddVoter makes id at addr a voter. Idempotent (rqlite's join): the same
-// id and address as a voter already is nothing to do; when only one of the
-// two matches an existing server, that stale entry is removed first.
+// id and address as a voter already is nothing to do; a known id at a new
+// address is updated in place (never removed and added again, which would
+// pass through a configuration with one voter less). An address another
+// server holds is refused with ErrAddressTaken, naming both: the holder may
+// be alive (pod IP reuse, every node on :7000), and only the caller knows
+// from gossip whether it failed and may be removed first.
 func (s *Store) AddVoter(id, addr string) error { return s.add(id, addr, true) }
 
 // AddNonvoter adds id at addr as a non-voter (it replicates, never votes).
-// Same idempotence as AddVoter; an existing voter stays a voter.
+// Same rules as AddVoter; an existing voter stays a voter.
 func (s *Store) AddNonvoter(id, addr string) error { return s.add(id, addr, false) }
 
 func (s *Store) add(id, addr string, voter bool) error {
@@ -497,12 +632,15 @@ func (s *Store) add(id, addr string, voter bool) error {
 			if sv.Voter || !voter {
 				return nil
 			}
-		case sv.ID == id || sv.Address == addr:
-			if err := s.RemoveServer(sv.ID); err != nil {
-				return fmt.Errorf("store: removing stale server %s at %s before adding %s at %s: %w", sv.ID, sv.Address, id, addr, err)
-			}
+		case sv.ID != id && sv.Address == addr:
+			s.logger.Warn("raft address conflict: refusing a server at an address another server holds",
+				"address", addr, "holder", sv.ID, "claimant", id)
+			return fmt.Errorf("%w: %s claims raft address %s, which %s holds: refused (remove %s first if it failed for good)",
+				ErrAddressTaken, id, addr, sv.ID, sv.ID)
 		}
 	}
+	// raft's AddVoter/AddNonvoter with a known id keep its place and
+	// change its address (AddNonvoter keeps a voter a voter).
 	var f raft.IndexFuture
 	if voter {
 		f = s.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, membershipTimeout)
@@ -581,6 +719,30 @@ func raftErr(err error) error {
 // applied: retry with the same ReqID), a bad command, or the FSM's own
 // error (e.g. keyring.ErrUnknownKey, ErrClusterID).
 func (s *Store) Apply(cmd Command) (index uint64, err error) {
+	c, err := s.Commit(cmd)
+	return c.Index, err
+}
+
+// Committed is what a write committed: its entry's index and, for a
+// command that carries one, the value the first application of its ReqID
+// committed (InstallKey: the key id; RevokeKey with a replacement: the
+// replacement's id; SetDrain: the deadline, RFC 3339). A retry whose ReqID
+// was already applied gets the first try's value, not its own.
+type Committed struct {
+	Index uint64
+	Value string
+}
+
+// Commit is Apply answering with what was committed.
+func (s *Store) Commit(cmd Command) (Committed, error) {
+	if !s.fsm.commands.Supports(cmd) {
+		return Committed{}, fmt.Errorf("%w: this node does not apply %s (it knows %s)", ErrUnsupported, Requirement(cmd), s.fsm.commands.Describe())
+	}
+	if g := s.gate.Load(); g != nil {
+		if err := (*g)(cmd); err != nil {
+			return Committed{}, err
+		}
+	}
 	if reqIDOf(cmd) == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
@@ -588,20 +750,43 @@ func (s *Store) Apply(cmd Command) (index uint64, err error) {
 	}
 	data, err := encodeCommand(s.kek, cmd)
 	if err != nil {
-		return 0, fmt.Errorf("store: %w", err)
+		return Committed{}, fmt.Errorf("store: %w", err)
 	}
 	f := s.raft.Apply(data, applyTimeout)
 	if err := raftErr(f.Error()); err != nil {
 		if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrLeadershipLost) || errors.Is(err, ErrShutdown) {
-			return 0, err
+			return Committed{}, err
 		}
-		return 0, fmt.Errorf("store: apply: %w", err)
+		return Committed{}, fmt.Errorf("store: apply: %w", err)
 	}
-	if r, ok := f.Response().(applyResponse); ok && r.err != nil {
-		return f.Index(), r.err
+	c := Committed{Index: f.Index()}
+	if r, ok := f.Response().(applyResponse); ok {
+		c.Value = r.value
+		if r.err != nil {
+			return c, r.err
+		}
 	}
-	return f.Index(), nil
+	return c, nil
 }
+
+// SetCommandGate installs the check Apply runs before it writes a command:
+// the node refuses (ErrUnsupported) a command some member does not apply
+// yet. Nil removes it.
+func (s *Store) SetCommandGate(gate func(Command) error) {
+	if gate == nil {
+		s.gate.Store(nil)
+		return
+	}
+	s.gate.Store(&gate)
+}
+
+// Commands is the command set this node's FSM applies; members gossip it.
+func (s *Store) Commands() CommandSet { return s.fsm.commands }
+
+// Stopped reports the log entry this node stopped applying at (0: none)
+// and a sentence naming the version it needs. The node's applied and
+// durable indexes stay below that entry until it is upgraded.
+func (s *Store) Stopped() (index uint64, need string) { return s.fsm.stopped() }
 
 // ClusterID is the cluster's id, "" until one is set.
 func (s *Store) ClusterID() string { return s.fsm.ClusterID() }
@@ -633,6 +818,9 @@ func (s *Store) WaitApplied(ctx context.Context, index uint64) error {
 		s.appMu.Unlock()
 		if s.AppliedIndex() >= index {
 			return nil
+		}
+		if stop := s.fsm.stop.Load(); stop != 0 && index >= stop {
+			return fmt.Errorf("store: waiting for index %d: %w", index, s.fsm.stoppedErr())
 		}
 		select {
 		case <-ctx.Done():
@@ -695,7 +883,7 @@ func (s *Store) recoverPeers(dir string, rc *raft.Config) error {
 	if err != nil {
 		return fmt.Errorf("store: %s: %w", path, err)
 	}
-	if err := raft.RecoverCluster(rc, s.fsm, s.logs, s.bolt, s.snaps, s.transport, conf); err != nil {
+	if err := raft.RecoverCluster(rc, s.fsm, s.logs, s.bolt, s.snapStore, s.transport, conf); err != nil {
 		return fmt.Errorf("store: recovering the cluster from %s: %w", path, err)
 	}
 	if err := os.Rename(path, path+".recovered"); err != nil {

@@ -268,7 +268,7 @@ func TestClientCommandsAgainstACluster(t *testing.T) {
 		}
 		return false
 	})
-	if code, out := run("keyring", "revoke", "no-such-key"); code == 0 || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+	if code, out := run("keyring", "revoke", "no-such-key", "--yes"); code == 0 || strings.Count(strings.TrimSpace(out), "\n") != 0 {
 		t.Fatalf("revoke of an unknown key: exit %d, want non-zero with one line:\n%s", code, out)
 	}
 	p := start(t, nil, "--version")

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tether-proxy/tether/internal/logging"
 	"github.com/tether-proxy/tether/node"
 	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/config"
@@ -17,7 +20,7 @@ import (
 
 func agentCmd() *cobra.Command {
 	var cfg node.Config
-	var logLevel string
+	var logLevel, logFormat string
 	var noAccessLog bool
 	cmd := &cobra.Command{
 		Use:   "agent --config FILE",
@@ -31,7 +34,12 @@ func agentCmd() *cobra.Command {
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
 			}
-			cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			logger, err := logging.New(os.Stderr, logFormat, level)
+			if err != nil {
+				return fmt.Errorf("--log-format: %w", err)
+			}
+			cfg.Logger = logger
+			warnReadableSecrets(logger, map[string]string{"--cluster-secret-file": cfg.ClusterSecretFile, "--admin-token-file": cfg.AdminTokenFile})
 			if !noAccessLog {
 				// Batched: a request does not pay a write(2) of its
 				// own; runAgent returns after the node has shut down
@@ -47,7 +55,7 @@ func agentCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&cfg.ConfigPath, "config", "", "proxy configuration file (JSON or YAML)")
 	f.StringVar(&cfg.NodeID, "node-id", "", "node id (default: the host name)")
-	f.StringVar(&cfg.DataDir, "data-dir", "", "data directory (default: ./data/<node-id>)")
+	f.StringVar(&cfg.DataDir, "data-dir", "", "data directory (default: $XDG_STATE_HOME/tether/<node-id>, /var/lib/tether/<node-id> for root, else ~/.local/state/tether/<node-id>)")
 	f.StringVar(&cfg.AdminAddr, "admin-addr", node.DefaultAdminAddr, "admin API address")
 	f.StringVar(&cfg.ClusterSecretFile, "cluster-secret-file", "", "file holding the cluster secret (encrypts the keyring at rest)")
 	f.StringVar(&cfg.AdminTokenFile, "admin-token-file", "", "file holding the admin API bearer token")
@@ -55,14 +63,19 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&cfg.GossipAddr, "gossip-addr", node.DefaultGossipAddr, "gossip (memberlist) listen address")
 	f.StringVar(&cfg.Advertise, "advertise", "", "host other nodes reach this one at (NAT, containers); default: the bound or a private IP")
 	f.StringSliceVar(&cfg.Join, "join", nil, "HOST[:PORT] of nodes to join (repeatable; a DNS name joins every address behind it)")
+	f.StringSliceVar(&cfg.Listen, "listen", nil, "proxy listen address (host:port, :port or an http/https URL; repeatable): replaces the config file's listeners, for several nodes on one host")
 	f.IntVar(&cfg.BootstrapExpect, "bootstrap-expect", 0, "form a new cluster once this many nodes without state see each other")
 	f.StringVar(&cfg.TLSCert, "tls-cert", "", "certificate for mutual TLS between nodes (with --tls-key and --tls-ca)")
 	f.StringVar(&cfg.TLSKey, "tls-key", "", "private key for --tls-cert")
 	f.StringVar(&cfg.TLSCA, "tls-ca", "", "CA bundle that signs every node's certificate")
 	f.DurationVar(&cfg.ReapTimeout, "reap-timeout", node.DefaultReapTimeout, "remove a failed node from Raft after this long")
+	f.DurationVar(&cfg.VoterGrace, "voter-grace", node.DefaultVoterGrace, "replace a failed voter only after it has been failed this long")
 	f.IntVar(&cfg.RaftVoters, "raft-voters", node.DefaultRaftVoters, "at most this many voters (odd); further nodes are non-voters")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&logFormat, "log-format", logging.FormatJSON, "log format: json (one object a line, for log pipelines) or text (for a terminal)")
 	f.BoolVar(&noAccessLog, "no-access-log", false, "do not write the JSON access log to stdout")
+	f.StringVar(&cfg.HTTP1Server, "http1-server", string(proxy.HTTP1Own), "what serves cleartext HTTP/1.1: own (tether's loop) or stdlib (Go's net/http)")
+	f.StringVar(&cfg.WriteYield, "write-yield", string(proxy.WriteYieldAuto), "a socket write first lets other ready requests write: auto (on one CPU only), on or off")
 	f.BoolVar(&cfg.Strict, "strict", false, "treat unknown config keys as errors, not warnings (for CI)")
 	return cmd
 }
@@ -114,6 +127,24 @@ wait:
 	return n.Err()
 }
 
+// warnReadableSecrets warns about secret files that group or others may
+// read: `openssl rand -hex 32 > file` creates one mode 0644.
+func warnReadableSecrets(log *slog.Logger, files map[string]string) {
+	for _, flag := range slices.Sorted(maps.Keys(files)) {
+		path := files[flag]
+		if path == "" {
+			continue
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			continue // the node reports a missing file when it reads it
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			log.Warn("secret file is readable by group or others: chmod 600 it", "flag", flag, "file", path, "mode", fmt.Sprintf("%04o", perm))
+		}
+	}
+}
+
 func configCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "config", Short: "Work with configuration files"}
 	var strict bool
@@ -137,6 +168,10 @@ func configCmd() *cobra.Command {
 			if err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				return fmt.Errorf("%s is not valid", args[0])
+			}
+			if len(cfg.ReverseProxy.Routes) == 0 {
+				fmt.Printf("%s is valid but serves nothing: it has no routes (ReverseProxy.Routes), so every request gets 404\n", args[0])
+				return nil
 			}
 			fmt.Printf("%s is valid: %d routes, %d clusters\n", args[0], len(cfg.ReverseProxy.Routes), len(cfg.ReverseProxy.Clusters))
 			return nil

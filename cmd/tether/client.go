@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,15 +16,17 @@ import (
 
 // clientFlags are shared by every command that talks to the admin API.
 type clientFlags struct {
-	admin   string
-	asJSON  bool
-	timeout time.Duration
+	admin     string
+	tokenFile string
+	asJSON    bool
+	timeout   time.Duration
 }
 
 func (cf *clientFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&cf.admin, "admin", "http://"+node.DefaultAdminAddr, "admin API URL (env TETHER_ADMIN)")
 	cmd.Flags().BoolVar(&cf.asJSON, "json", false, "print the API's JSON answer")
 	cmd.Flags().DurationVar(&cf.timeout, "timeout", 30*time.Second, "give up after this long")
+	cmd.Flags().StringVar(&cf.tokenFile, "token-file", "", "file holding the admin API bearer token (default: env TETHER_ADMIN_TOKEN)")
 }
 
 // client is the admin API client and the deadline of one command.
@@ -31,7 +34,11 @@ func (cf *clientFlags) client(cmd *cobra.Command) (node.Client, context.Context,
 	if err := bindEnv(cmd); err != nil {
 		return node.Client{}, nil, nil, err
 	}
-	c := node.Client{Base: cf.admin, Token: os.Getenv("TETHER_ADMIN_TOKEN"), HTTP: &http.Client{Timeout: cf.timeout}}
+	token, err := cf.token()
+	if err != nil {
+		return node.Client{}, nil, nil, err
+	}
+	c := node.Client{Base: cf.admin, Token: token, HTTP: &http.Client{Timeout: cf.timeout}}
 	ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
 	return c, ctx, cancel, nil
 }
@@ -55,7 +62,7 @@ func (cf *clientFlags) call(cmd *cobra.Command, method, path string, body any, l
 	defer cancel()
 	v, err := c.Do(ctx, method, path, body)
 	if err != nil {
-		return err
+		return explain(err)
 	}
 	return cf.print(v, listKey, columns...)
 }
@@ -79,15 +86,17 @@ func getCmd(use, short, path, listKey string, columns ...string) *cobra.Command 
 func clientCmds() []*cobra.Command {
 	status := getCmd("status", "Show the node's status", "/v1/status", "")
 	members := getCmd("members", "List the cluster's nodes with gossip state and Raft role", "/v1/members",
-		"members", "id", "address", "state", "raft", "leader", "version", "durable_index")
+		"members", "id", "address", "admin_address", "state", "raft", "leader", "version", "durable_index")
 	join := clientCmd("join HOST[:PORT]...", "Make the node join the nodes at these addresses", cobra.MinimumNArgs(1),
 		func(cf *clientFlags, cmd *cobra.Command, args []string) error {
-			return cf.call(cmd, http.MethodPost, "/v1/join", map[string]any{"addresses": args}, "")
+			return joinHint(cf.call(cmd, http.MethodPost, "/v1/join", map[string]any{"addresses": args}, ""), args)
 		})
-	leave := clientCmd("leave", "Make the node leave the cluster gracefully (it then stops)", cobra.NoArgs,
+	var force bool
+	leave := clientCmd("leave", "Make the node leave the cluster gracefully (it then stops); succeeds only once it is out of Raft", cobra.NoArgs,
 		func(cf *clientFlags, cmd *cobra.Command, _ []string) error {
-			return cf.call(cmd, http.MethodPost, "/v1/leave", nil, "")
+			return cf.call(cmd, http.MethodPost, "/v1/leave?force="+strconv.FormatBool(force), nil, "")
 		})
+	leave.Flags().BoolVar(&force, "force", false, "leave even below --bootstrap-expect voters or a quorum of alive voters")
 	remove := clientCmd("remove NODE_ID", "Remove a failed node from the cluster", cobra.ExactArgs(1),
 		func(cf *clientFlags, cmd *cobra.Command, args []string) error {
 			return cf.call(cmd, http.MethodDelete, "/v1/members/"+url.PathEscape(args[0]), nil, "")
@@ -95,22 +104,19 @@ func clientCmds() []*cobra.Command {
 
 	keyringCmd := &cobra.Command{Use: "keyring", Short: "List, rotate and revoke affinity keys"}
 	keyringCmd.AddCommand(
-		getCmd("list", "List keys (never key material)", "/v1/keyring", "keys", "id", "state", "created", "activates", "expires"),
+		keyringListCmd(),
 		clientCmd("rotate", "Create a new key; it becomes active once every node holds it", cobra.NoArgs,
 			func(cf *clientFlags, cmd *cobra.Command, _ []string) error {
 				return cf.call(cmd, http.MethodPost, "/v1/keyring/rotate", nil, "")
 			}),
-		clientCmd("revoke KEY_ID", "Revoke a key: values sealed with it stop decrypting at once", cobra.ExactArgs(1),
-			func(cf *clientFlags, cmd *cobra.Command, args []string) error {
-				return cf.call(cmd, http.MethodPost, "/v1/keyring/"+url.PathEscape(args[0])+"/revoke", nil, "")
-			}),
+		keyringRevokeCmd(),
 	)
 
 	dests := clientCmd("destinations [CLUSTER]", "Show destinations with health and drain state (every cluster's when none is named)", cobra.MaximumNArgs(1),
 		func(cf *clientFlags, cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
-				return cf.call(cmd, http.MethodGet, "/v1/clusters/"+url.PathEscape(args[0])+"/destinations", nil,
-					"destinations", destColumns...)
+				return cf.noSuchCluster(cmd, args[0], cf.call(cmd, http.MethodGet, "/v1/clusters/"+url.PathEscape(args[0])+"/destinations", nil,
+					"destinations", destColumns...))
 			}
 			return cf.allDestinations(cmd)
 		})
@@ -122,13 +128,14 @@ func clientCmds() []*cobra.Command {
 			if undo {
 				method = http.MethodDelete
 			}
-			return cf.call(cmd, method, "/v1/clusters/"+url.PathEscape(args[0])+"/destinations/"+url.PathEscape(args[1])+"/drain", nil, "")
+			err := cf.call(cmd, method, "/v1/clusters/"+url.PathEscape(args[0])+"/destinations/"+url.PathEscape(args[1])+"/drain", nil, "")
+			return cf.noSuchCluster(cmd, args[0], err)
 		})
 	drain.Flags().BoolVar(&undo, "undo", false, "stop draining")
 	return []*cobra.Command{status, members, join, leave, remove, keyringCmd, dests, drain}
 }
 
-var destColumns = []string{"cluster", "id", "address", "health.local", "health.cluster", "probers", "draining", "drain_deadline", "inflight"}
+var destColumns = []string{"cluster", "id", "address", "health.local", "health.cluster", "probers", "drain_state", "drain_deadline", "drained_since", "inflight"}
 
 // allDestinations lists the destinations of every cluster in one table.
 func (cf *clientFlags) allDestinations(cmd *cobra.Command) error {
@@ -139,7 +146,7 @@ func (cf *clientFlags) allDestinations(cmd *cobra.Command) error {
 	defer cancel()
 	v, err := c.Do(ctx, http.MethodGet, "/v1/clusters", nil)
 	if err != nil {
-		return err
+		return explain(err)
 	}
 	ids, _ := v.(map[string]any)["clusters"].([]any)
 	all := []any{}
@@ -148,7 +155,7 @@ func (cf *clientFlags) allDestinations(cmd *cobra.Command) error {
 		s, _ := id.(string)
 		d, err := c.Do(ctx, http.MethodGet, "/v1/clusters/"+url.PathEscape(s)+"/destinations", nil)
 		if err != nil {
-			return err
+			return explain(err)
 		}
 		byCluster[s] = d
 		rows, _ := d.(map[string]any)["destinations"].([]any)

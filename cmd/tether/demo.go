@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tether-proxy/tether/internal/logging"
 	"github.com/tether-proxy/tether/node"
 )
 
@@ -26,7 +27,7 @@ func demoCmd() *cobra.Command {
 			if verbose {
 				level = slog.LevelInfo
 			}
-			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			logger, _ := logging.New(os.Stderr, logging.FormatText, level)
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
 			node.TuneGC(ctx)

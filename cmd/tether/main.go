@@ -25,9 +25,20 @@ func main() {
 	root.AddCommand(agentCmd(), demoCmd(), configCmd(), healthCmd())
 	root.AddCommand(clientCmds()...)
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "tether: "+oneLine(err.Error()))
+		fmt.Fprintln(os.Stderr, "tether: "+oneLine(suggestionsInline(err.Error())))
 		os.Exit(1)
 	}
+}
+
+// suggestionsInline folds cobra's "Did you mean this?" block, which follows
+// an unknown command on lines of its own, into the error's first line:
+// oneLine would cut it off.
+func suggestionsInline(s string) string {
+	head, tail, ok := strings.Cut(s, "\n\nDid you mean this?\n")
+	if !ok {
+		return s
+	}
+	return head + "; did you mean " + strings.Join(strings.Fields(tail), " or ") + "?"
 }
 
 // oneLine keeps client errors to one line; multi-line errors (a config's

@@ -24,6 +24,7 @@ var (
 	durationType    = reflect.TypeFor[Duration]()
 	unsupportedType = reflect.TypeFor[Unsupported]()
 	tlsVersionsType = reflect.TypeFor[TLSVersions]()
+	wafPolicyType   = reflect.TypeFor[WafPolicy]()
 )
 
 func (d *decoder) errorf(path, format string, args ...any) {
@@ -61,6 +62,11 @@ func (d *decoder) decode(path string, n *node, v reflect.Value) {
 		}
 		v.Set(reflect.ValueOf(tv))
 		return
+	case wafPolicyType:
+		if n.kind == kindScalar {
+			d.wafPolicyName(path, n.text, v)
+			return
+		}
 	case durationType:
 		// Null and "" leave the key unset, like an absent key: the default
 		// applies. Anything else is Set, zero included.
@@ -164,7 +170,7 @@ func (d *decoder) decodeStruct(path string, n *node, v reflect.Value) {
 		}
 		f, ok := t.FieldByNameFunc(func(name string) bool { return strings.EqualFold(name, k) })
 		if !ok || !f.IsExported() || f.Anonymous {
-			d.unknownKey(path, k, t)
+			d.unknownKey(path, k, n.vals[i], t)
 			continue
 		}
 		d.decode(join(path, f.Name), n.vals[i], v.FieldByIndex(f.Index))

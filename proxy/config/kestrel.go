@@ -156,6 +156,11 @@ func (v *validator) buildListeners(c *Config, opts LoadOptions) {
 		v.certificate("Kestrel.Certificates.Default", def, opts.baseDir)
 	}
 	v.endpointOptions("Kestrel.EndpointDefaults", &k.EndpointDefaults)
+	if len(opts.Listen) > 0 {
+		// --listen replaces the file's listeners (several nodes on one
+		// host share a file but not a port).
+		c.Listeners, k.Endpoints = nil, nil
+	}
 	for i := range c.Listeners {
 		v.endpointOptions(fmt.Sprintf("Listeners[%d]", i), &c.Listeners[i].KestrelEndpointDefaults)
 	}
@@ -169,6 +174,9 @@ func (v *validator) buildListeners(c *Config, opts LoadOptions) {
 	}
 
 	urls, src := strings.TrimSpace(c.Urls), "Urls"
+	if len(opts.Listen) > 0 {
+		urls, src = listenURLs(opts.Listen), "--listen"
+	}
 	if urls == "" {
 		lookup := opts.LookupEnv
 		if lookup == nil {
@@ -213,6 +221,25 @@ func (v *validator) buildListeners(c *Config, opts LoadOptions) {
 		}
 		seen[l.Address] = at
 	}
+}
+
+// listenURLs turns --listen values (host:port, :port, or a URL as in Urls)
+// into a Urls list.
+func listenURLs(addrs []string) string {
+	urls := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		switch a = strings.TrimSpace(a); {
+		case a == "":
+			continue
+		case strings.Contains(a, "://"):
+		case strings.HasPrefix(a, ":"):
+			a = "http://*" + a
+		default:
+			a = "http://" + a
+		}
+		urls = append(urls, a)
+	}
+	return strings.Join(urls, ";")
 }
 
 // kestrelEndpoint turns one Kestrel.Endpoints entry into a listener.

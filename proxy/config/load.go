@@ -18,6 +18,10 @@ type LoadOptions struct {
 	// Info, when set, receives the info lines of a load: one per top-level
 	// section ignored as the application's own.
 	Info func(msg string)
+	// Listen, when not empty, replaces the file's listeners (Listeners,
+	// Kestrel.Endpoints, Urls): each entry is host:port, :port, or a URL as
+	// in Urls (--listen, TETHER_LISTEN).
+	Listen []string
 	// LookupEnv reads the environment (ASPNETCORE_URLS); nil means
 	// os.LookupEnv.
 	LookupEnv func(key string) (string, bool)
@@ -81,6 +85,7 @@ func ParseWith(data []byte, format string, opts LoadOptions) (*Config, []string,
 	v.config(&c)
 	v.buildListeners(&c, opts)
 	v.clientCertListeners(&c) // transform.go
+	v.secureCookiesOverHTTP(&c)
 	for _, id := range sortedKeys(c.ReverseProxy.Routes) {
 		r, path := c.ReverseProxy.Routes[id], "ReverseProxy.Routes."+id
 		v.routePolicies(path, r)

@@ -44,6 +44,9 @@ type Listener struct {
 	Address string
 	// Certificate, when set, makes this an HTTPS listener (HTTP/2 via ALPN).
 	Certificate *Certificate
+	// Acme, when set, makes this an HTTPS listener whose certificate the
+	// cluster obtains from an ACME directory (acme.go); not with Certificate.
+	Acme *Acme
 	// Redirect, when set, answers every request on this listener with a
 	// redirect instead of proxying it (e.g. HTTP to HTTPS).
 	Redirect        *Redirect

@@ -16,13 +16,24 @@ import (
 // distance of a known one ("Listners") is treated as a typo of it; any
 // other is the application's and is ignored with one info line, even when
 // strict.
+//
+// Inside ReverseProxy a key within a typo's distance of a known one
+// ("SessionAfinity") is an error even without strict: ignoring it would
+// silently turn a feature off (affinity, health checks) while the file
+// looks right. Keys further from any known one stay warnings, and so does a
+// misspelt policy whose value is what its absence means (YARP's own sample
+// has "Authorization Policy": "Anonymous"): ignoring it changes nothing.
 
 // unknownKey reports key, found at path inside a value of struct type t.
-func (d *decoder) unknownKey(path, key string, t reflect.Type) {
+func (d *decoder) unknownKey(path, key string, val *node, t reflect.Type) {
 	at := join(path, key)
 	near, dist := nearestField(key, t)
 	if path == "" && (near == "" || dist > typoDistance(key)) {
 		d.infos = append(d.infos, at+": not a tether, YARP or ASP.NET section; ignored as the application's own")
+		return
+	}
+	if near != "" && dist <= typoDistance(key) && inReverseProxy(at) && !neutral(near, val) {
+		d.errorf(at, "unknown key; did you mean %s? (a misspelt key would silently turn its feature off)", near)
 		return
 	}
 	msg := "unknown key"
@@ -34,6 +45,36 @@ func (d *decoder) unknownKey(path, key string, t reflect.Type) {
 		return
 	}
 	d.warn(at, msg+" (ignored; --strict makes this an error)")
+}
+
+// neutralValues are, per route policy key, the values that mean what an
+// absent key means.
+var neutralValues = map[string][]string{
+	"AuthorizationPolicy": {"Anonymous", "Default"},
+	"CorsPolicy":          {"Disable", "Default"},
+	"TimeoutPolicy":       {"Disable"},
+	"WafPolicy":           {"Default"},
+}
+
+// neutral reports whether val, given to a misspelling of key, means what
+// leaving key out means.
+func neutral(key string, val *node) bool {
+	if val == nil || val.kind != kindScalar {
+		return false
+	}
+	for _, n := range neutralValues[key] {
+		if strings.EqualFold(strings.TrimSpace(val.text), n) {
+			return true
+		}
+	}
+	return false
+}
+
+// inReverseProxy reports whether the JSON path at lies in the ReverseProxy
+// section (keys match case-insensitively).
+func inReverseProxy(at string) bool {
+	const prefix = "ReverseProxy."
+	return len(at) > len(prefix) && strings.EqualFold(at[:len(prefix)], prefix)
 }
 
 // typoDistance is the largest edit distance at which a top-level key is

@@ -16,16 +16,22 @@ func TestUnknownKeyRules(t *testing.T) {
 		want string
 		kind string // "warn", "error" or "info"
 	}{
-		{desc: "nested unknown key warns with its path and the nearest key",
-			in:   `"ReverseProxy": {"Routes": {"r1": {"ClusterId": "c1", "Match": {"Path": "/"}, "SessionAfinity": {}}}, "Clusters": {"c1": {"Destinations": {"d1": {"Address": "http://a.example"}}}}}`,
-			want: "ReverseProxy.Routes.r1.SessionAfinity: unknown key; did you mean SessionAffinity? (ignored; --strict makes this an error)", kind: "warn"},
+		{desc: "inside ReverseProxy a typo of a known key is an error without strict: it would turn a feature off",
+			in:   `"ReverseProxy": {"Routes": {"r1": {"ClusterId": "c1", "Match": {"Path": "/"}}}, "Clusters": {"c1": {"SessionAfinity": {"Enabled": true}, "Destinations": {"d1": {"Address": "http://a.example"}}}}}`,
+			want: "ReverseProxy.Clusters.c1.SessionAfinity: unknown key; did you mean SessionAffinity? (a misspelt key would silently turn its feature off)", kind: "error"},
+		{desc: "a typo deeper inside ReverseProxy is an error too",
+			in:   `"ReverseProxy": {"Routes": {"r1": {"ClusterId": "c1", "Match": {"Path": "/"}}}, "Clusters": {"c1": {"HealthCheck": {"Actve": {"Enabled": true}}, "Destinations": {"d1": {"Address": "http://a.example"}}}}}`,
+			want: "ReverseProxy.Clusters.c1.HealthCheck.Actve: unknown key; did you mean Active?", kind: "error"},
+		{desc: "a key inside ReverseProxy far from every known one stays a warning",
+			in:   `"ReverseProxy": {"Routes": {"r1": {"ClusterId": "c1", "Match": {"Path": "/"}, "SessionStickiness": {}}}, "Clusters": {"c1": {"Destinations": {"d1": {"Address": "http://a.example"}}}}}`,
+			want: "ReverseProxy.Routes.r1.SessionStickiness: unknown key (ignored; --strict makes this an error)", kind: "warn"},
 		{desc: "strict: nested unknown key is an error",
 			in:     `"ReverseProxy": {"Routes": {"r1": {"ClusterId": "c1", "Match": {"Path": "/", "Hots": []}}}, "Clusters": {"c1": {"Destinations": {"d1": {"Address": "http://a.example"}}}}}`,
 			strict: true, want: "ReverseProxy.Routes.r1.Match.Hots: unknown key; did you mean Hosts?", kind: "error"},
 		{desc: "a key far from every known one gets no suggestion",
 			in:   `"ReverseProxy": {"Routes": {"r1": {"ClusterId": "c1", "Match": {"Path": "/"}, "Zzzzzzzzzzzz": 1}}, "Clusters": {"c1": {"Destinations": {"d1": {"Address": "http://a.example"}}}}}`,
 			want: "ReverseProxy.Routes.r1.Zzzzzzzzzzzz: unknown key (ignored; --strict makes this an error)", kind: "warn"},
-		{desc: "YARP's own misspelt key (\"Authorization Policy\") is an unknown key, as YARP ignores it",
+		{desc: "YARP's own misspelt key (\"Authorization Policy\": \"Anonymous\") only warns: ignoring it changes nothing",
 			in:   `"ReverseProxy": {"Routes": {"r1": {"ClusterId": "c1", "Match": {"Path": "/"}, "Authorization Policy": "Anonymous"}}, "Clusters": {"c1": {"Destinations": {"d1": {"Address": "http://a.example"}}}}}`,
 			want: "ReverseProxy.Routes.r1.Authorization Policy: unknown key; did you mean AuthorizationPolicy? (ignored; --strict makes this an error)", kind: "warn"},
 		{desc: "top level: a typo of a known section is a typo",
@@ -41,6 +47,9 @@ func TestUnknownKeyRules(t *testing.T) {
 		{desc: "a transposition counts as one edit",
 			in:   `"Limits": {"KeepAlvieTimeout": "00:01:00"}, ` + minimalRP,
 			want: "Limits.KeepAlvieTimeout: unknown key; did you mean KeepAliveTimeout? (ignored; --strict makes this an error)", kind: "warn"},
+		{desc: "a misspelt policy naming a real policy is an error: it would open the route",
+			in:   `"ReverseProxy": {"Routes": {"r1": {"ClusterId": "c1", "Match": {"Path": "/"}, "Authorization Policy": "Admins"}}, "Clusters": {"c1": {"Destinations": {"d1": {"Address": "http://a.example"}}}}}`,
+			want: "ReverseProxy.Routes.r1.Authorization Policy: unknown key; did you mean AuthorizationPolicy?", kind: "error"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {

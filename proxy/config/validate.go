@@ -150,6 +150,9 @@ func (v *validator) listener(path string, l *Listener) {
 	if c := l.Certificate; c != nil {
 		v.certificate(path+".Certificate", c, "") // kestrel.go: PEM or PKCS#12
 	}
+	if l.Acme != nil {
+		v.acme(path+".Acme", l) // acme.go
+	}
 	if r := l.Redirect; r != nil {
 		v.enum(path+".Redirect.Scheme", &r.Scheme, redirectSchemes)
 		if r.StatusCode != 0 && !slices.Contains(redirectCodes, r.StatusCode) {

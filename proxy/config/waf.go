@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -64,13 +65,32 @@ type WafExclusion struct {
 }
 
 // WafPolicy is a route's own WAF setting (Application Gateway's per-site
-// and per-URI policies). Nil: the top-level Waf applies.
+// and per-URI policies). Nil: the top-level Waf applies. Like YARP's other
+// route policies (AuthorizationPolicy, CorsPolicy), it may be named with a
+// string: "Disabled" (or "Off"), "Detection", "Prevention", or "Default"
+// (the top-level Waf).
 type WafPolicy struct {
 	// Disabled turns the WAF off for the route.
 	Disabled bool
 	// Mode: Detection or Prevention (Off is the same as Disabled); empty:
 	// the top-level Mode.
 	Mode string
+}
+
+// wafPolicyName decodes the string form of a route's WafPolicy into v.
+func (d *decoder) wafPolicyName(path, name string, v reflect.Value) {
+	var p WafPolicy
+	switch s := strings.TrimSpace(name); {
+	case strings.EqualFold(s, "Disabled"), strings.EqualFold(s, "Off"):
+		p.Disabled = true
+	case strings.EqualFold(s, "Detection"), strings.EqualFold(s, "Prevention"):
+		p.Mode = strings.ToUpper(s[:1]) + strings.ToLower(s[1:])
+	case strings.EqualFold(s, "Default"), s == "":
+	default:
+		d.errorf(path, "%q: want Disabled, Detection, Prevention or Default, or an object ({\"Disabled\": true} or {\"Mode\": \"Detection\"})", name)
+		return
+	}
+	v.Set(reflect.ValueOf(p))
 }
 
 var (

@@ -1,0 +1,118 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+)
+
+// adminWith calls a node's admin API with extra headers.
+func adminWith(t *testing.T, n *Node, method, path string, hdr map[string]string, body any) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, "http://"+n.AdminAddr().String()+path, rd)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
+// keyIDs lists the ids GET /v1/keyring shows on n.
+func keyIDs(t *testing.T, n *Node) map[string]string {
+	t.Helper()
+	status, body := admin(t, n, "GET", "/v1/keyring", nil)
+	if status != 200 {
+		t.Fatalf("keyring on %s: %d %v", n.ID(), status, body)
+	}
+	out := map[string]string{}
+	for _, k := range body["keys"].([]any) {
+		k := k.(map[string]any)
+		out[k["id"].(string)] = k["state"].(string)
+	}
+	return out
+}
+
+// drainOf is destination id's row of GET .../destinations on n.
+func drainOf(t *testing.T, n *Node, id string) map[string]any {
+	t.Helper()
+	status, body := admin(t, n, "GET", "/v1/clusters/app/destinations", nil)
+	if status != 200 {
+		t.Fatalf("destinations on %s: %d %v", n.ID(), status, body)
+	}
+	for _, d := range body["destinations"].([]any) {
+		if d := d.(map[string]any); d["id"] == id {
+			return d
+		}
+	}
+	t.Fatalf("no destination %s on %s: %v", id, n.ID(), body)
+	return nil
+}
+
+// A write retried with the same request id answers with what the first try
+// committed, on the leader and through a follower, and a node that answers
+// a write shows it on its next read.
+func TestWriteAnswersWhatWasCommittedAndTheAnsweringNodeShowsIt(t *testing.T) {
+	tc := newTestCluster(t, 2)
+	tc.form(3)
+	cases := []struct {
+		desc string
+		via  func() *Node
+	}{
+		{desc: "on the leader", via: tc.waitLeader},
+		{desc: "through a follower (forwarded)", via: tc.follower},
+	}
+	for i, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			n := c.via()
+			hdr := map[string]string{hdrRequestID: "rotate-retry-" + string(rune('a'+i))}
+			status, first := adminWith(t, n, "POST", "/v1/keyring/rotate", hdr, nil)
+			if status != 200 {
+				t.Fatalf("rotate: %d %v", status, first)
+			}
+			if _, ok := keyIDs(t, n)[first["id"].(string)]; !ok {
+				t.Fatalf("%s answered rotate with key %v but does not list it", n.ID(), first["id"])
+			}
+			status, again := adminWith(t, n, "POST", "/v1/keyring/rotate", hdr, nil)
+			if status != 200 || again["id"] != first["id"] {
+				t.Fatalf("rotate retried with the same request id answered %d %v, want the committed key %v", status, again, first["id"])
+			}
+			if ids := keyIDs(t, n); len(ids) == 0 {
+				t.Fatal("no keys")
+			}
+
+			hdr = map[string]string{hdrRequestID: "drain-retry-" + string(rune('a'+i))}
+			status, first = adminWith(t, n, "POST", "/v1/clusters/app/destinations/d1/drain", hdr, nil)
+			if status != 200 || first["draining"] != true {
+				t.Fatalf("drain: %d %v", status, first)
+			}
+			// The node that answered shows the drain at once.
+			if d := drainOf(t, n, "d1"); d["draining"] != true || d["drain_deadline"] != first["drain_deadline"] {
+				t.Fatalf("%s answered drain %v, then reads %v", n.ID(), first, d)
+			}
+			status, again = adminWith(t, n, "POST", "/v1/clusters/app/destinations/d1/drain", hdr, nil)
+			if status != 200 || again["drain_deadline"] != first["drain_deadline"] {
+				t.Fatalf("drain retried with the same request id answered %d %v, want the committed deadline %v", status, again, first["drain_deadline"])
+			}
+			status, body := admin(t, n, "DELETE", "/v1/clusters/app/destinations/d1/drain", nil)
+			if status != 200 {
+				t.Fatalf("undrain: %d %v", status, body)
+			}
+			if d := drainOf(t, n, "d1"); d["draining"] != false {
+				t.Fatalf("%s answered undrain, then reads %v", n.ID(), d)
+			}
+		})
+	}
+}

@@ -1,0 +1,125 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/tether-proxy/tether/internal/logging"
+)
+
+// raftLines logs through the raft adapter the way node wires it (a logger
+// with node and component) and returns the JSON lines.
+func raftLines(t *testing.T, module string, log func(l hclog.Logger)) []map[string]any {
+	t.Helper()
+	var buf bytes.Buffer
+	l, err := logging.New(&buf, logging.FormatJSON, slog.LevelDebug)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log(newRaftLogger(l.With("node", "n1").With("component", "raft"), module))
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if n := strings.Count(line, `"time":`) + strings.Count(line, `"node":`); n != 2 {
+			t.Fatalf("line repeats time or node: %s", line)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+type fakeRaftNode struct{ addr string }
+
+func (f *fakeRaftNode) String() string { return "Node at " + f.addr + " [Candidate]" }
+
+// TestRaftLinesKeepTheirOwnTimeAndNode: raft's own "time" (a duration) and
+// "node" (the Raft value) would collide with the line's time and node id;
+// they are renamed raft_time and raft_node, and the node prints readably.
+func TestRaftLinesKeepTheirOwnTimeAndNode(t *testing.T) {
+	lines := raftLines(t, "raft", func(l hclog.Logger) {
+		l.Warn("failed to contact", "server-id", "n2", "time", 254786370*time.Nanosecond)
+		l.Info("entering candidate state", "node", &fakeRaftNode{"127.0.0.1:7000"}, "term", 2)
+	})
+	if len(lines) != 2 {
+		t.Fatalf("lines: %v", lines)
+	}
+	if ts, _ := lines[0]["time"].(string); !strings.HasPrefix(ts, "20") || lines[0]["raft_time"] != 254786370.0 {
+		t.Errorf("failed to contact: time %v raft_time %v", lines[0]["time"], lines[0]["raft_time"])
+	}
+	if lines[1]["node"] != "n1" || lines[1]["raft_node"] != "Node at 127.0.0.1:7000 [Candidate]" {
+		t.Errorf("entering candidate state: node %v raft_node %v", lines[1]["node"], lines[1]["raft_node"])
+	}
+}
+
+// TestRaftLevelsSayWhatTheEventMeans: routine events of a restart or a
+// clean stop are debug, not errors; a down peer is a warning.
+func TestRaftLevelsSayWhatTheEventMeans(t *testing.T) {
+	closed := &net.OpError{Op: "read", Net: "tcp", Err: net.ErrClosed}
+	for _, tc := range []struct {
+		desc, module, msg string
+		level             hclog.Level
+		args              []any
+		want              string
+	}{
+		{"nothing new to snapshot on restart", "raft", "failed to take snapshot", hclog.Error, []any{"error", raft.ErrNothingNewToSnapshot}, "DEBUG"},
+		{"a snapshot that really failed", "raft", "failed to take snapshot", hclog.Error, []any{"error", errors.New("disk full")}, "ERROR"},
+		{"a closed connection on a clean stop", "raft-net", "failed to decode incoming command", hclog.Error, []any{"error", closed}, "DEBUG"},
+		{"a closed connection as text", "raft-net", "failed to decode incoming command", hclog.Error, []any{"error", errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: use of closed network connection")}, "DEBUG"},
+		{"a garbled command", "raft-net", "failed to decode incoming command", hclog.Error, []any{"error", errors.New("msgpack decode error")}, "ERROR"},
+		{"a down peer's heartbeat", "raft", "failed to heartbeat to", hclog.Error, []any{"peer", "127.0.0.1:7001", "backoff time", time.Second, "error", errors.New("dial tcp: connection refused")}, "WARN"},
+		{"an election", "raft", "entering leader state", hclog.Info, []any{"leader", "x"}, "INFO"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			lines := raftLines(t, tc.module, func(l hclog.Logger) { l.Log(tc.level, tc.msg, tc.args...) })
+			if len(lines) != 1 || lines[0]["level"] != tc.want {
+				t.Fatalf("got %v, want one line at %s", lines, tc.want)
+			}
+		})
+	}
+}
+
+// TestDownPeerErrorRepeatsAtMostEvery30s: raft retries a down peer several
+// times a second; the line goes out once per 30 s per peer, then with the
+// count held back.
+func TestDownPeerErrorRepeatsAtMostEvery30s(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var buf bytes.Buffer
+	l, _ := logging.New(&buf, logging.FormatJSON, slog.LevelDebug)
+	rl := newRaftLogger(l, "raft").(*raftLogger)
+	rl.limit = logging.NewRepeats(peerErrorEvery, func() time.Time { return now })
+	for i := 0; i < 93; i++ { // 30 s of a down peer at raft's pace
+		rl.Error("failed to heartbeat to", "peer", "127.0.0.1:7001", "error", errors.New("connection refused"))
+		if i%10 == 0 {
+			rl.Error("failed to heartbeat to", "peer", "127.0.0.1:7002", "error", errors.New("connection refused"))
+		}
+		now = now.Add(30 * time.Second / 93)
+	}
+	now = now.Add(time.Second)
+	rl.Error("failed to heartbeat to", "peer", "127.0.0.1:7001", "error", errors.New("connection refused"))
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		json.Unmarshal([]byte(line), &m)
+		got = append(got, fmt.Sprintf("%v %v", m["peer"], m["repeated"]))
+	}
+	want := []string{"127.0.0.1:7001 <nil>", "127.0.0.1:7002 <nil>", "127.0.0.1:7001 92"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("lines %v, want %v\n%s", got, want, buf.String())
+	}
+}

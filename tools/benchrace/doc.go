@@ -1,0 +1,32 @@
+// Command benchrace is `make bench-race`: tether measured side by side with
+// HAProxy, nginx, Caddy and a bare net/http/httputil.ReverseProxy (the
+// standard library's floor) on one machine, with the same backends, the
+// same cookie affinity and the same load.
+//
+// Each proxy runs alone on CPU 1 (taskset); wrk, h2load and the backends run
+// on CPU 0. Cases run in interleaved rounds (every proxy once per case per
+// round, in an order that rotates between rounds), so a change in the
+// machine's load hits every proxy alike. The figures are requests/s, p50
+// and p99 latency and the proxy's CPU time per request from /proc (utime +
+// stime of the whole process tree: nginx's and HAProxy's workers are
+// counted), each as min/median/max over the rounds, with the load CPU's
+// busy time, both CPUs' steal time and the wake-up interrupts each CPU
+// received per request (a proxy that is the loop's bottleneck makes the
+// load CPU sleep between its writes, and each wake-up costs it an exit to
+// the hypervisor here). Most cases are closed loops run at each proxy's
+// own peak; ka-1k-paced paces every connection (wrk's delay()) so that all
+// proxies serve one offered rate.
+//
+// tether-noloop is the same tether binary with its own HTTP/1.1 server loop
+// off (every connection net/http's), in the HTTP/1.1 cases every proxy
+// runs: the report pairs tether's CPU per request with it round by round,
+// and the memory phase (-mem: that many idle keep-alive connections, each
+// after one request, resident memory before and after) gives an idle
+// connection's cost with the loop and without it, beside HAProxy's.
+//
+// The harness rewrites the block between markers in docs/BENCHMARKS.md (the
+// table of the current figures) and the chart docs/img/bench-race.png, and
+// writes the raw per-round figures to bin/bench-race.json. Its subcommands
+// (backend, floor, profile) are the processes it starts; they are not meant
+// to be run by hand.
+package main
