@@ -8,7 +8,7 @@ FUZZTIME ?= 3s
 # and the manifests test, with the dependencies the product does not need.
 TOOLS    := cd tools &&
 
-.PHONY: help build run test test-unit test-race test-allocs e2e ui-screenshots crs fuzz bench bench-cluster bench-health bench-race fmt-check vet tidy-check lint docker e2e-docker clean
+.PHONY: help build run test test-unit test-race test-allocs e2e chaos ui-screenshots crs fuzz bench bench-cluster bench-health bench-race fmt-check vet tidy-check lint docker e2e-docker clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
@@ -35,6 +35,13 @@ test-unit: ## go test over both modules without the race detector (faster)
 e2e: ## only the end-to-end tests that drive the built binary (test/... and the browser test)
 	$(GO) test -race -count=1 -timeout 10m ./test/...
 	$(TOOLS) $(GO) test -race -count=1 -timeout 10m ./uitest/
+
+CHAOS_DURATION ?= 5m
+CHAOS_SEED     ?= 0
+chaos: ## the fault test: 5 nodes under kill -9, pause, partitions, restarts, leave/join, address changes while clients write and seal/open; CHAOS_DURATION (5m), CHAOS_SEED (0: random, printed)
+	@mkdir -p bin; TETHER_CHAOS=1 TETHER_CHAOS_SEED=$(CHAOS_SEED) TETHER_CHAOS_DURATION=$(CHAOS_DURATION) \
+	$(GO) test -count=1 -timeout 90m -run 'TestChaos$$' -v ./test/chaos/ > bin/chaos.log 2>&1; rc=$$?; \
+	grep -E '^(CHAOS|ok|FAIL|--- )|chaos: ' bin/chaos.log; [ $$rc -eq 0 ] || { echo "--- the last 60 lines of bin/chaos.log:"; tail -n 60 bin/chaos.log; }; exit $$rc
 
 ui-screenshots: ## the browser test of the cluster page (needs chromium), refreshing docs/img/ui-1280.png and ui-390.png
 	$(TOOLS) TETHER_UI_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -race -count=1 -timeout 5m -run TestUIInARealBrowser -v ./uitest/

@@ -229,6 +229,9 @@ func Plan(self string, servers []RaftServer, members []Member, leaderIndex uint6
 			continue // another cluster's node (gossip refuses them; a bridge may show them)
 		}
 		if inConfig[m.ID] {
+			if owner, ok := byAddr[m.RaftAddr]; ok && owner != m.ID {
+				continue // another server holds that address: the store refuses the move (a conflict /v1/members shows)
+			}
 			for _, ps := range ss {
 				if ps.ID == m.ID && ps.Address != m.RaftAddr {
 					kind := AddNonvoter

@@ -26,6 +26,18 @@ type Meta struct {
 	// one character per command type); "" from a binary that predates it.
 	// The leader writes a command only once every alive member has it.
 	Commands string `json:"cmd,omitempty"`
+	// Clock is its wall clock in whole hours since the Unix epoch, so the
+	// leader never prunes keys by a clock that runs ahead of the others'.
+	Clock int64 `json:"clk,omitempty"`
+	// NoPersist: the node cannot write its Raft state to disk (full or
+	// read-only); its durable index is frozen, so activation passes over it.
+	NoPersist bool `json:"np,omitempty"`
+	// Settings that must agree on every node, whichever one leads: its
+	// --raft-voters, and its clusters' ProbeFanout (one number when they
+	// all share it, else "h" and a digest of cluster=fanout pairs). Zero
+	// or "": a binary that predates them.
+	Voters int    `json:"rv,omitempty"`
+	Fanout string `json:"pf,omitempty"`
 	// The formation vote, managed by Membership while Expect > 0 and the
 	// node has no state (see formation.go); callers leave them alone.
 	FormSet   string `json:"fs,omitempty"` // the servers it votes to bootstrap, sorted ids joined by ","

@@ -9,7 +9,7 @@ import (
 
 func TestMetaRoundTrip(t *testing.T) {
 	m := Meta{ID: "n1", RaftAddr: "10.0.0.1:7000", AdminAddr: "127.0.0.1:9901", Version: "1.2.3",
-		ClusterID: "c-1", HasState: true, Expect: 3, Durable: 42, Commands: "1111111"}
+		ClusterID: "c-1", HasState: true, Expect: 3, Durable: 42, Commands: "1111111", Clock: 493000, NoPersist: true, Voters: 5, Fanout: "3"}
 	b, err := encodeMeta(m)
 	if err != nil {
 		t.Fatal(err)

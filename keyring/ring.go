@@ -397,6 +397,12 @@ func (r *Ring) List(now time.Time) []Metadata {
 	return out
 }
 
+// Has reports whether the ring holds key id, in any state.
+func (r *Ring) Has(id string) bool {
+	_, ok := r.cur.Load().byID[id]
+	return ok
+}
+
 // Len is the number of keys in the ring, in any state.
 func (r *Ring) Len() int { return len(r.cur.Load().order) }
 

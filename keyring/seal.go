@@ -139,3 +139,31 @@ func decode(dst []byte, value string) (int, bool) {
 	}
 	return n, true
 }
+
+// KeyIDOf returns the key id a well-formed sealed value names, without
+// opening it, and false for anything else (malformed, or an id no key can
+// have). It lets a node that does not hold the key decide whether it is
+// worth asking for it; the id is not authenticated until Open succeeds.
+func KeyIDOf(value string) (string, bool) {
+	if len(value) > MaxValueLen {
+		return "", false
+	}
+	rawLen := b64.DecodedLen(len(value))
+	if rawLen < minRaw {
+		return "", false
+	}
+	raw := make([]byte, rawLen)
+	n, ok := decode(raw, value)
+	if !ok || b64.EncodedLen(n) != len(value) || n < minRaw {
+		return "", false
+	}
+	idLen := int(raw[1])
+	if raw[0] != wireVersion || idLen == 0 || idLen > MaxIDLen || n < 2+idLen+nonceSize+tagSize {
+		return "", false
+	}
+	id := string(raw[2 : 2+idLen])
+	if !validID(id) {
+		return "", false
+	}
+	return id, true
+}

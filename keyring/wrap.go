@@ -23,6 +23,9 @@ const (
 	InfoKeyringFile = "tether keyring file v1"
 	// InfoRaft protects key material in the Raft log and snapshots.
 	InfoRaft = "tether keyring raft v1"
+	// InfoTransfer protects a key a node sends to another that met a
+	// value sealed under it before applying it.
+	InfoTransfer = "tether keyring transfer v1"
 )
 
 // ErrUnwrap: wrapped keys do not decrypt with the given key-encryption key

@@ -120,15 +120,26 @@ func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "no active key yet")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
+	if idx, need := n.store.Stopped(); idx != 0 { // its state falls behind the cluster's
+		writeError(w, http.StatusServiceUnavailable, need)
+		return
+	}
+	body := map[string]any{"status": "ready"}
+	if warn := n.storeWarnings(); len(warn) > 0 {
+		body["warnings"] = warn
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
 	leader, _ := n.store.Leader()
+	// The term is read before the state (elements evaluate in order): a
+	// node seen as Leader led in that term or a later one.
 	writeJSON(w, http.StatusOK, map[string]any{
 		"node_id":        n.cfg.NodeID,
 		"version":        Version,
 		"uptime_seconds": int64(time.Since(n.started).Seconds()),
+		"term":           n.store.Term(),
 		"raft_state":     n.store.State(),
 		"leader_id":      leader,
 		"applied_index":  n.store.AppliedIndex(),
@@ -147,6 +158,10 @@ func (n *Node) handleKeyringList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
+	if !n.caughtUp() {
+		n.writeApplyError(w, "key rotation", errBehind)
+		return
+	}
 	md, index, err := n.rotate(time.Now(), requestID(r))
 	if err != nil {
 		n.writeApplyError(w, "key rotation", err)
@@ -158,7 +173,7 @@ func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
 
 func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	index, err := n.revoke(time.Now(), id, requestID(r))
+	res, err := n.revoke(r.Context(), time.Now(), id, requestID(r))
 	if err != nil {
 		if errors.Is(err, keyring.ErrUnknownKey) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no key with id %q", id))
@@ -167,10 +182,16 @@ func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
 		n.writeApplyError(w, "key revocation", err)
 		return
 	}
-	active := n.ring.ActiveKeyID(time.Now())
-	n.log.Info("key revoked", "id", id, "active_key_id", active)
-	setCommitted(w, index)
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "state": "revoked", "active_key_id": active})
+	n.log.Info("key revoked", "id", id, "active_key_id", res.active, "replacement_id", res.replacement)
+	setCommitted(w, res.index)
+	body := map[string]any{"id": id, "state": "revoked", "active_key_id": res.active}
+	if res.replacement != "" {
+		body["replacement_id"] = res.replacement
+	}
+	if len(res.passedOver) > 0 {
+		body["passed_over"] = res.passedOver
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (n *Node) handleClusters(w http.ResponseWriter, r *http.Request) {
@@ -184,12 +205,18 @@ type destHealth struct {
 }
 
 type destView struct {
-	ID            string     `json:"id"`
-	Address       string     `json:"address"`
-	Health        destHealth `json:"health"`
-	Probers       []string   `json:"probers"`
+	ID      string     `json:"id"`
+	Address string     `json:"address"`
+	Health  destHealth `json:"health"`
+	Probers []string   `json:"probers"`
+	// Draining: the destination takes no new sessions and its sessions
+	// keep going to it until DrainDeadline. Past the deadline it is
+	// drained (DrainState "drained", DrainedSince the deadline): it takes
+	// no traffic at all until it is undrained.
 	Draining      bool       `json:"draining"`
+	DrainState    string     `json:"drain_state"` // "none", "draining" or "drained"
 	DrainDeadline *time.Time `json:"drain_deadline,omitempty"`
+	DrainedSince  *time.Time `json:"drained_since,omitempty"`
 	Inflight      int64      `json:"inflight"`
 	// Verdicts are the probers' latest verdicts as gossip brought them.
 	Verdicts    []proberVerdict `json:"verdicts"`
@@ -246,13 +273,28 @@ func (n *Node) handleDestinations(w http.ResponseWriter, r *http.Request) {
 		case probing:
 			v.Probers = []string{n.cfg.NodeID}
 		}
-		if draining, deadline := d.Draining(); draining {
-			v.Draining = true
-			v.DrainDeadline = &deadline
+		v.DrainState = "none"
+		if on, deadline := d.Draining(); on {
+			v.DrainState = drainState(deadline, now)
+			if v.DrainState == "draining" {
+				v.Draining = true
+				v.DrainDeadline = &deadline
+			} else {
+				v.DrainedSince = &deadline
+			}
 		}
 		out = append(out, v)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"cluster": id, "destinations": out, "affinity": affinityView(affinity[id])})
+}
+
+// drainState is a drain's state at now: "draining" until its deadline,
+// "drained" from it on (until the drain is undone).
+func drainState(deadline, now time.Time) string {
+	if now.Before(deadline) {
+		return "draining"
+	}
+	return "drained"
 }
 
 func (n *Node) activeHealthEnabled(clusterID string) bool {

@@ -35,18 +35,16 @@ const (
 	// leaderInterval is how often the leader reconciles voters, activates
 	// installed keys, rotates and prunes, besides being woken by changes.
 	leaderInterval = time.Second
-	// activationWait bounds how long a lagging member delays the
-	// activation of a new key: after it the key activates anyway, and the
-	// laggards are named in the log and counted in a metric.
+	// activationWait bounds how long a failed member delays the activation
+	// of a new key: after it the key activates without the failed members,
+	// which are named in the log and counted in a metric. Alive and
+	// suspect members are never passed over (README.md, "Keys").
 	activationWait = 10 * time.Second
 	// pendingActivation is the activation time a rotated key is installed
-	// with. The leader activates it explicitly (SPEC: once every alive
-	// member applied it), long before; the far time only bounds a key whose
+	// with. The leader activates it explicitly (once every alive or suspect
+	// member holds it), long before; the far time only bounds a key whose
 	// activation every leader missed.
 	pendingActivation = 24 * time.Hour
-	// unknownKeyWait bounds the data path's wait for a key this node has
-	// not applied yet, and only when it is behind the leader's commit.
-	unknownKeyWait = 250 * time.Millisecond
 	// leaveWait bounds a graceful leave's wait for the leader to drop this
 	// node from the Raft configuration.
 	leaveWait = 10 * time.Second
@@ -131,6 +129,7 @@ func (n *Node) openCluster() error {
 				AdminAddr: n.advertisedAdmin(),
 				Version:   Version,
 				Expect:    n.cfg.BootstrapExpect,
+				Voters:    n.cfg.RaftVoters,
 			},
 			Timing:    n.gossipTiming(),
 			Logger:    n.log.With("component", "gossip"),
@@ -143,6 +142,9 @@ func (n *Node) openCluster() error {
 		}
 		n.gossipAddr = n.members.Addr()
 		if err := n.members.Register(durableTag, cluster.Handler{Msg: n.durableReport}); err != nil {
+			return fmt.Errorf("gossip: %w", err)
+		}
+		if err := n.openKeyTransfer(secret); err != nil {
 			return fmt.Errorf("gossip: %w", err)
 		}
 		// A server the leader reaped leaves this node's member list too.
@@ -283,6 +285,14 @@ func (n *Node) fillStateMeta(m *cluster.Meta) {
 	m.HasState = n.store.HadState() || n.store.AppliedIndex() > 0
 	m.Durable = n.store.DurableIndex()
 	m.Commands = string(n.store.Commands())
+	now := time.Now()
+	if c := n.metaClock.Load(); c != nil {
+		now = (*c)()
+	}
+	m.Clock = now.Unix() / 3600
+	pf, _ := n.store.PersistFailure()
+	m.NoPersist = pf != nil
+	m.Fanout = n.fanoutDigest()
 }
 
 // form brings the node into a cluster: a node with Raft state simply runs
@@ -392,7 +402,7 @@ func (n *Node) watchStore(ctx context.Context) {
 			if m.Durable != lastMeta.Durable {
 				n.reportDurable(m.Durable)
 			}
-			if m.ClusterID != lastMeta.ClusterID || m.HasState != lastMeta.HasState || m.Durable != lastMeta.Durable {
+			if m.ClusterID != lastMeta.ClusterID || m.HasState != lastMeta.HasState || m.Durable != lastMeta.Durable || m.Clock != lastMeta.Clock || m.NoPersist != lastMeta.NoPersist || m.Fanout != lastMeta.Fanout {
 				if err := n.members.UpdateMeta(n.fillStateMeta); err != nil {
 					n.log.Warn("gossiping node state failed", "error", err)
 				} else {
@@ -487,45 +497,4 @@ func (n *Node) wakeLeader() {
 	case n.leaderWake <- struct{}{}:
 	default:
 	}
-}
-
-// dataKeys is the keyring the data path sees: the replicated ring, plus a
-// short wait for a key this node has not applied yet, only while it is
-// behind the leader's commit index (a caught-up node fails fast, so values
-// under made-up key ids never slow the data path).
-type dataKeys struct {
-	ring *keyring.Ring
-	st   raftProgress
-}
-
-// raftProgress is what dataKeys needs of the store.
-type raftProgress interface {
-	AppliedIndex() uint64
-	CommitIndex() uint64
-	WaitApplied(ctx context.Context, index uint64) error
-}
-
-var _ raftProgress = (*store.Store)(nil)
-
-func (k *dataKeys) Seal(purpose, plaintext []byte) (string, error) {
-	return k.ring.Seal(purpose, plaintext)
-}
-
-func (k *dataKeys) ActiveKeyID(now time.Time) string { return k.ring.ActiveKeyID(now) }
-
-func (k *dataKeys) Open(purpose []byte, value string) ([]byte, error) {
-	pt, err := k.ring.Open(purpose, value)
-	if err == nil || !errors.Is(err, keyring.ErrUnknownKey) {
-		return pt, err
-	}
-	commit := k.st.CommitIndex()
-	if k.st.AppliedIndex() >= commit {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), unknownKeyWait)
-	defer cancel()
-	if k.st.WaitApplied(ctx, commit) != nil {
-		return nil, err
-	}
-	return k.ring.Open(purpose, value)
 }

@@ -1,9 +1,15 @@
 package node
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/store"
@@ -73,4 +79,172 @@ func addressConflicts(servers []store.Server, members []cluster.Member) map[stri
 		}
 	}
 	return out
+}
+
+// clockSlack covers a member's meta update and its gossip after its clock
+// passes an hour.
+const clockSlack = time.Minute
+
+// agreedTime is now, bounded by every alive member's clock as it gossips
+// it (whole hours): the leader prunes keys only once every member's clock
+// says their retention is over, so a leader whose clock runs ahead never
+// prunes a key the others still open values with. A member's clock that
+// lags holds pruning back, which only keeps keys longer.
+func (n *Node) agreedTime(now time.Time) time.Time {
+	if n.members == nil {
+		return now
+	}
+	t, slowest := now, ""
+	for _, m := range n.members.Members() {
+		if !m.Alive() || m.ID == n.cfg.NodeID || m.Clock == 0 {
+			continue
+		}
+		// The member's clock now is below the end of the hour it gossiped.
+		if bound := time.Unix((m.Clock+1)*3600, 0).Add(clockSlack); bound.Before(t) {
+			t, slowest = bound, m.ID
+		}
+	}
+	if ahead := now.Sub(t); slowest != "" && ahead > time.Hour {
+		if !n.clockAhead.Swap(true) {
+			n.log.Warn("this node's clock is ahead of a member's: keys are pruned by the slowest member's clock",
+				"member", slowest, "ahead_at_least", ahead.Round(time.Minute).String())
+		}
+	} else {
+		n.clockAhead.Store(false)
+	}
+	return t
+}
+
+// storeHealthCollector reports what keeps the replicated state from being
+// held durably or applied: a disk that cannot persist, an entry this
+// binary cannot apply.
+type storeHealthCollector struct {
+	n                           *Node
+	persisting, failures, stops *prometheus.Desc
+}
+
+func newStoreHealthCollector(n *Node) *storeHealthCollector {
+	return &storeHealthCollector{
+		n: n,
+		persisting: prometheus.NewDesc("tether_raft_persist_failing",
+			"1 while this node cannot write its Raft state to disk (snapshots fail: disk full, read-only, gone).", nil, nil),
+		failures: prometheus.NewDesc("tether_raft_persist_failures_total", "Failed tries to write this node's Raft state to disk.", nil, nil),
+		stops: prometheus.NewDesc("tether_raft_stopped_index",
+			"The Raft entry this node stopped applying at because it needs a newer tether (0: none).", nil, nil),
+	}
+}
+
+func (c *storeHealthCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.persisting
+	ch <- c.failures
+	ch <- c.stops
+}
+
+func (c *storeHealthCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.n.store
+	if st == nil {
+		return
+	}
+	pf, failures := st.PersistFailure()
+	v := 0.0
+	if pf != nil {
+		v = 1
+	}
+	stop, _ := st.Stopped()
+	ch <- prometheus.MustNewConstMetric(c.persisting, prometheus.GaugeValue, v)
+	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(failures))
+	ch <- prometheus.MustNewConstMetric(c.stops, prometheus.GaugeValue, float64(stop))
+}
+
+// storeWarnings are what /readyz says beside "ready": the node serves from
+// its local state, but cannot hold it durably (a restart without a quorum
+// would lose what it applied since).
+func (n *Node) storeWarnings() []string {
+	if pf, _ := n.store.PersistFailure(); pf != nil {
+		return []string{fmt.Sprintf("cannot persist Raft state since %s: %s", pf.Since.UTC().Format(time.RFC3339), pf.Err)}
+	}
+	return nil
+}
+
+// fanoutDigest is the ProbeFanout of this node's clusters as gossiped: the
+// number when every cluster has the same, else "h" and a digest of the
+// sorted cluster=fanout pairs ("" before the configuration is loaded).
+func (n *Node) fanoutDigest() string {
+	n.reloadMu.Lock()
+	cfg := n.current
+	n.reloadMu.Unlock()
+	if cfg == nil {
+		return ""
+	}
+	var pairs []string
+	values := map[int]bool{}
+	for id, c := range cfg.ReverseProxy.Clusters {
+		if c != nil {
+			f := c.HealthCheck.Active.ProbeFanout
+			pairs = append(pairs, fmt.Sprintf("%s=%d", id, f))
+			values[f] = true
+		}
+	}
+	if len(values) == 0 {
+		return ""
+	}
+	if len(values) == 1 {
+		for f := range values {
+			return strconv.Itoa(f)
+		}
+	}
+	slices.Sort(pairs)
+	h := sha256.Sum256([]byte(strings.Join(pairs, ",")))
+	return "h" + hex.EncodeToString(h[:4])
+}
+
+// settingsMismatch names the cluster settings in which member m differs
+// from this node ("" when they agree or m does not gossip them):
+// --raft-voters, --bootstrap-expect and ProbeFanout come from whichever
+// node leads (or probes), so they must be the same everywhere.
+func (n *Node) settingsMismatch(m cluster.Meta) string {
+	if n.members == nil || m.ID == n.cfg.NodeID {
+		return ""
+	}
+	var diffs []string
+	if m.Voters != 0 && m.Voters != n.cfg.RaftVoters {
+		diffs = append(diffs, fmt.Sprintf("--raft-voters %d (this node %d)", m.Voters, n.cfg.RaftVoters))
+	}
+	if m.Voters != 0 && m.Expect != n.cfg.BootstrapExpect {
+		diffs = append(diffs, fmt.Sprintf("--bootstrap-expect %d (this node %d)", m.Expect, n.cfg.BootstrapExpect))
+	}
+	if own := n.fanoutDigest(); m.Fanout != "" && own != "" && m.Fanout != own {
+		diffs = append(diffs, fmt.Sprintf("ProbeFanout %s (this node %s)", m.Fanout, own))
+	}
+	return strings.Join(diffs, ", ")
+}
+
+// checkSettings runs on the leader each round: it logs the members whose
+// cluster settings differ from its own, once per change of that list.
+func (n *Node) checkSettings() {
+	if n.members == nil {
+		return
+	}
+	var lines []string
+	for _, m := range n.members.Members() {
+		if !m.Alive() {
+			continue
+		}
+		if d := n.settingsMismatch(m.Meta); d != "" {
+			lines = append(lines, m.ID+": "+d)
+		}
+	}
+	slices.Sort(lines)
+	now := strings.Join(lines, "; ")
+	last := n.settingsLogged.Load()
+	if last != nil && *last == now || last == nil && now == "" {
+		return
+	}
+	n.settingsLogged.Store(&now)
+	if now == "" {
+		n.log.Info("every member's cluster settings agree with the leader's again")
+		return
+	}
+	n.log.Warn("members run with cluster settings other than the leader's: the voter count and probing change with each leader; start every node with the same flags and configuration",
+		"mismatches", now)
 }

@@ -1,11 +1,20 @@
 package node
 
 import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/tether-proxy/tether/cluster"
+	"github.com/tether-proxy/tether/keyring"
 	"github.com/tether-proxy/tether/store"
 )
 
@@ -111,5 +120,239 @@ func TestClusterAddressClaimedTwiceEvictsNobodyAndShowsInMembers(t *testing.T) {
 	}
 	if r := raftRole(nodes[0], "n4"); r != "" && r != "none" {
 		t.Errorf("n4 was added as %q at an address a live voter holds", r)
+	}
+}
+
+// startManual starts nodes n1..n3 forming one cluster with no leader loop:
+// the test runs leaderRound with its own clock.
+func startManual(t *testing.T, tc *testCluster) {
+	t.Helper()
+	var join []string
+	for _, id := range []string{"n1", "n2", "n3"} {
+		cfg := tc.config(id, 3, join)
+		n, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.manualLeader = true
+		if err := n.Start(); err != nil {
+			t.Fatal(err)
+		}
+		tc.mu.Lock()
+		tc.nodes[id], tc.cfgs[id] = n, cfg
+		tc.mu.Unlock()
+		join = append(join, n.GossipAddr())
+	}
+}
+
+// TestClusterLeaderClockAheadDoesNotPruneKeysOthersNeed: the leader's clock
+// jumps past the first key's expiry plus retention while the others' clocks
+// do not: the key stays on every node. Once every member's clock agrees,
+// the key is pruned.
+func TestClusterLeaderClockAheadDoesNotPruneKeysOthersNeed(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	startManual(t, tc)
+	now := time.Now()
+	var first keyring.Metadata
+	waitFor(t, 30*time.Second, "a first key active on every node", func() bool {
+		if l := tc.leader(); l != nil {
+			l.leaderRound(now)
+		}
+		for _, n := range tc.live() {
+			id := n.ring.ActiveKeyID(now)
+			if id == "" {
+				return false
+			}
+			for _, md := range n.ring.List(now) {
+				if md.ID == id {
+					first = md
+				}
+			}
+		}
+		return true
+	})
+	l := tc.leader()
+	waitFor(t, 10*time.Second, "every member's clock in the leader's view", func() bool {
+		for _, m := range l.members.Members() {
+			if m.Clock == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	jumped := first.Expires.Add(l.ring.Retention() + time.Hour)
+	has := func(n *Node) bool {
+		return slices.ContainsFunc(n.ring.List(now), func(md keyring.Metadata) bool { return md.ID == first.ID })
+	}
+	for range 5 { // rounds at the jumped clock: it rotates, but must not prune
+		l.leaderRound(jumped)
+	}
+	for _, n := range tc.live() {
+		if !has(n) {
+			t.Fatalf("%s lost key %s: the leader pruned it by its clock alone, %s ahead of the others'", n.ID(), first.ID, time.Until(jumped).Round(time.Hour))
+		}
+	}
+	// The other members' clocks get there too: now it may go.
+	for _, n := range tc.live() {
+		if n != l {
+			clock := func() time.Time { return jumped }
+			n.metaClock.Store(&clock)
+		}
+	}
+	waitFor(t, 15*time.Second, "the key pruned everywhere once every clock agrees", func() bool {
+		l.leaderRound(jumped)
+		for _, n := range tc.live() {
+			if has(n) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestClusterMemberThatCannotPersistIsPassedOverAndReported: a follower's
+// snapshot directory breaks (here: replaced by a file; a full disk acts
+// alike). It reports it in /readyz, in /metrics and in gossip, and a
+// rotation activates without waiting out the bound for it.
+func TestClusterMemberThatCannotPersistIsPassedOverAndReported(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	tc.form(3)
+	f := tc.follower()
+	snaps := filepath.Join(f.cfg.DataDir, "raft", "snapshots")
+	if err := os.Rename(snaps, snaps+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(snaps, []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	status, body := adminWrite(t, tc.leader(), "POST", "/v1/keyring/rotate", nil)
+	if status != 200 {
+		t.Fatalf("rotate: %d %v", status, body)
+	}
+	id, _ := body["id"].(string)
+	waitFor(t, 20*time.Second, "the rotated key active on every node", func() bool {
+		for _, n := range tc.live() {
+			if n.ring.ActiveKeyID(time.Now()) != id {
+				return false
+			}
+		}
+		return true
+	})
+	if took := time.Since(start); took >= activationWait {
+		t.Errorf("activation took %s: it waited out the bound for a member that cannot persist", took.Round(time.Millisecond))
+	}
+	for _, n := range tc.live() {
+		if m := scrape(t, n); !strings.Contains(m, "tether_keyring_activation_timeouts_total 0") {
+			t.Errorf("%s counted an activation timeout", n.ID())
+		}
+	}
+	status, body = admin(t, f, "GET", "/readyz", nil)
+	if warn, _ := body["warnings"].([]any); status != 200 || len(warn) != 1 || !strings.Contains(fmt.Sprint(warn[0]), "cannot persist") {
+		t.Errorf("/readyz of the node that cannot persist: %d %v", status, body)
+	}
+	metrics := scrape(t, f)
+	if !strings.Contains(metrics, "tether_raft_persist_failing 1") {
+		t.Errorf("/metrics lacks tether_raft_persist_failing 1")
+	}
+
+	// The disk is fixed: it persists again and says so everywhere.
+	os.Remove(snaps)
+	if err := os.Rename(snaps+".moved", snaps); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "the node to persist again", func() bool {
+		pf, _ := f.store.PersistFailure()
+		return pf == nil && f.store.DurableIndex() >= f.store.AppliedIndex()
+	})
+	if _, body := admin(t, f, "GET", "/readyz", nil); body["warnings"] != nil {
+		t.Errorf("/readyz still warns: %v", body)
+	}
+}
+
+// scrape returns a node's /metrics text.
+func scrape(t *testing.T, n *Node) string {
+	t.Helper()
+	resp, err := http.Get("http://" + n.AdminAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// lockedBuffer is a log sink shared by nodes and the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestClusterMismatchedSettingsAreLoggedAndShown: one node runs with
+// another --raft-voters and another ProbeFanout. The leader logs it, and
+// /v1/members names the settings on that member's row.
+func TestClusterMismatchedSettingsAreLoggedAndShown(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	raw, err := os.ReadFile(tc.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(tc.dir, "other.json")
+	os.WriteFile(other, []byte(strings.Replace(string(raw), `"DrainTimeout": "00:10:00",`,
+		`"DrainTimeout": "00:10:00", "HealthCheck": { "Active": { "Enabled": true, "Interval": "00:00:01", "Timeout": "00:00:00.500", "Path": "/", "ProbeFanout": 1 } },`, 1)), 0o600)
+	logs := &lockedBuffer{}
+	var join []string
+	for _, id := range []string{"n1", "n2", "n3"} {
+		cfg := tc.config(id, 3, join)
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		if id == "n3" {
+			cfg.RaftVoters, cfg.ConfigPath = 3, other
+		}
+		join = append(join, tc.start(cfg).GossipAddr())
+	}
+	tc.waitSettled()
+	cases := []struct{ desc, want string }{
+		{"raft voters", "--raft-voters 3 (this node 5)"},
+		{"probe fanout", "ProbeFanout 1 (this node 3)"},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			waitFor(t, 15*time.Second, "the leader's log and /v1/members to name "+c.want, func() bool {
+				l := tc.leader()
+				if l == nil {
+					return false
+				}
+				if l.ID() == "n3" { // its own view would name the others' settings
+					l.store.TransferLeadership()
+					return false
+				}
+				_, body := admin(t, l, "GET", "/v1/members", nil)
+				rows, _ := body["members"].([]any)
+				shown := false
+				for _, r := range rows {
+					m, _ := r.(map[string]any)
+					s, _ := m["settings_mismatch"].(string)
+					if m["id"] == "n3" && strings.Contains(s, c.want) {
+						shown = true
+					}
+					if m["id"] != "n3" && s != "" {
+						t.Errorf("%v shows a mismatch: %s", m["id"], s)
+					}
+				}
+				return shown && strings.Contains(logs.String(), "cluster settings other than the leader's") && strings.Contains(logs.String(), c.want)
+			})
+		})
 	}
 }

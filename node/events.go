@@ -212,7 +212,7 @@ type observed struct {
 	leader  string
 	members map[string]memberView
 	keys    map[string]string
-	drains  map[string]time.Time // "cluster/destination"
+	drains  map[string]drainObs  // "cluster/destination"
 	health  map[string][2]string // "cluster/destination" → local, cluster
 	// healthGen and healthClusters are what health was read at: the health
 	// generation and the clusters (a reload makes new ones). While both stay, the next round
@@ -222,6 +222,13 @@ type observed struct {
 	// healthReused: health is the round before's map (nothing changed),
 	// so the diff skips it instead of walking 10,000 keys to find nothing.
 	healthReused bool
+}
+
+// drainObs is a drain as the watcher saw it: its deadline, and whether it
+// had passed (drained), so the moment a drain ends is an event too.
+type drainObs struct {
+	deadline time.Time
+	drained  bool
 }
 
 // watchEvents turns changes of the node's view (leader, members, keys,
@@ -259,7 +266,7 @@ func (n *Node) observe(prev *observed) observed {
 	o := observed{
 		members: map[string]memberView{},
 		keys:    map[string]string{},
-		drains:  map[string]time.Time{},
+		drains:  map[string]drainObs{},
 	}
 	o.leader, _ = n.store.Leader()
 	for _, m := range n.memberViews() {
@@ -268,8 +275,9 @@ func (n *Node) observe(prev *observed) observed {
 	for _, md := range n.ring.List(time.Now()) {
 		o.keys[md.ID] = md.State.String()
 	}
+	now := time.Now()
 	for _, d := range n.store.Drains() {
-		o.drains[d.Cluster+"/"+d.Destination] = d.Deadline
+		o.drains[d.Cluster+"/"+d.Destination] = drainObs{d.Deadline, !now.Before(d.Deadline)}
 	}
 	o.health, o.healthGen, o.healthClusters, o.healthReused = observeHealth(n.proxy, prev)
 	return o
@@ -342,11 +350,14 @@ func (n *Node) emitDiff(a, b observed, now time.Time) {
 		cid, did, _ := strings.Cut(k, "/")
 		was, had := a.drains[k]
 		is, has := b.drains[k]
+		changed := has && (!had || !was.deadline.Equal(is.deadline) || was.drained != is.drained)
 		switch {
-		case has && (!had || !was.Equal(is)):
-			bus.publish(EventDrain, now, map[string]any{"cluster": cid, "destination": did, "draining": true, "deadline": is.UTC()})
+		case changed && is.drained:
+			bus.publish(EventDrain, now, map[string]any{"cluster": cid, "destination": did, "draining": false, "state": "drained", "since": is.deadline.UTC()})
+		case changed:
+			bus.publish(EventDrain, now, map[string]any{"cluster": cid, "destination": did, "draining": true, "state": "draining", "deadline": is.deadline.UTC()})
 		case had && !has:
-			bus.publish(EventDrain, now, map[string]any{"cluster": cid, "destination": did, "draining": false})
+			bus.publish(EventDrain, now, map[string]any{"cluster": cid, "destination": did, "draining": false, "state": "undrained"})
 		}
 	}
 	if b.healthReused {

@@ -315,14 +315,14 @@ func TestEventsEmitDiffNamesEveryChange(t *testing.T) {
 		leader:  "n1",
 		members: map[string]memberView{"n1": {ID: "n1", State: "alive", Raft: "voter"}, "n2": {ID: "n2", State: "alive", Raft: "voter"}, "n3": {ID: "n3", State: "alive", Raft: "nonvoter"}},
 		keys:    map[string]string{"k1": "active", "k0": "inactive"},
-		drains:  map[string]time.Time{},
+		drains:  map[string]drainObs{"app/d2": {deadline: t0.Add(-time.Second)}},
 		health:  map[string][2]string{"app/d1": {"healthy", "healthy"}},
 	}
 	b := observed{
 		leader:  "n2",
 		members: map[string]memberView{"n1": {ID: "n1", State: "alive", Raft: "voter"}, "n2": {ID: "n2", State: "suspect", Raft: "voter"}, "n3": {ID: "n3", State: "alive", Raft: "voter"}, "n4": {ID: "n4", State: "alive", Raft: "none"}},
 		keys:    map[string]string{"k1": "inactive", "k2": "active"},
-		drains:  map[string]time.Time{"app/d1": t0.Add(time.Minute)},
+		drains:  map[string]drainObs{"app/d1": {deadline: t0.Add(time.Minute)}, "app/d2": {deadline: t0.Add(-time.Second), drained: true}},
 		health:  map[string][2]string{"app/d1": {"unhealthy", "healthy"}},
 	}
 	n.emitDiff(a, b, t0)
@@ -339,7 +339,8 @@ func TestEventsEmitDiffNamesEveryChange(t *testing.T) {
 		"key k0 <nil> pruned inactive",
 		"key k1 <nil> inactive active",
 		"key k2 <nil> active ",
-		"drain <nil> <nil> <nil> <nil>",
+		"drain <nil> <nil> draining <nil>",
+		"drain <nil> <nil> drained <nil>",
 		"health <nil> <nil> unhealthy healthy",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -423,7 +424,7 @@ func idleViews(n int) (a, b observed) {
 		leader:  "n1",
 		members: map[string]memberView{"n1": {ID: "n1", State: "alive", Raft: "voter"}},
 		keys:    map[string]string{"k1": "active"},
-		drains:  map[string]time.Time{},
+		drains:  map[string]drainObs{},
 		health:  health,
 	}
 	b = a

@@ -239,6 +239,8 @@ func (n *Node) writeApplyError(w http.ResponseWriter, what string, err error) {
 			rw.lostLeadership = true
 		}
 		writeError(w, http.StatusServiceUnavailable, what+": leadership was lost during the write (it may have been applied): retry")
+	case errors.Is(err, errBehind), errors.As(err, new(*keysNotHeldError)):
+		writeError(w, http.StatusServiceUnavailable, what+": "+err.Error())
 	case errors.Is(err, store.ErrNotLeader):
 		writeError(w, http.StatusServiceUnavailable, what+": "+n.noLeaderError())
 	case errors.Is(err, store.ErrUnsupported): // a rolling upgrade under way

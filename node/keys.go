@@ -27,7 +27,7 @@ func newKeyringCollector(n *Node) *keyringCollector {
 		lag: prometheus.NewDesc("tether_keyring_pending_activation_seconds",
 			"On the leader: how long the oldest installed key has waited for every member to hold it (0: none waits).", nil, nil),
 		laggards: prometheus.NewDesc("tether_keyring_activation_laggards",
-			"On the leader: alive members that do not hold the newest installed key yet.", nil, nil),
+			"On the leader: members (alive, suspect or failed) that do not hold an installed key yet.", nil, nil),
 	}
 }
 
@@ -154,10 +154,11 @@ func (n *Node) keyViews(now time.Time) []keyView {
 	return out
 }
 
-// pendingReason says what an installed key's activation waits for. The
-// leader knows the index the key needs and how long it has waited; another
-// node compares the members' gossiped durable indexes with what it has
-// applied itself, which is at least what the key needs.
+// pendingReason says what an installed key's activation waits for (see
+// activatePending). The leader knows the index the key needs and how long
+// it has waited; another node compares the members' gossiped durable
+// indexes with what it has applied itself, which is at least what the key
+// needs.
 func (n *Node) pendingReason(id string, now time.Time) string {
 	index, left := n.store.AppliedIndex(), time.Duration(-1)
 	if n.store.IsLeader() {
@@ -168,13 +169,14 @@ func (n *Node) pendingReason(id string, now time.Time) string {
 			index, left = p.index, max(activationWait-now.Sub(p.since), 0)
 		}
 	}
-	laggards := n.laggards(index)
+	lacking, failed := n.keyLaggards(index)
 	switch {
-	case len(laggards) == 0:
-		return "every member holds it: activates within a second"
-	case left >= 0:
-		return fmt.Sprintf("waiting for members: %s (at most %s more)", strings.Join(laggards, ", "), left.Round(time.Second))
-	default:
-		return fmt.Sprintf("waiting for members: %s (at most %s)", strings.Join(laggards, ", "), activationWait)
+	case len(lacking) > 0:
+		return fmt.Sprintf("waiting for members: %s (until they hold it)", strings.Join(lacking, ", "))
+	case len(failed) > 0 && left >= 0:
+		return fmt.Sprintf("waiting for failed members: %s (passed over in at most %s)", strings.Join(failed, ", "), left.Round(time.Second))
+	case len(failed) > 0:
+		return fmt.Sprintf("waiting for failed members: %s (passed over after at most %s)", strings.Join(failed, ", "), activationWait)
 	}
+	return "every member holds it: activates within a second"
 }

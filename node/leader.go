@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,6 +51,8 @@ type leaderState struct {
 type pendingKey struct {
 	since time.Time
 	index uint64
+	// warned: the wait past activationWait was logged once.
+	warned bool
 }
 
 // leaderLoop runs the leader's duties every leaderInterval and whenever
@@ -103,6 +107,7 @@ func (n *Node) leaderRound(now time.Time) {
 		n.log.Error("automatic key rotation failed", "error", err)
 	}
 	n.maybePrune(now)
+	n.checkSettings()
 	if n.members != nil {
 		if err := n.pilot.Reconcile(raftAdapter{n.store}, n.cfg.NodeID, n.members.Members(), n.store.AppliedIndex(), n.policy(), now, n.log); err != nil {
 			n.log.Warn("voter reconciliation", "error", err)
@@ -263,8 +268,12 @@ func (n *Node) keyMetadata(id string, now time.Time) (keyring.Metadata, bool) {
 	return keyring.Metadata{}, false
 }
 
-// activatePending activates installed keys that every alive member holds
-// durably, or that waited longer than activationWait.
+// activatePending activates installed keys once every alive or suspect
+// member holds them durably. Failed members hold a key up for at most
+// activationWait; then it activates without them, naming them. A member
+// that is alive or suspect and lacks the key holds it up for as long as it
+// lacks it: sealing with a key a reachable node cannot open would break
+// the sessions it serves.
 func (n *Node) activatePending(now time.Time) {
 	var ids []string
 	created := map[string]time.Time{}
@@ -293,23 +302,29 @@ func (n *Node) activatePending(now time.Time) {
 			p = pendingKey{since: now, index: n.store.AppliedIndex()}
 			n.lead.pending[id] = p
 		}
-		laggards := n.laggards(p.index)
 		waited := now.Sub(p.since)
-		if len(laggards) > 0 && waited < activationWait {
+		lacking, failed := n.keyLaggards(p.index)
+		if len(lacking) > 0 || (len(failed) > 0 && waited < activationWait) {
 			if waited > n.lead.lag {
 				n.lead.lag = waited
 			}
-			n.lead.laggards = max(n.lead.laggards, len(laggards))
+			n.lead.laggards = max(n.lead.laggards, len(lacking)+len(failed))
+			if len(lacking) > 0 && waited >= activationWait && !p.warned {
+				n.log.Warn("a key waits for members that are alive or suspect but do not hold it yet; it activates once they do (or once they are failed)",
+					"id", id, "waited", waited.Round(time.Millisecond).String(), "waiting_for", lacking)
+				p.warned = true
+				n.lead.pending[id] = p
+			}
 			continue
 		}
-		if len(laggards) > 0 {
-			n.log.Warn("activating a key before every member holds it: they may fail to open values sealed with it until they catch up",
-				"id", id, "waited", waited.Round(time.Millisecond).String(), "laggards", laggards)
+		if len(failed) > 0 {
+			n.log.Warn("activating a key that failed members do not hold: they cannot open values sealed with it until they catch up",
+				"id", id, "waited", waited.Round(time.Millisecond).String(), "passed_over", failed)
 			n.activationTimeouts.Add(1)
 		}
 		// Never before its creation, should this leader's clock trail the
 		// one that created the key.
-		at := now
+		at := n.agreedTime(now) // not ahead of the members' clocks
 		if c := created[id]; at.Before(c) {
 			at = c
 		}
@@ -323,28 +338,35 @@ func (n *Node) activatePending(now time.Time) {
 	}
 }
 
-// laggards are the alive members that have not made index durable.
-func (n *Node) laggards(index uint64) []string {
+// keyLaggards are the members that have not made index durable: lacking
+// are alive or suspect (they hold a key's activation up), failed are dead
+// (passed over after activationWait). Members that left are not counted.
+func (n *Node) keyLaggards(index uint64) (lacking, failed []string) {
 	if n.members == nil {
 		if n.store.DurableIndex() < index {
-			return []string{n.cfg.NodeID}
+			return []string{n.cfg.NodeID}, nil
 		}
-		return nil
+		return nil, nil
 	}
-	var out []string
 	for _, m := range n.members.Members() {
-		if m.State != "alive" {
+		if m.NoPersist { // its durable index is frozen: it would hold every key back
 			continue
 		}
 		d := max(m.Durable, n.reportedDurable(m.ID))
 		if m.ID == n.cfg.NodeID {
 			d = n.store.DurableIndex()
 		}
-		if d < index {
-			out = append(out, m.ID)
+		if d >= index {
+			continue
+		}
+		switch m.State {
+		case cluster.StateAlive, cluster.StateSuspect:
+			lacking = append(lacking, m.ID)
+		case cluster.StateDead:
+			failed = append(failed, m.ID)
 		}
 	}
-	return out
+	return lacking, failed
 }
 
 // maybeRotate rotates before the newest key expires.
@@ -376,6 +398,7 @@ func (n *Node) maybeRotate(now time.Time) error {
 // maybePrune removes keys past their retention (the leader's clock travels
 // in the command, so every FSM prunes the same keys).
 func (n *Node) maybePrune(now time.Time) {
+	now = n.agreedTime(now)
 	retention := n.ring.Retention()
 	for _, md := range n.ring.List(now) {
 		if !now.Before(md.Expires.Add(retention)) {
@@ -387,20 +410,132 @@ func (n *Node) maybePrune(now time.Time) {
 	}
 }
 
-// revoke revokes key id; revoking the key that encrypts installs an
-// already active replacement in the same entry, so sealing never stops.
-// It answers with the index of the entry and the active key after it.
-func (n *Node) revoke(now time.Time, id, reqID string) (uint64, error) {
-	cmd := store.RevokeKey{ReqID: reqID, ID: id}
-	if n.ring.ActiveKeyID(now) == id {
-		k, err := keyring.GenerateKey(now, 0, keyring.DefaultLifetime)
-		if err != nil {
-			return 0, err
-		}
-		cmd.Replacement = &k
+// errBehind: this leader's state has not caught up with what earlier terms
+// committed, so it must not act on it yet (a retry soon succeeds).
+var errBehind = errors.New("this node just became the leader and its state has not caught up with the log yet: retry")
+
+// keysNotHeldError: a key cannot activate because members that are alive
+// or suspect do not hold it.
+type keysNotHeldError struct {
+	id      string
+	lacking []string
+}
+
+func (e *keysNotHeldError) Error() string {
+	return fmt.Sprintf("key %s is installed but %s (alive or suspect) do not hold it after %s, so it cannot take over encryption yet; "+
+		"it activates once they do or once they are failed: retry with the same request id, or fix or stop them",
+		e.id, strings.Join(e.lacking, ", "), activationWait)
+}
+
+// revoked is what a revocation committed.
+type revoked struct {
+	index       uint64
+	active      string   // the key that encrypts after it
+	replacement string   // a key installed to take over (active, or pending)
+	passedOver  []string // failed members that do not hold active
+}
+
+// revoke revokes key id with the protections of a rotation: it acts only
+// on a caught-up state (a barrier per term, as the leader's rounds), and
+// never makes a key active that an alive or suspect member lacks.
+// Revoking the key that encrypts hands encryption to the newest earlier
+// key (every member held it when it was active) and installs a new key
+// that activates as a rotated one does; with no earlier key, the new key
+// takes over only once the members hold it (or, after activationWait, only
+// failed members lack it), activated before the revocation so that
+// sealing never stops.
+func (n *Node) revoke(ctx context.Context, now time.Time, id, reqID string) (revoked, error) {
+	if !n.caughtUp() {
+		return revoked{}, errBehind
 	}
-	c, err := n.store.Commit(cmd)
-	return c.Index, err
+	if _, ok := n.keyMetadata(id, now); !ok {
+		return revoked{}, fmt.Errorf("%w: %q", keyring.ErrUnknownKey, id)
+	}
+	if n.ring.ActiveKeyID(now) != id {
+		c, err := n.store.Commit(store.RevokeKey{ReqID: reqID, ID: id})
+		return revoked{index: c.Index, active: n.ring.ActiveKeyID(time.Now())}, err
+	}
+	var fallback, pendingID string
+	var fallbackAt, pendingAt time.Time
+	for _, md := range n.ring.List(now) {
+		switch {
+		case md.ID == id:
+		case md.State == keyring.Inactive && md.Activates.After(fallbackAt):
+			fallback, fallbackAt = md.ID, md.Activates
+		case md.State == keyring.Installed && md.Created.After(pendingAt):
+			pendingID, pendingAt = md.ID, md.Created
+		}
+	}
+	replReq := "revoke-" + shortHash(reqID)
+	if fallback != "" {
+		c, err := n.store.Commit(store.RevokeKey{ReqID: reqID, ID: id})
+		if err != nil {
+			return revoked{}, err
+		}
+		out := revoked{index: c.Index, active: n.ring.ActiveKeyID(time.Now()), replacement: pendingID}
+		if pendingID == "" {
+			md, _, err := n.rotate(now, replReq)
+			if err != nil {
+				n.log.Warn("the key was revoked, but installing a new key failed; the next rotation installs one", "error", err)
+			}
+			out.replacement = md.ID
+		}
+		return out, nil
+	}
+	// No earlier key: a new one must be held everywhere before it encrypts.
+	repl := pendingID
+	if repl == "" {
+		md, _, err := n.rotate(now, replReq)
+		if err != nil {
+			return revoked{}, err
+		}
+		repl = md.ID
+	}
+	n.lead.mu.Lock()
+	p, ok := n.lead.pending[repl]
+	n.lead.mu.Unlock()
+	if !ok {
+		p = pendingKey{since: now, index: n.store.AppliedIndex()}
+	}
+	var failed []string
+	for {
+		var lacking []string
+		lacking, failed = n.keyLaggards(p.index)
+		waited := time.Since(p.since)
+		if len(lacking) == 0 && (len(failed) == 0 || waited >= activationWait) {
+			break
+		}
+		if waited >= activationWait {
+			return revoked{}, &keysNotHeldError{repl, lacking}
+		}
+		select {
+		case <-ctx.Done():
+			return revoked{}, fmt.Errorf("waiting for the members to hold the replacement key %s: %w", repl, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if len(failed) > 0 {
+		n.log.Warn("activating a replacement key that failed members do not hold", "id", repl, "passed_over", failed)
+		n.activationTimeouts.Add(1)
+	}
+	at := time.Now()
+	if md, ok := n.keyMetadata(repl, at); ok && at.Before(md.Created) {
+		at = md.Created
+	}
+	if _, err := n.store.Commit(store.ActivateKey{ReqID: "activate-" + repl, ID: repl, At: at}); err != nil {
+		return revoked{}, err
+	}
+	c, err := n.store.Commit(store.RevokeKey{ReqID: reqID, ID: id})
+	if err != nil {
+		return revoked{}, err
+	}
+	return revoked{index: c.Index, active: n.ring.ActiveKeyID(time.Now()), replacement: repl, passedOver: failed}, nil
+}
+
+// shortHash is a short fixed-length digest of s, to derive request ids.
+func shortHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:16])
 }
 
 // raftAdapter lets cluster reconcile voters through the store.

@@ -25,7 +25,8 @@ type memberView struct {
 	Version      string `json:"version,omitempty"`
 	DurableIndex uint64 `json:"durable_index"`
 	Leader       bool   `json:"leader"`
-	Conflict     string `json:"conflict,omitempty"` // its raft address is claimed by another node too
+	Conflict     string `json:"conflict,omitempty"`          // its raft address is claimed by another node too
+	Settings     string `json:"settings_mismatch,omitempty"` // its cluster flags differ from this node's
 }
 
 // memberViews joins gossip membership with the Raft configuration: a Raft
@@ -62,6 +63,7 @@ func (n *Node) memberViews() []memberView {
 			ID: m.ID, Address: m.Addr, State: string(m.State), Raft: "none",
 			RaftAddress: m.RaftAddr, AdminAddress: m.AdminAddr, Version: m.Version,
 			DurableIndex: m.Durable, Leader: m.ID == leader, Conflict: conflicts[m.ID],
+			Settings: n.settingsMismatch(m.Meta),
 		}
 		if m.ID == n.cfg.NodeID {
 			v.DurableIndex = n.store.DurableIndex()

@@ -77,6 +77,9 @@ type Config struct {
 	// HTTP1Server chooses what serves cleartext HTTP/1.1 connections:
 	// "own" (default) or "stdlib" (--http1-server, docs/OPERATIONS.md).
 	HTTP1Server string
+	// WriteYield: "auto" (default), "on" or "off" (--write-yield,
+	// docs/OPERATIONS.md); it applies to the whole process.
+	WriteYield string
 
 	// FastTimings shortens gossip timings (failure detection) for
 	// in-process tests and the demo on loopback; Raft keeps LAN timings.
@@ -129,11 +132,23 @@ type Node struct {
 	// healthReady is health once the data path exists (membership events
 	// may come before).
 	healthReady atomic.Pointer[sharedHealth]
+	// keys sends keys to members that lack them and asks the leader for
+	// ours (keyfetch.go); nil without gossip.
+	keys *keyTransfer
+	// dataKeys is the data path's keyring.
+	dataKeys *dataKeys
 	// manualLeader (tests): no leader loop; the test calls leaderRound.
 	manualLeader bool
 	// commands (tests): the Raft command set this node applies, to act as
 	// an older binary; "": this binary's.
 	commands store.CommandSet
+	// clockAhead: this leader's clock was last seen ahead of a member's
+	// (logged once per episode).
+	clockAhead atomic.Bool
+	// metaClock (tests): the wall clock this node gossips; nil: time.Now.
+	metaClock atomic.Pointer[func() time.Time]
+	// settingsLogged is the last settings mismatch the leader logged.
+	settingsLogged atomic.Pointer[string]
 	// failed is closed (once) when the node must stop after Start: it
 	// left the cluster, or formation hit a fatal error (failErr).
 	failed   chan struct{}
@@ -180,6 +195,9 @@ func New(cfg Config) (*Node, error) {
 	if _, err := proxy.ParseHTTP1Server(cfg.HTTP1Server); err != nil {
 		return nil, fmt.Errorf("--http1-server: %w", err)
 	}
+	if _, err := proxy.ParseWriteYield(cfg.WriteYield); err != nil {
+		return nil, fmt.Errorf("--write-yield: %w", err)
+	}
 	return &Node{
 		cfg:        cfg,
 		log:        cfg.Logger.With("node", cfg.NodeID),
@@ -194,7 +212,7 @@ func New(cfg Config) (*Node, error) {
 		}),
 		activationTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tether_keyring_activation_timeouts_total",
-			Help: "Keys activated before every alive member held them (a member lagged past the bound).",
+			Help: "Keys activated while failed members did not hold them (passed over after the bound, named in the log).",
 		}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_config_reloads_total",
@@ -251,13 +269,19 @@ func (n *Node) Start() (err error) {
 
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts)
+	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n))
+	var fetch func(context.Context, string) (keyring.Key, error)
+	if n.keys != nil {
+		fetch = n.keys.fetch
+	}
+	n.dataKeys = newDataKeys(n.ring, n.store, fetch, n.log)
+	n.registry.MustRegister(n.dataKeys.failures, n.dataKeys.resolved)
 
 	opts := proxy.Options{
 		Logger:     n.log,
 		AccessLog:  n.cfg.AccessLog,
 		Registerer: n.registry,
-		Keyring:    &dataKeys{ring: n.ring, st: n.store},
+		Keyring:    n.dataKeys,
 		NodeID:     n.cfg.NodeID,
 	}
 	if sh := n.health; sh != nil {
@@ -278,6 +302,8 @@ func (n *Node) Start() (err error) {
 	n.serveAdmin()
 
 	h1, _ := proxy.ParseHTTP1Server(n.cfg.HTTP1Server) // checked by New
+	wy, _ := proxy.ParseWriteYield(n.cfg.WriteYield)
+	_ = proxy.SetWriteYield(wy)
 	n.server, err = proxy.NewServer(cfg, n.proxy, n.log, proxy.WithHTTP1Server(h1))
 	if err != nil {
 		return fmt.Errorf("listeners: %w", err)
@@ -295,6 +321,10 @@ func (n *Node) Start() (err error) {
 	go n.watchStore(ctx)
 	go n.leaderLoop(ctx)
 	go n.watchEvents(ctx.Done())
+	if n.keys != nil {
+		n.bg.Add(1)
+		go n.keys.serve(ctx.Done())
+	}
 	if !n.cfg.clustered() && !n.manualLeader {
 		// A node of its own elects itself at once; serving before it has
 		// a key would hand out sessions without affinity values.

@@ -32,6 +32,14 @@ func (h *cancelHook) begin(ctx *loopCtx) {
 	h.mu.Unlock()
 }
 
+// end lets go of the last request's context while the connection is
+// parked; the next begin starts another.
+func (h *cancelHook) end() {
+	h.mu.Lock()
+	h.ctx = nil
+	h.mu.Unlock()
+}
+
 // fire runs the current request's registered func, after its context was
 // cancelled (so the func's caller sees ctx.Err, as with an AfterFunc).
 func (h *cancelHook) fire() {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Canonical header keys, assigned into header maps directly so the hot path
@@ -150,7 +152,7 @@ func clientProto(r *http.Request, trusted bool) string {
 // one backing array: one allocation for the slices, none when direct (the
 // direct path's outgoing header ends with the request: st.fwdVals).
 func setForwarded(in *http.Request, h http.Header, st *reqState, direct bool) {
-	dropSpoofable(h, st.trusted)
+	dropSpoofable(h, st.trusted, st.route.underscore)
 	if f := st.route.fwd; f != nil {
 		f.apply(in, h, st)
 		return
@@ -249,10 +251,45 @@ var spoofableSet = func() map[string]bool {
 	return m
 }()
 
+// underscoreFolded are the fields whose underscore spellings tether drops
+// from every request (README.md, "What a client controls stops at
+// tether"): a backend that reads '_' as '-' (CGI, WSGI, PHP's
+// HTTP_* variables) would take Transfer_Encoding for Transfer-Encoding
+// and frame the body otherwise than tether did, or X_Forwarded_For for
+// the forwarding header tether sets. Keyed by the name once '_' is read as
+// '-', canonical.
+var underscoreFolded = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range []string{
+		// Framing and hop-by-hop fields (those without a '-' cannot be
+		// spelled with '_', listed for completeness).
+		"Transfer-Encoding", "Content-Length", "Connection", "Keep-Alive", "Proxy-Connection",
+		"Te", "Trailer", "Upgrade", "Host", "Http2-Settings", "Proxy-Authorization", "Proxy-Authenticate",
+		// The forwarding fields tether sets.
+		hdrXFF, hdrXFProto, hdrXFHost, hdrXFPort, hdrOriginalHost, hdrOriginalURL, hdrTraceID, "Forwarded",
+	} {
+		m[k] = true
+	}
+	for _, k := range spoofable {
+		m[k] = true
+	}
+	return m
+}()
+
+// underscoreDrops counts the fields dropped for their underscore spelling,
+// by the name they fold into; nil counts nothing.
+type underscoreDrops map[string]prometheus.Counter
+
+func (d underscoreDrops) add(name string, n int) {
+	if c := d[name]; c != nil {
+		c.Add(float64(n))
+	}
+}
+
 // dropSpoofable removes the spoofable headers unless a trusted proxy sent
-// them; and, from anyone, forwarding headers spelled with underscores
-// (X_Forwarded_For), which CGI-style backends fold into the real thing.
-func dropSpoofable(h http.Header, trusted bool) {
+// them; and, from anyone, the underscore spellings of framing, hop-by-hop
+// and forwarding fields (underscoreFolded), counted in drops.
+func dropSpoofable(h http.Header, trusted bool, drops underscoreDrops) {
 	byName := !trusted && len(h) > 2*len(spoofable)
 	if byName {
 		for _, k := range spoofable {
@@ -269,17 +306,9 @@ func dropSpoofable(h http.Header, trusted bool) {
 		if strings.IndexByte(k, '_') < 0 {
 			continue
 		}
-		ck := http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-"))
-		switch ck {
-		case hdrXFF, hdrXFProto, hdrXFHost, hdrXFPort, hdrOriginalHost, hdrOriginalURL, hdrTraceID, "Forwarded":
+		if ck := http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-")); underscoreFolded[ck] {
+			drops.add(ck, len(h[k]))
 			delete(h, k)
-			continue
-		}
-		for _, s := range spoofable {
-			if ck == s {
-				delete(h, k)
-				break
-			}
 		}
 	}
 }

@@ -204,11 +204,18 @@ func (hf *handlerFuzz) backend(w http.ResponseWriter, r *http.Request) {
 				bad = append(bad, k+" (underscore spelling) reached the backend")
 			}
 		}
+		switch ck {
+		case "Transfer-Encoding", "Content-Length", "Keep-Alive", "Proxy-Connection", "Http2-Settings", "Proxy-Authorization":
+			bad = append(bad, k+" (underscore spelling of a framing or hop-by-hop field) reached the backend")
+		}
 	}
 	for _, v := range r.Header.Values("Upgrade") {
 		if strings.Contains(strings.ToLower(v), "h2c") {
 			bad = append(bad, "Upgrade: "+v+" reached the backend")
 		}
+	}
+	if !visibleASCII(r.RequestURI) {
+		bad = append(bad, fmt.Sprintf("request target %q is not visible ASCII", r.RequestURI))
 	}
 	one := func(k, want string) {
 		if v := r.Header.Values(k); len(v) != 1 || (want != "" && v[0] != want) {
@@ -424,6 +431,9 @@ func FuzzHandlerHTTP2(f *testing.F) {
 	f.Add("GET", "[::1]:443", "//x/../e/", "cookie", "JSESSIONID=k1.zz", "k1.")
 	f.Add("CONNECT", "h:443", "", "te", "trailers", "")
 	f.Add("GET", "<x>", "*", "connection", "close", "")
+	f.Add("GET", "h", "/a?x HTTP/1.1 /admin", "x", "y", "")
+	f.Add("POST", "h", "/", "transfer_encoding", "chunked", "")
+	f.Add("GET", "h", "/caf\xc3\xa9/\x80", "x", "y", "")
 	f.Fuzz(func(t *testing.T, method, authority, path, name, value, cookie string) {
 		if len(method)+len(authority)+len(path)+len(name)+len(value)+len(cookie) > 1<<12 {
 			return

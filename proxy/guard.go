@@ -27,6 +27,13 @@ func checkRequest(r *http.Request) int {
 		// tether is a reverse proxy: it does not tunnel.
 		return http.StatusMethodNotAllowed
 	}
+	// The target goes into the backend's request line as it came: a
+	// space would split that line, a raw byte above 0x7e is no URI's
+	// (RFC 9112 section 3.2). HTTP/1's parsers refuse some of these, an
+	// HTTP/2 :path may carry any; as Kestrel, both get 400.
+	if !visibleASCII(r.RequestURI) {
+		return http.StatusBadRequest
+	}
 	// HTTP/1 hosts are checked by net/http; HTTP/2's :authority is not:
 	// the same check for both.
 	if !httpguts.ValidHostHeader(r.Host) {
@@ -47,6 +54,16 @@ func checkRequest(r *http.Request) int {
 		}
 	}
 	return 0
+}
+
+// visibleASCII: every byte of s is a visible ASCII character (VCHAR).
+func visibleASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // sanitize changes, before routing, what tether must not pass on as the

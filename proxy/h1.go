@@ -185,13 +185,11 @@ func (s *h1Server) newConn(rwc net.Conn) *h1Conn {
 	c.ctx = context.WithValue(s.ctx, http.LocalAddrContextKey, rwc.LocalAddr())
 	c.takeBufs()
 	c.src.c = c
-	c.w.c = c
-	c.w.header = make(http.Header, 16)
 	if c.raw = rawConnOf(rwc); c.raw != nil {
 		c.await = c.awaitFd
 		c.tcp = tcpOf(rwc)
 	}
-	c.watch = time.AfterFunc(time.Hour, c.watchClient)
+	c.watch = time.AfterFunc(time.Hour, c.timerFired)
 	c.watch.Stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -323,7 +321,6 @@ type h1Conn struct {
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	src    h1Source
-	w      h1Writer
 	hook   cancelHook // the lean path's close-on-cancel (cancelhook.go)
 	state  atomic.Int32
 	// raw, await, waited, peekBuf: peekWait's wait for the next request.
@@ -341,7 +338,9 @@ type h1Conn struct {
 
 	// The client watch (watchClient): armed by a request that runs past
 	// watchDelay, it reads from the connection so that the client's going
-	// away cancels the request, as net/http's background read does.
+	// away cancels the request, as net/http's background read does. Its
+	// timer also ends a park on the poller at the idle deadline
+	// (timerFired): the two never run at once.
 	watch   *time.Timer
 	wmu     sync.Mutex
 	wstate  int // watchOff, watchArmed, watchReading
@@ -353,21 +352,22 @@ type h1Conn struct {
 	// idleUntil: when that deadline is (monoNow), 0 once another was set.
 	deadline  bool
 	idleUntil int64
-	keys      []headerKV   // writeFields' scratch
-	req       http.Request // the current request, parsed into again for the next
-	loop      h1Loop       // serve's state, kept while the connection is parked
+	// rq is what only a request needs (h1Req), kept from one request to
+	// the next and given back while the connection is parked or gone.
+	rq   *h1Req
+	loop h1Loop // serve's state, kept while the connection is parked
 	// waitSince is when the connection's latest wait began (monoNow);
 	// parkAsked: the sweep ended its wait on the second descriptor, to
 	// park it (h1Server.sweep).
 	waitSince atomic.Int64
 	parkAsked atomic.Bool
 	// parkTok: the poller's token while the connection is parked there,
-	// 0 otherwise; parkUntil: that park's idle deadline (monoNow);
-	// idleTimer ends that park at it (h1park_linux.go). All three under
-	// the poller's mutex.
+	// 0 otherwise; parkUntil: that park's idle deadline (monoNow), when
+	// the watch timer ends it (h1park_linux.go). Both under the poller's
+	// mutex; onPoll is whether parkTok is set, for the timer.
 	parkTok   uint64
 	parkUntil int64
-	idleTimer *time.Timer
+	onPoll    atomic.Bool
 }
 
 const (
@@ -427,6 +427,7 @@ func (c *h1Conn) serve() {
 			_ = c.rwc.Close()
 		}
 		c.dropBufs()
+		c.releaseReq()
 	}()
 	for {
 		switch c.step(st) {
@@ -458,33 +459,61 @@ func (c *h1Conn) serve() {
 	}
 }
 
-// responseHeaders holds the response header maps of parked connections,
-// which need none while they wait (one with room for 16 fields is over a
-// KiB).
-var responseHeaders sync.Pool
-
-// spareHeader is a response header map from responseHeaders, or a new one.
-func spareHeader() http.Header {
-	if h, ok := responseHeaders.Get().(http.Header); ok {
-		return h
-	}
-	return make(http.Header, 16)
+// giveBack lets go, before the connection parks, what only a request
+// needs: its h1Req (with the response header map) and the request field
+// map go to their pools and the last request's head (the string its
+// fields were cut from) to the collector. The next request takes them
+// from the pools (request, fieldScratch.fields).
+func (c *h1Conn) giveBack(st *h1Loop) {
+	c.releaseReq()
+	c.hook.end()
+	c.wmu.Lock()
+	c.rctx = nil
+	c.wmu.Unlock()
 }
 
-// giveBack lets go, before the connection parks, what only a request
-// needs: the header maps go to their pools and the last request's head
-// (the string its fields were cut from) to the collector. The next
-// request takes maps from the pools (h1Writer.reset, fieldScratch.fields).
-func (c *h1Conn) giveBack(st *h1Loop) {
-	if h := c.w.header; h != nil {
-		clear(h)
-		responseHeaders.Put(h)
-		c.w.header = nil
+// h1Req is what a connection needs only while it serves a request: the
+// request it parses each head into, the head's containers (headScratch),
+// the response writer with its header map, and the response fields'
+// scratch (writeFields). A connection takes one from h1Reqs for its first
+// request and keeps it for the next ones; it gives it back when it parks
+// (giveBack) or ends, so that an idle connection does not hold these
+// 0.7 KiB (and the header map's KiB and more).
+type h1Req struct {
+	req     http.Request
+	scratch headScratch
+	w       h1Writer
+	keys    []headerKV
+}
+
+var h1Reqs = sync.Pool{New: func() any { return new(h1Req) }}
+
+// request is the connection's h1Req, from the pool when it has none.
+func (c *h1Conn) request() *h1Req {
+	if c.rq == nil {
+		c.rq = h1Reqs.Get().(*h1Req)
+		c.rq.w.c = c
 	}
-	st.scratch.fields.park()
-	st.scratch.url = url.URL{}
-	c.req = http.Request{}
-	clear(c.keys[:cap(c.keys)])
+	return c.rq
+}
+
+// releaseReq gives the connection's h1Req back to the pool, emptied: the
+// last request's head (the string its fields were cut from) goes to the
+// collector, the header map to its pool (fieldScratch.park).
+func (c *h1Conn) releaseReq() {
+	rq := c.rq
+	if rq == nil {
+		return
+	}
+	c.rq = nil
+	rq.scratch.fields.park()
+	rq.scratch.url = url.URL{}
+	rq.req = http.Request{}
+	rq.w.c = nil
+	clear(rq.w.trailers[:cap(rq.w.trailers)])
+	clear(rq.keys[:cap(rq.keys)])
+	rq.keys = rq.keys[:0]
+	h1Reqs.Put(rq)
 }
 
 // park waits for the connection's next bytes off the worker that served
@@ -522,7 +551,6 @@ type h1Loop struct {
 	first     bool // no request read yet
 	handedOff bool // the connection is the http.Server's now
 	served    int  // requests answered
-	scratch   headScratch
 }
 
 // Results of step.
@@ -555,7 +583,8 @@ func (c *h1Conn) step(st *h1Loop) int {
 	case headNone:
 		return stepWait
 	}
-	if !parseRequestHeadInto(head, &c.req, &st.scratch) {
+	rq := c.request()
+	if !parseRequestHeadInto(head, &rq.req, &rq.scratch) {
 		st.handedOff = c.handOff()
 		return stepDone
 	}
@@ -563,8 +592,8 @@ func (c *h1Conn) step(st *h1Loop) int {
 		return stepDone // shut down while the head came in
 	}
 	_, _ = c.br.Discard(len(head))
-	c.req.RemoteAddr = c.remote
-	if !c.serveRequest(&c.req) {
+	rq.req.RemoteAddr = c.remote
+	if !c.serveRequest(&rq.req) {
 		return stepDone
 	}
 	if err := c.bw.Flush(); err != nil || !c.idleAgain() {
@@ -681,12 +710,12 @@ func (h *handedConn) NetConn() net.Conn { return h.Conn }
 func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 	ctx := newLoopCtx(c.ctx, &c.hook)
 	c.hook.begin(ctx)
-	// r is the connection's own request (c.req), refilled for the next
+	// r is the connection's own request (c.rq), refilled for the next
 	// one as its header map is; the copy WithContext makes stays on the
 	// stack.
 	*r = *r.WithContext(ctx)
 	req := r
-	w := &c.w
+	w := &c.rq.w
 	w.reset(req)
 	c.wmu.Lock()
 	c.rctx, c.wstate = ctx, watchArmed
@@ -842,6 +871,20 @@ func (c *h1Conn) dropBufs() {
 		h1Writers.Put(c.bw)
 	}
 	c.br, c.bw = nil, nil
+}
+
+// timerFired is the watch timer's: the idle deadline of a connection
+// parked on the poller, else the client watch. A firing that was due
+// before the timer was set again finds the park's deadline not yet come,
+// or the watch not armed (watchClient), and does nothing; one that comes
+// while a request's watch is armed starts the watch early, which only
+// costs it its read.
+func (c *h1Conn) timerFired() {
+	if c.onPoll.Load() {
+		c.parkExpired()
+		return
+	}
+	c.watchClient()
 }
 
 // watchClient runs on the watch timer: it reads from the client so that
@@ -1073,9 +1116,7 @@ const bufferBeforeChunking = 2048
 
 func (w *h1Writer) reset(req *http.Request) {
 	hdr := w.header
-	if hdr == nil {
-		hdr = spareHeader() // the connection was parked
-	} else if len(hdr) > 64 {
+	if hdr == nil || len(hdr) > 64 {
 		hdr = make(http.Header, 16)
 	}
 	*w = h1Writer{c: w.c, req: req, header: hdr, contentLength: -1, trailers: w.trailers[:0]}
@@ -1280,7 +1321,8 @@ func (w *h1Writer) commit(p []byte) {
 		header = w.snap
 	}
 	c := w.c
-	keys := c.keys[:0]
+	rq := c.rq
+	keys := rq.keys[:0]
 	trailers := false
 	var te, ce, conn string
 	var haveCL, haveType, haveDate bool
@@ -1385,7 +1427,7 @@ func (w *h1Writer) commit(p []byte) {
 	writeStatus(bw, code, w.sbuf[:])
 	writeKeys(bw, keys)
 	clear(keys)
-	c.keys = keys[:0]
+	rq.keys = keys[:0]
 	if date != nil {
 		bw.WriteString("Date: ")
 		bw.Write(date)
@@ -1469,7 +1511,8 @@ func writeStatus(bw *bufio.Writer, code int, scratch []byte) {
 // dropped, CR and LF in values turned to spaces, values trimmed. The
 // sort uses the connection's scratch slice.
 func writeFields(bw *bufio.Writer, h http.Header, exclude map[string]bool, c *h1Conn) {
-	keys := c.keys[:0]
+	rq := c.rq
+	keys := rq.keys[:0]
 	for k, vs := range h {
 		if !exclude[k] {
 			keys = append(keys, headerKV{k, vs})
@@ -1477,7 +1520,7 @@ func writeFields(bw *bufio.Writer, h http.Header, exclude map[string]bool, c *h1
 	}
 	writeKeys(bw, keys)
 	clear(keys)
-	c.keys = keys[:0]
+	rq.keys = keys[:0]
 }
 
 // headerKV is a field of a header map: its name and values.

@@ -17,8 +17,9 @@ import (
 // registered, without parkWait's peek.
 //
 // The idle deadline is the connection's read deadline as before; nothing
-// wakes an epoll wait at a deadline, so a timer per connection hands it
-// to a worker then, whose read fails on the deadline and closes it. A
+// wakes an epoll wait at a deadline, so the connection's timer (the one
+// its client watch uses while a request runs) hands it to a worker then,
+// whose read fails on the deadline and closes it. A
 // shutdown takes a parked connection back from the poller before it
 // closes it (closeOutside), for the same read to end it.
 //
@@ -78,12 +79,8 @@ func (c *h1Conn) parkPoll() bool {
 	}
 	p.parked[tok] = c
 	c.parkTok, c.parkUntil = tok, c.idleUntil
-	d := time.Duration(c.idleUntil - monoNow())
-	if c.idleTimer == nil {
-		c.idleTimer = time.AfterFunc(d, c.parkExpired)
-	} else {
-		c.idleTimer.Reset(d)
-	}
+	c.onPoll.Store(true)
+	c.watch.Reset(time.Duration(c.idleUntil - monoNow())) // timerFired
 	return true
 }
 
@@ -105,12 +102,13 @@ func (p *h1Poller) takeLocked(tok uint64, c *h1Conn) *h1Conn {
 	}
 	delete(p.parked, tok)
 	pc.parkTok = 0
+	pc.onPoll.Store(false)
 	// Before any close of the connection's (closeOutside takes it back
 	// first), so the descriptor is still its own.
 	_ = pc.raw.Control(func(fd uintptr) {
 		_ = syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_DEL, int(fd), nil)
 	})
-	pc.idleTimer.Stop()
+	pc.watch.Stop()
 	return pc
 }
 
@@ -134,9 +132,9 @@ func (p *h1Poller) loop() {
 	}
 }
 
-// parkExpired is c's idle timer: once the idle deadline has passed, a
-// worker's read of c ends on it. A timer of an earlier park that fires
-// late finds the present one's deadline not yet due.
+// parkExpired ends c's park at its idle deadline (timerFired): a
+// worker's read of c then fails on it. A firing of an earlier park's, or
+// of an earlier request's watch, finds the present deadline not yet due.
 func (c *h1Conn) parkExpired() {
 	p := h1Poll
 	p.mu.Lock()

@@ -8,3 +8,5 @@ package proxy
 func (c *h1Conn) parkPoll() bool { return false }
 
 func (c *h1Conn) unparkOutside() bool { return false }
+
+func (c *h1Conn) parkExpired() {}

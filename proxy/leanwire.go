@@ -369,8 +369,11 @@ func peekHead(br *bufio.Reader) []byte {
 		buf, err := br.Peek(want)
 		if len(buf) > 0 {
 			buf, _ = br.Peek(br.Buffered())
-			if i := bytes.Index(buf, crlfcrlf); i >= 0 {
-				return buf[:i+4]
+			if i := respHeadEnd(buf); i >= 0 {
+				if i < 4 || string(buf[i-4:i]) != "\r\n\r\n" {
+					return nil // a bare LF ends the head: http.ReadResponse reads it
+				}
+				return buf[:i]
 			}
 		}
 		if err != nil || br.Buffered() >= br.Size() {
@@ -381,6 +384,25 @@ func peekHead(br *bufio.Reader) []byte {
 }
 
 var crlfcrlf = []byte("\r\n\r\n")
+
+// respHeadEnd is the length of the head at the start of buf, through
+// the first empty line as http.ReadResponse finds it (LF or CRLF line
+// ends); -1 when buf holds no empty line yet. Looking for CRLFCRLF alone
+// waited for a head a backend had already ended with bare LFs, until the
+// activity timeout.
+func respHeadEnd(buf []byte) int {
+	start := 0
+	for {
+		i := bytes.IndexByte(buf[start:], '\n')
+		if i < 0 {
+			return -1
+		}
+		if i == 0 || i == 1 && buf[start] == '\r' {
+			return start + i + 1
+		}
+		start += i + 1
+	}
+}
 
 // canonicalKey is textproto.CanonicalMIMEHeaderKey for a field name of
 // token bytes (ok is false for any other): as is (the string as, the same

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -272,8 +273,58 @@ func TestReadResponseHeadMatchesReadResponse(t *testing.T) {
 	}
 }
 
+// stallReader gives its bytes, then stalls: a further Read is a wait for
+// bytes the peer will never send (a backend that already ended its head).
+type stallReader struct {
+	b       []byte
+	stalled bool
+}
+
+var errStalled = errors.New("read past a complete head")
+
+func (r *stallReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		r.stalled = true
+		return 0, errStalled
+	}
+	n := copy(p, r.b)
+	r.b = r.b[n:]
+	return n, nil
+}
+
+// noWaitPastHead: a head that ended (its blank line, LF or CRLF, as
+// http.ReadResponse finds it) within the buffer is read without waiting
+// for more bytes.
+func noWaitPastHead(t *testing.T, raw []byte) {
+	t.Helper()
+	end := respHeadEnd(raw)
+	if end < 0 || end > 4096 {
+		return
+	}
+	r := &stallReader{b: raw[:end]}
+	peekHead(bufio.NewReaderSize(r, 4096))
+	if r.stalled {
+		t.Fatalf("peekHead waited for more after the complete head %q", raw[:end])
+	}
+}
+
+// TestPeekHeadEndsAtBareLF: a backend's head ended by bare LFs is not
+// waited on until the activity timeout.
+func TestPeekHeadEndsAtBareLF(t *testing.T) {
+	for _, raw := range []string{
+		"HTTP/1.1 200 OK\nContent-Length: 2\n\nok",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\nok",
+		"HTTP/1.1 200 OK\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+	} {
+		noWaitPastHead(t, []byte(raw))
+	}
+}
+
 func FuzzReadResponseHead(f *testing.F) {
 	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello"), false)
+	f.Add([]byte("HTTP/1.1 200 OK\nContent-Length: 2\n\nok"), false)
+	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\nok"), false)
 	f.Add([]byte("HTTP/1.1 200 OK\r\nConnection: close\r\nset-cookie: a=1\r\nContent-Length: 1\r\n\r\nxHTTP/1.1"), false)
 	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"), true)
 	f.Fuzz(func(t *testing.T, raw []byte, head bool) {
@@ -282,6 +333,7 @@ func FuzzReadResponseHead(f *testing.F) {
 			method = "HEAD"
 		}
 		sameResponse(t, raw, method)
+		noWaitPastHead(t, raw)
 	})
 }
 

@@ -19,6 +19,10 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	errors   *prometheus.CounterVec
 	affinity *prometheus.CounterVec
+	// underscore counts request fields dropped for their underscore
+	// spelling (dropSpoofable), by the field they fold into.
+	underscore      *prometheus.CounterVec
+	underscoreDrops underscoreDrops
 }
 
 var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
@@ -42,7 +46,18 @@ func newMetrics(reg prometheus.Registerer, p *Proxy, logger *slog.Logger) *metri
 			Name: "tether_affinity_requests_total",
 			Help: "Session affinity resolutions by outcome (Envoy's stateful session statistics).",
 		}, []string{"cluster", "outcome"}),
+		underscore: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tether_underscore_headers_dropped_total",
+			Help: "Request header fields dropped because, with '_' read as '-', they name a framing, hop-by-hop or forwarding field (Transfer_Encoding), by that field.",
+		}, []string{"header"}),
 	}
+	defer func() {
+		// Bound once: the names are a fixed set.
+		m.underscoreDrops = make(underscoreDrops, len(underscoreFolded))
+		for k := range underscoreFolded {
+			m.underscoreDrops[k] = m.underscore.WithLabelValues(k)
+		}
+	}()
 	if reg == nil {
 		return m
 	}
@@ -50,6 +65,7 @@ func newMetrics(reg prometheus.Registerer, p *Proxy, logger *slog.Logger) *metri
 	m.duration = register(reg, m.duration)
 	m.errors = register(reg, m.errors)
 	m.affinity = register(reg, m.affinity)
+	m.underscore = register(reg, m.underscore)
 	if err := reg.Register(&stateCollector{p: p}); err != nil {
 		logger.Warn("destination state metrics not registered", "err", err)
 	}

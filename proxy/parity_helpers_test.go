@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/tether-proxy/tether/proxy/config"
 )
@@ -258,4 +261,141 @@ func lowerKeys(h http.Header) map[string][]string {
 		out[strings.ToLower(k)] = v
 	}
 	return out
+}
+
+// h2Raw sends one HTTP/2 request with the given header fields as they are
+// (pseudo-headers included, unchecked) on a new connection, in the mode's
+// way (prior knowledge, or TLS with ALPN h2), and returns the final
+// status ("" when the stream was reset or the connection closed).
+func (e *modeEnv) h2Raw(fields []hpack.HeaderField) string {
+	e.t.Helper()
+	var conn net.Conn
+	var err error
+	if e.mode.tls {
+		conn, err = tls.Dial("tcp", e.addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+	} else {
+		conn, err = net.Dial("tcp", e.addr)
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		e.t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range fields {
+		_ = enc.WriteField(f)
+	}
+	_ = fr.WriteSettings()
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true})
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return ""
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = fr.WriteSettingsAck()
+			}
+		case *http2.MetaHeadersFrame:
+			if st := f.PseudoValue("status"); f.StreamID == 1 && !strings.HasPrefix(st, "1") {
+				return st
+			}
+		case *http2.RSTStreamFrame, *http2.GoAwayFrame:
+			return ""
+		}
+	}
+}
+
+// h2Get is a GET's fields for h2Raw with the given :path.
+func h2Get(path string) []hpack.HeaderField {
+	return []hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "http"},
+		{Name: ":authority", Value: "h"}, {Name: ":path", Value: path}}
+}
+
+// dialMode opens a raw connection to the listener as the mode's client
+// would (TLS with the mode's ALPN); h2 modes get no preface.
+func (e *modeEnv) dialMode() net.Conn {
+	e.t.Helper()
+	if !e.mode.tls {
+		return e.dial()
+	}
+	proto := "http/1.1"
+	if e.mode.h2 {
+		proto = "h2"
+	}
+	c, err := tls.Dial("tcp", e.addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{proto}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// closedWithin reads c until the server closes it and returns how long
+// that took; it fails the test when c is still open after limit.
+func closedWithin(t *testing.T, c net.Conn, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	_ = c.SetReadDeadline(start.Add(limit))
+	_, err := io.Copy(io.Discard, c)
+	took := time.Since(start)
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("the connection was still open after %v", limit)
+		}
+	}
+	return took
+}
+
+// newClient is a second client of the mode's kind, with its own
+// connections.
+func (e *modeEnv) newClient() *http.Client {
+	c := &http.Client{Transport: e.mode.transport(), Timeout: 10 * time.Second}
+	e.t.Cleanup(c.CloseIdleConnections)
+	return c
+}
+
+// unsized hides a reader's length, so the client streams it (chunked in
+// HTTP/1.1, DATA frames without a content-length in HTTP/2).
+type unsized struct{ io.Reader }
+
+// newClientDo sends one request on a new client's connection.
+func (e *modeEnv) newClientDo(method, path string, hdr http.Header) (*http.Response, string, error) {
+	req, err := http.NewRequest(method, e.base+path, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	return readAll(e.newClient().Do(req))
+}
+
+// newClientDoBody sends one request with body on a new client's
+// connection.
+func (e *modeEnv) newClientDoBody(method, path string, body io.Reader) (*http.Response, string, error) {
+	req, err := http.NewRequest(method, e.base+path, body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return readAll(e.newClient().Do(req))
+}
+
+// readAll reads resp's body; resp stays non-nil when only the body's
+// read failed.
+func readAll(resp *http.Response, err error) (*http.Response, string, error) {
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, string(b), err
 }

@@ -64,6 +64,9 @@ type routeRT struct {
 	none *destStats
 	// waf is nil when the WAF is off for this route.
 	waf *waf.Policy
+	// underscore counts the fields dropped for their underscore
+	// spelling; nil counts nothing.
+	underscore underscoreDrops
 }
 
 // clusterRT is a cluster's runtime state.
@@ -282,6 +285,7 @@ func build(cfg *config.Config, p *Proxy, old *runtime) (*runtime, config.Errors)
 		rr.fwd, terrs = compileForwarded(path+".Transforms", r.Transforms)
 		errs = append(errs, terrs...)
 		if p != nil {
+			rr.underscore = p.metrics.underscoreDrops
 			rr.none = p.metrics.stats(id, cl.id, "")
 			rr.stats = make(map[*upstream.Destination]*destStats, len(cl.up.Destinations))
 			for _, d := range cl.up.Destinations {

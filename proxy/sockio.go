@@ -141,22 +141,12 @@ func readFd(fd uintptr, p []byte) (int, syscall.Errno) {
 // quota alone leaves Go at 2 or more), where it was measured. With more Ps
 // a yielded goroutine goes through the scheduler's global queue, under its
 // one lock, and the other Ps run the round in parallel anyway, so it stays
-// off there. TETHER_WRITE_YIELD=on or off decides instead. Atomic only so
+// off there. SetWriteYield (--write-yield) decides instead. Atomic only so
 // that a test may flip it while other connections write.
 var writeYield atomic.Bool
 
 func init() {
-	writeYield.Store(yieldSetting(os.Getenv("TETHER_WRITE_YIELD"), goruntime.GOMAXPROCS(0)))
-}
-
-func yieldSetting(env string, procs int) bool {
-	switch env {
-	case "on":
-		return true
-	case "off":
-		return false
-	}
-	return procs == 1
+	writeYield.Store(yieldSetting(WriteYieldAuto, goruntime.GOMAXPROCS(0)))
 }
 
 func (s *sockConn) Write(p []byte) (int, error) {

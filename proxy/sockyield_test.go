@@ -55,7 +55,7 @@ func groupedRounds(t *testing.T, conns []net.Conn, trials int) int {
 
 // TestSockConnWritesWaitForTheRound: on one P, a write lets the goroutines
 // already runnable go first, so the writes of a scheduling round leave
-// together (writeYield); with TETHER_WRITE_YIELD=off each goroutine writes
+// together (writeYield); with the yield off each goroutine writes
 // before the next one runs. The scheduler looks at its global queue first
 // on every 61st tick, which can let a yielded writer back early, so the
 // grouping is asked of most rounds, not all.
@@ -80,27 +80,5 @@ func TestSockConnWritesWaitForTheRound(t *testing.T) {
 		t.Errorf("yield off: the writes of a round went out together in %d of %d rounds, want at most %d", got, trials, trials/4)
 	} else {
 		t.Logf("yield off: grouped in %d of %d rounds", got, trials)
-	}
-}
-
-func TestWriteYieldSetting(t *testing.T) {
-	for _, tc := range []struct {
-		env   string
-		procs int
-		want  bool
-	}{
-		{"", 1, true},
-		{"", 2, false},
-		{"", 64, false},
-		{"on", 1, true},
-		{"on", 8, true},
-		{"off", 1, false},
-		{"off", 8, false},
-		{"maybe", 1, true}, // anything else: as unset
-		{"maybe", 4, false},
-	} {
-		if got := yieldSetting(tc.env, tc.procs); got != tc.want {
-			t.Errorf("TETHER_WRITE_YIELD=%q with %d Ps: %v, want %v", tc.env, tc.procs, got, tc.want)
-		}
 	}
 }

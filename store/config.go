@@ -97,6 +97,7 @@ type knobs struct {
 	dial              func(from, to string) error                // before every dial; an error fails it
 	wrap              func(from, to string, c net.Conn) net.Conn // every dialed raw connection
 	wrapAlso          func(from, to string, c net.Conn) net.Conn // tests: applied after the fault net's wrap
+	snapshotFault     func() error                               // before every snapshot file is created or probed; an error fails it
 }
 
 // defaultHandshakeTimeout bounds a Raft connection's TLS handshake and

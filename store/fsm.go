@@ -47,9 +47,13 @@ type fsm struct {
 
 	mu        sync.RWMutex
 	clusterID string
-	drains    map[drainKey]time.Time
-	reqs      map[string]result
-	reqOrder  []string // application order, oldest first; len <= maxRequests
+	// clock is the latest time committed (ActivateKey.At, PruneKeys.Now):
+	// a later command stamped earlier (a leader whose clock is behind) is
+	// applied at clock, so committed times never go backwards.
+	clock    time.Time
+	drains   map[drainKey]time.Time
+	reqs     map[string]result
+	reqOrder []string // application order, oldest first; len <= maxRequests
 	// acme is the ACME state (acme.go); acmeVersion counts its changes.
 	acme        map[string]AcmeEntry
 	acmeVersion uint64
@@ -253,14 +257,14 @@ func (f *fsm) apply(cmd Command) (changed bool, err error) {
 	case InstallKey:
 		return true, f.ring.Install(c.Key)
 	case ActivateKey:
-		return true, f.ring.Activate(c.ID, c.At)
+		return true, f.ring.Activate(c.ID, f.commit(c.At))
 	case RevokeKey:
 		if c.Replacement != nil {
 			return true, f.ring.RevokeAndInstall(c.ID, *c.Replacement)
 		}
 		return true, f.ring.Revoke(c.ID)
 	case PruneKeys:
-		return len(f.ring.Prune(c.Now)) > 0, nil
+		return len(f.ring.Prune(f.commit(c.Now))) > 0, nil
 	case SetDrain:
 		f.drains[drainKey{c.Cluster, c.Destination}] = c.Deadline
 		return true, nil
@@ -282,6 +286,23 @@ func (f *fsm) apply(cmd Command) (changed bool, err error) {
 		return f.applyAcme(c)
 	}
 	return false, fmt.Errorf("store: command %T not handled", cmd)
+}
+
+// commit returns t, or the latest committed time when t is earlier, and
+// records it; f.mu is held.
+func (f *fsm) commit(t time.Time) time.Time {
+	if t.Before(f.clock) {
+		return f.clock
+	}
+	f.clock = t
+	return t
+}
+
+// committed is the latest committed time (zero: none yet).
+func (f *fsm) committed() time.Time {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.clock
 }
 
 // raise moves the applied index forward, never back.
@@ -318,6 +339,7 @@ var snapMagic = []byte{'t', 's', 'n', 1}
 
 type snapshotBody struct {
 	ClusterID string          `json:"cluster_id"`
+	Clock     time.Time       `json:"clock,omitzero"`
 	Keys      []byte          `json:"keys"` // keyring.WrapKeys
 	Drains    []wireSnapDrain `json:"drains"`
 	Requests  []wireRequest   `json:"requests"`
@@ -355,7 +377,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	s := &fsmSnapshot{kek: f.kek, keys: f.ring.Snapshot(), acme: f.acmeList(), body: snapshotBody{
-		ClusterID: f.clusterID, Drains: f.drainList(), Requests: make([]wireRequest, 0, len(f.reqOrder)),
+		ClusterID: f.clusterID, Clock: f.clock, Drains: f.drainList(), Requests: make([]wireRequest, 0, len(f.reqOrder)),
 	}}
 	for _, id := range f.reqOrder {
 		s.body.Requests = append(s.body.Requests, wireRequest{id, f.reqs[id]})
@@ -429,6 +451,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.clusterID = st.body.ClusterID
+	f.clock = st.body.Clock
 	f.drains = make(map[drainKey]time.Time, len(st.body.Drains))
 	for _, d := range st.body.Drains {
 		f.drains[drainKey{d.Cluster, d.Destination}] = d.Deadline
@@ -503,7 +526,7 @@ func (f *fsm) dump() string {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "cluster %q\n", f.clusterID)
+	fmt.Fprintf(&b, "cluster %q clock %s\n", f.clusterID, f.clock.Format(time.RFC3339Nano))
 	for _, k := range f.ring.Snapshot() {
 		h := sha256.Sum256(k.Material)
 		fmt.Fprintf(&b, "key %s created %s activates %s expires %s revoked %t material %s\n", k.ID,

@@ -61,6 +61,17 @@ func TestFSMCommandSemantics(t *testing.T) {
 			func(f *fsm) string {
 				return expect(f.ring.ActiveKeyID(t0.Add(2*day)) == "k2", "active %q", f.ring.ActiveKeyID(t0.Add(2*day)))
 			}},
+		{"committed times never go backwards: an activation stamped before the last committed time happens at it",
+			[]Command{InstallKey{"r1", k1}, InstallKey{"r2", testKey("k3", 100*day)}, PruneKeys{"r3", t0.Add(50 * day)}, ActivateKey{"r4", "k3", t0.Add(day)}}, nil,
+			func(f *fsm) string {
+				var a time.Time
+				for _, k := range f.ring.Snapshot() {
+					if k.ID == "k3" {
+						a = k.Activates
+					}
+				}
+				return expect(a.Equal(t0.Add(50*day)) && f.committed().Equal(t0.Add(50*day)), "k3 activates %s, committed time %s", a, f.committed())
+			}},
 		{"activating an unknown key fails", []Command{ActivateKey{"r1", "nope", t0}}, keyring.ErrUnknownKey, nil},
 		{"revoke stops the key", []Command{InstallKey{"r1", k1}, RevokeKey{ReqID: "r2", ID: "k1"}}, nil,
 			func(f *fsm) string { return expect(f.ring.ActiveKeyID(t0.Add(day)) == "", "still active") }},

@@ -79,6 +79,7 @@ type Store struct {
 	layer     *streamLayer
 	transport *raft.NetworkTransport
 	snaps     *raft.FileSnapshotStore
+	snapStore raft.SnapshotStore // snaps, behind the test fault knob
 	snapDir   string
 	bolt      *raftboltdb.BoltStore
 	logs      raft.LogStore
@@ -86,10 +87,15 @@ type Store struct {
 	raft      *raft.Raft
 	observer  *raft.Observer
 	hadState  bool
+	snapFault func() error
 	gate      atomic.Pointer[func(Command) error]
 
 	leaderChanges atomic.Uint64
-	snapIndex     atomic.Uint64 // newest local snapshot's index
+	// persistErr is why the last snapshot failed (nil: the last one, or
+	// none yet, succeeded); persistFailures counts failed tries.
+	persistErr      atomic.Pointer[PersistFailure]
+	persistFailures atomic.Uint64
+	snapIndex       atomic.Uint64 // newest local snapshot's index
 
 	changed chan struct{} // Changed(); buffered 1
 	durable chan struct{} // DurableChanged(); buffered 1
@@ -157,6 +163,11 @@ func Open(cfg Config) (_ *Store, err error) {
 	if s.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.Dir, retainSnapshots, newRaftLogger(cfg.Logger, "raft-snap")); err != nil {
 		return nil, fmt.Errorf("store: snapshot store: %w", err)
 	}
+	s.snapStore = s.snaps
+	if cfg.knobs.snapshotFault != nil {
+		s.snapStore = faultySnapshots{s.snaps, cfg.knobs.snapshotFault}
+	}
+	s.snapFault = cfg.knobs.snapshotFault
 
 	// 3. Bolt log and stable store; 4. log cache in front of it.
 	s.bolt, err = raftboltdb.New(raftboltdb.Options{
@@ -184,6 +195,8 @@ func Open(cfg Config) (_ *Store, err error) {
 		s.fsm.commands = cfg.Commands
 	}
 	s.fsm.onStop = s.handOff
+	cid := s.fsm.ClusterID
+	s.layer.clusterID.Store(&cid)
 	s.fsm.snapIndex = s.latestSnapshot
 	s.fsm.onChange = s.stateChanged
 	s.fsm.onApply = s.entryApplied
@@ -208,7 +221,7 @@ func Open(cfg Config) (_ *Store, err error) {
 	if err := s.recoverPeers(cfg.Dir, rc); err != nil {
 		return nil, err
 	}
-	if s.raft, err = raft.NewRaft(rc, s.fsm, s.logs, s.bolt, s.snaps, s.transport); err != nil {
+	if s.raft, err = raft.NewRaft(rc, s.fsm, s.logs, s.bolt, s.snapStore, s.transport); err != nil {
 		return nil, fmt.Errorf("store: starting raft: %w", err)
 	}
 	// Restoring the last snapshot at start made the FSM current up to it.
@@ -325,6 +338,11 @@ func (s *Store) entryApplied() {
 // snapshotter takes a snapshot after every state change, off the Apply
 // path, so that a node restarted without a quorum (raft then restores only
 // its last snapshot) still has every key and drain it had applied.
+//
+// A snapshot that fails for want of a disk (full, read-only, gone) is said
+// once in the log (and again once it works), counted (PersistFailure), and
+// retried every snapshotRetry; while it fails, a small probe file tests the
+// disk first, so raft does not log a failed snapshot every second.
 func (s *Store) snapshotter() {
 	defer s.wg.Done()
 	for {
@@ -333,11 +351,18 @@ func (s *Store) snapshotter() {
 			return
 		case <-s.snapReq:
 		}
-		if err := s.snapshot(); err != nil {
-			if errors.Is(err, raft.ErrRaftShutdown) {
-				return
-			}
-			s.logger.Warn("raft snapshot after a state change failed; retrying", "err", err, "retry_in", snapshotRetry)
+		err := s.probeDisk()
+		if err == nil {
+			err = s.snapshot()
+		}
+		if errors.Is(err, raft.ErrRaftShutdown) {
+			return
+		}
+		if err != nil && s.fsm.stop.Load() != 0 {
+			continue // not the disk: the FSM waits for an upgrade (Store.Stopped)
+		}
+		s.notePersist(err)
+		if err != nil {
 			select {
 			case <-s.done:
 				return
@@ -349,6 +374,79 @@ func (s *Store) snapshotter() {
 			}
 		}
 	}
+}
+
+// PersistFailure is why this node cannot write its Raft state to disk.
+type PersistFailure struct {
+	Err   string    // the last error
+	Since time.Time // when the failures began
+}
+
+// notePersist records a snapshot's outcome and logs changes only.
+func (s *Store) notePersist(err error) {
+	if err == nil {
+		if prev := s.persistErr.Swap(nil); prev != nil {
+			s.logger.Info("raft state persists again", "failed_for", time.Since(prev.Since).Round(time.Second).String())
+		}
+		return
+	}
+	s.persistFailures.Add(1)
+	prev := s.persistErr.Load()
+	since := time.Now()
+	if prev != nil {
+		since = prev.Since
+	}
+	s.persistErr.Store(&PersistFailure{Err: err.Error(), Since: since})
+	if prev == nil {
+		s.logger.Error("cannot persist raft state: the durable index is frozen, so new keys activate without waiting for this node; retrying every second (free disk space or fix the data dir's permissions)",
+			"dir", s.snapDir, "err", err)
+	}
+}
+
+// probeDisk writes, syncs and removes a small file in the snapshot
+// directory, but only while snapshots fail: the first try goes straight
+// to raft.
+func (s *Store) probeDisk() error {
+	if s.persistErr.Load() == nil {
+		return nil
+	}
+	if s.snapFault != nil {
+		if err := s.snapFault(); err != nil {
+			return err
+		}
+	}
+	f, err := os.CreateTemp(s.snapDir, ".probe-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(make([]byte, 4096))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// PersistFailure reports why this node cannot persist its Raft state (nil:
+// it can) and how many snapshot tries failed since start.
+func (s *Store) PersistFailure() (*PersistFailure, uint64) {
+	return s.persistErr.Load(), s.persistFailures.Load()
+}
+
+// faultySnapshots fails snapshot creation on the test knob's word.
+type faultySnapshots struct {
+	*raft.FileSnapshotStore
+	fault func() error
+}
+
+func (f faultySnapshots) Create(v raft.SnapshotVersion, index, term uint64, c raft.Configuration, ci uint64, t raft.Transport) (raft.SnapshotSink, error) {
+	if err := f.fault(); err != nil {
+		return nil, err
+	}
+	return f.FileSnapshotStore.Create(v, index, term, c, ci, t)
 }
 
 func (s *Store) snapshot() error {
@@ -785,7 +883,7 @@ func (s *Store) recoverPeers(dir string, rc *raft.Config) error {
 	if err != nil {
 		return fmt.Errorf("store: %s: %w", path, err)
 	}
-	if err := raft.RecoverCluster(rc, s.fsm, s.logs, s.bolt, s.snaps, s.transport, conf); err != nil {
+	if err := raft.RecoverCluster(rc, s.fsm, s.logs, s.bolt, s.snapStore, s.transport, conf); err != nil {
 		return fmt.Errorf("store: recovering the cluster from %s: %w", path, err)
 	}
 	if err := os.Rename(path, path+".recovered"); err != nil {

@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -34,10 +36,20 @@ import (
 // nothing. Without TLSFiles both sides use throwaway self-signed
 // certificates (the proof is the authentication); with them, certificates
 // must chain to the CA as well.
+//
+// Version 2 (negotiated by TLS ALPN, so a peer of an earlier release still
+// speaks version 1 during a rolling upgrade) binds the cluster id into the
+// proof: each side sends its cluster id with HMAC(authKey, role | exporter |
+// cluster id), and a peer whose id differs from ours (both set) is refused.
+// Two clusters that share a secret therefore never exchange a Raft RPC, even
+// through a reused address; a node without an id yet (forming, or new and
+// waiting to be added) is accepted and takes the cluster's id from the log.
 
 const (
 	infoTransportAuth = "tether raft transport v1" // DeriveKEK info of authKey
 	exporterLabel     = "EXPORTER-tether-raft-auth-v1"
+	alpnV2            = "tether-raft-2" // the handshake with cluster ids
+	maxWireClusterID  = 1024
 	proofLen          = sha256.Size
 	// maxPendingHandshakes bounds concurrent handshakes; connections beyond
 	// it are closed at once rather than queued.
@@ -55,6 +67,7 @@ type streamLayer struct {
 	serverTLS *tls.Config
 	clientTLS *tls.Config
 	authKey   []byte
+	clusterID atomic.Pointer[func() string] // this node's cluster id ("" until known)
 	timeout   time.Duration
 	knobs     *knobs
 	logger    *slog.Logger
@@ -113,9 +126,9 @@ func transportTLS(files *TLSFiles, logger *slog.Logger) (server, client *tls.Con
 		if err != nil {
 			return nil, nil, err
 		}
-		server = &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}}
+		server = &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, NextProtos: []string{alpnV2}}
 		// The secret proof authenticates the server, not its certificate.
-		client = &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true}
+		client = &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true, NextProtos: []string{alpnV2}}
 		return server, client, nil
 	}
 	src := &certFiles{files: *files, logger: logger}
@@ -143,7 +156,7 @@ func transportTLS(files *TLSFiles, logger *slog.Logger) (server, client *tls.Con
 		return err
 	}
 	server = &tls.Config{
-		MinVersion: tls.VersionTLS13, ClientAuth: tls.RequireAnyClientCert, VerifyConnection: verify,
+		MinVersion: tls.VersionTLS13, NextProtos: []string{alpnV2}, ClientAuth: tls.RequireAnyClientCert, VerifyConnection: verify,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			m, err := src.load()
 			if err != nil {
@@ -153,7 +166,7 @@ func transportTLS(files *TLSFiles, logger *slog.Logger) (server, client *tls.Con
 		},
 	}
 	client = &tls.Config{
-		MinVersion: tls.VersionTLS13,
+		MinVersion: tls.VersionTLS13, NextProtos: []string{alpnV2},
 		// Skips only the host name check: verify checks the chain.
 		InsecureSkipVerify: true, VerifyConnection: verify,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
@@ -375,6 +388,15 @@ func (l *streamLayer) handshake(raw net.Conn, client bool) (net.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("TLS exporter: %w", err)
 	}
+	if cs.NegotiatedProtocol == alpnV2 {
+		if err := l.proveV2(tc, ekm, client); err != nil {
+			return nil, err
+		}
+		if err := raw.SetDeadline(time.Time{}); err != nil {
+			return nil, err
+		}
+		return tc, nil
+	}
 	mine, theirs := l.proof("server", ekm), l.proof("client", ekm)
 	if client {
 		mine, theirs = theirs, mine
@@ -412,6 +434,83 @@ func (l *streamLayer) proof(role string, ekm []byte) []byte {
 	m.Write([]byte(role))
 	m.Write(ekm)
 	return m.Sum(nil)
+}
+
+// localClusterID is this node's cluster id, "" until it has one.
+func (l *streamLayer) localClusterID() string {
+	if f := l.clusterID.Load(); f != nil {
+		return (*f)()
+	}
+	return ""
+}
+
+// proofV2 is HMAC(authKey, role | exporter | cluster id).
+func (l *streamLayer) proofV2(role string, ekm []byte, cid string) []byte {
+	m := hmac.New(sha256.New, l.authKey)
+	m.Write([]byte(role))
+	m.Write(ekm)
+	m.Write([]byte(cid))
+	return m.Sum(nil)
+}
+
+// proveV2 exchanges (cluster id, proof) messages: the client sends first;
+// the server answers only once the client's proof holds. Each side then
+// refuses a peer of another cluster.
+func (l *streamLayer) proveV2(tc *tls.Conn, ekm []byte, client bool) error {
+	mine := l.localClusterID()
+	myRole, theirRole := "server", "client"
+	if client {
+		myRole, theirRole = theirRole, myRole
+	}
+	send := func() error {
+		msg := binary.BigEndian.AppendUint16(nil, uint16(len(mine)))
+		msg = append(msg, mine...)
+		msg = append(msg, l.proofV2(myRole, ekm, mine)...)
+		if _, err := tc.Write(msg); err != nil {
+			return fmt.Errorf("sending secret proof: %w", err)
+		}
+		return nil
+	}
+	var theirs string
+	receive := func() error {
+		var n [2]byte
+		if _, err := io.ReadFull(tc, n[:]); err != nil {
+			return fmt.Errorf("reading secret proof (does the peer have the same cluster secret?): %w", err)
+		}
+		size := int(binary.BigEndian.Uint16(n[:]))
+		if size > maxWireClusterID {
+			return fmt.Errorf("peer sent a %d-byte cluster id", size)
+		}
+		b := make([]byte, size+proofLen)
+		if _, err := io.ReadFull(tc, b); err != nil {
+			return fmt.Errorf("reading secret proof: %w", err)
+		}
+		theirs = string(b[:size])
+		if !hmac.Equal(b[size:], l.proofV2(theirRole, ekm, theirs)) {
+			return fmt.Errorf("%s's proof of the cluster secret is wrong (different cluster secret?)", theirRole)
+		}
+		return nil
+	}
+	if client {
+		if err := send(); err != nil {
+			return err
+		}
+		if err := receive(); err != nil {
+			return err
+		}
+	} else {
+		if err := receive(); err != nil {
+			return err
+		}
+		if err := send(); err != nil {
+			return err
+		}
+	}
+	if mine != "" && theirs != "" && mine != theirs {
+		return fmt.Errorf("%s belongs to cluster %s, this node to cluster %s: two clusters share a secret (and an address); refused",
+			theirRole, theirs, mine)
+	}
+	return nil
 }
 
 // Accept returns the next authenticated connection.

@@ -281,14 +281,14 @@ func TestForeignTransportCannotDisturbTheCluster(t *testing.T) {
 	for _, nd := range c.nodes {
 		var vr raft.RequestVoteResponse
 		err := tr.RequestVote("evil", raft.ServerAddress(nd.s.Addr()), &raft.RequestVoteRequest{
-			RPCHeader: raft.RPCHeader{ID: []byte("evil"), Addr: []byte(ln.Addr().String())}, Term: term + 100, LastLogIndex: 1 << 40, LastLogTerm: term + 100,
+			RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("evil"), Addr: []byte(ln.Addr().String())}, Term: term + 100, LastLogIndex: 1 << 40, LastLogTerm: term + 100,
 		}, &vr)
 		if err == nil {
 			t.Errorf("RequestVote to %s went through", nd.id)
 		}
 		var ar raft.AppendEntriesResponse
 		err = tr.AppendEntries("evil", raft.ServerAddress(nd.s.Addr()), &raft.AppendEntriesRequest{
-			RPCHeader: raft.RPCHeader{ID: []byte("evil")}, Term: term + 100,
+			RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("evil"), Addr: []byte(ln.Addr().String())}, Term: term + 100,
 			Entries: []*raft.Log{{Index: 1 << 40, Term: term + 100, Type: raft.LogCommand, Data: []byte{typeSetClusterID, 1}}},
 		}, &ar)
 		if err == nil {

@@ -75,6 +75,7 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&logFormat, "log-format", logging.FormatJSON, "log format: json (one object a line, for log pipelines) or text (for a terminal)")
 	f.BoolVar(&noAccessLog, "no-access-log", false, "do not write the JSON access log to stdout")
 	f.StringVar(&cfg.HTTP1Server, "http1-server", string(proxy.HTTP1Own), "what serves cleartext HTTP/1.1: own (tether's loop) or stdlib (Go's net/http)")
+	f.StringVar(&cfg.WriteYield, "write-yield", string(proxy.WriteYieldAuto), "a socket write first lets other ready requests write: auto (on one CPU only), on or off")
 	f.BoolVar(&cfg.Strict, "strict", false, "treat unknown config keys as errors, not warnings (for CI)")
 	return cmd
 }

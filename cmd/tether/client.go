@@ -135,7 +135,7 @@ func clientCmds() []*cobra.Command {
 	return []*cobra.Command{status, members, join, leave, remove, keyringCmd, dests, drain, snapshotCmd()}
 }
 
-var destColumns = []string{"cluster", "id", "address", "health.local", "health.cluster", "probers", "draining", "drain_deadline", "inflight"}
+var destColumns = []string{"cluster", "id", "address", "health.local", "health.cluster", "probers", "drain_state", "drain_deadline", "drained_since", "inflight"}
 
 // allDestinations lists the destinations of every cluster in one table.
 func (cf *clientFlags) allDestinations(cmd *cobra.Command) error {

@@ -299,7 +299,7 @@ function renderCluster(id) {
   if (!sec || !d) return;
   const node = state.hello?.node || state.status?.node_id || 'this node';
   const aff = d.affinity || {};
-  const rows = (d.destinations || []).map((x) => h('tr', { 'data-dest': x.id, 'data-draining': x.draining ? 'true' : 'false' },
+  const rows = (d.destinations || []).map((x) => h('tr', { 'data-dest': x.id, 'data-draining': x.draining ? 'true' : 'false', 'data-drain-state': x.drain_state || 'none' },
     cell('Destination', h('strong', {}, x.id)),
     cell('Address', h('span', { class: 'addr' }, x.address)),
     cell(`Health on ${node}`, badge(x.health?.local)),
@@ -309,11 +309,15 @@ function renderCluster(id) {
       ? h('span', { class: 'drain' }, h('span', { class: 'badge st-draining' }, h('span', { class: 'sym', 'aria-hidden': 'true' }, '↓'),
         h('span', { class: 'state' }, 'draining')),
       h('span', { class: 'until' }, 'until ', timeEl(x.drain_deadline, fmtClock(x.drain_deadline))))
-      : h('span', { class: 'muted' }, 'no')),
+      : x.drain_state === 'drained'
+        ? h('span', { class: 'drain' }, h('span', { class: 'badge st-drained' }, h('span', { class: 'sym', 'aria-hidden': 'true' }, '■'),
+          h('span', { class: 'state' }, 'drained')),
+        h('span', { class: 'until' }, 'since ', timeEl(x.drained_since, fmtClock(x.drained_since))))
+        : h('span', { class: 'muted' }, 'no')),
     cell('In flight', h('span', { class: 'num w6', 'data-stat': 'inflight' }, integer.format(x.inflight || 0)), 'num'),
     cell('Req/s', h('span', { class: 'num w7', 'data-stat': 'rps' }, rate.format(x.requests_per_second || 0)), 'num'),
     cell('Requests', h('span', { class: 'num w9', 'data-stat': 'total' }, integer.format(x.requests_total || 0)), 'num'),
-    cell('', x.draining
+    cell('', x.draining || x.drain_state === 'drained'
       ? h('button', { type: 'button', class: 'small', 'data-focus': `undrain-${id}-${x.id}`, 'data-action': 'undrain', onclick: () => setDrain(id, x.id, false) }, 'Undrain')
       : h('button', { type: 'button', class: 'danger small', 'data-focus': `drain-${id}-${x.id}`, 'data-action': 'drain', onclick: () => setDrain(id, x.id, true) }, 'Drain'),
     'actions'),
@@ -387,6 +391,7 @@ function describe(e) {
     case 'health':
       return `${dest()} ${d.view === 'local' ? 'local' : 'cluster'} health ${d.previous} → ${d.state}`;
     case 'drain':
+      if (d.state === 'drained') return `${dest()} drained since ${fmtClock(d.since)}`;
       return d.draining ? `${dest()} draining until ${fmtClock(d.deadline)}` : `${dest()} drain ended`;
     default:
       return e.type;
@@ -395,7 +400,7 @@ function describe(e) {
 
 function eventState(e) {
   const d = e.data || {};
-  if (e.type === 'drain') return d.draining ? 'draining' : 'undrained';
+  if (e.type === 'drain') return d.state || (d.draining ? 'draining' : 'undrained');
   return d.state || '';
 }
 

@@ -473,7 +473,7 @@ func TestReportComparesTheOwnLoop(t *testing.T) {
 	for _, want := range []string{
 		"| ka-1k | tether-noloop |",
 		// 40/50, 44/55, 45/44: 0.8, 0.8, 1.023; the medians 44 and 50.
-		"tether against tether-noloop (the same binary with TETHER_H1SERVER=off), paired the same way: ka-1k 0.800 (0.800–1.023), tether lower in 2 of 3 rounds, by the medians 44.0 against 50.0 µs per request (12 % saved).",
+		"tether against tether-noloop (the same binary with TETHER_HTTP1_SERVER=stdlib), paired the same way: ka-1k 0.800 (0.800–1.023), tether lower in 2 of 3 rounds, by the medians 44.0 against 50.0 µs per request (12 % saved).",
 		"with the own HTTP/1.1 loop: 3.0 KiB; without it (net/http's server, tether-noloop): 20.0 KiB; HAProxy 1.5 KiB (tether 2.0×).",
 	} {
 		if !strings.Contains(got, want) {

@@ -380,8 +380,8 @@ func applies(c caseDef, t *target) bool {
 	return t.name != "tether-10k" && t.name != "tether-cluster3"
 }
 
-// noLoopEnv turns tether's own HTTP/1.1 loop off (proxy/server.go).
-const noLoopEnv = "TETHER_H1SERVER=off"
+// noLoopEnv turns tether's own HTTP/1.1 loop off (the agent's --http1-server).
+const noLoopEnv = "TETHER_HTTP1_SERVER=stdlib"
 
 // fdSpare is the descriptors a process keeps beyond -mem's connections
 // (listeners, backend connections, logs).

@@ -47,9 +47,13 @@ func measureMemory(e *env, o options, targets []*target) []memResult {
 	return out
 }
 
+// memoryOf measures t with n idle connections. The same n connections are
+// opened, served and closed once first, and the idle memory is read after
+// that: a garbage-collected proxy's heap then has the room that serving n
+// connections takes, so what the idle connections add is what they hold,
+// not the garbage their first requests left before the collector ran.
 func memoryOf(t *target, n int) (memResult, error) {
 	m := memResult{Target: t.name, Conns: n}
-	m.IdleRSS, m.IdlePSS = treeMemory(t.pids()...)
 	u, err := url.Parse(t.h1)
 	if err != nil {
 		return m, err
@@ -61,6 +65,27 @@ func memoryOf(t *target, n int) (memResult, error) {
 		}
 	}
 	req := []byte("GET /hash/1k HTTP/1.1\r\nHost: " + u.Host + "\r\nCookie: " + ck + "\r\n\r\n")
+	warm, _, err := openIdle(u.Host, req, n)
+	closeAll(warm)
+	if err != nil {
+		return m, fmt.Errorf("warm-up: %w", err)
+	}
+	time.Sleep(2 * time.Second) // the closes reach the proxy
+	m.IdleRSS, m.IdlePSS = treeMemory(t.pids()...)
+	conns, opened, err := openIdle(u.Host, req, n)
+	defer closeAll(conns)
+	m.Opened = opened
+	if err != nil {
+		return m, err
+	}
+	time.Sleep(2 * time.Second) // let the proxy settle (GC, idle timers)
+	m.LoadedRSS, m.LoadedPSS = treeMemory(t.pids()...)
+	return m, nil
+}
+
+// openIdle opens n connections to host, 32 at a time, each served req
+// once and left open; an error when not all of them could be.
+func openIdle(host string, req []byte, n int) ([]net.Conn, int, error) {
 	conns := make([]net.Conn, n)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -71,7 +96,7 @@ func memoryOf(t *target, n int) (memResult, error) {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				c, err := keepAliveRequest(u.Host, req)
+				c, err := keepAliveRequest(host, req)
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -89,24 +114,24 @@ func memoryOf(t *target, n int) (memResult, error) {
 	}
 	close(work)
 	wg.Wait()
-	defer func() {
-		for _, c := range conns {
-			if c != nil {
-				c.Close()
-			}
-		}
-	}()
+	opened := 0
 	for _, c := range conns {
 		if c != nil {
-			m.Opened++
+			opened++
 		}
 	}
-	if m.Opened < n {
-		return m, fmt.Errorf("%d of %d connections opened: %v", m.Opened, n, firstErr)
+	if opened < n {
+		return conns, opened, fmt.Errorf("%d of %d connections opened: %v", opened, n, firstErr)
 	}
-	time.Sleep(2 * time.Second) // let the proxy settle (GC, idle timers)
-	m.LoadedRSS, m.LoadedPSS = treeMemory(t.pids()...)
-	return m, nil
+	return conns, opened, nil
+}
+
+func closeAll(conns []net.Conn) {
+	for _, c := range conns {
+		if c != nil {
+			c.Close()
+		}
+	}
 }
 
 // keepAliveRequest dials host, sends req and reads one response whole,

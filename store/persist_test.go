@@ -1,0 +1,56 @@
+package store
+
+import (
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestDiskThatCannotPersistIsReportedOnceAndRecovers: with snapshots
+// failing (a full disk), the node says so once in its log, reports it
+// (PersistFailure), keeps its durable index below the change it could not
+// persist, and retries; once the disk works again it says so and the
+// durable index catches up.
+func TestDiskThatCannotPersistIsReportedOnceAndRecovers(t *testing.T) {
+	var full atomic.Bool
+	c := newTestCluster(t, 0, knobs{snapshotFault: func() error {
+		if full.Load() {
+			return &os.PathError{Op: "write", Path: "snapshots", Err: syscall.ENOSPC}
+		}
+		return nil
+	}})
+	logs := &syncBuffer{}
+	nd := &testNode{id: "n1", dir: t.TempDir(), bind: "127.0.0.1:0", logs: logs}
+	t.Cleanup(func() { nd.s.Shutdown() })
+	c.nodes = append(c.nodes, nd)
+	c.start(nd)
+	c.bootstrap()
+	c.converged(c.apply(SetClusterID{ID: "c1"}))
+	waitFor(t, 5*time.Second, "the first snapshot", func() bool { return nd.s.DurableIndex() >= nd.s.AppliedIndex() })
+
+	full.Store(true)
+	idx := c.apply(InstallKey{Key: testKey("k1", 0)})
+	waitFor(t, 10*time.Second, "three failed snapshot tries", func() bool { _, n := nd.s.PersistFailure(); return n >= 3 })
+	pf, _ := nd.s.PersistFailure()
+	if pf == nil || !strings.Contains(pf.Err, "no space left") {
+		t.Fatalf("PersistFailure() = %+v, want the ENOSPC error", pf)
+	}
+	if d := nd.s.DurableIndex(); d >= idx {
+		t.Errorf("durable index %d covers the install at %d that was never persisted", d, idx)
+	}
+	if n := strings.Count(logs.String(), "cannot persist raft state"); n != 1 {
+		t.Errorf("%d log lines about the disk, want 1:\n%s", n, logs.String())
+	}
+
+	full.Store(false)
+	waitFor(t, 10*time.Second, "the durable index to catch up once the disk works", func() bool { return nd.s.DurableIndex() >= idx })
+	if pf, _ := nd.s.PersistFailure(); pf != nil {
+		t.Errorf("still failing: %+v", pf)
+	}
+	if !strings.Contains(logs.String(), "raft state persists again") {
+		t.Errorf("no log line for the recovery:\n%s", logs.String())
+	}
+}
