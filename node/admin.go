@@ -149,6 +149,7 @@ func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
 		"members":        len(n.memberViews()),
 		"active_key_id":  n.ring.ActiveKeyID(time.Now()),
 		"clusters":       n.proxy.ClusterIDs(),
+		"acme":           n.acmeView.statuses(),
 	})
 }
 

@@ -154,11 +154,10 @@ func (n *Node) keyViews(now time.Time) []keyView {
 	return out
 }
 
-// pendingReason says what an installed key's activation waits for (see
-// activatePending). The leader knows the index the key needs and how long
-// it has waited; another node compares the members' gossiped durable
-// indexes with what it has applied itself, which is at least what the key
-// needs.
+// pendingReason says what an installed key's activation waits for. The
+// leader knows the index the key needs and how long it has waited; another
+// node compares the members' gossiped durable indexes with what it has
+// applied itself, which is at least what the key needs.
 func (n *Node) pendingReason(id string, now time.Time) string {
 	index, left := n.store.AppliedIndex(), time.Duration(-1)
 	if n.store.IsLeader() {
@@ -171,12 +170,14 @@ func (n *Node) pendingReason(id string, now time.Time) string {
 	}
 	lacking, failed := n.keyLaggards(index)
 	switch {
+	case len(lacking) == 0 && len(failed) == 0:
+		return "every member holds it: activates within a second"
 	case len(lacking) > 0:
-		return fmt.Sprintf("waiting for members: %s (until they hold it)", strings.Join(lacking, ", "))
-	case len(failed) > 0 && left >= 0:
+		// Alive or suspect members hold the activation up for as long as they lack it.
+		return fmt.Sprintf("waiting for members: %s", strings.Join(lacking, ", "))
+	case left >= 0:
 		return fmt.Sprintf("waiting for failed members: %s (passed over in at most %s)", strings.Join(failed, ", "), left.Round(time.Second))
-	case len(failed) > 0:
-		return fmt.Sprintf("waiting for failed members: %s (passed over after at most %s)", strings.Join(failed, ", "), activationWait)
+	default:
+		return fmt.Sprintf("waiting for failed members: %s (passed over after %s)", strings.Join(failed, ", "), activationWait)
 	}
-	return "every member holds it: activates within a second"
 }

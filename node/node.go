@@ -160,6 +160,11 @@ type Node struct {
 
 	// ev is the event bus of GET /v1/events and its change watcher.
 	ev eventState
+
+	// acme orders certificates when this node leads; acmeView serves the
+	// replicated ones (acme.go).
+	acme     *acmeManager
+	acmeView *acmeView
 }
 
 // DefaultAdminAddr is the admin listener's default address.
@@ -276,6 +281,8 @@ func (n *Node) Start() (err error) {
 	}
 	n.dataKeys = newDataKeys(n.ring, n.store, fetch, n.log)
 	n.registry.MustRegister(n.dataKeys.failures, n.dataKeys.resolved)
+	n.acme, n.acmeView = newAcmeManager(n), &acmeView{st: n.store, log: n.log}
+	n.registry.MustRegister(n.acme.orders, newAcmeCollector(n.acmeView))
 
 	opts := proxy.Options{
 		Logger:     n.log,
@@ -310,13 +317,15 @@ func (n *Node) Start() (err error) {
 	}
 	// Session tickets from the replicated keyring resume on every node.
 	n.server.UseTicketKeys(n.ring)
+	n.server.UseAcme(n.acmeView)
 	if err := n.server.Start(); err != nil {
 		return fmt.Errorf("listeners: %w", err)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.bg.Add(4)
+	n.bg.Add(5)
+	go n.acmeLoop(ctx)
 	go n.form(ctx)
 	go n.watchStore(ctx)
 	go n.leaderLoop(ctx)

@@ -24,9 +24,9 @@ import (
 
 var _ proxy.TicketKeySource = (*keyring.Ring)(nil)
 
-// httpsClusterConfig rewrites tc's config so that its listener serves HTTPS
-// with one certificate for 127.0.0.1, as every node of a cluster would.
-func httpsClusterConfig(t *testing.T, tc *testCluster) {
+// testCert makes a self-signed certificate for 127.0.0.1 and dnsNames,
+// in PEM.
+func testCert(t *testing.T, dnsNames ...string) (certPEM, keyPEM []byte, leaf *x509.Certificate) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -38,6 +38,7 @@ func httpsClusterConfig(t *testing.T, tc *testCluster) {
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(time.Hour),
 		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:     dnsNames,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
@@ -45,13 +46,22 @@ func httpsClusterConfig(t *testing.T, tc *testCluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kder, err := x509.MarshalECPrivateKey(key)
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}
+	leaf, _ = x509.ParseCertificate(der)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), leaf
+}
+
+// httpsClusterConfig rewrites tc's config so that its listener serves HTTPS
+// with one certificate for 127.0.0.1, as every node of a cluster would.
+func httpsClusterConfig(t *testing.T, tc *testCluster) {
+	t.Helper()
+	certPEM, keyPEM, _ := testCert(t)
 	certFile, keyFile := filepath.Join(tc.dir, "cert.pem"), filepath.Join(tc.dir, "key.pem")
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
+	os.WriteFile(certFile, certPEM, 0o600)
+	os.WriteFile(keyFile, keyPEM, 0o600)
 	cfg, err := os.ReadFile(tc.cfgPath)
 	if err != nil {
 		t.Fatal(err)

@@ -242,6 +242,9 @@ function renderSummary() {
     h('span', { class: 'item' }, h('span', { class: 'num' }, integer.format(s.members ?? state.members.length)), ' members'),
     h('span', { class: 'item' }, 'active key ', h('code', {}, state.keyring.active_key_id || s.active_key_id || 'none')),
     h('span', { class: 'item' }, `${s.node_id} applied index `, h('span', { class: 'num', id: 'applied' }, integer.format(s.applied_index))),
+    ...(s.acme || []).map((a) => h('span', { class: 'item', 'data-acme': a.failures ? 'failing' : 'ok' },
+      `certificate ${(a.domains || []).join(', ')} until `, h('code', {}, a.not_after ? fmtClock(a.not_after) : 'none yet'),
+      a.failures ? ` (${a.failures} failed orders: ${a.last_error})` : '')),
   );
 }
 
@@ -393,6 +396,10 @@ function describe(e) {
     case 'drain':
       if (d.state === 'drained') return `${dest()} drained since ${fmtClock(d.since)}`;
       return d.draining ? `${dest()} draining until ${fmtClock(d.deadline)}` : `${dest()} drain ended`;
+    case 'acme':
+      return d.result === 'obtained'
+        ? `certificate for ${(d.domains || []).join(', ')} obtained by ${d.by || '?'}, valid until ${fmtClock(d.not_after)}`
+        : `certificate for ${(d.domains || []).join(', ')}: order failed (${d.failures} in a row, next try ${fmtClock(d.next_attempt)}): ${d.error}`;
     default:
       return e.type;
   }
@@ -401,6 +408,7 @@ function describe(e) {
 function eventState(e) {
   const d = e.data || {};
   if (e.type === 'drain') return d.state || (d.draining ? 'draining' : 'undrained');
+  if (e.type === 'acme') return d.result || '';
   return d.state || '';
 }
 

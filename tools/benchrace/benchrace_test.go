@@ -533,3 +533,47 @@ func TestWriteRewritesOnlyTheBlockAndPutsRawFiguresInBin(t *testing.T) {
 		t.Errorf("chart: %v", err)
 	}
 }
+
+// TestFullRaceKeepsBenchmarksUnder400Lines: docs/BENCHMARKS.md with the
+// block of a full race (every default target, every case, five rounds, the
+// memory phase, a baseline) spliced in stays a page a user reads: under 400
+// lines, its hand-written sections kept.
+func TestFullRaceKeepsBenchmarksUnder400Lines(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/BENCHMARKS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := []string{"tether", "tether-base", "tether-noloop", "stdlib", "haproxy", "nginx", "caddy", "tether-10k", "tether-cluster3"}
+	r := &report{Rounds: 5, Duration: "3s", Conns: 32, Backend: "raw", MaxSteal: 3, Cases: cases,
+		Versions: map[string]string{"haproxy": "HAProxy 2.6", "nginx": "nginx/1.22.1", "caddy": "2.6.2", "wrk": "wrk 4.1.0", "h2load": "h2load 1.52.0"}}
+	for round := 1; round <= 5; round++ {
+		for _, c := range cases {
+			for i, tn := range targets {
+				if len(c.only) > 0 && !slices.Contains(c.only, tn) {
+					continue
+				}
+				if len(c.only) == 0 && (tn == "tether-10k" || tn == "tether-cluster3") {
+					continue
+				}
+				r.Results = append(r.Results, result{Round: round, Case: c.Name, Target: tn,
+					loadResult: loadResult{RPS: 20000, P50us: 1000, P99us: 3000 + float64(i)}, CPUusPerReq: 30 + float64(i), SyscallsPerReq: 5})
+			}
+		}
+	}
+	for _, tn := range targets[:7] {
+		r.Memory = append(r.Memory, memResult{Target: tn, Conns: 10000, Opened: 10000, IdleRSS: 60000, LoadedRSS: 100000, LoadedPSS: 90000})
+	}
+	r.summarize()
+	body := r.markdown() + "\n![CPU per request by case and proxy](img/bench-race.png)\n"
+	out := splice(string(doc), body)
+	n := strings.Count(out, "\n")
+	t.Logf("BENCHMARKS.md after a full race: %d lines", n)
+	if n >= 400 {
+		t.Errorf("BENCHMARKS.md after a full race: %d lines, want under 400 (the page is for users: move detail to proxy/DESIGN.md or bin/bench-race.json)", n)
+	}
+	for _, want := range []string{"## How to reproduce", "## Race: tether", "### Reading the race", "## Why it is fast", "| cluster-3 | tether-cluster3 |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("BENCHMARKS.md after a full race lacks %q", want)
+		}
+	}
+}

@@ -1,0 +1,150 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tether-proxy/tether/store"
+)
+
+func TestAcmeRenewsWithAThirdOfTheLifetimeLeftAndBacksOffOnFailures(t *testing.T) {
+	nb := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		desc     string
+		lifetime time.Duration
+		want     time.Duration // after nb
+	}{
+		{"Let's Encrypt's 90 days: renewed at day 60", 90 * 24 * time.Hour, 60 * 24 * time.Hour},
+		{"six days: renewed at day 4", 6 * 24 * time.Hour, 4 * 24 * time.Hour},
+		{"45 s: renewed at 30 s", 45 * time.Second, 30 * time.Second},
+	} {
+		if got := renewAt(nb, nb.Add(tc.lifetime)); !got.Equal(nb.Add(tc.want)) {
+			t.Errorf("%s: renews at %s, want %s", tc.desc, got.Sub(nb), tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		desc     string
+		failures int
+		want     time.Duration
+	}{
+		{"the first failure waits the minimum", 1, time.Minute},
+		{"each failure in a row doubles it", 3, 4 * time.Minute},
+		{"up to the maximum", 30, acmeBackoffMax},
+	} {
+		if got := acmeBackoff(tc.failures, time.Minute); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.desc, got, tc.want)
+		}
+	}
+}
+
+// acmeNode starts a node of its own whose HTTPS listener asks the ACME
+// directory at dirURL (trusting caFile) for domain.
+func acmeNode(t *testing.T, dirURL, caFile, domain string) *Node {
+	t.Helper()
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "tether.json")
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`{
+	  "Listeners": [ { "Address": "127.0.0.1:0" },
+	    { "Address": "127.0.0.1:0", "Acme": { "Directory": %q, "Domains": [%q], "CA": %q } } ],
+	  "ReverseProxy": { "Routes": {}, "Clusters": {} }
+	}`, dirURL, domain, caFile)), 0o600)
+	n, err := New(Config{ConfigPath: cfgPath, NodeID: "a1", DataDir: filepath.Join(dir, "data"), AdminAddr: "127.0.0.1:0", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		n.Shutdown(ctx)
+	})
+	return n
+}
+
+func TestAcmeFailedOrderKeepsTheCertificateAndShowsInStatusMetricsAndEvents(t *testing.T) {
+	ca := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(ca.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Certificate().Raw}), 0o600)
+	const domain = "www.tether.test"
+	n := acmeNode(t, ca.URL+"/dir", caFile, domain)
+
+	// A certificate obtained earlier, as the replicated state holds it.
+	certPEM, keyPEM, leaf := testCert(t, domain)
+	rec := acmeCertRecord{Name: n.acmeBlocks()[0].Name(), Domains: []string{domain}, ChainPEM: certPEM, KeyPEM: keyPEM,
+		NotBefore: leaf.NotBefore, NotAfter: leaf.NotAfter}
+	b, _ := json.Marshal(rec)
+	if _, err := n.store.Apply(store.AcmeWrite{Put: []store.AcmeEntry{{Name: acmeCertPrefix + acmeID(rec.Name), Secret: true, Value: b}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	var st AcmeStatus
+	eventually(t, "the failed order in the status", func() bool {
+		s := n.acmeView.statuses()
+		if len(s) != 1 || s[0].Failures == 0 {
+			return false
+		}
+		st = s[0]
+		return true
+	})
+	if !strings.Contains(st.LastError, "503") || st.NextAttempt.Sub(st.LastAttempt) < 59*time.Second {
+		t.Fatalf("status after a failure: %+v (want the CA's error and a retry a minute later)", st)
+	}
+
+	c, err := tls.Dial("tcp", n.ProxyAddrs()[1].String(), &tls.Config{ServerName: domain, InsecureSkipVerify: true}) //nolint:gosec // compared below
+	if err != nil {
+		t.Fatalf("after a failed order the listener serves nothing: %v", err)
+	}
+	got := c.ConnectionState().PeerCertificates[0]
+	c.Close()
+	if !got.Equal(leaf) {
+		t.Fatal("after a failed order the listener serves another certificate than the one obtained before")
+	}
+
+	resp, err := http.Get("http://" + n.AdminAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`tether_acme_failures{domains="` + domain + `"} 1`, `tether_acme_orders_total{result="failure"} 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	var status struct {
+		Acme []AcmeStatus `json:"acme"`
+	}
+	resp, err = http.Get("http://" + n.AdminAddr().String() + "/v1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(resp.Body).Decode(&status)
+	resp.Body.Close()
+	if len(status.Acme) != 1 || status.Acme[0].Failures != 1 {
+		t.Errorf("GET /v1/status acme: %+v", status.Acme)
+	}
+	eventually(t, "an acme event on the page's stream", func() bool {
+		for _, e := range n.ev.bus.recent() {
+			if e.Type == EventAcme && e.Data["result"] == "failed" {
+				return true
+			}
+		}
+		return false
+	})
+}
