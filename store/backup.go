@@ -90,9 +90,15 @@ func (s *Store) checkBackup(r io.Reader) (BackupInfo, *fsmSnapshot, error) {
 	if len(b) > 2*maxSnapshotSize {
 		return BackupInfo{}, nil, fmt.Errorf("%w: larger than %d bytes", ErrBackup, 2*maxSnapshotSize)
 	}
-	var f backupFile
-	if err := json.Unmarshal(b, &f); err != nil || f.Format != BackupFormat {
+	var head struct {
+		Format string `json:"format"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil || head.Format != BackupFormat {
 		return BackupInfo{}, nil, fmt.Errorf("%w: not a tether snapshot file (want JSON with format %q, as tether snapshot save writes)", ErrBackup, BackupFormat)
+	}
+	var f backupFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return BackupInfo{}, nil, fmt.Errorf("%w: the file is corrupt: %v", ErrBackup, err)
 	}
 	if f.Version != BackupVersion {
 		return f.BackupInfo, nil, fmt.Errorf("%w: version %d, this tether reads version %d", ErrBackup, f.Version, BackupVersion)

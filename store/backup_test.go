@@ -33,6 +33,7 @@ func TestRestoreBackupRefusesWhatItCannotOpen(t *testing.T) {
 	}{
 		{"corrupt state", strings.Replace(good, `"state": "`, `"state": "AAAA`, 1), nil, "the file is corrupt"},
 		{"another cluster's secret", good, other, "another secret"},
+		{"state that is not base64", strings.Replace(good, `"state": "`, `"state": "*`, 1), nil, "the file is corrupt"},
 		{"a newer version", strings.Replace(good, `"version": 1`, `"version": 2`, 1), nil, "version 2"},
 		{"not a snapshot", `{"ReverseProxy": {}}`, nil, "not a tether snapshot file"},
 	} {
