@@ -11,10 +11,12 @@ import (
 
 // A config with a misspelt key outside ReverseProxy and an application
 // section: a warning and an info line by default; with --strict (or
-// TETHER_STRICT) the typo is an error.
+// TETHER_STRICT) the typo is an error. (Inside ReverseProxy such a typo is
+// an error even without --strict: TestConfigValidateSaysWhatTheFileDoes.)
 const typoConfig = `{
   "ConnectionStrings": { "Db": "Server=db" },
-  "Listeners": [ { "Address": "127.0.0.1:0", "Adress": "x" } ],
+  "Listeners": [ { "Address": "127.0.0.1:0" } ],
+  "Limits": { "KeepAlvieTimeout": "00:01:00" },
   "ReverseProxy": {
     "Routes": { "all": { "ClusterId": "app", "Match": { "Path": "{**catch-all}" } } },
     "Clusters": { "app": { "Destinations": { "d1": { "Address": "http://127.0.0.1:9/" } } } }
@@ -24,7 +26,7 @@ const typoConfig = `{
 func TestConfigValidateStrict(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "typo.json")
 	writeFile(t, path, typoConfig)
-	const typo = "Listeners[0].Adress: unknown key; did you mean Address?"
+	const typo = "Limits.KeepAlvieTimeout: unknown key; did you mean KeepAliveTimeout?"
 	const info = "info: ConnectionStrings: not a tether, YARP or ASP.NET section"
 	for _, c := range []struct {
 		desc string
@@ -50,21 +52,6 @@ func TestConfigValidateStrict(t *testing.T) {
 	}
 }
 
-// TestConfigValidateRefusesATypoInsideReverseProxy: inside ReverseProxy a
-// key within a typo's distance of a known one is an error without --strict,
-// since ignoring it would silently turn its feature off.
-func TestConfigValidateRefusesATypoInsideReverseProxy(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "typo.json")
-	writeFile(t, path, strings.Replace(typoConfig, `"Match": { "Path": "{**catch-all}" } }`, `"Match": { "Path": "{**catch-all}" }, "Ordre": 1 }`, 1))
-	out, err := exec.Command(tetherBin, "config", "validate", path).CombinedOutput()
-	if err == nil {
-		t.Fatalf("config validate accepted a typo inside ReverseProxy:\n%s", out)
-	}
-	if !strings.Contains(string(out), "ReverseProxy.Routes.all.Ordre: unknown key; did you mean Order?") {
-		t.Fatalf("output does not name the typo:\n%s", out)
-	}
-}
-
 func TestAgentStrictRefusesUnknownKeys(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "typo.json")
 	writeFile(t, path, typoConfig)
@@ -72,7 +59,7 @@ func TestAgentStrictRefusesUnknownKeys(t *testing.T) {
 	if code := p.wait(30 * time.Second); code == 0 {
 		t.Fatal("agent --strict started with an unknown key")
 	}
-	if !strings.Contains(p.stderr.String(), "Adress: unknown key") {
+	if !strings.Contains(p.stderr.String(), "KeepAlvieTimeout: unknown key") {
 		t.Fatalf("stderr does not name the key:\n%s", p.stderr.String())
 	}
 }
