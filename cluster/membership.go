@@ -369,8 +369,12 @@ func oneLine(err error) string {
 
 // joinHint says what to do about the failures whose cause is known.
 func joinHint(err error) string {
-	if err != nil && strings.Contains(err.Error(), "no installed keys could decrypt") {
+	switch {
+	case err != nil && strings.Contains(err.Error(), "no installed keys could decrypt"):
 		return " (the peers use another cluster secret: give every node the same --cluster-secret-file)"
+	case err != nil && strings.Contains(err.Error(), "remote state is not encrypted"):
+		// An admin or proxy port answers HTTP, which reads as plain state.
+		return " (this looks like another service, an admin or proxy port: --join and tether join take gossip addresses, a node's --gossip-addr, default port 7946)"
 	}
 	return ""
 }

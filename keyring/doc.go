@@ -17,7 +17,11 @@
 //     and to enforce expiry; they are safe for concurrent use and lock-free.
 //   - [WrapKeys] and [UnwrapKeys] encrypt key material with a key-encryption
 //     key derived from the cluster secret ([DeriveKEK]), for the Raft log,
-//     snapshots and the keyring file.
+//     snapshots and the keyring file; [WrapBlob] and [UnwrapBlob] do the
+//     same for other secrets (ACME private keys), bound to a purpose.
+//   - [Ring.TicketKeys] derives TLS session ticket keys from the keys
+//     (HKDF, a purpose of their own): the active key's first, then every
+//     other key that still decrypts, so a ticket resumes on every node.
 //   - [FileStore] keeps a ring in a file (atomic replace, mode 0600), and
 //     [Manager] is the standalone node's convenience: load, ensure an active
 //     key, rotate, revoke, prune, and save each change before reporting it.

@@ -227,14 +227,18 @@ type acmeManager struct {
 	// clients are the ACME clients by directory and CA file, kept for the
 	// nonces and directory they cache.
 	clients map[string]*acme.Client
+	// hold is this leader's own backoff by Acme block name, for when the
+	// replicated status cannot be written (a member that does not apply
+	// AcmeWrite yet, no quorum): the CA must not be asked every round.
+	hold map[string]time.Time
 }
 
 func newAcmeManager(n *Node) *acmeManager {
 	return &acmeManager{
-		n: n, backoffMin: acmeBackoffMin, clients: map[string]*acme.Client{},
+		n: n, backoffMin: acmeBackoffMin, clients: map[string]*acme.Client{}, hold: map[string]time.Time{},
 		orders: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_acme_orders_total",
-			Help: "ACME orders this node placed as the leader, by result (success, failure).",
+			Help: "ACME orders this node placed as the leader, by result (success, failure; held: not placed, the replicated state could not be written).",
 		}, []string{"result"}),
 	}
 }
@@ -280,6 +284,7 @@ func (n *Node) acmeLoop(ctx context.Context) {
 		if len(blocks) == 0 || !n.store.IsLeader() || !n.caughtUp() {
 			continue
 		}
+		n.acme.dropStaleChallenges()
 		for _, a := range blocks {
 			if ctx.Err() != nil {
 				return
@@ -303,10 +308,30 @@ func (n *Node) acmeEvents(seen map[string]AcmeStatus, quiet bool) {
 		case !s.LastSuccess.IsZero() && (!had || !s.LastSuccess.Equal(old.LastSuccess)):
 			n.ev.bus.publish(EventAcme, s.LastSuccess, map[string]any{"domains": s.Domains, "result": "obtained",
 				"not_after": s.NotAfter, "renew_at": s.RenewAt, "by": s.ObtainedBy})
-		case s.Failures > 0 && (!had || s.Failures != old.Failures || !s.LastAttempt.Equal(old.LastAttempt)):
+		case s.Failures > 0 && (!had || s.Failures != old.Failures):
 			n.ev.bus.publish(EventAcme, s.LastAttempt, map[string]any{"domains": s.Domains, "result": "failed",
 				"failures": s.Failures, "error": s.LastError, "next_attempt": s.NextAttempt})
 		}
+	}
+}
+
+// dropStaleChallenges deletes challenges left by an order that did not
+// clean up (its leader lost leadership or stopped mid-order). Orders run
+// one at a time on this goroutine, so between two none is pending.
+func (m *acmeManager) dropStaleChallenges() {
+	var names []string
+	for _, p := range []string{acmeHTTP01Prefix, acmeALPN01Prefix} {
+		entries, _ := m.n.store.Acme(p)
+		for _, e := range entries {
+			names = append(names, e.Name)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	// At most 64 changes a write (the store's bound); the rest next round.
+	if _, err := m.n.store.Apply(store.AcmeWrite{Delete: names[:min(len(names), 64)]}); err != nil {
+		m.n.log.Warn("acme: deleting stale challenges", "err", err)
 	}
 }
 
@@ -329,12 +354,22 @@ func (m *acmeManager) maybeOrder(ctx context.Context, a config.Acme, now time.Ti
 	if haveCert && now.Before(s.RenewAt) {
 		return
 	}
-	if now.Before(s.NextAttempt) {
+	if now.Before(s.NextAttempt) || now.Before(m.hold[a.Name()]) {
 		return
 	}
 	octx, cancel := context.WithTimeout(ctx, acmeOrderTimeout)
 	defer cancel()
 	s.Domains, s.Directory, s.LastAttempt = slices.Clone(a.Domains), a.Directory, now
+	// The attempt is recorded first: a state this leader cannot write (a
+	// member that does not apply AcmeWrite yet, no quorum) would lose the
+	// account or the certificate the CA hands out, so the CA is not asked.
+	if err := m.writeStatus(a, s, nil); err != nil {
+		m.orders.WithLabelValues("held").Inc()
+		m.hold[a.Name()] = now.Add(m.backoffMin)
+		m.n.log.Warn("acme: the replicated state cannot be written; not ordering", "domains", a.Domains,
+			"next_attempt", m.hold[a.Name()].Format(time.RFC3339), "err", err)
+		return
+	}
 	rec, err := m.order(octx, a)
 	if err != nil {
 		if ctx.Err() != nil || !m.n.store.IsLeader() {
@@ -347,6 +382,9 @@ func (m *acmeManager) maybeOrder(ctx context.Context, a config.Acme, now time.Ti
 		m.n.log.Error("acme: obtaining a certificate failed; the current one (if any) is still served",
 			"domains", a.Domains, "failures", s.Failures, "next_attempt", s.NextAttempt.Format(time.RFC3339), "err", err)
 		if werr := m.writeStatus(a, s, nil); werr != nil {
+			// Held here too, or an unwritable state would have the CA
+			// asked every round.
+			m.hold[a.Name()] = s.NextAttempt
 			m.n.log.Warn("acme: recording the failure", "err", werr)
 		}
 		return
@@ -356,9 +394,12 @@ func (m *acmeManager) maybeOrder(ctx context.Context, a config.Acme, now time.Ti
 	s.NotBefore, s.NotAfter, s.RenewAt = rec.NotBefore, rec.NotAfter, renewAt(rec.NotBefore, rec.NotAfter)
 	s.LastSuccess, s.ObtainedBy = time.Now(), m.n.cfg.NodeID
 	if err := m.writeStatus(a, s, rec); err != nil {
-		m.n.log.Error("acme: storing the certificate failed; the next round orders again", "domains", a.Domains, "err", err)
+		m.hold[a.Name()] = time.Now().Add(m.backoffMin)
+		m.n.log.Error("acme: storing the certificate failed; ordering again later", "domains", a.Domains,
+			"next_attempt", m.hold[a.Name()].Format(time.RFC3339), "err", err)
 		return
 	}
+	delete(m.hold, a.Name())
 	m.n.log.Info("acme: certificate obtained", "domains", a.Domains, "not_after", rec.NotAfter.Format(time.RFC3339), "renew_at", s.RenewAt.Format(time.RFC3339))
 }
 

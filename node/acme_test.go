@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,8 +50,9 @@ func TestAcmeRenewsWithAThirdOfTheLifetimeLeftAndBacksOffOnFailures(t *testing.T
 }
 
 // acmeNode starts a node of its own whose HTTPS listener asks the ACME
-// directory at dirURL (trusting caFile) for domain.
-func acmeNode(t *testing.T, dirURL, caFile, domain string) *Node {
+// directory at dirURL (trusting caFile) for domain; commands, when set,
+// is the Raft command set the node applies.
+func acmeNode(t *testing.T, dirURL, caFile, domain string, commands store.CommandSet) *Node {
 	t.Helper()
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "tether.json")
@@ -63,6 +65,7 @@ func acmeNode(t *testing.T, dirURL, caFile, domain string) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
+	n.commands = commands
 	if err := n.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +85,7 @@ func TestAcmeFailedOrderKeepsTheCertificateAndShowsInStatusMetricsAndEvents(t *t
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Certificate().Raw}), 0o600)
 	const domain = "www.tether.test"
-	n := acmeNode(t, ca.URL+"/dir", caFile, domain)
+	n := acmeNode(t, ca.URL+"/dir", caFile, domain, "")
 
 	// A certificate obtained earlier, as the replicated state holds it.
 	certPEM, keyPEM, leaf := testCert(t, domain)
@@ -139,6 +142,14 @@ func TestAcmeFailedOrderKeepsTheCertificateAndShowsInStatusMetricsAndEvents(t *t
 	if len(status.Acme) != 1 || status.Acme[0].Failures != 1 {
 		t.Errorf("GET /v1/status acme: %+v", status.Acme)
 	}
+	// A challenge left by an order whose leader stopped mid-way is dropped.
+	if _, err := n.store.Apply(store.AcmeWrite{Put: []store.AcmeEntry{{Name: acmeHTTP01Prefix + "stale", Value: []byte("stale.thumb")}}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the stale challenge deleted", func() bool {
+		_, ok := n.store.AcmeEntry(acmeHTTP01Prefix + "stale")
+		return !ok
+	})
 	eventually(t, "an acme event on the page's stream", func() bool {
 		for _, e := range n.ev.bus.recent() {
 			if e.Type == EventAcme && e.Data["result"] == "failed" {
@@ -147,4 +158,38 @@ func TestAcmeFailedOrderKeepsTheCertificateAndShowsInStatusMetricsAndEvents(t *t
 		}
 		return false
 	})
+}
+
+func metricsOf(t *testing.T, n *Node) string {
+	t.Helper()
+	resp, err := http.Get("http://" + n.AdminAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func TestAcmeOrderIsNotPlacedWhileTheStateCannotBeWritten(t *testing.T) {
+	var hits atomic.Int64
+	ca := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(ca.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Certificate().Raw}), 0o600)
+	// A binary that does not apply AcmeWrite (types 1-7 only): the gate
+	// refuses the write, as it does while a member of the cluster lacks it.
+	n := acmeNode(t, ca.URL+"/dir", caFile, "www.tether.test", "1111111")
+	eventually(t, "the order held", func() bool {
+		return strings.Contains(metricsOf(t, n), `tether_acme_orders_total{result="held"} 1`)
+	})
+	if h := hits.Load(); h != 0 {
+		t.Fatalf("the CA was asked %d times for what the cluster could not keep", h)
+	}
+	if st := n.acmeView.statuses(); len(st) != 0 {
+		t.Fatalf("status: %+v", st)
+	}
 }

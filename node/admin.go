@@ -74,6 +74,8 @@ func (n *Node) adminHandler() http.Handler {
 	authed.HandleFunc("GET /v1/keyring", n.handleKeyringList)
 	authed.HandleFunc("POST /v1/keyring/rotate", n.sameSite(n.onLeader(n.handleKeyringRotate)))
 	authed.HandleFunc("POST /v1/keyring/{id}/revoke", n.sameSite(n.onLeader(n.handleKeyringRevoke)))
+	authed.HandleFunc("GET /v1/snapshot", n.handleSnapshotSave)
+	authed.HandleFunc("POST /v1/snapshot/restore", n.sameSite(n.onLeader(n.handleSnapshotRestore)))
 	authed.HandleFunc("GET /v1/clusters", n.handleClusters)
 	authed.HandleFunc("GET /v1/clusters/{cluster}/destinations", n.handleDestinations)
 	authed.HandleFunc("POST /v1/clusters/{cluster}/destinations/{id}/drain", n.sameSite(n.onLeader(n.handleDrain(true))))

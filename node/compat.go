@@ -220,13 +220,35 @@ func (n *Node) settingsMismatch(m cluster.Meta) string {
 }
 
 // checkSettings runs on the leader each round: it logs the members whose
-// cluster settings differ from its own, once per change of that list.
+// cluster settings differ from its own, and Raft addresses claimed by two
+// nodes, once per change of either list.
 func (n *Node) checkSettings() {
 	if n.members == nil {
 		return
 	}
+	members := n.members.Members()
+	if servers, err := n.store.Servers(); err == nil {
+		seen := map[string]bool{}
+		var conflicts []string
+		for _, c := range addressConflicts(servers, members) {
+			if !seen[c] {
+				seen[c] = true
+				conflicts = append(conflicts, c)
+			}
+		}
+		slices.Sort(conflicts)
+		now := strings.Join(conflicts, "; ")
+		if last := n.conflictsLogged.Swap(&now); (last == nil && now != "") || (last != nil && *last != now) {
+			if now != "" {
+				n.log.Warn("raft address conflict: a live member keeps its address and the other is not added; give each node its own address",
+					"conflicts", now)
+			} else {
+				n.log.Info("no raft address conflict any more")
+			}
+		}
+	}
 	var lines []string
-	for _, m := range n.members.Members() {
+	for _, m := range members {
 		if !m.Alive() {
 			continue
 		}

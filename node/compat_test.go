@@ -45,6 +45,17 @@ func TestClusterLeaderWritesACommandOnlyOnceEveryMemberAppliesIt(t *testing.T) {
 	}
 	tc.waitSettled()
 	old := tc.nodes["n3"]
+	// The older member may win the first election; as leader it would
+	// refuse the command itself ("this node does not apply"), which is not
+	// the rule under test here: hand leadership to an upgraded member.
+	waitFor(t, 20*time.Second, "a leader other than n3", func() bool {
+		l := tc.leader()
+		if l == old {
+			_ = old.store.TransferLeadership()
+			return false
+		}
+		return l != nil
+	})
 	waitFor(t, 10*time.Second, "the leader to see n3's command set", func() bool {
 		l := tc.leader()
 		return l != nil && l.commandGate(storeSetDrain()) != nil
@@ -92,7 +103,15 @@ func storeSetDrain() store.Command {
 // :7000) is not added and the voter stays; /v1/members names both.
 func TestClusterAddressClaimedTwiceEvictsNobodyAndShowsInMembers(t *testing.T) {
 	tc := newTestCluster(t, 1)
-	nodes := tc.form(3)
+	logs := &lockedBuffer{}
+	var join []string
+	for _, id := range []string{"n1", "n2", "n3"} {
+		cfg := tc.config(id, 3, join)
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		join = append(join, tc.start(cfg).GossipAddr())
+	}
+	tc.waitSettled()
+	nodes := tc.live()
 	victim := nodes[1]
 	n4 := tc.start(tc.config("n4", 0, []string{nodes[0].GossipAddr()}))
 	if err := n4.members.UpdateMeta(func(m *cluster.Meta) { m.RaftAddr = victim.store.Addr() }); err != nil {
@@ -111,6 +130,10 @@ func TestClusterAddressClaimedTwiceEvictsNobodyAndShowsInMembers(t *testing.T) {
 			}
 		}
 		return flagged == 2
+	})
+	waitFor(t, 10*time.Second, "the leader to log the conflict naming both", func() bool {
+		l := logs.String()
+		return strings.Contains(l, "raft address conflict") && strings.Contains(l, "claimed by n2, n4")
 	})
 	// Give the leader a few rounds to do the wrong thing: n2 must still be
 	// a voter, n4 not in Raft.

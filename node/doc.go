@@ -13,6 +13,11 @@
 // (events.go): a watcher compares the node's view (leader, members, keys,
 // drains, health) after every change and publishes the differences to a
 // bus that replays its recent events and never waits for a slow reader.
+//
+// acme.go: the leader obtains and renews the certificates of listeners'
+// Acme blocks with mholt/acmez, keeping the account, certificates and
+// pending challenges in the replicated ACME state; every node serves them
+// (acmeView, the proxy's AcmeSource) and reports their status.
 // Package cmd only
 // wires flags into Config and calls Start and Shutdown.
 package node

@@ -46,6 +46,11 @@ type leaderState struct {
 	// everything committed before it (a barrier): until then its state may
 	// lack keys and the cluster id, and it must not act on it.
 	readyTerm uint64
+	// removals maps the request ids of member removals this leader
+	// committed to the removed member (rememberRemoval), oldest first in
+	// removalOrder.
+	removals     map[string]string
+	removalOrder []string
 }
 
 type pendingKey struct {
@@ -348,15 +353,25 @@ func (n *Node) keyLaggards(index uint64) (lacking, failed []string) {
 		}
 		return nil, nil
 	}
-	for _, m := range n.members.Members() {
-		if m.NoPersist { // its durable index is frozen: it would hold every key back
+	durable := func(m cluster.Member) uint64 {
+		if m.ID == n.cfg.NodeID {
+			return n.store.DurableIndex()
+		}
+		return max(m.Durable, n.reportedDurable(m.ID))
+	}
+	return laggardsOf(n.members.Members(), durable, index)
+}
+
+// laggardsOf is keyLaggards over members, durable giving each one's
+// durable index. A member that reports it cannot persist (a full or
+// broken disk) or that stopped applying (it needs a newer tether) is passed
+// over at once: it says so in /readyz and metrics.
+func laggardsOf(members []cluster.Member, durable func(cluster.Member) uint64, index uint64) (lacking, failed []string) {
+	for _, m := range members {
+		if m.NoPersist || m.Stopped != 0 { // its durable index is frozen: it would hold every key back
 			continue
 		}
-		d := max(m.Durable, n.reportedDurable(m.ID))
-		if m.ID == n.cfg.NodeID {
-			d = n.store.DurableIndex()
-		}
-		if d >= index {
+		if durable(m) >= index {
 			continue
 		}
 		switch m.State {

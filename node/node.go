@@ -149,6 +149,8 @@ type Node struct {
 	metaClock atomic.Pointer[func() time.Time]
 	// settingsLogged is the last settings mismatch the leader logged.
 	settingsLogged atomic.Pointer[string]
+	// conflictsLogged is the last Raft address conflict the leader logged.
+	conflictsLogged atomic.Pointer[string]
 	// failed is closed (once) when the node must stop after Start: it
 	// left the cluster, or formation hit a fatal error (failErr).
 	failed   chan struct{}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 )
 
 // adminWith calls a node's admin API with extra headers.
@@ -114,5 +115,32 @@ func TestWriteAnswersWhatWasCommittedAndTheAnsweringNodeShowsIt(t *testing.T) {
 				t.Fatalf("%s answered undrain, then reads %v", n.ID(), d)
 			}
 		})
+	}
+}
+
+// A removal retried with the same request id answers as the first try did,
+// not "no such member".
+func TestRemoveRetriedWithTheSameRequestIDAnswersWhatWasCommitted(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	tc.form(3)
+	victim := tc.follower()
+	tc.stop(victim.ID())
+	waitFor(t, 20*time.Second, "the stopped node seen failed", func() bool {
+		return memberState(tc.waitLeader(), victim.ID()) != "alive"
+	})
+	via := tc.follower()
+	hdr := map[string]string{hdrRequestID: "remove-retry"}
+	for i, want := range []int{200, 200} {
+		status, body := adminWith(t, via, "DELETE", "/v1/members/"+victim.ID(), hdr, nil)
+		if status != want || body["removed"] != true {
+			t.Fatalf("try %d: remove %s through %s: %d %v, want %d removed", i+1, victim.ID(), via.ID(), status, body, want)
+		}
+	}
+	// The follower that answered shows the removal.
+	if role := raftRole(via, victim.ID()); role != "" {
+		t.Fatalf("%s answered the removal, then lists %s as %q", via.ID(), victim.ID(), role)
+	}
+	if status, _ := admin(t, via, "DELETE", "/v1/members/"+victim.ID(), nil); status != 404 {
+		t.Fatalf("a new removal of a removed member: %d, want 404", status)
 	}
 }

@@ -42,6 +42,9 @@
 // connect failure), validate.go (Compile registered with config.Parse),
 // listener.go (Kestrel endpoint settings: protocols, TLS versions, client
 // certificates, the self-signed stand-in certificate, the connection cap),
+// tlsticket.go (TLS session tickets sealed with the cluster's keys, so a
+// session resumes on any node), acme.go (listeners whose certificate comes
+// from ACME, and the HTTP-01 and TLS-ALPN-01 answers, from an AcmeSource),
 // timeout.go (route Timeout), refusal.go (the Return503Error body),
 // lean.go, leanwire.go, direct.go, h1.go, h1wait.go, cancelhook.go and
 // sockio.go (the fast path above), warmdns.go (destination names looked up

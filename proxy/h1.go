@@ -451,7 +451,7 @@ func (c *h1Conn) serve() {
 			// stack, and this one, its stack grown by the request path,
 			// serves other connections.
 			c.prepareWait()
-			c.giveBack(st)
+			c.giveBack()
 			parked = true
 			c.park()
 			return
@@ -464,7 +464,7 @@ func (c *h1Conn) serve() {
 // map go to their pools and the last request's head (the string its
 // fields were cut from) to the collector. The next request takes them
 // from the pools (request, fieldScratch.fields).
-func (c *h1Conn) giveBack(st *h1Loop) {
+func (c *h1Conn) giveBack() {
 	c.releaseReq()
 	c.hook.end()
 	c.wmu.Lock()

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -9,9 +10,13 @@ import (
 // A parked connection (h1Conn.park) waits on an epoll instance of the
 // loop's own rather than on a goroutine: while it is idle it holds no
 // goroutine, no stack and no buffer, only its h1Conn and its socket. One
-// goroutine per process blocks in epoll_wait for all of them and hands a
-// connection whose bytes (or EOF) came to a worker, as parkWait's
-// goroutine did. The registration is level-triggered and one-shot, so
+// goroutine per process waits for all of them and hands a connection
+// whose bytes (or EOF) came to a worker, as parkWait's goroutine did. It
+// waits on Go's poller, for the epoll descriptor to be readable (an
+// epoll instance is, while it has events), inside one RawConn.Read that
+// never resets that readiness (as wait does, h1wait.go), and takes the
+// events with an epoll_wait that does not block: a wake-up is the
+// scheduler's, not a thread's coming back from a blocking system call. The registration is level-triggered and one-shot, so
 // bytes or an EOF that came while the last response was written (a
 // pipelined request, a half-close) wake the connection as soon as it is
 // registered, without parkWait's peek.
@@ -29,6 +34,8 @@ import (
 // h1Poller is the process's epoll instance for parked connections.
 type h1Poller struct {
 	epfd int
+	f    *os.File // epfd, registered with Go's poller
+	raw  syscall.RawConn
 	// mu orders parks and unparks: a registration and its token are
 	// added and removed together, so an event, a timer or a shutdown
 	// takes a connection back once, and an event from an earlier park
@@ -49,7 +56,18 @@ func h1PollerOf() *h1Poller {
 		if err != nil {
 			return
 		}
-		h1Poll = &h1Poller{epfd: fd, parked: map[uint64]*h1Conn{}}
+		// Non-blocking, so that os.NewFile registers it with Go's poller.
+		if err := syscall.SetNonblock(fd, true); err != nil {
+			syscall.Close(fd)
+			return
+		}
+		f := os.NewFile(uintptr(fd), "h1-poller")
+		raw, err := f.SyscallConn()
+		if err != nil {
+			f.Close()
+			return
+		}
+		h1Poll = &h1Poller{epfd: fd, f: f, raw: raw, parked: map[uint64]*h1Conn{}}
 		go h1Poll.loop()
 	})
 	return h1Poll
@@ -112,22 +130,37 @@ func (p *h1Poller) takeLocked(tok uint64, c *h1Conn) *h1Conn {
 	return pc
 }
 
-// loop hands each connection whose socket is readable to a worker.
+// loop hands each connection whose socket is readable to a worker. Its
+// callback returns false, for Go's poller to wait again without a reset,
+// whenever epoll_wait finds nothing; the Read never ends (the descriptor
+// is never closed).
 func (p *h1Poller) loop() {
 	evs := make([]syscall.EpollEvent, 128)
 	for {
-		n, err := syscall.EpollWait(p.epfd, evs, -1)
-		if err != nil {
-			continue // EINTR; nothing else can fail on a valid epoll descriptor
-		}
-		for _, ev := range evs[:n] {
-			tok := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
-			p.mu.Lock()
-			c := p.takeLocked(tok, nil)
-			p.mu.Unlock()
-			if c != nil {
-				c.resume()
+		_ = p.raw.Read(func(fd uintptr) bool {
+			for {
+				n, err := syscall.EpollWait(int(fd), evs, 0)
+				if err == syscall.EINTR {
+					continue
+				}
+				if n <= 0 {
+					return false
+				}
+				p.dispatch(evs[:n])
 			}
+		})
+	}
+}
+
+// dispatch hands each connection an event is for to a worker.
+func (p *h1Poller) dispatch(evs []syscall.EpollEvent) {
+	for _, ev := range evs {
+		tok := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+		p.mu.Lock()
+		c := p.takeLocked(tok, nil)
+		p.mu.Unlock()
+		if c != nil {
+			c.resume()
 		}
 	}
 }

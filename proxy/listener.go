@@ -268,3 +268,88 @@ func listenAll(addr string, logger *slog.Logger) ([]net.Listener, error) {
 	}
 	return lns, nil
 }
+
+// firstBytesListener bounds, on an HTTPS listener, the wait for a client's
+// first request after the TLS handshake by the header timeout. net/http
+// bounds the handshake, clears that deadline and, for HTTP/1.1, sets the
+// header timeout itself; for HTTP/2 it hands the connection to its
+// HTTP/2 server, which waits a fixed 10 s for the client's preface. A
+// connection that shakes hands and sends nothing would be held that long.
+type firstBytesListener struct {
+	net.Listener
+	wait time.Duration
+}
+
+func (l firstBytesListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &firstBytesConn{Conn: c, wait: l.wait}, nil
+}
+
+// firstBytesConn: the first clearing of the read deadline (the end of the
+// handshake) sets it to now+wait instead. The bound ends when the server
+// sets a deadline of its own (HTTP/1.1's header timeout) or reports the
+// connection active (firstBytesSeen: HTTP/2's preface was read). It is not
+// ended by the bytes read from the socket: the TLS layer may read the
+// preface, and a whole request, along with the handshake.
+type firstBytesConn struct {
+	net.Conn
+	wait  time.Duration
+	mu    sync.Mutex
+	state uint8 // fbHandshake, fbWaiting, fbDone
+}
+
+const (
+	fbHandshake = iota
+	fbWaiting
+	fbDone
+)
+
+func (c *firstBytesConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.state == fbHandshake && t.IsZero():
+		c.state = fbWaiting
+		return c.Conn.SetReadDeadline(time.Now().Add(c.wait))
+	case c.state == fbWaiting:
+		c.state = fbDone // the server's own deadline from here
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *firstBytesConn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// seen ends the bound: the server has read the start of a request.
+func (c *firstBytesConn) seen() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == fbWaiting {
+		c.state = fbDone
+		_ = c.Conn.SetReadDeadline(time.Time{})
+	}
+}
+
+// NetConn is the connection underneath.
+func (c *firstBytesConn) NetConn() net.Conn { return c.Conn }
+
+// firstBytesSeen is an http.Server's ConnState hook for firstBytesConn:
+// a connection turns active once the server has read the start of a
+// request (HTTP/2: the preface).
+func firstBytesSeen(nc net.Conn, st http.ConnState) {
+	if st != http.StateActive {
+		return
+	}
+	if tc, ok := nc.(*tls.Conn); ok {
+		if fc, ok := tc.NetConn().(*firstBytesConn); ok {
+			fc.seen()
+		}
+	}
+}

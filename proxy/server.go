@@ -175,6 +175,9 @@ func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger, opts ...
 			IdleTimeout:       idle,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 		}
+		if tc != nil {
+			srv.ConnState = firstBytesSeen
+		}
 		s.servers = append(s.servers, srv)
 		var h1 *h1Server
 		if tc == nil && protocols.HTTP1() && so.http1 == HTTP1Own {
@@ -316,6 +319,9 @@ func (s *Server) Start() error {
 			ln = sockListener{ln}
 			if s.limit != nil {
 				ln = &limitListener{Listener: ln, lim: s.limit}
+			}
+			if s.tlsConfig[i] != nil {
+				ln = firstBytesListener{Listener: ln, wait: s.servers[i].ReadHeaderTimeout}
 			}
 			lns = append(lns, ln)
 			owner = append(owner, i)

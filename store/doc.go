@@ -1,30 +1,40 @@
-// Package store owns Raft for tether (SPEC §3): one [Store] type behind
+// Package store owns Raft for tether: one [Store] type behind
 // which hashicorp/raft runs with raft-boltdb/v2 as log and stable store
 // (behind a log cache), file snapshots, and a stream layer of its own.
 //
 // What it replicates is small: the keyring (installed into a shared
-// keyring.Ring the data path reads), destination drains, the cluster id
-// and the recent request ids that make a retried write a no-op. Writes go
-// through [Store.Apply] on the leader as typed commands ([InstallKey],
+// keyring.Ring the data path reads), destination drains, the cluster id,
+// the ACME state (named values the node's ACME manager writes: account,
+// certificates with their keys, pending challenges, status) and the recent
+// request ids that make a retried write a no-op. Writes go through
+// [Store.Apply] on the leader as typed commands ([InstallKey],
 // [ActivateKey], [RevokeKey], [PruneKeys], [SetDrain], [ClearDrain],
-// [SetClusterID]); reads ([Store.ClusterID], [Store.Drains], the Ring) are
-// local and never wait on Raft.
+// [SetClusterID], [AcmeWrite]); reads ([Store.ClusterID], [Store.Drains],
+// [Store.Acme], the Ring) are local and never wait on Raft.
 //
-// The FSM is deterministic: a one-byte command type, a versioned body,
-// unknown types skipped with a log line, no clock, randomness or I/O in
-// Apply (the leader puts its clock in the command and generates keys
-// itself). Key material is wrapped in the log and in snapshots with a key
-// derived from the cluster secret (keyring.DeriveKEK, keyring.InfoRaft).
+// The FSM is deterministic: a one-byte command type, a versioned body, no
+// clock, randomness or I/O in Apply (the leader puts its clock in the
+// command and generates keys itself; committed times never go backwards).
+// An entry this binary cannot apply is skipped only when its command says
+// older nodes may ignore it; otherwise the FSM stops applying there and
+// names the version it needs ([Store.Stopped]), never counting the entry as
+// held. Members advertise their [CommandSet] and the node's gate
+// ([Store.SetCommandGate]) keeps the leader from writing a command some
+// member does not apply. Key material, and the ACME state's private keys,
+// are wrapped in the log and in snapshots with a key derived from the
+// cluster secret (keyring.DeriveKEK, keyring.InfoRaft).
 //
 // Every Raft connection is TLS 1.3 in which both ends prove knowledge of
-// the cluster secret, bound to the TLS session; with [TLSFiles] the
+// the cluster secret and their cluster id, bound to the TLS session (peers
+// of two clusters that share a secret refuse each other); with [TLSFiles] the
 // certificates must also chain to the cluster CA. Host names are resolved
 // on every dial.
 //
 // After every state change a snapshot is taken off the Apply path, so a
 // node restarted without a quorum (raft then restores only its last
 // snapshot) still has every key and drain it had applied; [Store.DurableIndex]
-// reports how far that goes. DESIGN.md explains the request path, the
+// reports how far that goes, and [Store.PersistFailure] whether the disk
+// takes them. DESIGN.md explains the request path, the
 // formats, the timings and the trade-offs.
 //
 // The package knows nothing of memberlist or HTTP: node/ wires it.

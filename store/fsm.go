@@ -47,9 +47,11 @@ type fsm struct {
 
 	mu        sync.RWMutex
 	clusterID string
-	// clock is the latest time committed (ActivateKey.At, PruneKeys.Now):
-	// a later command stamped earlier (a leader whose clock is behind) is
-	// applied at clock, so committed times never go backwards.
+	// clock is the latest time committed (ActivateKey.At, PruneKeys.Now).
+	// An activation stamped earlier (a leader whose clock is behind) is
+	// applied at clock, so keys activate in the order they are committed.
+	// A prune goes by its own time, never a later one: pruning early is the
+	// one harm, so a time once committed ahead is not made sticky.
 	clock    time.Time
 	drains   map[drainKey]time.Time
 	reqs     map[string]result
@@ -264,7 +266,8 @@ func (f *fsm) apply(cmd Command) (changed bool, err error) {
 		}
 		return true, f.ring.Revoke(c.ID)
 	case PruneKeys:
-		return len(f.ring.Prune(f.commit(c.Now))) > 0, nil
+		f.commit(c.Now)
+		return len(f.ring.Prune(c.Now)) > 0, nil
 	case SetDrain:
 		f.drains[drainKey{c.Cluster, c.Destination}] = c.Deadline
 		return true, nil

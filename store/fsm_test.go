@@ -72,6 +72,11 @@ func TestFSMCommandSemantics(t *testing.T) {
 				}
 				return expect(a.Equal(t0.Add(50*day)) && f.committed().Equal(t0.Add(50*day)), "k3 activates %s, committed time %s", a, f.committed())
 			}},
+		{"a prune goes by its own time, not a later committed one",
+			[]Command{InstallKey{"r1", k1}, InstallKey{"r2", testKey("k3", 300*day)}, ActivateKey{"r3", "k3", t0.Add(200 * day)}, PruneKeys{"r4", t0.Add(day)}}, nil,
+			func(f *fsm) string {
+				return expect(f.ring.Len() == 2, "keys %d: k1 pruned by the committed time of an activation", f.ring.Len())
+			}},
 		{"activating an unknown key fails", []Command{ActivateKey{"r1", "nope", t0}}, keyring.ErrUnknownKey, nil},
 		{"revoke stops the key", []Command{InstallKey{"r1", k1}, RevokeKey{ReqID: "r2", ID: "k1"}}, nil,
 			func(f *fsm) string { return expect(f.ring.ActiveKeyID(t0.Add(day)) == "", "still active") }},

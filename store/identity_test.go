@@ -50,15 +50,18 @@ func TestClustersSharingASecretNeverExchangeRaftRPCs(t *testing.T) {
 // (forming, or waiting to be added) is accepted.
 func TestStreamBindsTheClusterID(t *testing.T) {
 	cases := []struct {
-		desc           string
-		server, client string
-		ok             bool
+		desc                 string
+		server, client       string
+		oldServer, oldClient bool // an earlier release: no ALPN, handshake version 1
+		ok                   bool
 	}{
-		{"same cluster", "c1", "c1", true},
-		{"client not in a cluster yet", "c1", "", true},
-		{"server not in a cluster yet", "", "c1", true},
-		{"neither has an id (formation)", "", "", true},
-		{"two clusters sharing a secret", "c1", "c2", false},
+		{desc: "same cluster", server: "c1", client: "c1", ok: true},
+		{desc: "client not in a cluster yet", server: "c1", client: "", ok: true},
+		{desc: "server not in a cluster yet", server: "", client: "c1", ok: true},
+		{desc: "neither has an id (formation)", server: "", client: "", ok: true},
+		{desc: "two clusters sharing a secret", server: "c1", client: "c2", ok: false},
+		{desc: "rolling upgrade: a server of an earlier release", server: "c1", client: "c1", oldServer: true, ok: true},
+		{desc: "rolling upgrade: a client of an earlier release", server: "c1", client: "c1", oldClient: true, ok: true},
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
@@ -67,6 +70,12 @@ func TestStreamBindsTheClusterID(t *testing.T) {
 			setID := func(l *streamLayer, id string) { f := func() string { return id }; l.clusterID.Store(&f) }
 			setID(srv, c.server)
 			setID(cli, c.client)
+			if c.oldServer {
+				srv.serverTLS.NextProtos = nil
+			}
+			if c.oldClient {
+				cli.clientTLS.NextProtos = nil
+			}
 			conn, err := cli.Dial(raft.ServerAddress(srv.Addr().String()), 5*time.Second)
 			if !c.ok {
 				if err == nil {

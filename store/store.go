@@ -736,7 +736,7 @@ type Committed struct {
 // Commit is Apply answering with what was committed.
 func (s *Store) Commit(cmd Command) (Committed, error) {
 	if !s.fsm.commands.Supports(cmd) {
-		return Committed{}, fmt.Errorf("%w: this node does not apply %s (it knows %s)", ErrUnsupported, Requirement(cmd), s.fsm.commands.Describe())
+		return Committed{}, fmt.Errorf("%w: this node (%s) does not apply command %s (it knows %s): upgrade it first", ErrUnsupported, s.id, Requirement(cmd), s.fsm.commands.Describe())
 	}
 	if g := s.gate.Load(); g != nil {
 		if err := (*g)(cmd); err != nil {

@@ -84,6 +84,15 @@ func TestClientCommandsExplainThemselves(t *testing.T) {
 		})
 	}
 
+	// An agent whose --join names the admin port says so in its log.
+	j := start(t, nil, "agent", "--config", cfg, "--node-id", "joiner", "--data-dir", t.TempDir(), "--admin-addr", "127.0.0.1:0",
+		"--raft-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--cluster-secret-file", secret, "--no-access-log", "--join", admin)
+	eventually(t, 30*time.Second, "the joiner's log names gossip addresses", func() bool {
+		return strings.Contains(j.stderr.String(), "--join and tether join take gossip addresses")
+	})
+	j.signal(syscall.SIGTERM)
+	j.wait(30 * time.Second)
+
 	// An installed key says what its activation waits for, never the
 	// placeholder time a day ahead.
 	if code, out := run(t, nil, append([]string{"keyring", "rotate"}, withToken...)...); code != 0 {

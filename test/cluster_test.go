@@ -262,7 +262,7 @@ func TestClientCommandsAgainstACluster(t *testing.T) {
 		p := start(t, nil, "destinations", "--admin", nodes[2].adminURL)
 		p.wait(30 * time.Second)
 		for _, l := range strings.Split(p.stdout.String(), "\n") {
-			if strings.Contains(l, " b1 ") && strings.Contains(l, "true") {
+			if strings.Contains(l, " b1 ") && strings.Contains(l, " draining ") {
 				return true
 			}
 		}

@@ -9,13 +9,16 @@ import (
 	"time"
 )
 
-// A config with a misspelt key and an application section: a warning and an
-// info line by default; with --strict (or TETHER_STRICT) the typo is an error.
+// A config with a misspelt key outside ReverseProxy and an application
+// section: a warning and an info line by default; with --strict (or
+// TETHER_STRICT) the typo is an error. (Inside ReverseProxy such a typo is
+// an error even without --strict: TestConfigValidateSaysWhatTheFileDoes.)
 const typoConfig = `{
   "ConnectionStrings": { "Db": "Server=db" },
   "Listeners": [ { "Address": "127.0.0.1:0" } ],
+  "Limits": { "KeepAlvieTimeout": "00:01:00" },
   "ReverseProxy": {
-    "Routes": { "all": { "ClusterId": "app", "Match": { "Path": "{**catch-all}" }, "Ordre": 1 } },
+    "Routes": { "all": { "ClusterId": "app", "Match": { "Path": "{**catch-all}" } } },
     "Clusters": { "app": { "Destinations": { "d1": { "Address": "http://127.0.0.1:9/" } } } }
   }
 }`
@@ -23,7 +26,7 @@ const typoConfig = `{
 func TestConfigValidateStrict(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "typo.json")
 	writeFile(t, path, typoConfig)
-	const typo = "ReverseProxy.Routes.all.Ordre: unknown key; did you mean Order?"
+	const typo = "Limits.KeepAlvieTimeout: unknown key; did you mean KeepAliveTimeout?"
 	const info = "info: ConnectionStrings: not a tether, YARP or ASP.NET section"
 	for _, c := range []struct {
 		desc string
@@ -56,7 +59,7 @@ func TestAgentStrictRefusesUnknownKeys(t *testing.T) {
 	if code := p.wait(30 * time.Second); code == 0 {
 		t.Fatal("agent --strict started with an unknown key")
 	}
-	if !strings.Contains(p.stderr.String(), "Ordre: unknown key") {
+	if !strings.Contains(p.stderr.String(), "KeepAlvieTimeout: unknown key") {
 		t.Fatalf("stderr does not name the key:\n%s", p.stderr.String())
 	}
 }

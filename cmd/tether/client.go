@@ -132,7 +132,7 @@ func clientCmds() []*cobra.Command {
 			return cf.noSuchCluster(cmd, args[0], err)
 		})
 	drain.Flags().BoolVar(&undo, "undo", false, "stop draining")
-	return []*cobra.Command{status, members, join, leave, remove, keyringCmd, dests, drain}
+	return []*cobra.Command{status, members, join, leave, remove, keyringCmd, dests, drain, snapshotCmd()}
 }
 
 var destColumns = []string{"cluster", "id", "address", "health.local", "health.cluster", "probers", "drain_state", "drain_deadline", "drained_since", "inflight"}

@@ -47,10 +47,12 @@ func joinHint(err error, addrs []string) error {
 	}
 	msg := err.Error()
 	switch {
+	case strings.Contains(msg, "gossip addresses") || strings.Contains(msg, "another cluster secret"):
+		return err // the node said it already
 	case strings.Contains(msg, "remote state is not encrypted") || strings.Contains(msg, "Unsupported message type") ||
 		strings.Contains(msg, "malformed HTTP response") || strings.Contains(msg, "unexpected message type"):
 		return fmt.Errorf("%v: this looks like another service (an admin or proxy port?): --join and tether join take gossip addresses, HOST[:PORT] of a node's --gossip-addr (default port 7946)", err)
-	case strings.Contains(msg, "No installed keys could decrypt"):
+	case strings.Contains(strings.ToLower(msg), "no installed keys could decrypt"):
 		return fmt.Errorf("%v: the node at %s has another cluster secret", err, strings.Join(addrs, ", "))
 	}
 	return err

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -70,7 +71,8 @@ func TestSecureCookieOnPlainHTTPWarns(t *testing.T) {
 		{"HTTPS and a plain HTTP redirect are fine", `"Listeners": [{"Address": ":8080", "Redirect": {"Scheme": "https"}}], "Urls": "https://*:8443", "Kestrel": {"Endpoints": {"s": {"Url": "https://*:8443"}}}, "ReverseProxy": {` + routes + `, ` + cluster(affinity("Always")) + `}`, ""},
 		{"a plain listener beside an HTTPS one warns too", `"Urls": "http://*:8080;https://*:8443", "ReverseProxy": {` + routes + `, ` + cluster(affinity("Always")) + `}`,
 			"route r1 is also served by plain HTTP listeners (Urls :8080)"},
-		{"a TLS-terminating proxy in front serves HTTPS", `"TrustedProxies": ["10.0.0.1"], "ReverseProxy": {` + routes + `, ` + cluster(affinity("Always")) + `}`, ""},
+		{"trusted proxies in front may terminate TLS: the warning says so", `"TrustedProxies": ["10.0.0.1"], "ReverseProxy": {` + routes + `, ` + cluster(affinity("Always")) + `}`,
+			"starts a new session (unless the trusted proxies in front terminate TLS for every client)"},
 		{"a header policy has no cookie", `"ReverseProxy": {` + routes + `, ` + cluster(strings.Replace(affinity("Always"), `"Cookie",`, `"CustomHeader",`, 1)) + `}`, ""},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -115,5 +117,30 @@ func TestListenReplacesTheFilesListeners(t *testing.T) {
 				t.Fatalf("listeners %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestREADMEExampleKeepsItsSecureCookie: the README's full example sets
+// SecurePolicy Always; no listener of it may serve routes over plain HTTP.
+func TestREADMEExampleKeepsItsSecureCookie(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var example string
+	for _, block := range strings.Split(string(readme), "```json\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		if strings.Contains(block, `"SecurePolicy": "Always"`) {
+			example = block
+		}
+	}
+	if example == "" {
+		t.Fatal("no README example with SecurePolicy Always")
+	}
+	_, warns, _ := ParseWith([]byte(example), "json", LoadOptions{LookupEnv: func(string) (string, bool) { return "", false }}) // its certificate files do not exist here
+	for _, w := range warns {
+		if strings.Contains(w, "SecurePolicy: Always") {
+			t.Fatalf("the README example: %s", w)
+		}
 	}
 }

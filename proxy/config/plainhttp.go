@@ -8,13 +8,10 @@ import (
 // secureCookiesOverHTTP warns about an affinity cookie with SecurePolicy
 // Always on a route that plain HTTP listeners serve: clients never send a
 // Secure cookie back over HTTP, so every request through them starts a new
-// session (every request at all when no listener is HTTPS). A
-// TLS-terminating proxy in front (TrustedProxies) serves HTTPS to the
-// client, so the cookie comes back; then there is nothing to say.
+// session (every request at all when no listener is HTTPS). Trusted
+// proxies in front may terminate TLS for every client, which tether cannot
+// tell: the warning then says so rather than stay silent.
 func (v *validator) secureCookiesOverHTTP(c *Config) {
-	if len(c.TrustedProxies) > 0 {
-		return
-	}
 	var plain []string
 	tls := false
 	for i, l := range c.Listeners {
@@ -34,6 +31,10 @@ func (v *validator) secureCookiesOverHTTP(c *Config) {
 	if len(plain) == 0 {
 		return
 	}
+	unless := ""
+	if len(c.TrustedProxies) > 0 {
+		unless = " (unless the trusted proxies in front terminate TLS for every client)"
+	}
 	for _, id := range sortedKeys(c.ReverseProxy.Routes) {
 		r := c.ReverseProxy.Routes[id]
 		a, at := r.SessionAffinity, "ReverseProxy.Routes."+id+".SessionAffinity"
@@ -49,15 +50,15 @@ func (v *validator) secureCookiesOverHTTP(c *Config) {
 		}
 		if tls {
 			v.warns = append(v.warns, fmt.Sprintf("%s.Cookie.SecurePolicy: Always, but route %s is also served by plain HTTP listeners (%s): "+
-				"clients never send a Secure cookie back over HTTP, so each of their requests there starts a new session; "+
-				"redirect those listeners to HTTPS, use SameAsRequest, or list the TLS-terminating proxy in front in TrustedProxies",
-				at, id, strings.Join(plain, ", ")))
+				"clients never send a Secure cookie back over HTTP, so each of their requests there starts a new session%s; "+
+				"redirect those listeners to HTTPS or use SameAsRequest",
+				at, id, strings.Join(plain, ", "), unless))
 			continue
 		}
 		v.warns = append(v.warns, fmt.Sprintf("%s.Cookie.SecurePolicy: Always, but route %s is served only by plain HTTP listeners (%s): "+
-			"clients never send a Secure cookie back over HTTP, so every request starts a new session; "+
-			"use SameAsRequest, add an HTTPS listener, or list the TLS-terminating proxy in front in TrustedProxies",
-			at, id, strings.Join(plain, ", ")))
+			"clients never send a Secure cookie back over HTTP, so every request starts a new session%s; "+
+			"use SameAsRequest or serve the route over HTTPS",
+			at, id, strings.Join(plain, ", "), unless))
 	}
 }
 

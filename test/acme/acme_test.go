@@ -139,7 +139,7 @@ func freePort(t *testing.T, ips []string) int {
 
 // pebbleCA runs pebble and returns its directory URL and the pool that
 // verifies the certificates it issues.
-func startPebble(t *testing.T, bin, modDir, dnsAddr string, httpPort, tlsPort int, validity time.Duration) (dir, minica string, roots func() *x509.CertPool) {
+func startPebble(t *testing.T, bin, modDir, dnsAddr string, httpPort, tlsPort int, validity time.Duration) (dir, minica string, roots func() *x509.CertPool, logs *testutil.SyncBuffer) {
 	t.Helper()
 	apiPort, mgmtPort := freePort(t, []string{"127.0.0.1"}), freePort(t, []string{"127.0.0.1"})
 	cfg := map[string]any{"pebble": map[string]any{
@@ -159,10 +159,10 @@ func startPebble(t *testing.T, bin, modDir, dnsAddr string, httpPort, tlsPort in
 	b, _ := json.Marshal(cfg)
 	cfgFile := filepath.Join(t.TempDir(), "pebble.json")
 	testutil.WriteFile(t, cfgFile, string(b))
-	var logs testutil.SyncBuffer
+	logs = new(testutil.SyncBuffer)
 	cmd := exec.Command(bin, "-config", cfgFile, "-dnsserver", dnsAddr)
 	cmd.Env = append(os.Environ(), "PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_AUTHZREUSE=0")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func startPebble(t *testing.T, bin, modDir, dnsAddr string, httpPort, tlsPort in
 		}
 		return p
 	}
-	return dir, minica, roots
+	return dir, minica, roots, logs
 }
 
 // member is one node of the test's cluster.
@@ -224,6 +224,8 @@ type env struct {
 	dns      *dnsServer
 	roots    func() *x509.CertPool
 	validity time.Duration
+	// pebbleLog is pebble's output (it logs every request).
+	pebbleLog *testutil.SyncBuffer
 }
 
 // newEnv starts pebble and the cluster. pebble validates HTTP-01 on the
@@ -274,8 +276,8 @@ func newEnv(t *testing.T, validity time.Duration, off string) *env {
 		return out
 	}
 	e.dns = startDNS(t, followerIPs)
-	dir, minica, roots := startPebble(t, bin, modDir, e.dns.addr, pebbleHTTP, pebbleTLS, validity)
-	e.roots = roots
+	dir, minica, roots, logs := startPebble(t, bin, modDir, e.dns.addr, pebbleHTTP, pebbleTLS, validity)
+	e.roots, e.pebbleLog = roots, logs
 
 	tmp := t.TempDir()
 	secret := filepath.Join(tmp, "secret")
@@ -322,6 +324,16 @@ func newEnv(t *testing.T, validity time.Duration, off string) *env {
 	return e
 }
 
+// isMember reports whether id names one of the cluster's nodes.
+func (e *env) isMember(id any) bool {
+	for _, m := range e.members {
+		if m.id == id {
+			return true
+		}
+	}
+	return false
+}
+
 // leader is the member that leads, or nil.
 func (e *env) leader() *member {
 	for _, m := range e.members {
@@ -360,8 +372,11 @@ func TestAcmeClusterObtainsOnceServesEverywhereAndRenewsAfterFailover(t *testing
 	if e.dns.queries.Load() == 0 {
 		t.Fatal("the CA never looked the name up: it validated nothing")
 	}
+	if n := strings.Count(e.pebbleLog.String(), "POST /order-plz"); n != 1 {
+		t.Fatalf("the cluster placed %d orders for its first certificate, want 1", n)
+	}
 	st := status(t, e.members[0])
-	if len(st) != 1 || st[0]["obtained_by"] != leader.id || st[0]["failures"] != float64(0) {
+	if len(st) != 1 || !e.isMember(st[0]["obtained_by"]) || st[0]["failures"] != float64(0) {
 		t.Fatalf("status after the first order: %v (want one certificate obtained by the leader %s)", st, leader.id)
 	}
 	metrics := fetch(t, "http://"+e.members[2].n.AdminAddr().String()+"/metrics")
@@ -376,11 +391,14 @@ func TestAcmeClusterObtainsOnceServesEverywhereAndRenewsAfterFailover(t *testing
 
 	// The leader dies; the new one renews once a third of the lifetime is
 	// left, answering through the remaining follower.
+	leader = e.waitLeader(t, nil) // the one now, should an election have moved it
 	stop(leader)
 	next := e.waitLeader(t, leader)
 	renewed := e.waitServed(t, e.validity+20*time.Second, "a renewed certificate on the remaining nodes", first)
-	if st := status(t, next); len(st) != 1 || st[0]["obtained_by"] != next.id {
-		t.Fatalf("status after the renewal: %v (want obtained by the new leader %s)", st, next.id)
+	// Obtained by a leader of the remaining two (leadership may have moved
+	// between them since: elections on a loaded machine).
+	if st := status(t, next); len(st) != 1 || st[0]["obtained_by"] == leader.id || st[0]["obtained_by"] == "" {
+		t.Fatalf("status after the renewal: %v (want obtained by a node other than the stopped leader %s)", st, leader.id)
 	}
 
 	// A node restarted alone (no quorum) still serves the last certificate.
@@ -407,7 +425,7 @@ func TestAcmeEachChallengeTypeIsAnsweredByAFollower(t *testing.T) {
 			e := newEnv(t, time.Hour, tc.off)
 			leader := e.waitLeader(t, nil)
 			e.waitServed(t, 60*time.Second, "every node serving a certificate validated with "+tc.desc, nil)
-			if st := status(t, e.members[0]); len(st) != 1 || st[0]["obtained_by"] != leader.id {
+			if st := status(t, e.members[0]); len(st) != 1 || !e.isMember(st[0]["obtained_by"]) {
 				t.Fatalf("%s: status %v (want obtained by the leader %s)", tc.desc, st, leader.id)
 			}
 		})

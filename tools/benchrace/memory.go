@@ -47,13 +47,13 @@ func measureMemory(e *env, o options, targets []*target) []memResult {
 	return out
 }
 
-// memoryOf measures t with n idle connections. The same n connections are
-// opened, served and closed once first, and the idle memory is read after
-// that: a garbage-collected proxy's heap then has the room that serving n
-// connections takes, so what the idle connections add is what they hold,
-// not the garbage their first requests left before the collector ran.
+// memoryOf measures t idle (after the race) and with n idle connections.
+// A garbage-collected proxy's growth also holds what the connections' first
+// requests left for the collector: a heap that the race left below its goal
+// grows by it, one already at its goal reuses its room.
 func memoryOf(t *target, n int) (memResult, error) {
 	m := memResult{Target: t.name, Conns: n}
+	m.IdleRSS, m.IdlePSS = treeMemory(t.pids()...)
 	u, err := url.Parse(t.h1)
 	if err != nil {
 		return m, err
@@ -65,13 +65,6 @@ func memoryOf(t *target, n int) (memResult, error) {
 		}
 	}
 	req := []byte("GET /hash/1k HTTP/1.1\r\nHost: " + u.Host + "\r\nCookie: " + ck + "\r\n\r\n")
-	warm, _, err := openIdle(u.Host, req, n)
-	closeAll(warm)
-	if err != nil {
-		return m, fmt.Errorf("warm-up: %w", err)
-	}
-	time.Sleep(2 * time.Second) // the closes reach the proxy
-	m.IdleRSS, m.IdlePSS = treeMemory(t.pids()...)
 	conns, opened, err := openIdle(u.Host, req, n)
 	defer closeAll(conns)
 	m.Opened = opened

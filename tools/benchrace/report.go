@@ -293,7 +293,7 @@ func (r *report) markdown() string {
 	}
 	if len(r.Memory) > 0 {
 		n := r.Memory[0].Conns
-		fmt.Fprintf(&b, "\nResident memory, idle and with %d idle keep-alive client connections (each served one 1 KiB request), whole process tree; idle is after as many connections were opened, served and closed, so that a garbage-collected heap has the room serving them takes and the difference is what idle connections hold:\n\n", n)
+		fmt.Fprintf(&b, "\nResident memory, idle and with %d idle keep-alive client connections (each served one 1 KiB request), whole process tree (idle: after the race):\n\n", n)
 		b.WriteString("| proxy | idle RSS | RSS with connections | PSS with connections | per connection (RSS) |\n|---|---|---|---|---|\n")
 		for _, m := range r.Memory {
 			fmt.Fprintf(&b, "| %s | %.1f MiB | %.1f MiB | %.1f MiB | %.1f KiB |\n", m.Target, float64(m.IdleRSS)/1024,

@@ -1,0 +1,47 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/tether-proxy/tether/store"
+)
+
+// restoreTimeout bounds a restore through Raft (the leader writes the
+// state, followers install it as a snapshot).
+const restoreTimeout = 30 * time.Second
+
+// handleSnapshotSave answers GET /v1/snapshot with a backup of the
+// replicated state as this node has applied it (keys wrapped with the
+// cluster secret's key-encryption key).
+func (n *Node) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
+	var buf bytes.Buffer
+	info, err := n.store.SaveBackup(&buf, time.Now())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "snapshot: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="tether-%s-%d.snapshot"`, n.cfg.NodeID, info.Index))
+	w.Write(buf.Bytes())
+}
+
+// handleSnapshotRestore answers POST /v1/snapshot/restore (on the leader):
+// the body, a backup, replaces the keyring, drains and ACME state of the
+// whole cluster once it is checked to open with this cluster's secret.
+func (n *Node) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) {
+	info, err := n.store.RestoreBackup(r.Body, restoreTimeout)
+	if errors.Is(err, store.ErrBackup) {
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	}
+	if err != nil {
+		n.writeApplyError(w, "restore", err)
+		return
+	}
+	n.applyDrains()
+	writeJSON(w, http.StatusOK, map[string]any{"restored": info, "active_key_id": n.ring.ActiveKeyID(time.Now())})
+}
