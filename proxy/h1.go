@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tether-proxy/tether/proxy/internal/h1wire"
+	"github.com/tether-proxy/tether/proxy/internal/sockio"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -185,7 +187,7 @@ func (s *h1Server) newConn(rwc net.Conn) *h1Conn {
 	c.ctx = context.WithValue(s.ctx, http.LocalAddrContextKey, rwc.LocalAddr())
 	c.takeBufs()
 	c.src.c = c
-	if c.raw = rawConnOf(rwc); c.raw != nil {
+	if c.raw = sockio.RawConnOf(rwc); c.raw != nil {
 		c.await = c.awaitFd
 		c.tcp = tcpOf(rwc)
 	}
@@ -389,7 +391,7 @@ func (s *h1Source) Read(p []byte) (int, error) {
 	}
 	if c.readNow {
 		c.readNow = false
-		return readNow(c.nowFd, p)
+		return sockio.ReadNow(c.nowFd, p)
 	}
 	return c.rwc.Read(p)
 }
@@ -463,7 +465,7 @@ func (c *h1Conn) serve() {
 // needs: its h1Req (with the response header map) and the request field
 // map go to their pools and the last request's head (the string its
 // fields were cut from) to the collector. The next request takes them
-// from the pools (request, fieldScratch.fields).
+// from the pools (request, h1wire.Fields.Get).
 func (c *h1Conn) giveBack() {
 	c.releaseReq()
 	c.hook.end()
@@ -499,14 +501,14 @@ func (c *h1Conn) request() *h1Req {
 
 // releaseReq gives the connection's h1Req back to the pool, emptied: the
 // last request's head (the string its fields were cut from) goes to the
-// collector, the header map to its pool (fieldScratch.park).
+// collector, the header map to its pool (h1wire.Fields.Park).
 func (c *h1Conn) releaseReq() {
 	rq := c.rq
 	if rq == nil {
 		return
 	}
 	c.rq = nil
-	rq.scratch.fields.park()
+	rq.scratch.fields.Park()
 	rq.scratch.url = url.URL{}
 	rq.req = http.Request{}
 	rq.w.c = nil
@@ -630,7 +632,7 @@ func (c *h1Conn) readHead(first bool) ([]byte, int) {
 			}
 		}
 		if err != nil {
-			if err == errNotYet && c.br.Buffered() == 0 {
+			if err == sockio.ErrNotYet && c.br.Buffered() == 0 {
 				return nil, headNone
 			}
 			var ne net.Error
@@ -829,7 +831,7 @@ func (c *h1Conn) awaitFd(fd uintptr) bool {
 	if c.waited {
 		return true
 	}
-	if nothingToRead(fd, c.peekBuf[:]) {
+	if sockio.NothingToRead(fd, c.peekBuf[:]) {
 		c.waited = true
 		return false
 	}
@@ -952,17 +954,14 @@ func parseRequestHead(head []byte, r *http.Request) bool {
 // strings stay its own (one string per head); only these containers are
 // refilled, once the handler of the request before has returned.
 type headScratch struct {
-	fields fieldScratch
+	fields h1wire.Fields
 	url    url.URL
 }
-
-// maxScratchFields: a map grown past this by one large head is not kept.
-const maxScratchFields = 64
 
 // parseRequestHeadInto is parseRequestHead with s's containers, when s is
 // not nil.
 func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
-	if !bytes.HasSuffix(head, crlfcrlf) {
+	if !bytes.HasSuffix(head, h1wire.CRLFCRLF) {
 		return false // a head ended by a bare LF (headEnd allows it)
 	}
 	eol := bytes.IndexByte(head, '\n')
@@ -984,7 +983,7 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 		}
 	}
 	all := head[eol+1:]
-	n := bytes.Count(all, crlf) - 1
+	n := bytes.Count(all, h1wire.CRLF) - 1
 	if n <= 0 {
 		return false // no Host
 	}
@@ -993,7 +992,7 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 	uri := blk[:len(target)]
 	off := eol + 1 - 4 // all[i] is blk[off+i]
 	var u *url.URL
-	var fs *fieldScratch
+	var fs *h1wire.Fields
 	if s != nil {
 		u, fs = &s.url, &s.fields
 	} else {
@@ -1005,12 +1004,13 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 			return false
 		}
 	}
-	h, vals := fs.fields(n)
+	h, vals := fs.Get(n)
 	var host string
 	hosts := 0
-	fr := fieldReader{all: all, blk: blk, off: off}
+	var fr h1wire.FieldReader
+	fr.Reset(all, blk, off)
 	for {
-		key, value, done, ok := fr.next(true)
+		key, value, done, ok := fr.Next(true)
 		if !ok {
 			return false
 		}
@@ -1029,7 +1029,7 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 				return false
 			}
 		}
-		vals = addField(h, vals, key, value)
+		vals = h1wire.AddField(h, vals, key, value)
 	}
 	if hosts != 1 || !httpguts.ValidHostHeader(host) {
 		return false
@@ -1547,7 +1547,7 @@ func writeKeys(bw *bufio.Writer, keys []headerKV) {
 				}
 				v = textproto.TrimString(v)
 			}
-			writeField(bw, k, v)
+			h1wire.WriteField(bw, k, v)
 		}
 	}
 }

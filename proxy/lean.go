@@ -16,8 +16,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
+	"github.com/tether-proxy/tether/proxy/internal/h1wire"
+	"github.com/tether-proxy/tether/proxy/internal/sockio"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -211,6 +212,8 @@ func (t *leanTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var into *leanResp
 	if st != nil && st.directOut == req {
 		into = &st.lresp
+	} else {
+		into = new(leanResp)
 	}
 	key := canonicalAddr(req)
 	for attempt := 0; ; attempt++ {
@@ -268,45 +271,25 @@ func (t *leanTransport) wrap(key string, c net.Conn) *leanConn {
 	lc.closeConn = func() { lc.conn.Close() }
 	lc.br = bufio.NewReaderSize(lc, 4<<10)
 	lc.bw = bufio.NewWriterSize(c, 4<<10)
-	if raw := rawConnOf(c); raw != nil {
+	if raw := sockio.RawConnOf(c); raw != nil {
 		lc.raw, lc.peek, lc.await = raw, lc.peekFd, lc.awaitFd
 	}
 	return lc
 }
 
-// rawConnOf is the socket under c, through wrappers that name it with a
-// NetConn method (idleConn, limitConn); nil when there is none (a pipe).
-func rawConnOf(c net.Conn) syscall.RawConn {
-	for {
-		if sc, ok := c.(syscall.Conn); ok {
-			if raw, err := sc.SyscallConn(); err == nil {
-				return raw
-			}
-			return nil
-		}
-		w, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			return nil
-		}
-		c = w.NetConn()
-	}
-}
-
-// nothingToRead peeks at fd without blocking (one recv(MSG_PEEK|
-// MSG_DONTWAIT) into buf, one byte): true when nothing is there yet, false
-// on bytes, an EOF or an error. It is a raw system call for sockConn's
-// reason: it cannot block, so the scheduler need not hear of it.
-func nothingToRead(fd uintptr, buf []byte) bool {
-	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)),
-		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-	return e == syscall.EAGAIN || e == syscall.EWOULDBLOCK
+// leanResp holds a response's parts in one allocation: the wire's
+// Response and length-delimited body, and the lean connection's wrapper
+// around the body.
+type leanResp struct {
+	wire h1wire.Resp
+	body leanBody
 }
 
 // acceptGzip is the Accept-Encoding the Transport adds (and then undoes).
 var acceptGzip = []string{"gzip"}
 
 // roundTrip writes req and reads its response on lc; a lean response's
-// parts are into's when it is not nil.
+// parts are into's.
 func (lc *leanConn) roundTrip(req *http.Request, into *leanResp) (*http.Response, error) {
 	ctx := req.Context()
 	// A cancelled request (client gone, route timeout) closes the
@@ -332,7 +315,7 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp) (*http.Response
 		req.Header["Accept-Encoding"] = acceptGzip
 	}
 	lc.got = 0
-	ok, err := writeRequestHead(lc.bw, req)
+	ok, err := h1wire.WriteRequestHead(lc.bw, req)
 	if !ok && err == nil {
 		err = req.Write(lc.bw)
 	}
@@ -347,15 +330,17 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp) (*http.Response
 	}
 	trace := httptrace.ContextClientTrace(ctx)
 	var resp *http.Response
-	var lr *leanResp
-	var fs *fieldScratch // the fields of a lean head, back in leanFields at Close
+	lean := false
+	var fs *h1wire.Fields // the fields of a lean head, back in leanFields at Close
 	for n1xx := 0; ; n1xx++ {
 		lc.limit = lc.t.maxHdr
 		if fs == nil {
-			fs = leanFields.Get().(*fieldScratch)
+			fs = leanFields.Get().(*h1wire.Fields)
 		}
-		if lr, err = readLeanHead(lc.br, req, fs, into); lr != nil {
-			resp = &lr.resp
+		var lr *h1wire.Resp
+		lr, err = h1wire.ReadHead(lc.br, req, fs, &into.wire)
+		if lean = lr != nil; lean {
+			resp = &lr.Response
 		} else if err == nil {
 			resp, err = http.ReadResponse(lc.br, req)
 		}
@@ -386,14 +371,9 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp) (*http.Response
 		}
 	}
 	lc.limit = -1
-	var body *leanBody
-	if lr != nil {
-		body = &lr.body
-	} else {
-		body = new(leanBody)
-	}
+	body := &into.body
 	*body = leanBody{lc: lc, rc: resp.Body, stop: stop, close: resp.Close}
-	if lr != nil {
+	if lean {
 		body.fields, fs = fs, nil
 	}
 	if fs != nil {
@@ -436,12 +416,12 @@ type leanBody struct {
 	// (the WAF reads bodies before the fields are copied), so the fields
 	// are the response's own until Close, which the proxy calls after it
 	// is done with them, as ReverseProxy does.
-	fields *fieldScratch
+	fields *h1wire.Fields
 }
 
 // leanFields: response header maps, reused from one Close to the next
 // response.
-var leanFields = sync.Pool{New: func() any { return new(fieldScratch) }}
+var leanFields = sync.Pool{New: func() any { return new(h1wire.Fields) }}
 
 func (b *leanBody) Read(p []byte) (int, error) {
 	b.mu.Lock()
@@ -571,7 +551,7 @@ func (lc *leanConn) intact() bool {
 // peekFd is lc.peek: built once per connection, so a reuse allocates
 // nothing.
 func (lc *leanConn) peekFd(fd uintptr) bool {
-	lc.peekOK = nothingToRead(fd, lc.peekBuf[:])
+	lc.peekOK = sockio.NothingToRead(fd, lc.peekBuf[:])
 	return true // never wait for readiness
 }
 

@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
+	"github.com/tether-proxy/tether/proxy/internal/sockio"
 	"io"
 	"net"
 	"net/http"
@@ -493,7 +494,7 @@ func BenchmarkStalePeek(b *testing.B) {
 		var buf [1]byte
 		raw.Read(func(fd uintptr) bool {
 			for b.Loop() {
-				if !nothingToRead(fd, buf[:]) {
+				if !sockio.NothingToRead(fd, buf[:]) {
 					b.Fatal("an idle connection had something to read")
 				}
 			}

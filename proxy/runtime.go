@@ -19,6 +19,7 @@ import (
 	"github.com/tether-proxy/tether/proxy/affinity"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/health"
+	"github.com/tether-proxy/tether/proxy/internal/sockio"
 	"github.com/tether-proxy/tether/proxy/lb"
 	"github.com/tether-proxy/tether/proxy/route"
 	"github.com/tether-proxy/tether/proxy/transform"
@@ -375,7 +376,7 @@ func (p *Proxy) newTransport(cl *clusterRT, c *config.Cluster, activity time.Dur
 			if err != nil {
 				return nil, err
 			}
-			return &idleConn{Conn: newSockConn(c), idle: activity}, nil
+			return &idleConn{Conn: sockio.Wrap(c), idle: activity}, nil
 		},
 		ForceAttemptHTTP2:     true,
 		MaxIdleConnsPerHost:   maxIdleConnsPerHost,
