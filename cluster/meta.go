@@ -32,6 +32,10 @@ type Meta struct {
 	// NoPersist: the node cannot write its Raft state to disk (full or
 	// read-only); its durable index is frozen, so activation passes over it.
 	NoPersist bool `json:"np,omitempty"`
+	// Stopped is the Raft log entry the node stopped applying at (0: none):
+	// its binary cannot apply that entry's command. It is not ready and
+	// holds no new key, so activation passes over it.
+	Stopped uint64 `json:"sa,omitempty"`
 	// Settings that must agree on every node, whichever one leads: its
 	// --raft-voters, and its clusters' ProbeFanout (one number when they
 	// all share it, else "h" and a digest of cluster=fanout pairs). Zero

@@ -173,6 +173,8 @@ func TestKeyLaggardsHoldUpAliveAndSuspectMembersAndPassOverOnlyFailedOnes(t *tes
 		{desc: "a member that left is not counted", members: []cluster.Member{member("a", cluster.StateAlive, 9), member("d", cluster.StateLeft, 0)}},
 		{desc: "a member that cannot persist is passed over at once", members: []cluster.Member{member("a", cluster.StateAlive, 9),
 			{Meta: cluster.Meta{ID: "e", Durable: 1, NoPersist: true}, State: cluster.StateAlive}}},
+		{desc: "a member that stopped applying (it needs a newer tether) is passed over at once", members: []cluster.Member{member("a", cluster.StateAlive, 9),
+			{Meta: cluster.Meta{ID: "f", Durable: 5, Stopped: 6}, State: cluster.StateAlive}}},
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {

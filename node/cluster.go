@@ -292,6 +292,7 @@ func (n *Node) fillStateMeta(m *cluster.Meta) {
 	m.Clock = now.Unix() / 3600
 	pf, _ := n.store.PersistFailure()
 	m.NoPersist = pf != nil
+	m.Stopped, _ = n.store.Stopped()
 	m.Fanout = n.fanoutDigest()
 }
 
@@ -402,7 +403,7 @@ func (n *Node) watchStore(ctx context.Context) {
 			if m.Durable != lastMeta.Durable {
 				n.reportDurable(m.Durable)
 			}
-			if m.ClusterID != lastMeta.ClusterID || m.HasState != lastMeta.HasState || m.Durable != lastMeta.Durable || m.Clock != lastMeta.Clock || m.NoPersist != lastMeta.NoPersist || m.Fanout != lastMeta.Fanout {
+			if m.ClusterID != lastMeta.ClusterID || m.HasState != lastMeta.HasState || m.Durable != lastMeta.Durable || m.Clock != lastMeta.Clock || m.NoPersist != lastMeta.NoPersist || m.Stopped != lastMeta.Stopped || m.Fanout != lastMeta.Fanout {
 				if err := n.members.UpdateMeta(n.fillStateMeta); err != nil {
 					n.log.Warn("gossiping node state failed", "error", err)
 				} else {

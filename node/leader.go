@@ -364,10 +364,11 @@ func (n *Node) keyLaggards(index uint64) (lacking, failed []string) {
 
 // laggardsOf is keyLaggards over members, durable giving each one's
 // durable index. A member that reports it cannot persist (a full or
-// broken disk) is passed over at once: it says so in /readyz and metrics.
+// broken disk) or that stopped applying (it needs a newer tether) is passed
+// over at once: it says so in /readyz and metrics.
 func laggardsOf(members []cluster.Member, durable func(cluster.Member) uint64, index uint64) (lacking, failed []string) {
 	for _, m := range members {
-		if m.NoPersist { // its durable index is frozen: it would hold every key back
+		if m.NoPersist || m.Stopped != 0 { // its durable index is frozen: it would hold every key back
 			continue
 		}
 		if durable(m) >= index {

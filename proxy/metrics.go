@@ -217,7 +217,10 @@ var (
 		"Requests currently proxied to the destination by this node.",
 		[]string{"cluster", "destination"}, nil)
 	descDraining = prometheus.NewDesc("tether_destination_draining",
-		"1 while the destination is draining.",
+		"1 while the destination is draining: no new sessions, its own sessions until the drain deadline.",
+		[]string{"cluster", "destination"}, nil)
+	descDrained = prometheus.NewDesc("tether_destination_drained",
+		"1 once a drained destination's deadline has passed (it serves nothing) until it is undrained.",
 		[]string{"cluster", "destination"}, nil)
 )
 
@@ -225,6 +228,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descHealth
 	ch <- descInflight
 	ch <- descDraining
+	ch <- descDrained
 }
 
 func healthValue(h upstream.Health) float64 {
@@ -254,11 +258,14 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descHealth, prometheus.GaugeValue, healthValue(d.ActiveHealth()), id, d.ID, "cluster")
 			ch <- prometheus.MustNewConstMetric(descHealth, prometheus.GaugeValue, passive, id, d.ID, "passive")
 			ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(d.Inflight()), id, d.ID)
-			draining := 0.0
-			if on, _ := d.Draining(); on {
+			draining, drained := 0.0, 0.0
+			if on, deadline := d.Draining(); on && now.Before(deadline) {
 				draining = 1
+			} else if on {
+				drained = 1
 			}
 			ch <- prometheus.MustNewConstMetric(descDraining, prometheus.GaugeValue, draining, id, d.ID)
+			ch <- prometheus.MustNewConstMetric(descDrained, prometheus.GaugeValue, drained, id, d.ID)
 		}
 	}
 }

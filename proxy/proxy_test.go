@@ -351,6 +351,8 @@ func TestMetricsAfterRequests(t *testing.T) {
 			labels: map[string]string{"cluster": "c", "destination": "d1", "source": "passive"}, want: 1},
 		{desc: "draining gauge 0", name: "tether_destination_draining",
 			labels: map[string]string{"cluster": "c", "destination": "d1"}, want: 0},
+		{desc: "drained gauge 0", name: "tether_destination_drained",
+			labels: map[string]string{"cluster": "c", "destination": "d1"}, want: 0},
 		{desc: "in-flight gauge 0", name: "tether_destination_inflight",
 			labels: map[string]string{"cluster": "c", "destination": "d1"}, want: 0},
 	}
@@ -360,6 +362,33 @@ func TestMetricsAfterRequests(t *testing.T) {
 				t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 			}
 		})
+	}
+}
+
+// TestDrainGaugesFollowTheDeadline: a drain reads as draining until its
+// deadline and as drained after it, on /metrics as on the admin API.
+func TestDrainGaugesFollowTheDeadline(t *testing.T) {
+	b := newBackend(t, nil)
+	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, "", "", "")), nil)
+	labels := map[string]string{"cluster": "c", "destination": "d1"}
+	d := h.p.Cluster("c").Destination("d1")
+	for _, c := range []struct {
+		desc              string
+		deadline          time.Time
+		draining, drained float64
+	}{
+		{"not draining", time.Time{}, 0, 0},
+		{"before the deadline: draining", time.Now().Add(time.Hour), 1, 0},
+		{"past the deadline: drained", time.Now().Add(-time.Second), 0, 1},
+		{"undrained", time.Time{}, 0, 0},
+	} {
+		d.SetDraining(c.deadline)
+		if got := metricValue(t, h, "tether_destination_draining", labels); got != c.draining {
+			t.Errorf("%s: tether_destination_draining = %v, want %v", c.desc, got, c.draining)
+		}
+		if got := metricValue(t, h, "tether_destination_drained", labels); got != c.drained {
+			t.Errorf("%s: tether_destination_drained = %v, want %v", c.desc, got, c.drained)
+		}
 	}
 }
 
