@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
 	"github.com/tether-proxy/tether/proxy/internal/h1wire"
 	"github.com/tether-proxy/tether/proxy/internal/sockio"
 	"golang.org/x/net/http/httpguts"
@@ -323,7 +324,7 @@ type h1Conn struct {
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	src    h1Source
-	hook   cancelHook // the lean path's close-on-cancel (cancelhook.go)
+	hook   cancelhook.Hook // the lean transport's close-on-cancel
 	state  atomic.Int32
 	// raw, await, waited, peekBuf: peekWait's wait for the next request.
 	raw     syscall.RawConn
@@ -347,7 +348,7 @@ type h1Conn struct {
 	wmu     sync.Mutex
 	wstate  int // watchOff, watchArmed, watchReading
 	wdone   chan struct{}
-	rctx    *loopCtx // the running request's
+	rctx    *cancelhook.Ctx // the running request's
 	stash   [1]byte
 	stashed bool
 	// deadline: prepareWait set the idle read deadline for the next head;
@@ -468,7 +469,7 @@ func (c *h1Conn) serve() {
 // from the pools (request, h1wire.Fields.Get).
 func (c *h1Conn) giveBack() {
 	c.releaseReq()
-	c.hook.end()
+	c.hook.End()
 	c.wmu.Lock()
 	c.rctx = nil
 	c.wmu.Unlock()
@@ -710,8 +711,8 @@ func (h *handedConn) NetConn() net.Conn { return h.Conn }
 // serveRequest runs the handler for req and finishes its response in the
 // connection's buffer; false when the connection is to be closed.
 func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
-	ctx := newLoopCtx(c.ctx, &c.hook)
-	c.hook.begin(ctx)
+	ctx := cancelhook.NewCtx(c.ctx, &c.hook)
+	c.hook.Begin(ctx)
 	// r is the connection's own request (c.rq), refilled for the next
 	// one as its header map is; the copy WithContext makes stays on the
 	// stack.
@@ -725,7 +726,7 @@ func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 	c.watch.Reset(c.s.watch)
 	defer func() {
 		c.endWatch()
-		ctx.cancel(context.Canceled)
+		ctx.Cancel(context.Canceled)
 		if v := recover(); v != nil {
 			if v != http.ErrAbortHandler {
 				const size = 64 << 10
@@ -913,8 +914,8 @@ func (c *h1Conn) watchClient() {
 	if err != nil {
 		var ne net.Error
 		if !errors.As(err, &ne) || !ne.Timeout() {
-			rctx.cancel(context.Canceled)
-			c.hook.fire()
+			rctx.Cancel(context.Canceled)
+			c.hook.Fire()
 		}
 	}
 }

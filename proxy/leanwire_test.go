@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"github.com/tether-proxy/tether/proxy/internal/h1wire"
+	"github.com/tether-proxy/tether/proxy/lean"
 	"io"
 	"net/http"
 	"net/url"
@@ -139,8 +140,8 @@ func FuzzWriteRequestHead(f *testing.F) {
 		req := &http.Request{Method: method, URL: &url.URL{Scheme: "http", Host: "backend:80", Path: path, RawQuery: query},
 			Host: host, Header: http.Header{k1: {v1}}}
 		req.Header[k2] = append(req.Header[k2], v2)
-		lt := &leanTransport{}
-		if !lt.covers(req) {
+		lt := &lean.Transport{}
+		if !lt.Covers(req) {
 			return // never given to the lean writer
 		}
 		var b bytes.Buffer
