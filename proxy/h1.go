@@ -190,7 +190,7 @@ func (s *h1Server) newConn(rwc net.Conn) *h1Conn {
 	c.src.c = c
 	if c.raw = sockio.RawConnOf(rwc); c.raw != nil {
 		c.await = c.awaitFd
-		c.tcp = tcpOf(rwc)
+		c.tcp = sockio.TCPOf(rwc)
 	}
 	c.watch = time.AfterFunc(time.Hour, c.timerFired)
 	c.watch.Stop()

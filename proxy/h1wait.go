@@ -1,11 +1,8 @@
 package proxy
 
 import (
-	"net"
 	"syscall"
 	"time"
-
-	"github.com/tether-proxy/tether/proxy/internal/sockio"
 )
 
 // A connection that keeps coming back waits for its next request on a
@@ -199,22 +196,5 @@ func (c *h1Conn) closeOutside() {
 	_ = c.rwc.Close()
 	if parked {
 		c.resume()
-	}
-}
-
-// tcpOf is the TCP socket under c when reading it directly skips nothing
-// (sockio.Conn, net.TCPConn, the connection cap's limitConn around one).
-func tcpOf(c net.Conn) *net.TCPConn {
-	for {
-		switch v := c.(type) {
-		case *net.TCPConn:
-			return v
-		case *sockio.Conn:
-			return v.TCPConn
-		case *limitConn:
-			c = v.Conn
-		default:
-			return nil
-		}
 	}
 }

@@ -1,6 +1,7 @@
 package sockio
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -68,6 +69,9 @@ func Wrap(c net.Conn) net.Conn {
 	s.r.fn, s.w.fn = s.r.read, s.w.write
 	return s
 }
+
+// NetConn is the TCP connection s reads and writes.
+func (s *Conn) NetConn() net.Conn { return s.TCPConn }
 
 // SyscallConn is the RawConn s already holds: the embedded TCPConn's
 // would build a new one on each call (the own loop and the lean pool each
@@ -261,4 +265,26 @@ func ReadNow(fd uintptr, p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// TCPOf is the TCP socket under c, through the wrappers that name it with
+// a NetConn method (Conn, a connection cap's); nil when there is none. A
+// caller reads the socket directly, so a wrapper whose reads do work of
+// their own must not be under it: TLS is refused here (its NetConn is the
+// ciphertext), and the own server loop, TCPOf's caller, serves cleartext
+// listeners only, whose wrappers only count or bound connections.
+func TCPOf(c net.Conn) *net.TCPConn {
+	for {
+		switch v := c.(type) {
+		case *net.TCPConn:
+			return v
+		case *tls.Conn:
+			return nil
+		}
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		c = w.NetConn()
+	}
 }
