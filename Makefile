@@ -8,7 +8,7 @@ FUZZTIME ?= 3s
 # and the manifests test, with the dependencies the product does not need.
 TOOLS    := cd tools &&
 
-.PHONY: help build run test test-unit test-race test-allocs e2e chaos ui-screenshots crs fuzz bench bench-cluster bench-health bench-race fmt-check vet tidy-check lint docker e2e-docker clean
+.PHONY: help build run test test-unit test-race test-allocs e2e chaos chaos-short ui-screenshots crs fuzz bench bench-cluster bench-health bench-race fmt-check vet tidy-check lint docker e2e-docker clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
@@ -19,7 +19,7 @@ build: ## build the static binary into bin/tether
 run: build ## build, then run the demo cluster (three nodes, three backends) until Ctrl-C
 	./$(BIN) demo
 
-test: fuzz test-race test-allocs ## each fuzz target briefly, then all unit, integration and end-to-end tests with -race, then the allocation counts without it
+test: fuzz test-race test-allocs chaos-short ## each fuzz target briefly, then all unit, integration and end-to-end tests with -race, then the allocation counts without it, then 25 s of the fault test
 
 test-allocs: ## the data path's allocation tests without -race (the race detector's sync.Pool drops items at random)
 	$(GO) test -count=1 -run 'Alloc' ./proxy/...
@@ -42,6 +42,9 @@ chaos: ## the fault test: 5 nodes under kill -9, pause, partitions, restarts, le
 	@mkdir -p bin; TETHER_CHAOS=1 TETHER_CHAOS_SEED=$(CHAOS_SEED) TETHER_CHAOS_DURATION=$(CHAOS_DURATION) \
 	$(GO) test -count=1 -timeout 90m -run 'TestChaos$$' -v ./test/chaos/ > bin/chaos.log 2>&1; rc=$$?; \
 	grep -E '^(CHAOS|ok|FAIL|--- )|chaos: ' bin/chaos.log; [ $$rc -eq 0 ] || { echo "--- the last 60 lines of bin/chaos.log:"; tail -n 60 bin/chaos.log; }; exit $$rc
+
+chaos-short: ## the fault test for 25 s with seed 1 (under a minute; part of make test)
+	TETHER_CHAOS=1 TETHER_CHAOS_SEED=1 TETHER_CHAOS_DURATION=25s $(GO) test -count=1 -timeout 5m -run 'TestChaos$$' ./test/chaos/
 
 ui-screenshots: ## the browser test of the cluster page (needs chromium), refreshing docs/img/ui-1280.png and ui-390.png
 	$(TOOLS) TETHER_UI_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -race -count=1 -timeout 5m -run TestUIInARealBrowser -v ./uitest/

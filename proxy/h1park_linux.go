@@ -3,6 +3,7 @@ package proxy
 import (
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -47,7 +48,9 @@ type h1Poller struct {
 
 var (
 	h1PollOnce sync.Once
-	h1Poll     *h1Poller // nil when epoll is not to be had: parkWait then
+	// h1Poll is nil when epoll is not to be had (parkWait then). Atomic:
+	// a close from another goroutine reads it without the Once.
+	h1Poll atomic.Pointer[h1Poller]
 )
 
 func h1PollerOf() *h1Poller {
@@ -67,10 +70,11 @@ func h1PollerOf() *h1Poller {
 			f.Close()
 			return
 		}
-		h1Poll = &h1Poller{epfd: fd, f: f, raw: raw, parked: map[uint64]*h1Conn{}}
-		go h1Poll.loop()
+		p := &h1Poller{epfd: fd, f: f, raw: raw, parked: map[uint64]*h1Conn{}}
+		h1Poll.Store(p)
+		go p.loop()
 	})
-	return h1Poll
+	return h1Poll.Load()
 }
 
 // parkPoll parks c on the poller, after prepareWait; false when it cannot
@@ -169,7 +173,7 @@ func (p *h1Poller) dispatch(evs []syscall.EpollEvent) {
 // worker's read of c then fails on it. A firing of an earlier park's, or
 // of an earlier request's watch, finds the present deadline not yet due.
 func (c *h1Conn) parkExpired() {
-	p := h1Poll
+	p := h1Poll.Load()
 	p.mu.Lock()
 	var pc *h1Conn
 	if c.parkTok != 0 && monoNow() >= c.parkUntil {
@@ -185,7 +189,7 @@ func (c *h1Conn) parkExpired() {
 // goroutine (closeOutside): true when it was parked there, and the
 // caller hands it to a worker (resume) after the close.
 func (c *h1Conn) unparkOutside() bool {
-	p := h1Poll
+	p := h1Poll.Load()
 	if p == nil {
 		return false
 	}

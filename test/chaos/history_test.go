@@ -113,6 +113,19 @@ func (h *History) seals() []Op {
 	return out
 }
 
+// revoked returns the key ids a revocation was sent for.
+func (h *History) revoked() map[string]bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]bool{}
+	for _, o := range h.Ops {
+		if o.Kind == "revoke" {
+			out[o.Arg] = true
+		}
+	}
+	return out
+}
+
 // keyIDOf reads the key id a sealed value carries (keyring/seal.go: version,
 // id length, id, nonce, ciphertext and tag, base64url without padding).
 func keyIDOf(value string) string {

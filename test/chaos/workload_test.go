@@ -62,7 +62,7 @@ func (w *workload) run(ctx context.Context, client int, r *mrand.Rand) {
 		case x < 73:
 			w.rotate(client, p)
 		case x < 75:
-			w.revoke(client, p, r)
+			w.revoke(client, p)
 		case x < 85:
 			w.drain(client, p, destinations[r.IntN(len(destinations))], true)
 		default:
@@ -75,8 +75,16 @@ func (w *workload) run(ctx context.Context, client int, r *mrand.Rand) {
 	}
 }
 
+// pick chooses a sealed value whose key no revocation was sent for (those
+// may rightly stop opening and check nothing).
 func (w *workload) pick(r *mrand.Rand) *Op {
-	seals := w.h.seals()
+	revoked := w.h.revoked()
+	var seals []Op
+	for _, s := range w.h.seals() {
+		if !revoked[keyIDOf(s.Cookie)] {
+			seals = append(seals, s)
+		}
+	}
 	if len(seals) == 0 {
 		return nil
 	}
@@ -196,33 +204,36 @@ func (w *workload) rotate(client int, p *proc) {
 	w.h.op(o)
 }
 
-// revoke revokes an inactive key the node lists (never the active one:
-// that would break every session at once, which is the operator's call).
-func (w *workload) revoke(client int, p *proc, r *mrand.Rand) {
+// revoke revokes the oldest inactive key the node lists (never the active
+// one: that would break every session at once, which is the operator's
+// call; and not a recent one, whose values the clients still open).
+func (w *workload) revoke(client int, p *proc) {
 	read := Op{Client: client, Kind: "read", Node: p.id, Start: time.Now()}
 	st, b := httpGet(p.adminURL() + "/v1/keyring")
 	read.End = time.Now()
 	var kr struct {
-		Keys []struct{ ID, State string }
+		Keys []struct {
+			ID, State string
+			Created   time.Time
+		}
 	}
 	if st != 200 || json.Unmarshal(b, &kr) != nil {
 		read.Type, read.Err = "info", fmt.Sprintf("status %d", st)
 		w.h.op(read)
 		return
 	}
-	var cands []string
+	id, oldest := "", time.Time{}
 	for _, k := range kr.Keys {
 		read.Names = append(read.Names, k.ID)
-		if k.State == "inactive" {
-			cands = append(cands, k.ID)
+		if k.State == "inactive" && (id == "" || k.Created.Before(oldest)) {
+			id, oldest = k.ID, k.Created
 		}
 	}
 	read.Type, read.Result = "ok", fmt.Sprintf("%d keys", len(kr.Keys))
 	w.h.op(read)
-	if len(cands) == 0 {
+	if id == "" {
 		return
 	}
-	id := cands[r.IntN(len(cands))]
 	o := Op{Client: client, Kind: "revoke", Node: p.id, Arg: id, Start: time.Now()}
 	var body map[string]any
 	o.Type, body, o.Err = w.adminDo("POST", p.adminURL()+"/v1/keyring/"+id+"/revoke")
