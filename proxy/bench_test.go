@@ -204,12 +204,13 @@ func BenchmarkServeHTTPLoopback(b *testing.B) {
 			al := NewAccessLog(io.Discard)
 			defer al.Close()
 			cfg := regexp.MustCompile(`"http://10\.1\.2\.\d:8080/"`).ReplaceAllString(affinityBenchConfig, strconv.Quote(be.URL+"/"))
-			h := newHarness(b, mustParse(b, cfg), func(o *Options) { o.AccessLog = al.Logger() })
+			hooks := &testHooks{}
+			h := newHarness(b, mustParse(b, cfg), func(o *Options) { o.AccessLog = al.Logger(); o.hooks = hooks })
 			cl := h.p.rt.Load().clusters["c"]
 			if !lean {
 				// The path before the lean one: ReverseProxy over http.Transport.
 				cl.rp.Transport.(*retryTransport).base = cl.transport
-				h.p.noDirect = true
+				hooks.noDirect = true
 			}
 			req := httptest.NewRequest("GET", "http://front.example/x", nil)
 			req.RemoteAddr = "192.0.2.1:5555"

@@ -77,7 +77,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = noUserAgent
 	}
-	if !cl.lean.covers(out) {
+	if !cl.lean.Covers(out) {
 		// The rewrite made it something for http.Transport (a transform's
 		// invalid field, an https destination): ReverseProxy does it all
 		// again from the client's request.
@@ -85,8 +85,8 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 		return false
 	}
 	st.directOut = out // covered: the lean transport need not check it again
-	if p.onDirect != nil {
-		p.onDirect()
+	if hk := p.opts.hooks; hk != nil && hk.onDirect != nil {
+		hk.onDirect()
 	}
 	rw := &st.rw
 	res, err := cl.rp.Transport.RoundTrip(out)

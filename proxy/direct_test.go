@@ -119,11 +119,9 @@ func TestDirectPathMatchesReverseProxy(t *testing.T) {
 	route := `"Transforms": [{"RequestHeader": "X-Env", "Append": "prod"}, {"ResponseHeader": "X-Via", "Append": "tether", "When": "Always"}]`
 	cluster := `"SessionAffinity": {"Enabled": true, "Policy": "HashCookie", "AffinityKeyName": "aff"}`
 	cfg := simpleConfig(map[string]string{"d1": b.URL}, cluster, route, "")
-	withDirect := newHarness(t, mustParse(t, cfg), nil)
 	var taken atomic.Int64
-	withDirect.p.onDirect = func() { taken.Add(1) }
-	without := newHarness(t, mustParse(t, cfg), nil)
-	without.p.noDirect = true
+	withDirect := newHarness(t, mustParse(t, cfg), withHooks(&testHooks{onDirect: func() { taken.Add(1) }}))
+	without := newHarness(t, mustParse(t, cfg), withHooks(&testHooks{noDirect: true}))
 
 	do := func(front, method, path string, hdr http.Header) seen {
 		req, err := http.NewRequest(method, front+path, nil)
@@ -245,10 +243,8 @@ func TestDirectPathFailuresMatchReverseProxy(t *testing.T) {
 			cfg := mustParse(t, simpleConfig(map[string]string{"d1": c.addr}, "", "", ""))
 			results := map[bool]string{}
 			for _, direct := range []bool{true, false} {
-				h := newHarness(t, cfg, nil)
 				var taken atomic.Int64
-				h.p.onDirect = func() { taken.Add(1) }
-				h.p.noDirect = !direct
+				h := newHarness(t, cfg, withHooks(&testHooks{onDirect: func() { taken.Add(1) }, noDirect: !direct}))
 				resp, err := http.Get(h.front.URL + c.path)
 				var s string
 				if err != nil {
@@ -289,10 +285,8 @@ func TestDirectPathTakesHTTP2RequestsWithoutABody(t *testing.T) {
 	cfg := mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, "", "", ""))
 	results := map[bool][]string{}
 	for _, direct := range []bool{true, false} {
-		h := newHarness(t, cfg, nil)
 		var taken atomic.Int64
-		h.p.onDirect = func() { taken.Add(1) }
-		h.p.noDirect = !direct
+		h := newHarness(t, cfg, withHooks(&testHooks{onDirect: func() { taken.Add(1) }, noDirect: !direct}))
 		front := httptest.NewUnstartedServer(h.p)
 		front.Config.Protocols = new(http.Protocols)
 		front.Config.Protocols.SetUnencryptedHTTP2(true)

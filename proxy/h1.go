@@ -21,6 +21,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
+	"github.com/tether-proxy/tether/proxy/internal/h1wire"
+	"github.com/tether-proxy/tether/proxy/internal/sockio"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -185,9 +188,9 @@ func (s *h1Server) newConn(rwc net.Conn) *h1Conn {
 	c.ctx = context.WithValue(s.ctx, http.LocalAddrContextKey, rwc.LocalAddr())
 	c.takeBufs()
 	c.src.c = c
-	if c.raw = rawConnOf(rwc); c.raw != nil {
+	if c.raw = sockio.RawConnOf(rwc); c.raw != nil {
 		c.await = c.awaitFd
-		c.tcp = tcpOf(rwc)
+		c.tcp = sockio.TCPOf(rwc)
 	}
 	c.watch = time.AfterFunc(time.Hour, c.timerFired)
 	c.watch.Stop()
@@ -321,7 +324,7 @@ type h1Conn struct {
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	src    h1Source
-	hook   cancelHook // the lean path's close-on-cancel (cancelhook.go)
+	hook   cancelhook.Hook // the lean transport's close-on-cancel
 	state  atomic.Int32
 	// raw, await, waited, peekBuf: peekWait's wait for the next request.
 	raw     syscall.RawConn
@@ -345,7 +348,7 @@ type h1Conn struct {
 	wmu     sync.Mutex
 	wstate  int // watchOff, watchArmed, watchReading
 	wdone   chan struct{}
-	rctx    *loopCtx // the running request's
+	rctx    *cancelhook.Ctx // the running request's
 	stash   [1]byte
 	stashed bool
 	// deadline: prepareWait set the idle read deadline for the next head;
@@ -389,7 +392,7 @@ func (s *h1Source) Read(p []byte) (int, error) {
 	}
 	if c.readNow {
 		c.readNow = false
-		return readNow(c.nowFd, p)
+		return sockio.ReadNow(c.nowFd, p)
 	}
 	return c.rwc.Read(p)
 }
@@ -463,10 +466,10 @@ func (c *h1Conn) serve() {
 // needs: its h1Req (with the response header map) and the request field
 // map go to their pools and the last request's head (the string its
 // fields were cut from) to the collector. The next request takes them
-// from the pools (request, fieldScratch.fields).
+// from the pools (request, h1wire.Fields.Get).
 func (c *h1Conn) giveBack() {
 	c.releaseReq()
-	c.hook.end()
+	c.hook.End()
 	c.wmu.Lock()
 	c.rctx = nil
 	c.wmu.Unlock()
@@ -499,14 +502,14 @@ func (c *h1Conn) request() *h1Req {
 
 // releaseReq gives the connection's h1Req back to the pool, emptied: the
 // last request's head (the string its fields were cut from) goes to the
-// collector, the header map to its pool (fieldScratch.park).
+// collector, the header map to its pool (h1wire.Fields.Park).
 func (c *h1Conn) releaseReq() {
 	rq := c.rq
 	if rq == nil {
 		return
 	}
 	c.rq = nil
-	rq.scratch.fields.park()
+	rq.scratch.fields.Park()
 	rq.scratch.url = url.URL{}
 	rq.req = http.Request{}
 	rq.w.c = nil
@@ -630,7 +633,7 @@ func (c *h1Conn) readHead(first bool) ([]byte, int) {
 			}
 		}
 		if err != nil {
-			if err == errNotYet && c.br.Buffered() == 0 {
+			if err == sockio.ErrNotYet && c.br.Buffered() == 0 {
 				return nil, headNone
 			}
 			var ne net.Error
@@ -708,8 +711,8 @@ func (h *handedConn) NetConn() net.Conn { return h.Conn }
 // serveRequest runs the handler for req and finishes its response in the
 // connection's buffer; false when the connection is to be closed.
 func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
-	ctx := newLoopCtx(c.ctx, &c.hook)
-	c.hook.begin(ctx)
+	ctx := cancelhook.NewCtx(c.ctx, &c.hook)
+	c.hook.Begin(ctx)
 	// r is the connection's own request (c.rq), refilled for the next
 	// one as its header map is; the copy WithContext makes stays on the
 	// stack.
@@ -723,7 +726,7 @@ func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 	c.watch.Reset(c.s.watch)
 	defer func() {
 		c.endWatch()
-		ctx.cancel(context.Canceled)
+		ctx.Cancel(context.Canceled)
 		if v := recover(); v != nil {
 			if v != http.ErrAbortHandler {
 				const size = 64 << 10
@@ -829,7 +832,7 @@ func (c *h1Conn) awaitFd(fd uintptr) bool {
 	if c.waited {
 		return true
 	}
-	if nothingToRead(fd, c.peekBuf[:]) {
+	if sockio.NothingToRead(fd, c.peekBuf[:]) {
 		c.waited = true
 		return false
 	}
@@ -911,8 +914,8 @@ func (c *h1Conn) watchClient() {
 	if err != nil {
 		var ne net.Error
 		if !errors.As(err, &ne) || !ne.Timeout() {
-			rctx.cancel(context.Canceled)
-			c.hook.fire()
+			rctx.Cancel(context.Canceled)
+			c.hook.Fire()
 		}
 	}
 }
@@ -952,17 +955,14 @@ func parseRequestHead(head []byte, r *http.Request) bool {
 // strings stay its own (one string per head); only these containers are
 // refilled, once the handler of the request before has returned.
 type headScratch struct {
-	fields fieldScratch
+	fields h1wire.Fields
 	url    url.URL
 }
-
-// maxScratchFields: a map grown past this by one large head is not kept.
-const maxScratchFields = 64
 
 // parseRequestHeadInto is parseRequestHead with s's containers, when s is
 // not nil.
 func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
-	if !bytes.HasSuffix(head, crlfcrlf) {
+	if !bytes.HasSuffix(head, h1wire.CRLFCRLF) {
 		return false // a head ended by a bare LF (headEnd allows it)
 	}
 	eol := bytes.IndexByte(head, '\n')
@@ -984,7 +984,7 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 		}
 	}
 	all := head[eol+1:]
-	n := bytes.Count(all, crlf) - 1
+	n := bytes.Count(all, h1wire.CRLF) - 1
 	if n <= 0 {
 		return false // no Host
 	}
@@ -993,7 +993,7 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 	uri := blk[:len(target)]
 	off := eol + 1 - 4 // all[i] is blk[off+i]
 	var u *url.URL
-	var fs *fieldScratch
+	var fs *h1wire.Fields
 	if s != nil {
 		u, fs = &s.url, &s.fields
 	} else {
@@ -1005,12 +1005,13 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 			return false
 		}
 	}
-	h, vals := fs.fields(n)
+	h, vals := fs.Get(n)
 	var host string
 	hosts := 0
-	fr := fieldReader{all: all, blk: blk, off: off}
+	var fr h1wire.FieldReader
+	fr.Reset(all, blk, off)
 	for {
-		key, value, done, ok := fr.next(true)
+		key, value, done, ok := fr.Next(true)
 		if !ok {
 			return false
 		}
@@ -1029,7 +1030,7 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 				return false
 			}
 		}
-		vals = addField(h, vals, key, value)
+		vals = h1wire.AddField(h, vals, key, value)
 	}
 	if hosts != 1 || !httpguts.ValidHostHeader(host) {
 		return false
@@ -1547,7 +1548,7 @@ func writeKeys(bw *bufio.Writer, keys []headerKV) {
 				}
 				v = textproto.TrimString(v)
 			}
-			writeField(bw, k, v)
+			h1wire.WriteField(bw, k, v)
 		}
 	}
 }

@@ -1,10 +1,6 @@
 package proxy
 
 import (
-	"errors"
-	"io"
-	"net"
-	"os"
 	"syscall"
 	"time"
 )
@@ -42,9 +38,6 @@ import (
 // waitAfter is how many requests a connection answers before it gets the
 // second descriptor.
 const waitAfter = 4
-
-// errNotYet is readNow's answer when no byte is there yet.
-var errNotYet = errors.New("nothing to read yet")
 
 // wait waits for the next request and serves the connection from there;
 // true when the connection is done (served to its end, or handed off,
@@ -204,39 +197,4 @@ func (c *h1Conn) closeOutside() {
 	if parked {
 		c.resume()
 	}
-}
-
-// tcpOf is the TCP socket under c when reading it directly skips nothing
-// (sockConn, net.TCPConn, the connection cap's limitConn around one).
-func tcpOf(c net.Conn) *net.TCPConn {
-	for {
-		switch v := c.(type) {
-		case *net.TCPConn:
-			return v
-		case *sockConn:
-			return v.TCPConn
-		case *limitConn:
-			c = v.Conn
-		default:
-			return nil
-		}
-	}
-}
-
-// readNow is one read(2) of fd that does not wait (readFd): errNotYet when
-// nothing is there, io.EOF at the end, else what was read.
-func readNow(fd uintptr, p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	n, e := readFd(fd, p)
-	switch {
-	case e == syscall.EAGAIN:
-		return 0, errNotYet
-	case e != 0:
-		return 0, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", e)}
-	case n == 0:
-		return 0, io.EOF
-	}
-	return n, nil
 }

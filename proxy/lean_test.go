@@ -6,6 +6,8 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
+	"github.com/tether-proxy/tether/proxy/internal/sockio"
+	"github.com/tether-proxy/tether/proxy/lean"
 	"io"
 	"net"
 	"net/http"
@@ -20,15 +22,24 @@ import (
 	"time"
 )
 
+// leanProbe is a cluster's lean transport and the count of the requests
+// it took.
+type leanProbe struct {
+	*lean.Transport
+	trips *atomic.Uint64
+}
+
 // leanHarness is a proxy with one destination at addr.
-func leanHarness(t *testing.T, addr string) (*harness, *leanTransport) {
+func leanHarness(t *testing.T, addr string) (*harness, leanProbe) {
 	t.Helper()
-	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": addr}, "", "", "")), nil)
+	trips := new(atomic.Uint64)
+	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": addr}, "", "", "")),
+		withHooks(&testHooks{onLeanTrip: func() { trips.Add(1) }}))
 	lt := h.p.rt.Load().clusters["c"].lean
 	if lt == nil {
 		t.Fatal("cluster has no lean path")
 	}
-	return h, lt
+	return h, leanProbe{lt, trips}
 }
 
 // rawBackend accepts TCP connections and hands the i-th (from 0) to
@@ -371,25 +382,10 @@ func TestLeanBoundsResponseHeaders(t *testing.T) {
 	}
 }
 
-func TestCanonicalAddr(t *testing.T) {
-	for in, want := range map[string]string{
-		"http://a.example:8080/x": "a.example:8080",
-		"http://a.example/x":      "a.example:80",
-		"http://[::1]:81/":        "[::1]:81",
-		"http://[::1]/":           "[::1]:80",
-		"http://10.0.0.1/":        "10.0.0.1:80",
-	} {
-		req, _ := http.NewRequest("GET", in, nil)
-		if got := canonicalAddr(req); got != want {
-			t.Errorf("canonicalAddr(%s) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // What the lean path leaves to http.Transport, so the Transport's own
 // checks and refusals (smuggling defences on the request side) apply.
 func TestLeanCoversOnlyWhatItCan(t *testing.T) {
-	lt := newLeanTransport(&http.Transport{DialContext: (&net.Dialer{}).DialContext})
+	lt := lean.New(&http.Transport{DialContext: (&net.Dialer{}).DialContext}, lean.Options{})
 	base := func() *http.Request {
 		r, _ := http.NewRequest("GET", "http://10.0.0.1:8080/x", nil)
 		r.Header.Set("Accept", "*/*")
@@ -415,7 +411,7 @@ func TestLeanCoversOnlyWhatItCan(t *testing.T) {
 	for _, c := range cases {
 		r := base()
 		c.mod(r)
-		if got := lt.covers(r); got != c.want {
+		if got := lt.Covers(r); got != c.want {
 			t.Errorf("%s: covers = %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -429,7 +425,7 @@ func TestLeanCoversOnlyWhatItCan(t *testing.T) {
 		}(),
 		"an environment proxy": {DialContext: (&net.Dialer{}).DialContext, Proxy: http.ProxyFromEnvironment},
 	} {
-		if newLeanTransport(tr) != nil {
+		if lean.New(tr, lean.Options{}) != nil {
 			t.Errorf("%s: a lean path was built", name)
 		}
 	}
@@ -493,7 +489,7 @@ func BenchmarkStalePeek(b *testing.B) {
 		var buf [1]byte
 		raw.Read(func(fd uintptr) bool {
 			for b.Loop() {
-				if !nothingToRead(fd, buf[:]) {
+				if !sockio.NothingToRead(fd, buf[:]) {
 					b.Fatal("an idle connection had something to read")
 				}
 			}

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"github.com/tether-proxy/tether/proxy/internal/h1wire"
+	"github.com/tether-proxy/tether/proxy/lean"
 	"io"
 	"net/http"
 	"net/url"
@@ -50,7 +52,7 @@ func stdlibHead(t *testing.T, req *http.Request) []byte {
 func leanHead(req *http.Request) ([]byte, bool, error) {
 	var b bytes.Buffer
 	bw := bufio.NewWriter(&b)
-	ok, err := writeRequestHead(bw, req)
+	ok, err := h1wire.WriteRequestHead(bw, req)
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -61,11 +63,11 @@ func sameHead(t *testing.T, req *http.Request) bool {
 	t.Helper()
 	got, ok, err := leanHead(req)
 	if err != nil {
-		t.Fatalf("writeRequestHead: %v", err)
+		t.Fatalf("h1wire.WriteRequestHead: %v", err)
 	}
 	if !ok {
 		if len(got) != 0 {
-			t.Fatalf("writeRequestHead declined but wrote %q", got)
+			t.Fatalf("h1wire.WriteRequestHead declined but wrote %q", got)
 		}
 		return false
 	}
@@ -138,8 +140,8 @@ func FuzzWriteRequestHead(f *testing.F) {
 		req := &http.Request{Method: method, URL: &url.URL{Scheme: "http", Host: "backend:80", Path: path, RawQuery: query},
 			Host: host, Header: http.Header{k1: {v1}}}
 		req.Header[k2] = append(req.Header[k2], v2)
-		lt := &leanTransport{}
-		if !lt.covers(req) {
+		lt := &lean.Transport{}
+		if !lt.Covers(req) {
 			return // never given to the lean writer
 		}
 		var b bytes.Buffer
@@ -171,14 +173,14 @@ func readBoth(t *testing.T, raw []byte, method string) (fast, std *readBack) {
 		var resp *http.Response
 		var err error
 		if lean {
-			resp, err = readResponseHead(br, req)
+			resp, err = h1wire.ReadResponseHead(br, req)
 			if resp == nil {
 				if err != nil {
-					t.Fatalf("readResponseHead declined with an error: %v", err)
+					t.Fatalf("h1wire.ReadResponseHead declined with an error: %v", err)
 				}
 				if br.Buffered() > 0 {
 					if b, _ := br.Peek(br.Buffered()); !bytes.Equal(b, raw[:len(b)]) {
-						t.Fatal("readResponseHead consumed bytes it declined")
+						t.Fatal("h1wire.ReadResponseHead consumed bytes it declined")
 					}
 				}
 				return nil
@@ -297,14 +299,14 @@ func (r *stallReader) Read(p []byte) (int, error) {
 // for more bytes.
 func noWaitPastHead(t *testing.T, raw []byte) {
 	t.Helper()
-	end := respHeadEnd(raw)
+	end := h1wire.RespHeadEnd(raw)
 	if end < 0 || end > 4096 {
 		return
 	}
 	r := &stallReader{b: raw[:end]}
-	peekHead(bufio.NewReaderSize(r, 4096))
+	h1wire.PeekHead(bufio.NewReaderSize(r, 4096))
 	if r.stalled {
-		t.Fatalf("peekHead waited for more after the complete head %q", raw[:end])
+		t.Fatalf("h1wire.PeekHead waited for more after the complete head %q", raw[:end])
 	}
 }
 
@@ -347,7 +349,7 @@ func TestReadResponseHeadAllocations(t *testing.T) {
 	allocs := testing.AllocsPerRun(200, func() {
 		rd.Reset(raw)
 		br.Reset(rd)
-		resp, err := readResponseHead(br, req)
+		resp, err := h1wire.ReadResponseHead(br, req)
 		if resp == nil || err != nil {
 			t.Fatalf("declined: %v", err)
 		}
@@ -355,7 +357,7 @@ func TestReadResponseHeadAllocations(t *testing.T) {
 	// *Response, the map (its header and its slots), the values slice,
 	// the one string of the fields, the body.
 	if allocs > 6 {
-		t.Fatalf("readResponseHead: %.0f allocations per response, want at most 6", allocs)
+		t.Fatalf("h1wire.ReadResponseHead: %.0f allocations per response, want at most 6", allocs)
 	}
 }
 
@@ -368,7 +370,7 @@ func BenchmarkWriteRequestHead(b *testing.B) {
 		"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}, "Accept": {"*/*"}}
 	bw := bufio.NewWriterSize(io.Discard, 4096)
 	for b.Loop() {
-		if ok, err := writeRequestHead(bw, req); !ok || err != nil {
+		if ok, err := h1wire.WriteRequestHead(bw, req); !ok || err != nil {
 			b.Fatal(ok, err)
 		}
 		bw.Reset(io.Discard)

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/proxy/internal/sockio"
 )
 
 // Listener settings from Kestrel's endpoint configuration (config.Kestrel):
@@ -240,7 +241,7 @@ func sniProtocols(p *http.Protocols, l config.Listener) {
 func listenAll(addr string, logger *slog.Logger) ([]net.Listener, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || !strings.EqualFold(host, "localhost") || port == "0" {
-		ln, err := listenConfig.Listen(context.Background(), "tcp", addr)
+		ln, err := sockio.ListenConfig.Listen(context.Background(), "tcp", addr)
 		if err != nil {
 			return nil, fmt.Errorf("listen on %s: %w", addr, err)
 		}
@@ -249,7 +250,7 @@ func listenAll(addr string, logger *slog.Logger) ([]net.Listener, error) {
 	var lns []net.Listener
 	var skipped error
 	for _, a := range []string{net.JoinHostPort("127.0.0.1", port), net.JoinHostPort("::1", port)} {
-		ln, err := listenConfig.Listen(context.Background(), "tcp", a)
+		ln, err := sockio.ListenConfig.Listen(context.Background(), "tcp", a)
 		switch {
 		case err == nil:
 			lns = append(lns, ln)

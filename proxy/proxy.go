@@ -22,6 +22,7 @@ import (
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/dnscache"
 	"github.com/tether-proxy/tether/proxy/health"
+	"github.com/tether-proxy/tether/proxy/lean"
 	"github.com/tether-proxy/tether/proxy/tracing"
 	"github.com/tether-proxy/tether/proxy/upstream"
 	"github.com/tether-proxy/tether/proxy/waf"
@@ -68,6 +69,9 @@ type Options struct {
 	// WafLog receives the WAF's audit lines (JSON, one per flagged
 	// request); nil: Logger, with "log": "waf".
 	WafLog *slog.Logger
+
+	// hooks: tests' handles (testHooks); nil outside tests.
+	hooks *testHooks
 }
 
 // Proxy is the data path of one node: an http.Handler over the current
@@ -102,10 +106,14 @@ type Proxy struct {
 	warm       sync.WaitGroup
 	warmCtx    context.Context
 	warmCancel context.CancelFunc
-	// noDirect and onDirect are tests' handles on the direct path
-	// (direct.go): off, and told of each request it takes.
-	noDirect bool
-	onDirect func()
+}
+
+// testHooks are tests' handles on the data path, given in Options by
+// tests only; production leaves them nil.
+type testHooks struct {
+	noDirect   bool   // the direct path off
+	onDirect   func() // told of each request the direct path takes
+	onLeanTrip func() // told of each request a lean transport takes
 }
 
 var _ http.Handler = (*Proxy)(nil)
@@ -135,7 +143,11 @@ func New(cfg *config.Config, opts Options) (*Proxy, error) {
 	}
 	p.buffers = &bufferPool{}
 	p.errLog = slog.NewLogLogger(p.logger.Handler(), slog.LevelDebug)
-	p.states.New = func() any { return new(reqState) }
+	p.states.New = func() any {
+		st := new(reqState)
+		st.direct.Got1xx = st.write1xx
+		return st
+	}
 	p.metrics = newMetrics(opts.Registerer, p, p.logger)
 	rt, errs := build(cfg, p, nil)
 	if errs != nil {
@@ -253,7 +265,7 @@ type reqState struct {
 	// and outURL, and outHeader is kept, cleared, for the next request.
 	directOut *http.Request
 	outReq    http.Request // what directOut points to
-	lresp     leanResp     // directOut's response, when the lean path read it
+	direct    lean.Direct  // directOut's response parts and where its 1xx go
 	outHeader http.Header
 	outURL    url.URL
 	fwdVals   [forwardedHeaders]string // the direct path's forwarded values
@@ -359,7 +371,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx, stop = boundSlotWait(ctx, cl.activity)
 		defer stop()
 	}
-	if cl.lean != nil && !p.noDirect && (body == nil || body == http.NoBody) && d.Address.Scheme == "http" && p.direct(cl, st, r, ctx) {
+	if cl.lean != nil && (p.opts.hooks == nil || !p.opts.hooks.noDirect) && (body == nil || body == http.NoBody) && d.Address.Scheme == "http" && p.direct(cl, st, r, ctx) {
 		return
 	}
 	out := r.WithContext(ctx)
@@ -423,7 +435,9 @@ func (p *Proxy) finish(rt *runtime, st *reqState, r *http.Request, start time.Ti
 		h = nil // not worth keeping that large
 	}
 	clear(h)
+	got1xx := st.direct.Got1xx // made once per state (New): a method value allocates
 	*st = reqState{outHeader: h}
+	st.direct.Got1xx = got1xx
 	p.states.Put(st)
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/tether-proxy/tether/proxy/affinity"
+	"github.com/tether-proxy/tether/proxy/lean"
 	"github.com/tether-proxy/tether/proxy/upstream"
 )
 
@@ -55,6 +56,9 @@ func markDialErrors(tr *http.Transport) {
 // retryTransport is a cluster's ReverseProxy transport.
 type retryTransport struct {
 	base http.RoundTripper
+	// lean is base when it is the lean transport (nil otherwise): the
+	// direct path's requests go through its RoundTripDirect.
+	lean *lean.Transport
 	p    *Proxy
 }
 
@@ -72,7 +76,13 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// ReverseProxy's deferred Close already holds the real body.
 		req.Body = keepOpen{body}
 	}
-	resp, err := t.base.RoundTrip(req)
+	var resp *http.Response
+	var err error
+	if st != nil && st.directOut == req {
+		resp, err = t.lean.RoundTripDirect(req, &st.direct, true)
+	} else {
+		resp, err = t.base.RoundTrip(req)
+	}
 	if err == nil || st == nil || req.Context().Err() != nil || !retryable(req, body, err) {
 		return resp, err
 	}
@@ -89,7 +99,11 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	retarget(again, failed, next, st.route.tf.OriginalHost())
 	next.Begin()
 	st.dest = next // the response, metrics and the access log are next's
-	resp, err = t.base.RoundTrip(again)
+	if st.directOut != nil {
+		resp, err = t.lean.RoundTripDirect(again, &st.direct, false)
+	} else {
+		resp, err = t.base.RoundTrip(again)
+	}
 	if err != nil {
 		next.Done()
 		return nil, err
@@ -132,7 +146,7 @@ func retryable(req *http.Request, body io.ReadCloser, err error) bool {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return false
 	}
-	return connBroke(err) ||
+	return lean.ConnBroke(err) ||
 		// net/http's errServerClosedIdle, which it retries itself only on
 		// a reused connection.
 		strings.Contains(err.Error(), "server closed idle connection")

@@ -224,9 +224,8 @@ func TestRetryOfADirectRequestForwardsInformationalResponses(t *testing.T) {
 	t.Cleanup(srv.Close)
 	js := simpleConfig(map[string]string{"a-dead": "http://" + deadAddr(t), "b-tls": srv.URL},
 		`"LoadBalancingPolicy": "FirstAlphabetical", "HttpClient": {"DangerousAcceptAnyServerCertificate": true}`, "", "")
-	h := newHarness(t, mustParse(t, js), nil)
 	var direct atomic.Int32
-	h.p.onDirect = func() { direct.Add(1) }
+	h := newHarness(t, mustParse(t, js), withHooks(&testHooks{onDirect: func() { direct.Add(1) }}))
 
 	var got []string
 	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, hdr textproto.MIMEHeader) error {

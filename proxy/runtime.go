@@ -19,7 +19,9 @@ import (
 	"github.com/tether-proxy/tether/proxy/affinity"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/health"
+	"github.com/tether-proxy/tether/proxy/internal/sockio"
 	"github.com/tether-proxy/tether/proxy/lb"
+	"github.com/tether-proxy/tether/proxy/lean"
 	"github.com/tether-proxy/tether/proxy/route"
 	"github.com/tether-proxy/tether/proxy/transform"
 	"github.com/tether-proxy/tether/proxy/upstream"
@@ -78,7 +80,7 @@ type clusterRT struct {
 	transport *http.Transport
 	// lean is the HTTP/1.1 path in front of transport (lean.go); nil
 	// when the cluster's settings leave it nothing to take.
-	lean         *leanTransport
+	lean         *lean.Transport
 	rp           *httputil.ReverseProxy
 	passive      *health.Passive
 	active       *health.Active
@@ -375,7 +377,7 @@ func (p *Proxy) newTransport(cl *clusterRT, c *config.Cluster, activity time.Dur
 			if err != nil {
 				return nil, err
 			}
-			return &idleConn{Conn: newSockConn(c), idle: activity}, nil
+			return &idleConn{Conn: sockio.Wrap(c), idle: activity}, nil
 		},
 		ForceAttemptHTTP2:     true,
 		MaxIdleConnsPerHost:   maxIdleConnsPerHost,
@@ -392,12 +394,16 @@ func (p *Proxy) newTransport(cl *clusterRT, c *config.Cluster, activity time.Dur
 	tuneTransport(cl.transport, cl)
 	cl.clientCfg.proto.Apply(cl.transport)
 	var base http.RoundTripper = cl.transport
-	if cl.lean = newLeanTransport(cl.transport); cl.lean != nil {
+	var lopts lean.Options
+	if p.opts.hooks != nil {
+		lopts.OnTrip = p.opts.hooks.onLeanTrip
+	}
+	if cl.lean = lean.New(cl.transport, lopts); cl.lean != nil {
 		base = cl.lean
 	}
 	cl.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
-		Transport:      &retryTransport{base: base, p: p},
+		Transport:      &retryTransport{base: base, lean: cl.lean, p: p},
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.errorHandler,
 		BufferPool:     p.buffers,

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/proxy/internal/sockio"
 )
 
 // Defaults for Limits left zero by a config built in code.
@@ -316,7 +317,7 @@ func (s *Server) Start() error {
 			return err
 		}
 		for _, ln := range bound {
-			ln = sockListener{ln}
+			ln = sockio.Listener{Listener: ln}
 			if s.limit != nil {
 				ln = &limitListener{Listener: ln, lim: s.limit}
 			}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"github.com/tether-proxy/tether/proxy/internal/sockio"
 	goruntime "runtime"
 	"strings"
 )
@@ -38,7 +39,7 @@ func SetWriteYield(v WriteYield) error {
 	if _, err := ParseWriteYield(string(v)); err != nil {
 		return err
 	}
-	writeYield.Store(yieldSetting(v, goruntime.GOMAXPROCS(0)))
+	sockio.SetWriteYield(yieldSetting(v, goruntime.GOMAXPROCS(0)))
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/proxy/internal/sockio"
 )
 
 // TestHTTP1ServerSetting: --http1-server chooses who serves cleartext
@@ -59,7 +60,7 @@ func TestHTTP1ServerSetting(t *testing.T) {
 // only; on and off decide for any number; any other value is refused with
 // its name, and SetWriteYield applies the value to the process.
 func TestWriteYieldSetting(t *testing.T) {
-	defer writeYield.Store(writeYield.Load())
+	defer sockio.SetWriteYield(sockio.WriteYield())
 	for _, tc := range []struct {
 		value string
 		procs int
@@ -94,7 +95,7 @@ func TestWriteYieldSetting(t *testing.T) {
 		if err := SetWriteYield(v); err != nil {
 			t.Fatal(err)
 		}
-		if got := writeYield.Load(); got != (v == WriteYieldOn) {
+		if got := sockio.WriteYield(); got != (v == WriteYieldOn) {
 			t.Fatalf("SetWriteYield(%s): yield %v", v, got)
 		}
 	}

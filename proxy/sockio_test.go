@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/proxy/internal/sockio"
 )
 
 // tcpPair is a connected pair of loopback TCP connections: a the dialed
@@ -44,9 +45,9 @@ func tcpPair(t testing.TB, wrap bool) (a, b net.Conn) {
 		t.Fatal(r.err)
 	}
 	if wrap {
-		a = newSockConn(a)
-		if _, ok := a.(*sockConn); !ok {
-			t.Fatalf("newSockConn(%T) did not wrap", a)
+		a = sockio.Wrap(a)
+		if _, ok := a.(*sockio.Conn); !ok {
+			t.Fatalf("sockio.Wrap(%T) did not wrap", a)
 		}
 	}
 	t.Cleanup(func() { a.Close(); r.c.Close() })
@@ -275,8 +276,8 @@ func TestTetherSocketsAreSockConns(t *testing.T) {
 	if !ok {
 		t.Fatalf("dialed %T, want *idleConn", c)
 	}
-	if _, ok := ic.Conn.(*sockConn); !ok {
-		t.Errorf("idleConn holds %T, want *sockConn", ic.Conn)
+	if _, ok := ic.Conn.(*sockio.Conn); !ok {
+		t.Errorf("idleConn holds %T, want *sockio.Conn", ic.Conn)
 	}
 
 	ln2, err := net.Listen("tcp", "127.0.0.1:0")
@@ -289,19 +290,19 @@ func TestTetherSocketsAreSockConns(t *testing.T) {
 			defer c.Close()
 		}
 	}()
-	ac, err := sockListener{ln2}.Accept()
+	ac, err := sockio.Listener{Listener: ln2}.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ac.Close()
-	if _, ok := ac.(*sockConn); !ok {
-		t.Errorf("sockListener accepted %T, want *sockConn", ac)
+	if _, ok := ac.(*sockio.Conn); !ok {
+		t.Errorf("sockListener accepted %T, want *sockio.Conn", ac)
 	}
-	if rawConnOf(&limitConn{Conn: ac}) == nil {
+	if sockio.RawConnOf(&limitConn{Conn: ac}) == nil {
 		t.Error("the own loop cannot reach the socket under limitConn and sockConn")
 	}
-	if raw := rawConnOf(ic); raw != ic.Conn.(*sockConn).raw {
-		t.Error("rawConnOf built a new RawConn where the sockConn holds one")
+	if want, _ := ic.Conn.(*sockio.Conn).SyscallConn(); sockio.RawConnOf(ic) != want {
+		t.Error("sockio.RawConnOf built a new RawConn where the sockConn holds one")
 	}
 }
 
@@ -320,7 +321,7 @@ func TestServerListensThroughSockListener(t *testing.T) {
 			} else if capped {
 				t.Errorf("capped: listener %T, want *limitListener", ln)
 			}
-			if _, ok := ln.(sockListener); !ok {
+			if _, ok := ln.(sockio.Listener); !ok {
 				t.Errorf("capped=%v: listener %T, want sockListener", capped, ln)
 			}
 		}

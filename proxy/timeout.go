@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
 )
 
 // Route timeouts (Route.Timeout), as ASP.NET's request timeouts bound a
@@ -53,25 +54,10 @@ func withRouteTimeout(ctx context.Context, d time.Duration) (context.Context, fu
 	}
 	c := &timeoutCtx{Context: ctx, done: make(chan struct{}), deadline: time.Now().Add(d)}
 	c.mu.Lock() // end waits until both are set
-	c.stopParent = afterParent(ctx, func() { c.end(ctx.Err()) })
+	c.stopParent = cancelhook.AfterParent(ctx, func() { c.end(ctx.Err()) })
 	c.timer = time.AfterFunc(d, func() { c.end(context.DeadlineExceeded) })
 	c.mu.Unlock()
 	return c, func() { c.end(context.Canceled) }
-}
-
-// afterParent is context.AfterFunc(ctx, f) that also registers f on the
-// own HTTP/1.1 loop's request context under ctx. context.AfterFunc does
-// that itself only when that context is ctx's direct parent; through a
-// value context it starts a goroutine instead, the loopCtx sees nothing
-// registered, and the lean path then takes the loop's cancel hook, which
-// the route timeout never fires: a GET ran past its route's Timeout. A
-// value context adds no cancellation of its own, so the loopCtx's is
-// ctx's when their Done channels are the same.
-func afterParent(ctx context.Context, f func()) func() bool {
-	if lc, ok := ctx.Value(loopCtxKey{}).(*loopCtx); ok && ctx.Done() == lc.Done() {
-		return lc.AfterFunc(f)
-	}
-	return context.AfterFunc(ctx, f)
 }
 
 func (c *timeoutCtx) end(err error) {

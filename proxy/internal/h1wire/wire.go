@@ -1,4 +1,4 @@
-package proxy
+package h1wire
 
 import (
 	"bufio"
@@ -12,24 +12,25 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// The lean path's wire format, for the common case only. writeRequestHead
+// The wire format of HTTP/1.1 heads, for the common case only. WriteRequestHead
 // writes what Request.Write writes for a request without a body, and
-// readResponseHead parses what http.ReadResponse parses for a plain
+// ReadResponseHead parses what http.ReadResponse parses for a plain
 // HTTP/1.1 response with one Content-Length, each without the standard
 // library's general machinery (a transfer writer, sorted header copies, a
 // textproto reader, a header block copied line by line). Anything outside
 // that case is left to the standard library, byte for byte: the writer
 // says so before writing anything, the parser before consuming anything,
 // so the same bytes go to Request.Write or http.ReadResponse instead.
-// Differential tests and fuzz targets (leanwire_test.go) hold both to the
-// standard library's result.
+// Differential tests and fuzz targets hold both to the standard library's
+// result.
 
-// writeRequestHead writes req's request line and header block to bw as
-// Request.Write would for a body-less request that leanTransport.covers.
+// WriteRequestHead writes req's request line and header block to bw as
+// Request.Write would for a body-less request whose method, field names
+// and field values are valid (the lean transport's Covers).
 // It writes nothing and returns false for what it does not handle (a host
 // needing punycode or an IPv6 zone removed, an opaque URL, a trace that
 // wants each written header, ...).
-func writeRequestHead(bw *bufio.Writer, req *http.Request) (bool, error) {
+func WriteRequestHead(bw *bufio.Writer, req *http.Request) (bool, error) {
 	if trace := httptrace.ContextClientTrace(req.Context()); trace != nil &&
 		(trace.WroteHeaderField != nil || trace.WroteHeaders != nil || trace.WroteRequest != nil) {
 		return false, nil
@@ -85,7 +86,7 @@ func writeRequestHead(bw *bufio.Writer, req *http.Request) (bool, error) {
 		bw.WriteString(textproto.TrimString(ua))
 		bw.WriteString("\r\n")
 	}
-	// Field names are valid: leanTransport.covers checked them (as
+	// Field names are valid: the caller checked them (as
 	// http.Transport does; Request.Write would drop an invalid one).
 	switch method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch:
@@ -97,15 +98,15 @@ func writeRequestHead(bw *bufio.Writer, req *http.Request) (bool, error) {
 			continue
 		}
 		for _, v := range vs {
-			writeField(bw, k, textproto.TrimString(v))
+			WriteField(bw, k, textproto.TrimString(v))
 		}
 	}
 	_, err := bw.WriteString("\r\n")
 	return true, err
 }
 
-// writeField writes "k: v\r\n" as one append to bw's buffer.
-func writeField(bw *bufio.Writer, k, v string) {
+// WriteField writes "k: v\r\n" as one append to bw's buffer.
+func WriteField(bw *bufio.Writer, k, v string) {
 	if n := len(k) + len(v) + 4; n > bw.Available() && n <= bw.Size() {
 		_ = bw.Flush() // an error stays in bw, as WriteString's would
 	}
@@ -126,7 +127,7 @@ func ctlByte(s string) bool {
 	return false
 }
 
-// readResponseHead parses a response head from br as http.ReadResponse
+// ReadResponseHead parses a response head from br as http.ReadResponse
 // would, for the case it handles: "HTTP/1.1", a final status other than
 // 204 and 304, to a request other than HEAD, CRLF line ends, token field
 // names, valid field values, no folded line, no Transfer-Encoding, Trailer
@@ -135,39 +136,38 @@ func ctlByte(s string) bool {
 // the connection failed before a whole head came). The body reads as
 // http.ReadResponse's does: io.ErrUnexpectedEOF when the connection ends
 // early, io.EOF with the last bytes.
-func readResponseHead(br *bufio.Reader, req *http.Request) (*http.Response, error) {
-	lr, err := readLeanHead(br, req, nil, nil)
+func ReadResponseHead(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	lr, err := ReadHead(br, req, nil, nil)
 	if lr == nil {
 		return nil, err
 	}
-	return &lr.resp, err
+	return &lr.Response, err
 }
 
-// leanResp holds a response's parts in one allocation: the Response, its
-// length-delimited body, and the lean connection's wrapper around it.
-type leanResp struct {
-	resp http.Response
-	lb   lengthBody
-	body leanBody
+// Resp holds a response's parts in one allocation: the Response and its
+// length-delimited body.
+type Resp struct {
+	Response http.Response
+	lb       lengthBody
 }
 
-// fieldScratch is a header map and the slots of its values that lean
-// responses reuse, one after another (leanFields); a response's strings
+// Fields is a header map and the slots of its values that lean
+// responses and requests reuse, one after another; a response's strings
 // stay its own.
-type fieldScratch struct {
+type Fields struct {
 	h    http.Header
 	vals []string
 }
 
 // requestHeaders holds the field maps of parked connections' request
-// heads (park), for their next heads.
+// heads (Park), for their next heads.
 var requestHeaders sync.Pool
 
-// park lets go of s's map (to requestHeaders, unless a large head grew
+// Park lets go of s's map (to requestHeaders, unless a large head grew
 // it) and of the strings its value slots hold, while its connection
-// waits; fields takes a map from the pool again.
-func (s *fieldScratch) park() {
-	if s.h != nil && len(s.h) <= maxScratchFields {
+// waits; Get takes a map from the pool again.
+func (s *Fields) Park() {
+	if s.h != nil && len(s.h) <= MaxFields {
 		clear(s.h)
 		requestHeaders.Put(s.h)
 	}
@@ -175,19 +175,19 @@ func (s *fieldScratch) park() {
 	clear(s.vals)
 }
 
-// fields is an empty map and n value slots, s's own when they will do.
-func (s *fieldScratch) fields(n int) (http.Header, []string) {
+// Get is an empty map and n value slots, s's own when they will do.
+func (s *Fields) Get(n int) (http.Header, []string) {
 	if s == nil {
 		return make(http.Header, n), make([]string, n)
 	}
 	if s.h == nil && cap(s.vals) >= n {
-		// Parked (park): a map from the pool.
+		// Parked (Park): a map from the pool.
 		if h, ok := requestHeaders.Get().(http.Header); ok {
 			s.h = h
 			return s.h, s.vals[:n]
 		}
 	}
-	if s.h == nil || len(s.h) > maxScratchFields || cap(s.vals) < n {
+	if s.h == nil || len(s.h) > MaxFields || cap(s.vals) < n {
 		s.h, s.vals = make(http.Header, n), make([]string, max(n, 8))
 	} else {
 		clear(s.h)
@@ -195,14 +195,14 @@ func (s *fieldScratch) fields(n int) (http.Header, []string) {
 	return s.h, s.vals[:n]
 }
 
-// readLeanHead is readResponseHead returning the response's leanResp
+// ReadHead is ReadResponseHead returning the response's Resp
 // (into, when it is not nil), its fields in s's containers when s is not
 // nil.
-func readLeanHead(br *bufio.Reader, req *http.Request, s *fieldScratch, into *leanResp) (*leanResp, error) {
+func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp, error) {
 	if req.Method == http.MethodHead {
 		return nil, nil
 	}
-	head := peekHead(br)
+	head := PeekHead(br)
 	if head == nil {
 		return nil, nil
 	}
@@ -226,8 +226,8 @@ func readLeanHead(br *bufio.Reader, req *http.Request, s *fieldScratch, into *le
 		return nil, nil
 	}
 	all := head[eol+1:]
-	n := bytes.Count(all, crlf) - 1 // header lines; the last CRLF ends the head
-	h, vals := s.fields(n)
+	n := bytes.Count(all, CRLF) - 1 // header lines; the last CRLF ends the head
+	h, vals := s.Get(n)
 	// One string holds every field of the head; names and values are
 	// slices of it (one allocation, where textproto makes one per value).
 	var blk string
@@ -236,9 +236,9 @@ func readLeanHead(br *bufio.Reader, req *http.Request, s *fieldScratch, into *le
 	}
 	var clv string
 	haveCL, closing := false, false
-	fr := fieldReader{all: all, blk: blk}
+	fr := FieldReader{all: all, blk: blk}
 	for {
-		key, value, done, ok := fr.next(false)
+		key, value, done, ok := fr.Next(false)
 		if !ok {
 			return nil, nil
 		}
@@ -254,7 +254,7 @@ func readLeanHead(br *bufio.Reader, req *http.Request, s *fieldScratch, into *le
 			}
 			clv, haveCL = value, true
 		}
-		vals = addField(h, vals, key, value)
+		vals = AddField(h, vals, key, value)
 	}
 	if len(clv) == 0 || len(clv) > 18 {
 		return nil, nil // none (a body to the connection's end), or too long for ParseUint's 63 bits
@@ -272,9 +272,9 @@ func readLeanHead(br *bufio.Reader, req *http.Request, s *fieldScratch, into *le
 	}
 	lr := into
 	if lr == nil {
-		lr = new(leanResp)
+		lr = new(Resp)
 	}
-	*lr = leanResp{resp: http.Response{
+	*lr = Resp{Response: http.Response{
 		Status: statusText(line[9:]), StatusCode: code,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, ContentLength: length, Close: closing, Request: req,
@@ -283,20 +283,20 @@ func readLeanHead(br *bufio.Reader, req *http.Request, s *fieldScratch, into *le
 		return nil, err
 	}
 	if length == 0 {
-		lr.resp.Body = http.NoBody
+		lr.Response.Body = http.NoBody
 	} else {
 		lr.lb = lengthBody{br: br, n: length}
-		lr.resp.Body = &lr.lb
+		lr.Response.Body = &lr.lb
 	}
 	return lr, nil
 }
 
-// fieldReader walks the field lines of a head (all: after the start line,
+// FieldReader walks the field lines of a head (all: after the start line,
 // through the blank line) as both lean parsers take them: CRLF line ends,
 // token names canonicalised as textproto does, values trimmed of spaces
 // and tabs, each name and value a slice of blk, where blk[off+i] is
 // all[i].
-type fieldReader struct {
+type FieldReader struct {
 	all []byte
 	blk string
 	off int
@@ -308,7 +308,7 @@ type fieldReader struct {
 // line neither parser takes (a bare LF, no colon, a name that is not a
 // token or is longer than 64 bytes, a value byte it refuses: a control
 // byte other than HTAB, and with ascii also any byte above 0x7e).
-func (f *fieldReader) next(ascii bool) (key, value string, done, ok bool) {
+func (f *FieldReader) Next(ascii bool) (key, value string, done, ok bool) {
 	all := f.all
 	if f.pos >= len(all)-2 {
 		return "", "", true, true
@@ -344,9 +344,9 @@ func (f *fieldReader) next(ascii bool) (key, value string, done, ok bool) {
 	return key, f.blk[b+vs : b+ve], false, true
 }
 
-// addField appends value to h[key], taking a one-value slice from vals
+// AddField appends value to h[key], taking a one-value slice from vals
 // (the head's values share one array); it returns what is left of vals.
-func addField(h http.Header, vals []string, key, value string) []string {
+func AddField(h http.Header, vals []string, key, value string) []string {
 	if old := h[key]; old != nil {
 		h[key] = append(old, value)
 		return vals
@@ -356,20 +356,20 @@ func addField(h http.Header, vals []string, key, value string) []string {
 	return vals[1:]
 }
 
-var crlf = []byte("\r\n")
+var CRLF = []byte("\r\n")
 
-// peekHead returns the buffered bytes of a whole response head (through
+// PeekHead returns the buffered bytes of a whole response head (through
 // its blank line) without consuming them; nil when the head does not fit
 // in br's buffer or the connection failed before it was complete. The
-// failure is not lost: leanConn's reads keep returning it, so
+// failure is not lost: the connection's reader keeps returning it, so
 // http.ReadResponse, reading the same bytes, reports it as it would have.
-func peekHead(br *bufio.Reader) []byte {
+func PeekHead(br *bufio.Reader) []byte {
 	want := 1
 	for {
 		buf, err := br.Peek(want)
 		if len(buf) > 0 {
 			buf, _ = br.Peek(br.Buffered())
-			if i := respHeadEnd(buf); i >= 0 {
+			if i := RespHeadEnd(buf); i >= 0 {
 				if i < 4 || string(buf[i-4:i]) != "\r\n\r\n" {
 					return nil // a bare LF ends the head: http.ReadResponse reads it
 				}
@@ -383,14 +383,14 @@ func peekHead(br *bufio.Reader) []byte {
 	}
 }
 
-var crlfcrlf = []byte("\r\n\r\n")
+var CRLFCRLF = []byte("\r\n\r\n")
 
-// respHeadEnd is the length of the head at the start of buf, through
+// RespHeadEnd is the length of the head at the start of buf, through
 // the first empty line as http.ReadResponse finds it (LF or CRLF line
 // ends); -1 when buf holds no empty line yet. Looking for CRLFCRLF alone
 // waited for a head a backend had already ended with bare LFs, until the
 // activity timeout.
-func respHeadEnd(buf []byte) int {
+func RespHeadEnd(buf []byte) int {
 	start := 0
 	for {
 		i := bytes.IndexByte(buf[start:], '\n')
@@ -509,3 +509,12 @@ func (b *lengthBody) Read(p []byte) (int, error) {
 }
 
 func (b *lengthBody) Close() error { return nil }
+
+// MaxFields: a map grown past this by one large head is not kept.
+const MaxFields = 64
+
+// Reset points f at the field lines all, whose bytes blk holds from off
+// (blk[off+i] is all[i]).
+func (f *FieldReader) Reset(all []byte, blk string, off int) {
+	f.all, f.blk, f.off, f.pos = all, blk, off, 0
+}

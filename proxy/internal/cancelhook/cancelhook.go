@@ -1,48 +1,48 @@
-package proxy
+package cancelhook
 
 import (
 	"context"
 	"sync"
 )
 
-// cancelHook stands in for the lean path's context.AfterFunc on requests
-// of the own HTTP/1.1 loop (h1.go). Registering an AfterFunc on a request
+// Hook stands in for the lean transport's context.AfterFunc on requests
+// of the own HTTP/1.1 server loop. Registering an AfterFunc on a request
 // context allocates a child context, a map of children in the request's
 // context and the stop func, and takes two more locks, all per request, to
 // hear of a cancellation that almost never comes. The loop cancels its
 // request contexts itself (the client went away), so it runs the one
 // registered func itself too: one per connection, reused request after
 // request. For a context that can be cancelled by anything else (a route
-// timeout's, which registers on the request's loopCtx, or net/http's,
+// timeout's, which registers on the request's Ctx, or net/http's,
 // which has none) the lean path registers an AfterFunc as before.
-type cancelHook struct {
+type Hook struct {
 	mu    sync.Mutex
-	ctx   *loopCtx // the current request's
-	gen   uint64   // the current request
-	f     func()   // registered for request fgen (0: none)
+	ctx   *Ctx   // the current request's
+	gen   uint64 // the current request
+	f     func() // registered for request fgen (0: none)
 	fgen  uint64
 	fired uint64 // the last request whose cancellation ran
 }
 
-// begin starts request ctx, cancelled by the loop before fire.
-func (h *cancelHook) begin(ctx *loopCtx) {
+// Begin starts request ctx, cancelled by the loop before Fire.
+func (h *Hook) Begin(ctx *Ctx) {
 	h.mu.Lock()
 	h.gen++
 	h.ctx = ctx
 	h.mu.Unlock()
 }
 
-// end lets go of the last request's context while the connection is
-// parked; the next begin starts another.
-func (h *cancelHook) end() {
+// End lets go of the last request's context while the connection is
+// parked; the next Begin starts another.
+func (h *Hook) End() {
 	h.mu.Lock()
 	h.ctx = nil
 	h.mu.Unlock()
 }
 
-// fire runs the current request's registered func, after its context was
+// Fire runs the current request's registered func, after its context was
 // cancelled (so the func's caller sees ctx.Err, as with an AfterFunc).
-func (h *cancelHook) fire() {
+func (h *Hook) Fire() {
 	h.mu.Lock()
 	h.fired = h.gen
 	var f func()
@@ -55,31 +55,31 @@ func (h *cancelHook) fire() {
 	}
 }
 
-// cancelReg is a registration of onCancel: a hook's or an AfterFunc's.
-type cancelReg struct {
-	hook *cancelHook
+// Reg is a registration of OnCancel: a hook's or an AfterFunc's.
+type Reg struct {
+	hook *Hook
 	gen  uint64
 	stop func() bool
 }
 
-// onCancel runs f once ctx is cancelled, as context.AfterFunc.
+// OnCancel runs f once ctx is cancelled, as context.AfterFunc.
 // ctx takes the hook when it is the loop's request context (lc) or a value
 // context over it and nothing was registered on lc: every cancellable
-// context made from a loopCtx registers (see loopCtx.AfterFunc). Asking
+// context made from a Ctx registers (see Ctx.AfterFunc). Asking
 // ctx for its Done channel instead would make one per request.
-func onCancel(ctx context.Context, f func()) cancelReg {
-	if lc, ok := ctx.Value(loopCtxKey{}).(*loopCtx); ok && lc.hook != nil {
+func OnCancel(ctx context.Context, f func()) Reg {
+	if lc, ok := ctx.Value(loopCtxKey{}).(*Ctx); ok && lc.hook != nil {
 		if gen, ok := lc.hook.set(lc, f); ok {
-			return cancelReg{hook: lc.hook, gen: gen}
+			return Reg{hook: lc.hook, gen: gen}
 		}
 	}
-	return cancelReg{stop: context.AfterFunc(ctx, f)}
+	return Reg{stop: context.AfterFunc(ctx, f)}
 }
 
 // set registers f for the current request when lc is its context, it was
 // not cancelled yet, nothing cancellable was made from it and no other
 // func is registered.
-func (h *cancelHook) set(lc *loopCtx, f func()) (uint64, bool) {
+func (h *Hook) set(lc *Ctx, f func()) (uint64, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ctx == nil || lc != h.ctx || h.fgen != 0 || h.fired == h.gen || lc.hasChildren() {
@@ -90,7 +90,7 @@ func (h *cancelHook) set(lc *loopCtx, f func()) (uint64, bool) {
 }
 
 // Stop is AfterFunc's stop: true when it kept f from running.
-func (r cancelReg) Stop() bool {
+func (r Reg) Stop() bool {
 	if r.hook == nil {
 		return r.stop()
 	}
@@ -104,18 +104,18 @@ func (r cancelReg) Stop() bool {
 	return true
 }
 
-// loopCtx is the context of a request of the own HTTP/1.1 loop: the
+// Ctx is the context of a request of the own HTTP/1.1 loop: the
 // connection's values, cancelled by the loop (the client went away, the
 // handler returned). context.WithCancel costs three allocations per
 // request (the context, its cancel func and, at the first Done, the
 // channel) and the hook's test of the channel makes that first Done every
-// time; a loopCtx is one allocation, with a channel only when something
+// time; a Ctx is one allocation, with a channel only when something
 // waits on it. Cancellable contexts made from it (WithCancel, WithTimeout,
 // the route timeout's AfterFunc) register through AfterFunc, as with a
 // cancelCtx: no goroutine each.
-type loopCtx struct {
-	context.Context             // the connection's values; never cancelled
-	hook            *cancelHook // the connection's (nil: none)
+type Ctx struct {
+	context.Context       // the connection's values; never cancelled
+	hook            *Hook // the connection's (nil: none)
 	mu              sync.Mutex
 	done            chan struct{} // made at the first Done, closed by cancel
 	err             error
@@ -130,14 +130,14 @@ type loopAfter struct {
 
 type loopCtxKey struct{}
 
-func newLoopCtx(values context.Context, hook *cancelHook) *loopCtx {
-	return &loopCtx{Context: values, hook: hook}
+func NewCtx(values context.Context, hook *Hook) *Ctx {
+	return &Ctx{Context: values, hook: hook}
 }
 
-// closedDone is the Done of a loopCtx first asked after its cancellation.
+// closedDone is the Done of a Ctx first asked after its cancellation.
 var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func (c *loopCtx) Done() <-chan struct{} {
+func (c *Ctx) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done == nil {
@@ -149,13 +149,13 @@ func (c *loopCtx) Done() <-chan struct{} {
 	return c.done
 }
 
-func (c *loopCtx) Err() error {
+func (c *Ctx) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
 }
 
-func (c *loopCtx) Value(key any) any {
+func (c *Ctx) Value(key any) any {
 	if key == (loopCtxKey{}) {
 		return c
 	}
@@ -166,7 +166,7 @@ func (c *loopCtx) Value(key any) any {
 // it is already); stop keeps it from running, as context.AfterFunc's. The
 // context package calls it for the children of c (the afterFuncer its
 // propagateCancel looks for).
-func (c *loopCtx) AfterFunc(f func()) (stop func() bool) {
+func (c *Ctx) AfterFunc(f func()) (stop func() bool) {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -192,14 +192,14 @@ func (c *loopCtx) AfterFunc(f func()) (stop func() bool) {
 
 // hasChildren: something was registered on c (the caller holds no lock
 // of c's).
-func (c *loopCtx) hasChildren() bool {
+func (c *Ctx) hasChildren() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.nextID > 0
 }
 
-// cancel ends c with err (once) and runs what was registered on it.
-func (c *loopCtx) cancel(err error) {
+// Cancel ends c with err (once) and runs what was registered on it.
+func (c *Ctx) Cancel(err error) {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -215,4 +215,19 @@ func (c *loopCtx) cancel(err error) {
 	for _, a := range afters {
 		go a.f()
 	}
+}
+
+// AfterParent is context.AfterFunc(ctx, f) that also registers f on the
+// loop's request context under ctx. context.AfterFunc does that itself
+// only when that context is ctx's direct parent; through a value context
+// it starts a goroutine instead, the Ctx sees nothing registered, and
+// OnCancel then takes the loop's hook, which a cancellation of ctx's own
+// never fires (a route timeout's: a GET ran past its route's Timeout). A
+// value context adds no cancellation of its own, so the Ctx's is ctx's
+// when their Done channels are the same.
+func AfterParent(ctx context.Context, f func()) func() bool {
+	if lc, ok := ctx.Value(loopCtxKey{}).(*Ctx); ok && ctx.Done() == lc.Done() {
+		return lc.AfterFunc(f)
+	}
+	return context.AfterFunc(ctx, f)
 }

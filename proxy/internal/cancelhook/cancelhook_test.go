@@ -1,34 +1,29 @@
-package proxy
+package cancelhook
 
 import (
 	"context"
-	"io"
-	"net"
-	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/tether-proxy/tether/proxy/config"
 )
 
-// TestCancelHook: onCancel's registrations behave as context.AfterFunc's
+// TestCancelHook: OnCancel's registrations behave as context.AfterFunc's
 // (f runs once after the cancellation, Stop says whether it kept f from
 // running), through the hook only for a context the loop alone cancels.
 func TestCancelHook(t *testing.T) {
 	type env struct {
-		h      *cancelHook
+		h      *Hook
 		ctx    context.Context
 		cancel func() // the loop's: cancel, then fire
 		runs   *atomic.Int32
 		f      func()
 	}
 	setup := func() env {
-		h := &cancelHook{}
-		ctx := newLoopCtx(context.Background(), h)
-		h.begin(ctx)
+		h := &Hook{}
+		ctx := NewCtx(context.Background(), h)
+		h.Begin(ctx)
 		runs := &atomic.Int32{}
-		return env{h: h, ctx: ctx, cancel: func() { ctx.cancel(context.Canceled); h.fire() }, runs: runs, f: func() { runs.Add(1) }}
+		return env{h: h, ctx: ctx, cancel: func() { ctx.Cancel(context.Canceled); h.Fire() }, runs: runs, f: func() { runs.Add(1) }}
 	}
 	waitRuns := func(t *testing.T, e env, want int32) {
 		t.Helper()
@@ -42,12 +37,12 @@ func TestCancelHook(t *testing.T) {
 	}
 	t.Run("cancel runs f once, Stop then says it ran", func(t *testing.T) {
 		e := setup()
-		reg := onCancel(context.WithValue(e.ctx, stateKey{}, 1), e.f)
+		reg := OnCancel(context.WithValue(e.ctx, valueKey{}, 1), e.f)
 		if reg.hook == nil {
 			t.Fatal("a value context over the loop's took an AfterFunc")
 		}
 		e.cancel()
-		e.h.fire()
+		e.h.Fire()
 		waitRuns(t, e, 1)
 		if reg.Stop() {
 			t.Error("Stop after the cancellation = true")
@@ -55,7 +50,7 @@ func TestCancelHook(t *testing.T) {
 	})
 	t.Run("Stop first keeps f from running", func(t *testing.T) {
 		e := setup()
-		reg := onCancel(e.ctx, e.f)
+		reg := OnCancel(e.ctx, e.f)
 		if !reg.Stop() {
 			t.Error("Stop = false")
 		}
@@ -68,7 +63,7 @@ func TestCancelHook(t *testing.T) {
 		e := setup()
 		child, stop := context.WithTimeout(e.ctx, time.Hour)
 		defer stop()
-		reg := onCancel(child, e.f)
+		reg := OnCancel(child, e.f)
 		if reg.hook != nil {
 			t.Fatal("a timeout's context took the hook")
 		}
@@ -80,7 +75,7 @@ func TestCancelHook(t *testing.T) {
 		child, stop := context.WithCancel(e.ctx)
 		stop() // gone, but a context between could still be one of its kind
 		_ = child
-		reg := onCancel(context.WithValue(e.ctx, stateKey{}, 1), e.f)
+		reg := OnCancel(context.WithValue(e.ctx, valueKey{}, 1), e.f)
 		if reg.hook != nil {
 			t.Fatal("took the hook after a child registered")
 		}
@@ -90,7 +85,7 @@ func TestCancelHook(t *testing.T) {
 	t.Run("already cancelled: f runs", func(t *testing.T) {
 		e := setup()
 		e.cancel()
-		reg := onCancel(e.ctx, e.f)
+		reg := OnCancel(e.ctx, e.f)
 		if reg.hook != nil {
 			t.Fatal("a cancelled request took the hook")
 		}
@@ -98,8 +93,8 @@ func TestCancelHook(t *testing.T) {
 	})
 	t.Run("one registration at a time", func(t *testing.T) {
 		e := setup()
-		r1 := onCancel(e.ctx, e.f)
-		r2 := onCancel(e.ctx, e.f)
+		r1 := OnCancel(e.ctx, e.f)
+		r2 := OnCancel(e.ctx, e.f)
 		if r1.hook == nil || r2.hook != nil {
 			t.Fatalf("hooks: first %v, second %v", r1.hook != nil, r2.hook != nil)
 		}
@@ -108,11 +103,11 @@ func TestCancelHook(t *testing.T) {
 	})
 	t.Run("a stale registration is not fired by the next request", func(t *testing.T) {
 		e := setup()
-		reg := onCancel(e.ctx, e.f)
-		ctx2 := newLoopCtx(context.Background(), e.h)
-		e.h.begin(ctx2)
-		ctx2.cancel(context.Canceled)
-		e.h.fire()
+		reg := OnCancel(e.ctx, e.f)
+		ctx2 := NewCtx(context.Background(), e.h)
+		e.h.Begin(ctx2)
+		ctx2.Cancel(context.Canceled)
+		e.h.Fire()
 		if e.runs.Load() != 0 {
 			t.Error("the next request's cancellation ran the last one's f")
 		}
@@ -128,7 +123,7 @@ func TestLoopCtx(t *testing.T) {
 	type key struct{}
 	values := context.WithValue(context.Background(), key{}, "v")
 	t.Run("values, no deadline, not done", func(t *testing.T) {
-		c := newLoopCtx(values, nil)
+		c := NewCtx(values, nil)
 		if c.Value(key{}) != "v" || c.Value(loopCtxKey{}) != c {
 			t.Error("values do not pass")
 		}
@@ -145,10 +140,10 @@ func TestLoopCtx(t *testing.T) {
 		}
 	})
 	t.Run("cancel closes Done once, Err stays the first", func(t *testing.T) {
-		c := newLoopCtx(values, nil)
+		c := NewCtx(values, nil)
 		d := c.Done()
-		c.cancel(context.Canceled)
-		c.cancel(context.DeadlineExceeded)
+		c.Cancel(context.Canceled)
+		c.Cancel(context.DeadlineExceeded)
 		<-d
 		<-c.Done()
 		if c.Err() != context.Canceled || context.Cause(c) != context.Canceled {
@@ -156,12 +151,12 @@ func TestLoopCtx(t *testing.T) {
 		}
 	})
 	t.Run("Done first asked after cancel is closed", func(t *testing.T) {
-		c := newLoopCtx(values, nil)
-		c.cancel(context.Canceled)
+		c := NewCtx(values, nil)
+		c.Cancel(context.Canceled)
 		<-c.Done()
 	})
 	t.Run("children end with it and leave when they end first", func(t *testing.T) {
-		c := newLoopCtx(values, nil)
+		c := NewCtx(values, nil)
 		child, stop := context.WithCancel(c)
 		tctx, tstop := context.WithTimeout(c, time.Hour)
 		defer tstop()
@@ -172,7 +167,7 @@ func TestLoopCtx(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("%d registrations after one child ended, want 1 (the timeout's)", n)
 		}
-		c.cancel(context.Canceled)
+		c.Cancel(context.Canceled)
 		<-tctx.Done()
 		if tctx.Err() != context.Canceled || context.Cause(tctx) != context.Canceled {
 			t.Errorf("the timeout child: Err %v, Cause %v", tctx.Err(), context.Cause(tctx))
@@ -185,7 +180,7 @@ func TestLoopCtx(t *testing.T) {
 		}
 	})
 	t.Run("context.AfterFunc runs after cancel, not after stop", func(t *testing.T) {
-		c := newLoopCtx(values, nil)
+		c := NewCtx(values, nil)
 		ran := make(chan struct{})
 		context.AfterFunc(c, func() { close(ran) })
 		var late atomic.Bool
@@ -193,7 +188,7 @@ func TestLoopCtx(t *testing.T) {
 		if !stop() {
 			t.Error("stop before cancel = false")
 		}
-		c.cancel(context.Canceled)
+		c.Cancel(context.Canceled)
 		<-ran
 		after := make(chan struct{})
 		if context.AfterFunc(c, func() { close(after) })() {
@@ -206,37 +201,5 @@ func TestLoopCtx(t *testing.T) {
 	})
 }
 
-// TestOwnLoopClientGoneEndsTheBackendRequest: behind the own HTTP/1.1
-// loop, a client that goes away while the backend is slow gets the
-// backend's request cancelled (its connection closed) and a 499 logged.
-func TestOwnLoopClientGoneEndsTheBackendRequest(t *testing.T) {
-	started, gone := make(chan struct{}), make(chan struct{})
-	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
-		close(started)
-		select {
-		case <-r.Context().Done():
-			close(gone)
-		case <-time.After(10 * time.Second):
-		}
-	})
-	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, "", "", "")), nil)
-	s := startServer(t, &config.Config{Listeners: []config.Listener{{Address: "127.0.0.1:0"}}}, h.p)
-	c, err := net.Dial("tcp", s.Addrs()[0].String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: front\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	<-started
-	c.Close()
-	select {
-	case <-gone:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the backend's request went on after the client left")
-	}
-	eventually(t, func() bool { return len(h.accessLines(t)) == 1 })
-	if got := h.accessLines(t)[0]["status"]; got != float64(499) {
-		t.Errorf("access log status %v, want 499", got)
-	}
-}
+// valueKey is a context value key of the test's own.
+type valueKey struct{}

@@ -1,4 +1,4 @@
-package proxy
+package lean
 
 import (
 	"bufio"
@@ -13,15 +13,16 @@ import (
 	"net/textproto"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
+	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
+	"github.com/tether-proxy/tether/proxy/internal/h1wire"
+	"github.com/tether-proxy/tether/proxy/internal/sockio"
 	"golang.org/x/net/http/httpguts"
 )
 
-// leanTransport is the HTTP/1.1 path to cleartext backends for requests
+// Transport is the HTTP/1.1 path to cleartext backends for requests
 // without a body: a pool of persistent connections on which the calling
 // goroutine writes the request (the standard library's Request.Write) and
 // reads the response (http.ReadResponse, which http.Transport itself uses)
@@ -44,15 +45,13 @@ import (
 // new connection (when its method allows a replay, as the Transport's
 // rule), a cancelled request closes its connection, and a connection is
 // pooled again only after a complete response with nothing unread after it.
-type leanTransport struct {
+type Transport struct {
 	fallback *http.Transport
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 	maxIdle  int
 	idleFor  time.Duration
 	maxHdr   int64
-
-	// trips counts the requests the lean path took (tests).
-	trips atomic.Uint64
+	onTrip   func() // Options.OnTrip
 
 	mu     sync.Mutex
 	idle   map[string][]*leanConn
@@ -60,17 +59,27 @@ type leanTransport struct {
 	closed bool
 }
 
-// newLeanTransport wraps tr; nil when tr cannot use the lean path for any
-// request (h2c, a connection limit, a custom dialer missing).
-func newLeanTransport(tr *http.Transport) *leanTransport {
+// Options are a Transport's settings beyond its http.Transport's.
+type Options struct {
+	// OnTrip, when set, is called for each request the lean path takes
+	// (tests count them with it); nil in production.
+	OnTrip func()
+}
+
+// idleConnTimeout is http.Transport's IdleConnTimeout when tr sets none.
+const idleConnTimeout = 90 * time.Second
+
+// New wraps tr; nil when tr cannot use the lean path for any request
+// (h2c, a connection limit, a custom dialer missing).
+func New(tr *http.Transport, opts Options) *Transport {
 	if tr.DialContext == nil || tr.MaxConnsPerHost > 0 || tr.DisableKeepAlives || tr.Proxy != nil {
 		return nil
 	}
 	if ps := tr.Protocols; ps != nil && (ps.UnencryptedHTTP2() || !ps.HTTP1()) {
 		return nil
 	}
-	t := &leanTransport{fallback: tr, dial: tr.DialContext, maxIdle: tr.MaxIdleConnsPerHost,
-		idleFor: tr.IdleConnTimeout, maxHdr: tr.MaxResponseHeaderBytes, idle: map[string][]*leanConn{}}
+	t := &Transport{fallback: tr, dial: tr.DialContext, maxIdle: tr.MaxIdleConnsPerHost,
+		idleFor: tr.IdleConnTimeout, maxHdr: tr.MaxResponseHeaderBytes, onTrip: opts.OnTrip, idle: map[string][]*leanConn{}}
 	if t.maxIdle <= 0 {
 		t.maxIdle = http.DefaultMaxIdleConnsPerHost
 	}
@@ -85,8 +94,8 @@ func newLeanTransport(tr *http.Transport) *leanTransport {
 	return t
 }
 
-// covers says whether the lean path takes req; see leanTransport.
-func (t *leanTransport) covers(req *http.Request) bool {
+// Covers says whether the lean path takes req; see Transport.
+func (t *Transport) Covers(req *http.Request) bool {
 	if req.URL == nil || req.URL.Scheme != "http" || req.URL.Host == "" ||
 		(req.Body != nil && req.Body != http.NoBody) || req.ContentLength > 0 || len(req.TransferEncoding) > 0 ||
 		req.Header == nil || req.Trailer != nil {
@@ -130,7 +139,7 @@ func validMethod(m string) bool {
 
 // leanConn is one pooled backend connection.
 type leanConn struct {
-	t    *leanTransport
+	t    *Transport
 	key  string
 	conn net.Conn
 	br   *bufio.Reader
@@ -183,34 +192,63 @@ func (c *leanConn) Read(p []byte) (int, error) {
 
 var errStaleConn = errors.New("lean: pooled connection closed before the response")
 
-func (t *leanTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	// The direct path checked its own request already; a retry's clone of
-	// it (another destination) is checked here.
-	st := stateFrom(req.Context())
-	if (st == nil || st.directOut != req) && !t.covers(req) {
-		if st != nil && st.directOut != nil && httptrace.ContextClientTrace(req.Context()) == nil {
-			// A direct request's retry the Transport takes (an https
-			// destination): its 1xx reach the client as the direct path's
-			// own do, since no ReverseProxy trace is there to forward them.
-			req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-				Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
-					st.write1xx(code, h)
-					return nil
-				},
-			}))
-		}
+// RoundTrip sends req on the lean path when Covers says it takes it, else
+// through the http.Transport.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !t.Covers(req) {
 		return t.fallback.RoundTrip(req)
 	}
-	t.trips.Add(1)
+	return t.roundTrip(req, new(leanResp), nil)
+}
+
+// Direct is what a caller's own forwarding path keeps for the requests it
+// sends with RoundTripDirect, one after another: where a response's parts
+// live (reused once the caller is done with the response, so a response
+// costs no allocation of its own), and where 1xx responses go when the
+// request carries no client trace to forward them.
+type Direct struct {
+	resp leanResp
+	// Got1xx receives each 1xx response of a request without a client
+	// trace; nil: they are dropped.
+	Got1xx func(code int, header textproto.MIMEHeader)
+}
+
+// RoundTripDirect is RoundTrip for a request of the caller's direct path,
+// whose response parts are d's. covered says the caller checked Covers
+// already (the direct path's own request); a retry's clone of it (another
+// destination) is checked here, and when the lean path does not take it
+// the http.Transport sends it, its 1xx still going to d.Got1xx.
+func (t *Transport) RoundTripDirect(req *http.Request, d *Direct, covered bool) (*http.Response, error) {
+	if covered {
+		return t.roundTrip(req, &d.resp, d.Got1xx)
+	}
+	if t.Covers(req) {
+		return t.roundTrip(req, new(leanResp), d.Got1xx)
+	}
+	if d.Got1xx != nil && httptrace.ContextClientTrace(req.Context()) == nil {
+		// The Transport takes it (an https destination): its 1xx reach
+		// the client as the direct path's own do, since no ReverseProxy
+		// trace is there to forward them.
+		got := d.Got1xx
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+				got(code, h)
+				return nil
+			},
+		}))
+	}
+	return t.fallback.RoundTrip(req)
+}
+
+// roundTrip sends a covered req on a pooled or new connection, its
+// response's parts into's, its 1xx to got1xx when it has no client trace.
+func (t *Transport) roundTrip(req *http.Request, into *leanResp, got1xx func(int, textproto.MIMEHeader)) (*http.Response, error) {
+	if t.onTrip != nil {
+		t.onTrip()
+	}
 	ctx := req.Context()
 	if err := ctx.Err(); err != nil {
 		return nil, err
-	}
-	// The direct path's response lives in its request state (as its
-	// outgoing request): the proxy is done with it when the state is.
-	var into *leanResp
-	if st != nil && st.directOut == req {
-		into = &st.lresp
 	}
 	key := canonicalAddr(req)
 	for attempt := 0; ; attempt++ {
@@ -225,7 +263,7 @@ func (t *leanTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			lc = t.wrap(key, c)
 		}
-		resp, err := lc.roundTrip(req, into)
+		resp, err := lc.roundTrip(req, into, got1xx)
 		if err == nil {
 			return resp, nil
 		}
@@ -233,14 +271,14 @@ func (t *leanTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// had closed, nothing of a response came back, and the method
 		// allows sending it again (the Transport's rule, as no body is
 		// involved).
-		if !lc.reused || lc.got > 0 || attempt > 0 || ctx.Err() != nil || !replayable(req) {
+		if !lc.reused || lc.got > 0 || attempt > 0 || ctx.Err() != nil || !Replayable(req) {
 			return nil, err
 		}
 	}
 }
 
-// replayable is the Transport's rule for a request without a body.
-func replayable(req *http.Request) bool {
+// Replayable is the Transport's rule for a request without a body.
+func Replayable(req *http.Request) bool {
 	switch req.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
 		return true
@@ -263,62 +301,42 @@ func canonicalAddr(req *http.Request) string {
 	return net.JoinHostPort(host, port)
 }
 
-func (t *leanTransport) wrap(key string, c net.Conn) *leanConn {
+func (t *Transport) wrap(key string, c net.Conn) *leanConn {
 	lc := &leanConn{t: t, key: key, conn: c}
 	lc.closeConn = func() { lc.conn.Close() }
 	lc.br = bufio.NewReaderSize(lc, 4<<10)
 	lc.bw = bufio.NewWriterSize(c, 4<<10)
-	if raw := rawConnOf(c); raw != nil {
+	if raw := sockio.RawConnOf(c); raw != nil {
 		lc.raw, lc.peek, lc.await = raw, lc.peekFd, lc.awaitFd
 	}
 	return lc
 }
 
-// rawConnOf is the socket under c, through wrappers that name it with a
-// NetConn method (idleConn, limitConn); nil when there is none (a pipe).
-func rawConnOf(c net.Conn) syscall.RawConn {
-	for {
-		if sc, ok := c.(syscall.Conn); ok {
-			if raw, err := sc.SyscallConn(); err == nil {
-				return raw
-			}
-			return nil
-		}
-		w, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			return nil
-		}
-		c = w.NetConn()
-	}
-}
-
-// nothingToRead peeks at fd without blocking (one recv(MSG_PEEK|
-// MSG_DONTWAIT) into buf, one byte): true when nothing is there yet, false
-// on bytes, an EOF or an error. It is a raw system call for sockConn's
-// reason: it cannot block, so the scheduler need not hear of it.
-func nothingToRead(fd uintptr, buf []byte) bool {
-	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)),
-		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-	return e == syscall.EAGAIN || e == syscall.EWOULDBLOCK
+// leanResp holds a response's parts in one allocation: the wire's
+// Response and length-delimited body, and the lean connection's wrapper
+// around the body.
+type leanResp struct {
+	wire h1wire.Resp
+	body leanBody
 }
 
 // acceptGzip is the Accept-Encoding the Transport adds (and then undoes).
 var acceptGzip = []string{"gzip"}
 
 // roundTrip writes req and reads its response on lc; a lean response's
-// parts are into's when it is not nil.
-func (lc *leanConn) roundTrip(req *http.Request, into *leanResp) (*http.Response, error) {
+// parts are into's; 1xx responses go to the client trace, else to got1xx.
+func (lc *leanConn) roundTrip(req *http.Request, into *leanResp, got1xx func(int, textproto.MIMEHeader)) (*http.Response, error) {
 	ctx := req.Context()
 	// A cancelled request (client gone, route timeout) closes the
 	// connection, which ends a blocked read or write.
-	stop := onCancel(ctx, lc.closeConn)
+	stop := cancelhook.OnCancel(ctx, lc.closeConn)
 	fail := func(err error) (*http.Response, error) {
 		stop.Stop()
 		lc.conn.Close()
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, cerr
 		}
-		if lc.reused && lc.got == 0 && connBroke(err) {
+		if lc.reused && lc.got == 0 && ConnBroke(err) {
 			return nil, fmt.Errorf("%w: %w", errStaleConn, err)
 		}
 		return nil, err
@@ -332,7 +350,7 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp) (*http.Response
 		req.Header["Accept-Encoding"] = acceptGzip
 	}
 	lc.got = 0
-	ok, err := writeRequestHead(lc.bw, req)
+	ok, err := h1wire.WriteRequestHead(lc.bw, req)
 	if !ok && err == nil {
 		err = req.Write(lc.bw)
 	}
@@ -347,15 +365,17 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp) (*http.Response
 	}
 	trace := httptrace.ContextClientTrace(ctx)
 	var resp *http.Response
-	var lr *leanResp
-	var fs *fieldScratch // the fields of a lean head, back in leanFields at Close
+	lean := false
+	var fs *h1wire.Fields // the fields of a lean head, back in leanFields at Close
 	for n1xx := 0; ; n1xx++ {
 		lc.limit = lc.t.maxHdr
 		if fs == nil {
-			fs = leanFields.Get().(*fieldScratch)
+			fs = leanFields.Get().(*h1wire.Fields)
 		}
-		if lr, err = readLeanHead(lc.br, req, fs, into); lr != nil {
-			resp = &lr.resp
+		var lr *h1wire.Resp
+		lr, err = h1wire.ReadHead(lc.br, req, fs, &into.wire)
+		if lean = lr != nil; lean {
+			resp = &lr.Response
 		} else if err == nil {
 			resp, err = http.ReadResponse(lc.br, req)
 		}
@@ -379,21 +399,14 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp) (*http.Response
 			if err := trace.Got1xxResponse(code, textproto.MIMEHeader(resp.Header)); err != nil {
 				return fail(err)
 			}
-		case trace == nil:
-			if st := stateFrom(ctx); st != nil && st.directOut != nil {
-				st.write1xx(code, textproto.MIMEHeader(resp.Header))
-			}
+		case trace == nil && got1xx != nil:
+			got1xx(code, textproto.MIMEHeader(resp.Header))
 		}
 	}
 	lc.limit = -1
-	var body *leanBody
-	if lr != nil {
-		body = &lr.body
-	} else {
-		body = new(leanBody)
-	}
+	body := &into.body
 	*body = leanBody{lc: lc, rc: resp.Body, stop: stop, close: resp.Close}
-	if lr != nil {
+	if lean {
 		body.fields, fs = fs, nil
 	}
 	if fs != nil {
@@ -414,9 +427,10 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp) (*http.Response
 	return resp, nil
 }
 
-// connBroke reports an error of a connection the peer closed or reset
-// (the lean path's stale-connection test and the retry's rule share it).
-func connBroke(err error) bool {
+// ConnBroke reports an error of a connection the peer closed or reset
+// (the lean path's stale-connection test and a caller's retry rule share
+// it).
+func ConnBroke(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
@@ -426,7 +440,7 @@ func connBroke(err error) bool {
 type leanBody struct {
 	lc    *leanConn
 	rc    io.ReadCloser
-	stop  cancelReg
+	stop  cancelhook.Reg
 	close bool
 	mu    sync.Mutex
 	done  bool
@@ -436,12 +450,12 @@ type leanBody struct {
 	// (the WAF reads bodies before the fields are copied), so the fields
 	// are the response's own until Close, which the proxy calls after it
 	// is done with them, as ReverseProxy does.
-	fields *fieldScratch
+	fields *h1wire.Fields
 }
 
 // leanFields: response header maps, reused from one Close to the next
 // response.
-var leanFields = sync.Pool{New: func() any { return new(fieldScratch) }}
+var leanFields = sync.Pool{New: func() any { return new(h1wire.Fields) }}
 
 func (b *leanBody) Read(p []byte) (int, error) {
 	b.mu.Lock()
@@ -527,7 +541,7 @@ func (g *leanGzip) Close() error { return g.body.Close() }
 
 // get takes the most recently used idle connection to key that is still
 // intact (the peek runs outside the pool's lock).
-func (t *leanTransport) get(key string) *leanConn {
+func (t *Transport) get(key string) *leanConn {
 	for {
 		lc, fresh := t.pop(key)
 		if lc == nil {
@@ -543,7 +557,7 @@ func (t *leanTransport) get(key string) *leanConn {
 
 // pop removes the newest idle connection to key; fresh is false when it
 // was idle for longer than IdleConnTimeout.
-func (t *leanTransport) pop(key string) (lc *leanConn, fresh bool) {
+func (t *Transport) pop(key string) (lc *leanConn, fresh bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	cs := t.idle[key]
@@ -571,7 +585,7 @@ func (lc *leanConn) intact() bool {
 // peekFd is lc.peek: built once per connection, so a reuse allocates
 // nothing.
 func (lc *leanConn) peekFd(fd uintptr) bool {
-	lc.peekOK = nothingToRead(fd, lc.peekBuf[:])
+	lc.peekOK = sockio.NothingToRead(fd, lc.peekBuf[:])
 	return true // never wait for readiness
 }
 
@@ -608,7 +622,7 @@ func (lc *leanConn) awaitFd(uintptr) bool {
 }
 
 // put pools lc, unless the pool is full or closed.
-func (t *leanTransport) put(lc *leanConn) {
+func (t *Transport) put(lc *leanConn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	cs := t.idle[lc.key]
@@ -624,7 +638,7 @@ func (t *leanTransport) put(lc *leanConn) {
 }
 
 // pruneIdle closes connections idle for longer than IdleConnTimeout.
-func (t *leanTransport) pruneIdle() {
+func (t *Transport) pruneIdle() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now()
@@ -649,7 +663,7 @@ func (t *leanTransport) pruneIdle() {
 
 // CloseIdleConnections closes the pooled connections (and the
 // Transport's); connections in use close when their response ends.
-func (t *leanTransport) CloseIdleConnections() {
+func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
 	for key, cs := range t.idle {
 		for _, lc := range cs {

@@ -1,6 +1,7 @@
-package proxy
+package sockio
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -12,10 +13,10 @@ import (
 	"unsafe"
 )
 
-// sockConn is a TCP connection whose Read and Write are raw read(2) and
+// Conn is a TCP connection whose Read and Write are raw read(2) and
 // write(2) inside RawConn.Read and RawConn.Write, where net.TCPConn's use
 // syscall.Read and syscall.Write. Every connection tether accepts
-// (sockListener) or dials (newSockConn in the transports' DialContext) is
+// (Listener) or dials (Wrap in the transports' DialContext) is
 // one, under whatever wraps it (TLS, the connection cap, the activity
 // timeout), so each wrapper keeps its meaning.
 //
@@ -37,15 +38,15 @@ import (
 // does net.TCPConn's (RawConn checks it first). What differs is only what
 // the race detector sees: syscall.Read and Write mark a happens-before
 // edge between a write and a later read in the process, these do not.
-type sockConn struct {
+type Conn struct {
 	*net.TCPConn
 	raw  syscall.RawConn
-	r, w sockCall
+	r, w call
 }
 
-// sockCall is one direction's call under way: a mutex keeps Conn's
+// call is one direction's call under way: a mutex keeps Conn's
 // promise that methods may be called from several goroutines at once.
-type sockCall struct {
+type call struct {
 	mu    sync.Mutex
 	p     []byte
 	n     int
@@ -53,9 +54,9 @@ type sockCall struct {
 	fn    func(fd uintptr) bool
 }
 
-// newSockConn wraps c when it is a TCP connection; anything else (a
+// Wrap wraps c when it is a TCP connection; anything else (a
 // test's pipe, a Unix socket) is returned as it is.
-func newSockConn(c net.Conn) net.Conn {
+func Wrap(c net.Conn) net.Conn {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return c
@@ -64,17 +65,20 @@ func newSockConn(c net.Conn) net.Conn {
 	if err != nil {
 		return c
 	}
-	s := &sockConn{TCPConn: tc, raw: raw}
+	s := &Conn{TCPConn: tc, raw: raw}
 	s.r.fn, s.w.fn = s.r.read, s.w.write
 	return s
 }
 
+// NetConn is the TCP connection s reads and writes.
+func (s *Conn) NetConn() net.Conn { return s.TCPConn }
+
 // SyscallConn is the RawConn s already holds: the embedded TCPConn's
 // would build a new one on each call (the own loop and the lean pool each
 // ask once per connection, through rawConnOf).
-func (s *sockConn) SyscallConn() (syscall.RawConn, error) { return s.raw, nil }
+func (s *Conn) SyscallConn() (syscall.RawConn, error) { return s.raw, nil }
 
-func (s *sockConn) Read(p []byte) (int, error) {
+func (s *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -91,7 +95,7 @@ func (s *sockConn) Read(p []byte) (int, error) {
 }
 
 // do makes one call with p through rawCall (RawConn's Read or Write).
-func (c *sockCall) do(p []byte, rawCall func(func(uintptr) bool) error) (int, syscall.Errno, error) {
+func (c *call) do(p []byte, rawCall func(func(uintptr) bool) error) (int, syscall.Errno, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.p, c.n, c.errno = p, 0, 0
@@ -100,8 +104,8 @@ func (c *sockCall) do(p []byte, rawCall func(func(uintptr) bool) error) (int, sy
 	return c.n, c.errno, err
 }
 
-func (c *sockCall) read(fd uintptr) bool {
-	n, e := readFd(fd, c.p)
+func (c *call) read(fd uintptr) bool {
+	n, e := ReadFd(fd, c.p)
 	switch e {
 	case 0:
 		c.n = n
@@ -113,9 +117,9 @@ func (c *sockCall) read(fd uintptr) bool {
 	return true
 }
 
-// readFd is one read(2) of fd into p (not empty), again after EINTR; a
+// ReadFd is one read(2) of fd into p (not empty), again after EINTR; a
 // socket's never waits (EAGAIN).
-func readFd(fd uintptr, p []byte) (int, syscall.Errno) {
+func ReadFd(fd uintptr, p []byte) (int, syscall.Errno) {
 	for {
 		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 		if e != syscall.EINTR {
@@ -133,23 +137,31 @@ func readFd(fd uintptr, p []byte) (int, syscall.Errno) {
 // as HAProxy's, whose event loop handles every ready event before it
 // sends. The cost is a trip through the scheduler when nothing else is
 // runnable, and some latency under a partial load: a write waits for the
-// work of the goroutines ahead of it in the round (docs/BENCHMARKS.md,
-// stop 24, has both).
+// work of the goroutines ahead of it in the round (docs/BENCHMARKS.md
+// has both).
 //
 // It is on when the process runs on one P (GOMAXPROCS 1 at start: one CPU,
 // a CPU set of one, or GOMAXPROCS=1 in the environment; a cgroup's CPU
 // quota alone leaves Go at 2 or more), where it was measured. With more Ps
 // a yielded goroutine goes through the scheduler's global queue, under its
 // one lock, and the other Ps run the round in parallel anyway, so it stays
-// off there. SetWriteYield (--write-yield) decides instead. Atomic only so
+// off there. SetWriteYield (proxy.SetWriteYield, --write-yield) decides
+// instead. Atomic only so
 // that a test may flip it while other connections write.
 var writeYield atomic.Bool
 
 func init() {
-	writeYield.Store(yieldSetting(WriteYieldAuto, goruntime.GOMAXPROCS(0)))
+	writeYield.Store(goruntime.GOMAXPROCS(0) == 1)
 }
 
-func (s *sockConn) Write(p []byte) (int, error) {
+// SetWriteYield turns the yield before each write on or off for every
+// Conn of the process from now on.
+func SetWriteYield(on bool) { writeYield.Store(on) }
+
+// WriteYield says whether a write first yields.
+func WriteYield() bool { return writeYield.Load() }
+
+func (s *Conn) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -169,7 +181,7 @@ func (s *sockConn) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-func (c *sockCall) write(fd uintptr) bool {
+func (c *call) write(fd uintptr) bool {
 	for c.n < len(c.p) {
 		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&c.p[c.n])), uintptr(len(c.p)-c.n))
 		switch e {
@@ -187,7 +199,7 @@ func (c *sockCall) write(fd uintptr) bool {
 }
 
 // opError is err as net.TCPConn's Read or Write would return it.
-func (s *sockConn) opError(op string, err error) error {
+func (s *Conn) opError(op string, err error) error {
 	var oe *net.OpError
 	if errors.As(err, &oe) {
 		err = oe.Err // RawConn's own ("raw-read", "raw-write")
@@ -195,13 +207,84 @@ func (s *sockConn) opError(op string, err error) error {
 	return &net.OpError{Op: op, Net: "tcp", Source: s.LocalAddr(), Addr: s.RemoteAddr(), Err: err}
 }
 
-// sockListener accepts sockConns.
-type sockListener struct{ net.Listener }
+// Listener accepts sockConns.
+type Listener struct{ net.Listener }
 
-func (l sockListener) Accept() (net.Conn, error) {
+func (l Listener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return newSockConn(c), nil
+	return Wrap(c), nil
+}
+
+// RawConnOf is the socket under c, through wrappers that name it with a
+// NetConn method; nil when there is none (a pipe).
+func RawConnOf(c net.Conn) syscall.RawConn {
+	for {
+		if sc, ok := c.(syscall.Conn); ok {
+			if raw, err := sc.SyscallConn(); err == nil {
+				return raw
+			}
+			return nil
+		}
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		c = w.NetConn()
+	}
+}
+
+// NothingToRead peeks at fd without blocking (one recv(MSG_PEEK|
+// MSG_DONTWAIT) into buf, one byte): true when nothing is there yet, false
+// on bytes, an EOF or an error. It is a raw system call for Conn's
+// reason: it cannot block, so the scheduler need not hear of it.
+func NothingToRead(fd uintptr, buf []byte) bool {
+	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)),
+		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	return e == syscall.EAGAIN || e == syscall.EWOULDBLOCK
+}
+
+// ErrNotYet is ReadNow's answer when no byte is there yet.
+var ErrNotYet = errors.New("nothing to read yet")
+
+// ReadNow is one read(2) of fd that does not wait (ReadFd): ErrNotYet when
+// nothing is there, io.EOF at the end, else what was read.
+func ReadNow(fd uintptr, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, e := ReadFd(fd, p)
+	switch {
+	case e == syscall.EAGAIN:
+		return 0, ErrNotYet
+	case e != 0:
+		return 0, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", e)}
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// TCPOf is the TCP socket under c, through the wrappers that name it with
+// a NetConn method (Conn, a connection cap's); nil when there is none. A
+// caller reads the socket directly, so a wrapper whose reads do work of
+// their own must not be under it: TLS is refused here (its NetConn is the
+// ciphertext), and the own server loop, TCPOf's caller, serves cleartext
+// listeners only, whose wrappers only count or bound connections.
+func TCPOf(c net.Conn) *net.TCPConn {
+	for {
+		switch v := c.(type) {
+		case *net.TCPConn:
+			return v
+		case *tls.Conn:
+			return nil
+		}
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		c = w.NetConn()
+	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package sockio
 
 import (
 	"net"
@@ -18,9 +18,9 @@ const (
 	keepAliveCount    = 9
 )
 
-// listenConfig binds listeners whose accepted connections inherit the
+// ListenConfig binds listeners whose accepted connections inherit the
 // keep-alive settings above; Go's own per-connection setting is off.
-var listenConfig = net.ListenConfig{KeepAlive: -1, Control: setListenerKeepAlive}
+var ListenConfig = net.ListenConfig{KeepAlive: -1, Control: setListenerKeepAlive}
 
 func setListenerKeepAlive(_, _ string, c syscall.RawConn) error {
 	var serr error
