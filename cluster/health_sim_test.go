@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // TestHealthScale is the issue 7 simulation: N in-process nodes with real
@@ -97,7 +99,7 @@ func simulateHealth(t *testing.T, n, numDests, changes int) {
 		}
 	}
 	start := time.Now()
-	eventually(t, 2*time.Minute, "every node sees every node alive", func() bool {
+	testutil.Eventually(t, 2*time.Minute, "every node sees every node alive", func() bool {
 		for _, x := range ns {
 			if len(x.h.Probers("c", "all", n)) != n {
 				return false
@@ -120,7 +122,7 @@ func simulateHealth(t *testing.T, n, numDests, changes int) {
 			t.Logf("probe load: %s", bad)
 		}
 	}()
-	eventually(t, 30*time.Second, "every destination has fanout probers", func() bool {
+	testutil.Eventually(t, 30*time.Second, "every destination has fanout probers", func() bool {
 		bad = ""
 		for _, k := range keys {
 			probing := 0
@@ -168,7 +170,7 @@ func simulateHealth(t *testing.T, n, numDests, changes int) {
 			}
 		}
 	}
-	eventually(t, 3*time.Minute, "every node sees every destination healthy", func() bool {
+	testutil.Eventually(t, 3*time.Minute, "every node sees every destination healthy", func() bool {
 		for _, x := range ns {
 			for _, k := range keys {
 				if x.h.View(k.cluster, k.dest, fanout) != VerdictHealthy {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 const healthTag = 9
@@ -76,7 +78,7 @@ func healthCluster(t *testing.T, n int, opts HealthOptions) []*healthNode {
 
 func waitAlive(t *testing.T, ns []*healthNode, want int) {
 	t.Helper()
-	eventually(t, 10*time.Second, fmt.Sprintf("every node's health sees %d alive", want), func() bool {
+	testutil.Eventually(t, 10*time.Second, fmt.Sprintf("every node's health sees %d alive", want), func() bool {
 		for _, x := range ns {
 			if len(x.h.Probers("c", "probe-all", 1000)) != want {
 				return false
@@ -89,7 +91,7 @@ func waitAlive(t *testing.T, ns []*healthNode, want int) {
 // agree waits until every node in ns has the same view of (c, d), equal to want.
 func agree(t *testing.T, ns []*healthNode, c, d string, fanout int, want Verdict, within time.Duration) {
 	t.Helper()
-	eventually(t, within, fmt.Sprintf("every node sees %s/%s %s", c, d, want), func() bool {
+	testutil.Eventually(t, within, fmt.Sprintf("every node sees %s/%s %s", c, d, want), func() bool {
 		for _, x := range ns {
 			if x.h.View(c, d, fanout) != want {
 				return false
@@ -232,7 +234,7 @@ func TestHealthViewIsTheMajorityOnEveryNode(t *testing.T) {
 	}
 	// a node that is not a prober does not count
 	byID(ns, other).h.Report(c, d, VerdictUnhealthy)
-	eventually(t, 3*time.Second, "the non-prober's verdict reached everyone", func() bool {
+	testutil.Eventually(t, 3*time.Second, "the non-prober's verdict reached everyone", func() bool {
 		for _, x := range ns {
 			if len(x.h.Verdicts(c, d)) != 1 {
 				return false
@@ -256,7 +258,7 @@ func TestHealthViewIsTheMajorityOnEveryNode(t *testing.T) {
 	}
 	for _, s := range steps {
 		byID(ns, probers[s.prober]).h.Report(c, d, s.v)
-		eventually(t, 3*time.Second, s.desc, func() bool {
+		testutil.Eventually(t, 3*time.Second, s.desc, func() bool {
 			for _, x := range ns {
 				if x.h.View(c, d, fanout) != s.want {
 					return false
@@ -302,7 +304,7 @@ func TestProberDeathTakeover(t *testing.T) {
 			}
 			p.h.Close()
 			p.m.Shutdown()
-			eventually(t, 10*time.Second, "the survivors see the prober gone", func() bool {
+			testutil.Eventually(t, 10*time.Second, "the survivors see the prober gone", func() bool {
 				for _, x := range rest {
 					if stateOf(x.m, p.id) != StateDead && stateOf(x.m, p.id) != StateLeft {
 						return false
@@ -312,7 +314,7 @@ func TestProberDeathTakeover(t *testing.T) {
 			})
 			gone := time.Now()
 			// within one probe interval (Local: 200 ms) of memberlist noticing
-			eventually(t, 2*time.Second, "the next node took over on every survivor", func() bool {
+			testutil.Eventually(t, 2*time.Second, "the next node took over on every survivor", func() bool {
 				for _, x := range rest {
 					if got := x.h.Probers(c, d, fanout); !slices.Equal(got, []string{next}) {
 						return false
@@ -404,7 +406,7 @@ func TestFlappingProberConvergesOnItsLastVerdict(t *testing.T) {
 	}
 	agree(t, ns, c, d, fanout, VerdictHealthy, 3*time.Second)
 	want := p.h.Verdicts(c, d)[0].Version
-	eventually(t, 3*time.Second, "every node holds the last version", func() bool {
+	testutil.Eventually(t, 3*time.Second, "every node holds the last version", func() bool {
 		for _, x := range ns {
 			vs := x.h.Verdicts(c, d)
 			if len(vs) != 1 || vs[0].Version != want {
@@ -435,7 +437,7 @@ func TestLostDeltaHealsByDigest(t *testing.T) {
 	t.Logf("healed after %s (digest every 200 ms)", time.Since(start).Round(time.Millisecond))
 	// and Forget on the prober reaches the others' copy of its verdict
 	p.h.Forget(c, d)
-	eventually(t, 3*time.Second, "the prober's forgotten verdict dropped everywhere", func() bool {
+	testutil.Eventually(t, 3*time.Second, "the prober's forgotten verdict dropped everywhere", func() bool {
 		for _, x := range ns {
 			if len(x.h.Verdicts(c, d)) != 0 {
 				return false
@@ -516,7 +518,7 @@ func TestPartitionedProber(t *testing.T) {
 
 	tn.partition(1, p1.id)
 	rest := without(ns, p1.id)
-	eventually(t, 10*time.Second, "the majority side sees the prober dead", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the majority side sees the prober dead", func() bool {
 		for _, x := range rest {
 			if stateOf(x.m, p1.id) != StateDead {
 				return false
@@ -524,7 +526,7 @@ func TestPartitionedProber(t *testing.T) {
 		}
 		return true
 	})
-	eventually(t, 2*time.Second, "the next node probes in its place", func() bool {
+	testutil.Eventually(t, 2*time.Second, "the next node probes in its place", func() bool {
 		for _, x := range rest {
 			if !slices.Equal(x.h.Probers(c, d, fanout), []string{p2.id, p3.id, q.id}) {
 				return false
@@ -547,7 +549,7 @@ func TestPartitionedProber(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitAlive(t, ns, 4)
-	eventually(t, 5*time.Second, "every node holds the same versions", func() bool { return sameVerdicts(ns, c, d) })
+	testutil.Eventually(t, 5*time.Second, "every node holds the same versions", func() bool { return sameVerdicts(ns, c, d) })
 	if got := ns[1].h.Verdicts(c, d); fmt.Sprint(got[slices.IndexFunc(got, func(v ProberVerdict) bool { return v.Node == p1.id })]) !=
 		fmt.Sprint(last[slices.IndexFunc(last, func(v ProberVerdict) bool { return v.Node == p1.id })]) {
 		t.Fatalf("after healing: %v; the prober's last verdict was %v", got, last)
@@ -611,7 +613,7 @@ func TestEffectiveFallsBackToOwnVerdictWithoutMajority(t *testing.T) {
 	}
 	p0.h.Report(c, d, VerdictUnhealthy)
 	p1.h.Report(c, d, VerdictHealthy)
-	eventually(t, 3*time.Second, "both verdicts everywhere", held(2))
+	testutil.Eventually(t, 3*time.Second, "both verdicts everywhere", held(2))
 	for _, s := range []struct {
 		desc string
 		x    *healthNode
@@ -626,7 +628,7 @@ func TestEffectiveFallsBackToOwnVerdictWithoutMajority(t *testing.T) {
 		}
 	}
 	p1.h.Report(c, d, VerdictUnhealthy)
-	eventually(t, 3*time.Second, "every node acts on the majority", func() bool {
+	testutil.Eventually(t, 3*time.Second, "every node acts on the majority", func() bool {
 		for _, x := range ns {
 			if x.h.Effective(c, d, fanout) != VerdictUnhealthy {
 				return false
@@ -636,7 +638,7 @@ func TestEffectiveFallsBackToOwnVerdictWithoutMajority(t *testing.T) {
 	})
 	// A stale verdict of a node that no longer probes is not its fallback.
 	other.h.Report(c, d, VerdictHealthy)
-	eventually(t, 3*time.Second, "three verdicts everywhere", held(3))
+	testutil.Eventually(t, 3*time.Second, "three verdicts everywhere", held(3))
 	if got := other.h.Effective(c, d, fanout); got != VerdictUnhealthy {
 		t.Fatalf("non-prober: Effective = %s, want the majority's unhealthy", got)
 	}

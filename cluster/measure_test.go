@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // TestMeasureFailureDetection measures, with LAN timing (the default), how
@@ -24,11 +26,11 @@ func TestMeasureFailureDetection(t *testing.T) {
 		n1, n2, n3 := startNode(t, "n1", lan), startNode(t, "n2", lan), startNode(t, "n3", lan)
 		mustJoin(t, n2, n1)
 		mustJoin(t, n3, n1)
-		eventually(t, 10*time.Second, "3 alive", func() bool { return aliveIDs(n1) == "n1,n2,n3" && aliveIDs(n2) == "n1,n2,n3" })
+		testutil.Eventually(t, 10*time.Second, "3 alive", func() bool { return aliveIDs(n1) == "n1,n2,n3" && aliveIDs(n2) == "n1,n2,n3" })
 		killed := time.Now()
 		n3.Shutdown()
 		var s time.Duration
-		eventually(t, 30*time.Second, "n3 dead on both", func() bool {
+		testutil.Eventually(t, 30*time.Second, "n3 dead on both", func() bool {
 			if s == 0 && (stateOf(n1, "n3") != StateAlive || stateOf(n2, "n3") != StateAlive) {
 				s = time.Since(killed)
 			}

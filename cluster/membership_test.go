@@ -50,12 +50,6 @@ func startNode(t *testing.T, id string, edit func(*Config)) *Membership {
 	return m
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	testutil.Eventually(t, within, what, cond)
-}
-
 func member(m *Membership, id string) (Member, bool) {
 	for _, x := range m.Members() {
 		if x.ID == id {
@@ -122,7 +116,7 @@ func TestJoinByAddressAndByName(t *testing.T) {
 		t.Fatalf("join with one bad name: %v", err)
 	}
 	for _, m := range []*Membership{n1, n2, n3, n4} {
-		eventually(t, 5*time.Second, "every node sees 4 alive members", func() bool {
+		testutil.Eventually(t, 5*time.Second, "every node sees 4 alive members", func() bool {
 			return aliveIDs(m) == "n1,n2,n3,n4"
 		})
 	}
@@ -201,7 +195,7 @@ func TestMetaUpdateSpreads(t *testing.T) {
 	n3 := startNode(t, "n3", nil)
 	mustJoin(t, n2, n1)
 	mustJoin(t, n3, n1)
-	eventually(t, 5*time.Second, "3 alive on n2", func() bool { return aliveIDs(n2) == "n1,n2,n3" })
+	testutil.Eventually(t, 5*time.Second, "3 alive on n2", func() bool { return aliveIDs(n2) == "n1,n2,n3" })
 	before := changes.Load()
 	if err := n1.UpdateMeta(func(m *Meta) { m.ClusterID, m.HasState, m.Durable = "c1", true, 7 }); err != nil {
 		t.Fatal(err)
@@ -210,12 +204,12 @@ func TestMetaUpdateSpreads(t *testing.T) {
 		t.Fatalf("Local() after UpdateMeta = %+v", got)
 	}
 	for _, m := range []*Membership{n2, n3} {
-		eventually(t, 5*time.Second, "n1's new meta seen", func() bool {
+		testutil.Eventually(t, 5*time.Second, "n1's new meta seen", func() bool {
 			x, _ := member(m, "n1")
 			return x.ClusterID == "c1" && x.HasState && x.Durable == 7
 		})
 	}
-	eventually(t, 2*time.Second, "OnChange after the meta change", func() bool { return changes.Load() > before })
+	testutil.Eventually(t, 2*time.Second, "OnChange after the meta change", func() bool { return changes.Load() > before })
 	if err := n1.UpdateMeta(func(m *Meta) { m.ID = "other" }); err == nil {
 		t.Fatal("UpdateMeta changed the id")
 	}
@@ -260,14 +254,14 @@ func TestKilledNodeGoesSuspectThenDead(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
 	log := stateLog(n1, "n3", stop)
-	eventually(t, time.Second, "log running", func() bool { return len(log()) > 0 })
+	testutil.Eventually(t, time.Second, "log running", func() bool { return len(log()) > 0 })
 	killed := time.Now()
 	n3.Shutdown() // no leave: a crash
-	eventually(t, 10*time.Second, "n3 dead on n1 and n2", func() bool {
+	testutil.Eventually(t, 10*time.Second, "n3 dead on n1 and n2", func() bool {
 		return stateOf(n1, "n3") == StateDead && stateOf(n2, "n3") == StateDead
 	})
 	t.Logf("dead after %s", time.Since(killed).Round(time.Millisecond))
-	eventually(t, time.Second, "the log caught up", func() bool { l := log(); return l[len(l)-1] == StateDead })
+	testutil.Eventually(t, time.Second, "the log caught up", func() bool { l := log(); return l[len(l)-1] == StateDead })
 	// a loaded machine may make a live node flap alive/suspect first: what
 	// counts is that the crash shows as suspect, then dead, and nothing before
 	// was dead
@@ -286,13 +280,13 @@ func TestLeftNodeIsLeft(t *testing.T) {
 	if err := n3.Leave(2 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Second, "self left", func() bool { return n3.Local().State == StateLeft })
+	testutil.Eventually(t, time.Second, "self left", func() bool { return n3.Local().State == StateLeft })
 	n3.Shutdown()
 	if err := n3.Leave(time.Second); err == nil {
 		t.Fatal("Leave after Shutdown succeeded")
 	}
 	for _, m := range []*Membership{n1, n2} {
-		eventually(t, 5*time.Second, "n3 left", func() bool { return stateOf(m, "n3") == StateLeft })
+		testutil.Eventually(t, 5*time.Second, "n3 left", func() bool { return stateOf(m, "n3") == StateLeft })
 	}
 	// memberlist forgets dead nodes after GossipToTheDeadTime; we keep
 	// them until Forget.
@@ -305,18 +299,18 @@ func TestLeftNodeIsLeft(t *testing.T) {
 	// a forgotten node that comes back is listed again
 	n3b := startNode(t, "n3", nil)
 	mustJoin(t, n3b, n1)
-	eventually(t, 5*time.Second, "n3 back on n1", func() bool { return stateOf(n1, "n3") == StateAlive })
+	testutil.Eventually(t, 5*time.Second, "n3 back on n1", func() bool { return stateOf(n1, "n3") == StateAlive })
 }
 
 func TestNoAliveAnnouncementAfterLeave(t *testing.T) {
 	n1 := startNode(t, "n1", nil)
 	n2 := startNode(t, "n2", nil)
 	mustJoin(t, n2, n1)
-	eventually(t, 5*time.Second, "2 alive", func() bool { return aliveIDs(n1) == "n1,n2" })
+	testutil.Eventually(t, 5*time.Second, "2 alive", func() bool { return aliveIDs(n1) == "n1,n2" })
 	if err := n2.Leave(2 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "n2 left", func() bool { return stateOf(n1, "n2") == StateLeft })
+	testutil.Eventually(t, 5*time.Second, "n2 left", func() bool { return stateOf(n1, "n2") == StateLeft })
 	// a meta update after Leave stays local: announcing it would undo the leave
 	if err := n2.UpdateMeta(func(m *Meta) { m.Durable = 99 }); err != nil {
 		t.Fatal(err)
@@ -343,7 +337,7 @@ func TestRestartedNodeReclaimsItsIDOnANewAddress(t *testing.T) {
 	n1, n2, n3 := joinedThree(t)
 	old := n3.Addr()
 	n3.Shutdown() // crash
-	eventually(t, 10*time.Second, "n3 dead", func() bool {
+	testutil.Eventually(t, 10*time.Second, "n3 dead", func() bool {
 		return stateOf(n1, "n3") == StateDead && stateOf(n2, "n3") == StateDead
 	})
 	n3b := startNode(t, "n3", nil)
@@ -354,7 +348,7 @@ func TestRestartedNodeReclaimsItsIDOnANewAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range []*Membership{n1, n2, n3b} {
-		eventually(t, 10*time.Second, "n3 alive at its new address everywhere", func() bool {
+		testutil.Eventually(t, 10*time.Second, "n3 alive at its new address everywhere", func() bool {
 			x, _ := member(m, "n3")
 			return x.State == StateAlive && x.Addr == n3b.Addr()
 		})
@@ -391,7 +385,7 @@ func TestOtherClusterRefused(t *testing.T) {
 	if !errors.Is(err, ErrClusterMismatch) {
 		t.Fatalf("JoinRetry across clusters: %v", err)
 	}
-	eventually(t, 5*time.Second, "a1 sees a2 and fresh", func() bool { return aliveIDs(a1) == "a1,a2,fresh" })
+	testutil.Eventually(t, 5*time.Second, "a1 sees a2 and fresh", func() bool { return aliveIDs(a1) == "a1,a2,fresh" })
 	for _, m := range []*Membership{a1, a2, fresh} {
 		if _, ok := member(m, "b1"); ok {
 			t.Fatalf("%s lists b1", m.cfg.NodeID)
@@ -429,7 +423,7 @@ func TestJoinRetryJoinsOnceTheTargetIsUp(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- n2.JoinRetry(ctx, []string{"localhost:" + strconv.Itoa(p)}) }()
 	// let a few attempts fail first
-	eventually(t, 5*time.Second, "JoinRetry still waiting", func() bool {
+	testutil.Eventually(t, 5*time.Second, "JoinRetry still waiting", func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("JoinRetry returned %v before the target started", err)
@@ -442,7 +436,7 @@ func TestJoinRetryJoinsOnceTheTargetIsUp(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("JoinRetry: %v", err)
 	}
-	eventually(t, 5*time.Second, "n1 sees n2", func() bool { return aliveIDs(n1) == "n1,n2" })
+	testutil.Eventually(t, 5*time.Second, "n1 sees n2", func() bool { return aliveIDs(n1) == "n1,n2" })
 
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel2()
@@ -481,11 +475,11 @@ func TestOnChangeNeverConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 5*time.Second, "all updates seen", func() bool {
+	testutil.Eventually(t, 5*time.Second, "all updates seen", func() bool {
 		x, _ := member(n1, "m3")
 		return x.Durable == 4
 	})
-	eventually(t, 2*time.Second, "the watcher called after every OnChange", func() bool { return watched.Load() == calls.Load() })
+	testutil.Eventually(t, 2*time.Second, "the watcher called after every OnChange", func() bool { return watched.Load() == calls.Load() })
 	if overlaps.Load() != 0 || calls.Load() == 0 {
 		t.Fatalf("OnChange: %d calls, %d overlapping, watcher called %d times", calls.Load(), overlaps.Load(), watched.Load())
 	}
@@ -528,13 +522,13 @@ func TestBroadcastAndPushPullReachHandlers(t *testing.T) {
 	if !strings.Contains(joined, "state of n0") {
 		t.Fatalf("n1 merged %s on join, want n0's state", joined)
 	}
-	eventually(t, 5*time.Second, "3 alive", func() bool { return aliveIDs(nodes[0]) == "n0,n1,n2" })
+	testutil.Eventually(t, 5*time.Second, "3 alive", func() bool { return aliveIDs(nodes[0]) == "n0,n1,n2" })
 	if err := nodes[0].Broadcast(tag, "v", []byte("hello")); err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i < 3; i++ {
 		g := recv[i]
-		eventually(t, 5*time.Second, "broadcast received", func() bool {
+		testutil.Eventually(t, 5*time.Second, "broadcast received", func() bool {
 			g.mu.Lock()
 			defer g.mu.Unlock()
 			return strings.Contains(fmt.Sprint(g.msgs), "hello")
@@ -552,7 +546,7 @@ func TestBroadcastAndPushPullReachHandlers(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := recv[2]
-	eventually(t, 5*time.Second, "direct messages received", func() bool {
+	testutil.Eventually(t, 5*time.Second, "direct messages received", func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		all := strings.Join(g.msgs, "|")
@@ -628,7 +622,7 @@ func TestFormationOverGossip(t *testing.T) {
 					t.Logf("%s: %s; vote %s/%d; alive %s", m.cfg.NodeID, why, m.Local().FormSet, m.Local().FormPhase, aliveIDs(m))
 				}
 			}()
-			eventually(t, 15*time.Second, "a set bootstrapped and every node sees a cluster id", func() bool {
+			testutil.Eventually(t, 15*time.Second, "a set bootstrapped and every node sees a cluster id", func() bool {
 				for _, m := range nodes {
 					seen := false
 					for _, x := range m.Members() {
@@ -669,7 +663,7 @@ func TestNodeBridgingTwoClustersDoesNotMergeThem(t *testing.T) {
 	if _, err := a1.Join([]string{f.Addr()}); !errors.Is(err, ErrClusterMismatch) {
 		t.Fatalf("a1 joins a pool holding cluster-B: %v", err)
 	}
-	eventually(t, 3*time.Second, "f sees b1", func() bool { return stateOf(f, "b1") == StateAlive })
+	testutil.Eventually(t, 3*time.Second, "f sees b1", func() bool { return stateOf(f, "b1") == StateAlive })
 	deadline := time.Now().Add(time.Second) // many gossip rounds
 	for time.Now().Before(deadline) {
 		if _, ok := member(a1, "b1"); ok {
@@ -696,7 +690,7 @@ func TestReconcileOverGossipKeepsFiveVoters(t *testing.T) {
 		nodes = append(nodes, n)
 	}
 	leader := nodes[0]
-	eventually(t, 5*time.Second, "7 alive on the leader", func() bool { return aliveIDs(leader) == "n0,n1,n2,n3,n4,n5,n6" })
+	testutil.Eventually(t, 5*time.Second, "7 alive on the leader", func() bool { return aliveIDs(leader) == "n0,n1,n2,n3,n4,n5,n6" })
 	raft := newFakeRaft(RaftServer{ID: "n0", Address: "n0:7000", Voter: true})
 	p := Policy{MaxVoters: 5, Expect: 1, ReapTimeout: time.Hour, MaxLag: 10, Stabilization: 100 * time.Millisecond, VoterGrace: 500 * time.Millisecond}
 	var ap Autopilot
@@ -719,7 +713,7 @@ func TestReconcileOverGossipKeepsFiveVoters(t *testing.T) {
 			return fmt.Sprintf("%d servers, %d live voters, %d failed voters", len(raft.servers), live, failed) == want
 		}
 	}
-	eventually(t, 5*time.Second, "5 voters of 7", reconciled("7 servers, 5 live voters, 0 failed voters"))
+	testutil.Eventually(t, 5*time.Second, "5 voters of 7", reconciled("7 servers, 5 live voters, 0 failed voters"))
 	var crashed []string
 	for _, s := range sortedServers(raft.servers) {
 		if s.Voter && s.ID != "n0" && len(crashed) < 2 {
@@ -731,10 +725,10 @@ func TestReconcileOverGossipKeepsFiveVoters(t *testing.T) {
 			}
 		}
 	}
-	eventually(t, 10*time.Second, fmt.Sprintf("%v dead on the leader", crashed), func() bool {
+	testutil.Eventually(t, 10*time.Second, fmt.Sprintf("%v dead on the leader", crashed), func() bool {
 		return stateOf(leader, crashed[0]) == StateDead && stateOf(leader, crashed[1]) == StateDead
 	})
-	eventually(t, 10*time.Second, fmt.Sprintf("%v replaced", crashed), reconciled("7 servers, 5 live voters, 0 failed voters"))
+	testutil.Eventually(t, 10*time.Second, fmt.Sprintf("%v replaced", crashed), reconciled("7 servers, 5 live voters, 0 failed voters"))
 	for _, id := range crashed {
 		if raft.servers[id].Voter {
 			t.Fatalf("crashed %s still votes", id)
@@ -755,17 +749,17 @@ func TestEventsOnlyFallback(t *testing.T) {
 	}
 	mustJoin(t, n2, n1)
 	mustJoin(t, n3, n1)
-	eventually(t, 5*time.Second, "3 alive", func() bool { return aliveIDs(n1) == "n1,n2,n3" })
+	testutil.Eventually(t, 5*time.Second, "3 alive", func() bool { return aliveIDs(n1) == "n1,n2,n3" })
 	if err := n2.UpdateMeta(func(m *Meta) { m.Durable = 5 }); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "meta seen", func() bool { x, _ := member(n1, "n2"); return x.Durable == 5 })
+	testutil.Eventually(t, 5*time.Second, "meta seen", func() bool { x, _ := member(n1, "n2"); return x.Durable == 5 })
 	n3.Shutdown()
-	eventually(t, 10*time.Second, "n3 dead", func() bool { return stateOf(n1, "n3") == StateDead })
+	testutil.Eventually(t, 10*time.Second, "n3 dead", func() bool { return stateOf(n1, "n3") == StateDead })
 	if err := n2.Leave(time.Second); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "n2 gone", func() bool { return stateOf(n1, "n2") == StateDead }) // left looks dead without the reader
+	testutil.Eventually(t, 5*time.Second, "n2 gone", func() bool { return stateOf(n1, "n2") == StateDead }) // left looks dead without the reader
 }
 
 // joinedThree starts n1, n2 and n3, joins n2 and n3 through n1 and waits
@@ -777,7 +771,7 @@ func joinedThree(t *testing.T) (n1, n2, n3 *Membership) {
 	n3 = startNode(t, "n3", nil)
 	mustJoin(t, n2, n1)
 	mustJoin(t, n3, n1)
-	eventually(t, 5*time.Second, "3 alive on every node", func() bool {
+	testutil.Eventually(t, 5*time.Second, "3 alive on every node", func() bool {
 		return aliveIDs(n1) == "n1,n2,n3" && aliveIDs(n2) == "n1,n2,n3" && aliveIDs(n3) == "n1,n2,n3"
 	})
 	return n1, n2, n3

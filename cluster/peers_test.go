@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 func TestPeersFileFormat(t *testing.T) {
@@ -71,12 +73,12 @@ func TestPeersFileFollowsMembersAndKeepsTheLastSet(t *testing.T) {
 		return strings.Join(got, ",")
 	}
 	both := strings.Join(slices.Sorted(slices.Values([]string{n2.Addr(), n3.Addr()})), ",")
-	eventually(t, 5*time.Second, "n2 and n3 in n1's peers file", func() bool { return file() == both })
+	testutil.Eventually(t, 5*time.Second, "n2 and n3 in n1's peers file", func() bool { return file() == both })
 
 	n3.Shutdown()
-	eventually(t, 10*time.Second, "only n2 in the file once n3 is dead", func() bool { return file() == n2.Addr() })
+	testutil.Eventually(t, 10*time.Second, "only n2 in the file once n3 is dead", func() bool { return file() == n2.Addr() })
 	n2.Shutdown()
-	eventually(t, 10*time.Second, "n2 dead on n1", func() bool { return stateOf(n1, "n2") == StateDead })
+	testutil.Eventually(t, 10*time.Second, "n2 dead on n1", func() bool { return stateOf(n1, "n2") == StateDead })
 	// Alone, n1 keeps the last peers it had: they are where it looks first.
 	if file() != n2.Addr() {
 		t.Fatalf("peers file = %q after every peer died, want the last set %q", file(), n2.Addr())
@@ -90,14 +92,14 @@ func TestRestartedNodeRejoinsThroughItsKnownPeers(t *testing.T) {
 	n3 := startNode(t, "n3", func(c *Config) { c.PeersFile = path })
 	mustJoin(t, n2, n1)
 	mustJoin(t, n3, n1)
-	eventually(t, 5*time.Second, "3 alive on n3", func() bool { return aliveIDs(n3) == "n1,n2,n3" })
-	eventually(t, 5*time.Second, "n1 and n2 in n3's peers file", func() bool {
+	testutil.Eventually(t, 5*time.Second, "3 alive on n3", func() bool { return aliveIDs(n3) == "n1,n2,n3" })
+	testutil.Eventually(t, 5*time.Second, "n1 and n2 in n3's peers file", func() bool {
 		got, _ := readPeersFile(path)
 		return len(got) == 2
 	})
 	old := n3.Addr()
 	n3.Shutdown() // crash
-	eventually(t, 10*time.Second, "n3 dead", func() bool {
+	testutil.Eventually(t, 10*time.Second, "n3 dead", func() bool {
 		return stateOf(n1, "n3") == StateDead && stateOf(n2, "n3") == StateDead
 	})
 
@@ -118,9 +120,9 @@ func TestRestartedNodeRejoinsThroughItsKnownPeers(t *testing.T) {
 	}
 	// The join's push/pull brings both peers at once, not only the one
 	// that answered first; then every node holds the same view.
-	eventually(t, 2*time.Second, "n1 and n2 alive on n3 right after Rejoin", func() bool { return aliveIDs(n3b) == "n1,n2,n3" })
+	testutil.Eventually(t, 2*time.Second, "n1 and n2 alive on n3 right after Rejoin", func() bool { return aliveIDs(n3b) == "n1,n2,n3" })
 	for _, m := range []*Membership{n1, n2, n3b} {
-		eventually(t, 10*time.Second, "the three alive, n3 at its new address, on every node", func() bool {
+		testutil.Eventually(t, 10*time.Second, "the three alive, n3 at its new address, on every node", func() bool {
 			x, _ := member(m, "n3")
 			return aliveIDs(m) == "n1,n2,n3" && x.Addr == n3b.Addr()
 		})

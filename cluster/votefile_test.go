@@ -6,13 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 func TestCommittedVoteSurvivesARestart(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "formation-vote")
 	edit := func(c *Config) { c.Meta.Expect, c.VoteFile = 1, file }
 	n := startNode(t, "solo", edit)
-	eventually(t, 2*time.Second, "committed", func() bool { return n.Local().FormPhase == phaseCommitted })
+	testutil.Eventually(t, 2*time.Second, "committed", func() bool { return n.Local().FormPhase == phaseCommitted })
 	if set, err := readVoteFile(file); err != nil || set != "solo" {
 		t.Fatalf("vote file: %q, %v", set, err)
 	}
@@ -26,7 +28,7 @@ func TestCommittedVoteSurvivesARestart(t *testing.T) {
 	if err := n.UpdateMeta(func(m *Meta) { m.HasState, m.ClusterID = true, "c1" }); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Second, "vote cleared and file removed", func() bool {
+	testutil.Eventually(t, 2*time.Second, "vote cleared and file removed", func() bool {
 		_, err := os.Stat(file)
 		return n.Local().FormSet == "" && os.IsNotExist(err)
 	})

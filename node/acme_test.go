@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/store"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 func TestAcmeRenewsWithAThirdOfTheLifetimeLeftAndBacksOffOnFailures(t *testing.T) {
@@ -97,7 +98,7 @@ func TestAcmeFailedOrderKeepsTheCertificateAndShowsInStatusMetricsAndEvents(t *t
 	}
 
 	var st AcmeStatus
-	eventually(t, "the failed order in the status", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the failed order in the status", func() bool {
 		s := n.acmeView.statuses()
 		if len(s) != 1 || s[0].Failures == 0 {
 			return false
@@ -146,11 +147,11 @@ func TestAcmeFailedOrderKeepsTheCertificateAndShowsInStatusMetricsAndEvents(t *t
 	if _, err := n.store.Apply(store.AcmeWrite{Put: []store.AcmeEntry{{Name: acmeHTTP01Prefix + "stale", Value: []byte("stale.thumb")}}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the stale challenge deleted", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the stale challenge deleted", func() bool {
 		_, ok := n.store.AcmeEntry(acmeHTTP01Prefix + "stale")
 		return !ok
 	})
-	eventually(t, "an acme event on the page's stream", func() bool {
+	testutil.Eventually(t, 10*time.Second, "an acme event on the page's stream", func() bool {
 		for _, e := range n.ev.bus.recent() {
 			if e.Type == EventAcme && e.Data["result"] == "failed" {
 				return true
@@ -183,7 +184,7 @@ func TestAcmeOrderIsNotPlacedWhileTheStateCannotBeWritten(t *testing.T) {
 	// A binary that does not apply AcmeWrite (types 1-7 only): the gate
 	// refuses the write, as it does while a member of the cluster lacks it.
 	n := acmeNode(t, ca.URL+"/dir", caFile, "www.tether.test", "1111111")
-	eventually(t, "the order held", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the order held", func() bool {
 		return strings.Contains(metricsOf(t, n), `tether_acme_orders_total{result="held"} 1`)
 	})
 	if h := hits.Load(); h != 0 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/cluster"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // ghost joins the cluster's gossip as a member that stays alive but whose
@@ -72,11 +73,11 @@ func TestKeyActivatesOnlyOnceEveryReachableMemberHoldsItRevokeIncluded(t *testin
 		t.Fatalf("rotate: %d %v", status, body)
 	}
 	k2 := body["id"].(string)
-	waitFor(t, 15*time.Second, "k2 active everywhere", func() bool { return tc.activeEverywhere() == k2 })
+	testutil.Eventually(t, 15*time.Second, "k2 active everywhere", func() bool { return tc.activeEverywhere() == k2 })
 	tc.waitIdentical()
 	// A member stuck at today's state joins: it holds k1 and k2, nothing newer.
 	ghost := tc.ghost("ghost", leader.store.AppliedIndex(), nodes[0].GossipAddr())
-	waitFor(t, 10*time.Second, "the ghost alive on every node", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the ghost alive on every node", func() bool {
 		for _, n := range tc.live() {
 			if memberState(n, "ghost") != "alive" {
 				return false
@@ -119,7 +120,7 @@ func TestKeyActivatesOnlyOnceEveryReachableMemberHoldsItRevokeIncluded(t *testin
 	}
 	// The ghost fails: past the bound it is passed over, named.
 	ghost.Shutdown()
-	waitFor(t, 20*time.Second, "the ghost dead on the leader", func() bool { return memberState(tc.waitLeader(), "ghost") == "dead" })
+	testutil.Eventually(t, 20*time.Second, "the ghost dead on the leader", func() bool { return memberState(tc.waitLeader(), "ghost") == "dead" })
 	status, body = adminWith(t, f, "POST", "/v1/keyring/"+k1+"/revoke", hdr, nil)
 	if status != 200 || body["active_key_id"] != k3 {
 		t.Fatalf("revoke k1 once the ghost failed: %d %v, want %s active", status, body, k3)
@@ -131,7 +132,7 @@ func TestKeyActivatesOnlyOnceEveryReachableMemberHoldsItRevokeIncluded(t *testin
 	if got := metricValue(t, tc.waitLeader(), "tether_keyring_activation_timeouts_total"); got < 1 {
 		t.Fatalf("tether_keyring_activation_timeouts_total = %v, want at least 1 (k3 passed the failed ghost over)", got)
 	}
-	waitFor(t, 10*time.Second, "k3 active everywhere", func() bool { return tc.activeEverywhere() == k3 })
+	testutil.Eventually(t, 10*time.Second, "k3 active everywhere", func() bool { return tc.activeEverywhere() == k3 })
 }
 
 // metricValue is the value of an unlabelled metric on n's /metrics.

@@ -24,12 +24,6 @@ import (
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	testutil.Eventually(t, timeout, what, cond)
-}
-
 // testCluster is a set of in-process nodes sharing one secret and config.
 type testCluster struct {
 	t       *testing.T
@@ -147,7 +141,7 @@ func (tc *testCluster) form(n int) []*Node {
 // an active key.
 func (tc *testCluster) waitSettled() {
 	tc.t.Helper()
-	waitFor(tc.t, 30*time.Second, "one leader and an active key on every node", func() bool {
+	testutil.Eventually(tc.t, 30*time.Second, "one leader and an active key on every node", func() bool {
 		leader := ""
 		for _, n := range tc.live() {
 			l := n.Leader()
@@ -173,7 +167,7 @@ func (tc *testCluster) leader() *Node {
 func (tc *testCluster) waitLeader() *Node {
 	tc.t.Helper()
 	var l *Node
-	waitFor(tc.t, 20*time.Second, "a leader", func() bool { l = tc.leader(); return l != nil })
+	testutil.Eventually(tc.t, 20*time.Second, "a leader", func() bool { l = tc.leader(); return l != nil })
 	return l
 }
 
@@ -202,7 +196,7 @@ func dump(n *Node) fsmDump {
 // waitIdentical waits until every live node holds the same replicated state.
 func (tc *testCluster) waitIdentical() {
 	tc.t.Helper()
-	waitFor(tc.t, 15*time.Second, "identical replicated state on every node", func() bool {
+	testutil.Eventually(tc.t, 15*time.Second, "identical replicated state on every node", func() bool {
 		nodes := tc.live()
 		for _, n := range nodes[1:] {
 			if !reflect.DeepEqual(dump(n), dump(nodes[0])) {
@@ -285,7 +279,7 @@ func TestClusterAnyNodeOpensAnyNodesCookie(t *testing.T) {
 		}
 	}
 	var body map[string]any
-	waitFor(t, 10*time.Second, "status naming a leader and three members", func() bool {
+	testutil.Eventually(t, 10*time.Second, "status naming a leader and three members", func() bool {
 		status, b := admin(t, nodes[0], "GET", "/v1/status", nil)
 		body = b
 		return status == 200 && b["leader_id"] != "" && b["raft_state"] != "" && b["members"].(float64) == 3
@@ -318,7 +312,7 @@ func TestClusterRotationOnFollowerActivatesEverywhereWithoutFailedDecrypt(t *tes
 	id := body["id"].(string)
 	// Installed everywhere before it encrypts anywhere: while it is not
 	// active on every node, every node already knows it.
-	waitFor(t, 10*time.Second, "the rotated key active on every node", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the rotated key active on every node", func() bool {
 		all := true
 		for _, n := range nodes {
 			active := n.ring.ActiveKeyID(time.Now())
@@ -348,7 +342,7 @@ func TestClusterRotationOnFollowerActivatesEverywhereWithoutFailedDecrypt(t *tes
 	if status != 200 {
 		t.Fatalf("revoke: %d %v", status, body)
 	}
-	waitFor(t, 5*time.Second, "revocation on every node", func() bool {
+	testutil.Eventually(t, 5*time.Second, "revocation on every node", func() bool {
 		for _, n := range nodes {
 			if a := n.ring.ActiveKeyID(time.Now()); a == "" || a == id {
 				return false
@@ -371,7 +365,7 @@ func TestClusterDrainIsClusterWideAndSurvivesRestart(t *testing.T) {
 		t.Fatalf("drain on follower: %d %v", status, body)
 	}
 	var deadline time.Time
-	waitFor(t, 5*time.Second, "d1 draining on every node with one deadline", func() bool {
+	testutil.Eventually(t, 5*time.Second, "d1 draining on every node with one deadline", func() bool {
 		for i, n := range nodes {
 			on, dl := n.proxy.Cluster("app").Destination("d1").Draining()
 			if !on || (i > 0 && !dl.Equal(deadline)) {
@@ -394,7 +388,7 @@ func TestClusterDrainIsClusterWideAndSurvivesRestart(t *testing.T) {
 	cfg := tc.cfgs[id]
 	tc.stop(id)
 	n := tc.start(cfg)
-	waitFor(t, 15*time.Second, "d1 draining after restart", func() bool {
+	testutil.Eventually(t, 15*time.Second, "d1 draining after restart", func() bool {
 		on, dl := n.proxy.Cluster("app").Destination("d1").Draining()
 		return on && dl.Equal(deadline)
 	})
@@ -402,7 +396,7 @@ func TestClusterDrainIsClusterWideAndSurvivesRestart(t *testing.T) {
 	if status, _ := adminWrite(t, nodes[0], "DELETE", "/v1/clusters/app/destinations/d1/drain", nil); status != 200 {
 		t.Fatalf("undo drain: %d", status)
 	}
-	waitFor(t, 5*time.Second, "d1 no longer draining anywhere", func() bool {
+	testutil.Eventually(t, 5*time.Second, "d1 no longer draining anywhere", func() bool {
 		for _, n := range tc.live() {
 			if on, _ := n.proxy.Cluster("app").Destination("d1").Draining(); on {
 				return false
@@ -419,7 +413,7 @@ func TestClusterMinorityRefusesWritesNamingUnreachableNodes(t *testing.T) {
 	_, _, cookie := proxyGet(t, survivor, "")
 	tc.stop(nodes[1].ID())
 	tc.stop(nodes[2].ID())
-	waitFor(t, 20*time.Second, "the survivor losing its leader", func() bool { return survivor.Leader() == "" })
+	testutil.Eventually(t, 20*time.Second, "the survivor losing its leader", func() bool { return survivor.Leader() == "" })
 	status, body := admin(t, survivor, "POST", "/v1/keyring/rotate", nil)
 	msg, _ := body["error"].(string)
 	if status != 503 || !strings.Contains(msg, "no Raft leader") || !strings.Contains(msg, "n2") || !strings.Contains(msg, "n3") {
@@ -438,7 +432,7 @@ func TestClusterNodeRestartedAloneOpensValuesUnderEveryCommittedKey(t *testing.T
 	for range 3 {
 		_, body := adminWrite(t, tc.waitLeader(), "POST", "/v1/keyring/rotate", nil)
 		id := body["id"].(string)
-		waitFor(t, 10*time.Second, "rotation active everywhere", func() bool {
+		testutil.Eventually(t, 10*time.Second, "rotation active everywhere", func() bool {
 			for _, n := range nodes {
 				if n.ring.ActiveKeyID(time.Now()) != id {
 					return false
@@ -497,9 +491,9 @@ func TestClusterJoinPromoteLeaveAndRemove(t *testing.T) {
 	// non-voter and stays one while a promotion would make the voters even;
 	// with a fifth, both become voters once caught up.
 	n4 := tc.start(tc.config("n4", 0, []string{nodes[0].GossipAddr()}))
-	waitFor(t, 20*time.Second, "n4 a non-voter", func() bool { return raftRole(tc.leader(), "n4") == "nonvoter" })
+	testutil.Eventually(t, 20*time.Second, "n4 a non-voter", func() bool { return raftRole(tc.leader(), "n4") == "nonvoter" })
 	tc.start(tc.config("n5", 0, []string{nodes[1].GossipAddr()}))
-	waitFor(t, 45*time.Second, "n4 and n5 voters", func() bool {
+	testutil.Eventually(t, 45*time.Second, "n4 and n5 voters", func() bool {
 		return raftRole(tc.leader(), "n4") == "voter" && raftRole(tc.leader(), "n5") == "voter"
 	})
 	tc.waitIdentical()
@@ -514,7 +508,7 @@ func TestClusterJoinPromoteLeaveAndRemove(t *testing.T) {
 		t.Fatal("n4 did not ask to stop after leaving")
 	}
 	tc.stop("n4")
-	waitFor(t, 20*time.Second, "n4 out of the Raft configuration", func() bool { return raftRole(tc.leader(), "n4") == "" })
+	testutil.Eventually(t, 20*time.Second, "n4 out of the Raft configuration", func() bool { return raftRole(tc.leader(), "n4") == "" })
 	// DELETE /v1/members/{id} refuses a live node, and removes a failed one.
 	victim := tc.follower()
 	if status, body := adminWrite(t, tc.waitLeader(), "DELETE", "/v1/members/"+victim.ID(), nil); status != 409 {
@@ -522,7 +516,7 @@ func TestClusterJoinPromoteLeaveAndRemove(t *testing.T) {
 	}
 	tc.stop(victim.ID())
 	other := tc.follower()
-	waitFor(t, 20*time.Second, "the stopped node seen failed", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the stopped node seen failed", func() bool {
 		for _, m := range tc.waitLeader().members.Members() {
 			if m.ID == victim.ID() {
 				return m.State != "alive"
@@ -534,7 +528,7 @@ func TestClusterJoinPromoteLeaveAndRemove(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("remove %s through %s: %d %v", victim.ID(), other.ID(), status, body)
 	}
-	waitFor(t, 10*time.Second, "victim removed", func() bool { return raftRole(tc.leader(), victim.ID()) == "" })
+	testutil.Eventually(t, 10*time.Second, "victim removed", func() bool { return raftRole(tc.leader(), victim.ID()) == "" })
 	if status, _ := admin(t, other, "DELETE", "/v1/members/nobody", nil); status != 404 {
 		t.Fatalf("remove unknown member: %d, want 404", status)
 	}
@@ -584,7 +578,7 @@ func TestClusterSevenNodesKeepFiveVotersWhenOneFails(t *testing.T) {
 		}
 		return
 	}
-	waitFor(t, 30*time.Second, "5 voters and 2 non-voters", func() bool {
+	testutil.Eventually(t, 30*time.Second, "5 voters and 2 non-voters", func() bool {
 		v, nv := count()
 		return v == 5 && nv == 2
 	})
@@ -598,7 +592,7 @@ func TestClusterSevenNodesKeepFiveVotersWhenOneFails(t *testing.T) {
 		}
 	}
 	tc.stop(victim)
-	waitFor(t, 30*time.Second, "five live voters again", func() bool {
+	testutil.Eventually(t, 30*time.Second, "five live voters again", func() bool {
 		l := tc.leader()
 		if l == nil {
 			return false
@@ -693,7 +687,7 @@ func TestLeaderRotatesBeforeExpiryAndPrunesAfterRetention(t *testing.T) {
 	tc.nodes["solo"] = n
 	tc.mu.Unlock()
 	now := time.Now()
-	waitFor(t, 10*time.Second, "the first key", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the first key", func() bool {
 		if n.store.IsLeader() {
 			n.leaderRound(now)
 		}
@@ -770,7 +764,7 @@ func TestClusterHealthViewSurvivesReloadThatRebuildsDestinations(t *testing.T) {
 	nodes := tc.form(3)
 	sick.Store(true)
 	var prober string
-	waitFor(t, 15*time.Second, "d1 unhealthy in every node's view", func() bool {
+	testutil.Eventually(t, 15*time.Second, "d1 unhealthy in every node's view", func() bool {
 		for _, n := range nodes {
 			if n.proxy.Cluster("app").Destination("d1").ActiveHealth() != upstream.Unhealthy {
 				return false
@@ -810,10 +804,10 @@ func TestNodeOfAnotherClusterRefusesToJoin(t *testing.T) {
 	tc := newTestCluster(t, 1)
 	a := tc.start(tc.config("a", 0, nil))
 	b := tc.start(tc.config("b", 0, nil))
-	waitFor(t, 15*time.Second, "both clusters have ids", func() bool {
+	testutil.Eventually(t, 15*time.Second, "both clusters have ids", func() bool {
 		return a.store.ClusterID() != "" && b.store.ClusterID() != "" && a.GossipAddr() != ""
 	})
-	waitFor(t, 10*time.Second, "cluster ids gossiped", func() bool {
+	testutil.Eventually(t, 10*time.Second, "cluster ids gossiped", func() bool {
 		return a.members.Local().ClusterID != "" && b.members.Local().ClusterID != ""
 	})
 	status, body := admin(t, b, "POST", "/v1/join", map[string]any{"addresses": []string{a.GossipAddr()}})

@@ -16,6 +16,7 @@ import (
 	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/keyring"
 	"github.com/tether-proxy/tether/store"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // TestClusterLeaderWritesACommandOnlyOnceEveryMemberAppliesIt: one member
@@ -48,7 +49,7 @@ func TestClusterLeaderWritesACommandOnlyOnceEveryMemberAppliesIt(t *testing.T) {
 	// The older member may win the first election; as leader it would
 	// refuse the command itself ("this node does not apply"), which is not
 	// the rule under test here: hand leadership to an upgraded member.
-	waitFor(t, 20*time.Second, "a leader other than n3", func() bool {
+	testutil.Eventually(t, 20*time.Second, "a leader other than n3", func() bool {
 		l := tc.leader()
 		if l == old {
 			_ = old.store.TransferLeadership()
@@ -56,7 +57,7 @@ func TestClusterLeaderWritesACommandOnlyOnceEveryMemberAppliesIt(t *testing.T) {
 		}
 		return l != nil
 	})
-	waitFor(t, 10*time.Second, "the leader to see n3's command set", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the leader to see n3's command set", func() bool {
 		l := tc.leader()
 		return l != nil && l.commandGate(storeSetDrain()) != nil
 	})
@@ -76,7 +77,7 @@ func TestClusterLeaderWritesACommandOnlyOnceEveryMemberAppliesIt(t *testing.T) {
 	tc.stop("n3")
 	tc.start(cfg)
 	tc.waitSettled()
-	waitFor(t, 15*time.Second, "the drain to be accepted once every member applies it", func() bool {
+	testutil.Eventually(t, 15*time.Second, "the drain to be accepted once every member applies it", func() bool {
 		l := tc.leader()
 		if l == nil {
 			return false
@@ -84,7 +85,7 @@ func TestClusterLeaderWritesACommandOnlyOnceEveryMemberAppliesIt(t *testing.T) {
 		status, _ := admin(t, l, "POST", "/v1/clusters/app/destinations/d1/drain", nil)
 		return status == 200
 	})
-	waitFor(t, 10*time.Second, "d1 draining on every node", func() bool {
+	testutil.Eventually(t, 10*time.Second, "d1 draining on every node", func() bool {
 		for _, n := range tc.live() {
 			if on, _ := n.proxy.Cluster("app").Destination("d1").Draining(); !on {
 				return false
@@ -118,7 +119,7 @@ func TestClusterAddressClaimedTwiceEvictsNobodyAndShowsInMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rows []any
-	waitFor(t, 15*time.Second, "/v1/members to show the conflict on both nodes", func() bool {
+	testutil.Eventually(t, 15*time.Second, "/v1/members to show the conflict on both nodes", func() bool {
 		_, body := admin(t, nodes[0], "GET", "/v1/members", nil)
 		rows, _ = body["members"].([]any)
 		flagged := 0
@@ -131,7 +132,7 @@ func TestClusterAddressClaimedTwiceEvictsNobodyAndShowsInMembers(t *testing.T) {
 		}
 		return flagged == 2
 	})
-	waitFor(t, 10*time.Second, "the leader to log the conflict naming both", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the leader to log the conflict naming both", func() bool {
 		l := logs.String()
 		return strings.Contains(l, "raft address conflict") && strings.Contains(l, "claimed by n2, n4")
 	})
@@ -177,7 +178,7 @@ func TestClusterLeaderClockAheadDoesNotPruneKeysOthersNeed(t *testing.T) {
 	startManual(t, tc)
 	now := time.Now()
 	var first keyring.Metadata
-	waitFor(t, 30*time.Second, "a first key active on every node", func() bool {
+	testutil.Eventually(t, 30*time.Second, "a first key active on every node", func() bool {
 		if l := tc.leader(); l != nil {
 			l.leaderRound(now)
 		}
@@ -195,7 +196,7 @@ func TestClusterLeaderClockAheadDoesNotPruneKeysOthersNeed(t *testing.T) {
 		return true
 	})
 	l := tc.leader()
-	waitFor(t, 10*time.Second, "every member's clock in the leader's view", func() bool {
+	testutil.Eventually(t, 10*time.Second, "every member's clock in the leader's view", func() bool {
 		for _, m := range l.members.Members() {
 			if m.Clock == 0 {
 				return false
@@ -222,7 +223,7 @@ func TestClusterLeaderClockAheadDoesNotPruneKeysOthersNeed(t *testing.T) {
 			n.metaClock.Store(&clock)
 		}
 	}
-	waitFor(t, 15*time.Second, "the key pruned everywhere once every clock agrees", func() bool {
+	testutil.Eventually(t, 15*time.Second, "the key pruned everywhere once every clock agrees", func() bool {
 		l.leaderRound(jumped)
 		for _, n := range tc.live() {
 			if has(n) {
@@ -254,7 +255,7 @@ func TestClusterMemberThatCannotPersistIsPassedOverAndReported(t *testing.T) {
 		t.Fatalf("rotate: %d %v", status, body)
 	}
 	id, _ := body["id"].(string)
-	waitFor(t, 20*time.Second, "the rotated key active on every node", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the rotated key active on every node", func() bool {
 		for _, n := range tc.live() {
 			if n.ring.ActiveKeyID(time.Now()) != id {
 				return false
@@ -284,7 +285,7 @@ func TestClusterMemberThatCannotPersistIsPassedOverAndReported(t *testing.T) {
 	if err := os.Rename(snaps+".moved", snaps); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "the node to persist again", func() bool {
+	testutil.Eventually(t, 15*time.Second, "the node to persist again", func() bool {
 		pf, _ := f.store.PersistFailure()
 		return pf == nil && f.store.DurableIndex() >= f.store.AppliedIndex()
 	})
@@ -352,7 +353,7 @@ func TestClusterMismatchedSettingsAreLoggedAndShown(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
-			waitFor(t, 15*time.Second, "the leader's log and /v1/members to name "+c.want, func() bool {
+			testutil.Eventually(t, 15*time.Second, "the leader's log and /v1/members to name "+c.want, func() bool {
 				l := tc.leader()
 				if l == nil {
 					return false

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // A drain past its deadline reads as drained, since the deadline, on the
@@ -40,7 +42,7 @@ func TestDrainPastItsDeadlineReadsAsDrained(t *testing.T) {
 		defer cancel()
 		n.Shutdown(ctx)
 	})
-	eventually(t, "ready", func() bool { st, _ := admin(t, n, "GET", "/readyz", nil); return st == 200 })
+	testutil.Eventually(t, 10*time.Second, "ready", func() bool { st, _ := admin(t, n, "GET", "/readyz", nil); return st == 200 })
 	events, _ := openEvents(t, n, "", "")
 
 	status, body := adminWrite(t, n, "POST", "/v1/clusters/app/destinations/d1/drain", nil)
@@ -68,7 +70,7 @@ func TestDrainPastItsDeadlineReadsAsDrained(t *testing.T) {
 			}
 			continue
 		}
-		waitFor(t, 10*time.Second, c.desc, func() bool { last = drainOf(t, n, "d1"); return c.check(last) })
+		testutil.Eventually(t, 10*time.Second, c.desc, func() bool { last = drainOf(t, n, "d1"); return c.check(last) })
 	}
 	events.next(t, "drain draining", func(e sseEvent) bool { return e.typ == EventDrain && e.ev.Data["state"] == "draining" })
 	e := events.next(t, "drain drained", func(e sseEvent) bool { return e.typ == EventDrain && e.ev.Data["state"] == "drained" })

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/upstream"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 func TestEventBusReplaysTheRingAfterLastEventID(t *testing.T) {
@@ -254,7 +255,7 @@ func TestEventsStalledReaderDoesNotStallTheNode(t *testing.T) {
 	}
 	defer c.Close()
 	fmt.Fprintf(c, "GET /v1/events HTTP/1.1\r\nHost: %s\r\n\r\n", n.AdminAddr())
-	eventually(t, "the stalled reader subscribed", func() bool { return n.ev.bus.subscribers() == 1 })
+	testutil.Eventually(t, 10*time.Second, "the stalled reader subscribed", func() bool { return n.ev.bus.subscribers() == 1 })
 
 	big := strings.Repeat("x", 4096)
 	done := make(chan struct{})
@@ -270,7 +271,7 @@ func TestEventsStalledReaderDoesNotStallTheNode(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("publishing blocked on a stalled reader")
 	}
-	eventually(t, "the stalled reader cut off", func() bool { return n.ev.bus.subscribers() == 0 })
+	testutil.Eventually(t, 10*time.Second, "the stalled reader cut off", func() bool { return n.ev.bus.subscribers() == 0 })
 	// The node still serves, and a new reader gets the next change.
 	if st, _ := call("GET", "/v1/status"); st != 200 {
 		t.Fatalf("status after a stalled reader: %d", st)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/upstream"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // TestHealthWithoutMajorityGoesByLocalVerdictAndViewsConverge: two nodes
@@ -80,7 +81,7 @@ func TestHealthWithoutMajorityGoesByLocalVerdictAndViewsConverge(t *testing.T) {
 	tc.waitSettled()
 	n1, n2 := nodes[0], nodes[1]
 	d1 := func(n *Node) *upstream.Destination { return n.proxy.Cluster("app").Destination("d1") }
-	waitFor(t, 15*time.Second, "both nodes probe d1 and see it healthy", func() bool {
+	testutil.Eventually(t, 15*time.Second, "both nodes probe d1 and see it healthy", func() bool {
 		return len(n1.health.gossip.Probers("app", "d1", 2)) == 2 && len(n2.health.gossip.Probers("app", "d1", 2)) == 2 &&
 			d1(n1).ActiveHealth() == upstream.Healthy && d1(n2).ActiveHealth() == upstream.Healthy
 	})
@@ -97,11 +98,11 @@ func TestHealthWithoutMajorityGoesByLocalVerdictAndViewsConverge(t *testing.T) {
 
 	// n1's probe of d1 fails, n2's passes: one of two probers, no majority.
 	sickA.Store(true)
-	waitFor(t, 10*time.Second, "the verdicts split", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the verdicts split", func() bool {
 		return d1(n1).LocalHealth() == upstream.Unhealthy && d1(n2).LocalHealth() == upstream.Healthy &&
 			len(n2.health.gossip.Verdicts("app", "d1")) == 2 && len(n1.health.gossip.Verdicts("app", "d1")) == 2
 	})
-	waitFor(t, 5*time.Second, "each node goes by its own verdict", func() bool {
+	testutil.Eventually(t, 5*time.Second, "each node goes by its own verdict", func() bool {
 		return d1(n1).ActiveHealth() == upstream.Unhealthy && d1(n2).ActiveHealth() == upstream.Healthy
 	})
 	for _, c := range sessions {
@@ -115,11 +116,11 @@ func TestHealthWithoutMajorityGoesByLocalVerdictAndViewsConverge(t *testing.T) {
 
 	// n2's probe fails too: the views agree, and so do the replacements.
 	sickB.Store(true)
-	waitFor(t, 10*time.Second, "both views say d1 is unhealthy", func() bool {
+	testutil.Eventually(t, 10*time.Second, "both views say d1 is unhealthy", func() bool {
 		return d1(n1).ActiveHealth() == upstream.Unhealthy && d1(n2).ActiveHealth() == upstream.Unhealthy
 	})
 	agreed := time.Now()
-	waitFor(t, time.Second, "both nodes pick the same replacement for every d1 session", func() bool {
+	testutil.Eventually(t, time.Second, "both nodes pick the same replacement for every d1 session", func() bool {
 		for _, c := range sessions {
 			_, r1, _ := proxyGet(t, n1, c)
 			_, r2, _ := proxyGet(t, n2, c)

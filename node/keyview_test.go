@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // TestKeyringListSaysWhatAnInstalledKeyWaitsFor: an installed key carries a
@@ -48,7 +50,7 @@ func TestKeyringListSaysWhatAnInstalledKeyWaitsFor(t *testing.T) {
 		}
 		return m
 	}
-	waitFor(t, 10*time.Second, "the first key", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the first key", func() bool {
 		if n.store.IsLeader() {
 			n.leaderRound(time.Now())
 		}
@@ -56,7 +58,7 @@ func TestKeyringListSaysWhatAnInstalledKeyWaitsFor(t *testing.T) {
 	})
 	id, _ := call("POST", "/v1/keyring/rotate")["id"].(string)
 	var pending string
-	waitFor(t, 10*time.Second, "the installed key held by every member", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the installed key held by every member", func() bool {
 		for _, k := range call("GET", "/v1/keyring")["keys"].([]any) {
 			if k := k.(map[string]any); k["id"] == id && k["state"] == "installed" {
 				pending, _ = k["pending"].(string)

@@ -36,12 +36,6 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// eventually polls cond for up to 10 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testutil.Eventually(t, 10*time.Second, what, cond)
-}
-
 func testConfig(backendURL string, extraRoute string) string {
 	return fmt.Sprintf(`{
 	  "Listeners": [ { "Address": "127.0.0.1:0" } ],
@@ -112,7 +106,7 @@ func TestAdminKeyringRotateAndRevoke(t *testing.T) {
 	}
 	// Rotate returns once the key is committed; the leader activates it
 	// once every member holds it (here: at once, the node is alone).
-	eventually(t, "the rotated key active", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the rotated key active", func() bool {
 		_, list = call("GET", "/v1/keyring")
 		return list["active_key_id"] == rotated["id"]
 	})
@@ -238,7 +232,7 @@ func TestKeyringSurvivesRestartEncryptedWithClusterSecret(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer n.Shutdown(context.Background())
-		eventually(t, "an active key", func() bool { return n.ring.ActiveKeyID(time.Now()) != "" })
+		testutil.Eventually(t, 10*time.Second, "an active key", func() bool { return n.ring.ActiveKeyID(time.Now()) != "" })
 		if keys := n.ring.Snapshot(); len(keys) != 1 {
 			t.Fatalf("%d keys after a start, want the one", len(keys))
 		}
@@ -479,7 +473,7 @@ func TestWatcherReloadsWhenSymlinkedDirectoryIsRepointed(t *testing.T) {
 	if err := os.Rename(tmp, current); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "reload after the directory symlink moved", func() bool { return routes() == 2 })
+	testutil.Eventually(t, 10*time.Second, "reload after the directory symlink moved", func() bool { return routes() == 2 })
 }
 
 func TestIsLoopback(t *testing.T) {

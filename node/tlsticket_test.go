@@ -20,6 +20,7 @@ import (
 
 	"github.com/tether-proxy/tether/keyring"
 	"github.com/tether-proxy/tether/proxy"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 var _ proxy.TicketKeySource = (*keyring.Ring)(nil)
@@ -146,7 +147,7 @@ func TestClusterTLSSessionResumesOnAnotherNodeAndAcrossRotation(t *testing.T) {
 			if status != 200 || id == "" {
 				t.Fatalf("rotate: %d %v", status, body)
 			}
-			waitFor(t, 15*time.Second, "the rotated key active on every node", func() bool {
+			testutil.Eventually(t, 15*time.Second, "the rotated key active on every node", func() bool {
 				for _, n := range nodes {
 					if n.ring.ActiveKeyID(time.Now()) != id {
 						return false

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // adminWith calls a node's admin API with extra headers.
@@ -125,7 +127,7 @@ func TestRemoveRetriedWithTheSameRequestIDAnswersWhatWasCommitted(t *testing.T) 
 	tc.form(3)
 	victim := tc.follower()
 	tc.stop(victim.ID())
-	waitFor(t, 20*time.Second, "the stopped node seen failed", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the stopped node seen failed", func() bool {
 		return memberState(tc.waitLeader(), victim.ID()) != "alive"
 	})
 	via := tc.follower()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/dnscache"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // TestBackendTLSRequiresTrustUnlessDangerousAcceptAnyServerCertificate: an
@@ -113,8 +114,8 @@ func TestMaxConnectionsPerServerCapsConcurrentBackendConnections(t *testing.T) {
 
 	// Every request is inside the proxy and has picked the destination.
 	d := h.p.Cluster("c").Destination("d1")
-	eventually(t, func() bool { return d.Inflight() == requests })
-	eventually(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool { return d.Inflight() == requests })
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return inFlight >= limit
@@ -224,7 +225,7 @@ func TestDestinationByDNSNameResolvedThroughCache(t *testing.T) {
 	t.Cleanup(b2.Close)
 
 	writeHosts("127.0.0.2", time.Now())
-	eventually(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool {
 		resp, body := get(t, nil, h.front.URL+"/x", nil)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("status %d while the address changed, want 200", resp.StatusCode)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/health"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // TestConnectionSlotWaitIsBounded: with MaxConnectionsPerServer taken, a
@@ -155,7 +156,7 @@ func TestBackendDyingMidBodyCountsAgainstIt(t *testing.T) {
 				}
 			}
 			// Every request has ended at the proxy once its access log line is out.
-			eventually(t, func() bool { return len(h.accessLines(t)) == n })
+			testutil.Eventually(t, 5*time.Second, "condition", func() bool { return len(h.accessLines(t)) == n })
 			if got := h.p.Cluster("c").Destination("d1").PassiveFailed(time.Now()); got != c.wantExcluded {
 				t.Fatalf("excluded = %v, want %v", got, c.wantExcluded)
 			}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // TestOwnLoopClientGoneEndsTheBackendRequest: behind the own HTTP/1.1
@@ -39,7 +40,7 @@ func TestOwnLoopClientGoneEndsTheBackendRequest(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the backend's request went on after the client left")
 	}
-	eventually(t, func() bool { return len(h.accessLines(t)) == 1 })
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool { return len(h.accessLines(t)) == 1 })
 	if got := h.accessLines(t)[0]["status"]; got != float64(499) {
 		t.Errorf("access log status %v, want 499", got)
 	}

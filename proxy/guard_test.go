@@ -14,6 +14,7 @@ import (
 
 	"github.com/tether-proxy/tether/proxy/health"
 	"github.com/tether-proxy/tether/proxy/upstream"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 const passiveOn = `"HealthCheck": {"Passive": {"Enabled": true, "ReactivationPeriod": "00:10:00"}}`
@@ -281,7 +282,7 @@ func TestBackendStallMidResponseIsCut(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("stalled backend response was not cut")
 	}
-	eventually(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool {
 		for _, l := range h.accessLines(t) {
 			if l["aborted"] == true {
 				return true

@@ -1015,14 +1015,14 @@ func TestH1WorkersAreReused(t *testing.T) {
 		}
 	}
 	get()
-	eventually(t, func() bool { return p.ownSrv.idleWorkers.Load() == 1 })
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool { return p.ownSrv.idleWorkers.Load() == 1 })
 	get()
 	mu.Lock()
 	if len(ids) != 2 || ids[0] != ids[1] {
 		t.Errorf("goroutines of two connections one after the other: %q, want one reused", ids)
 	}
 	mu.Unlock()
-	eventually(t, func() bool { return p.ownSrv.idleWorkers.Load() == 1 })
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool { return p.ownSrv.idleWorkers.Load() == 1 })
 
 	// More connections at once than idle workers are kept.
 	const n = maxIdleWorkers + 8
@@ -1034,7 +1034,7 @@ func TestH1WorkersAreReused(t *testing.T) {
 		}
 		conns[i] = c
 	}
-	eventually(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool {
 		p.ownSrv.mu.Lock()
 		defer p.ownSrv.mu.Unlock()
 		return len(p.ownSrv.conns) == n
@@ -1042,17 +1042,17 @@ func TestH1WorkersAreReused(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
-	eventually(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool {
 		p.ownSrv.mu.Lock()
 		defer p.ownSrv.mu.Unlock()
 		return len(p.ownSrv.conns) == 0
 	})
-	eventually(t, func() bool { return p.ownSrv.idleWorkers.Load() == maxIdleWorkers })
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool { return p.ownSrv.idleWorkers.Load() == maxIdleWorkers })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := p.ownSrv.shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() bool { return p.ownSrv.idleWorkers.Load() == 0 })
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool { return p.ownSrv.idleWorkers.Load() == 0 })
 }

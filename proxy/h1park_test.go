@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // parkedAndServing counts s's parked connections (on the poller or in
@@ -48,7 +50,7 @@ func TestH1IdleConnectionsHoldNoGoroutineNorBuffer(t *testing.T) {
 		conns[i].expect("ok")
 	}
 	s := p.ownSrv
-	eventually(t, func() bool { return s.parked.Load() == n && s.bufsHeld.Load() == 0 })
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool { return s.parked.Load() == n && s.bufsHeld.Load() == 0 })
 	if goruntime.GOOS == "linux" {
 		if extra := goruntime.NumGoroutine() - base; extra > maxIdleWorkers+4 {
 			t.Fatalf("%d goroutines more with %d idle connections, want at most the %d idle workers (and a few)", extra, n, maxIdleWorkers)
@@ -81,7 +83,7 @@ func TestH1IdleConnectionsParkOffTheirWorker(t *testing.T) {
 		conns[i].send(waitGet)
 		conns[i].expect("ok")
 	}
-	eventually(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool {
 		parked, serving := parkedAndServing(p.ownSrv)
 		return parked == n && serving == 0
 	})
@@ -93,7 +95,7 @@ func TestH1IdleConnectionsParkOffTheirWorker(t *testing.T) {
 	}
 	// Every connection has answered waitAfter+1 requests: each waits on
 	// its second descriptor, in its worker's serve, and none is parked.
-	eventually(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool {
 		parked, serving := parkedAndServing(p.ownSrv)
 		return parked == 0 && serving == n && p.ownSrv.waitFiles.Load() == n
 	})
@@ -152,7 +154,7 @@ func TestH1ParkedConnectionStackAllocation(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	eventually(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool {
 		parked, serving := parkedAndServing(p.ownSrv)
 		return parked+serving == n // each waits, parked or on a worker
 	})
@@ -225,7 +227,7 @@ func TestH1LongIdleConnectionsParkToo(t *testing.T) {
 	wc := dialWaiting(t, p) // waitAfter+1 requests: waiting on its second descriptor
 	parkedOnce := func() {
 		t.Helper()
-		eventually(t, func() bool {
+		testutil.Eventually(t, 5*time.Second, "condition", func() bool {
 			parked, serving := parkedAndServing(p.ownSrv)
 			return parked == 1 && serving == 0 && p.ownSrv.waitFiles.Load() == 0
 		})
@@ -233,7 +235,7 @@ func TestH1LongIdleConnectionsParkToo(t *testing.T) {
 	parkedOnce()
 	wc.send(waitGet)
 	wc.expect("ok")
-	eventually(t, func() bool { return p.ownSrv.anyWaitFile() })
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool { return p.ownSrv.anyWaitFile() })
 	parkedOnce()
 	start := time.Now()
 	wc.expectEOF(5 * time.Second)
@@ -272,7 +274,7 @@ func TestH1ParkedConnectionKeepsItsWatchAndIdleTimeout(t *testing.T) {
 		for range 2 {
 			wc.send(waitGet)
 			wc.expect("ok")
-			eventually(t, func() bool { return p.ownSrv.parked.Load() == 1 })
+			testutil.Eventually(t, 5*time.Second, "condition", func() bool { return p.ownSrv.parked.Load() == 1 })
 		}
 		wc.send("GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
 		waitWatch(t, p.ownSrv, watchReading)

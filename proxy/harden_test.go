@@ -233,7 +233,7 @@ func TestLogLinesCarryEachKeyOnce(t *testing.T) {
 		`"HealthCheck": {"Active": {"Enabled": true, "Interval": "50ms", "Timeout": "50ms"}, "Passive": {"Enabled": true}}`, "", ""))
 	h := newHarness(t, cfg, func(o *Options) { o.Logger, o.NodeID = logger, "n1" })
 	get(t, nil, h.front.URL+"/", nil)
-	eventually(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool {
 		_, fields := lc.lines(t)
 		var health, proxyErr bool
 		for _, f := range fields {

@@ -19,15 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tether-proxy/tether/proxy/config"
-
-	"github.com/tether-proxy/tether/test/testutil"
 )
-
-// eventually polls cond until it holds or 5 s pass.
-func eventually(t *testing.T, cond func() bool) {
-	t.Helper()
-	testutil.Eventually(t, 5*time.Second, "condition", cond)
-}
 
 // mustParse loads a JSON config through config.Parse (defaults filled).
 func mustParse(t testing.TB, js string) *config.Config {

@@ -18,6 +18,7 @@ import (
 	"software.sslmate.com/src/go-pkcs12"
 
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // protoHandler answers with the protocol the request came in.
@@ -189,7 +190,7 @@ func TestMaxConcurrentConnections(t *testing.T) {
 	}
 	first.Close()
 	// Once the first is closed, a new connection gets in.
-	eventually(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool {
 		c, err := net.Dial("tcp", s.Addrs()[1].String())
 		if err != nil {
 			return false

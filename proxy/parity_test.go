@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // The data path's guarantees, each checked through a real listener in
@@ -469,7 +471,7 @@ func parityMaxConnections(t *testing.T, m serverMode) {
 	}
 	e.client.CloseIdleConnections()
 	// Once the first is closed, there is room again.
-	eventually(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool {
 		resp, _, err := e.newClientDo(http.MethodGet, "/", nil)
 		return err == nil && resp.StatusCode == 200
 	})
@@ -816,7 +818,7 @@ func parityAccessLog(t *testing.T, m serverMode) {
 	e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
 	resp, _ := e.mustDo(http.MethodGet, "/p?q=1", nil, nil)
 	var line map[string]any
-	eventually(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool {
 		if ls := e.accessLines(); len(ls) == 1 {
 			line = ls[0]
 			return true
@@ -845,7 +847,7 @@ func parityMetrics(t *testing.T, m serverMode) {
 	}
 	e.mustDo(http.MethodPost, "/", strings.NewReader("x"), nil)
 	labels := map[string]string{"route": "r", "cluster": "c", "destination": "d1", "code": "200"}
-	eventually(t, func() bool { return e.metric("tether_requests_total", labels) == 4 })
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool { return e.metric("tether_requests_total", labels) == 4 })
 	if n := e.metric("tether_request_duration_seconds", map[string]string{"route": "r"}); n != 4 {
 		t.Errorf("tether_request_duration_seconds observed %v requests, want 4", n)
 	}
@@ -866,7 +868,7 @@ func parityWAF(t *testing.T, m serverMode) {
 	if n := b.hitCount(); n != 1 {
 		t.Errorf("the backend saw %d requests, want only the clean one", n)
 	}
-	eventually(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool {
 		return e.metric("tether_waf_requests_total", map[string]string{"route": "r", "action": "blocked"}) == 2
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/upstream"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // TestProbesDoNotWaitForTheDataPathsConnectionSlots: a cluster whose
@@ -37,7 +38,7 @@ func TestProbesDoNotWaitForTheDataPathsConnectionSlots(t *testing.T) {
 		 "HealthCheck": {"Active": {"Enabled": true, "Interval": "00:00:00.02", "Timeout": "00:00:00.1", "Path": "/healthz", "ConsecutiveFailures": 1}}`, "", "")), nil)
 	t.Cleanup(unblock) // runs before the servers close, which wait for it
 	d := h.p.Cluster("c").Destination("d1")
-	eventually(t, func() bool { return d.LocalHealth() == upstream.Healthy })
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool { return d.LocalHealth() == upstream.Healthy })
 
 	done := make(chan error, 1)
 	go func() {
@@ -56,7 +57,7 @@ func TestProbesDoNotWaitForTheDataPathsConnectionSlots(t *testing.T) {
 	// The only data-path slot is now taken. Several probe rounds (each of
 	// which would time out behind the slot) must reach the backend.
 	start := probes.Load()
-	eventually(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool {
 		return probes.Load() >= start+5 || d.LocalHealth() != upstream.Healthy
 	})
 	if got := d.LocalHealth(); got != upstream.Healthy {

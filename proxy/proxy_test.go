@@ -16,6 +16,7 @@ import (
 
 	"github.com/tether-proxy/tether/proxy/health"
 	"github.com/tether-proxy/tether/proxy/upstream"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 func TestProxyForwardsToDestination(t *testing.T) {
@@ -266,7 +267,7 @@ func TestWebSocketUpgrade(t *testing.T) {
 		t.Fatalf("read %q, %v", line, err)
 	}
 	conn.Close()
-	eventually(t, func() bool { return len(h.accessLines(t)) == 1 })
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool { return len(h.accessLines(t)) == 1 })
 	if got := h.accessLines(t)[0]["status"]; got != float64(101) {
 		t.Errorf("access log status %v, want 101", got)
 	}
@@ -662,7 +663,7 @@ func TestClientCancelIsQuiet(t *testing.T) {
 	if _, err := http.DefaultClient.Do(req); err == nil {
 		t.Fatal("request not cancelled")
 	}
-	eventually(t, func() bool { return len(h.accessLines(t)) == 1 })
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool { return len(h.accessLines(t)) == 1 })
 	if got := h.accessLines(t)[0]["status"]; got != float64(499) {
 		t.Errorf("access log status %v, want 499", got)
 	}
@@ -687,7 +688,7 @@ func TestActiveHealthStartsWithProxy(t *testing.T) {
 	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL},
 		`"HealthCheck": {"Active": {"Enabled": true, "Interval": "00:00:00.05", "Timeout": "00:00:01", "Path": "/healthz", "ConsecutiveFailures": 1}}`, "", "")), nil)
 	d := h.p.Cluster("c").Destination("d1")
-	eventually(t, func() bool { return d.ActiveHealth() == upstream.Unhealthy })
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool { return d.ActiveHealth() == upstream.Unhealthy })
 	if resp, _ := get(t, nil, h.front.URL+"/", nil); resp.StatusCode != 503 {
 		t.Fatalf("status %d, want 503", resp.StatusCode)
 	}

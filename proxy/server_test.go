@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 func boolp(b bool) *bool { return &b }
@@ -306,7 +307,7 @@ func TestGracefulShutdown(t *testing.T) {
 		defer cancel()
 		shut <- s.Shutdown(ctx)
 	}()
-	eventually(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool {
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 		if err != nil {
 			return true

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 func TestClusterFormsReplicatesAndReelects(t *testing.T) {
@@ -84,7 +85,7 @@ func TestRestartAloneKeepsEveryCommittedKeyAndDrain(t *testing.T) {
 	c.apply(SetDrain{Cluster: "web", Destination: "d1", Deadline: t0.Add(time.Hour)})
 	idx := c.apply(SetDrain{Cluster: "api", Destination: "d9", Deadline: t0.Add(2 * time.Hour)})
 	c.converged(idx)
-	waitFor(t, 10*time.Second, "every node's DurableIndex to reach the last write", func() bool {
+	testutil.Eventually(t, 10*time.Second, "every node's DurableIndex to reach the last write", func() bool {
 		for _, nd := range c.nodes {
 			if nd.s.DurableIndex() < idx {
 				return false
@@ -307,7 +308,7 @@ func TestMinorityPartitionLosesNoAcknowledgedWrite(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		write(majority, "during"+string(rune('0'+i)))
 	}
-	waitFor(t, 10*time.Second, "the cut-off leader to step down", func() bool { return !old.s.IsLeader() })
+	testutil.Eventually(t, 10*time.Second, "the cut-off leader to step down", func() bool { return !old.s.IsLeader() })
 
 	c.net.heal()
 	idx := write(nil, "after")
@@ -414,7 +415,7 @@ func TestWaitAppliedReachesTheCommitIndexAfterAnElection(t *testing.T) {
 	l2 := c.leader(rest...)
 	// The new leader's term starts with a no-op entry the FSM never sees;
 	// WaitApplied on the commit index must still return.
-	waitFor(t, 5*time.Second, "the new leader to commit its no-op", func() bool { return l2.s.CommitIndex() > idx })
+	testutil.Eventually(t, 5*time.Second, "the new leader to commit its no-op", func() bool { return l2.s.CommitIndex() > idx })
 	for _, nd := range rest {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := nd.s.WaitApplied(ctx, l2.s.CommitIndex())
@@ -483,7 +484,7 @@ func TestDurableChangedSignalsAfterTheSnapshot(t *testing.T) {
 	idx := c.apply(SetClusterID{ID: "c1"})
 	c.converged(idx)
 	for _, nd := range c.nodes {
-		waitFor(t, 5*time.Second, "the first snapshot", func() bool { return nd.s.DurableIndex() >= idx })
+		testutil.Eventually(t, 5*time.Second, "the first snapshot", func() bool { return nd.s.DurableIndex() >= idx })
 		select {
 		case <-nd.s.DurableChanged():
 		default:
@@ -497,7 +498,7 @@ func TestDurableChangedSignalsAfterTheSnapshot(t *testing.T) {
 			t.Fatalf("%s: no DurableChanged signal after an install", nd.id)
 		}
 		// The signal may be for an earlier snapshot; the install's follows.
-		waitFor(t, 5*time.Second, "the install to be durable", func() bool { return nd.s.DurableIndex() >= idx })
+		testutil.Eventually(t, 5*time.Second, "the install to be durable", func() bool { return nd.s.DurableIndex() >= idx })
 	}
 }
 
@@ -519,7 +520,7 @@ func TestPeersFileRecoversFromLostQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.start(survivor)
-	waitFor(t, 10*time.Second, "the survivor leading alone", func() bool { return survivor.s.IsLeader() })
+	testutil.Eventually(t, 10*time.Second, "the survivor leading alone", func() bool { return survivor.s.IsLeader() })
 	if _, err := os.Stat(filepath.Join(survivor.dir, PeersFile+".recovered")); err != nil {
 		t.Fatalf("peers.json not marked recovered: %v", err)
 	}

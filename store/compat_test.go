@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // TestOlderNodeStopsAtANewCommandAndCatchesUpWhenUpgraded: in a rolling
@@ -41,9 +43,9 @@ func TestOlderNodeStopsAtANewCommandAndCatchesUpWhenUpgraded(t *testing.T) {
 	after := c.apply(InstallKey{Key: testKey("k2", 0)}, c.nodes[:2]...)
 	c.converged(after, c.nodes[:2]...)
 	for _, nd := range c.nodes[:2] {
-		waitFor(t, 10*time.Second, nd.id+" durable past the new command", func() bool { return nd.s.DurableIndex() >= after })
+		testutil.Eventually(t, 10*time.Second, nd.id+" durable past the new command", func() bool { return nd.s.DurableIndex() >= after })
 	}
-	waitFor(t, 10*time.Second, "the older node to stop at the new command", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the older node to stop at the new command", func() bool {
 		idx, _ := old.s.Stopped()
 		return idx == stop
 	})
@@ -75,5 +77,5 @@ func TestOlderNodeStopsAtANewCommandAndCatchesUpWhenUpgraded(t *testing.T) {
 	if idx, _ := old.s.Stopped(); idx != 0 {
 		t.Errorf("upgraded node still stopped at %d", idx)
 	}
-	waitFor(t, 10*time.Second, "the upgraded node durable past every entry", func() bool { return old.s.DurableIndex() >= last })
+	testutil.Eventually(t, 10*time.Second, "the upgraded node durable past every entry", func() bool { return old.s.DurableIndex() >= last })
 }

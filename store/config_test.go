@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 func TestAdvertiseAddressRules(t *testing.T) {
@@ -80,7 +82,7 @@ func TestSingleNodeBootstrapIsIdempotentAndAdvertisesHostName(t *testing.T) {
 			t.Fatalf("Bootstrap #%d: %v", i+1, err)
 		}
 	}
-	waitFor(t, 5*time.Second, "the single node to lead", s.IsLeader)
+	testutil.Eventually(t, 5*time.Second, "the single node to lead", s.IsLeader)
 	if _, err := s.Apply(SetClusterID{ID: "c1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -104,12 +106,12 @@ func TestOpenWithAnotherSecretSaysSo(t *testing.T) {
 	if err := s.Bootstrap(nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the single node to lead", s.IsLeader)
+	testutil.Eventually(t, 5*time.Second, "the single node to lead", s.IsLeader)
 	idx, err := s.Apply(InstallKey{Key: testKey("k1", 0)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the install to be in a snapshot", func() bool { return s.DurableIndex() >= idx })
+	testutil.Eventually(t, 5*time.Second, "the install to be in a snapshot", func() bool { return s.DurableIndex() >= idx })
 	s.Shutdown()
 
 	cfg.Secret = []byte("another-secret-of-enough-length")

@@ -31,12 +31,6 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// waitFor polls cond until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	testutil.Eventually(t, d, what, cond)
-}
-
 // faultNet cuts nodes off: dials from or to a cut address fail, and the
 // connections they had are closed.
 type faultNet struct {
@@ -206,7 +200,7 @@ func (c *testCluster) leader(nodes ...*testNode) *testNode {
 		nodes = c.nodes
 	}
 	var l *testNode
-	waitFor(c.t, 10*time.Second, "a leader every node agrees on", func() bool {
+	testutil.Eventually(c.t, 10*time.Second, "a leader every node agrees on", func() bool {
 		l = nil
 		for _, nd := range nodes {
 			if nd.s.IsLeader() {

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // TestDiskThatCannotPersistIsReportedOnceAndRecovers: with snapshots
@@ -29,11 +31,11 @@ func TestDiskThatCannotPersistIsReportedOnceAndRecovers(t *testing.T) {
 	c.start(nd)
 	c.bootstrap()
 	c.converged(c.apply(SetClusterID{ID: "c1"}))
-	waitFor(t, 5*time.Second, "the first snapshot", func() bool { return nd.s.DurableIndex() >= nd.s.AppliedIndex() })
+	testutil.Eventually(t, 5*time.Second, "the first snapshot", func() bool { return nd.s.DurableIndex() >= nd.s.AppliedIndex() })
 
 	full.Store(true)
 	idx := c.apply(InstallKey{Key: testKey("k1", 0)})
-	waitFor(t, 10*time.Second, "three failed snapshot tries", func() bool { _, n := nd.s.PersistFailure(); return n >= 3 })
+	testutil.Eventually(t, 10*time.Second, "three failed snapshot tries", func() bool { _, n := nd.s.PersistFailure(); return n >= 3 })
 	pf, _ := nd.s.PersistFailure()
 	if pf == nil || !strings.Contains(pf.Err, "no space left") {
 		t.Fatalf("PersistFailure() = %+v, want the ENOSPC error", pf)
@@ -46,7 +48,7 @@ func TestDiskThatCannotPersistIsReportedOnceAndRecovers(t *testing.T) {
 	}
 
 	full.Store(false)
-	waitFor(t, 10*time.Second, "the durable index to catch up once the disk works", func() bool { return nd.s.DurableIndex() >= idx })
+	testutil.Eventually(t, 10*time.Second, "the durable index to catch up once the disk works", func() bool { return nd.s.DurableIndex() >= idx })
 	if pf, _ := nd.s.PersistFailure(); pf != nil {
 		t.Errorf("still failing: %+v", pf)
 	}

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // backend is a local backend that names itself and records what it saw.
@@ -116,7 +118,7 @@ func TestAgentProxiesWithAffinityAndForwardedHeaders(t *testing.T) {
 		}
 	}
 	// One JSON access-log line per request, carrying the trace id.
-	eventually(t, 10*time.Second, "access log line", func() bool {
+	testutil.Eventually(t, 10*time.Second, "access log line", func() bool {
 		return strings.Contains(a.stdout.String(), seen.Get("X-Tether-Trace-Id"))
 	})
 }
@@ -183,7 +185,7 @@ func TestAgentReloadsOnSIGHUPAndFileChangeKeepingOldOnError(t *testing.T) {
 	// A file change reloads by itself.
 	writeFile(t, cfg, configFor(`"a": { "ClusterId": "app", "Match": { "Path": "/a/{**rest}" } },
 	  "b": { "ClusterId": "app", "Match": { "Path": "/b/{**rest}" } }`, b1))
-	eventually(t, 15*time.Second, "route /b after file change", func() bool {
+	testutil.Eventually(t, 15*time.Second, "route /b after file change", func() bool {
 		s, _, _ := get(t, c, a.proxyURL+"/b/x", nil)
 		return s == 200
 	})
@@ -191,7 +193,7 @@ func TestAgentReloadsOnSIGHUPAndFileChangeKeepingOldOnError(t *testing.T) {
 	// An invalid config is refused and the running one kept.
 	writeFile(t, cfg, `{ "ReverseProxy": { "Routes": { "a": { "ClusterId": "missing" } }, "Clusterz": {} } }`)
 	a.signal(syscall.SIGHUP)
-	eventually(t, 15*time.Second, "rejected reload logged", func() bool {
+	testutil.Eventually(t, 15*time.Second, "rejected reload logged", func() bool {
 		return a.logLine("config reload rejected; keeping the running configuration") != nil
 	})
 	if s, _, _ := get(t, c, a.proxyURL+"/b/x", nil); s != 200 {
@@ -201,7 +203,7 @@ func TestAgentReloadsOnSIGHUPAndFileChangeKeepingOldOnError(t *testing.T) {
 	// SIGHUP applies a valid change (destination swapped to b2).
 	writeFile(t, cfg, configFor(catchAll, b2))
 	a.signal(syscall.SIGHUP)
-	eventually(t, 15*time.Second, "new destination after SIGHUP", func() bool {
+	testutil.Eventually(t, 15*time.Second, "new destination after SIGHUP", func() bool {
 		_, h, _ := get(t, c, a.proxyURL+"/z", nil)
 		return h.Get("X-Demo-Backend") == "b2"
 	})
@@ -232,13 +234,13 @@ func TestAgentGracefulShutdownFinishesInFlight(t *testing.T) {
 		res <- result{status: resp.StatusCode, body: string(b), err: err}
 	}()
 	// Wait until the request is in flight at the backend.
-	eventually(t, 10*time.Second, "request in flight", func() bool { return b1.lastHeader() != nil })
+	testutil.Eventually(t, 10*time.Second, "request in flight", func() bool { return b1.lastHeader() != nil })
 	a.signal(syscall.SIGTERM)
 	// A config tool's SIGHUP during the stop must not cut it short.
 	a.signal(syscall.SIGHUP)
 	// New connections are refused while the in-flight request finishes.
 	addr := strings.TrimPrefix(a.proxyURL, "http://")
-	eventually(t, 10*time.Second, "listener closed", func() bool {
+	testutil.Eventually(t, 10*time.Second, "listener closed", func() bool {
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
 			return true
@@ -260,7 +262,7 @@ func TestAgentReadsFlagsFromEnvironment(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "tether.json")
 	writeFile(t, cfg, configFor(catchAll, b1))
 	p := start(t, []string{"TETHER_CONFIG=" + cfg, "TETHER_NODE_ID=from-env", "TETHER_DATA_DIR=" + t.TempDir(), "TETHER_ADMIN_ADDR=127.0.0.1:0"}, "agent")
-	eventually(t, 60*time.Second, "node started", func() bool { return p.logLine("node started") != nil })
+	testutil.Eventually(t, 60*time.Second, "node started", func() bool { return p.logLine("node started") != nil })
 	if node := p.logLine("node started")["node"]; node != "from-env" {
 		t.Fatalf("node id = %v, want from-env", node)
 	}

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // run runs the built binary with args and env, stdin empty, and returns
@@ -87,7 +89,7 @@ func TestClientCommandsExplainThemselves(t *testing.T) {
 	// An agent whose --join names the admin port says so in its log.
 	j := start(t, nil, "agent", "--config", cfg, "--node-id", "joiner", "--data-dir", t.TempDir(), "--admin-addr", "127.0.0.1:0",
 		"--raft-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--cluster-secret-file", secret, "--no-access-log", "--join", admin)
-	eventually(t, 30*time.Second, "the joiner's log names gossip addresses", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the joiner's log names gossip addresses", func() bool {
 		return strings.Contains(j.stderr.String(), "--join and tether join take gossip addresses")
 	})
 	j.signal(syscall.SIGTERM)
@@ -140,7 +142,7 @@ func TestAgentDefaultDataDirIsAbsolute(t *testing.T) {
 		}
 	})
 	var started map[string]any
-	eventually(t, 60*time.Second, "node started", func() bool { started = p.logLine("node started"); return started != nil })
+	testutil.Eventually(t, 60*time.Second, "node started", func() bool { started = p.logLine("node started"); return started != nil })
 	want := filepath.Join(state, "tether", "e2e")
 	if started["data_dir"] != want {
 		t.Fatalf("data_dir %v, want %s", started["data_dir"], want)

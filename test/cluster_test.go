@@ -67,7 +67,7 @@ func (e *clusterEnv) startNode(id, dataDir string, extra ...string) *clusterAgen
 		"--cluster-secret-file", e.secret, "--no-access-log"}, extra...)
 	p := start(e.t, nil, args...)
 	var started map[string]any
-	eventually(e.t, 60*time.Second, id+" started", func() bool {
+	testutil.Eventually(e.t, 60*time.Second, id+" started", func() bool {
 		select {
 		case <-p.done:
 			e.t.Fatalf("%s exited early: %v\n%s", id, p.err, p.stderr.String())
@@ -100,7 +100,7 @@ func (e *clusterEnv) form(n int) []*clusterAgent {
 		out = append(out, a)
 	}
 	for _, a := range out {
-		eventually(e.t, 30*time.Second, a.id+" ready", func() bool {
+		testutil.Eventually(e.t, 30*time.Second, a.id+" ready", func() bool {
 			st, _, _ := get(e.t, http.DefaultClient, a.adminURL+"/readyz", nil)
 			return st == 200
 		})
@@ -258,7 +258,7 @@ func TestClientCommandsAgainstACluster(t *testing.T) {
 	if code, out := run("drain", "app", "b1"); code != 0 {
 		t.Fatalf("tether drain: %d\n%s", code, out)
 	}
-	eventually(t, 10*time.Second, "b1 draining as seen from n3", func() bool {
+	testutil.Eventually(t, 10*time.Second, "b1 draining as seen from n3", func() bool {
 		p := start(t, nil, "destinations", "--admin", nodes[2].adminURL)
 		p.wait(30 * time.Second)
 		for _, l := range strings.Split(p.stdout.String(), "\n") {

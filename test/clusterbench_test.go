@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // The cluster figures of docs/BENCHMARKS.md: `make bench-cluster` runs
@@ -98,7 +100,7 @@ func TestClusterFigures(t *testing.T) {
 			t.Fatalf("rotate: %d %v", st, body)
 		}
 		id := body["id"].(string)
-		eventually(t, 30*time.Second, "rotated key active everywhere", func() bool {
+		testutil.Eventually(t, 30*time.Second, "rotated key active everywhere", func() bool {
 			for _, n := range nodes {
 				if _, kr := adminJSON(t, "GET", n.adminURL+"/v1/keyring"); kr["active_key_id"] != id {
 					return false
@@ -133,7 +135,7 @@ func TestClusterFigures(t *testing.T) {
 		t0 := time.Now()
 		<-victim.done
 		survivors := slices.DeleteFunc(slices.Clone(nodes), func(a *clusterAgent) bool { return a == victim })
-		eventually(t, 30*time.Second, "a new leader", func() bool {
+		testutil.Eventually(t, 30*time.Second, "a new leader", func() bool {
 			l := ""
 			for _, s := range survivors {
 				id := leaderOf(t, s)
@@ -155,7 +157,7 @@ func TestClusterFigures(t *testing.T) {
 		}
 		// The same flags as a deployment's: --join names the others.
 		back := e.startNode(victim.id, victim.dataDir, "--bootstrap-expect", "3", "--join", strings.Join(join, ","))
-		eventually(t, 30*time.Second, victim.id+" back", func() bool {
+		testutil.Eventually(t, 30*time.Second, victim.id+" back", func() bool {
 			st, _, _ := get(t, http.DefaultClient, back.adminURL+"/readyz", nil)
 			return st == 200
 		})
@@ -211,7 +213,7 @@ func TestClusterFigures(t *testing.T) {
 			delete(e.agents, a.id)
 			e.mu.Unlock()
 		}
-		eventually(t, 30*time.Second, "joined nodes removed", func() bool {
+		testutil.Eventually(t, 30*time.Second, "joined nodes removed", func() bool {
 			_, m := adminJSON(t, "GET", nodes[0].adminURL+"/v1/members")
 			rows, _ := m["members"].([]any)
 			for _, r := range rows {

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 var demoLine = regexp.MustCompile(`(?m)^(n[1-3]) proxy=(http://127\.0\.0\.1:\d+) admin=(http://127\.0\.0\.1:\d+)$`)
@@ -15,7 +17,7 @@ var demoLine = regexp.MustCompile(`(?m)^(n[1-3]) proxy=(http://127\.0\.0\.1:\d+)
 func TestDemoRunsThreeStickyNodesAndStopsOnInterrupt(t *testing.T) {
 	p := start(t, nil, "demo")
 	var lines [][]string
-	eventually(t, 60*time.Second, "three demo node lines", func() bool {
+	testutil.Eventually(t, 60*time.Second, "three demo node lines", func() bool {
 		lines = demoLine.FindAllStringSubmatch(p.stdout.String(), -1)
 		return len(lines) == 3
 	})
@@ -61,7 +63,7 @@ func TestDemoRunsThreeStickyNodesAndStopsOnInterrupt(t *testing.T) {
 func TestDemoCleansUpOnSIGHUP(t *testing.T) {
 	tmp := t.TempDir()
 	p := start(t, []string{"TMPDIR=" + tmp}, "demo")
-	eventually(t, 60*time.Second, "demo up", func() bool { return len(demoLine.FindAllString(p.stdout.String(), -1)) == 3 })
+	testutil.Eventually(t, 60*time.Second, "demo up", func() bool { return len(demoLine.FindAllString(p.stdout.String(), -1)) == 3 })
 	p.signal(syscall.SIGHUP)
 	if code := p.wait(30 * time.Second); code != 0 {
 		t.Fatalf("demo exit code %d after SIGHUP", code)

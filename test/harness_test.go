@@ -134,7 +134,7 @@ func startAgent(t *testing.T, configPath string, env []string, extra ...string) 
 	args := append([]string{"agent", "--config", configPath, "--node-id", "e2e", "--data-dir", t.TempDir(), "--admin-addr", "127.0.0.1:0"}, extra...)
 	p := start(t, env, args...)
 	var started map[string]any
-	eventually(t, 60*time.Second, "node started", func() bool {
+	testutil.Eventually(t, 60*time.Second, "node started", func() bool {
 		select {
 		case <-p.done:
 			t.Fatalf("tether exited early: %v\n%s", p.err, p.stderr.String())
@@ -147,12 +147,6 @@ func startAgent(t *testing.T, configPath string, env []string, extra ...string) 
 	a.proxyURL = "http://" + strings.Split(started["proxy"].(string), ",")[0]
 	a.adminURL = "http://" + started["admin"].(string)
 	return a
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	testutil.Eventually(t, timeout, what, cond)
 }
 
 // get sends a GET with optional headers and returns status, headers, body.

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // probedBackend counts health probes and can fail them or die.
@@ -81,7 +83,7 @@ func TestSharedHealthOneProberAllNodesAgree(t *testing.T) {
 
 	// Every node names the same single prober for b2.
 	var prober string
-	eventually(t, 15*time.Second, "one agreed prober for b2", func() bool {
+	testutil.Eventually(t, 15*time.Second, "one agreed prober for b2", func() bool {
 		prober = ""
 		for _, n := range nodes {
 			row := destRow(t, n, "b2")
@@ -116,7 +118,7 @@ func TestSharedHealthOneProberAllNodesAgree(t *testing.T) {
 	}
 
 	b2.sick.Store(true)
-	eventually(t, 10*time.Second, "every node sees b2 unhealthy cluster-wide", func() bool {
+	testutil.Eventually(t, 10*time.Second, "every node sees b2 unhealthy cluster-wide", func() bool {
 		for _, n := range nodes {
 			if h, _ := destRow(t, n, "b2")["health"].(map[string]any); h["cluster"] != "unhealthy" {
 				return false

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // TestLeaveCLIExitsZeroOnlyOnceOutOfRaft: on a cluster started with
@@ -34,7 +36,7 @@ func TestLeaveCLIExitsZeroOnlyOnceOutOfRaft(t *testing.T) {
 		}
 		return "absent"
 	}
-	eventually(t, 30*time.Second, target.id+" a voter", func() bool { return raftRole(target.id) == "voter" })
+	testutil.Eventually(t, 30*time.Second, target.id+" a voter", func() bool { return raftRole(target.id) == "voter" })
 
 	cases := []struct {
 		desc     string

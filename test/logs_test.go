@@ -55,11 +55,11 @@ func TestClusterLogsStayQuietAndParseable(t *testing.T) {
 		}
 		return n
 	}
-	eventually(t, 30*time.Second, "the others notice n3 is down", func() bool { return peerLines() > 0 })
+	testutil.Eventually(t, 30*time.Second, "the others notice n3 is down", func() bool { return peerLines() > 0 })
 	// Raft retries a down peer several times a second: give it time to.
 	<-time.After(5 * time.Second)
 	restarted := e.startNode("n3", n3.dataDir, n3.extra...)
-	eventually(t, 30*time.Second, "n3 back", func() bool {
+	testutil.Eventually(t, 30*time.Second, "n3 back", func() bool {
 		st, _, _ := get(t, http.DefaultClient, restarted.adminURL+"/readyz", nil)
 		return st == 200
 	})
@@ -103,7 +103,7 @@ func TestAgentLogsTextWhenAsked(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			p := start(t, tc.env, append([]string{"agent", "--config", cfg, "--node-id", "e2e", "--data-dir", t.TempDir(), "--admin-addr", "127.0.0.1:0", "--no-access-log"}, tc.extra...)...)
-			eventually(t, 60*time.Second, "node started", func() bool {
+			testutil.Eventually(t, 60*time.Second, "node started", func() bool {
 				return strings.Contains(p.stderr.String(), `msg="node started"`)
 			})
 			if strings.Contains(p.stderr.String(), `{"time"`) {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // formNamed starts n nodes named prefix1..prefixN with --bootstrap-expect
@@ -25,7 +27,7 @@ func (e *clusterEnv) formNamed(prefix string, n int) []*clusterAgent {
 		out = append(out, a)
 	}
 	for _, a := range out {
-		eventually(e.t, 30*time.Second, a.id+" ready", func() bool {
+		testutil.Eventually(e.t, 30*time.Second, a.id+" ready", func() bool {
 			st, _, _ := get(e.t, http.DefaultClient, a.adminURL+"/readyz", nil)
 			return st == 200
 		})
@@ -42,7 +44,7 @@ func TestSnapshotSaveAndRestoreIntoAnotherCluster(t *testing.T) {
 	b1, b2 := newBackend(t, "b1"), newBackend(t, "b2")
 	old := newClusterEnv(t, cookieConfig(b1, b2))
 	n1 := old.startNode("old-1", "")
-	eventually(t, 30*time.Second, "old-1 ready", func() bool {
+	testutil.Eventually(t, 30*time.Second, "old-1 ready", func() bool {
 		st, _, _ := get(t, http.DefaultClient, n1.adminURL+"/readyz", nil)
 		return st == 200
 	})
@@ -119,7 +121,7 @@ func TestSnapshotSaveAndRestoreIntoAnotherCluster(t *testing.T) {
 		t.Fatalf("snapshot restore: %d %s", code, out)
 	}
 	for _, a := range nodes {
-		eventually(t, 20*time.Second, "the old cookie opens on "+a.id, func() bool { return opens(a) })
+		testutil.Eventually(t, 20*time.Second, "the old cookie opens on "+a.id, func() bool { return opens(a) })
 		_, d := adminJSON(t, "GET", a.adminURL+"/v1/clusters/app/destinations")
 		draining := false
 		for _, x := range d["destinations"].([]any) {

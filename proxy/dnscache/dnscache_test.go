@@ -186,11 +186,6 @@ func newTestResolver(t *testing.T, f *fakeDNS, mod func(*Options)) (*Resolver, *
 	return r, clk, logs
 }
 
-func eventually(t *testing.T, cond func() bool) {
-	t.Helper()
-	testutil.Eventually(t, 5*time.Second, "condition", cond)
-}
-
 // inFlight reports whether a refresh of name is running.
 func inFlight(r *Resolver, name string) bool {
 	r.mu.Lock()
@@ -201,7 +196,7 @@ func inFlight(r *Resolver, name string) bool {
 // settle waits until no refresh is in flight.
 func settle(t *testing.T, r *Resolver) {
 	t.Helper()
-	eventually(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		return len(r.calls) == 0
@@ -460,7 +455,7 @@ func TestExpiredEntryServedWhileRefreshing(t *testing.T) {
 			t.Fatal("callers of an expired entry waited for the refresh")
 		}
 	}
-	eventually(t, func() bool { return f.hits.Load()-before == 2 }) // one A, one AAAA
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool { return f.hits.Load()-before == 2 }) // one A, one AAAA
 	if !inFlight(r, "app.test") {
 		t.Fatal("no refresh in flight although the server has not answered")
 	}
@@ -487,7 +482,7 @@ func TestCloseStopsBackgroundRefreshes(t *testing.T) {
 	clk.Advance(11 * time.Second)
 	before := f.hits.Load()
 	mustLookup(t, r, "app.test")
-	eventually(t, func() bool { return f.hits.Load()-before == 2 }) // refresh held by the server
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool { return f.hits.Load()-before == 2 }) // refresh held by the server
 	closed := make(chan struct{})
 	go func() { r.Close(); close(closed) }()
 	select {
@@ -496,7 +491,7 @@ func TestCloseStopsBackgroundRefreshes(t *testing.T) {
 		t.Fatal("Close waited for a refresh the server never answers")
 	}
 	release() // let the server's own handler goroutines finish
-	eventually(t, func() bool { return runtime.NumGoroutine() <= baseline })
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool { return runtime.NumGoroutine() <= baseline })
 
 	if n := hitsAfter(f, func() {
 		if got := mustLookup(t, r, "app.test"); got != "127.0.0.1" {
@@ -660,7 +655,7 @@ func TestConcurrentLookupsCollapsed(t *testing.T) {
 			results <- addrs2str(addrs)
 		}()
 	}
-	eventually(t, func() bool {
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		c := r.calls["app.test"]
@@ -782,7 +777,7 @@ func TestAddressChangeTakesEffectForNewConnections(t *testing.T) {
 	clk.Advance(11 * time.Second)
 	// The first connection after the TTL may still use the old address; the
 	// ones after the background refresh must use the new one.
-	eventually(t, func() bool { return dialTag(t, r, "tcp", "app.test:"+port, accepted) == "127.0.0.2" })
+	testutil.Eventually(t, 5*time.Second, "condition", func() bool { return dialTag(t, r, "tcp", "app.test:"+port, accepted) == "127.0.0.2" })
 	if got := dialTag(t, r, "tcp", "app.test:"+port, accepted); got != "127.0.0.2" {
 		t.Errorf("connection after the refresh went to %s, want 127.0.0.2", got)
 	}

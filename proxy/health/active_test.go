@@ -22,12 +22,6 @@ import (
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
-// eventually polls cond until it holds or a deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testutil.Eventually(t, 10*time.Second, what, cond)
-}
-
 // block is a scripted status meaning: hold the request until the client
 // gives up (a probe timeout).
 const block = -1
@@ -253,10 +247,10 @@ func TestActiveVerdicts(t *testing.T) {
 			})
 			a.Start()
 			defer a.Stop()
-			eventually(t, fmt.Sprintf("events %v", tt.want), func() bool { return len(rec.get()) >= len(tt.want) })
+			testutil.Eventually(t, 10*time.Second, fmt.Sprintf("events %v", tt.want), func() bool { return len(rec.get()) >= len(tt.want) })
 			// Let a few more probes run so an extra (wrong) flip would show.
 			last := tt.want[len(tt.want)-1].Probes
-			eventually(t, "more probes", func() bool { return tr.probes.Load() >= last+3 })
+			testutil.Eventually(t, 10*time.Second, "more probes", func() bool { return tr.probes.Load() >= last+3 })
 			a.Stop()
 			if got := rec.get(); !slices.Equal(got, tt.want) {
 				t.Fatalf("events = %v, want %v", got, tt.want)
@@ -283,7 +277,7 @@ func TestActiveProbeRequest(t *testing.T) {
 	}), ActiveOptions{Transport: newTransport(t), Logger: discardLogger()})
 	a.Start()
 	defer a.Stop()
-	eventually(t, "a probe", func() bool { return b.hits.Load() >= 1 })
+	testutil.Eventually(t, 10*time.Second, "a probe", func() bool { return b.hits.Load() >= 1 })
 	r := b.lastRequest()
 	tests := []struct{ desc, got, want string }{
 		{"probe is a GET", r.Method, http.MethodGet},
@@ -324,7 +318,7 @@ func TestActiveFirstRoundAtStart(t *testing.T) {
 	}), ActiveOptions{Transport: newTransport(t), Logger: discardLogger()})
 	a.Start()
 	defer a.Stop()
-	eventually(t, "the first probe, long before the interval", func() bool { return d.ActiveHealth() == upstream.Healthy })
+	testutil.Eventually(t, 10*time.Second, "the first probe, long before the interval", func() bool { return d.ActiveHealth() == upstream.Healthy })
 }
 
 func TestActiveDisabledProbesNothing(t *testing.T) {
@@ -386,8 +380,8 @@ func TestActiveShouldProbe(t *testing.T) {
 	})
 	a.Start()
 	defer a.Stop()
-	eventually(t, "a unhealthy", func() bool { return da.ActiveHealth() == upstream.Unhealthy })
-	eventually(t, "more probes of a", func() bool { return probed.hits.Load() >= 5 })
+	testutil.Eventually(t, 10*time.Second, "a unhealthy", func() bool { return da.ActiveHealth() == upstream.Unhealthy })
+	testutil.Eventually(t, 10*time.Second, "more probes of a", func() bool { return probed.hits.Load() >= 5 })
 	if n := skipped.hits.Load(); n != 0 {
 		t.Fatalf("destination b (ShouldProbe false) was probed %d times", n)
 	}
@@ -397,7 +391,7 @@ func TestActiveShouldProbe(t *testing.T) {
 
 	// When this node stops probing a, its verdict on a is withdrawn.
 	probeA.Store(false)
-	eventually(t, "a unknown", func() bool { return da.LocalHealth() == upstream.Unknown })
+	testutil.Eventually(t, 10*time.Second, "a unknown", func() bool { return da.LocalHealth() == upstream.Unknown })
 	a.Stop()
 	want := []event{{"a", upstream.Unhealthy, 2}}
 	got := rec.get()
@@ -423,7 +417,7 @@ func TestActiveStartsFromTheDestinationsVerdict(t *testing.T) {
 	})
 	a.Start()
 	defer a.Stop()
-	eventually(t, "probes", func() bool { return tr.probes.Load() >= 4 })
+	testutil.Eventually(t, 10*time.Second, "probes", func() bool { return tr.probes.Load() >= 4 })
 	a.Stop()
 	if got := rec.get(); len(got) != 0 {
 		t.Fatalf("events = %v, want none", got)
@@ -439,7 +433,7 @@ func TestActivePanicDoesNotStopProbing(t *testing.T) {
 	})
 	a.Start()
 	defer a.Stop()
-	eventually(t, "probing after the panic", func() bool { return b.hits.Load() >= 3 })
+	testutil.Eventually(t, 10*time.Second, "probing after the panic", func() bool { return b.hits.Load() >= 3 })
 }
 
 func TestActiveStopLeavesNoGoroutine(t *testing.T) {
@@ -453,7 +447,7 @@ func TestActiveStopLeavesNoGoroutine(t *testing.T) {
 	a := NewActive("c1", upstream.NewCluster("c1", dests), activeCfg(nil), ActiveOptions{Transport: tr, Logger: discardLogger()})
 	a.Start()
 	a.Start() // idempotent
-	eventually(t, "every destination probed", func() bool {
+	testutil.Eventually(t, 10*time.Second, "every destination probed", func() bool {
 		for _, d := range dests {
 			if d.ActiveHealth() != upstream.Healthy {
 				return false
@@ -470,7 +464,7 @@ func TestActiveStopLeavesNoGoroutine(t *testing.T) {
 	}
 	a.Stop() // idempotent
 	tr.inner.CloseIdleConnections()
-	eventually(t, "goroutines back to the count before Start", func() bool { return runtime.NumGoroutine() <= before })
+	testutil.Eventually(t, 10*time.Second, "goroutines back to the count before Start", func() bool { return runtime.NumGoroutine() <= before })
 	hits := b.hits.Load()
 	a.Start() // no restart after Stop
 	if a.running.Load() != 0 || b.hits.Load() != hits {
@@ -488,7 +482,7 @@ func TestActiveStopCancelsAProbeInFlight(t *testing.T) {
 		c.ConsecutiveFailures = 1
 	}), ActiveOptions{Transport: tr, Logger: discardLogger(), OnChange: rec.onChange(tr)})
 	a.Start()
-	eventually(t, "a probe in flight", func() bool { return b.hits.Load() >= 1 })
+	testutil.Eventually(t, 10*time.Second, "a probe in flight", func() bool { return b.hits.Load() >= 1 })
 	stopped := make(chan struct{})
 	go func() { a.Stop(); close(stopped) }()
 	select {
@@ -512,7 +506,7 @@ func TestActiveLogsEachFlipOnce(t *testing.T) {
 	}), ActiveOptions{Transport: newTransport(t), Logger: logger})
 	a.Start()
 	defer a.Stop()
-	eventually(t, "healthy again", func() bool { return d.ActiveHealth() == upstream.Healthy && b.hits.Load() >= 8 })
+	testutil.Eventually(t, 10*time.Second, "healthy again", func() bool { return d.ActiveHealth() == upstream.Healthy && b.hits.Load() >= 8 })
 	a.Stop()
 	mu.Lock()
 	defer mu.Unlock()
@@ -571,12 +565,12 @@ func TestActiveReloadSeesTheOldCheckersFlip(t *testing.T) {
 			newA := NewActive("c1", c, cfg, ActiveOptions{Transport: tr, Logger: discardLogger(), OnChange: rec.onChange(tr)})
 
 			oldA.Start()
-			eventually(t, "the old checker's flip", func() bool { return d.LocalHealth() != tt.before })
+			testutil.Eventually(t, 10*time.Second, "the old checker's flip", func() bool { return d.LocalHealth() != tt.before })
 			oldA.Stop()
 			status.Store(int64(tt.newStatus))
 			newA.Start()
 			defer newA.Stop()
-			eventually(t, "the new checker to record "+tt.want.String(), func() bool {
+			testutil.Eventually(t, 10*time.Second, "the new checker to record "+tt.want.String(), func() bool {
 				return d.LocalHealth() == tt.want && d.ActiveHealth() == tt.want
 			})
 			newA.Stop()

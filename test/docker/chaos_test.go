@@ -10,13 +10,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // progress waits until the load sent n more requests.
 func (l *load) progress(t *testing.T, n int64) {
 	t.Helper()
 	want := l.sent.Load() + n
-	eventually(t, 60*time.Second, "load progress", func() bool { return l.sent.Load() >= want })
+	testutil.Eventually(t, 60*time.Second, "load progress", func() bool { return l.sent.Load() >= want })
 }
 
 func (l *load) check(t *testing.T) {
@@ -42,7 +44,7 @@ func (e *env) waitLeader(timeout time.Duration, not string, nodes ...*container)
 	e.t.Helper()
 	t0 := time.Now()
 	var leader string
-	eventually(e.t, timeout, "a new leader", func() bool {
+	testutil.Eventually(e.t, timeout, "a new leader", func() bool {
 		for _, c := range nodes {
 			if s, err := e.status(c); err == nil && s.LeaderID != "" && s.LeaderID != not {
 				leader = s.LeaderID
@@ -91,7 +93,7 @@ func TestPauseLeaderTenSeconds(t *testing.T) {
 	}
 	must(t, 60*time.Second, "docker", "unpause", old.name)
 	unpaused := time.Now()
-	eventually(t, 30*time.Second, "the stale leader follows "+newLeader, func() bool {
+	testutil.Eventually(t, 30*time.Second, "the stale leader follows "+newLeader, func() bool {
 		s, err := e.status(old)
 		return err == nil && s.RaftState == "Follower" && s.LeaderID == newLeader
 	})
@@ -152,7 +154,7 @@ func TestScaleOutAndLeave(t *testing.T) {
 		must(t, 60*time.Second, "docker", "exec", "-e", "TETHER_ADMIN_TOKEN="+e.token, c.name, "/tether", "leave")
 		must(t, 60*time.Second, "docker", "wait", c.name) // it stops once it left
 		all = others(all, c)
-		eventually(t, 60*time.Second, c.host+" gone from the voters", func() bool {
+		testutil.Eventually(t, 60*time.Second, c.host+" gone from the voters", func() bool {
 			ms, err := e.members(nodes[0])
 			if err != nil {
 				return false
@@ -194,7 +196,7 @@ func TestKeyRotationEveryTwoSecondsUnderLoad(t *testing.T) {
 	}
 	l.progress(t, 300)
 	l.finish()
-	eventually(t, 30*time.Second, "every node has the same keys and active key", func() bool {
+	testutil.Eventually(t, 30*time.Second, "every node has the same keys and active key", func() bool {
 		var first string
 		var n int
 		for i, c := range nodes {
@@ -252,7 +254,7 @@ func TestBackendKilledUnderLoad(t *testing.T) {
 		}
 		return false
 	}
-	eventually(t, 60*time.Second, "b1 unhealthy cluster-wide on every node", func() bool {
+	testutil.Eventually(t, 60*time.Second, "b1 unhealthy cluster-wide on every node", func() bool {
 		for _, c := range nodes {
 			if !unhealthyOn(c) {
 				return false

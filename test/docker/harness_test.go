@@ -316,7 +316,7 @@ func (e *env) members(c *container) ([]member, error) {
 func (e *env) waitFormed(timeout time.Duration, want int, nodes ...*container) string {
 	e.t.Helper()
 	var leader string
-	eventually(e.t, timeout, fmt.Sprintf("%d nodes agree on a leader with %d voters", len(nodes), want), func() bool {
+	testutil.Eventually(e.t, timeout, fmt.Sprintf("%d nodes agree on a leader with %d voters", len(nodes), want), func() bool {
 		leader = ""
 		for _, c := range nodes {
 			s, err := e.status(c)
@@ -346,12 +346,6 @@ func (e *env) waitFormed(timeout time.Duration, want int, nodes ...*container) s
 		return voters == want
 	})
 	return leader
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	testutil.Eventually(t, timeout, what, cond)
 }
 
 // figure prints one measured figure in a form make e2e-docker greps.

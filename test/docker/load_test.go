@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // session is one client's affinity cookie and the backend it stuck to.
@@ -88,7 +90,7 @@ func (l *load) remove(t *testing.T, c *container) {
 	}
 	n := l.inflight[c.host]
 	l.mu.Unlock()
-	eventually(t, 10*time.Second, "requests in flight to "+c.host, func() bool { return n.Load() == 0 })
+	testutil.Eventually(t, 10*time.Second, "requests in flight to "+c.host, func() bool { return n.Load() == 0 })
 }
 
 func (l *load) add(c *container) {

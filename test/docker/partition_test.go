@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // (d) Cut the leader off its peers (docker network disconnect; clients and
@@ -29,7 +31,7 @@ func TestPartitionLeader(t *testing.T) {
 	la := newLoad(e, nodes...) // sessions that stay with the isolated node during the cut
 	la.run(4, 25, 3*time.Minute)
 	defer la.finish()
-	eventually(t, 60*time.Second, "100 sessions", func() bool { return la.newSessions.Load() >= 100 })
+	testutil.Eventually(t, 60*time.Second, "100 sessions", func() bool { return la.newSessions.Load() >= 100 })
 	lb := newLoad(e, majority...) // sessions that stay with the majority
 	lb.run(4, 25, 3*time.Minute)
 	defer lb.finish()
@@ -50,7 +52,7 @@ func TestPartitionLeader(t *testing.T) {
 	}
 	_ = json.Unmarshal([]byte(body), &rotated)
 	var refusal string
-	eventually(t, 30*time.Second, "the isolated node refuses writes", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the isolated node refuses writes", func() bool {
 		code, body, err := e.adminPost(old, "/v1/keyring/rotate")
 		var msg struct {
 			Error string `json:"error"`
@@ -70,7 +72,7 @@ func TestPartitionLeader(t *testing.T) {
 	// The majority may have moved its leadership on since the cut (an
 	// election under load): the healed node must follow whichever leader
 	// the majority names now, not necessarily the first one it elected.
-	eventually(t, 60*time.Second, "the healed node has the new key and follows the majority's leader", func() bool {
+	testutil.Eventually(t, 60*time.Second, "the healed node has the new key and follows the majority's leader", func() bool {
 		s, err := e.status(old)
 		if err != nil || s.LeaderID == "" {
 			return false

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // cluster3 starts three backends and three nodes (in random order, up to
@@ -37,7 +39,7 @@ func cluster3(t *testing.T, e *env) ([]*container, string, time.Duration) {
 // sessions elsewhere, which a scenario would count as broken.
 func (e *env) waitHealthy(timeout time.Duration, nodes ...*container) {
 	e.t.Helper()
-	eventually(e.t, timeout, "every destination healthy on every node", func() bool {
+	testutil.Eventually(e.t, timeout, "every destination healthy on every node", func() bool {
 		for _, c := range nodes {
 			var dest struct {
 				Destinations []struct {
@@ -62,7 +64,7 @@ func (e *env) waitHealthy(timeout time.Duration, nodes ...*container) {
 // waitServing waits until every node proxies a request.
 func (e *env) waitServing(timeout time.Duration, nodes ...*container) {
 	e.t.Helper()
-	eventually(e.t, timeout, "every node proxies", func() bool {
+	testutil.Eventually(e.t, timeout, "every node proxies", func() bool {
 		for _, c := range nodes {
 			resp, err := e.http.Get(c.proxy() + "/")
 			if err != nil {
@@ -139,7 +141,7 @@ func TestKillFollowerThenLeaderUnderLoad(t *testing.T) {
 	defer l.finish()
 	progress := func(n int64) {
 		want := l.sent.Load() + n
-		eventually(t, 60*time.Second, "load progress", func() bool { return l.sent.Load() >= want })
+		testutil.Eventually(t, 60*time.Second, "load progress", func() bool { return l.sent.Load() >= want })
 	}
 	progress(300)
 
@@ -178,7 +180,7 @@ func TestKillFollowerThenLeaderUnderLoad(t *testing.T) {
 	killed := time.Now()
 	var elected time.Duration
 	var newLeader string
-	eventually(t, 30*time.Second, "a new leader among the survivors", func() bool {
+	testutil.Eventually(t, 30*time.Second, "a new leader among the survivors", func() bool {
 		for _, c := range survivors {
 			s, err := e.status(c)
 			if err == nil && s.LeaderID != "" && s.LeaderID != old.host {

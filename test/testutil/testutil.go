@@ -13,7 +13,9 @@ import (
 const Poll = 10 * time.Millisecond
 
 // Eventually polls cond until it holds, and fails t naming what it waited
-// for when within passes first.
+// for when within passes first. It is the one poll of every package's tests
+// (TestOnePollForEveryPackage): call it directly, with the timeout and the
+// description the wait needs, rather than through a local wrapper.
 func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
