@@ -163,7 +163,7 @@ func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
 		n.writeApplyError(w, "key rotation", errBehind)
 		return
 	}
-	md, index, err := n.rotate(time.Now(), requestID(r))
+	md, index, err := n.rotate(n.wallNow(), requestID(r))
 	if err != nil {
 		n.writeApplyError(w, "key rotation", err)
 		return
@@ -174,7 +174,7 @@ func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
 
 func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	res, err := n.revoke(r.Context(), time.Now(), id, requestID(r))
+	res, err := n.revoke(r.Context(), n.wallNow(), id, requestID(r))
 	if err != nil {
 		if errors.Is(err, keyring.ErrUnknownKey) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no key with id %q", id))
@@ -318,7 +318,7 @@ func (n *Node) handleDrain(on bool) http.HandlerFunc {
 		if on {
 			// The leader picks the absolute deadline, so every node ends
 			// the drain at the same moment.
-			cmd = store.SetDrain{ReqID: requestID(r), Cluster: clusterID, Destination: id, Deadline: time.Now().Add(timeout).UTC()}
+			cmd = store.SetDrain{ReqID: requestID(r), Cluster: clusterID, Destination: id, Deadline: n.wallNow().Add(timeout).UTC()}
 		}
 		c, err := n.store.Commit(cmd)
 		if err != nil {

@@ -285,11 +285,7 @@ func (n *Node) fillStateMeta(m *cluster.Meta) {
 	m.HasState = n.store.HadState() || n.store.AppliedIndex() > 0
 	m.Durable = n.store.DurableIndex()
 	m.Commands = string(n.store.Commands())
-	now := time.Now()
-	if c := n.metaClock.Load(); c != nil {
-		now = (*c)()
-	}
-	m.Clock = now.Unix() / 3600
+	m.Clock = n.wallNow().Unix() / 3600
 	pf, _ := n.store.PersistFailure()
 	m.NoPersist = pf != nil
 	m.Stopped, _ = n.store.Stopped()

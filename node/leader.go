@@ -86,7 +86,7 @@ func (n *Node) leaderLoop(ctx context.Context) {
 			n.durMu.Unlock()
 			continue
 		}
-		n.leaderRound(time.Now())
+		n.leaderRound(n.wallNow())
 	}
 }
 
@@ -533,7 +533,7 @@ func (n *Node) revoke(ctx context.Context, now time.Time, id, reqID string) (rev
 		n.log.Warn("activating a replacement key that failed members do not hold", "id", repl, "passed_over", failed)
 		n.activationTimeouts.Add(1)
 	}
-	at := time.Now()
+	at := n.wallNow()
 	if md, ok := n.keyMetadata(repl, at); ok && at.Before(md.Created) {
 		at = md.Created
 	}

@@ -145,7 +145,8 @@ type Node struct {
 	// clockAhead: this leader's clock was last seen ahead of a member's
 	// (logged once per episode).
 	clockAhead atomic.Bool
-	// metaClock (tests): the wall clock this node gossips; nil: time.Now.
+	// metaClock (tests): the wall clock this node writes and gossips
+	// (wallNow); nil: time.Now.
 	metaClock atomic.Pointer[func() time.Time]
 	// settingsLogged is the last settings mismatch the leader logged.
 	settingsLogged atomic.Pointer[string]

@@ -28,6 +28,9 @@ type proc struct {
 	adminAddr, proxyAddr     string
 	ip                       string
 	dataDir, secret, logPath string
+	// clockPath holds the offset of its wall clock (a Go duration), read
+	// by the chaosclock build of tether (TETHER_CHAOS_CLOCK_FILE).
+	clockPath string
 	config                   string
 
 	// Guarded by cluster.mu.
@@ -80,6 +83,7 @@ func newCluster(t *testing.T, bin, dir string, config func(listen string) string
 		p.dataDir = filepath.Join(dir, p.id)
 		p.secret = filepath.Join(dir, p.id+".secret")
 		p.logPath = filepath.Join(dir, p.id+".log")
+		p.clockPath = filepath.Join(dir, p.id+".clock")
 		p.config = filepath.Join(dir, p.id+".json")
 		if err := os.WriteFile(p.config, []byte(config(p.proxyAddr)), 0o644); err != nil {
 			t.Fatal(err)
@@ -139,6 +143,7 @@ func (c *cluster) start(p *proc) error {
 		"--cluster-secret-file", p.secret, "--bootstrap-expect", fmt.Sprint(expect), "--raft-voters", fmt.Sprint(voters),
 		"--join", strings.Join(join, ","), "--no-access-log")
 	cmd.Stdout, cmd.Stderr = io.Discard, logf
+	cmd.Env = append(os.Environ(), "TETHER_CHAOS_CLOCK_FILE="+p.clockPath)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if c.asUIDs {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(p.uid), Gid: uint32(p.uid)}
