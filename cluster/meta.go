@@ -29,6 +29,10 @@ type Meta struct {
 	// Clock is its wall clock in whole hours since the Unix epoch, so the
 	// leader never prunes keys by a clock that runs ahead of the others'.
 	Clock int64 `json:"clk,omitempty"`
+	// ClockMin is the same clock in whole minutes: a leader whose clock
+	// runs behind starts a drain's deadline from the members' median
+	// clock, so it never ends sessions early.
+	ClockMin int64 `json:"clm,omitempty"`
 	// NoPersist: the node cannot write its Raft state to disk (full or
 	// read-only); its durable index is frozen, so activation passes over it.
 	NoPersist bool `json:"np,omitempty"`

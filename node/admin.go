@@ -317,8 +317,9 @@ func (n *Node) handleDrain(on bool) http.HandlerFunc {
 		var cmd store.Command = store.ClearDrain{ReqID: requestID(r), Cluster: clusterID, Destination: id}
 		if on {
 			// The leader picks the absolute deadline, so every node ends
-			// the drain at the same moment.
-			cmd = store.SetDrain{ReqID: requestID(r), Cluster: clusterID, Destination: id, Deadline: n.wallNow().Add(timeout).UTC()}
+			// the drain at the same moment; it counts from the members'
+			// median clock when its own runs behind.
+			cmd = store.SetDrain{ReqID: requestID(r), Cluster: clusterID, Destination: id, Deadline: n.medianTime(n.wallNow()).Add(timeout).UTC()}
 		}
 		c, err := n.store.Commit(cmd)
 		if err != nil {

@@ -285,7 +285,8 @@ func (n *Node) fillStateMeta(m *cluster.Meta) {
 	m.HasState = n.store.HadState() || n.store.AppliedIndex() > 0
 	m.Durable = n.store.DurableIndex()
 	m.Commands = string(n.store.Commands())
-	m.Clock = n.wallNow().Unix() / 3600
+	now := n.wallNow().Unix()
+	m.Clock, m.ClockMin = now/3600, now/60
 	pf, _ := n.store.PersistFailure()
 	m.NoPersist = pf != nil
 	m.Stopped, _ = n.store.Stopped()
@@ -399,7 +400,7 @@ func (n *Node) watchStore(ctx context.Context) {
 			if m.Durable != lastMeta.Durable {
 				n.reportDurable(m.Durable)
 			}
-			if m.ClusterID != lastMeta.ClusterID || m.HasState != lastMeta.HasState || m.Durable != lastMeta.Durable || m.Clock != lastMeta.Clock || m.NoPersist != lastMeta.NoPersist || m.Stopped != lastMeta.Stopped || m.Fanout != lastMeta.Fanout {
+			if m.ClusterID != lastMeta.ClusterID || m.HasState != lastMeta.HasState || m.Durable != lastMeta.Durable || m.Clock != lastMeta.Clock || m.ClockMin != lastMeta.ClockMin || m.NoPersist != lastMeta.NoPersist || m.Stopped != lastMeta.Stopped || m.Fanout != lastMeta.Fanout {
 				if err := n.members.UpdateMeta(n.fillStateMeta); err != nil {
 					n.log.Warn("gossiping node state failed", "error", err)
 				} else {

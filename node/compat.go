@@ -115,6 +115,35 @@ func (n *Node) agreedTime(now time.Time) time.Time {
 	return t
 }
 
+// medianTime is now, raised to the median of this node's clock and every
+// alive member's gossiped clock (the start of its minute) when that median
+// is later: a drain deadline counts from it, so a leader whose clock runs
+// behind never ends a drain (and its sessions) early. One member's clock,
+// ahead or behind, never moves the median far in a cluster of three or
+// more.
+func (n *Node) medianTime(now time.Time) time.Time {
+	if n.members == nil {
+		return now
+	}
+	clocks := []time.Time{now}
+	for _, m := range n.members.Members() {
+		if !m.Alive() || m.ID == n.cfg.NodeID || m.ClockMin == 0 {
+			continue
+		}
+		clocks = append(clocks, time.Unix(m.ClockMin*60, 0))
+	}
+	return medianFloor(now, clocks)
+}
+
+// medianFloor is the later of now and the lower median of clocks.
+func medianFloor(now time.Time, clocks []time.Time) time.Time {
+	slices.SortFunc(clocks, func(a, b time.Time) int { return a.Compare(b) })
+	if m := clocks[(len(clocks)-1)/2]; m.After(now) {
+		return m
+	}
+	return now
+}
+
 // storeHealthCollector reports what keeps the replicated state from being
 // held durably or applied: a disk that cannot persist, an entry this
 // binary cannot apply.

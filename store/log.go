@@ -82,8 +82,9 @@ func operatorLevel(module, msg string, lv slog.Level, args []any) (slog.Level, b
 	switch {
 	case lv == slog.LevelInfo && routine(module, msg):
 		return slog.LevelDebug, false
-	case msg == "failed to take snapshot" && errors.Is(err, raft.ErrNothingNewToSnapshot):
-		// Every restart and every quiet snapshot interval: nothing to do.
+	case msg == "failed to take snapshot" && (errors.Is(err, raft.ErrNothingNewToSnapshot) || snapshotNotYet(err)):
+		// Every restart and every quiet snapshot interval: nothing to do;
+		// or a joining node that has not applied its configuration yet.
 		return slog.LevelDebug, false
 	case strings.HasPrefix(msg, "failed to decode incoming command") || msg == "failed to flush response" || msg == "failed to accept connection":
 		// A peer (or this node) closing its connection on a clean stop.

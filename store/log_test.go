@@ -78,6 +78,7 @@ func TestRaftLevelsSayWhatTheEventMeans(t *testing.T) {
 		want              string
 	}{
 		{"nothing new to snapshot on restart", "raft", "failed to take snapshot", hclog.Error, []any{"error", raft.ErrNothingNewToSnapshot}, "DEBUG"},
+		{"a joining node's snapshot before its configuration is applied", "raft", "failed to take snapshot", hclog.Error, []any{"error", errors.New("cannot take snapshot now, wait until the configuration entry at 7 has been applied (have applied 6)")}, "DEBUG"},
 		{"a snapshot that really failed", "raft", "failed to take snapshot", hclog.Error, []any{"error", errors.New("disk full")}, "ERROR"},
 		{"a closed connection on a clean stop", "raft-net", "failed to decode incoming command", hclog.Error, []any{"error", closed}, "DEBUG"},
 		{"a closed connection as text", "raft-net", "failed to decode incoming command", hclog.Error, []any{"error", errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: use of closed network connection")}, "DEBUG"},

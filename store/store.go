@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -361,7 +362,9 @@ func (s *Store) snapshotter() {
 		if err != nil && s.fsm.stop.Load() != 0 {
 			continue // not the disk: the FSM waits for an upgrade (Store.Stopped)
 		}
-		s.notePersist(err)
+		if !snapshotNotYet(err) { // not the disk either: retried below, not counted
+			s.notePersist(err)
+		}
 		if err != nil {
 			select {
 			case <-s.done:
@@ -374,6 +377,13 @@ func (s *Store) snapshotter() {
 			}
 		}
 	}
+}
+
+// snapshotNotYet reports raft's refusal to snapshot before the latest
+// configuration entry is applied (a node that just joined): a matter of
+// moments, not of the disk.
+func snapshotNotYet(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "cannot take snapshot now")
 }
 
 // PersistFailure is why this node cannot write its Raft state to disk.

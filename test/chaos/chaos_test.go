@@ -369,6 +369,14 @@ func (n *nemesis) run(ctx context.Context) {
 	if partitions.on {
 		kinds = append(kinds, "partition-one", "partition-leader", "partition-split")
 	}
+	if only := os.Getenv("TETHER_CHAOS_FAULTS"); only != "" {
+		// A subset of the faults, e.g. "clock-leader" to look at one rule.
+		kinds = slices.DeleteFunc(kinds, func(k string) bool { return !slices.Contains(strings.Split(only, ","), k) })
+		if len(kinds) == 0 {
+			n.t.Errorf("TETHER_CHAOS_FAULTS=%s names no fault this run can inject", only)
+			return
+		}
+	}
 	for ctx.Err() == nil {
 		if !n.sleep(ctx, n.ms(n.gap)) {
 			return

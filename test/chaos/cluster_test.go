@@ -31,7 +31,7 @@ type proc struct {
 	// clockPath holds the offset of its wall clock (a Go duration), read
 	// by the chaosclock build of tether (TETHER_CHAOS_CLOCK_FILE).
 	clockPath string
-	config                   string
+	config    string
 
 	// Guarded by cluster.mu.
 	cmd     *exec.Cmd
