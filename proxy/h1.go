@@ -1008,8 +1008,7 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 	h, vals := fs.Get(n)
 	var host string
 	hosts := 0
-	var fr h1wire.FieldReader
-	fr.Reset(all, blk, off)
+	fr := h1wire.NewFieldReader(all, blk, off)
 	for {
 		key, value, done, ok := fr.Next(true)
 		if !ok {

@@ -6,7 +6,6 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
-	"github.com/tether-proxy/tether/proxy/internal/sockio"
 	"github.com/tether-proxy/tether/proxy/lean"
 	"io"
 	"net"
@@ -17,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -472,33 +470,4 @@ func TestLeanResponseFieldsLastUntilClose(t *testing.T) {
 	if got := third.Header.Get("X-N"); got != "3" {
 		t.Fatalf("the third response's X-N is %q, want 3", got)
 	}
-}
-
-// BenchmarkStalePeek: what the check that a pooled backend connection is
-// still clean costs before its reuse (nothingToRead: one recvfrom with
-// MSG_PEEK that finds nothing), beside a bare getpid(2). Where entering
-// the kernel is dear (a VM), the two are close: the peek can be removed,
-// not made cheaper. docs/BENCHMARKS.md, "Stop 25".
-func BenchmarkStalePeek(b *testing.B) {
-	a, _ := tcpPair(b, false)
-	raw, err := a.(*net.TCPConn).SyscallConn()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Run("peek", func(b *testing.B) {
-		var buf [1]byte
-		raw.Read(func(fd uintptr) bool {
-			for b.Loop() {
-				if !sockio.NothingToRead(fd, buf[:]) {
-					b.Fatal("an idle connection had something to read")
-				}
-			}
-			return true
-		})
-	})
-	b.Run("getpid", func(b *testing.B) {
-		for b.Loop() {
-			syscall.Getpid()
-		}
-	})
 }

@@ -79,7 +79,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var resp *http.Response
 	var err error
 	if st != nil && st.directOut == req {
-		resp, err = t.lean.RoundTripDirect(req, &st.direct, true)
+		resp, err = t.lean.RoundTripDirect(req, &st.direct)
 	} else {
 		resp, err = t.base.RoundTrip(req)
 	}
@@ -100,7 +100,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	next.Begin()
 	st.dest = next // the response, metrics and the access log are next's
 	if st.directOut != nil {
-		resp, err = t.lean.RoundTripDirect(again, &st.direct, false)
+		resp, err = t.lean.RetryDirect(again, &st.direct)
 	} else {
 		resp, err = t.base.RoundTrip(again)
 	}

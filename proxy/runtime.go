@@ -78,7 +78,7 @@ type clusterRT struct {
 	lb        lb.Policy
 	aff       *affinity.Provider
 	transport *http.Transport
-	// lean is the HTTP/1.1 path in front of transport (lean.go); nil
+	// lean is the HTTP/1.1 path in front of transport (package lean); nil
 	// when the cluster's settings leave it nothing to take.
 	lean         *lean.Transport
 	rp           *httputil.ReverseProxy

@@ -213,15 +213,16 @@ type Direct struct {
 	Got1xx func(code int, header textproto.MIMEHeader)
 }
 
-// RoundTripDirect is RoundTrip for a request of the caller's direct path,
-// whose response parts are d's. covered says the caller checked Covers
-// already (the direct path's own request); a retry's clone of it (another
-// destination) is checked here, and when the lean path does not take it
-// the http.Transport sends it, its 1xx still going to d.Got1xx.
-func (t *Transport) RoundTripDirect(req *http.Request, d *Direct, covered bool) (*http.Response, error) {
-	if covered {
-		return t.roundTrip(req, &d.resp, d.Got1xx)
-	}
+// RoundTripDirect is RoundTrip for the caller's direct path: req was
+// checked by Covers already, and its response's parts are d's.
+func (t *Transport) RoundTripDirect(req *http.Request, d *Direct) (*http.Response, error) {
+	return t.roundTrip(req, &d.resp, d.Got1xx)
+}
+
+// RetryDirect sends a retry's clone of a direct request (to another
+// destination): it is checked here, and when the lean path does not take
+// it the http.Transport sends it, its 1xx still going to d.Got1xx.
+func (t *Transport) RetryDirect(req *http.Request, d *Direct) (*http.Response, error) {
 	if t.Covers(req) {
 		return t.roundTrip(req, new(leanResp), d.Got1xx)
 	}
@@ -365,16 +366,14 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 	}
 	trace := httptrace.ContextClientTrace(ctx)
 	var resp *http.Response
-	lean := false
+	var lr *h1wire.Resp
 	var fs *h1wire.Fields // the fields of a lean head, back in leanFields at Close
 	for n1xx := 0; ; n1xx++ {
 		lc.limit = lc.t.maxHdr
 		if fs == nil {
 			fs = leanFields.Get().(*h1wire.Fields)
 		}
-		var lr *h1wire.Resp
-		lr, err = h1wire.ReadHead(lc.br, req, fs, &into.wire)
-		if lean = lr != nil; lean {
+		if lr, err = h1wire.ReadHead(lc.br, req, fs, &into.wire); lr != nil {
 			resp = &lr.Response
 		} else if err == nil {
 			resp, err = http.ReadResponse(lc.br, req)
@@ -406,7 +405,7 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 	lc.limit = -1
 	body := &into.body
 	*body = leanBody{lc: lc, rc: resp.Body, stop: stop, close: resp.Close}
-	if lean {
+	if lr != nil {
 		body.fields, fs = fs, nil
 	}
 	if fs != nil {

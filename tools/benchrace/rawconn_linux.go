@@ -8,7 +8,7 @@ import (
 	"unsafe"
 )
 
-// rawConn is bare-gor's socket I/O, tether's (proxy/sockio.go): every
+// rawConn is bare-gor's socket I/O, tether's (proxy/internal/sockio): every
 // read and write is a raw read(2) or write(2) inside RawConn, which keeps
 // the P through the call where net.TCPConn's syscall.Read and Write let
 // sysmon hand it to another thread, and a write first yields the P so

@@ -513,8 +513,8 @@ func (b *lengthBody) Close() error { return nil }
 // MaxFields: a map grown past this by one large head is not kept.
 const MaxFields = 64
 
-// Reset points f at the field lines all, whose bytes blk holds from off
-// (blk[off+i] is all[i]).
-func (f *FieldReader) Reset(all []byte, blk string, off int) {
-	f.all, f.blk, f.off, f.pos = all, blk, off, 0
+// NewFieldReader reads the field lines all, whose bytes blk holds from
+// off (blk[off+i] is all[i]).
+func NewFieldReader(all []byte, blk string, off int) FieldReader {
+	return FieldReader{all: all, blk: blk, off: off}
 }

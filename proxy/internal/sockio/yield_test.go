@@ -1,7 +1,6 @@
-package proxy
+package sockio
 
 import (
-	"github.com/tether-proxy/tether/proxy/internal/sockio"
 	"net"
 	goruntime "runtime"
 	"sync"
@@ -62,21 +61,21 @@ func groupedRounds(t *testing.T, conns []net.Conn, trials int) int {
 // grouping is asked of most rounds, not all.
 func TestSockConnWritesWaitForTheRound(t *testing.T) {
 	defer goruntime.GOMAXPROCS(goruntime.GOMAXPROCS(1))
-	defer sockio.SetWriteYield(sockio.WriteYield())
+	defer SetWriteYield(WriteYield())
 	const writers, trials = 4, 20
 	conns := make([]net.Conn, writers)
 	for i := range conns {
 		conns[i], _ = tcpPair(t, true)
 	}
 
-	sockio.SetWriteYield(true)
+	SetWriteYield(true)
 	if got := groupedRounds(t, conns, trials); got < trials/2 {
 		t.Errorf("yield on: the writes of a round went out together in %d of %d rounds, want at least %d", got, trials, trials/2)
 	} else {
 		t.Logf("yield on: grouped in %d of %d rounds", got, trials)
 	}
 
-	sockio.SetWriteYield(false)
+	SetWriteYield(false)
 	if got := groupedRounds(t, conns, trials); got > trials/4 {
 		t.Errorf("yield off: the writes of a round went out together in %d of %d rounds, want at most %d", got, trials, trials/4)
 	} else {
