@@ -13,9 +13,9 @@ import (
 // memberlist's node lock held: they never block, never call back into
 // memberlist, and only copy, compare and signal.
 
-// Handler is one kind of user payload carried by gossip: issue 7's health
-// verdicts register one. Each is named by a one-byte tag that prefixes its
-// messages and frames its part of push/pull. Every method must return
+// Handler is one kind of user payload carried by gossip: the destination
+// health verdicts register one. Each is named by a one-byte tag that prefixes
+// its messages and frames its part of push/pull. Every method must return
 // quickly without blocking; buffers are copies the handler may keep.
 type Handler struct {
 	// Msg receives a user message (a broadcast or a direct send) of this tag.

@@ -7,7 +7,7 @@
 // key derived from the cluster secret, and keeps a table of every member
 // (alive, suspect, dead, left) that one goroutine updates from memberlist's
 // events and calls OnChange after. Handlers registered by tag carry other
-// payloads over the same gossip (issue 7's health verdicts).
+// payloads over the same gossip (the destination health verdicts).
 //
 // Health (health.go) gossips each node's versioned probe verdicts about
 // destinations and computes the same cluster view on every node: the

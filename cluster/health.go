@@ -15,7 +15,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// Health gossips destination health verdicts (issue 7) over a Membership and
+// Health gossips destination health verdicts over a Membership and
 // computes the cluster view of each destination from them. See DESIGN.md,
 // "Health gossip".
 //

@@ -15,13 +15,14 @@ import (
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
-// TestHealthScale is the issue 7 simulation: N in-process nodes with real
-// memberlist (LAN timing, the default) on loopback and D destinations,
-// probed by fanout 3. It measures the time from the probers' verdicts
-// until every node's view agrees (p50/p99), the bytes each node writes to
-// the network per second (all gossip, counted by the test transport) idle
-// and while verdicts change, and checks that every destination has
-// exactly min(fanout, N) probers whatever N is. It only runs when asked:
+// TestHealthScale is the health gossip simulation of `make bench-health`: N
+// in-process nodes with real memberlist (LAN timing, the default) on loopback
+// and D destinations, probed by fanout 3. It measures the time from the
+// probers' verdicts until every node's view agrees (p50/p99), the bytes each
+// node writes to the network per second (all gossip, counted by the test
+// transport) idle and while verdicts change, and checks that every
+// destination has exactly min(fanout, N) probers whatever N is. It only runs
+// when asked:
 //
 //	TETHER_BENCH_HEALTH=1 go test -run TestHealthScale -v -timeout 20m ./cluster/
 //

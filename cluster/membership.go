@@ -647,7 +647,7 @@ func (m *Membership) Watch(fn func()) {
 }
 
 // Register plugs a Handler for tag's messages and push/pull state
-// (issue 7's health gossip). Tag 0 is reserved.
+// (the destination health gossip). Tag 0 is reserved.
 func (m *Membership) Register(tag byte, h Handler) error { return m.handlers.register(tag, h) }
 
 // Broadcast gossips msg under tag to every node, replacing a queued broadcast

@@ -19,7 +19,7 @@ import (
 	"github.com/tether-proxy/tether/store"
 )
 
-// Defaults of the cluster flags (SPEC §4).
+// Defaults of the cluster flags (README.md, "Running a node").
 const (
 	DefaultRaftAddr    = ":7000"
 	DefaultGossipAddr  = ":7946"

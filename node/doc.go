@@ -8,7 +8,8 @@
 // accepting, let in-flight requests finish within the shutdown timeout),
 // reload watcher, admin API, data path, keyring.
 //
-// The admin API (admin.go) serves SPEC §6: /healthz, /readyz, /metrics,
+// The admin API (admin.go) serves what README.md, "Admin API and client
+// commands", lists: /healthz, /readyz, /metrics,
 // /v1/status, the keyring endpoints and destination drain, and GET /v1/events
 // (events.go): a watcher compares the node's view (leader, members, keys,
 // drains, health) after every change and publishes the differences to a

@@ -479,8 +479,8 @@ func (n *Node) sampleRates(now time.Time, totals map[string]float64) map[string]
 	return tr.rate
 }
 
-// affinityView is a cluster's affinity outcomes on this node (SPEC §2.2,
-// Envoy's names), every outcome present.
+// affinityView is a cluster's affinity outcomes on this node (Envoy's
+// names; proxy/DESIGN.md, "Session affinity"), every outcome present.
 func affinityView(counts map[string]float64) map[string]uint64 {
 	out := map[string]uint64{"routed": 0, "failed_open": 0, "failed_closed": 0, "no_session": 0}
 	for k, v := range counts {

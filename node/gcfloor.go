@@ -8,15 +8,15 @@ import (
 	"time"
 )
 
-// The collector's default goal is twice the live heap. A proxy's live heap
-// is small (a few MB with hundreds of connections) while every request
-// allocates, so at tens of thousands of requests a second the collector
-// ran dozens of times a second: GOGC=800 took 9 % off the CPU per request
-// in the race's ka-1k (docs/BENCHMARKS.md). A fixed higher GOGC would also
-// multiply a large heap's goal (10,000 idle connections are ~200 MB live),
-// so the floor only lifts the goal of a small heap: while the live heap is
-// below GCFloor, GOGC is raised so that the next goal is GCFloor; at or
-// above it GOGC stays at 100. A GOGC in the environment is the operator's
+// The collector's default goal is twice the live heap. A proxy's live heap is
+// small (a few MB with hundreds of connections) while every request
+// allocates, so at tens of thousands of requests a second the collector ran
+// dozens of times a second: GOGC=800 took 9 % off the CPU per request in the
+// race's ka-1k (proxy/DESIGN.md, "The runtime"). A fixed higher GOGC would
+// also multiply a large heap's goal (10,000 idle connections are ~200 MB
+// live), so the floor only lifts the goal of a small heap: while the live
+// heap is below GCFloor, GOGC is raised so that the next goal is GCFloor; at
+// or above it GOGC stays at 100. A GOGC in the environment is the operator's
 // choice and turns the floor off; GOMEMLIMIT still caps the heap either way.
 
 // GCFloor is the smallest heap goal TuneGC keeps.

@@ -14,8 +14,9 @@ import (
 	"unicode/utf8"
 )
 
-// logAccess writes one line per request (SPEC §2.1: the trace id is in it).
-// The line's time is end, the request's (the clock read once for both).
+// logAccess writes one line per request (its trace_id is the request's
+// X-Tether-Trace-Id: proxy/DESIGN.md, "Forwarded headers and trust"). The
+// line's time is end, the request's (the clock read once for both).
 func (p *Proxy) logAccess(r *http.Request, st *reqState, status int, end time.Time, dur time.Duration) {
 	var routeID, clusterID, destID string
 	aff := "disabled"

@@ -1,8 +1,9 @@
 package proxy
 
-// Session affinity (SPEC §2.2) driven through the whole data path: real
-// HTTP through the harness, the real keyring.Ring for the sealed policies,
-// and several Proxy instances standing in for the nodes of one cluster.
+// Session affinity (proxy/DESIGN.md, "Session affinity") driven through the
+// whole data path: real HTTP through the harness, the real keyring.Ring for
+// the sealed policies, and several Proxy instances standing in for the nodes
+// of one cluster.
 
 import (
 	"encoding/base64"
@@ -448,7 +449,7 @@ func TestAffinityKeyRotationNeverBreaksSessions(t *testing.T) {
 }
 
 // TestAffinityOutcomesCounted: each resolution outcome is counted in
-// tether_affinity_requests_total{cluster,outcome} (SPEC §6), once.
+// tether_affinity_requests_total{cluster,outcome}, once.
 func TestAffinityOutcomesCounted(t *testing.T) {
 	addrs, _ := affBackends(t, "alpha", "bravo")
 	const name = ".T"

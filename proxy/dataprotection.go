@@ -26,9 +26,9 @@ type dpCache struct {
 type dpKey string
 
 // dataProtection opens cfg.DataProtection's key ring for the affinity
-// providers (issue 10 item 8). p is nil when only compiling: the ring is
-// then opened and dropped, so `config validate` reports a key ring it
-// cannot read.
+// providers (docs/YARP.md, "Moving live sessions"). p is nil when only
+// compiling: the ring is then opened and dropped, so `config validate`
+// reports a key ring it cannot read.
 func dataProtection(cfg *config.Config, p *Proxy) (affinity.Yarp, config.Errors) {
 	d := cfg.DataProtection
 	if d == nil {

@@ -54,7 +54,8 @@ func dpSection(pfx string, issue bool) string {
 		dpRingDir, pfx, issue)
 }
 
-// TestLiveYarpSessionsCarryOver is issue 10 item 8 through the data path:
+// TestLiveYarpSessionsCarryOver: live YARP sessions carry over through the
+// data path:
 // a session cookie a YARP node issued reaches its destination through
 // tether, and with IssueYarpValues a new session's cookie opens in YARP.
 func TestLiveYarpSessionsCarryOver(t *testing.T) {

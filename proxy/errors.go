@@ -76,7 +76,7 @@ func classify(ctx context.Context, err error) (int, errKind) {
 }
 
 // errorBody is the fixed text answered for a status: never an address, an
-// error string or a stack trace (SPEC §2.1).
+// error string or a stack trace (DESIGN.md, "Errors").
 func errorBody(status int) string {
 	switch status {
 	case http.StatusNotFound:

@@ -23,7 +23,8 @@ import (
 // The fuzz targets here drive the whole data path from the outside: raw
 // bytes on a client connection, through net/http's parser, routing,
 // affinity (every policy) and forwarding, to an in-memory backend. They
-// assert what SPEC §2.1 and §7 promise whatever a client sends: no panic,
+// assert what DESIGN.md ("Forwarded headers and trust", "Errors") promises
+// whatever a client sends: no panic,
 // no 500, and no request reaching the backend with a header tether must
 // remove or replace.
 
@@ -83,7 +84,8 @@ func (l *memListener) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 }
 
 // mustNotReach are headers no request may carry to a backend when the
-// client is not a trusted proxy (SPEC §2.1, issue 11): hop-by-hop headers,
+// client is not a trusted proxy (DESIGN.md, "Forwarded headers and
+// trust"): hop-by-hop headers,
 // the client's forwarding headers, an h2c offer.
 var mustNotReach = []string{
 	"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Http2-Settings",

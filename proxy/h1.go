@@ -144,7 +144,7 @@ const maxIdleWorkers = 64
 // waits for one, or on a new goroutine. A new goroutine's stack starts
 // small and is copied twice on the way down to the backend round trip,
 // which cost 2 µs of the 67 µs a new connection per request costs
-// (runtime.newstack in the close-1k profile, docs/BENCHMARKS.md); a
+// (runtime.newstack in the close-1k profile; DESIGN.md, "The server side"); a
 // waiting one has that stack already.
 func (s *h1Server) run(c *h1Conn) {
 	select {

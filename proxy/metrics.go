@@ -13,7 +13,7 @@ import (
 	"github.com/tether-proxy/tether/proxy/upstream"
 )
 
-// metrics are the data path's collectors (SPEC §6).
+// metrics are the data path's collectors (DESIGN.md, "Metrics").
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec

@@ -14,7 +14,8 @@ import (
 	"github.com/tether-proxy/tether/proxy/upstream"
 )
 
-// TestRetryAndRedistributionChooseOneReplacement (SPEC §2.1, §2.2): a
+// TestRetryAndRedistributionChooseOneReplacement (DESIGN.md, "One retry",
+// "Session affinity"): a
 // session whose destination died is sent to one replacement whichever
 // path moves it, on whichever node: the connect-failure retry of a node
 // that does not know yet (the port refuses) and the redistribution of a
@@ -149,13 +150,13 @@ func pathName(redistribution bool) string {
 	return "retry"
 }
 
-// TestUnansweredConnectIsCutAndRetried (SPEC §2.1): a destination whose
-// address answers no SYN (a listener whose backlog is full drops them, as
-// a killed container's address does) is a connect failure after
-// upstream.ConnectTimeout, not after the dialer's own timeout or the
+// TestUnansweredConnectIsCutAndRetried (DESIGN.md, "One retry"): a
+// destination whose address answers no SYN (a listener whose backlog is full
+// drops them, as a killed container's address does) is a connect failure
+// after upstream.ConnectTimeout, not after the dialer's own timeout or the
 // kernel's minutes of SYN retries: the request is retried on another
-// destination while the client waits, whatever its method, and a session
-// on it goes to its replacement with the new key.
+// destination while the client waits, whatever its method, and a session on
+// it goes to its replacement with the new key.
 func TestUnansweredConnectIsCutAndRetried(t *testing.T) {
 	hole := blackholeAddr(t)
 	live := newBackend(t, nil)

@@ -14,14 +14,14 @@ import (
 	"github.com/tether-proxy/tether/proxy/upstream"
 )
 
-// SPEC §2.1: a request whose connection to its destination failed before
-// any byte was sent (refused, reset on connect, dial timeout, a name that
-// does not resolve) is retried once on another healthy destination, within
-// its own timeout, whatever its method: the backend never saw it. A
+// DESIGN.md, "One retry": a request whose connection to its destination
+// failed before any byte was sent (refused, reset on connect, dial timeout, a
+// name that does not resolve) is retried once on another healthy destination,
+// within its own timeout, whatever its method: the backend never saw it. A
 // body-less GET, HEAD, OPTIONS or TRACE whose connection broke before any
-// response is retried the same way (retryable). A dial
-// that gets no answer is cut after upstream.ConnectTimeout (2 s), so the
-// retry happens while the client still waits.
+// response is retried the same way (retryable). A dial that gets no answer is
+// cut after upstream.ConnectTimeout (2 s), so the retry happens while the
+// client still waits.
 
 // dialError marks an error of the TCP dial (DNS included), before anything
 // was written; TLS handshake errors are not marked.

@@ -12,7 +12,8 @@ import (
 	"github.com/tether-proxy/tether/proxy/upstream"
 )
 
-// TestRetryOfASessionGoesToItsDeterministicReplacement (SPEC §2.1, §2.2):
+// TestRetryOfASessionGoesToItsDeterministicReplacement (DESIGN.md, "One
+// retry"):
 // a session whose only destination died (connections refused, not yet
 // known unhealthy) is retried on the replacement every node redistributes
 // it to, through any of three proxies, and the response carries that

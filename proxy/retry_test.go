@@ -33,10 +33,10 @@ func deadAddr(t *testing.T) string {
 	return addr
 }
 
-// TestConnectFailureIsRetriedOnAnotherDestination: SPEC §2.1, a request
-// whose connection failed before any byte was sent goes to another healthy
-// destination once, whatever its method, with its body, path and query
-// intact.
+// TestConnectFailureIsRetriedOnAnotherDestination (DESIGN.md, "One retry"): a
+// request whose connection failed before any byte was sent goes to another
+// healthy destination once, whatever its method, with its body, path and
+// query intact.
 func TestConnectFailureIsRetriedOnAnotherDestination(t *testing.T) {
 	var gotBody, gotURI string
 	live := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
@@ -90,7 +90,7 @@ func TestConnectFailureIsRetriedOnAnotherDestination(t *testing.T) {
 	}
 }
 
-// hashKeyOf is the HashCookie value of a destination id (SPEC §2.2:
+// hashKeyOf is the HashCookie value of a destination id (YARP's format:
 // XxHash64 of the UTF-16LE upper-cased id, 16 lowercase hex digits).
 func hashKeyOf(id string) string {
 	var b []byte

@@ -10,7 +10,8 @@ import (
 	"github.com/tether-proxy/tether/proxy/upstream"
 )
 
-// TestRedistributionAgreesAcrossThreeProxiesAndSpreads (SPEC §2.2): the
+// TestRedistributionAgreesAcrossThreeProxiesAndSpreads (DESIGN.md,
+// "Session affinity"): the
 // sessions of a dead destination are redistributed by three proxies
 // sharing one keyring; for each session, parallel requests through all
 // three land on one replacement, and different sessions land on different

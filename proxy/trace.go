@@ -16,7 +16,7 @@ import (
 	"github.com/tether-proxy/tether/proxy/tracing"
 )
 
-// reqTrace is one request's W3C trace context (SPEC §2.1: the trace id
+// reqTrace is one request's W3C trace context (the trace id
 // follows the request from the client through tether to the backend).
 type reqTrace struct {
 	// header is the traceparent sent to the backend, as a header value

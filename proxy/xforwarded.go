@@ -18,13 +18,13 @@ import (
 // because they read what only the data path knows: the peer's trust, the
 // connection's addresses, the client's scheme.
 //
-// Departures from YARP, all because tether trusts forwarding information
-// only from TrustedProxies (SPEC §2.1): Append and Off keep an incoming
-// value only when the peer is trusted (from anyone else Append is Set, and
-// Off sends nothing); X-Forwarded-Port, which tether sends and YARP does
-// not, follows the X-Forwarded action; the headers are written before the
-// route's other transforms, so a RequestHeader transform can always
-// override them.
+// Departures from YARP, all because tether trusts forwarding information only
+// from TrustedProxies (DESIGN.md, "Forwarded headers and trust"): Append and
+// Off keep an incoming value only when the peer is trusted (from anyone else
+// Append is Set, and Off sends nothing); X-Forwarded-Port, which tether sends
+// and YARP does not, follows the X-Forwarded action; the headers are written
+// before the route's other transforms, so a RequestHeader transform can
+// always override them.
 
 // fwdAction is YARP's ForwardedTransformActions.
 type fwdAction uint8

@@ -1,7 +1,8 @@
 // Package dataprotection reads ASP.NET Core Data Protection key rings and
 // implements IDataProtector's Protect and Unprotect byte for byte as ASP.NET
 // does, so that tether can open the session affinity values a YARP fleet
-// issued and issue values YARP opens (issue 10, item 8; see docs/YARP.md).
+// issued and issue values YARP opens (see docs/YARP.md, "Moving live
+// sessions").
 //
 // Key ring. [Open] reads a directory of XML key files as ASP.NET's
 // FileSystemXmlRepository writes them (PersistKeysToFileSystem): every *.xml

@@ -1,12 +1,12 @@
-// Package affinity is tether's session affinity engine (SPEC §2.2): for one
-// cluster, or one route's override, it decides which destinations a request
-// may go to, adds the session key to the response, and for the envelope
-// policies restores the backend's own session value on the way in. The data
-// path (package proxy) calls New per cluster snapshot, then Resolve,
-// RewriteRequest and Affinitize per request, and counts Decision.Outcome into
-// tether_affinity_requests_total{outcome}. A nil *Provider is affinity
-// disabled: New returns nil for Enabled=false, which is how a per-route
-// {"Enabled": false} override switches it off.
+// Package affinity is tether's session affinity engine (proxy/DESIGN.md,
+// "Session affinity"): for one cluster, or one route's override, it decides
+// which destinations a request may go to, adds the session key to the
+// response, and for the envelope policies restores the backend's own session
+// value on the way in. The data path (package proxy) calls New per cluster
+// snapshot, then Resolve, RewriteRequest and Affinitize per request, and
+// counts Decision.Outcome into tether_affinity_requests_total{outcome}. A nil
+// *Provider is affinity disabled: New returns nil for Enabled=false, which is
+// how a per-route {"Enabled": false} override switches it off.
 //
 // Policies and wire formats (YARP-compatible, so a fleet can move from YARP
 // without breaking live sessions). HashCookie (default): XxHash64, seed 0,

@@ -44,7 +44,8 @@ func refRendezvousSeed(seed uint64, c *upstream.Cluster, now time.Time) string {
 	return best
 }
 
-// TestResolutionRules checks SPEC §2.2 "Resolution", one case per rule.
+// TestResolutionRules checks the resolution rules (proxy/DESIGN.md,
+// "Session affinity"), one case per rule.
 func TestResolutionRules(t *testing.T) {
 	type tc struct {
 		desc    string

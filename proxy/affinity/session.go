@@ -14,7 +14,8 @@ import (
 	"github.com/tether-proxy/tether/proxy/upstream"
 )
 
-// Session ids and the input of deterministic redistribution (SPEC §2.2).
+// Session ids and the input of deterministic redistribution (proxy/DESIGN.md,
+// "Session affinity").
 //
 // Redistribution must pick the same replacement for one session on every
 // node, and different replacements for different sessions, so that the
@@ -196,15 +197,15 @@ func remoteHost(r *http.Request) string {
 	return a
 }
 
-// Replacement is where a retry sends a session whose destination failed
-// to connect (the data path's one retry, SPEC §2.1): the deterministic
-// redistribution of d's session (the same seed Resolve would use once the
-// destination is gone, on every node), with failed left out. The result
-// has Outcome FailedOpen and Attach set, so the response carries the new
-// destination's key. A request without a session value, or affinity
+// Replacement is where a retry sends a session whose destination failed to
+// connect (the data path's one retry: proxy/DESIGN.md, "One retry"): the
+// deterministic redistribution of d's session (the same seed Resolve would
+// use once the destination is gone, on every node), with failed left out. The
+// result has Outcome FailedOpen and Attach set, so the response carries the
+// new destination's key. A request without a session value, or affinity
 // disabled, gets d back unchanged: the caller picks as for a new session.
-// Under Return503Error a session never moves: the result is FailedClosed
-// with Status FailureStatusCode and no candidates.
+// Under Return503Error a session never moves: the result is FailedClosed with
+// Status FailureStatusCode and no candidates.
 func (p *Provider) Replacement(c *upstream.Cluster, now time.Time, d Decision, failed *upstream.Destination, buf []*upstream.Destination) Decision {
 	if p == nil || d.Outcome == NoSession || d.Status != 0 {
 		return d

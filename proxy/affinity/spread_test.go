@@ -47,8 +47,8 @@ func issueSession(t *testing.T, p *Provider, d *upstream.Destination, i int) *ht
 	return requestWith(p, v)
 }
 
-// TestRedistributionSpreadsTheSessionsOfADeadDestination (SPEC §2.2,
-// deterministic redistribution): 1,000 sessions of a destination that dies
+// TestRedistributionSpreadsTheSessionsOfADeadDestination (deterministic
+// redistribution): 1,000 sessions of a destination that dies
 // land within ±20% of even over the 4 healthy ones, and a second node (its
 // own provider and cluster view, the same keyring) picks the same
 // replacement for every session. Sealed policies spread by the session id

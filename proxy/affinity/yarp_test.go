@@ -95,9 +95,10 @@ func yarpCluster() *upstream.Cluster {
 	return cluster("c", dest("dest-A"), dest("dest-B"), dest("dest-C"))
 }
 
-// TestYarpValuesCarryOver checks issue 10 item 8 against the affinity
-// engine: YARP's Cookie and CustomHeader values open in tether, tether's own
-// keep opening, and values for another purpose or application do not.
+// TestYarpValuesCarryOver checks live YARP sessions carrying over
+// (docs/YARP.md) against the affinity engine: YARP's Cookie and CustomHeader
+// values open in tether, tether's own keep opening, and values for another
+// purpose or application do not.
 func TestYarpValuesCarryOver(t *testing.T) {
 	ring := yarpRing(t, t0.Add(-time.Minute))
 	app := ring.Application(yarpApp)

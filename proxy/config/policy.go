@@ -4,7 +4,7 @@ import (
 	"strings"
 )
 
-// Route policies YARP hands to ASP.NET middleware (SPEC §5). tether never
+// Route policies YARP hands to ASP.NET middleware. tether never
 // serves a route more openly than YARP did: an AuthorizationPolicy or a
 // CorsPolicy it cannot enforce is an error, not a warning. Route timeouts
 // are implemented (package proxy).

@@ -6,10 +6,10 @@ import (
 	"unicode/utf8"
 )
 
-// Unknown keys (SPEC §5). A key that neither tether nor YARP nor ASP.NET
-// defines is reported with its JSON path and the nearest known key, as a
-// warning (so a file YARP loads also loads here; YARP's binder ignores such
-// keys) or, with LoadOptions.Strict, as an error for CI.
+// Unknown keys (README.md, "Configuration"). A key that neither tether nor
+// YARP nor ASP.NET defines is reported with its JSON path and the nearest
+// known key, as a warning (so a file YARP loads also loads here; YARP's
+// binder ignores such keys) or, with LoadOptions.Strict, as an error for CI.
 //
 // At the top level an appsettings.json also carries the application's own
 // sections ("ConnectionStrings", "MyApp"). A top-level key within a typo's

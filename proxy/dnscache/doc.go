@@ -1,7 +1,8 @@
 // Package dnscache resolves destination host names for the data path
-// (SPEC §2.1): names are resolved by the proxy and cached for the record's
-// TTL, the last known good addresses stay in use when a lookup fails, and a
-// change of address takes effect for new connections.
+// (proxy/DESIGN.md, "Routes and load balancing"): names are resolved by the
+// proxy and cached for the record's TTL, the last known good addresses stay
+// in use when a lookup fails, and a change of address takes effect for new
+// connections.
 //
 // A Resolver queries A and AAAA records with github.com/miekg/dns so the
 // TTLs are visible (the standard library hides them). Resolution order for

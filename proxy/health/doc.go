@@ -1,4 +1,5 @@
-// Package health owns one node's view of destination health (SPEC §2.3).
+// Package health owns one node's view of destination health (proxy/DESIGN.md,
+// "Health").
 //
 // Active probes the destinations of one cluster over HTTP (one goroutine per
 // destination, first round at Start) and turns consecutive failures and

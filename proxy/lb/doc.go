@@ -1,5 +1,6 @@
 // Package lb owns the load-balancing policies that choose one destination of
-// a cluster for a request (SPEC §2.1): PowerOfTwoChoices (the default),
+// a cluster for a request (proxy/DESIGN.md, "Routes and load balancing"):
+// PowerOfTwoChoices (the default),
 // RoundRobin, LeastRequests, Random and FirstAlphabetical, under YARP's
 // names.
 //

@@ -1,6 +1,6 @@
 // Package route owns the route table: it compiles ReverseProxy.Routes and
-// picks the route for each request (SPEC §2.1 "Routes"), following YARP and
-// ASP.NET Core endpoint routing.
+// picks the route for each request (proxy/DESIGN.md, "Routes and load
+// balancing"), following YARP and ASP.NET Core endpoint routing.
 //
 // A route matches when every criterion it sets holds: Match.Methods
 // (case-insensitive), Match.Hosts, Match.Path, Match.Headers and
@@ -73,7 +73,7 @@
 // port matches only that port; the request's port is the one in Host, or
 // 80/443 by scheme. A pattern without a port matches any port.
 //
-// Precedence, as ASP.NET endpoint routing orders endpoints (SPEC §2.1).
+// Precedence, as ASP.NET endpoint routing orders endpoints.
 // Among the routes that match, the winner is the first by:
 //
 //  1. lower Order (default 0), before anything else, so an Order always

@@ -1,8 +1,8 @@
-// Package tracing owns distributed tracing on the data path (SPEC §2.1
-// "trace id"), as YARP does it through .NET's Activity: W3C Trace Context
-// (traceparent, tracestate) parsed strictly and written for the backend
-// with tether's own span as the parent, and optional export of those spans
-// over OTLP through the OpenTelemetry Go SDK.
+// Package tracing owns distributed tracing on the data path (proxy/DESIGN.md,
+// "Forwarded headers and trust"), as YARP does it through .NET's Activity:
+// W3C Trace Context (traceparent, tracestate) parsed strictly and written for
+// the backend with tether's own span as the parent, and optional export of
+// those spans over OTLP through the OpenTelemetry Go SDK.
 //
 // Export is off unless the standard OpenTelemetry environment asks for it
 // (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set,

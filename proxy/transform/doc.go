@@ -1,5 +1,5 @@
 // Package transform compiles YARP's route transform dictionaries
-// (config Route.Transforms, SPEC §2.1) into a Transforms value that the data
+// (config Route.Transforms) into a Transforms value that the data
 // path applies to each outgoing request, each backend response and its
 // trailers.
 //

@@ -8,19 +8,19 @@ import (
 )
 
 // ConnectTimeout bounds one connection attempt to a destination: the name
-// lookup (from the DNS cache, so usually none) and the TCP connect, to
-// each of the name's addresses in turn, together. A destination that does
-// not answer a SYN at all (a killed container, a lost machine: its
-// packets are dropped, nothing refuses them) is a connect failure after
-// ConnectTimeout, and the request is retried on another destination
-// (SPEC §2.1) while a client still waits for it: two attempts, 4 s, fit
-// in a 5 s client timeout with room for the response.
+// lookup (from the DNS cache, so usually none) and the TCP connect, to each
+// of the name's addresses in turn, together. A destination that does not
+// answer a SYN at all (a killed container, a lost machine: its packets are
+// dropped, nothing refuses them) is a connect failure after ConnectTimeout,
+// and the request is retried on another destination (proxy/DESIGN.md, "One
+// retry") while a client still waits for it: two attempts, 4 s, fit in a 5 s
+// client timeout with room for the response.
 //
 // 2 s lets a connect survive one lost SYN (Linux retransmits it after
 // 1 s) on any network a proxy and its backends share; a slower connect is
 // treated as a dead destination. It is a constant: YARP's HttpClient
 // section has no connect timeout (.NET's SocketsHttpHandler.ConnectTimeout
-// is not exposed) and SPEC adds no key for it. The TLS handshake that
+// is not exposed) and tether adds no key for it. The TLS handshake that
 // follows has its own bound (the transport's TLSHandshakeTimeout).
 const ConnectTimeout = 2 * time.Second
 

@@ -9,7 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the WAF's collectors (SPEC §6 style names).
+// metrics are the WAF's collectors (named tether_waf_…, as README.md,
+// "Web application firewall", lists them).
 type metrics struct {
 	requests *prometheus.CounterVec
 	matches  *prometheus.CounterVec

@@ -228,7 +228,8 @@ func (t *Tx) answer(w http.ResponseWriter, it *types.Interruption) {
 	writeBlocked(w, t.status, t.traceID, it.Action == "drop")
 }
 
-// hdrTraceID is the data path's trace id header (SPEC §2.1).
+// hdrTraceID is the data path's trace id header (proxy/DESIGN.md,
+// "Forwarded headers and trust").
 const hdrTraceID = "X-Tether-Trace-Id"
 
 // writeBlocked answers a blocked request. The body names the transaction

@@ -14,14 +14,14 @@ import (
 )
 
 // The raw backend answers as the net/http one does (200, Content-Type,
-// Content-Length, Date, a 1 KiB or 64 KiB body; keep-alive unless the
-// request asks to close) at a cost that hardly depends on the request's
-// head. The load CPU is shared by wrk and the backends, and with
-// net/http's server each extra request field costs it a parse, a map
-// insert and an allocation: a proxy that forwards more fields (tether's
-// SPEC asks for eight that HAProxy's `option forwardfor` does not send)
-// makes the load CPU, not itself, the closed loop's bottleneck. Requests
-// with a chunked body are refused (none of the race's proxies sends one).
+// Content-Length, Date, a 1 KiB or 64 KiB body; keep-alive unless the request
+// asks to close) at a cost that hardly depends on the request's head. The
+// load CPU is shared by wrk and the backends, and with net/http's server each
+// extra request field costs it a parse, a map insert and an allocation: a
+// proxy that forwards more fields (tether sends eight that HAProxy's `option
+// forwardfor` does not: proxy/DESIGN.md, "Forwarded headers and trust") makes
+// the load CPU, not itself, the closed loop's bottleneck. Requests with a
+// chunked body are refused (none of the race's proxies sends one).
 
 // rawDate is the Date field's value, rendered once a second.
 var rawDate atomic.Pointer[[]byte]

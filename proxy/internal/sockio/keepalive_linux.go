@@ -10,7 +10,8 @@ import (
 // probes end it), but set once on the listening socket, whose options
 // Linux copies to each socket it accepts, instead of four setsockopt(2)
 // calls per accepted connection (3 µs of the 67 µs a new connection per
-// request costs, docs/BENCHMARKS.md). TestKeepAliveInherited holds the
+// request costs; proxy/DESIGN.md, "The server side").
+// TestKeepAliveInherited holds the
 // accepted sockets to those values.
 const (
 	keepAliveIdle     = 15 // seconds

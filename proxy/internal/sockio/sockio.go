@@ -137,8 +137,8 @@ func ReadFd(fd uintptr, p []byte) (int, syscall.Errno) {
 // as HAProxy's, whose event loop handles every ready event before it
 // sends. The cost is a trip through the scheduler when nothing else is
 // runnable, and some latency under a partial load: a write waits for the
-// work of the goroutines ahead of it in the round (docs/BENCHMARKS.md
-// has both).
+// work of the goroutines ahead of it in the round (proxy/DESIGN.md,
+// "Sockets and the scheduler").
 //
 // It is on when the process runs on one P (GOMAXPROCS 1 at start: one CPU,
 // a CPU set of one, or GOMAXPROCS=1 in the environment; a cgroup's CPU

@@ -258,7 +258,7 @@ func TestSockConnReadsAndWritesAtOnce(t *testing.T) {
 // still clean costs before its reuse (NothingToRead: one recvfrom with
 // MSG_PEEK that finds nothing), beside a bare getpid(2). Where entering
 // the kernel is dear (a VM), the two are close: the peek can be removed,
-// not made cheaper. docs/BENCHMARKS.md, "Stop 25".
+// not made cheaper (proxy/DESIGN.md, "Measured and left alone").
 func BenchmarkStalePeek(b *testing.B) {
 	a, _ := tcpPair(b, false)
 	raw, err := a.(*net.TCPConn).SyscallConn()
