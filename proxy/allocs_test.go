@@ -111,8 +111,7 @@ func directPathRig(tb testing.TB) (send func()) {
 	al := NewAccessLog(io.Discard)
 	tb.Cleanup(func() { al.Close() })
 	h := newHarness(tb, mustParse(tb, cfg), func(o *Options) { o.AccessLog = al.Logger() })
-	front := newPair(tb, h.p, nil)
-	c, err := net.Dial("tcp", front.own)
+	c, err := net.Dial("tcp", ownLoopFront(tb, h.p))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -20,10 +20,9 @@
 // and only then stops the old health checkers and closes the old
 // transports' idle connections; in-flight requests finish on the old ones.
 //
-// On cleartext HTTP/1.1 listeners a server loop of tether's own reads and
-// answers plain GETs and hands a connection to net/http's server at its
-// first other request. The lean backend transport is package proxy/lean;
-// below it and the loop are the sockets (proxy/internal/sockio), the
+// The parts it uses have packages of their own: the own HTTP/1.1 server
+// loop on cleartext listeners (proxy/h1server), the lean backend transport
+// (proxy/lean), and below them the sockets (proxy/internal/sockio), the
 // HTTP/1.1 head codec (proxy/internal/h1wire) and the close-on-cancel hook
 // the loop and the transport share (proxy/internal/cancelhook). DESIGN.md
 // walks one request through them.

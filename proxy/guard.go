@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tether-proxy/tether/proxy/internal/monotime"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -336,20 +337,12 @@ func (c *idleConn) Write(p []byte) (int, error) {
 
 // arm pushes the read deadline to now+idle, at most every idle/8.
 func (c *idleConn) arm() {
-	now := monoNow()
+	now := monotime.Now()
 	if now-c.armed.Load() > int64(c.idle/8) {
 		c.armed.Store(now)
 		_ = c.Conn.SetReadDeadline(time.Now().Add(c.idle))
 	}
 }
-
-// monoNow is a monotonic clock in nanoseconds for deadline bookkeeping:
-// one clock read (time.Now reads two), the wall clock only when a deadline
-// moves. It starts at 1<<62, so that 0 (never, or reset) is always long
-// ago.
-func monoNow() int64 { return int64(time.Since(monoEpoch)) + 1<<62 }
-
-var monoEpoch = time.Now()
 
 // NetConn is the connection underneath (the lean path reaches its socket
 // through it).

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/proxy/h1server"
 	"github.com/tether-proxy/tether/proxy/internal/sockio"
 )
 
@@ -32,7 +33,7 @@ const (
 type HTTP1Server string
 
 const (
-	// HTTP1Own is tether's own HTTP/1.1 loop (h1.go), which hands a
+	// HTTP1Own is tether's own HTTP/1.1 loop (package h1server), which hands a
 	// connection to net/http at the first request it does not take. The
 	// default.
 	HTTP1Own HTTP1Server = "own"
@@ -69,9 +70,9 @@ type Server struct {
 	logger    *slog.Logger
 	listeners []config.Listener
 	servers   []*http.Server
-	// h1 is each cleartext HTTP/1.1 listener's own server loop (h1.go),
+	// h1 is each cleartext HTTP/1.1 listener's own server loop (package h1server),
 	// nil for the others and with HTTP1Stdlib.
-	h1        []*h1Server
+	h1        []*h1server.Server
 	tlsConfig []*tls.Config
 	// certs holds each HTTPS listener's certificate, swapped by
 	// PrepareCertificates' apply so a reload rotates certificates without a
@@ -180,9 +181,9 @@ func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger, opts ...
 			srv.ConnState = firstBytesSeen
 		}
 		s.servers = append(s.servers, srv)
-		var h1 *h1Server
+		var h1 *h1server.Server
 		if tc == nil && protocols.HTTP1() && so.http1 == HTTP1Own {
-			h1 = newH1Server(srv)
+			h1 = h1server.New(srv)
 		}
 		s.h1 = append(s.h1, h1)
 		s.tlsConfig = append(s.tlsConfig, tc)
@@ -337,7 +338,7 @@ func (s *Server) Start() error {
 		go func() {
 			defer s.wg.Done()
 			// The connections the own loop hands over.
-			if err := h1.srv.Serve(h1.handoff); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := h1.ServeHandoff(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				s.logger.Error("listener stopped", "err", err)
 			}
 		}()
@@ -352,7 +353,7 @@ func (s *Server) Start() error {
 			defer s.wg.Done()
 			var err error
 			if h1 != nil {
-				err = h1.serve(ln)
+				err = h1.Serve(ln)
 			} else if tlsOn {
 				err = srv.ServeTLS(ln, "", "") // certificates come from TLSConfig; h2 via ALPN
 			} else {
@@ -392,7 +393,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[len(s.servers)+i] = h1.shutdown(ctx) // on ctx's end it closes what is left
+				errs[len(s.servers)+i] = h1.Shutdown(ctx) // on ctx's end it closes what is left
 			}()
 		}
 	}

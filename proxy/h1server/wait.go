@@ -1,6 +1,7 @@
-package proxy
+package h1server
 
 import (
+	"github.com/tether-proxy/tether/proxy/internal/monotime"
 	"syscall"
 	"time"
 )
@@ -129,7 +130,7 @@ const parkAfter = 10 * time.Second
 // parkAsked set: their goroutine then closes the descriptor and parks
 // the connection. A wait the deadline ends just as a request comes parks
 // a busy connection, which the request's bytes wake at once.
-func (s *h1Server) sweep() {
+func (s *Server) sweep() {
 	t := time.NewTicker(s.parkAfter / 2)
 	defer t.Stop()
 	for {
@@ -138,7 +139,7 @@ func (s *h1Server) sweep() {
 			return
 		case <-t.C:
 		}
-		now := monoNow()
+		now := monotime.Now()
 		s.mu.Lock()
 		for c := range s.conns {
 			// waitSince is 0 without an idle timeout (armIdle sets it):

@@ -1,4 +1,4 @@
-package proxy
+package h1server
 
 import (
 	"bufio"
@@ -16,7 +16,7 @@ import (
 // parkedAndServing counts s's parked connections (on the poller or in
 // parkWait) and the goroutines in a connection's serve (a worker on a
 // request or in wait).
-func parkedAndServing(s *h1Server) (parked, serving int) {
+func parkedAndServing(s *Server) (parked, serving int) {
 	buf := make([]byte, 1<<22)
 	buf = buf[:goruntime.Stack(buf, true)]
 	for g := range strings.SplitSeq(string(buf), "\n\n") {
@@ -221,7 +221,7 @@ func BenchmarkH1ServerShortKeepAlive(b *testing.B) {
 // next request is served, and it gets a second descriptor again; its
 // idle timeout still ends it while parked.
 func TestH1LongIdleConnectionsParkToo(t *testing.T) {
-	p := ownServer(t, http.HandlerFunc(okHandler), 2*time.Second, watchDelay, func(s *h1Server) {
+	p := ownServer(t, http.HandlerFunc(okHandler), 2*time.Second, watchDelay, func(s *Server) {
 		s.parkAfter = 100 * time.Millisecond
 	})
 	wc := dialWaiting(t, p) // waitAfter+1 requests: waiting on its second descriptor

@@ -1,6 +1,7 @@
-package proxy
+package h1server
 
 import (
+	"github.com/tether-proxy/tether/proxy/internal/monotime"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -15,7 +16,7 @@ import (
 // whose bytes (or EOF) came to a worker, as parkWait's goroutine did. It
 // waits on Go's poller, for the epoll descriptor to be readable (an
 // epoll instance is, while it has events), inside one RawConn.Read that
-// never resets that readiness (as wait does, h1wait.go), and takes the
+// never resets that readiness (as wait does, wait.go), and takes the
 // events with an epoll_wait that does not block: a wake-up is the
 // scheduler's, not a thread's coming back from a blocking system call. The registration is level-triggered and one-shot, so
 // bytes or an EOF that came while the last response was written (a
@@ -102,7 +103,7 @@ func (c *h1Conn) parkPoll() bool {
 	p.parked[tok] = c
 	c.parkTok, c.parkUntil = tok, c.idleUntil
 	c.onPoll.Store(true)
-	c.watch.Reset(time.Duration(c.idleUntil - monoNow())) // timerFired
+	c.watch.Reset(time.Duration(c.idleUntil - monotime.Now())) // timerFired
 	return true
 }
 
@@ -176,7 +177,7 @@ func (c *h1Conn) parkExpired() {
 	p := h1Poll.Load()
 	p.mu.Lock()
 	var pc *h1Conn
-	if c.parkTok != 0 && monoNow() >= c.parkUntil {
+	if c.parkTok != 0 && monotime.Now() >= c.parkUntil {
 		pc = p.takeLocked(0, c)
 	}
 	p.mu.Unlock()

@@ -1,4 +1,4 @@
-package proxy
+package h1server
 
 import (
 	"bufio"
@@ -23,25 +23,25 @@ type waitConn struct {
 
 // ownServer is the own loop alone, with its idle timeout and client
 // watch delay; tune, when not nil, sets the rest before it starts.
-func ownServer(t *testing.T, h http.Handler, idle, watch time.Duration, tune func(*h1Server)) *pair {
+func ownServer(t *testing.T, h http.Handler, idle, watch time.Duration, tune func(*Server)) *pair {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idle}
-	s := newH1Server(srv)
+	s := New(srv)
 	s.watch = watch
 	if tune != nil {
 		tune(s)
 	}
 	go func() { _ = srv.Serve(s.handoff) }()
-	go func() { _ = s.serve(ln) }()
+	go func() { _ = s.Serve(ln) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
-		_ = s.shutdown(ctx)
+		_ = s.Shutdown(ctx)
 	})
 	return &pair{own: ln.Addr().String(), ownSrv: s}
 }
@@ -71,7 +71,7 @@ func dialWaiting(t *testing.T, p *pair) *waitConn {
 	return wc
 }
 
-func (s *h1Server) anyWaitFile() bool {
+func (s *Server) anyWaitFile() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
@@ -225,7 +225,7 @@ func TestH1WaitShutdown(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
 			start := time.Now()
-			err := p.ownSrv.shutdown(ctx)
+			err := p.ownSrv.Shutdown(ctx)
 			if forced != (err != nil) {
 				t.Fatalf("shutdown: %v", err)
 			}
@@ -256,7 +256,7 @@ func TestH1WaitFilesAreCapped(t *testing.T) {
 	if c := waitFileCap(); c < 1 {
 		t.Fatalf("waitFileCap() = %d", c)
 	}
-	p := ownServer(t, http.HandlerFunc(okHandler), time.Minute, watchDelay, func(s *h1Server) { s.waitCap = 1 })
+	p := ownServer(t, http.HandlerFunc(okHandler), time.Minute, watchDelay, func(s *Server) { s.waitCap = 1 })
 	first := dialWaiting(t, p)
 	second := dialWaiting(t, p) // served past waitAfter, with no descriptor
 	for range 3 {

@@ -1,4 +1,4 @@
-package proxy
+package h1server
 
 import (
 	"bufio"
@@ -23,11 +23,12 @@ import (
 
 	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
 	"github.com/tether-proxy/tether/proxy/internal/h1wire"
+	"github.com/tether-proxy/tether/proxy/internal/monotime"
 	"github.com/tether-proxy/tether/proxy/internal/sockio"
 	"golang.org/x/net/http/httpguts"
 )
 
-// h1Server is tether's own HTTP/1.1 server loop for cleartext listeners,
+// Server is tether's own HTTP/1.1 server loop for cleartext listeners,
 // in front of net/http's: it reads and answers the plain requests itself
 // (a GET in HTTP/1.1 with no body, no upgrade, no expectation, its whole
 // head within the connection's 4 KiB buffer, see parseRequestHead) and
@@ -40,7 +41,7 @@ import (
 // for a connection of fewer than waitAfter+1 requests, a goroutine on
 // Linux, or more than a 2 KiB goroutine stack elsewhere: serve parks it).
 // What it does answer follows net/http's rules for the same
-// request (h1_test.go holds the two side by side): the same Request
+// request (the tests hold the two side by side): the same Request
 // fields and context values, the same status line and fields (Date,
 // Content-Length, chunking, sniffed Content-Type, Connection: close),
 // trailers, 1xx, flushes, the per-request context cancelled when the
@@ -51,7 +52,7 @@ import (
 // the request's header map and URL (headScratch), so the handler does
 // not hold on to r.Header or r.URL once it has returned, as tether's
 // proxy never does (its strings are the request's own and may be kept).
-type h1Server struct {
+type Server struct {
 	srv     *http.Server
 	headers time.Duration // ReadHeaderTimeout
 	idle    time.Duration // IdleTimeout
@@ -60,7 +61,7 @@ type h1Server struct {
 	// parked (sweep); sweepOnce starts the sweep.
 	parkAfter time.Duration
 	sweepOnce sync.Once
-	// waitFiles counts the connections' second descriptors (h1wait.go),
+	// waitFiles counts the connections' second descriptors (wait.go),
 	// at most waitCap.
 	waitFiles atomic.Int64
 	waitCap   int64
@@ -91,8 +92,8 @@ type h1Server struct {
 // sooner would only have paid for the watch).
 const watchDelay = 5 * time.Millisecond
 
-func newH1Server(srv *http.Server) *h1Server {
-	s := &h1Server{srv: srv, headers: srv.ReadHeaderTimeout, idle: srv.IdleTimeout, watch: watchDelay, parkAfter: parkAfter,
+func New(srv *http.Server) *Server {
+	s := &Server{srv: srv, headers: srv.ReadHeaderTimeout, idle: srv.IdleTimeout, watch: watchDelay, parkAfter: parkAfter,
 		waitCap: waitFileCap(), conns: map[*h1Conn]struct{}{}, work: make(chan *h1Conn), quit: make(chan struct{})}
 	if s.idle <= 0 {
 		s.idle = srv.ReadTimeout // as net/http's idleTimeout
@@ -102,8 +103,13 @@ func newH1Server(srv *http.Server) *h1Server {
 	return s
 }
 
-// serve accepts on ln until it is closed, as http.Server.Serve does.
-func (s *h1Server) serve(ln net.Listener) error {
+// ServeHandoff serves, on the http.Server given to New, the connections
+// the loop hands over (with the bytes it read); it returns when that
+// server is shut down or closed.
+func (s *Server) ServeHandoff() error { return s.srv.Serve(s.handoff) }
+
+// Serve accepts on ln until it is closed, as http.Server.Serve does.
+func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closing.Load() {
 		s.mu.Unlock()
@@ -146,7 +152,7 @@ const maxIdleWorkers = 64
 // which cost 2 µs of the 67 µs a new connection per request costs
 // (runtime.newstack in the close-1k profile; DESIGN.md, "The server side"); a
 // waiting one has that stack already.
-func (s *h1Server) run(c *h1Conn) {
+func (s *Server) run(c *h1Conn) {
 	select {
 	case s.work <- c:
 	default:
@@ -156,7 +162,7 @@ func (s *h1Server) run(c *h1Conn) {
 
 // worker serves c, then the connections run hands it, until it is one
 // idle worker too many or the server shuts down.
-func (s *h1Server) worker(c *h1Conn) {
+func (s *Server) worker(c *h1Conn) {
 	for {
 		c.serve()
 		if s.idleWorkers.Add(1) > maxIdleWorkers {
@@ -175,7 +181,7 @@ func (s *h1Server) worker(c *h1Conn) {
 	}
 }
 
-func (s *h1Server) logf(format string, args ...any) {
+func (s *Server) logf(format string, args ...any) {
 	if s.srv.ErrorLog != nil {
 		s.srv.ErrorLog.Printf(format, args...)
 		return
@@ -183,7 +189,7 @@ func (s *h1Server) logf(format string, args ...any) {
 	log.Printf(format, args...)
 }
 
-func (s *h1Server) newConn(rwc net.Conn) *h1Conn {
+func (s *Server) newConn(rwc net.Conn) *h1Conn {
 	c := &h1Conn{s: s, rwc: rwc, remote: rwc.RemoteAddr().String(), loop: h1Loop{first: true}}
 	c.ctx = context.WithValue(s.ctx, http.LocalAddrContextKey, rwc.LocalAddr())
 	c.takeBufs()
@@ -205,7 +211,7 @@ func (s *h1Server) newConn(rwc net.Conn) *h1Conn {
 	return c
 }
 
-func (s *h1Server) forget(c *h1Conn) {
+func (s *Server) forget(c *h1Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	if len(s.conns) == 0 && s.done != nil {
@@ -215,10 +221,10 @@ func (s *h1Server) forget(c *h1Conn) {
 	s.mu.Unlock()
 }
 
-// shutdown stops accepting, closes idle connections and waits for the
+// Shutdown stops accepting, closes idle connections and waits for the
 // busy ones to finish their request until ctx ends; then closes them.
 // The handed-off connections are http.Server.Shutdown's.
-func (s *h1Server) shutdown(ctx context.Context) error {
+func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing.Store(true)
 	s.endWorkers()
@@ -247,7 +253,7 @@ func (s *h1Server) shutdown(ctx context.Context) error {
 }
 
 // close closes every connection at once.
-func (s *h1Server) close() {
+func (s *Server) close() {
 	s.mu.Lock()
 	s.closing.Store(true)
 	s.endWorkers()
@@ -262,10 +268,10 @@ func (s *h1Server) close() {
 
 // endWorkers ends the idle workers, and each busy one once its
 // connection is done.
-func (s *h1Server) endWorkers() { s.quitOnce.Do(func() { close(s.quit) }) }
+func (s *Server) endWorkers() { s.quitOnce.Do(func() { close(s.quit) }) }
 
 // handoffListener is the http.Server's side of the hand-off: Accept
-// returns the connections h1Server gave up.
+// returns the connections Server gave up.
 type handoffListener struct {
 	ch     chan net.Conn
 	once   sync.Once
@@ -315,9 +321,9 @@ const (
 	h1Closed
 )
 
-// h1Conn is one client connection served by h1Server.
+// h1Conn is one client connection served by Server.
 type h1Conn struct {
-	s      *h1Server
+	s      *Server
 	rwc    net.Conn
 	remote string
 	ctx    context.Context
@@ -332,7 +338,7 @@ type h1Conn struct {
 	waited  bool
 	peekBuf [1]byte
 	// tcp, wf, wraw, readNow, nowFd: wait's, on a second descriptor of
-	// the socket (h1wait.go).
+	// the socket (wait.go).
 	tcp     *net.TCPConn
 	wf      atomic.Pointer[os.File]
 	wraw    syscall.RawConn
@@ -352,21 +358,21 @@ type h1Conn struct {
 	stash   [1]byte
 	stashed bool
 	// deadline: prepareWait set the idle read deadline for the next head;
-	// idleUntil: when that deadline is (monoNow), 0 once another was set.
+	// idleUntil: when that deadline is (monotime.Now), 0 once another was set.
 	deadline  bool
 	idleUntil int64
 	// rq is what only a request needs (h1Req), kept from one request to
 	// the next and given back while the connection is parked or gone.
 	rq   *h1Req
 	loop h1Loop // serve's state, kept while the connection is parked
-	// waitSince is when the connection's latest wait began (monoNow);
+	// waitSince is when the connection's latest wait began (monotime.Now);
 	// parkAsked: the sweep ended its wait on the second descriptor, to
-	// park it (h1Server.sweep).
+	// park it (Server.sweep).
 	waitSince atomic.Int64
 	parkAsked atomic.Bool
 	// parkTok: the poller's token while the connection is parked there,
-	// 0 otherwise; parkUntil: that park's idle deadline (monoNow), when
-	// the watch timer ends it (h1park_linux.go). Both under the poller's
+	// 0 otherwise; parkUntil: that park's idle deadline (monotime.Now), when
+	// the watch timer ends it (park_linux.go). Both under the poller's
 	// mutex; onPoll is whether parkTok is set, for the timer.
 	parkTok   uint64
 	parkUntil int64
@@ -521,7 +527,7 @@ func (c *h1Conn) releaseReq() {
 
 // park waits for the connection's next bytes off the worker that served
 // it, which goes on to other connections: on the poller, without a
-// goroutine (h1park_linux.go), or else on a goroutine of its own
+// goroutine (park_linux.go), or else on a goroutine of its own
 // (parkWait). When the wait ends (bytes, an EOF, the idle deadline, a
 // shutdown), the connection goes back to a worker (resume), whose serve
 // resumes from c.loop and reads the next head or its failure.
@@ -766,7 +772,7 @@ func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 // answer cannot come before its request; a client's next request can. The
 // peek takes the place of the read that finds nothing before each park.
 // A connection that keeps coming back waits on a second descriptor
-// instead, without the peek (wait, h1wait.go).
+// instead, without the peek (wait, wait.go).
 func (c *h1Conn) peekWait() {
 	c.prepareWait()
 	c.waitPeek()
@@ -798,7 +804,7 @@ func (c *h1Conn) prepareWait() {
 // second): an idle connection closes between the timeout and that much
 // later.
 func (c *h1Conn) armIdle() {
-	now := monoNow()
+	now := monotime.Now()
 	c.waitSince.Store(now)
 	if c.idleUntil-now >= int64(c.s.idle) {
 		return
@@ -939,7 +945,7 @@ func (c *h1Conn) endWatch() {
 var aLongTimeAgo = time.Unix(1, 0)
 
 // parseRequestHead builds the request net/http's server would read from
-// head, for the requests h1Server takes: "GET <origin-form> HTTP/1.1",
+// head, for the requests Server takes: "GET <origin-form> HTTP/1.1",
 // CRLF line ends, token field names, field values of visible ASCII,
 // spaces and tabs, no folded line, exactly one valid Host, a Connection
 // of only "keep-alive" or "close", and none of the fields that give a
@@ -1081,7 +1087,7 @@ var plainPathByte = func() (t [256]bool) {
 	return t
 }()
 
-// h1Writer is the http.ResponseWriter of h1Server's requests, reused by
+// h1Writer is the http.ResponseWriter of Server's requests, reused by
 // the connection. It writes what net/http's response writer writes for
 // the same handler calls, for a GET in HTTP/1.1 with keep-alives on.
 type h1Writer struct {

@@ -1,4 +1,4 @@
-package proxy
+package h1server
 
 import (
 	"bufio"
@@ -22,11 +22,13 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/tether-proxy/tether/proxy/internal/monotime"
 	"github.com/tether-proxy/tether/test/testutil"
+	"syscall"
 )
 
 // The own HTTP/1.1 loop is held to net/http's server: the same raw bytes
-// sent to a plain http.Server and to an h1Server in front of the same
+// sent to a plain http.Server and to an Server in front of the same
 // handler must give the handler the same request and the client the same
 // response bytes (less the Date value). net/http is the known answer.
 
@@ -51,10 +53,10 @@ func see(r *http.Request) seenRequest {
 		HasServer: srv, HasLocalAddr: la, Body: string(body)}
 }
 
-// pair runs h behind net/http's server and behind h1Server.
+// pair runs h behind net/http's server and behind Server.
 type pair struct {
 	std, own string // addresses
-	ownSrv   *h1Server
+	ownSrv   *Server
 	logs     *testutil.SyncBuffer
 }
 
@@ -79,19 +81,71 @@ func newPair(t testing.TB, h http.Handler, tune func(*http.Server)) *pair {
 		t.Fatal(err)
 	}
 	own := mk()
-	p.ownSrv = newH1Server(own)
+	p.ownSrv = New(own)
 	go func() { _ = own.Serve(p.ownSrv.handoff) }()
-	go func() { _ = p.ownSrv.serve(lnOwn) }()
+	go func() { _ = p.ownSrv.Serve(lnOwn) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = std.Shutdown(ctx)
 		_ = own.Shutdown(ctx)
-		_ = p.ownSrv.shutdown(ctx)
+		_ = p.ownSrv.Shutdown(ctx)
 	})
 	p.std, p.own = lnStd.Addr().String(), lnOwn.Addr().String()
 	return p
 }
+
+// eventually polls cond until it holds or 5 s pass.
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	testutil.Eventually(t, 5*time.Second, "condition", cond)
+}
+
+// userCPU is the process's user CPU time so far.
+func userCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano())
+}
+
+// rawClient sends keep-alive GETs on one connection and reads their
+// responses (a head, then a 1 KiB body) without an allocation per request.
+type rawClient struct {
+	c    net.Conn
+	br   *bufio.Reader
+	tail [1024]byte
+}
+
+func newRawClient(c net.Conn) *rawClient {
+	return &rawClient{c: c, br: bufio.NewReaderSize(c, 8<<10)}
+}
+
+// get sends req and reads its response; line, when not nil, sees each
+// line of the head.
+func (rc *rawClient) get(tb testing.TB, req []byte, line func([]byte)) {
+	if _, err := rc.c.Write(req); err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		l, err := rc.br.ReadSlice('\n')
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if len(l) == 2 {
+			break
+		}
+		if line != nil {
+			line(l)
+		}
+	}
+	if _, err := io.ReadFull(rc.br, rc.tail[:]); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func okHandler(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }
 
 // exchange sends raw on a new connection to addr and reads until the
 // server closes or goes quiet for quiet; closed says which.
@@ -616,7 +670,7 @@ func TestH1ServerCancelsWhenTheClientGoes(t *testing.T) {
 
 // waitWatch polls until the server's one connection's client watch is in
 // state st.
-func waitWatch(t *testing.T, s *h1Server, st int) {
+func waitWatch(t *testing.T, s *Server, st int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
@@ -781,7 +835,7 @@ func TestH1ServerShutdownClosesIdleConnections(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		shut <- p.ownSrv.shutdown(ctx)
+		shut <- p.ownSrv.Shutdown(ctx)
 	}()
 	_ = idle.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := ibr.ReadByte(); err != io.EOF {
@@ -837,16 +891,32 @@ func BenchmarkH1Server(b *testing.B) {
 	}
 }
 
-// TestH1ServerReachesTheSocketBehindALimitedListener: a connection from
-// the connection cap's listener still gets the write-then-wait on its
-// socket.
-func TestH1ServerReachesTheSocketBehindALimitedListener(t *testing.T) {
+// namedConn is a wrapper that names its connection with NetConn, as the
+// connection cap's does.
+type namedConn struct{ net.Conn }
+
+func (c namedConn) NetConn() net.Conn { return c.Conn }
+
+type namingListener struct{ net.Listener }
+
+func (l namingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return namedConn{c}, nil
+}
+
+// TestH1ServerReachesTheSocketBehindAWrapper: a connection under a
+// wrapper that names it with NetConn (the connection cap's) still gets
+// the write-then-wait and the second descriptor on its socket.
+func TestH1ServerReachesTheSocketBehindAWrapper(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	lim := &limitListener{Listener: ln, lim: &connLimit{max: 10}}
+	lim := namingListener{ln}
 	go func() {
 		if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
 			defer c.Close()
@@ -858,10 +928,10 @@ func TestH1ServerReachesTheSocketBehindALimitedListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rwc.Close()
-	s := newH1Server(&http.Server{})
+	s := New(&http.Server{})
 	c := s.newConn(rwc)
-	if c == nil || c.raw == nil {
-		t.Fatal("no raw socket behind the limited listener's connection")
+	if c == nil || c.raw == nil || c.tcp == nil {
+		t.Fatal("no socket behind the wrapped connection")
 	}
 }
 
@@ -954,7 +1024,7 @@ func (d *deadlineConn) SetReadDeadline(t time.Time) error {
 func TestH1ServerIdleDeadlineMovesOnlyWhenDue(t *testing.T) {
 	for _, idle := range []time.Duration{200 * time.Millisecond, 130 * time.Second} {
 		dc := &deadlineConn{}
-		c := &h1Conn{s: &h1Server{idle: idle}, rwc: dc}
+		c := &h1Conn{s: &Server{idle: idle}, rwc: dc}
 		slack := min(idle/8, time.Second)
 		check := func(what string, calls int) {
 			t.Helper()
@@ -975,7 +1045,7 @@ func TestH1ServerIdleDeadlineMovesOnlyWhenDue(t *testing.T) {
 			c.armIdle()
 		}
 		check("waits right after", 1)
-		c.idleUntil = monoNow() + int64(idle) - 1 // less than the timeout left
+		c.idleUntil = monotime.Now() + int64(idle) - 1 // less than the timeout left
 		c.armIdle()
 		check("when due", 2)
 		c.setReadDeadline(time.Time{}) // another deadline came between
@@ -1051,7 +1121,7 @@ func TestH1WorkersAreReused(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := p.ownSrv.shutdown(ctx); err != nil {
+	if err := p.ownSrv.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 5*time.Second, "condition", func() bool { return p.ownSrv.idleWorkers.Load() == 0 })

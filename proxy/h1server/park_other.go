@@ -1,6 +1,6 @@
 //go:build !linux
 
-package proxy
+package h1server
 
 // Without epoll a parked connection waits on a goroutine of its own
 // (parkWait).
