@@ -95,12 +95,6 @@ func newPair(t testing.TB, h http.Handler, tune func(*http.Server)) *pair {
 	return p
 }
 
-// eventually polls cond until it holds or 5 s pass.
-func eventually(t *testing.T, cond func() bool) {
-	t.Helper()
-	testutil.Eventually(t, 5*time.Second, "condition", cond)
-}
-
 // userCPU is the process's user CPU time so far.
 func userCPU() time.Duration {
 	var ru syscall.Rusage
