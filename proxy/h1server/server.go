@@ -631,7 +631,7 @@ func (c *h1Conn) readHead(first bool) ([]byte, int) {
 		buf, err := c.br.Peek(want)
 		if len(buf) > 0 {
 			buf, _ = c.br.Peek(c.br.Buffered())
-			if i := headEnd(buf); i >= 0 {
+			if i := h1wire.HeadEnd(buf); i >= 0 {
 				return buf[:i], headOK
 			}
 			if first && len(buf) >= 3 && string(buf[:3]) != "GET" {
@@ -657,23 +657,6 @@ func (c *h1Conn) readHead(first bool) ([]byte, int) {
 			c.setReadDeadline(time.Now().Add(c.s.headers))
 		}
 		want = c.br.Buffered() + 1
-	}
-}
-
-// headEnd is the length of the head at the start of buf, through the
-// first empty line as net/http finds it (LF or CRLF line ends); -1 when
-// buf holds no empty line yet.
-func headEnd(buf []byte) int {
-	start := 0
-	for {
-		i := bytes.IndexByte(buf[start:], '\n')
-		if i < 0 {
-			return -1
-		}
-		if i == 0 || i == 1 && buf[start] == '\r' {
-			return start + i + 1
-		}
-		start += i + 1
 	}
 }
 

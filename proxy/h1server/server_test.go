@@ -17,14 +17,15 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/tether-proxy/tether/proxy/internal/h1wire"
 	"github.com/tether-proxy/tether/proxy/internal/monotime"
 	"github.com/tether-proxy/tether/test/testutil"
-	"syscall"
 )
 
 // The own HTTP/1.1 loop is held to net/http's server: the same raw bytes
@@ -554,7 +555,7 @@ var parseSeeds = []string{
 // checks on Host.
 func checkParse(t *testing.T, b []byte) {
 	t.Helper()
-	end := headEnd(b) // the heads the loop hands the parser
+	end := h1wire.HeadEnd(b) // the heads the loop hands the parser
 	if end < 0 {
 		return
 	}

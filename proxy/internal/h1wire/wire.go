@@ -369,7 +369,7 @@ func PeekHead(br *bufio.Reader) []byte {
 		buf, err := br.Peek(want)
 		if len(buf) > 0 {
 			buf, _ = br.Peek(br.Buffered())
-			if i := RespHeadEnd(buf); i >= 0 {
+			if i := HeadEnd(buf); i >= 0 {
 				if i < 4 || string(buf[i-4:i]) != "\r\n\r\n" {
 					return nil // a bare LF ends the head: http.ReadResponse reads it
 				}
@@ -385,12 +385,12 @@ func PeekHead(br *bufio.Reader) []byte {
 
 var CRLFCRLF = []byte("\r\n\r\n")
 
-// RespHeadEnd is the length of the head at the start of buf, through
-// the first empty line as http.ReadResponse finds it (LF or CRLF line
-// ends); -1 when buf holds no empty line yet. Looking for CRLFCRLF alone
-// waited for a head a backend had already ended with bare LFs, until the
-// activity timeout.
-func RespHeadEnd(buf []byte) int {
+// HeadEnd is the length of the head (a request's or a response's) at the
+// start of buf, through the first empty line as net/http finds it (LF or
+// CRLF line ends); -1 when buf holds no empty line yet. Looking for
+// CRLFCRLF alone waited for a head a backend had already ended with bare
+// LFs, until the activity timeout.
+func HeadEnd(buf []byte) int {
 	start := 0
 	for {
 		i := bytes.IndexByte(buf[start:], '\n')

@@ -299,7 +299,7 @@ func (r *stallReader) Read(p []byte) (int, error) {
 // for more bytes.
 func noWaitPastHead(t *testing.T, raw []byte) {
 	t.Helper()
-	end := h1wire.RespHeadEnd(raw)
+	end := h1wire.HeadEnd(raw)
 	if end < 0 || end > 4096 {
 		return
 	}
