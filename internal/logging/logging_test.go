@@ -8,51 +8,9 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-)
 
-// DuplicateKeys returns the keys that occur more than once in one JSON
-// object (at any depth), which encoding/json would silently collapse.
-func duplicateKeys(line []byte) ([]string, error) {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	var dups []string
-	var walk func() error
-	walk = func() error {
-		t, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		switch t {
-		case json.Delim('{'):
-			seen := map[string]bool{}
-			for dec.More() {
-				k, err := dec.Token()
-				if err != nil {
-					return err
-				}
-				ks := k.(string)
-				if seen[ks] {
-					dups = append(dups, ks)
-				}
-				seen[ks] = true
-				if err := walk(); err != nil {
-					return err
-				}
-			}
-			_, err = dec.Token()
-			return err
-		case json.Delim('['):
-			for dec.More() {
-				if err := walk(); err != nil {
-					return err
-				}
-			}
-			_, err = dec.Token()
-			return err
-		}
-		return nil
-	}
-	return dups, walk()
-}
+	"github.com/tether-proxy/tether/test/testutil"
+)
 
 func TestEveryLineHasEachKeyOnce(t *testing.T) {
 	for _, tc := range []struct {
@@ -86,7 +44,7 @@ func TestEveryLineHasEachKeyOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.log(l)
-			dups, err := duplicateKeys(buf.Bytes())
+			dups, err := testutil.DuplicateKeys(buf.Bytes())
 			if err != nil || len(dups) > 0 {
 				t.Fatalf("line %s: duplicate keys %v (%v)", buf.String(), dups, err)
 			}
