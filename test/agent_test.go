@@ -119,7 +119,7 @@ func TestAgentProxiesWithAffinityAndForwardedHeaders(t *testing.T) {
 	}
 	// One JSON access-log line per request, carrying the trace id.
 	testutil.Eventually(t, 10*time.Second, "access log line", func() bool {
-		return strings.Contains(a.stdout.String(), seen.Get("X-Tether-Trace-Id"))
+		return strings.Contains(a.Stdout.String(), seen.Get("X-Tether-Trace-Id"))
 	})
 }
 
@@ -192,9 +192,9 @@ func TestAgentReloadsOnSIGHUPAndFileChangeKeepingOldOnError(t *testing.T) {
 
 	// An invalid config is refused and the running one kept.
 	writeFile(t, cfg, `{ "ReverseProxy": { "Routes": { "a": { "ClusterId": "missing" } }, "Clusterz": {} } }`)
-	a.signal(syscall.SIGHUP)
+	a.Signal(syscall.SIGHUP)
 	testutil.Eventually(t, 15*time.Second, "rejected reload logged", func() bool {
-		return a.logLine("config reload rejected; keeping the running configuration") != nil
+		return a.LogLine("config reload rejected; keeping the running configuration") != nil
 	})
 	if s, _, _ := get(t, c, a.proxyURL+"/b/x", nil); s != 200 {
 		t.Fatalf("after a rejected reload /b = %d, want the old config kept", s)
@@ -202,7 +202,7 @@ func TestAgentReloadsOnSIGHUPAndFileChangeKeepingOldOnError(t *testing.T) {
 
 	// SIGHUP applies a valid change (destination swapped to b2).
 	writeFile(t, cfg, configFor(catchAll, b2))
-	a.signal(syscall.SIGHUP)
+	a.Signal(syscall.SIGHUP)
 	testutil.Eventually(t, 15*time.Second, "new destination after SIGHUP", func() bool {
 		_, h, _ := get(t, c, a.proxyURL+"/z", nil)
 		return h.Get("X-Demo-Backend") == "b2"
@@ -235,9 +235,9 @@ func TestAgentGracefulShutdownFinishesInFlight(t *testing.T) {
 	}()
 	// Wait until the request is in flight at the backend.
 	testutil.Eventually(t, 10*time.Second, "request in flight", func() bool { return b1.lastHeader() != nil })
-	a.signal(syscall.SIGTERM)
+	a.Signal(syscall.SIGTERM)
 	// A config tool's SIGHUP during the stop must not cut it short.
-	a.signal(syscall.SIGHUP)
+	a.Signal(syscall.SIGHUP)
 	// New connections are refused while the in-flight request finishes.
 	addr := strings.TrimPrefix(a.proxyURL, "http://")
 	testutil.Eventually(t, 10*time.Second, "listener closed", func() bool {
@@ -252,7 +252,7 @@ func TestAgentGracefulShutdownFinishesInFlight(t *testing.T) {
 	if r.err != nil || r.status != 200 || r.body != "b1 /slow" {
 		t.Fatalf("in-flight request: status %d err %v", r.status, r.err)
 	}
-	if code := a.wait(30 * time.Second); code != 0 {
+	if code := a.Wait(30 * time.Second); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
 }
@@ -262,12 +262,12 @@ func TestAgentReadsFlagsFromEnvironment(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "tether.json")
 	writeFile(t, cfg, configFor(catchAll, b1))
 	p := start(t, []string{"TETHER_CONFIG=" + cfg, "TETHER_NODE_ID=from-env", "TETHER_DATA_DIR=" + t.TempDir(), "TETHER_ADMIN_ADDR=127.0.0.1:0"}, "agent")
-	testutil.Eventually(t, 60*time.Second, "node started", func() bool { return p.logLine("node started") != nil })
-	if node := p.logLine("node started")["node"]; node != "from-env" {
+	testutil.Eventually(t, 60*time.Second, "node started", func() bool { return p.LogLine("node started") != nil })
+	if node := p.LogLine("node started")["node"]; node != "from-env" {
 		t.Fatalf("node id = %v, want from-env", node)
 	}
-	p.signal(syscall.SIGINT)
-	if code := p.wait(30 * time.Second); code != 0 {
+	p.Signal(syscall.SIGINT)
+	if code := p.Wait(30 * time.Second); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
 }
@@ -276,11 +276,11 @@ func TestAgentRefusesBadConfigAtStart(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "bad.json")
 	writeFile(t, cfg, `{ "ReverseProxy": { "Clusters": { "c1": { "SessionAffinity": { "Enabled": true }, "Destinations": { "d1": { "Address": "http://127.0.0.1:1/" } } } } } }`)
 	p := start(t, nil, "agent", "--config", cfg, "--data-dir", t.TempDir(), "--admin-addr", "127.0.0.1:0")
-	if code := p.wait(60 * time.Second); code == 0 {
+	if code := p.Wait(60 * time.Second); code == 0 {
 		t.Fatal("agent started with a bad config")
 	}
-	if !strings.Contains(p.stderr.String(), "ReverseProxy.Clusters.c1.SessionAffinity.AffinityKeyName") {
-		t.Fatalf("error does not name the JSON path:\n%s", p.stderr.String())
+	if !strings.Contains(p.Stderr.String(), "ReverseProxy.Clusters.c1.SessionAffinity.AffinityKeyName") {
+		t.Fatalf("error does not name the JSON path:\n%s", p.Stderr.String())
 	}
 }
 

@@ -41,7 +41,7 @@ func TestClientCommandsExplainThemselves(t *testing.T) {
 	os.Chmod(token, 0o600)
 	a := startAgent(t, cfg, nil, "--cluster-secret-file", secret, "--admin-token-file", token,
 		"--raft-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--no-access-log")
-	defer func() { a.signal(syscall.SIGTERM); a.wait(30 * time.Second) }()
+	defer func() { a.Signal(syscall.SIGTERM); a.Wait(30 * time.Second) }()
 	admin := strings.TrimPrefix(a.adminURL, "http://")
 	withToken := []string{"--admin", a.adminURL, "--token-file", token}
 	for _, tc := range []struct {
@@ -90,10 +90,10 @@ func TestClientCommandsExplainThemselves(t *testing.T) {
 	j := start(t, nil, "agent", "--config", cfg, "--node-id", "joiner", "--data-dir", t.TempDir(), "--admin-addr", "127.0.0.1:0",
 		"--raft-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--cluster-secret-file", secret, "--no-access-log", "--join", admin)
 	testutil.Eventually(t, 30*time.Second, "the joiner's log names gossip addresses", func() bool {
-		return strings.Contains(j.stderr.String(), "--join and tether join take gossip addresses")
+		return strings.Contains(j.Stderr.String(), "--join and tether join take gossip addresses")
 	})
-	j.signal(syscall.SIGTERM)
-	j.wait(30 * time.Second)
+	j.Signal(syscall.SIGTERM)
+	j.Wait(30 * time.Second)
 
 	// An installed key says what its activation waits for, never the
 	// placeholder time a day ahead.
@@ -124,25 +124,12 @@ func TestAgentDefaultDataDirIsAbsolute(t *testing.T) {
 	state, work := t.TempDir(), t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "tether.json")
 	writeFile(t, cfg, configFor(catchAll, newBackend(t, "b1")))
-	p := &proc{t: t, stdout: &syncBuf{}, stderr: &syncBuf{}, done: make(chan struct{})}
-	p.cmd = exec.Command(tetherBin, "agent", "--config", cfg, "--node-id", "e2e", "--admin-addr", "127.0.0.1:0", "--no-access-log")
-	p.cmd.Dir = work
-	p.cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state)
-	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
+	cmd := exec.Command(tetherBin, "agent", "--config", cfg, "--node-id", "e2e", "--admin-addr", "127.0.0.1:0", "--no-access-log")
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state)
+	p := testutil.StartCmd(t, cmd)
 	var started map[string]any
-	testutil.Eventually(t, 60*time.Second, "node started", func() bool { started = p.logLine("node started"); return started != nil })
+	testutil.Eventually(t, 60*time.Second, "node started", func() bool { started = p.LogLine("node started"); return started != nil })
 	want := filepath.Join(state, "tether", "e2e")
 	if started["data_dir"] != want {
 		t.Fatalf("data_dir %v, want %s", started["data_dir"], want)
@@ -153,8 +140,8 @@ func TestAgentDefaultDataDirIsAbsolute(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(work, "data")); err == nil {
 		t.Fatalf("state written under the working directory too")
 	}
-	p.signal(syscall.SIGTERM)
-	p.wait(30 * time.Second)
+	p.Signal(syscall.SIGTERM)
+	p.Wait(30 * time.Second)
 	if _, help := run(t, nil, "agent", "--help"); !strings.Contains(help, "$XDG_STATE_HOME/tether/<node-id>") {
 		t.Fatalf("--help does not give the default data dir:\n%s", help)
 	}

@@ -69,11 +69,11 @@ func (e *clusterEnv) startNode(id, dataDir string, extra ...string) *clusterAgen
 	var started map[string]any
 	testutil.Eventually(e.t, 60*time.Second, id+" started", func() bool {
 		select {
-		case <-p.done:
-			e.t.Fatalf("%s exited early: %v\n%s", id, p.err, p.stderr.String())
+		case <-p.Done():
+			e.t.Fatalf("%s exited early: %v\n%s", id, p.Err(), p.Stderr.String())
 		default:
 		}
-		started = p.logLine("node started")
+		started = p.LogLine("node started")
 		return started != nil
 	})
 	a := &clusterAgent{agent: &agent{proc: p}, id: id, extra: extra, dataDir: dataDir}
@@ -230,10 +230,10 @@ func TestClusteredAgentRefusesToStartWithoutSecret(t *testing.T) {
 	cfg := filepath.Join(dir, "tether.json")
 	writeFile(t, cfg, configFor(catchAll, newBackend(t, "b1")))
 	p := start(t, nil, "agent", "--config", cfg, "--data-dir", dir, "--join", "127.0.0.1:1", "--admin-addr", "127.0.0.1:0")
-	if code := p.wait(30 * time.Second); code == 0 {
+	if code := p.Wait(30 * time.Second); code == 0 {
 		t.Fatal("agent with --join and no secret started")
 	}
-	out := strings.TrimSpace(p.stderr.String())
+	out := strings.TrimSpace(p.Stderr.String())
 	if !strings.Contains(out, "--cluster-secret-file") || strings.Count(out, "\n") > 1 {
 		t.Fatalf("want a one-line error naming --cluster-secret-file, got:\n%s", out)
 	}
@@ -246,8 +246,8 @@ func TestClientCommandsAgainstACluster(t *testing.T) {
 	nodes := e.form(3)
 	run := func(args ...string) (int, string) {
 		p := start(t, nil, append(args, "--admin", nodes[1].adminURL)...)
-		code := p.wait(30 * time.Second)
-		return code, p.stdout.String() + p.stderr.String()
+		code := p.Wait(30 * time.Second)
+		return code, p.Stdout.String() + p.Stderr.String()
 	}
 	if code, out := run("members"); code != 0 || strings.Count(out, "voter") != 3 || !strings.Contains(out, "alive") {
 		t.Fatalf("tether members: %d\n%s", code, out)
@@ -260,8 +260,8 @@ func TestClientCommandsAgainstACluster(t *testing.T) {
 	}
 	testutil.Eventually(t, 10*time.Second, "b1 draining as seen from n3", func() bool {
 		p := start(t, nil, "destinations", "--admin", nodes[2].adminURL)
-		p.wait(30 * time.Second)
-		for _, l := range strings.Split(p.stdout.String(), "\n") {
+		p.Wait(30 * time.Second)
+		for _, l := range strings.Split(p.Stdout.String(), "\n") {
 			if strings.Contains(l, " b1 ") && strings.Contains(l, " draining ") {
 				return true
 			}
@@ -272,7 +272,7 @@ func TestClientCommandsAgainstACluster(t *testing.T) {
 		t.Fatalf("revoke of an unknown key: exit %d, want non-zero with one line:\n%s", code, out)
 	}
 	p := start(t, nil, "--version")
-	if code := p.wait(30 * time.Second); code != 0 || !strings.Contains(p.stdout.String(), "tether version") {
-		t.Fatalf("--version: %d %s", code, p.stdout.String())
+	if code := p.Wait(30 * time.Second); code != 0 || !strings.Contains(p.Stdout.String(), "tether version") {
+		t.Fatalf("--version: %d %s", code, p.Stdout.String())
 	}
 }

@@ -64,7 +64,7 @@ func (e *clusterEnv) live() []*clusterAgent {
 	var out []*clusterAgent
 	for _, a := range e.agents {
 		select {
-		case <-a.done:
+		case <-a.Done():
 		default:
 			out = append(out, a)
 		}
@@ -131,9 +131,9 @@ func TestClusterFigures(t *testing.T) {
 		if victim == nil {
 			t.Fatalf("no leader among %d nodes", len(nodes))
 		}
-		victim.cmd.Process.Signal(syscall.SIGKILL)
+		victim.Cmd.Process.Signal(syscall.SIGKILL)
 		t0 := time.Now()
-		<-victim.done
+		<-victim.Done()
 		survivors := slices.DeleteFunc(slices.Clone(nodes), func(a *clusterAgent) bool { return a == victim })
 		testutil.Eventually(t, 30*time.Second, "a new leader", func() bool {
 			l := ""
@@ -208,7 +208,7 @@ func TestClusterFigures(t *testing.T) {
 			if st, body := adminJSON(t, "POST", a.adminURL+"/v1/leave"); st != 200 {
 				t.Fatalf("leave: %d %v", st, body)
 			}
-			a.wait(30 * time.Second)
+			a.Wait(30 * time.Second)
 			e.mu.Lock()
 			delete(e.agents, a.id)
 			e.mu.Unlock()

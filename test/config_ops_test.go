@@ -76,15 +76,15 @@ func TestAgentWarnsAboutAReadableSecret(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := startAgent(t, cfg, nil, "--cluster-secret-file", secret, "--raft-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--no-access-log")
-			line := a.logLine("secret file is readable by group or others: chmod 600 it")
+			line := a.LogLine("secret file is readable by group or others: chmod 600 it")
 			if (line != nil) != tc.warn {
-				t.Fatalf("warning %v, want %v:\n%s", line, tc.warn, a.stderr.String())
+				t.Fatalf("warning %v, want %v:\n%s", line, tc.warn, a.Stderr.String())
 			}
 			if tc.warn && (line["file"] != secret || line["level"] != "WARN") {
 				t.Fatalf("warning %v", line)
 			}
-			a.signal(syscall.SIGTERM)
-			a.wait(30 * time.Second)
+			a.Signal(syscall.SIGTERM)
+			a.Wait(30 * time.Second)
 		})
 	}
 }

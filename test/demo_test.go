@@ -18,7 +18,7 @@ func TestDemoRunsThreeStickyNodesAndStopsOnInterrupt(t *testing.T) {
 	p := start(t, nil, "demo")
 	var lines [][]string
 	testutil.Eventually(t, 60*time.Second, "three demo node lines", func() bool {
-		lines = demoLine.FindAllStringSubmatch(p.stdout.String(), -1)
+		lines = demoLine.FindAllStringSubmatch(p.Stdout.String(), -1)
 		return len(lines) == 3
 	})
 
@@ -49,12 +49,12 @@ func TestDemoRunsThreeStickyNodesAndStopsOnInterrupt(t *testing.T) {
 		}
 	}
 
-	p.signal(syscall.SIGINT)
-	if code := p.wait(30 * time.Second); code != 0 {
+	p.Signal(syscall.SIGINT)
+	if code := p.Wait(30 * time.Second); code != 0 {
 		t.Fatalf("demo exit code %d", code)
 	}
-	if !strings.Contains(p.stdout.String(), "demo stopped") {
-		t.Fatalf("demo did not stop cleanly:\n%s", p.stdout.String())
+	if !strings.Contains(p.Stdout.String(), "demo stopped") {
+		t.Fatalf("demo did not stop cleanly:\n%s", p.Stdout.String())
 	}
 }
 
@@ -63,9 +63,9 @@ func TestDemoRunsThreeStickyNodesAndStopsOnInterrupt(t *testing.T) {
 func TestDemoCleansUpOnSIGHUP(t *testing.T) {
 	tmp := t.TempDir()
 	p := start(t, []string{"TMPDIR=" + tmp}, "demo")
-	testutil.Eventually(t, 60*time.Second, "demo up", func() bool { return len(demoLine.FindAllString(p.stdout.String(), -1)) == 3 })
-	p.signal(syscall.SIGHUP)
-	if code := p.wait(30 * time.Second); code != 0 {
+	testutil.Eventually(t, 60*time.Second, "demo up", func() bool { return len(demoLine.FindAllString(p.Stdout.String(), -1)) == 3 })
+	p.Signal(syscall.SIGHUP)
+	if code := p.Wait(30 * time.Second); code != 0 {
 		t.Fatalf("demo exit code %d after SIGHUP", code)
 	}
 	left, _ := os.ReadDir(tmp)

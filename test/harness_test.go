@@ -1,8 +1,6 @@
 package test
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -48,78 +45,11 @@ func TestMain(m *testing.M) {
 type syncBuf = testutil.SyncBuffer
 
 // proc is a running tether process.
-type proc struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	stdout *syncBuf
-	stderr *syncBuf
-	done   chan struct{}
-	err    error
-}
+type proc = testutil.Proc
 
 func start(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, stdout: &syncBuf{}, stderr: &syncBuf{}, done: make(chan struct{})}
-	p.cmd = exec.Command(tetherBin, args...)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start tether %v: %v", args, err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("tether %v stderr:\n%s", args, p.stderr.String())
-		}
-	})
-	return p
-}
-
-func (p *proc) signal(sig syscall.Signal) {
-	p.t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Fatalf("signal %v: %v", sig, err)
-	}
-}
-
-// wait waits for the process to exit and returns its exit code.
-func (p *proc) wait(timeout time.Duration) int {
-	p.t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		p.t.Fatalf("tether did not exit within %v", timeout)
-	}
-	if p.err == nil {
-		return 0
-	}
-	if ee, ok := p.err.(*exec.ExitError); ok {
-		return ee.ExitCode()
-	}
-	p.t.Fatalf("wait: %v", p.err)
-	return -1
-}
-
-// logLine finds the first JSON log line on stderr whose msg is msg.
-func (p *proc) logLine(msg string) map[string]any {
-	sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == msg {
-			return m
-		}
-	}
-	return nil
+	return testutil.Start(t, tetherBin, env, args...)
 }
 
 // agent is a started `tether agent` with its bound addresses.
@@ -136,11 +66,11 @@ func startAgent(t *testing.T, configPath string, env []string, extra ...string) 
 	var started map[string]any
 	testutil.Eventually(t, 60*time.Second, "node started", func() bool {
 		select {
-		case <-p.done:
-			t.Fatalf("tether exited early: %v\n%s", p.err, p.stderr.String())
+		case <-p.Done():
+			t.Fatalf("tether exited early: %v\n%s", p.Err(), p.Stderr.String())
 		default:
 		}
-		started = p.logLine("node started")
+		started = p.LogLine("node started")
 		return started != nil
 	})
 	a := &agent{proc: p}

@@ -78,7 +78,7 @@ func TestLeaveCLIExitsZeroOnlyOnceOutOfRaft(t *testing.T) {
 			}
 		})
 	}
-	if code := target.wait(30 * time.Second); code != 0 {
+	if code := target.Wait(30 * time.Second); code != 0 {
 		t.Fatalf("the node that left exited %d", code)
 	}
 }

@@ -17,7 +17,7 @@ import (
 func logRecords(t *testing.T, who string, p *proc) []map[string]any {
 	t.Helper()
 	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
+	sc := bufio.NewScanner(strings.NewReader(p.Stderr.String()))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
@@ -43,15 +43,15 @@ func TestClusterLogsStayQuietAndParseable(t *testing.T) {
 	e := newClusterEnv(t, cookieConfig(newBackend(t, "b1")))
 	nodes := e.form(3)
 	n3 := nodes[2]
-	n3.signal(syscall.SIGTERM)
-	if code := n3.wait(30 * time.Second); code != 0 {
+	n3.Signal(syscall.SIGTERM)
+	if code := n3.Wait(30 * time.Second); code != 0 {
 		t.Fatalf("n3 exit %d", code)
 	}
 	n3raft := e.ports["n3"][0]
 	peerLines := func() int {
 		n := 0
 		for _, a := range nodes[:2] {
-			n += strings.Count(a.stderr.String(), n3raft)
+			n += strings.Count(a.Stderr.String(), n3raft)
 		}
 		return n
 	}
@@ -64,8 +64,8 @@ func TestClusterLogsStayQuietAndParseable(t *testing.T) {
 		return st == 200
 	})
 	for _, a := range []*clusterAgent{nodes[0], nodes[1], restarted} {
-		a.signal(syscall.SIGTERM)
-		a.wait(30 * time.Second)
+		a.Signal(syscall.SIGTERM)
+		a.Wait(30 * time.Second)
 	}
 	for _, a := range []*clusterAgent{nodes[0], nodes[1], n3, restarted} {
 		perPeerMsg := map[string]int{}
@@ -104,18 +104,18 @@ func TestAgentLogsTextWhenAsked(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			p := start(t, tc.env, append([]string{"agent", "--config", cfg, "--node-id", "e2e", "--data-dir", t.TempDir(), "--admin-addr", "127.0.0.1:0", "--no-access-log"}, tc.extra...)...)
 			testutil.Eventually(t, 60*time.Second, "node started", func() bool {
-				return strings.Contains(p.stderr.String(), `msg="node started"`)
+				return strings.Contains(p.Stderr.String(), `msg="node started"`)
 			})
-			if strings.Contains(p.stderr.String(), `{"time"`) {
-				t.Fatalf("JSON lines in text mode:\n%s", p.stderr.String())
+			if strings.Contains(p.Stderr.String(), `{"time"`) {
+				t.Fatalf("JSON lines in text mode:\n%s", p.Stderr.String())
 			}
-			p.signal(syscall.SIGTERM)
-			p.wait(30 * time.Second)
+			p.Signal(syscall.SIGTERM)
+			p.Wait(30 * time.Second)
 		})
 	}
 	p := start(t, nil, "agent", "--config", cfg, "--log-format", "yaml")
-	if code := p.wait(30 * time.Second); code == 0 || !strings.Contains(p.stderr.String(), "json or text") {
-		t.Fatalf("--log-format yaml: exit %d\n%s", code, p.stderr.String())
+	if code := p.Wait(30 * time.Second); code == 0 || !strings.Contains(p.Stderr.String(), "json or text") {
+		t.Fatalf("--log-format yaml: exit %d\n%s", code, p.Stderr.String())
 	}
 }
 

@@ -56,11 +56,11 @@ func TestAgentStrictRefusesUnknownKeys(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "typo.json")
 	writeFile(t, path, typoConfig)
 	p := start(t, nil, "agent", "--strict", "--config", path, "--node-id", "e2e", "--data-dir", t.TempDir(), "--admin-addr", "127.0.0.1:0")
-	if code := p.wait(30 * time.Second); code == 0 {
+	if code := p.Wait(30 * time.Second); code == 0 {
 		t.Fatal("agent --strict started with an unknown key")
 	}
-	if !strings.Contains(p.stderr.String(), "KeepAlvieTimeout: unknown key") {
-		t.Fatalf("stderr does not name the key:\n%s", p.stderr.String())
+	if !strings.Contains(p.Stderr.String(), "KeepAlvieTimeout: unknown key") {
+		t.Fatalf("stderr does not name the key:\n%s", p.Stderr.String())
 	}
 }
 

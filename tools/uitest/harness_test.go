@@ -1,8 +1,6 @@
 package uitest
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -47,76 +44,11 @@ func TestMain(m *testing.M) {
 const catchAll = `"all": { "ClusterId": "app", "Match": { "Path": "{**catch-all}" } }`
 
 // proc is a running tether process.
-type proc struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	stderr *testutil.SyncBuffer
-	done   chan struct{}
-	err    error
-}
+type proc = testutil.Proc
 
 func start(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, stderr: &testutil.SyncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(tetherBin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = io.Discard, p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start tether %v: %v", args, err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("tether %v stderr:\n%s", args, p.stderr.String())
-		}
-	})
-	return p
-}
-
-func (p *proc) signal(sig syscall.Signal) {
-	p.t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Fatalf("signal %v: %v", sig, err)
-	}
-}
-
-// wait waits for the process to exit and returns its exit code.
-func (p *proc) wait(timeout time.Duration) int {
-	p.t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		p.t.Fatalf("tether did not exit within %v", timeout)
-	}
-	if p.err == nil {
-		return 0
-	}
-	if ee, ok := p.err.(*exec.ExitError); ok {
-		return ee.ExitCode()
-	}
-	p.t.Fatalf("wait: %v", p.err)
-	return -1
-}
-
-// logLine finds the first JSON log line on stderr whose msg is msg.
-func (p *proc) logLine(msg string) map[string]any {
-	sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == msg {
-			return m
-		}
-	}
-	return nil
+	return testutil.Start(t, tetherBin, nil, args...)
 }
 
 // clusterAgent is one `tether agent` of a multi-process cluster.
@@ -170,11 +102,11 @@ func (e *clusterEnv) startNode(id, dataDir string, extra ...string) *clusterAgen
 	var started map[string]any
 	testutil.Eventually(e.t, 60*time.Second, id+" started", func() bool {
 		select {
-		case <-p.done:
-			e.t.Fatalf("%s exited early: %v\n%s", id, p.err, p.stderr.String())
+		case <-p.Done():
+			e.t.Fatalf("%s exited early: %v\n%s", id, p.Err(), p.Stderr.String())
 		default:
 		}
-		started = p.logLine("node started")
+		started = p.LogLine("node started")
 		return started != nil
 	})
 	a := &clusterAgent{proc: p, id: id, extra: extra, dataDir: dataDir}

@@ -383,8 +383,8 @@ func TestUIInARealBrowser(t *testing.T) {
 
 	// 9. The page's node restarts: the page says so, and reconnects.
 	boot := eval(`document.querySelector('#conn').dataset.boot`)
-	page.signal(syscall.SIGTERM)
-	if code := page.wait(30 * time.Second); code != 0 {
+	page.Signal(syscall.SIGTERM)
+	if code := page.Wait(30 * time.Second); code != 0 {
 		t.Fatalf("%s exited %d on SIGTERM", page.id, code)
 	}
 	until("reconnecting while "+page.id+" is down", 20*time.Second, `document.querySelector('#conn').dataset.state === 'reconnecting'`)
@@ -412,7 +412,7 @@ func TestUIInARealBrowser(t *testing.T) {
 	// 10. Kill a node: suspect, then dead, within gossip's timeouts
 	// (LAN: suspect after a failed probe, dead 3 to 9 s later).
 	killed := time.Now()
-	if err := victim.cmd.Process.Kill(); err != nil {
+	if err := victim.Cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	until(victim.id+" suspect", 30*time.Second, fmt.Sprintf(
