@@ -23,6 +23,10 @@ type testNet struct {
 	byID  map[string]*filterTransport
 }
 
+// openHook, while a testNet is installed, is the option the tests' node
+// constructor passes to Open.
+var openHook OpenOption
+
 // install makes every Open during the test use t's filtering transport.
 func (n *testNet) install(t testing.TB) {
 	n.group, n.byID = map[string]int{}, map[string]*filterTransport{}

@@ -102,8 +102,13 @@ type Membership struct {
 	stopOnce sync.Once
 }
 
+// OpenOption changes memberlist's configuration just before memberlist
+// starts. Tests pass one to put a transport of theirs under gossip (one
+// that counts bytes and cuts links).
+type OpenOption func(nodeID string, c *memberlist.Config)
+
 // Open starts gossip on cfg.BindAddr. It joins nobody: call Join or JoinRetry.
-func Open(cfg Config) (*Membership, error) {
+func Open(cfg Config, opts ...OpenOption) (*Membership, error) {
 	if cfg.NodeID == "" {
 		return nil, errors.New("cluster: NodeID is required")
 	}
@@ -158,8 +163,8 @@ func Open(cfg Config) (*Membership, error) {
 	mc.GossipVerifyOutgoing = true
 	mc.DNSConfigPath = "" // Join resolves names itself and hands memberlist IPs
 	mc.Logger = log.New(newMLLogWriter(lg), "", 0)
-	if openHook != nil { // tests: see testhook.go
-		openHook(cfg.NodeID, mc)
+	for _, o := range opts {
+		o(cfg.NodeID, mc)
 	}
 
 	m := &Membership{

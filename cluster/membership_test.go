@@ -42,7 +42,11 @@ func startNode(t *testing.T, id string, edit func(*Config)) *Membership {
 	if edit != nil {
 		edit(&cfg)
 	}
-	m, err := Open(cfg)
+	var opts []OpenOption
+	if openHook != nil {
+		opts = append(opts, openHook)
+	}
+	m, err := Open(cfg, opts...)
 	if err != nil {
 		t.Fatalf("Open %s: %v", id, err)
 	}

@@ -84,11 +84,10 @@ type Config struct {
 	// Logger defaults to slog.Default(). Raft's own log lines go to it with
 	// module=raft.
 	Logger *slog.Logger
-
-	knobs *knobs // tests only
 }
 
-// knobs are test-only settings and fault injection.
+// knobs are test-only settings and fault injection, given to Open as
+// Options by the package's tests.
 type knobs struct {
 	snapshotThreshold uint64
 	trailingLogs      uint64
@@ -99,6 +98,10 @@ type knobs struct {
 	wrapAlso          func(from, to string, c net.Conn) net.Conn // tests: applied after the fault net's wrap
 	snapshotFault     func() error                               // before every snapshot file is created or probed; an error fails it
 }
+
+// Option changes how Open builds a store. Only this package's tests make
+// them (small snapshot thresholds, a network that fails on cue).
+type Option func(*knobs)
 
 // defaultHandshakeTimeout bounds a Raft connection's TLS handshake and
 // secret exchange, on both sides.
@@ -133,9 +136,6 @@ func (c *Config) check() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
-	}
-	if c.knobs == nil {
-		c.knobs = &knobs{}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("store: config: %w", err)

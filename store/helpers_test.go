@@ -139,12 +139,17 @@ func (c *testCluster) addNode() *testNode {
 	return nd
 }
 
-func (c *testCluster) config(nd *testNode) Config {
+// netKnobs are the cluster's knobs with its fault network's dial and wrap.
+func (c *testCluster) netKnobs() knobs {
 	k := c.knobs
 	k.dial, k.wrap = c.net.dial, c.net.wrap
 	if extra := k.wrapAlso; extra != nil {
 		k.wrap = func(from, to string, cn net.Conn) net.Conn { return extra(from, to, c.net.wrap(from, to, cn)) }
 	}
+	return k
+}
+
+func (c *testCluster) config(nd *testNode) Config {
 	advertise := ""
 	if c.byName {
 		advertise = "localhost"
@@ -156,7 +161,7 @@ func (c *testCluster) config(nd *testNode) Config {
 	return Config{
 		Advertise: advertise, Commands: nd.commands,
 		NodeID: nd.id, Dir: nd.dir, BindAddr: nd.bind, Secret: testSecret, Ring: nd.ring, TLS: c.tls,
-		Timing: cmp.Or(c.timing, FastTiming()), Logger: logger, knobs: &k,
+		Timing: cmp.Or(c.timing, FastTiming()), Logger: logger,
 	}
 }
 
@@ -164,7 +169,7 @@ func (c *testCluster) config(nd *testNode) Config {
 func (c *testCluster) start(nd *testNode) {
 	c.t.Helper()
 	nd.ring = newRing()
-	s, err := Open(c.config(nd))
+	s, err := Open(c.config(nd), withKnobs(c.netKnobs()))
 	if err != nil {
 		c.t.Fatalf("Open %s: %v", nd.id, err)
 	}
@@ -304,3 +309,6 @@ func testKey(id string, activates time.Duration) keyring.Key {
 	copy(m, id)
 	return keyring.Key{ID: id, Created: t0, Activates: t0.Add(activates), Expires: t0.Add(activates + 90*24*time.Hour), Material: m}
 }
+
+// withKnobs gives Open the test cluster's knobs.
+func withKnobs(k knobs) Option { return func(dst *knobs) { *dst = k } }

@@ -113,9 +113,13 @@ type Store struct {
 // Open starts the transport, the log and snapshot stores and Raft, in that
 // order. It does not bootstrap: call Bootstrap for a new cluster (when
 // HadState is false) or wait to be added by a leader.
-func Open(cfg Config) (_ *Store, err error) {
+func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
+	}
+	k := &knobs{}
+	for _, o := range opts {
+		o(k)
 	}
 	s := &Store{
 		id: cfg.NodeID, logger: cfg.Logger.With("component", "store"), ring: cfg.Ring,
@@ -149,12 +153,12 @@ func Open(cfg Config) (_ *Store, err error) {
 	if s.addr, err = advertiseAddr(cfg.BindAddr, cfg.Advertise, ln.Addr()); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	if s.layer, err = newStreamLayer(ln, s.addr, cfg.Secret, cfg.TLS, cfg.knobs, s.logger); err != nil {
+	if s.layer, err = newStreamLayer(ln, s.addr, cfg.Secret, cfg.TLS, k, s.logger); err != nil {
 		return nil, fmt.Errorf("store: raft transport: %w", err)
 	}
 	closers = append(closers, func() { s.layer.Close(); s.layer.wait() })
 	s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: s.layer, MaxPool: connPool, Timeout: cmp.Or(cfg.knobs.transportTimeout, transportTimeout),
+		Stream: s.layer, MaxPool: connPool, Timeout: cmp.Or(k.transportTimeout, transportTimeout),
 		Logger: newRaftLogger(cfg.Logger, "raft-net"),
 	})
 	closers = append(closers, func() { s.transport.Close() })
@@ -165,10 +169,10 @@ func Open(cfg Config) (_ *Store, err error) {
 		return nil, fmt.Errorf("store: snapshot store: %w", err)
 	}
 	s.snapStore = s.snaps
-	if cfg.knobs.snapshotFault != nil {
-		s.snapStore = faultySnapshots{s.snaps, cfg.knobs.snapshotFault}
+	if k.snapshotFault != nil {
+		s.snapStore = faultySnapshots{s.snaps, k.snapshotFault}
 	}
-	s.snapFault = cfg.knobs.snapshotFault
+	s.snapFault = k.snapshotFault
 
 	// 3. Bolt log and stable store; 4. log cache in front of it.
 	s.bolt, err = raftboltdb.New(raftboltdb.Options{
@@ -210,11 +214,11 @@ func Open(cfg Config) (_ *Store, err error) {
 	rc.ShutdownOnRemove = false // a removed node keeps serving reads and can be added again
 	rc.NoLegacyTelemetry = true
 	rc.Logger = newRaftLogger(cfg.Logger, "raft")
-	if cfg.knobs.snapshotThreshold > 0 {
-		rc.SnapshotThreshold = cfg.knobs.snapshotThreshold
+	if k.snapshotThreshold > 0 {
+		rc.SnapshotThreshold = k.snapshotThreshold
 	}
-	if cfg.knobs.trailingLogs > 0 {
-		rc.TrailingLogs = cfg.knobs.trailingLogs
+	if k.trailingLogs > 0 {
+		rc.TrailingLogs = k.trailingLogs
 	}
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("store: raft config: %w", err)
