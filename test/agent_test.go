@@ -83,7 +83,7 @@ func TestAgentProxiesWithAffinityAndForwardedHeaders(t *testing.T) {
 
 	jar, _ := cookiejar.New(nil)
 	client := &http.Client{Jar: jar}
-	status, hdr, body := get(t, client, a.proxyURL+"/hello", map[string]string{"X-Forwarded-For": "6.6.6.6"})
+	status, hdr, body := testutil.Get(t, client, a.proxyURL+"/hello", map[string]string{"X-Forwarded-For": "6.6.6.6"})
 	if status != 200 {
 		t.Fatalf("status %d body %q", status, body)
 	}
@@ -92,7 +92,7 @@ func TestAgentProxiesWithAffinityAndForwardedHeaders(t *testing.T) {
 		t.Fatalf("first response has no affinity cookie: %v", hdr)
 	}
 	for i := 0; i < 10; i++ {
-		_, h, _ := get(t, client, a.proxyURL+"/hello", nil)
+		_, h, _ := testutil.Get(t, client, a.proxyURL+"/hello", nil)
 		if got := h.Get("X-Demo-Backend"); got != first {
 			t.Fatalf("request %d went to %s, session is on %s", i, got, first)
 		}
@@ -133,22 +133,22 @@ func TestAgentAdminEndpointsAndToken(t *testing.T) {
 	a := startAgent(t, cfg, nil, "--admin-token-file", tokenFile)
 	c := &http.Client{}
 
-	if s, _, _ := get(t, c, a.adminURL+"/healthz", nil); s != 200 {
+	if s, _, _ := testutil.Get(t, c, a.adminURL+"/healthz", nil); s != 200 {
 		t.Errorf("/healthz = %d", s)
 	}
-	if s, _, body := get(t, c, a.adminURL+"/readyz", nil); s != 200 {
+	if s, _, body := testutil.Get(t, c, a.adminURL+"/readyz", nil); s != 200 {
 		t.Errorf("/readyz = %d %s", s, body)
 	}
-	if s, _, _ := get(t, c, a.adminURL+"/v1/status", nil); s != 401 {
+	if s, _, _ := testutil.Get(t, c, a.adminURL+"/v1/status", nil); s != 401 {
 		t.Errorf("/v1/status without token = %d, want 401", s)
 	}
 	auth := map[string]string{"Authorization": "Bearer s3cret"}
-	s, _, body := get(t, c, a.adminURL+"/v1/status", auth)
+	s, _, body := testutil.Get(t, c, a.adminURL+"/v1/status", auth)
 	if s != 200 || !strings.Contains(body, `"node_id": "e2e"`) {
 		t.Errorf("/v1/status = %d %s", s, body)
 	}
-	get(t, c, a.proxyURL+"/x", nil)
-	s, _, body = get(t, c, a.adminURL+"/metrics", auth)
+	testutil.Get(t, c, a.proxyURL+"/x", nil)
+	s, _, body = testutil.Get(t, c, a.adminURL+"/metrics", auth)
 	if s != 200 || !strings.Contains(body, "tether_requests_total") || !strings.Contains(body, "tether_affinity_requests_total") {
 		t.Errorf("/metrics = %d, missing tether_ metrics", s)
 	}
@@ -178,7 +178,7 @@ func TestAgentReloadsOnSIGHUPAndFileChangeKeepingOldOnError(t *testing.T) {
 	writeFile(t, cfg, configFor(`"a": { "ClusterId": "app", "Match": { "Path": "/a/{**rest}" } }`, b1))
 	a := startAgent(t, cfg, nil)
 	c := &http.Client{}
-	if s, _, _ := get(t, c, a.proxyURL+"/b/x", nil); s != 404 {
+	if s, _, _ := testutil.Get(t, c, a.proxyURL+"/b/x", nil); s != 404 {
 		t.Fatalf("/b before reload = %d, want 404", s)
 	}
 
@@ -186,7 +186,7 @@ func TestAgentReloadsOnSIGHUPAndFileChangeKeepingOldOnError(t *testing.T) {
 	writeFile(t, cfg, configFor(`"a": { "ClusterId": "app", "Match": { "Path": "/a/{**rest}" } },
 	  "b": { "ClusterId": "app", "Match": { "Path": "/b/{**rest}" } }`, b1))
 	testutil.Eventually(t, 15*time.Second, "route /b after file change", func() bool {
-		s, _, _ := get(t, c, a.proxyURL+"/b/x", nil)
+		s, _, _ := testutil.Get(t, c, a.proxyURL+"/b/x", nil)
 		return s == 200
 	})
 
@@ -196,7 +196,7 @@ func TestAgentReloadsOnSIGHUPAndFileChangeKeepingOldOnError(t *testing.T) {
 	testutil.Eventually(t, 15*time.Second, "rejected reload logged", func() bool {
 		return a.LogLine("config reload rejected; keeping the running configuration") != nil
 	})
-	if s, _, _ := get(t, c, a.proxyURL+"/b/x", nil); s != 200 {
+	if s, _, _ := testutil.Get(t, c, a.proxyURL+"/b/x", nil); s != 200 {
 		t.Fatalf("after a rejected reload /b = %d, want the old config kept", s)
 	}
 
@@ -204,7 +204,7 @@ func TestAgentReloadsOnSIGHUPAndFileChangeKeepingOldOnError(t *testing.T) {
 	writeFile(t, cfg, configFor(catchAll, b2))
 	a.Signal(syscall.SIGHUP)
 	testutil.Eventually(t, 15*time.Second, "new destination after SIGHUP", func() bool {
-		_, h, _ := get(t, c, a.proxyURL+"/z", nil)
+		_, h, _ := testutil.Get(t, c, a.proxyURL+"/z", nil)
 		return h.Get("X-Demo-Backend") == "b2"
 	})
 }

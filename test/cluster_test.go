@@ -66,16 +66,7 @@ func (e *clusterEnv) startNode(id, dataDir string, extra ...string) *clusterAgen
 		"--admin-addr", "127.0.0.1:0", "--raft-addr", ports[0], "--gossip-addr", ports[1],
 		"--cluster-secret-file", e.secret, "--no-access-log"}, extra...)
 	p := start(e.t, nil, args...)
-	var started map[string]any
-	testutil.Eventually(e.t, 60*time.Second, id+" started", func() bool {
-		select {
-		case <-p.Done():
-			e.t.Fatalf("%s exited early: %v\n%s", id, p.Err(), p.Stderr.String())
-		default:
-		}
-		started = p.LogLine("node started")
-		return started != nil
-	})
+	started := p.WaitLogLine("node started", 60*time.Second)
 	a := &clusterAgent{agent: &agent{proc: p}, id: id, extra: extra, dataDir: dataDir}
 	a.proxyURL = "http://" + strings.Split(started["proxy"].(string), ",")[0]
 	a.adminURL = "http://" + started["admin"].(string)
@@ -101,7 +92,7 @@ func (e *clusterEnv) form(n int) []*clusterAgent {
 	}
 	for _, a := range out {
 		testutil.Eventually(e.t, 30*time.Second, a.id+" ready", func() bool {
-			st, _, _ := get(e.t, http.DefaultClient, a.adminURL+"/readyz", nil)
+			st, _, _ := testutil.Get(e.t, http.DefaultClient, a.adminURL+"/readyz", nil)
 			return st == 200
 		})
 	}
@@ -140,7 +131,7 @@ func TestClusterRotatesKeysUnderLoadWithoutRedistributing(t *testing.T) {
 	}
 	sessions := make([]session, 24)
 	for i := range sessions {
-		st, hdr, _ := get(t, http.DefaultClient, nodes[i%3].proxyURL+"/", nil)
+		st, hdr, _ := testutil.Get(t, http.DefaultClient, nodes[i%3].proxyURL+"/", nil)
 		if st != 200 || hdr.Get("Set-Cookie") == "" {
 			t.Fatalf("first request of session %d: %d", i, st)
 		}
@@ -203,10 +194,10 @@ func TestClusterRotatesKeysUnderLoadWithoutRedistributing(t *testing.T) {
 	wg.Wait()
 	// New sessions after the rotations seal with the last key, and every
 	// node opens them.
-	_, hdr, _ := get(t, http.DefaultClient, nodes[0].proxyURL+"/", nil)
+	_, hdr, _ := testutil.Get(t, http.DefaultClient, nodes[0].proxyURL+"/", nil)
 	fresh := strings.Split(hdr.Get("Set-Cookie"), ";")[0]
 	for _, n := range nodes {
-		st, h, _ := get(t, http.DefaultClient, n.proxyURL+"/", map[string]string{"Cookie": fresh})
+		st, h, _ := testutil.Get(t, http.DefaultClient, n.proxyURL+"/", map[string]string{"Cookie": fresh})
 		if st != 200 || h.Get("Set-Cookie") != "" {
 			t.Fatalf("%s did not open a cookie sealed after the rotations: %d", n.id, st)
 		}

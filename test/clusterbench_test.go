@@ -158,7 +158,7 @@ func TestClusterFigures(t *testing.T) {
 		// The same flags as a deployment's: --join names the others.
 		back := e.startNode(victim.id, victim.dataDir, "--bootstrap-expect", "3", "--join", strings.Join(join, ","))
 		testutil.Eventually(t, 30*time.Second, victim.id+" back", func() bool {
-			st, _, _ := get(t, http.DefaultClient, back.adminURL+"/readyz", nil)
+			st, _, _ := testutil.Get(t, http.DefaultClient, back.adminURL+"/readyz", nil)
 			return st == 200
 		})
 	}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // TestConfigValidateSaysWhatTheFileDoes: errors exit non-zero, warnings
@@ -97,7 +99,7 @@ func TestAgentListenFlagReplacesTheFilesListeners(t *testing.T) {
 	a1 := startAgent(t, cfg, nil, "--listen", freeAddr(t), "--no-access-log")
 	a2 := startAgent(t, cfg, []string{"TETHER_LISTEN=" + freeAddr(t)}, "--no-access-log")
 	for _, a := range []*agent{a1, a2} {
-		if st, _, body := get(t, http.DefaultClient, a.proxyURL+"/x", nil); st != 200 || body != "b1 /x" {
+		if st, _, body := testutil.Get(t, http.DefaultClient, a.proxyURL+"/x", nil); st != 200 || body != "b1 /x" {
 			t.Fatalf("GET %s: %d %q", a.proxyURL, st, body)
 		}
 	}

@@ -25,7 +25,7 @@ func TestDemoRunsThreeStickyNodesAndStopsOnInterrupt(t *testing.T) {
 	// A session started on n1 sticks on every node: HashCookie keys are the
 	// same everywhere.
 	c := &http.Client{}
-	status, hdr, body := get(t, c, lines[0][2]+"/", nil)
+	status, hdr, body := testutil.Get(t, c, lines[0][2]+"/", nil)
 	if status != 200 {
 		t.Fatalf("demo n1: %d %s", status, body)
 	}
@@ -39,12 +39,12 @@ func TestDemoRunsThreeStickyNodesAndStopsOnInterrupt(t *testing.T) {
 	}
 	for _, l := range lines {
 		for i := 0; i < 3; i++ {
-			_, h, _ := get(t, c, l[2]+"/", map[string]string{"Cookie": cookie})
+			_, h, _ := testutil.Get(t, c, l[2]+"/", map[string]string{"Cookie": cookie})
 			if got := h.Get("X-Demo-Backend"); got != backend {
 				t.Fatalf("%s sent the session to %s, want %s", l[1], got, backend)
 			}
 		}
-		if s, _, _ := get(t, c, l[3]+"/healthz", nil); s != 200 {
+		if s, _, _ := testutil.Get(t, c, l[3]+"/healthz", nil); s != 200 {
 			t.Fatalf("%s admin /healthz = %d", l[1], s)
 		}
 	}

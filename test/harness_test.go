@@ -2,8 +2,6 @@ package test
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,39 +61,11 @@ func startAgent(t *testing.T, configPath string, env []string, extra ...string) 
 	t.Helper()
 	args := append([]string{"agent", "--config", configPath, "--node-id", "e2e", "--data-dir", t.TempDir(), "--admin-addr", "127.0.0.1:0"}, extra...)
 	p := start(t, env, args...)
-	var started map[string]any
-	testutil.Eventually(t, 60*time.Second, "node started", func() bool {
-		select {
-		case <-p.Done():
-			t.Fatalf("tether exited early: %v\n%s", p.Err(), p.Stderr.String())
-		default:
-		}
-		started = p.LogLine("node started")
-		return started != nil
-	})
+	started := p.WaitLogLine("node started", 60*time.Second)
 	a := &agent{proc: p}
 	a.proxyURL = "http://" + strings.Split(started["proxy"].(string), ",")[0]
 	a.adminURL = "http://" + started["admin"].(string)
 	return a
-}
-
-// get sends a GET with optional headers and returns status, headers, body.
-func get(t *testing.T, c *http.Client, url string, hdr map[string]string) (int, http.Header, string) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(b)
 }
 
 func writeFile(t *testing.T, path, content string) {

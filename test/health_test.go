@@ -108,7 +108,7 @@ func TestSharedHealthOneProberAllNodesAgree(t *testing.T) {
 	// Sessions pinned to b2 before it fails.
 	var b2Sessions []string
 	for i := 0; len(b2Sessions) < 4 && i < 60; i++ {
-		_, hdr, _ := get(t, http.DefaultClient, nodes[i%3].proxyURL+"/", nil)
+		_, hdr, _ := testutil.Get(t, http.DefaultClient, nodes[i%3].proxyURL+"/", nil)
 		if hdr.Get("X-Demo-Backend") == "b2" {
 			b2Sessions = append(b2Sessions, strings.Split(hdr.Get("Set-Cookie"), ";")[0])
 		}
@@ -127,7 +127,7 @@ func TestSharedHealthOneProberAllNodesAgree(t *testing.T) {
 		return true
 	})
 	for i := range 30 {
-		st, hdr, _ := get(t, http.DefaultClient, nodes[i%3].proxyURL+"/", nil)
+		st, hdr, _ := testutil.Get(t, http.DefaultClient, nodes[i%3].proxyURL+"/", nil)
 		if st != 200 || hdr.Get("X-Demo-Backend") == "b2" {
 			t.Fatalf("new session after b2 failed: %d from %q", st, hdr.Get("X-Demo-Backend"))
 		}

@@ -60,7 +60,7 @@ func TestClusterLogsStayQuietAndParseable(t *testing.T) {
 	<-time.After(5 * time.Second)
 	restarted := e.startNode("n3", n3.dataDir, n3.extra...)
 	testutil.Eventually(t, 30*time.Second, "n3 back", func() bool {
-		st, _, _ := get(t, http.DefaultClient, restarted.adminURL+"/readyz", nil)
+		st, _, _ := testutil.Get(t, http.DefaultClient, restarted.adminURL+"/readyz", nil)
 		return st == 200
 	})
 	for _, a := range []*clusterAgent{nodes[0], nodes[1], restarted} {

@@ -28,7 +28,7 @@ func (e *clusterEnv) formNamed(prefix string, n int) []*clusterAgent {
 	}
 	for _, a := range out {
 		testutil.Eventually(e.t, 30*time.Second, a.id+" ready", func() bool {
-			st, _, _ := get(e.t, http.DefaultClient, a.adminURL+"/readyz", nil)
+			st, _, _ := testutil.Get(e.t, http.DefaultClient, a.adminURL+"/readyz", nil)
 			return st == 200
 		})
 	}
@@ -45,10 +45,10 @@ func TestSnapshotSaveAndRestoreIntoAnotherCluster(t *testing.T) {
 	old := newClusterEnv(t, cookieConfig(b1, b2))
 	n1 := old.startNode("old-1", "")
 	testutil.Eventually(t, 30*time.Second, "old-1 ready", func() bool {
-		st, _, _ := get(t, http.DefaultClient, n1.adminURL+"/readyz", nil)
+		st, _, _ := testutil.Get(t, http.DefaultClient, n1.adminURL+"/readyz", nil)
 		return st == 200
 	})
-	st, hdr, _ := get(t, http.DefaultClient, n1.proxyURL+"/", nil)
+	st, hdr, _ := testutil.Get(t, http.DefaultClient, n1.proxyURL+"/", nil)
 	if st != 200 || hdr.Get("Set-Cookie") == "" {
 		t.Fatalf("first request: %d %v", st, hdr)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // A config with a misspelt key outside ReverseProxy and an application
@@ -82,7 +84,7 @@ func TestAgentListensOnKestrelEndpointsAndASPNETCOREURLS(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "appsettings.json")
 			writeFile(t, path, c.config)
 			a := startAgent(t, path, c.env)
-			status, _, body := get(t, http.DefaultClient, a.proxyURL+"/hello", nil)
+			status, _, body := testutil.Get(t, http.DefaultClient, a.proxyURL+"/hello", nil)
 			if status != 200 || body != "b1 /hello" {
 				t.Fatalf("%d %q", status, body)
 			}

@@ -3,6 +3,9 @@ package testutil
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -104,4 +107,41 @@ func (p *Proc) LogLine(msg string) map[string]any {
 		}
 	}
 	return nil
+}
+
+// WaitLogLine waits up to timeout for the JSON log line whose msg is msg
+// (a node's "node started", say) and returns it; the test fails if the
+// process exits first.
+func (p *Proc) WaitLogLine(msg string, timeout time.Duration) map[string]any {
+	p.T.Helper()
+	var line map[string]any
+	Eventually(p.T, timeout, fmt.Sprintf("%s to log %q", p.Cmd.Path, msg), func() bool {
+		select {
+		case <-p.done:
+			p.T.Fatalf("%s exited before logging %q: %v\n%s", p.Cmd.Path, msg, p.err, p.Stderr.String())
+		default:
+		}
+		line = p.LogLine(msg)
+		return line != nil
+	})
+	return line
+}
+
+// Get sends a GET with optional headers and returns status, headers, body.
+func Get(t testing.TB, c *http.Client, url string, hdr map[string]string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
 }

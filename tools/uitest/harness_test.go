@@ -2,7 +2,6 @@ package uitest
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -99,16 +98,7 @@ func (e *clusterEnv) startNode(id, dataDir string, extra ...string) *clusterAgen
 		"--admin-addr", "127.0.0.1:0", "--raft-addr", ports[0], "--gossip-addr", ports[1],
 		"--cluster-secret-file", e.secret, "--no-access-log"}, extra...)
 	p := start(e.t, args...)
-	var started map[string]any
-	testutil.Eventually(e.t, 60*time.Second, id+" started", func() bool {
-		select {
-		case <-p.Done():
-			e.t.Fatalf("%s exited early: %v\n%s", id, p.Err(), p.Stderr.String())
-		default:
-		}
-		started = p.LogLine("node started")
-		return started != nil
-	})
+	started := p.WaitLogLine("node started", 60*time.Second)
 	a := &clusterAgent{proc: p, id: id, extra: extra, dataDir: dataDir}
 	a.proxyURL = "http://" + strings.Split(started["proxy"].(string), ",")[0]
 	a.adminURL = "http://" + started["admin"].(string)
@@ -137,23 +127,4 @@ func newProbedBackend(t *testing.T, name string) *probedBackend {
 	}))
 	t.Cleanup(b.srv.Close)
 	return b
-}
-
-// get sends a GET with optional headers and returns status, headers, body.
-func get(t *testing.T, c *http.Client, url string, hdr map[string]string) (int, http.Header, string) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(b)
 }

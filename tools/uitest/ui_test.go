@@ -111,7 +111,7 @@ func TestUIInARealBrowser(t *testing.T) {
 	}
 	for _, a := range nodes {
 		testutil.Eventually(t, 60*time.Second, a.id+" ready", func() bool {
-			st, _, _ := get(t, http.DefaultClient, a.adminURL+"/readyz", nil)
+			st, _, _ := testutil.Get(t, http.DefaultClient, a.adminURL+"/readyz", nil)
 			return st == 200
 		})
 	}
@@ -239,7 +239,7 @@ func TestUIInARealBrowser(t *testing.T) {
 	// 4. Traffic: the figures follow the stats events; every backend takes
 	// new sessions; a session sealed to b1 is kept for the drain check.
 	newSession := func(a *clusterAgent) (backend, cookie string) {
-		st, hdr, _ := get(t, http.DefaultClient, a.proxyURL+"/", nil)
+		st, hdr, _ := testutil.Get(t, http.DefaultClient, a.proxyURL+"/", nil)
 		if st != 200 {
 			t.Fatalf("new session through %s: %d", a.id, st)
 		}
@@ -321,7 +321,7 @@ func TestUIInARealBrowser(t *testing.T) {
 		}
 	}
 	for _, a := range nodes {
-		if _, hdr, _ := get(t, http.DefaultClient, a.proxyURL+"/", map[string]string{"Cookie": b1Cookie}); hdr.Get("X-Demo-Backend") != "b1" {
+		if _, hdr, _ := testutil.Get(t, http.DefaultClient, a.proxyURL+"/", map[string]string{"Cookie": b1Cookie}); hdr.Get("X-Demo-Backend") != "b1" {
 			t.Fatalf("b1's existing session moved to %q through %s during the drain", hdr.Get("X-Demo-Backend"), a.id)
 		}
 	}
