@@ -32,6 +32,7 @@ func configurationsSince(t *testing.T, l *testNode, from uint64) []raft.Configur
 // voter less), and a server whose address another id claims (pod IP reuse,
 // every node on :7000) stays: the newcomer is refused, naming both.
 func TestAddressChangesInPlaceAndNeverEvictsALiveVoter(t *testing.T) {
+	skipUnderRaceForAddressChange(t)
 	c := newTestCluster(t, 3, knobs{})
 	c.bootstrap()
 	c.apply(SetClusterID{ID: "c1"})

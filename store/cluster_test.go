@@ -173,6 +173,7 @@ func TestSnapshotInstalledOnNodeFarBehind(t *testing.T) {
 }
 
 func TestMembershipChangesAreIdempotent(t *testing.T) {
+	skipUnderRaceForAddressChange(t)
 	c := newTestCluster(t, 3, knobs{})
 	c.bootstrap()
 	extra := c.addNode()
