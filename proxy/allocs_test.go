@@ -1,16 +1,15 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"io"
 	"net"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // directPathAllocs is what a keep-alive GET with a valid HashCookie key
@@ -48,20 +47,11 @@ func TestDirectPathAllocations(t *testing.T) {
 func BenchmarkDirectPath(b *testing.B) {
 	send := directPathRig(b)
 	b.ReportAllocs()
-	u0 := userCPU()
+	u0 := testutil.UserCPU()
 	for b.Loop() {
 		send()
 	}
-	b.ReportMetric(float64((userCPU()-u0).Microseconds())/float64(b.N), "user-µs/op")
-}
-
-// userCPU is the process's user CPU time so far.
-func userCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano())
+	b.ReportMetric(float64((testutil.UserCPU()-u0).Microseconds())/float64(b.N), "user-µs/op")
 }
 
 // directPathRig starts a raw backend answering 1 KiB, the proxy with a
@@ -116,9 +106,9 @@ func directPathRig(tb testing.TB) (send func()) {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { c.Close() })
-	rc := newRawClient(c)
+	rc := testutil.NewRawClient(c)
 	var cookie string
-	rc.get(tb, []byte("GET /x HTTP/1.1\r\nHost: front.example\r\n\r\n"), func(line []byte) { // a new session: its key
+	rc.Get(tb, []byte("GET /x HTTP/1.1\r\nHost: front.example\r\n\r\n"), func(line []byte) { // a new session: its key
 		if v, ok := bytes.CutPrefix(line, []byte("Set-Cookie: ")); ok && cookie == "" {
 			cookie, _, _ = strings.Cut(string(v), ";")
 		}
@@ -128,42 +118,7 @@ func directPathRig(tb testing.TB) (send func()) {
 	}
 	req := []byte("GET /x HTTP/1.1\r\nHost: front.example\r\nUser-Agent: bench\r\nCookie: " + cookie + "\r\n\r\n")
 	for range 200 {
-		rc.get(tb, req, nil)
+		rc.Get(tb, req, nil)
 	}
-	return func() { rc.get(tb, req, nil) }
-}
-
-// rawClient sends keep-alive GETs on one connection and reads their
-// responses (a head, then a 1 KiB body) without an allocation per request.
-type rawClient struct {
-	c    net.Conn
-	br   *bufio.Reader
-	tail [1024]byte
-}
-
-func newRawClient(c net.Conn) *rawClient {
-	return &rawClient{c: c, br: bufio.NewReaderSize(c, 8<<10)}
-}
-
-// get sends req and reads its response; line, when not nil, sees each
-// line of the head.
-func (rc *rawClient) get(tb testing.TB, req []byte, line func([]byte)) {
-	if _, err := rc.c.Write(req); err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		l, err := rc.br.ReadSlice('\n')
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if len(l) == 2 {
-			break
-		}
-		if line != nil {
-			line(l)
-		}
-	}
-	if _, err := io.ReadFull(rc.br, rc.tail[:]); err != nil {
-		tb.Fatal(err)
-	}
+	return func() { rc.Get(tb, req, nil) }
 }

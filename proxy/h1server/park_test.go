@@ -197,23 +197,23 @@ func deepFrame(w http.ResponseWriter, depth int) byte {
 // parking costs a connection that makes a few requests: a goroutine and a
 // hand-off to a worker per wait). One op is one connection.
 func BenchmarkH1ServerShortKeepAlive(b *testing.B) {
-	body := make([]byte, 1024) // what rawClient.get reads
+	body := make([]byte, 1024) // what testutil.RawClient.Get reads
 	p := newPair(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(body) }), nil)
 	req := []byte(waitGet)
 	b.ReportAllocs()
-	u0 := userCPU()
+	u0 := testutil.UserCPU()
 	for b.Loop() {
 		c, err := net.Dial("tcp", p.own)
 		if err != nil {
 			b.Fatal(err)
 		}
-		rc := newRawClient(c)
+		rc := testutil.NewRawClient(c)
 		for range waitAfter {
-			rc.get(b, req, nil)
+			rc.Get(b, req, nil)
 		}
 		c.Close()
 	}
-	b.ReportMetric(float64((userCPU()-u0).Microseconds())/float64(b.N), "user-µs/op")
+	b.ReportMetric(float64((testutil.UserCPU()-u0).Microseconds())/float64(b.N), "user-µs/op")
 }
 
 // A connection that waits on its second descriptor for parkAfter is

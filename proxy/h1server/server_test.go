@@ -17,7 +17,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -94,50 +93,6 @@ func newPair(t testing.TB, h http.Handler, tune func(*http.Server)) *pair {
 	})
 	p.std, p.own = lnStd.Addr().String(), lnOwn.Addr().String()
 	return p
-}
-
-// userCPU is the process's user CPU time so far.
-func userCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano())
-}
-
-// rawClient sends keep-alive GETs on one connection and reads their
-// responses (a head, then a 1 KiB body) without an allocation per request.
-type rawClient struct {
-	c    net.Conn
-	br   *bufio.Reader
-	tail [1024]byte
-}
-
-func newRawClient(c net.Conn) *rawClient {
-	return &rawClient{c: c, br: bufio.NewReaderSize(c, 8<<10)}
-}
-
-// get sends req and reads its response; line, when not nil, sees each
-// line of the head.
-func (rc *rawClient) get(tb testing.TB, req []byte, line func([]byte)) {
-	if _, err := rc.c.Write(req); err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		l, err := rc.br.ReadSlice('\n')
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if len(l) == 2 {
-			break
-		}
-		if line != nil {
-			line(l)
-		}
-	}
-	if _, err := io.ReadFull(rc.br, rc.tail[:]); err != nil {
-		tb.Fatal(err)
-	}
 }
 
 func okHandler(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }
@@ -876,11 +831,11 @@ func BenchmarkH1Server(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer c.Close()
-			rc := newRawClient(c)
+			rc := testutil.NewRawClient(c)
 			req := []byte("GET /x HTTP/1.1\r\nHost: h\r\nUser-Agent: bench\r\nCookie: a=b\r\n\r\n")
 			b.ReportAllocs()
 			for b.Loop() {
-				rc.get(b, req, nil)
+				rc.Get(b, req, nil)
 			}
 		})
 	}
