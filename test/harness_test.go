@@ -3,9 +3,6 @@ package test
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,22 +14,16 @@ import (
 var tetherBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tether-e2e-")
+	var flags []string
+	if os.Getenv("TETHER_BENCH_CLUSTER") == "" {
+		flags = []string{"-race"} // figures are measured without the race detector's cost
+	}
+	bin, dir, err := testutil.BuildTether("..", flags...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	tetherBin = filepath.Join(dir, "tether")
-	args := []string{"build", "-race", "-o", tetherBin, "../cmd/tether"}
-	if os.Getenv("TETHER_BENCH_CLUSTER") != "" {
-		args = slices.Delete(args, 1, 2) // figures are measured without the race detector's cost
-	}
-	build := exec.Command("go", args...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building tether:", err)
-		os.Exit(1)
-	}
+	tetherBin = bin
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

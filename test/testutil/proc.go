@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -144,4 +145,23 @@ func Get(t testing.TB, c *http.Client, url string, hdr map[string]string) (int, 
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header, string(b)
+}
+
+// BuildTether builds cmd/tether of the repository at root into a new
+// temporary directory, with flags (e.g. "-race") before -o, for a test
+// package's TestMain; remove the directory when done.
+func BuildTether(root string, flags ...string) (bin, dir string, err error) {
+	dir, err = os.MkdirTemp("", "tether-bin-")
+	if err != nil {
+		return "", "", err
+	}
+	bin = filepath.Join(dir, "tether")
+	build := exec.Command("go", append(append([]string{"build"}, flags...), "-o", bin, "./cmd/tether")...)
+	build.Dir = root
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		os.RemoveAll(dir)
+		return "", "", fmt.Errorf("building tether: %w", err)
+	}
+	return bin, dir, nil
 }

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,19 +20,12 @@ import (
 var tetherBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tether-uitest-")
+	bin, dir, err := testutil.BuildTether("../..", "-race")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	tetherBin = filepath.Join(dir, "tether")
-	build := exec.Command("go", "build", "-race", "-o", tetherBin, "./cmd/tether")
-	build.Dir = "../.."
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building tether:", err)
-		os.Exit(1)
-	}
+	tetherBin = bin
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
