@@ -89,7 +89,7 @@ func TestAcmeFailedOrderKeepsTheCertificateAndShowsInStatusMetricsAndEvents(t *t
 	n := acmeNode(t, ca.URL+"/dir", caFile, domain, "")
 
 	// A certificate obtained earlier, as the replicated state holds it.
-	certPEM, keyPEM, leaf := testCert(t, domain)
+	certPEM, keyPEM, leaf := testutil.SelfSignedCert(t, domain)
 	rec := acmeCertRecord{Name: n.acmeBlocks()[0].Name(), Domains: []string{domain}, ChainPEM: certPEM, KeyPEM: keyPEM,
 		NotBefore: leaf.NotBefore, NotAfter: leaf.NotAfter}
 	b, _ := json.Marshal(rec)

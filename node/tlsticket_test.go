@@ -2,15 +2,7 @@ package node
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,41 +17,11 @@ import (
 
 var _ proxy.TicketKeySource = (*keyring.Ring)(nil)
 
-// testCert makes a self-signed certificate for 127.0.0.1 and dnsNames,
-// in PEM.
-func testCert(t *testing.T, dnsNames ...string) (certPEM, keyPEM []byte, leaf *x509.Certificate) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "tether test"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:     dnsNames,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, _ = x509.ParseCertificate(der)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), leaf
-}
-
 // httpsClusterConfig rewrites tc's config so that its listener serves HTTPS
 // with one certificate for 127.0.0.1, as every node of a cluster would.
 func httpsClusterConfig(t *testing.T, tc *testCluster) {
 	t.Helper()
-	certPEM, keyPEM, _ := testCert(t)
+	certPEM, keyPEM, _ := testutil.SelfSignedCert(t)
 	certFile, keyFile := filepath.Join(tc.dir, "cert.pem"), filepath.Join(tc.dir, "key.pem")
 	os.WriteFile(certFile, certPEM, 0o600)
 	os.WriteFile(keyFile, keyPEM, 0o600)
