@@ -116,22 +116,8 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 func newHarness(t testing.TB, cfg *config.Config, mod func(*Options)) *harness {
 	t.Helper()
 	h := &harness{reg: prometheus.NewRegistry(), access: &bytes.Buffer{}, mu: &sync.Mutex{}}
-	opts := Options{
-		Registerer: h.reg,
-		AccessLog:  slog.New(slog.NewJSONHandler(lockedWriter{h.mu, h.access}, nil)),
-		Dial:       (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
-		Keyring:    testKeyring{},
-	}
-	if mod != nil {
-		mod(&opts)
-	}
-	p, err := New(cfg, opts)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(p.Close)
-	h.p = p
-	h.front = httptest.NewServer(p)
+	h.p = newTestProxy(t, cfg, h.reg, lockedWriter{h.mu, h.access}, mod)
+	h.front = httptest.NewServer(h.p)
 	t.Cleanup(h.front.Close)
 	return h
 }
@@ -226,4 +212,26 @@ func (testKeyring) Open(purpose []byte, value string) ([]byte, error) {
 		return nil, fmt.Errorf("bad value")
 	}
 	return []byte(s), nil
+}
+
+// newTestProxy is New with the tests' options: metrics into reg, the access
+// log as JSON into access, a 2 s dial timeout and the test keyring; mod may
+// change them. The proxy is closed when the test ends.
+func newTestProxy(t testing.TB, cfg *config.Config, reg *prometheus.Registry, access io.Writer, mod func(*Options)) *Proxy {
+	t.Helper()
+	opts := Options{
+		Registerer: reg,
+		AccessLog:  slog.New(slog.NewJSONHandler(access, nil)),
+		Dial:       (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		Keyring:    testKeyring{},
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	p, err := New(cfg, opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(p.Close)
+	return p
 }

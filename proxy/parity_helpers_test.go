@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -79,22 +78,8 @@ func startMode(t *testing.T, mode serverMode, js string, mod func(*Options)) *mo
 	}
 	cfg.Listeners = []config.Listener{l}
 	e := &modeEnv{t: t, mode: mode, reg: prometheus.NewRegistry()}
-	opts := Options{
-		Registerer: e.reg,
-		AccessLog:  slog.New(slog.NewJSONHandler(lockedWriter{&e.mu, &e.access}, nil)),
-		Dial:       (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
-		Keyring:    testKeyring{},
-	}
-	if mod != nil {
-		mod(&opts)
-	}
-	p, err := New(cfg, opts)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(p.Close)
-	e.p = p
-	s, err := NewServer(cfg, p, nil, WithHTTP1Server(mode.http1))
+	e.p = newTestProxy(t, cfg, e.reg, lockedWriter{&e.mu, &e.access}, mod)
+	s, err := NewServer(cfg, e.p, nil, WithHTTP1Server(mode.http1))
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}
