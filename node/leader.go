@@ -46,11 +46,6 @@ type leaderState struct {
 	// everything committed before it (a barrier): until then its state may
 	// lack keys and the cluster id, and it must not act on it.
 	readyTerm uint64
-	// removals maps the request ids of member removals this leader
-	// committed to the removed member (rememberRemoval), oldest first in
-	// removalOrder.
-	removals     map[string]string
-	removalOrder []string
 }
 
 type pendingKey struct {

@@ -166,9 +166,11 @@ func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 		known = known || s.ID == id
 	}
 	if !known {
-		if n.removedBy(requestID(r)) == id {
-			// A retry of a removal this leader committed: the same answer.
-			setCommitted(w, n.store.CommitIndex())
+		if idx, ok := n.store.RemovedAt(id); ok {
+			// Removed by a committed configuration (a retry whose first
+			// try committed, under this leader or an earlier one, or a
+			// second removal): the same answer. DELETE is idempotent.
+			setCommitted(w, idx)
 			writeJSON(w, http.StatusOK, map[string]any{"id": id, "removed": true})
 			return
 		}
@@ -189,7 +191,6 @@ func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 		n.writeApplyError(w, "remove", err)
 		return
 	}
-	n.rememberRemoval(requestID(r), id)
 	// The configuration change is committed by now: a follower that
 	// forwarded the removal answers once it applied this far.
 	setCommitted(w, n.store.CommitIndex())
@@ -198,32 +199,4 @@ func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 	}
 	n.log.Info("member removed", "id", id)
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "removed": true})
-}
-
-// maxRemovals is how many removals the leader remembers by request id.
-const maxRemovals = 256
-
-// rememberRemoval records that request reqID removed member id, so a retry
-// of it (same X-Tether-Request-Id) answers as the first try did. A Raft
-// configuration change is not an FSM entry with a remembered result: the
-// leader that committed it remembers it.
-func (n *Node) rememberRemoval(reqID, id string) {
-	n.lead.mu.Lock()
-	defer n.lead.mu.Unlock()
-	if n.lead.removals == nil {
-		n.lead.removals = map[string]string{}
-	}
-	if len(n.lead.removalOrder) >= maxRemovals {
-		delete(n.lead.removals, n.lead.removalOrder[0])
-		n.lead.removalOrder = n.lead.removalOrder[1:]
-	}
-	n.lead.removals[reqID] = id
-	n.lead.removalOrder = append(n.lead.removalOrder, reqID)
-}
-
-// removedBy is the member request reqID removed on this leader, or "".
-func (n *Node) removedBy(reqID string) string {
-	n.lead.mu.Lock()
-	defer n.lead.mu.Unlock()
-	return n.lead.removals[reqID]
 }

@@ -121,7 +121,9 @@ func TestWriteAnswersWhatWasCommittedAndTheAnsweringNodeShowsIt(t *testing.T) {
 }
 
 // A removal retried with the same request id answers as the first try did,
-// not "no such member".
+// not "no such member", through a follower and after leadership moved: the
+// removal is a committed fact every node holds, not the memory of the
+// leader that made it.
 func TestRemoveRetriedWithTheSameRequestIDAnswersWhatWasCommitted(t *testing.T) {
 	tc := newTestCluster(t, 1)
 	tc.form(3)
@@ -132,17 +134,37 @@ func TestRemoveRetriedWithTheSameRequestIDAnswersWhatWasCommitted(t *testing.T) 
 	})
 	via := tc.follower()
 	hdr := map[string]string{hdrRequestID: "remove-retry"}
-	for i, want := range []int{200, 200} {
+	for i := range 2 {
 		status, body := adminWith(t, via, "DELETE", "/v1/members/"+victim.ID(), hdr, nil)
-		if status != want || body["removed"] != true {
-			t.Fatalf("try %d: remove %s through %s: %d %v, want %d removed", i+1, victim.ID(), via.ID(), status, body, want)
+		if status != 200 || body["removed"] != true {
+			t.Fatalf("try %d: remove %s through %s: %d %v, want 200 removed", i+1, victim.ID(), via.ID(), status, body)
 		}
 	}
 	// The follower that answered shows the removal.
 	if role := raftRole(via, victim.ID()); role != "" {
 		t.Fatalf("%s answered the removal, then lists %s as %q", via.ID(), victim.ID(), role)
 	}
-	if status, _ := admin(t, via, "DELETE", "/v1/members/"+victim.ID(), nil); status != 404 {
-		t.Fatalf("a new removal of a removed member: %d, want 404", status)
+
+	// Leadership moves; the retry reaches the new leader, which never
+	// saw the first try.
+	old := tc.waitLeader()
+	if err := old.store.TransferLeadership(); err != nil {
+		t.Fatal(err)
+	}
+	var cur *Node
+	testutil.Eventually(t, 20*time.Second, "a new leader", func() bool { cur = tc.leader(); return cur != nil && cur != old })
+	for _, n := range []*Node{cur, old} {
+		status, body := adminWith(t, n, "DELETE", "/v1/members/"+victim.ID(), hdr, nil)
+		if status != 200 || body["removed"] != true {
+			t.Fatalf("retry through %s after leadership moved to %s: %d %v, want 200 removed", n.ID(), cur.ID(), status, body)
+		}
+	}
+	// Removing a removed member again is the same fact (DELETE is
+	// idempotent); a name that never was a member is not found.
+	if status, body := admin(t, cur, "DELETE", "/v1/members/"+victim.ID(), nil); status != 200 || body["removed"] != true {
+		t.Fatalf("a new removal of a removed member: %d %v, want 200 removed", status, body)
+	}
+	if status, _ := admin(t, cur, "DELETE", "/v1/members/nosuch", nil); status != 404 {
+		t.Fatalf("removal of a name that never was a member: %d, want 404", status)
 	}
 }

@@ -25,6 +25,9 @@ import (
 // would take a long time at tether's write rates.
 const maxRequests = 4096
 
+// maxRemovals is how many removed members the FSM remembers.
+const maxRemovals = 256
+
 // fsm is the replicated state machine: the keyring (in the shared Ring),
 // destination drains, the cluster id and the recent request ids. Apply
 // reads no clock and no randomness and does no I/O; every node that
@@ -59,6 +62,14 @@ type fsm struct {
 	// acme is the ACME state (acme.go); acmeVersion counts its changes.
 	acme        map[string]AcmeEntry
 	acmeVersion uint64
+	// servers is the latest committed Raft configuration's member ids;
+	// removed holds the ids a committed configuration dropped, with its
+	// index, until they come back (removedOrder: oldest first, at most
+	// maxRemovals). A removal retried on any node, after any change of
+	// leader, answers with the change that was committed.
+	servers      map[string]bool
+	removed      map[string]uint64
+	removedOrder []string
 
 	index      atomic.Uint64 // last log index applied (or restored)
 	lastChange atomic.Uint64 // index of the last entry that changed the state
@@ -150,7 +161,7 @@ type applyResponse struct {
 func newFSM(ring *keyring.Ring, kek []byte, logger *slog.Logger) *fsm {
 	return &fsm{
 		ring: ring, kek: kek, logger: logger, commands: Commands,
-		drains: map[drainKey]time.Time{}, reqs: map[string]result{},
+		drains: map[drainKey]time.Time{}, reqs: map[string]result{}, servers: map[string]bool{}, removed: map[string]uint64{},
 		snapIndex: func() uint64 { return 0 }, onChange: func() {}, onApply: func() {}, onStop: func() {},
 	}
 }
@@ -328,12 +339,56 @@ func (f *fsm) remember(id string, r result) {
 }
 
 // StoreConfiguration lets the FSM's index follow configuration entries too
-// (WaitApplied on a membership change's index).
-func (f *fsm) StoreConfiguration(index uint64, _ raft.Configuration) {
+// (WaitApplied on a membership change's index), and records which members
+// each committed configuration removed.
+func (f *fsm) StoreConfiguration(index uint64, c raft.Configuration) {
 	if f.stop.Load() == 0 {
+		f.mu.Lock()
+		f.noteConfiguration(index, c)
+		f.mu.Unlock()
 		f.raise(index)
 	}
 	f.onApply()
+}
+
+// noteConfiguration records the members c has and the ones it dropped;
+// f.mu is held. Ids are visited in sorted order, so every node remembers
+// the same removals.
+func (f *fsm) noteConfiguration(index uint64, c raft.Configuration) {
+	cur := make(map[string]bool, len(c.Servers))
+	for _, sv := range c.Servers {
+		id := string(sv.ID)
+		cur[id] = true
+		if _, ok := f.removed[id]; ok { // back again
+			delete(f.removed, id)
+			f.removedOrder = slices.DeleteFunc(f.removedOrder, func(r string) bool { return r == id })
+		}
+	}
+	gone := make([]string, 0, 1)
+	for id := range f.servers {
+		if !cur[id] {
+			gone = append(gone, id)
+		}
+	}
+	slices.Sort(gone)
+	for _, id := range gone {
+		if len(f.removedOrder) >= maxRemovals {
+			delete(f.removed, f.removedOrder[0])
+			f.removedOrder = f.removedOrder[1:]
+		}
+		f.removed[id] = index
+		f.removedOrder = append(f.removedOrder, id)
+	}
+	f.servers = cur
+}
+
+// removedAt is the index of the committed configuration that removed
+// member id, if it is out and has not come back.
+func (f *fsm) removedAt(id string) (uint64, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	idx, ok := f.removed[id]
+	return idx, ok
 }
 
 // Snapshot format: "tsn" | version 1 | JSON of snapshotBody. Key material
@@ -347,6 +402,16 @@ type snapshotBody struct {
 	Drains    []wireSnapDrain `json:"drains"`
 	Requests  []wireRequest   `json:"requests"`
 	Acme      []wireAcmeEntry `json:"acme,omitempty"` // secret values wrapped
+	// Servers and Removed: the members the FSM last saw committed and
+	// the ones committed configurations removed (absent in snapshots of
+	// older versions, which then remember no removals).
+	Servers []string      `json:"servers,omitempty"`
+	Removed []wireRemoval `json:"removed,omitempty"`
+}
+
+type wireRemoval struct {
+	ID    string `json:"id"`
+	Index uint64 `json:"index"`
 }
 
 type wireSnapDrain struct {
@@ -385,7 +450,20 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	for _, id := range f.reqOrder {
 		s.body.Requests = append(s.body.Requests, wireRequest{id, f.reqs[id]})
 	}
+	s.body.Servers = f.serverList()
+	for _, id := range f.removedOrder {
+		s.body.Removed = append(s.body.Removed, wireRemoval{id, f.removed[id]})
+	}
 	return s, nil
+}
+
+func (f *fsm) serverList() []string {
+	out := make([]string, 0, len(f.servers))
+	for id := range f.servers {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (f *fsm) drainList() []wireSnapDrain {
@@ -466,6 +544,16 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		f.reqOrder = append(f.reqOrder, r.ID)
 	}
 	f.restoreAcme(st.acme)
+	f.servers = make(map[string]bool, len(st.body.Servers))
+	for _, id := range st.body.Servers {
+		f.servers[id] = true
+	}
+	f.removed = make(map[string]uint64, len(st.body.Removed))
+	f.removedOrder = f.removedOrder[:0]
+	for _, r := range st.body.Removed {
+		f.removed[r.ID] = r.Index
+		f.removedOrder = append(f.removedOrder, r.ID)
+	}
 	f.mu.Unlock()
 	idx := f.snapIndex()
 	if stop := f.stop.Load(); stop != 0 && idx >= stop {
@@ -496,6 +584,9 @@ func decodeSnapshot(kek, b []byte) (*fsmSnapshot, error) {
 	}
 	if len(body.Requests) > maxRequests {
 		body.Requests = body.Requests[len(body.Requests)-maxRequests:]
+	}
+	if len(body.Removed) > maxRemovals {
+		body.Removed = body.Removed[len(body.Removed)-maxRemovals:]
 	}
 	acme, err := unwrapAcmeEntries(kek, body.Acme)
 	if err != nil {
@@ -542,6 +633,10 @@ func (f *fsm) dump() string {
 	b.WriteString(f.acmeDump())
 	for _, id := range f.reqOrder {
 		fmt.Fprintf(&b, "req %s %d %s\n", id, f.reqs[id].Code, f.reqs[id].Msg)
+	}
+	fmt.Fprintf(&b, "servers %v\n", f.serverList())
+	for _, id := range f.removedOrder {
+		fmt.Fprintf(&b, "removed %s at %d\n", id, f.removed[id])
 	}
 	return b.String()
 }

@@ -360,3 +360,71 @@ func FuzzDecodeSnapshot(f *testing.F) {
 		_ = dst.Restore(io.NopCloser(bytes.NewReader(data))) // must not panic
 	})
 }
+
+// configOf is a Raft configuration of voters with the given ids.
+func configOf(ids ...string) raft.Configuration {
+	var c raft.Configuration
+	for _, id := range ids {
+		c.Servers = append(c.Servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(id + ":7000"), Suffrage: raft.Voter})
+	}
+	return c
+}
+
+// The FSM remembers which committed configuration removed a member, the
+// same on every node and across a snapshot, and forgets it once the member
+// is back.
+func TestFSMRemembersRemovedMembers(t *testing.T) {
+	a, _ := testFSM(t)
+	b, _ := testFSM(t)
+	for _, f := range []*fsm{a, b} {
+		f.StoreConfiguration(1, configOf("n1", "n2", "n3", "n4"))
+		f.StoreConfiguration(5, configOf("n1", "n3")) // two at once
+		f.StoreConfiguration(6, configOf("n1", "n3", "n4"))
+	}
+	if idx, ok := a.removedAt("n2"); !ok || idx != 5 {
+		t.Errorf("removedAt(n2) = %d, %t; want 5, true", idx, ok)
+	}
+	if _, ok := a.removedAt("n4"); ok {
+		t.Error("n4 came back at index 6 and still reads as removed")
+	}
+	if _, ok := a.removedAt("n1"); ok {
+		t.Error("a member never removed reads as removed")
+	}
+	if a.dump() != b.dump() {
+		t.Errorf("two FSMs fed the same configurations differ:\n%s\n%s", a.dump(), b.dump())
+	}
+
+	snap, err := a.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink memSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	dst, _ := testFSM(t)
+	if err := dst.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := dst.dump(), a.dump(); got != want {
+		t.Fatalf("restored state differs:\n%s\nwant\n%s", got, want)
+	}
+	// The restored member list is the base of the next difference.
+	dst.StoreConfiguration(9, configOf("n1"))
+	if idx, ok := dst.removedAt("n3"); !ok || idx != 9 {
+		t.Errorf("after restore, removedAt(n3) = %d, %t; want 9, true", idx, ok)
+	}
+
+	// Bounded, oldest forgotten first.
+	for i := range maxRemovals + 5 {
+		id := fmt.Sprintf("m%d", i)
+		a.StoreConfiguration(uint64(100+2*i), configOf("n1", id))
+		a.StoreConfiguration(uint64(101+2*i), configOf("n1"))
+	}
+	if len(a.removed) != maxRemovals || len(a.removedOrder) != maxRemovals {
+		t.Fatalf("remembers %d removals, want %d", len(a.removed), maxRemovals)
+	}
+	if _, ok := a.removedAt("m0"); ok {
+		t.Error("the oldest removal was not forgotten first")
+	}
+}

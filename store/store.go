@@ -705,6 +705,12 @@ func (s *Store) RemoveServer(id string) error {
 	return nil
 }
 
+// RemovedAt reports whether a committed configuration removed member id
+// (and it has not joined again since), with that configuration's index:
+// what a removal retried after its first try committed answers with, on
+// any node and under any leader.
+func (s *Store) RemovedAt(id string) (uint64, bool) { return s.fsm.removedAt(id) }
+
 // TransferLeadership hands leadership to another voter (graceful leave).
 func (s *Store) TransferLeadership() error {
 	if err := raftErr(s.raft.LeadershipTransfer().Error()); err != nil {
