@@ -167,4 +167,5 @@ func TestRemoveRetriedWithTheSameRequestIDAnswersWhatWasCommitted(t *testing.T) 
 	if status, _ := admin(t, cur, "DELETE", "/v1/members/nosuch", nil); status != 404 {
 		t.Fatalf("removal of a name that never was a member: %d, want 404", status)
 	}
+	tc.waitIdentical()
 }

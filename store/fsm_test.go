@@ -394,16 +394,8 @@ func TestFSMRemembersRemovedMembers(t *testing.T) {
 		t.Errorf("two FSMs fed the same configurations differ:\n%s\n%s", a.dump(), b.dump())
 	}
 
-	snap, err := a.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sink memSink
-	if err := snap.Persist(&sink); err != nil {
-		t.Fatal(err)
-	}
 	dst, _ := testFSM(t)
-	if err := dst.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+	if err := dst.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, a)))); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := dst.dump(), a.dump(); got != want {
@@ -427,4 +419,19 @@ func TestFSMRemembersRemovedMembers(t *testing.T) {
 	if _, ok := a.removedAt("m0"); ok {
 		t.Error("the oldest removal was not forgotten first")
 	}
+}
+
+// snapshotBytes is f's snapshot as Persist writes it.
+func snapshotBytes(t *testing.T, f *fsm) []byte {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	var sink memSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	return sink.Bytes()
 }
