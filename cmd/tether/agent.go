@@ -30,6 +30,9 @@ func agentCmd() *cobra.Command {
 			if err := bindEnv(cmd); err != nil {
 				return err
 			}
+			if err := checkAgentFiles(cfg); err != nil {
+				return err
+			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
@@ -127,6 +130,29 @@ wait:
 	return n.Err()
 }
 
+// checkAgentFiles refuses, before the node starts, a file flag whose file
+// cannot be read, naming the flag and what the file should hold. A flag
+// not given is left to the node (--config is required, the others are
+// optional).
+func checkAgentFiles(cfg node.Config) error {
+	for _, f := range []struct{ flag, path, what string }{
+		{"--config", cfg.ConfigPath, "the proxy configuration (JSON or YAML)"},
+		{"--cluster-secret-file", cfg.ClusterSecretFile, "the cluster secret, the same file on every node (make one with: (umask 077; openssl rand -hex 32 > FILE))"},
+		{"--admin-token-file", cfg.AdminTokenFile, "the admin API's bearer token"},
+		{"--tls-cert", cfg.TLSCert, "this node's PEM certificate for mutual TLS between nodes"},
+		{"--tls-key", cfg.TLSKey, "the PEM private key of --tls-cert"},
+		{"--tls-ca", cfg.TLSCA, "the PEM CA bundle that signs every node's certificate"},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if err := checkFile(f.flag, f.path, f.what); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // warnReadableSecrets warns about secret files that group or others may
 // read: `openssl rand -hex 32 > file` creates one mode 0644.
 func warnReadableSecrets(log *slog.Logger, files map[string]string) {
@@ -155,6 +181,9 @@ func configCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := bindEnv(cmd); err != nil {
 				return err
+			}
+			if err := checkFile("", args[0], "a configuration file (JSON or YAML)"); err != nil {
+				return err // not "is not valid": there is no file to judge
 			}
 			cfg, warnings, err := config.LoadWith(args[0], config.LoadOptions{Strict: strict, Info: func(m string) { fmt.Fprintln(os.Stderr, "info: "+m) }})
 			for _, w := range warnings {

@@ -20,9 +20,9 @@ func (cf *clientFlags) token() (string, error) {
 	if cf.tokenFile == "" {
 		return os.Getenv("TETHER_ADMIN_TOKEN"), nil
 	}
-	b, err := os.ReadFile(cf.tokenFile)
+	b, err := readFile("--token-file", cf.tokenFile, "the admin API's bearer token (the agent's --admin-token-file)")
 	if err != nil {
-		return "", fmt.Errorf("--token-file: %w", err)
+		return "", err
 	}
 	return strings.TrimSpace(string(b)), nil
 }

@@ -48,7 +48,7 @@ func snapshotCmd() *cobra.Command {
 	var yes bool
 	restore := clientCmd("restore FILE", "Replace the cluster's keyring, drains and ACME state with FILE's (asks first unless --yes)", cobra.ExactArgs(1),
 		func(cf *clientFlags, cmd *cobra.Command, args []string) error {
-			b, err := os.ReadFile(args[0])
+			b, err := readFile("snapshot restore", args[0], "a file that tether snapshot save wrote")
 			if err != nil {
 				return err
 			}
