@@ -40,18 +40,22 @@ func explain(err error) error {
 
 // joinHint explains memberlist's answer when a join address is not a
 // gossip port: an admin or proxy port answers HTTP, which memberlist reads
-// as an unencrypted state exchange.
+// as an unencrypted state exchange; a Raft port drops the connection.
 func joinHint(err error, addrs []string) error {
 	if err == nil {
 		return nil
 	}
 	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "gossip addresses") || strings.Contains(msg, "another cluster secret"):
+	case strings.Contains(msg, "gossip addresses") || strings.Contains(msg, "another cluster secret") || strings.Contains(msg, "Raft port"):
 		return err // the node said it already
 	case strings.Contains(msg, "remote state is not encrypted") || strings.Contains(msg, "Unsupported message type") ||
 		strings.Contains(msg, "malformed HTTP response") || strings.Contains(msg, "unexpected message type"):
 		return fmt.Errorf("%v: this looks like another service (an admin or proxy port?): --join and tether join take gossip addresses, HOST[:PORT] of a node's --gossip-addr (default port 7946)", err)
+	case strings.Contains(msg, "connection reset by peer") || strings.Contains(msg, ": EOF"):
+		// A node of an older version does not say it: a Raft port takes
+		// the connection and drops it.
+		return fmt.Errorf("%v: %s took the connection and closed it: is it a node's Raft port (--raft-addr, default 7000)? --join and tether join take the gossip address, a node's --gossip-addr (default port 7946)", err, strings.Join(addrs, ", "))
 	case strings.Contains(strings.ToLower(msg), "no installed keys could decrypt"):
 		return fmt.Errorf("%v: the node at %s has another cluster secret", err, strings.Join(addrs, ", "))
 	}
