@@ -83,7 +83,8 @@ func (c *Client) Do(ctx context.Context, method, path string, body any) (any, er
 
 // WriteTable renders an admin answer as a readable table: a list found
 // under listKey becomes rows with the given columns (dotted paths into each
-// object); other fields print as "key: value" lines.
+// object); other fields print as "key: value" lines. Times print to the
+// second (TableTime).
 func WriteTable(w io.Writer, v any, listKey string, columns ...string) error {
 	m, _ := v.(map[string]any)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -118,6 +119,19 @@ func WriteTable(w io.Writer, v any, listKey string, columns ...string) error {
 	return tw.Flush()
 }
 
+// TableTime is how tables print a time: to the second, in UTC (the JSON
+// answer keeps the nanoseconds).
+const TableTime = "2006-01-02 15:04:05Z07:00"
+
+// parseAPITime reads an RFC 3339 time as the admin API writes them.
+func parseAPITime(s string) (time.Time, bool) {
+	if len(s) < len("2006-01-02T15:04:05Z") || s[4] != '-' || s[10] != 'T' {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil
+}
+
 func lookup(v any, path string) any {
 	for _, p := range strings.Split(path, ".") {
 		m, ok := v.(map[string]any)
@@ -136,6 +150,9 @@ func cell(v any) string {
 	case string:
 		if x == "" {
 			return "-"
+		}
+		if t, ok := parseAPITime(x); ok {
+			return t.UTC().Format(TableTime)
 		}
 		return x
 	case float64:

@@ -29,10 +29,10 @@ func TestConfigValidateSaysWhatTheFileDoes(t *testing.T) {
 		{"a typo inside ReverseProxy is an error", `{"ReverseProxy": {` + route + `, "Clusters": {"app": {"SessionAfinity": {"Enabled": true, "AffinityKeyName": "k"}, ` + dests + `}}}}`, 1,
 			[]string{"ReverseProxy.Clusters.app.SessionAfinity: unknown key; did you mean SessionAffinity?", "is not valid"}},
 		{"a key far from any known one is a warning", `{"ReverseProxy": {` + route + `, "Clusters": {"app": {"SessionStickiness": {}, ` + dests + `}}}}`, 0,
-			[]string{"warning: ReverseProxy.Clusters.app.SessionStickiness: unknown key", "is valid: 1 routes, 1 clusters"}},
+			[]string{"warning: ReverseProxy.Clusters.app.SessionStickiness: unknown key", "is valid: 1 route, 1 cluster"}},
 		{"an empty file serves nothing", `{}`, 0, []string{"is valid but serves nothing"}},
 		{"WafPolicy named with a string", `{"ReverseProxy": {"Routes": {"all": {"ClusterId": "app", "WafPolicy": "Disabled", "Match": {"Path": "{**catch-all}"}}}, "Clusters": {"app": {` + dests + `}}}}`, 0,
-			[]string{"is valid: 1 routes"}},
+			[]string{"is valid: 1 route,"}},
 		{"a Secure-only cookie on plain HTTP warns", `{"Listeners": [{"Address": ":8080"}], "ReverseProxy": {` + route + `, "Clusters": {"app": {"SessionAffinity": {"Enabled": true, "Policy": "Cookie", "AffinityKeyName": "k", "Cookie": {"SecurePolicy": "Always"}}, ` + dests + `}}}}`, 0,
 			[]string{"warning: ReverseProxy.Clusters.app.SessionAffinity.Cookie.SecurePolicy: Always, but route all is served only by plain HTTP listeners (Listeners[0] :8080)"}},
 	} {

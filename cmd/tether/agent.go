@@ -60,7 +60,7 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&cfg.NodeID, "node-id", "", "node id (default: the host name)")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "data directory (default: $XDG_STATE_HOME/tether/<node-id>, /var/lib/tether/<node-id> for root, else ~/.local/state/tether/<node-id>)")
 	f.StringVar(&cfg.AdminAddr, "admin-addr", node.DefaultAdminAddr, "admin API address")
-	f.StringVar(&cfg.ClusterSecretFile, "cluster-secret-file", "", "file holding the cluster secret (encrypts the keyring at rest)")
+	f.StringVar(&cfg.ClusterSecretFile, "cluster-secret-file", "", "file holding the cluster secret, the same on every node: it encrypts gossip, authenticates and encrypts Raft connections, and wraps keys at rest (make one with: openssl rand -hex 32)")
 	f.StringVar(&cfg.AdminTokenFile, "admin-token-file", "", "file holding the admin API bearer token")
 	f.StringVar(&cfg.RaftAddr, "raft-addr", node.DefaultRaftAddr, "Raft listen address")
 	f.StringVar(&cfg.GossipAddr, "gossip-addr", node.DefaultGossipAddr, "gossip (memberlist) listen address")
@@ -202,7 +202,7 @@ func configCmd() *cobra.Command {
 				fmt.Printf("%s is valid but serves nothing: it has no routes (ReverseProxy.Routes), so every request gets 404\n", args[0])
 				return nil
 			}
-			fmt.Printf("%s is valid: %d routes, %d clusters\n", args[0], len(cfg.ReverseProxy.Routes), len(cfg.ReverseProxy.Clusters))
+			fmt.Printf("%s is valid: %s, %s\n", args[0], plural(len(cfg.ReverseProxy.Routes), "route"), plural(len(cfg.ReverseProxy.Clusters), "cluster"))
 			return nil
 		},
 	}

@@ -90,7 +90,27 @@ func (cf *clientFlags) noSuchCluster(cmd *cobra.Command, id string, err error) e
 	if len(ids) == 0 {
 		return fmt.Errorf("there is no cluster %q: the node's configuration has no clusters", id)
 	}
+	if near := nearest(id, ids); len(near) > 0 {
+		return fmt.Errorf("there is no cluster %q; did you mean %s? (the clusters are: %s)", id, orList(near), strings.Join(ids, ", "))
+	}
 	return fmt.Errorf("there is no cluster %q; the clusters are: %s", id, strings.Join(ids, ", "))
+}
+
+// nearest are the names within a typo's distance of typed (two edits,
+// case aside), nearest first.
+func nearest(typed string, names []string) []string {
+	best := 3
+	var out []string
+	for _, n := range names {
+		d := editDistance(strings.ToLower(typed), strings.ToLower(n))
+		switch {
+		case d < best:
+			best, out = d, []string{n}
+		case d == best:
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // keyringListCmd lists keys; an installed key shows what its activation

@@ -41,8 +41,8 @@ func snapshotCmd() *cobra.Command {
 			if err := writeFileAtomic(args[0], b); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "saved %s: cluster %s, %d keys, %d drains, from node %s at index %d\n",
-				args[0], info.ClusterID, info.Keys, info.Drains, info.Node, info.Index)
+			fmt.Fprintf(cmd.ErrOrStderr(), "saved %s: cluster %s, %s, %s, from node %s at index %d\n",
+				args[0], info.ClusterID, plural(info.Keys, "key"), plural(info.Drains, "drain"), info.Node, info.Index)
 			return nil
 		})
 	var yes bool
@@ -75,8 +75,8 @@ func snapshotCmd() *cobra.Command {
 				Active string `json:"active_key_id"`
 			}
 			json.Unmarshal(out, &res)
-			fmt.Printf("restored %s (saved from cluster %s): %d keys, %d drains; active key %s\n",
-				args[0], res.Restored.ClusterID, res.Restored.Keys, res.Restored.Drains, res.Active)
+			fmt.Printf("restored %s (saved from cluster %s): %s, %s; active key %s\n",
+				args[0], res.Restored.ClusterID, plural(res.Restored.Keys, "key"), plural(res.Restored.Drains, "drain"), res.Active)
 			return nil
 		})
 	restore.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")

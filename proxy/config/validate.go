@@ -193,7 +193,7 @@ func (v *validator) route(path string, r *Route, clusters map[string]*Cluster) {
 		// Keys are case-insensitive in .NET configuration, so ids are too.
 		id, ok := foldKey(clusters, r.ClusterId)
 		if !ok {
-			v.errorf(path+".ClusterId", "no cluster named %q", r.ClusterId)
+			v.errorf(path+".ClusterId", "no cluster named %q%s", r.ClusterId, nearestKey(r.ClusterId, clusters))
 		}
 		r.ClusterId = id
 	}
@@ -254,6 +254,21 @@ func foldKey[V any](m map[string]V, key string) (string, bool) {
 		}
 	}
 	return key, false
+}
+
+// nearestKey is "; did you mean K?" for the key of m nearest to typed
+// within a typo's distance, else "".
+func nearestKey[V any](typed string, m map[string]V) string {
+	best, bestDist := "", suggestDistance(typed)+1
+	for _, k := range sortedKeys(m) {
+		if d := editDistance(strings.ToLower(typed), strings.ToLower(k)); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return "; did you mean " + best + "?"
 }
 
 func (v *validator) affinity(path string, a *SessionAffinity) {
