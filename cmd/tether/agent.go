@@ -75,7 +75,7 @@ func agentCmd() *cobra.Command {
 	f.DurationVar(&cfg.VoterGrace, "voter-grace", node.DefaultVoterGrace, "replace a failed voter only after it has been failed this long")
 	f.IntVar(&cfg.RaftVoters, "raft-voters", node.DefaultRaftVoters, "at most this many voters (odd); further nodes are non-voters")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	f.StringVar(&logFormat, "log-format", logging.FormatJSON, "log format: json (one object a line, for log pipelines) or text (for a terminal)")
+	f.StringVar(&logFormat, "log-format", logging.FormatAuto, "log format: auto (text when stderr is a terminal, else json), json (one object a line, for log pipelines) or text (key=value lines, for a person)")
 	f.BoolVar(&noAccessLog, "no-access-log", false, "do not write the JSON access log to stdout")
 	f.StringVar(&cfg.HTTP1Server, "http1-server", string(proxy.HTTP1Own), "what serves cleartext HTTP/1.1: own (tether's loop) or stdlib (Go's net/http)")
 	f.StringVar(&cfg.WriteYield, "write-yield", string(proxy.WriteYieldAuto), "a socket write first lets other ready requests write: auto (on one CPU only), on or off")
