@@ -64,6 +64,7 @@ func (v *validator) enum(path string, s *string, allowed []string) {
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 func (v *validator) config(c *Config) {
+	v.allowedHosts(c.AllowedHosts)
 	for i := range c.Listeners {
 		v.listener(fmt.Sprintf("Listeners[%d]", i), &c.Listeners[i])
 	}
@@ -254,6 +255,21 @@ func foldKey[V any](m map[string]V, key string) (string, bool) {
 		}
 	}
 	return key, false
+}
+
+// allowedHosts warns when ASP.NET's AllowedHosts names hosts: ASP.NET
+// would answer 400 to a request for any other host, tether serves it.
+// "*" (the template's value, alone or in the list) allows every host.
+func (v *validator) allowedHosts(hosts string) {
+	if strings.TrimSpace(hosts) == "" {
+		return
+	}
+	for _, h := range strings.Split(hosts, ";") {
+		if strings.TrimSpace(h) == "*" {
+			return
+		}
+	}
+	v.warns = append(v.warns, fmt.Sprintf("AllowedHosts: %q is not enforced by tether: requests for every host are served (a route's Match.Hosts restricts the hosts it serves)", hosts))
 }
 
 // nearestKey is "; did you mean K?" for the key of m nearest to typed
