@@ -28,7 +28,8 @@ func TestClientOutputReadsAsText(t *testing.T) {
 	    "Destinations": {"d1": {"Address": "`+newBackend(t, "d1").srv.URL+`"}}}}}}`)
 	writeFile(t, secret, "an-e2e-cluster-secret-0123456789abcdef")
 	os.Chmod(secret, 0o600)
-	a := startAgent(t, cfg, nil, "--cluster-secret-file", secret, "--raft-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--no-access-log")
+	gossip := freeAddr(t)
+	a := startAgent(t, cfg, nil, "--cluster-secret-file", secret, "--raft-addr", freeAddr(t), "--gossip-addr", gossip, "--no-access-log")
 	defer func() { a.Signal(syscall.SIGTERM); a.Wait(30 * time.Second) }()
 	admin := []string{"--admin", a.adminURL}
 
@@ -91,6 +92,18 @@ func TestClientOutputReadsAsText(t *testing.T) {
 		for _, w := range []string{"gossip", "Raft", "at rest"} {
 			if !strings.Contains(line, w) {
 				t.Errorf("--cluster-secret-file help lacks %q: %s", w, line)
+			}
+		}
+	})
+	t.Run("an --admin that is no admin API says what --admin takes", func(t *testing.T) {
+		for _, tc := range []struct{ admin, want string }{
+			{"http://" + freeAddr(t), "nothing listens there (connection refused): is the agent running"},
+			{"http://" + gossip, "it does not answer HTTP (a gossip or Raft port?)"},
+			{a.proxyURL, "is it a proxy port?"},
+		} {
+			code, out := run(t, nil, "status", "--admin", tc.admin)
+			if code == 0 || !strings.Contains(out, tc.want) || !strings.Contains(out, "--admin-addr") || strings.Contains(out, "dial tcp") {
+				t.Errorf("status --admin %s: exit %d, want %q:\n%s", tc.admin, code, tc.want, out)
 			}
 		}
 	})

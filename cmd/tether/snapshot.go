@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tether-proxy/tether/node"
 )
 
 // snapshotCmd saves the cluster's replicated state (keyring, drains, ACME
@@ -112,12 +114,12 @@ func (cf *clientFlags) raw(cmd *cobra.Command, method, path string, body []byte)
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("admin API at %s: %w", base, err)
+		return nil, node.AdminUnreachable(base, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
-		return nil, fmt.Errorf("admin API at %s: %w", base, err)
+		return nil, node.AdminUnreachable(base, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		var e struct {
