@@ -22,6 +22,7 @@ func TestEveryCommandGroupRefusesAnUnknownSubcommand(t *testing.T) {
 		{[]string{"keyring", "lsit", "--json"}, `did you mean list?`},
 		{[]string{"memebers"}, `unknown command "memebers" for "tether"; did you mean members?`},
 		{[]string{"keyring", "frobnicate"}, `unknown command "frobnicate" for "tether keyring"; its commands are list, revoke, rotate`},
+		{[]string{"help", "snapshot", "sav"}, `unknown command "sav" for "tether snapshot"; did you mean save?`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out := run(t, nil, tc.args...)
@@ -75,7 +76,7 @@ func listedCommands(help string) []string {
 		if !strings.HasPrefix(l, "  ") {
 			break
 		}
-		if f := strings.Fields(l); len(f) > 0 && f[0] != "help" && f[0] != "completion" {
+		if f := strings.Fields(l); len(f) > 0 && f[0] != "help" {
 			names = append(names, f[0])
 		}
 	}

@@ -99,14 +99,15 @@ func (cf *clientFlags) noSuchCluster(cmd *cobra.Command, id string, err error) e
 // nearest are the names within a typo's distance of typed (two edits,
 // case aside), nearest first.
 func nearest(typed string, names []string) []string {
-	best := 3
+	const typo = 2
+	best := typo + 1
 	var out []string
 	for _, n := range names {
 		d := editDistance(strings.ToLower(typed), strings.ToLower(n))
 		switch {
 		case d < best:
 			best, out = d, []string{n}
-		case d == best:
+		case d == best && d <= typo:
 			out = append(out, n)
 		}
 	}

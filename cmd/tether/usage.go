@@ -24,6 +24,10 @@ func (e usageError) Unwrap() error { return e.err }
 // Argument and flag errors of every command become usage errors too.
 func refuseUsageErrors(root *cobra.Command) {
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{flagError(cmd, err)} })
+	// cobra's own groups (completion) are added at Execute: add them now
+	// so they refuse as ours do; `help` refuses an unknown topic.
+	root.InitDefaultCompletionCmd()
+	root.SetHelpCommand(helpCmd(root))
 	// A group runs only to refuse: its usage shows "tether keyring
 	// [command]", not a runnable "tether keyring [flags]".
 	groupUsage := strings.Replace(root.UsageTemplate(), "{{if .Runnable}}\n  {{.UseLine}}{{end}}", "", 1)
@@ -36,7 +40,6 @@ func refuseUsageErrors(root *cobra.Command) {
 			// subcommand meant, so the group's parser lets it pass and
 			// the unknown subcommand is what gets reported.
 			group.FParseErrWhitelist.UnknownFlags = true
-			group.SuggestionsMinimumDistance = 2
 			group.SetUsageTemplate(groupUsage)
 			group.Args = func(_ *cobra.Command, args []string) error {
 				if len(args) > 0 {
@@ -67,11 +70,39 @@ func refuseUsageErrors(root *cobra.Command) {
 	walk(root)
 }
 
+// helpCmd is `tether help [command]...`: cobra's prints the top-level help
+// and exits 0 for an unknown topic.
+func helpCmd(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(_ *cobra.Command, args []string) error {
+			target, rest, err := root.Find(args)
+			if err != nil {
+				return usageError{err}
+			}
+			if len(rest) > 0 && target.HasSubCommands() {
+				return usageError{unknownSubcommand(target, rest[0])}
+			}
+			return target.Help()
+		},
+	}
+}
+
 // unknownSubcommand names what was typed, the group, and the nearest
 // subcommands, or all of them when none is near.
 func unknownSubcommand(group *cobra.Command, typed string) error {
 	msg := fmt.Sprintf("unknown command %q for %q", typed, group.CommandPath())
-	if near := group.SuggestionsFor(typed); len(near) > 0 {
+	names := subcommandNames(group)
+	near := nearest(typed, names)
+	if len(near) == 0 { // an abbreviation: "rot" for rotate
+		for _, n := range names {
+			if strings.HasPrefix(n, strings.ToLower(typed)) {
+				near = append(near, n)
+			}
+		}
+	}
+	if len(near) > 0 {
 		return fmt.Errorf("%s; did you mean %s?", msg, orList(near))
 	}
 	return fmt.Errorf("%s; its commands are %s", msg, strings.Join(subcommandNames(group), ", "))

@@ -22,6 +22,9 @@ func TestAGroupAddedLaterRefusesUnknownSubcommands(t *testing.T) {
 		{"no subcommand", []string{"secret"}, `"tether secret" needs a subcommand: install, remove or use`},
 		{"a mistyped flag names the nearest", []string{"secret", "use", "--yse"}, `secret use: unknown flag: --yse; did you mean --yes?`},
 		{"a missing argument shows the usage", []string{"secret", "use"}, `secret use: accepts 1 arg(s), received 0 (usage: tether secret use FILE [flags])`},
+		{"an abbreviation names what it starts", []string{"secret", "in"}, `did you mean install?`},
+		{"help on an unknown topic", []string{"help", "secret", "instal"}, `unknown command "instal" for "tether secret"; did you mean install?`},
+		{"cobra's completion group", []string{"completion", "bsh"}, `unknown command "bsh" for "tether completion"; did you mean bash or zsh?`},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			root := &cobra.Command{Use: "tether", SilenceErrors: true, SilenceUsage: true}
