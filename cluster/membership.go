@@ -380,8 +380,19 @@ func joinHint(err error) string {
 	case err != nil && strings.Contains(err.Error(), "remote state is not encrypted"):
 		// An admin or proxy port answers HTTP, which reads as plain state.
 		return " (this looks like another service, an admin or proxy port: --join and tether join take gossip addresses, a node's --gossip-addr, default port 7946)"
+	case err != nil && droppedUs(oneLine(err)):
+		// A Raft port takes the connection, reads memberlist's bytes as a
+		// failed TLS handshake and closes it.
+		return " (it took the connection and closed it: is it a node's Raft port, --raft-addr, default 7000? --join and tether join take the gossip address, a node's --gossip-addr, default port 7946)"
 	}
 	return ""
+}
+
+// droppedUs says whether a join failed because the far end closed the
+// connection without answering (EOF, or a reset when it closed with our
+// bytes unread).
+func droppedUs(msg string) bool {
+	return strings.Contains(msg, "connection reset by peer") || strings.HasSuffix(msg, ": EOF") || strings.Contains(msg, ": EOF;")
 }
 
 // resolve expands join addresses into ip:port targets.

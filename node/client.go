@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"sort"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 )
@@ -57,17 +59,17 @@ func (c *Client) Do(ctx context.Context, method, path string, body any) (any, er
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("admin API at %s: %w", base, err)
+		return nil, AdminUnreachable(base, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return nil, fmt.Errorf("admin API at %s: %w", base, err)
+		return nil, AdminUnreachable(base, err)
 	}
 	var v any
 	if len(bytes.TrimSpace(raw)) > 0 {
 		if err := json.Unmarshal(raw, &v); err != nil {
-			return nil, fmt.Errorf("admin API at %s answered %s with a body that is not JSON", base, resp.Status)
+			return nil, fmt.Errorf("admin API at %s answered %s with a body that is not JSON: is it a proxy port? --admin (env TETHER_ADMIN) takes the agent's --admin-addr (default %s)", base, resp.Status, DefaultAdminAddr)
 		}
 	}
 	if resp.StatusCode/100 != 2 {
@@ -81,9 +83,29 @@ func (c *Client) Do(ctx context.Context, method, path string, body any) (any, er
 	return v, nil
 }
 
+// AdminUnreachable says what to check when the admin API at base did not
+// answer as one: nothing listening (the agent is down, or --admin is not its
+// --admin-addr), or a port that does not speak HTTP (gossip, Raft). The
+// request's method and URL, which repeat base, are left out.
+func AdminUnreachable(base string, err error) error {
+	msg := err.Error()
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("admin API at %s: nothing listens there (connection refused): is the agent running, and is --admin (env TETHER_ADMIN) its --admin-addr (default %s)?", base, DefaultAdminAddr)
+	case strings.Contains(msg, "malformed HTTP response") || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF):
+		return fmt.Errorf("admin API at %s: it does not answer HTTP (a gossip or Raft port?): --admin (env TETHER_ADMIN) takes the agent's --admin-addr (default %s)", base, DefaultAdminAddr)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return fmt.Errorf("admin API at %s: %w", base, err)
+}
+
 // WriteTable renders an admin answer as a readable table: a list found
 // under listKey becomes rows with the given columns (dotted paths into each
-// object); other fields print as "key: value" lines.
+// object); other fields print as "key: value" lines. Times print to the
+// second (TableTime).
 func WriteTable(w io.Writer, v any, listKey string, columns ...string) error {
 	m, _ := v.(map[string]any)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -118,6 +140,19 @@ func WriteTable(w io.Writer, v any, listKey string, columns ...string) error {
 	return tw.Flush()
 }
 
+// TableTime is how tables print a time: to the second, in UTC (the JSON
+// answer keeps the nanoseconds).
+const TableTime = "2006-01-02 15:04:05Z07:00"
+
+// parseAPITime reads an RFC 3339 time as the admin API writes them.
+func parseAPITime(s string) (time.Time, bool) {
+	if len(s) < len("2006-01-02T15:04:05Z") || s[4] != '-' || s[10] != 'T' {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil
+}
+
 func lookup(v any, path string) any {
 	for _, p := range strings.Split(path, ".") {
 		m, ok := v.(map[string]any)
@@ -136,6 +171,9 @@ func cell(v any) string {
 	case string:
 		if x == "" {
 			return "-"
+		}
+		if t, ok := parseAPITime(x); ok {
+			return t.UTC().Format(TableTime)
 		}
 		return x
 	case float64:

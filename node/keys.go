@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -169,6 +170,12 @@ func (n *Node) pendingReason(id string, now time.Time) string {
 		}
 	}
 	lacking, failed := n.keyLaggards(index)
+	// The leader committed the key, so it holds it: its durable index,
+	// gossiped a moment later (or, on the leader, its own snapshot being
+	// written), is no wait worth naming.
+	if leader, _ := n.store.Leader(); leader != "" {
+		lacking = slices.DeleteFunc(lacking, func(id string) bool { return id == leader })
+	}
 	switch {
 	case len(lacking) == 0 && len(failed) == 0:
 		return "every member holds it: activates within a second"

@@ -56,7 +56,7 @@ func TestClientCommandsExplainThemselves(t *testing.T) {
 		{"--token-file authenticates and members show admin addresses", nil, append([]string{"members"}, withToken...), 0,
 			[]string{"ADMIN_ADDRESS", admin}},
 		{"the token from the environment still works", []string{"TETHER_ADMIN_TOKEN=s3cret-token"}, []string{"status", "--admin", a.adminURL}, 0, []string{"e2e"}},
-		{"a mistyped command suggests the nearest", nil, []string{"memebers"}, 1, []string{`unknown command "memebers"`, "did you mean members?"}},
+		{"a mistyped command suggests the nearest", nil, []string{"memebers"}, 2, []string{`unknown command "memebers"`, "did you mean members?"}},
 		{"drain of an unknown cluster names the clusters", nil, append([]string{"drain", "nosuch", "app-1"}, withToken...), 1,
 			[]string{`there is no cluster "nosuch"; the clusters are: app`}},
 		{"destinations of an unknown cluster too", nil, append([]string{"destinations", "nosuch"}, withToken...), 1,

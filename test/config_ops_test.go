@@ -29,10 +29,10 @@ func TestConfigValidateSaysWhatTheFileDoes(t *testing.T) {
 		{"a typo inside ReverseProxy is an error", `{"ReverseProxy": {` + route + `, "Clusters": {"app": {"SessionAfinity": {"Enabled": true, "AffinityKeyName": "k"}, ` + dests + `}}}}`, 1,
 			[]string{"ReverseProxy.Clusters.app.SessionAfinity: unknown key; did you mean SessionAffinity?", "is not valid"}},
 		{"a key far from any known one is a warning", `{"ReverseProxy": {` + route + `, "Clusters": {"app": {"SessionStickiness": {}, ` + dests + `}}}}`, 0,
-			[]string{"warning: ReverseProxy.Clusters.app.SessionStickiness: unknown key", "is valid: 1 routes, 1 clusters"}},
+			[]string{"warning: ReverseProxy.Clusters.app.SessionStickiness: unknown key", "is valid: 1 route, 1 cluster"}},
 		{"an empty file serves nothing", `{}`, 0, []string{"is valid but serves nothing"}},
 		{"WafPolicy named with a string", `{"ReverseProxy": {"Routes": {"all": {"ClusterId": "app", "WafPolicy": "Disabled", "Match": {"Path": "{**catch-all}"}}}, "Clusters": {"app": {` + dests + `}}}}`, 0,
-			[]string{"is valid: 1 routes"}},
+			[]string{"is valid: 1 route,"}},
 		{"a Secure-only cookie on plain HTTP warns", `{"Listeners": [{"Address": ":8080"}], "ReverseProxy": {` + route + `, "Clusters": {"app": {"SessionAffinity": {"Enabled": true, "Policy": "Cookie", "AffinityKeyName": "k", "Cookie": {"SecurePolicy": "Always"}}, ` + dests + `}}}}`, 0,
 			[]string{"warning: ReverseProxy.Clusters.app.SessionAffinity.Cookie.SecurePolicy: Always, but route all is served only by plain HTTP listeners (Listeners[0] :8080)"}},
 	} {
@@ -102,5 +102,53 @@ func TestAgentListenFlagReplacesTheFilesListeners(t *testing.T) {
 		if st, _, body := testutil.Get(t, http.DefaultClient, a.proxyURL+"/x", nil); st != 200 || body != "b1 /x" {
 			t.Fatalf("GET %s: %d %q", a.proxyURL, st, body)
 		}
+	}
+}
+
+// TestConfigFileMistakesNameTheFile: a missing file or a JSON syntax
+// error is told in the operator's words, naming the file (and the flag),
+// the line and column, with no parser's name.
+func TestConfigFileMistakesNameTheFile(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	writeFile(t, bad, "{\n  \"ReverseProxy\": {\n    \"Routes\": { \"a\": }\n  }\n}\n")
+	comma := filepath.Join(dir, "comma.json")
+	writeFile(t, comma, "{\n  \"Urls\": \"http://127.0.0.1:1\"\n  \"ReverseProxy\": {}\n}\n")
+	badYAML := filepath.Join(dir, "bad.yaml")
+	writeFile(t, badYAML, "Urls: [\n")
+	missing := filepath.Join(dir, "nosuch.json")
+	for _, tc := range []struct {
+		desc string
+		args []string
+		want []string
+	}{
+		{"validate of a missing file", []string{"config", "validate", missing}, []string{missing + ": no such file"}},
+		{"agent with a missing --config", []string{"agent", "--config", missing, "--admin-addr", "127.0.0.1:0", "--data-dir", dir},
+			[]string{"--config " + missing + ": no such file"}},
+		{"a value missing", []string{"config", "validate", bad}, []string{bad + ":3:22: invalid JSON: a value is missing before '}'"}},
+		{"a comma missing", []string{"config", "validate", comma}, []string{comma + ":3:3: invalid JSON: a ',' or '}' is missing before '\"'"}},
+		{"agent with a JSON error", []string{"agent", "--config", bad, "--admin-addr", "127.0.0.1:0", "--data-dir", dir},
+			[]string{bad + ":3:22: invalid JSON"}},
+		{"YAML", []string{"config", "validate", badYAML}, []string{badYAML + ":1: invalid YAML: did not find expected node content"}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			code, out := run(t, nil, tc.args...)
+			if code == 0 {
+				t.Fatalf("exit 0:\n%s", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			for _, leak := range []string{"hujson", "yaml: ", "$: ", "open "} {
+				if strings.Contains(out, leak) {
+					t.Errorf("output has %q:\n%s", leak, out)
+				}
+			}
+			if strings.Contains(out, "no such file") && strings.Contains(out, "is not valid") {
+				t.Errorf("a missing file is called invalid:\n%s", out)
+			}
+		})
 	}
 }

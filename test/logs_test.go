@@ -67,11 +67,22 @@ func TestClusterLogsStayQuietAndParseable(t *testing.T) {
 		a.Signal(syscall.SIGTERM)
 		a.Wait(30 * time.Second)
 	}
+	durations := 0
 	for _, a := range []*clusterAgent{nodes[0], nodes[1], n3, restarted} {
 		perPeerMsg := map[string]int{}
 		for _, m := range logRecords(t, a.id, a.proc) {
 			if m["level"] == "ERROR" {
 				t.Errorf("%s: routine event logged as an error: %v", a.id, m)
+			}
+			// raft's retry backoff after a failed heartbeat to n3 is a
+			// time.Duration: it prints as one ("50ms"), not nanoseconds.
+			for _, k := range []string{"backoff time", "repeated_within"} {
+				if v, ok := m[k]; ok {
+					durations++
+					if s, _ := v.(string); s == "" || func() bool { _, err := time.ParseDuration(s); return err != nil }() {
+						t.Errorf("%s: %s is %v (%T), want a duration like \"50ms\": %v", a.id, k, v, v, m)
+					}
+				}
 			}
 			if aboutPeer(m, n3raft) || m["server-id"] == "n3" {
 				if msg, _ := m["msg"].(string); strings.HasPrefix(msg, "failed to") {
@@ -84,6 +95,9 @@ func TestClusterLogsStayQuietAndParseable(t *testing.T) {
 				t.Errorf("%s: %q about n3 logged %d times within 30 s, want at most once", a.id, msg, n)
 			}
 		}
+	}
+	if durations == 0 {
+		t.Error("no line carried a duration (raft's \"failed to heartbeat to\" n3 has its backoff): the duration check proved nothing")
 	}
 }
 

@@ -58,7 +58,7 @@ func TestSnapshotSaveAndRestoreIntoAnotherCluster(t *testing.T) {
 		t.Fatalf("drain: %s", out)
 	}
 	file := filepath.Join(t.TempDir(), "cluster.snapshot")
-	if code, out := run(t, nil, "snapshot", "save", file, "--admin", n1.adminURL); code != 0 || !strings.Contains(out, "1 drains") {
+	if code, out := run(t, nil, "snapshot", "save", file, "--admin", n1.adminURL); code != 0 || !strings.Contains(out, "1 drain,") {
 		t.Fatalf("snapshot save: %d %s", code, out)
 	}
 	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {

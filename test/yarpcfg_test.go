@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,5 +90,40 @@ func TestAgentListensOnKestrelEndpointsAndASPNETCOREURLS(t *testing.T) {
 				t.Fatalf("%d %q", status, body)
 			}
 		})
+	}
+}
+
+// TestASPNETBoilerplateLoadsWithoutAWarning: every appsettings.json has
+// Logging and AllowedHosts "*"; the agent logs no warning for them at
+// start or on a reload. AllowedHosts naming hosts is a warning: tether
+// serves every host.
+func TestASPNETBoilerplateLoadsWithoutAWarning(t *testing.T) {
+	const appsettings = `{
+  "Logging": { "LogLevel": { "Default": "Information", "Microsoft.AspNetCore": "Warning" } },
+  "AllowedHosts": "*",
+  "Listeners": [ { "Address": "127.0.0.1:0" } ],
+  "ReverseProxy": {
+    "Routes": { "all": { "ClusterId": "app", "Match": { "Path": "{**catch-all}" } } },
+    "Clusters": { "app": { "Destinations": { "d1": { "Address": "http://127.0.0.1:9/" } } } }
+  }
+}`
+	path := filepath.Join(t.TempDir(), "appsettings.json")
+	writeFile(t, path, appsettings)
+	a := startAgent(t, path, nil, "--no-access-log")
+	a.Signal(syscall.SIGHUP)
+	a.WaitLogLine("config reloaded", 30*time.Second)
+	a.Signal(syscall.SIGTERM)
+	a.Wait(30 * time.Second)
+	for _, m := range logRecords(t, "agent", a.proc) {
+		if msg, _ := m["msg"].(string); m["level"] == "WARN" && (strings.Contains(msg, "Logging") || strings.Contains(msg, "AllowedHosts")) {
+			t.Errorf("warned about ASP.NET's boilerplate: %v", m)
+		}
+	}
+
+	hosts := filepath.Join(t.TempDir(), "hosts.json")
+	writeFile(t, hosts, strings.Replace(appsettings, `"AllowedHosts": "*"`, `"AllowedHosts": "example.com"`, 1))
+	out, err := exec.Command(tetherBin, "config", "validate", hosts).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `warning: AllowedHosts: "example.com" is not enforced by tether`) {
+		t.Fatalf("validate with AllowedHosts naming a host: %v\n%s", err, out)
 	}
 }

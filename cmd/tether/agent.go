@@ -30,6 +30,9 @@ func agentCmd() *cobra.Command {
 			if err := bindEnv(cmd); err != nil {
 				return err
 			}
+			if err := checkAgentFiles(cfg); err != nil {
+				return err
+			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)
@@ -57,7 +60,7 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&cfg.NodeID, "node-id", "", "node id (default: the host name)")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "data directory (default: $XDG_STATE_HOME/tether/<node-id>, /var/lib/tether/<node-id> for root, else ~/.local/state/tether/<node-id>)")
 	f.StringVar(&cfg.AdminAddr, "admin-addr", node.DefaultAdminAddr, "admin API address")
-	f.StringVar(&cfg.ClusterSecretFile, "cluster-secret-file", "", "file holding the cluster secret (encrypts the keyring at rest)")
+	f.StringVar(&cfg.ClusterSecretFile, "cluster-secret-file", "", "file holding the cluster secret, the same on every node: it encrypts gossip, authenticates and encrypts Raft connections, and wraps keys at rest (make one with: openssl rand -hex 32)")
 	f.StringVar(&cfg.AdminTokenFile, "admin-token-file", "", "file holding the admin API bearer token")
 	f.StringVar(&cfg.RaftAddr, "raft-addr", node.DefaultRaftAddr, "Raft listen address")
 	f.StringVar(&cfg.GossipAddr, "gossip-addr", node.DefaultGossipAddr, "gossip (memberlist) listen address")
@@ -72,7 +75,7 @@ func agentCmd() *cobra.Command {
 	f.DurationVar(&cfg.VoterGrace, "voter-grace", node.DefaultVoterGrace, "replace a failed voter only after it has been failed this long")
 	f.IntVar(&cfg.RaftVoters, "raft-voters", node.DefaultRaftVoters, "at most this many voters (odd); further nodes are non-voters")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	f.StringVar(&logFormat, "log-format", logging.FormatJSON, "log format: json (one object a line, for log pipelines) or text (for a terminal)")
+	f.StringVar(&logFormat, "log-format", logging.FormatAuto, "log format: auto (text when stderr is a terminal, else json), json (one object a line, for log pipelines) or text (key=value lines, for a person)")
 	f.BoolVar(&noAccessLog, "no-access-log", false, "do not write the JSON access log to stdout")
 	f.StringVar(&cfg.HTTP1Server, "http1-server", string(proxy.HTTP1Own), "what serves cleartext HTTP/1.1: own (tether's loop) or stdlib (Go's net/http)")
 	f.StringVar(&cfg.WriteYield, "write-yield", string(proxy.WriteYieldAuto), "a socket write first lets other ready requests write: auto (on one CPU only), on or off")
@@ -127,6 +130,29 @@ wait:
 	return n.Err()
 }
 
+// checkAgentFiles refuses, before the node starts, a file flag whose file
+// cannot be read, naming the flag and what the file should hold. A flag
+// not given is left to the node (--config is required, the others are
+// optional).
+func checkAgentFiles(cfg node.Config) error {
+	for _, f := range []struct{ flag, path, what string }{
+		{"--config", cfg.ConfigPath, "the proxy configuration (JSON or YAML)"},
+		{"--cluster-secret-file", cfg.ClusterSecretFile, "the cluster secret, the same file on every node (make one with: (umask 077; openssl rand -hex 32 > FILE))"},
+		{"--admin-token-file", cfg.AdminTokenFile, "the admin API's bearer token"},
+		{"--tls-cert", cfg.TLSCert, "this node's PEM certificate for mutual TLS between nodes"},
+		{"--tls-key", cfg.TLSKey, "the PEM private key of --tls-cert"},
+		{"--tls-ca", cfg.TLSCA, "the PEM CA bundle that signs every node's certificate"},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if err := checkFile(f.flag, f.path, f.what); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // warnReadableSecrets warns about secret files that group or others may
 // read: `openssl rand -hex 32 > file` creates one mode 0644.
 func warnReadableSecrets(log *slog.Logger, files map[string]string) {
@@ -156,6 +182,9 @@ func configCmd() *cobra.Command {
 			if err := bindEnv(cmd); err != nil {
 				return err
 			}
+			if err := checkFile("", args[0], "a configuration file (JSON or YAML)"); err != nil {
+				return err // not "is not valid": there is no file to judge
+			}
 			cfg, warnings, err := config.LoadWith(args[0], config.LoadOptions{Strict: strict, Info: func(m string) { fmt.Fprintln(os.Stderr, "info: "+m) }})
 			for _, w := range warnings {
 				fmt.Fprintln(os.Stderr, "warning: "+w)
@@ -173,7 +202,7 @@ func configCmd() *cobra.Command {
 				fmt.Printf("%s is valid but serves nothing: it has no routes (ReverseProxy.Routes), so every request gets 404\n", args[0])
 				return nil
 			}
-			fmt.Printf("%s is valid: %d routes, %d clusters\n", args[0], len(cfg.ReverseProxy.Routes), len(cfg.ReverseProxy.Clusters))
+			fmt.Printf("%s is valid: %s, %s\n", args[0], plural(len(cfg.ReverseProxy.Routes), "route"), plural(len(cfg.ReverseProxy.Clusters), "cluster"))
 			return nil
 		},
 	}

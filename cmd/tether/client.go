@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -115,8 +116,7 @@ func clientCmds() []*cobra.Command {
 	dests := clientCmd("destinations [CLUSTER]", "Show destinations with health and drain state (every cluster's when none is named)", cobra.MaximumNArgs(1),
 		func(cf *clientFlags, cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
-				return cf.noSuchCluster(cmd, args[0], cf.call(cmd, http.MethodGet, "/v1/clusters/"+url.PathEscape(args[0])+"/destinations", nil,
-					"destinations", destColumns...))
+				return cf.noSuchCluster(cmd, args[0], cf.clusterDestinations(cmd, args[0]))
 			}
 			return cf.allDestinations(cmd)
 		})
@@ -136,6 +136,56 @@ func clientCmds() []*cobra.Command {
 }
 
 var destColumns = []string{"cluster", "id", "address", "health.local", "health.cluster", "probers", "drain_state", "drain_deadline", "drained_since", "inflight"}
+
+// clusterDestinations lists one cluster's destinations: the table names
+// the cluster on every row, as the table of every cluster does, and this
+// node's affinity outcomes in words.
+func (cf *clientFlags) clusterDestinations(cmd *cobra.Command, id string) error {
+	c, ctx, cancel, err := cf.client(cmd)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	v, err := c.Do(ctx, http.MethodGet, "/v1/clusters/"+url.PathEscape(id)+"/destinations", nil)
+	if err != nil {
+		return explain(err)
+	}
+	if cf.asJSON {
+		return cf.print(v, "")
+	}
+	m, _ := v.(map[string]any)
+	rows, _ := m["destinations"].([]any)
+	for _, r := range rows {
+		if d, ok := r.(map[string]any); ok {
+			d["cluster"] = id
+		}
+	}
+	table := map[string]any{"destinations": rows}
+	if a, ok := m["affinity"].(map[string]any); ok {
+		table["affinity"] = affinityWords(a)
+	}
+	return cf.print(table, "destinations", destColumns...)
+}
+
+// affinityWords says what this node's affinity outcomes for a cluster
+// were: kept sessions, new ones, and broken ones (an invalid value or an
+// unavailable destination) redistributed or refused by FailurePolicy.
+func affinityWords(a map[string]any) string {
+	n := func(k string) int {
+		f, _ := a[k].(float64)
+		return int(f)
+	}
+	return fmt.Sprintf("this node's requests since it started: %d by their session, %d without a session, %d redistributed and %d refused (503) for a broken session",
+		n("routed"), n("no_session"), n("failed_open"), n("failed_closed"))
+}
+
+// plural is "1 route", "2 routes".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
 
 // allDestinations lists the destinations of every cluster in one table.
 func (cf *clientFlags) allDestinations(cmd *cobra.Command) error {

@@ -20,9 +20,9 @@ func (cf *clientFlags) token() (string, error) {
 	if cf.tokenFile == "" {
 		return os.Getenv("TETHER_ADMIN_TOKEN"), nil
 	}
-	b, err := os.ReadFile(cf.tokenFile)
+	b, err := readFile("--token-file", cf.tokenFile, "the admin API's bearer token (the agent's --admin-token-file)")
 	if err != nil {
-		return "", fmt.Errorf("--token-file: %w", err)
+		return "", err
 	}
 	return strings.TrimSpace(string(b)), nil
 }
@@ -40,18 +40,22 @@ func explain(err error) error {
 
 // joinHint explains memberlist's answer when a join address is not a
 // gossip port: an admin or proxy port answers HTTP, which memberlist reads
-// as an unencrypted state exchange.
+// as an unencrypted state exchange; a Raft port drops the connection.
 func joinHint(err error, addrs []string) error {
 	if err == nil {
 		return nil
 	}
 	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "gossip addresses") || strings.Contains(msg, "another cluster secret"):
+	case strings.Contains(msg, "gossip addresses") || strings.Contains(msg, "another cluster secret") || strings.Contains(msg, "Raft port"):
 		return err // the node said it already
 	case strings.Contains(msg, "remote state is not encrypted") || strings.Contains(msg, "Unsupported message type") ||
 		strings.Contains(msg, "malformed HTTP response") || strings.Contains(msg, "unexpected message type"):
 		return fmt.Errorf("%v: this looks like another service (an admin or proxy port?): --join and tether join take gossip addresses, HOST[:PORT] of a node's --gossip-addr (default port 7946)", err)
+	case strings.Contains(msg, "connection reset by peer") || strings.Contains(msg, ": EOF"):
+		// A node of an older version does not say it: a Raft port takes
+		// the connection and drops it.
+		return fmt.Errorf("%v: %s took the connection and closed it: is it a node's Raft port (--raft-addr, default 7000)? --join and tether join take the gossip address, a node's --gossip-addr (default port 7946)", err, strings.Join(addrs, ", "))
 	case strings.Contains(strings.ToLower(msg), "no installed keys could decrypt"):
 		return fmt.Errorf("%v: the node at %s has another cluster secret", err, strings.Join(addrs, ", "))
 	}
@@ -86,7 +90,28 @@ func (cf *clientFlags) noSuchCluster(cmd *cobra.Command, id string, err error) e
 	if len(ids) == 0 {
 		return fmt.Errorf("there is no cluster %q: the node's configuration has no clusters", id)
 	}
+	if near := nearest(id, ids); len(near) > 0 {
+		return fmt.Errorf("there is no cluster %q; did you mean %s? (the clusters are: %s)", id, orList(near), strings.Join(ids, ", "))
+	}
 	return fmt.Errorf("there is no cluster %q; the clusters are: %s", id, strings.Join(ids, ", "))
+}
+
+// nearest are the names within a typo's distance of typed (two edits,
+// case aside), nearest first.
+func nearest(typed string, names []string) []string {
+	const typo = 2
+	best := typo + 1
+	var out []string
+	for _, n := range names {
+		d := editDistance(strings.ToLower(typed), strings.ToLower(n))
+		switch {
+		case d < best:
+			best, out = d, []string{n}
+		case d == best && d <= typo:
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // keyringListCmd lists keys; an installed key shows what its activation

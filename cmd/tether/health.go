@@ -34,7 +34,7 @@ func healthCmd() *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			return checkHealth(ctx, strings.TrimSuffix(admin, "/")+path)
+			return checkHealth(ctx, strings.TrimSuffix(admin, "/"), path)
 		},
 	}
 	cmd.Flags().StringVar(&admin, "admin", "http://"+node.DefaultAdminAddr, "admin API URL (env TETHER_ADMIN)")
@@ -43,14 +43,15 @@ func healthCmd() *cobra.Command {
 	return cmd
 }
 
-func checkHealth(ctx context.Context, url string) error {
+func checkHealth(ctx context.Context, base, path string) error {
+	url := base + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return fmt.Errorf("health: %w", err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("health: %w", err)
+		return fmt.Errorf("health: %w", node.AdminUnreachable(base, err))
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))

@@ -21,16 +21,16 @@ func TestHealthExitsZeroOnlyWhenReady(t *testing.T) {
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := checkHealth(ctx, srv.URL+"/readyz")
+	err := checkHealth(ctx, srv.URL, "/readyz")
 	if err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "no leader") {
 		t.Fatalf("not ready: got %v, want an error naming 503 and the answer", err)
 	}
 	ready = true
-	if err := checkHealth(ctx, srv.URL+"/readyz"); err != nil {
+	if err := checkHealth(ctx, srv.URL, "/readyz"); err != nil {
 		t.Fatalf("ready: %v", err)
 	}
 	srv.Close()
-	if err := checkHealth(ctx, srv.URL+"/readyz"); err == nil {
+	if err := checkHealth(ctx, srv.URL, "/readyz"); err == nil {
 		t.Fatal("no listener: want an error")
 	}
 }

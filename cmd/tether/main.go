@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -24,21 +25,14 @@ func main() {
 	}
 	root.AddCommand(agentCmd(), demoCmd(), configCmd(), healthCmd())
 	root.AddCommand(clientCmds()...)
+	refuseUsageErrors(root)
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "tether: "+oneLine(suggestionsInline(err.Error())))
+		fmt.Fprintln(os.Stderr, "tether: "+oneLine(err.Error()))
+		if errors.As(err, new(usageError)) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
-}
-
-// suggestionsInline folds cobra's "Did you mean this?" block, which follows
-// an unknown command on lines of its own, into the error's first line:
-// oneLine would cut it off.
-func suggestionsInline(s string) string {
-	head, tail, ok := strings.Cut(s, "\n\nDid you mean this?\n")
-	if !ok {
-		return s
-	}
-	return head + "; did you mean " + strings.Join(strings.Fields(tail), " or ") + "?"
 }
 
 // oneLine keeps client errors to one line; multi-line errors (a config's

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tether-proxy/tether/node"
 )
 
 // snapshotCmd saves the cluster's replicated state (keyring, drains, ACME
@@ -41,14 +43,14 @@ func snapshotCmd() *cobra.Command {
 			if err := writeFileAtomic(args[0], b); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "saved %s: cluster %s, %d keys, %d drains, from node %s at index %d\n",
-				args[0], info.ClusterID, info.Keys, info.Drains, info.Node, info.Index)
+			fmt.Fprintf(cmd.ErrOrStderr(), "saved %s: cluster %s, %s, %s, from node %s at index %d\n",
+				args[0], info.ClusterID, plural(info.Keys, "key"), plural(info.Drains, "drain"), info.Node, info.Index)
 			return nil
 		})
 	var yes bool
 	restore := clientCmd("restore FILE", "Replace the cluster's keyring, drains and ACME state with FILE's (asks first unless --yes)", cobra.ExactArgs(1),
 		func(cf *clientFlags, cmd *cobra.Command, args []string) error {
-			b, err := os.ReadFile(args[0])
+			b, err := readFile("snapshot restore", args[0], "a file that tether snapshot save wrote")
 			if err != nil {
 				return err
 			}
@@ -75,8 +77,8 @@ func snapshotCmd() *cobra.Command {
 				Active string `json:"active_key_id"`
 			}
 			json.Unmarshal(out, &res)
-			fmt.Printf("restored %s (saved from cluster %s): %d keys, %d drains; active key %s\n",
-				args[0], res.Restored.ClusterID, res.Restored.Keys, res.Restored.Drains, res.Active)
+			fmt.Printf("restored %s (saved from cluster %s): %s, %s; active key %s\n",
+				args[0], res.Restored.ClusterID, plural(res.Restored.Keys, "key"), plural(res.Restored.Drains, "drain"), res.Active)
 			return nil
 		})
 	restore.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
@@ -112,12 +114,12 @@ func (cf *clientFlags) raw(cmd *cobra.Command, method, path string, body []byte)
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("admin API at %s: %w", base, err)
+		return nil, node.AdminUnreachable(base, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
-		return nil, fmt.Errorf("admin API at %s: %w", base, err)
+		return nil, node.AdminUnreachable(base, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		var e struct {

@@ -1,5 +1,6 @@
-// Package logging builds the node's structured logger: JSON lines by
-// default (what log pipelines parse) or readable text for a terminal, with
-// every key at most once on a line (parsers keep the last of duplicate
-// keys, so a library's "time" field would otherwise misdate the line).
+// Package logging builds the node's structured logger: readable text on a
+// terminal and JSON lines otherwise (what log pipelines parse), or either
+// by choice, with every key at most once on a line (parsers keep the last
+// of duplicate keys, so a library's "time" field would otherwise misdate
+// the line) and durations written as durations ("30s", not nanoseconds).
 package logging

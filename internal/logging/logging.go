@@ -7,18 +7,31 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+
+	"golang.org/x/term"
 )
 
 // Formats are the values of --log-format.
 const (
+	// FormatAuto is text when the output is a terminal (a person reads
+	// it), JSON otherwise (a pipe, a file, journald: a log pipeline
+	// parses it).
+	FormatAuto = "auto"
 	FormatJSON = "json"
 	FormatText = "text"
 )
 
-// New returns a logger writing format ("json" or "text"; "" is json) to w
-// at level and above, whose lines carry each key once.
+// New returns a logger writing format ("auto", "json" or "text"; "" is
+// json) to w at level and above, whose lines carry each key once and
+// print durations as durations ("30s"), in JSON too.
 func New(w io.Writer, format string, level slog.Leveler) (*slog.Logger, error) {
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationText}
+	if format == FormatAuto {
+		format = FormatJSON
+		if IsTerminal(w) {
+			format = FormatText
+		}
+	}
 	var h slog.Handler
 	switch format {
 	case "", FormatJSON:
@@ -26,9 +39,25 @@ func New(w io.Writer, format string, level slog.Leveler) (*slog.Logger, error) {
 	case FormatText:
 		h = slog.NewTextHandler(w, opts)
 	default:
-		return nil, fmt.Errorf("log format %q: want json or text", format)
+		return nil, fmt.Errorf("log format %q: want auto, json or text", format)
 	}
 	return slog.New(UniqueKeys(h)), nil
+}
+
+// IsTerminal says whether w is a terminal.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// durationText writes a duration as Go writes it ("30s", "1.5ms"): slog's
+// JSON handler would write nanoseconds (30000000000), which no reader
+// takes for thirty seconds.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // UniqueKeys wraps h so that a line never repeats a key. An attribute added

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tether-proxy/tether/test/testutil"
 )
@@ -71,7 +73,48 @@ func TestTextFormatIsReadable(t *testing.T) {
 	if s := buf.String(); !strings.Contains(s, `msg="node started" node=n1 admin=127.0.0.1:9901`) || strings.HasPrefix(s, "{") {
 		t.Fatalf("text line: %q", s)
 	}
-	if _, err := New(io.Discard, "yaml", slog.LevelInfo); err == nil || !strings.Contains(err.Error(), "json or text") {
+	if _, err := New(io.Discard, "yaml", slog.LevelInfo); err == nil || !strings.Contains(err.Error(), "auto, json or text") {
 		t.Fatalf("unknown format: %v", err)
+	}
+}
+
+// TestDurationsPrintAsDurations: slog's JSON handler writes a
+// time.Duration as nanoseconds; a line says "30s", in groups too.
+func TestDurationsPrintAsDurations(t *testing.T) {
+	for _, format := range []string{FormatJSON, FormatText} {
+		var buf bytes.Buffer
+		l, err := New(&buf, format, slog.LevelInfo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.WithGroup("g").Info("m", "repeated_within", 30*time.Second, "backoff time", 1500*time.Microsecond)
+		for _, want := range []string{`30s`, `1.5ms`} {
+			if !strings.Contains(buf.String(), want) || strings.Contains(buf.String(), "30000000000") {
+				t.Errorf("%s: want %s in %s", format, want, buf.String())
+			}
+		}
+	}
+}
+
+// TestAutoFormatIsJSONUnlessATerminal: auto writes JSON to a pipe or a
+// buffer (a terminal is tested through the built binary).
+func TestAutoFormatIsJSONUnlessATerminal(t *testing.T) {
+	var buf bytes.Buffer
+	l, err := New(&buf, FormatAuto, slog.LevelInfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Info("m")
+	if !json.Valid(buf.Bytes()) {
+		t.Fatalf("auto to a buffer: %q", buf.String())
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if IsTerminal(w) {
+		t.Fatal("a pipe taken for a terminal")
 	}
 }

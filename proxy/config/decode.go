@@ -23,6 +23,7 @@ type decoder struct {
 var (
 	durationType    = reflect.TypeFor[Duration]()
 	unsupportedType = reflect.TypeFor[Unsupported]()
+	appSectionType  = reflect.TypeFor[AppSection]()
 	tlsVersionsType = reflect.TypeFor[TLSVersions]()
 	wafPolicyType   = reflect.TypeFor[WafPolicy]()
 )
@@ -50,6 +51,9 @@ func (d *decoder) decode(path string, n *node, v reflect.Value) {
 	case unsupportedType:
 		v.Set(reflect.ValueOf(Unsupported{Set: true}))
 		d.warn(path, "accepted but not implemented by tether")
+		return
+	case appSectionType:
+		v.Set(reflect.ValueOf(AppSection{Set: true}))
 		return
 	case tlsVersionsType:
 		if n.kind == kindNull {

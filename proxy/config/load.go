@@ -1,11 +1,15 @@
 package config
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // LoadOptions change how a configuration is read. The zero value is what
@@ -30,6 +34,8 @@ type LoadOptions struct {
 	// content root: the config file's directory (Load), else the working
 	// directory.
 	baseDir string
+	// file names the file a syntax error is in (Load).
+	file string
 }
 
 // Load reads a configuration file; its format follows the extension (.yaml
@@ -42,14 +48,34 @@ func Load(path string) (*Config, []string, error) {
 func LoadWith(path string, opts LoadOptions) (*Config, []string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, Errors{{Path: "$", Message: err.Error()}}
+		return nil, nil, Errors{{Message: readError(path, err)}}
 	}
 	format := "json"
 	if ext := strings.ToLower(filepath.Ext(path)); ext == ".yaml" || ext == ".yml" {
 		format = "yaml"
 	}
 	opts.baseDir = filepath.Dir(path)
+	opts.file = path
 	return ParseWith(data, format, opts)
+}
+
+// readError says why the file at path could not be read, in an operator's
+// words rather than the system call's ("open x: no such file or
+// directory").
+func readError(path string, err error) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return path + ": no such file"
+	case errors.Is(err, fs.ErrPermission):
+		return path + ": permission denied: tether cannot read it"
+	case errors.Is(err, syscall.EISDIR):
+		return path + ": is a directory, not a configuration file"
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Sprintf("%s: cannot read it: %v", path, err)
 }
 
 // Parse decodes, validates and completes a configuration in format "json"
@@ -63,7 +89,12 @@ func Parse(data []byte, format string) (*Config, []string, error) {
 // ParseWith is Parse with options.
 func ParseWith(data []byte, format string, opts LoadOptions) (*Config, []string, error) {
 	tree, err := parseTree(data, format)
-	if err != nil {
+	if se, ok := err.(*SyntaxError); ok {
+		if opts.file != "" {
+			return nil, nil, Errors{{Message: se.in(opts.file)}}
+		}
+		return nil, nil, Errors{{Message: se.Error()}}
+	} else if err != nil {
 		return nil, nil, Errors{{Path: "$", Message: err.Error()}}
 	}
 	if tree.kind == kindNull {

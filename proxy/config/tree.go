@@ -56,7 +56,7 @@ func parseTree(data []byte, format string) (*node, error) {
 		}
 		v, err := hujson.Parse(data)
 		if err != nil {
-			return nil, fmt.Errorf("invalid JSON: %v", err)
+			return nil, jsonSyntaxError(err)
 		}
 		return fromJSON(v, &budget)
 	case "yaml":
@@ -67,13 +67,13 @@ func parseTree(data []byte, format string) (*node, error) {
 		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
 			return &node{kind: kindNull}, nil
 		} else if err != nil {
-			return nil, fmt.Errorf("invalid YAML: %v", err)
+			return nil, yamlSyntaxError(err)
 		}
 		var next yaml.Node
 		if err := dec.Decode(&next); err == nil {
 			return nil, errMultiDoc
 		} else if !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("invalid YAML: %v", err)
+			return nil, yamlSyntaxError(err)
 		}
 		return fromYAML(&doc, &budget, 0)
 	default:

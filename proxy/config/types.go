@@ -29,10 +29,13 @@ type Config struct {
 	// Waf is the web application firewall (waf.go). Default off.
 	Waf Waf
 
-	// Keys that ASP.NET defines but tether does not implement: accepted with a
-	// warning naming each.
-	Logging      Unsupported
-	AllowedHosts Unsupported
+	// ASP.NET's boilerplate, in every appsettings.json: both load without
+	// a warning. Logging sets the .NET application's log categories
+	// (tether's own logs follow --log-level). AllowedHosts "*" allows every
+	// host, which tether does; naming hosts is a warning, since tether does
+	// not filter by Host (a route's Match.Hosts does).
+	Logging      AppSection
+	AllowedHosts string
 	// Kestrel is ASP.NET Kestrel's section: Endpoints become listeners,
 	// Limits fill Limits (kestrel.go).
 	Kestrel Kestrel
@@ -345,6 +348,13 @@ type Duration struct {
 	// Set is true when the key was given in the file (even as zero), so an
 	// explicit zero can be told from an absent key. Defaults filled in by
 	// Load leave it false.
+	Set bool
+}
+
+// AppSection marks a section ASP.NET defines for the application itself
+// (Logging), with no meaning for tether: it loads silently.
+type AppSection struct {
+	// Set is true when the key was present in the file.
 	Set bool
 }
 

@@ -64,6 +64,7 @@ func (v *validator) enum(path string, s *string, allowed []string) {
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 func (v *validator) config(c *Config) {
+	v.allowedHosts(c.AllowedHosts)
 	for i := range c.Listeners {
 		v.listener(fmt.Sprintf("Listeners[%d]", i), &c.Listeners[i])
 	}
@@ -193,7 +194,7 @@ func (v *validator) route(path string, r *Route, clusters map[string]*Cluster) {
 		// Keys are case-insensitive in .NET configuration, so ids are too.
 		id, ok := foldKey(clusters, r.ClusterId)
 		if !ok {
-			v.errorf(path+".ClusterId", "no cluster named %q", r.ClusterId)
+			v.errorf(path+".ClusterId", "no cluster named %q%s", r.ClusterId, nearestKey(r.ClusterId, clusters))
 		}
 		r.ClusterId = id
 	}
@@ -254,6 +255,36 @@ func foldKey[V any](m map[string]V, key string) (string, bool) {
 		}
 	}
 	return key, false
+}
+
+// allowedHosts warns when ASP.NET's AllowedHosts names hosts: ASP.NET
+// would answer 400 to a request for any other host, tether serves it.
+// "*" (the template's value, alone or in the list) allows every host.
+func (v *validator) allowedHosts(hosts string) {
+	if strings.TrimSpace(hosts) == "" {
+		return
+	}
+	for _, h := range strings.Split(hosts, ";") {
+		if strings.TrimSpace(h) == "*" {
+			return
+		}
+	}
+	v.warns = append(v.warns, fmt.Sprintf("AllowedHosts: %q is not enforced by tether: requests for every host are served (a route's Match.Hosts restricts the hosts it serves)", hosts))
+}
+
+// nearestKey is "; did you mean K?" for the key of m nearest to typed
+// within a typo's distance, else "".
+func nearestKey[V any](typed string, m map[string]V) string {
+	best, bestDist := "", suggestDistance(typed)+1
+	for _, k := range sortedKeys(m) {
+		if d := editDistance(strings.ToLower(typed), strings.ToLower(k)); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return "; did you mean " + best + "?"
 }
 
 func (v *validator) affinity(path string, a *SessionAffinity) {
