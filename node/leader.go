@@ -49,7 +49,7 @@ type leaderState struct {
 }
 
 type pendingKey struct {
-	since time.Time
+	since time.Time // this node's time.Now (monotonic) when it first saw the key
 	index uint64
 	// warned: the wait past activationWait was logged once.
 	warned bool
@@ -71,6 +71,9 @@ func (n *Node) leaderLoop(ctx context.Context) {
 		case <-t.C:
 		case <-n.leaderWake:
 		}
+		// Every node keeps its reckoning of the cluster time current, so
+		// that a new leader counts on from it.
+		now, ready := n.clusterNow()
 		if !n.store.IsLeader() {
 			n.lead.mu.Lock()
 			n.lead.pending, n.lead.lag, n.lead.laggards = nil, 0, 0
@@ -81,12 +84,15 @@ func (n *Node) leaderLoop(ctx context.Context) {
 			n.durMu.Unlock()
 			continue
 		}
-		n.leaderRound(n.wallNow())
+		if !ready {
+			continue // a node just started: its members' clocks come within seconds
+		}
+		n.leaderRound(now)
 	}
 }
 
-// leaderRound is one round of the leader's duties; each logs its own
-// failures and the next round tries again.
+// leaderRound is one round of the leader's duties at cluster time now; each
+// logs its own failures and the next round tries again.
 func (n *Node) leaderRound(now time.Time) {
 	if !n.caughtUp() {
 		return
@@ -99,17 +105,23 @@ func (n *Node) leaderRound(now time.Time) {
 		}
 		n.log.Info("cluster id set", "cluster_id", n.store.ClusterID())
 	}
-	if err := n.ensureKey(now); err != nil {
-		n.log.Error("no active key and creating one failed", "error", err)
+	// The keyring's duties go by the time they commit (commitTime logs
+	// why there is none).
+	if at, err := n.commitTime(now); err == nil {
+		if err := n.ensureKey(at); err != nil {
+			n.log.Error("no active key and creating one failed", "error", err)
+		}
+		n.activatePending(at)
+		if err := n.maybeRotate(at); err != nil {
+			n.log.Error("automatic key rotation failed", "error", err)
+		}
+		n.maybePrune(at)
 	}
-	n.activatePending(now)
-	if err := n.maybeRotate(now); err != nil {
-		n.log.Error("automatic key rotation failed", "error", err)
-	}
-	n.maybePrune(now)
 	n.checkSettings()
 	if n.members != nil {
-		if err := n.pilot.Reconcile(raftAdapter{n.store}, n.cfg.NodeID, n.members.Members(), n.store.AppliedIndex(), n.policy(), now, n.log); err != nil {
+		// Voter reconciliation measures how long members have been failed:
+		// elapsed time on this node's monotonic clock.
+		if err := n.pilot.Reconcile(raftAdapter{n.store}, n.cfg.NodeID, n.members.Members(), n.store.AppliedIndex(), n.policy(), time.Now(), n.log); err != nil {
 			n.log.Warn("voter reconciliation", "error", err)
 		}
 	}
@@ -152,7 +164,7 @@ func (n *Node) policy() cluster.Policy {
 // a standalone keyring file if the data dir has one (its sessions carry
 // over), else a new key, active at once (nobody can have been sealing).
 func (n *Node) ensureKey(now time.Time) error {
-	if n.ring.ActiveKeyID(now) != "" || n.hasPending(now) {
+	if n.ring.ActiveKeyID(now) != "" || n.rotationUnderWay(now) {
 		return nil
 	}
 	if n.ring.Len() == 0 {
@@ -212,14 +224,20 @@ func (n *Node) importKeyringFile(now time.Time) (int, error) {
 	return len(keys), nil
 }
 
-// hasPending: a key is installed and waits for activation.
-func (n *Node) hasPending(now time.Time) bool {
-	for _, md := range n.ring.List(now) {
-		if md.State == keyring.Installed {
-			return true
-		}
-	}
-	return false
+// rotationUnderWay: a key is installed and waits for its activation (see
+// underWay).
+func (n *Node) rotationUnderWay(now time.Time) bool {
+	return slices.ContainsFunc(n.ring.List(now), func(md keyring.Metadata) bool { return underWay(md, now) })
+}
+
+// underWay reports whether md is a rotation under way at cluster time now:
+// installed, with an activation no later than a rotation's placeholder. A
+// key set to activate further out (a committed time an earlier release let
+// one leader's clock push ahead) is not one: it does not hold automatic
+// rotation back; the leader activates it like any installed key, once
+// every member holds it.
+func underWay(md keyring.Metadata, now time.Time) bool {
+	return md.State == keyring.Installed && !md.Activates.After(now.Add(pendingActivation+clockTolerance))
 }
 
 // rotate installs a new key that the leader activates once every alive
@@ -247,7 +265,7 @@ func (n *Node) rotate(now time.Time, reqID string) (keyring.Metadata, uint64, er
 			n.lead.pending = map[string]pendingKey{}
 		}
 		if _, ok := n.lead.pending[id]; !ok {
-			n.lead.pending[id] = pendingKey{since: now, index: c.Index}
+			n.lead.pending[id] = pendingKey{since: time.Now(), index: c.Index}
 		}
 		n.lead.mu.Unlock()
 	}
@@ -276,11 +294,9 @@ func (n *Node) keyMetadata(id string, now time.Time) (keyring.Metadata, bool) {
 // the sessions it serves.
 func (n *Node) activatePending(now time.Time) {
 	var ids []string
-	created := map[string]time.Time{}
 	for _, md := range n.ring.List(now) {
 		if md.State == keyring.Installed {
 			ids = append(ids, md.ID)
-			created[md.ID] = md.Created
 		}
 	}
 	n.lead.mu.Lock()
@@ -299,10 +315,10 @@ func (n *Node) activatePending(now time.Time) {
 		if !ok {
 			// Installed by an earlier leader: everything this leader has
 			// applied is at least what that key needs.
-			p = pendingKey{since: now, index: n.store.AppliedIndex()}
+			p = pendingKey{since: time.Now(), index: n.store.AppliedIndex()}
 			n.lead.pending[id] = p
 		}
-		waited := now.Sub(p.since)
+		waited := time.Since(p.since)
 		lacking, failed := n.keyLaggards(p.index)
 		if len(lacking) > 0 || (len(failed) > 0 && waited < activationWait) {
 			if waited > n.lead.lag {
@@ -322,13 +338,9 @@ func (n *Node) activatePending(now time.Time) {
 				"id", id, "waited", waited.Round(time.Millisecond).String(), "passed_over", failed)
 			n.activationTimeouts.Add(1)
 		}
-		// Never before its creation, should this leader's clock trail the
-		// one that created the key.
-		at := n.agreedTime(now) // not ahead of the members' clocks
-		if c := created[id]; at.Before(c) {
-			at = c
-		}
-		if _, err := n.store.Apply(store.ActivateKey{ReqID: "activate-" + id, ID: id, At: at}); err != nil {
+		// At the cluster time: a key an earlier leader created ahead of it
+		// activates now all the same.
+		if _, err := n.store.Apply(store.ActivateKey{ReqID: "activate-" + id, ID: id, At: now}); err != nil {
 			n.log.Warn("activating key failed", "id", id, "error", err)
 			continue
 		}
@@ -379,11 +391,12 @@ func laggardsOf(members []cluster.Member, durable func(cluster.Member) uint64, i
 	return lacking, failed
 }
 
-// maybeRotate rotates before the newest key expires.
+// maybeRotate rotates before the newest key expires. A key set to activate
+// beyond a rotation's placeholder is not counted (see underWay).
 func (n *Node) maybeRotate(now time.Time) error {
 	var newest *keyring.Metadata
 	for _, md := range n.ring.List(now) {
-		if md.State == keyring.Revoked || md.State == keyring.Expired {
+		if md.State == keyring.Revoked || md.State == keyring.Expired || (md.State == keyring.Installed && !underWay(md, now)) {
 			continue
 		}
 		if newest == nil || md.Activates.After(newest.Activates) {
@@ -405,8 +418,9 @@ func (n *Node) maybeRotate(now time.Time) error {
 	return err
 }
 
-// maybePrune removes keys past their retention (the leader's clock travels
-// in the command, so every FSM prunes the same keys).
+// maybePrune removes keys past their retention (the time travels in the
+// command, so every FSM prunes the same keys), by the cluster time bounded
+// by every alive member's clock.
 func (n *Node) maybePrune(now time.Time) {
 	now = n.agreedTime(now)
 	retention := n.ring.Retention()
@@ -505,7 +519,7 @@ func (n *Node) revoke(ctx context.Context, now time.Time, id, reqID string) (rev
 	p, ok := n.lead.pending[repl]
 	n.lead.mu.Unlock()
 	if !ok {
-		p = pendingKey{since: now, index: n.store.AppliedIndex()}
+		p = pendingKey{since: time.Now(), index: n.store.AppliedIndex()}
 	}
 	var failed []string
 	for {
@@ -528,11 +542,7 @@ func (n *Node) revoke(ctx context.Context, now time.Time, id, reqID string) (rev
 		n.log.Warn("activating a replacement key that failed members do not hold", "id", repl, "passed_over", failed)
 		n.activationTimeouts.Add(1)
 	}
-	at := n.wallNow()
-	if md, ok := n.keyMetadata(repl, at); ok && at.Before(md.Created) {
-		at = md.Created
-	}
-	if _, err := n.store.Commit(store.ActivateKey{ReqID: "activate-" + repl, ID: repl, At: at}); err != nil {
+	if _, err := n.store.Commit(store.ActivateKey{ReqID: "activate-" + repl, ID: repl, At: now}); err != nil {
 		return revoked{}, err
 	}
 	c, err := n.store.Commit(store.RevokeKey{ReqID: reqID, ID: id})
