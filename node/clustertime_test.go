@@ -248,7 +248,7 @@ func TestClusterHealsACommittedTimeAnEarlierReleasePushedAhead(t *testing.T) {
 	for _, c := range []store.Command{
 		store.InstallKey{ReqID: "old-first", Key: first},
 		store.InstallKey{ReqID: "old-rotate", Key: rotated},
-		store.ActivateKey{ReqID: "old-activate", ID: rotated.ID, At: far},
+		store.ActivateKey{ReqID: "activate-" + rotated.ID, ID: rotated.ID, At: far}, // that release's request id
 	} {
 		if _, err := l.store.Apply(c); err != nil {
 			t.Fatalf("%T: %v", c, err)
@@ -336,5 +336,142 @@ func TestAutomaticRotationKeepsItsScheduleBesideAFarFutureKey(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+}
+
+// TestClusterSetsACommittedTimeBackOnlyOnceEveryMemberAppliesIt: while a
+// member runs the release before SetClock, a committed time far ahead
+// cannot be set back: a rotation answers 409 naming that member (rather
+// than commit a key that would activate 2500 h ahead) and the member never
+// meets an entry it cannot apply. Once it is upgraded, the time is set
+// back and a rotation activates everywhere.
+func TestClusterSetsACommittedTimeBackOnlyOnceEveryMemberAppliesIt(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	var join []string
+	for i, id := range []string{"n1", "n2", "n3"} {
+		cfg := tc.config(id, 3, join)
+		n, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 2 {
+			n.commands = store.Commands[:8] // the release before SetClock
+		}
+		if err := n.Start(); err != nil {
+			t.Fatal(err)
+		}
+		tc.mu.Lock()
+		tc.nodes[id], tc.cfgs[id] = n, cfg
+		tc.mu.Unlock()
+		join = append(join, n.GossipAddr())
+	}
+	tc.waitSettled()
+	old := tc.nodes["n3"]
+	testutil.Eventually(t, 20*time.Second, "a leader other than n3 that sees n3's command set", func() bool {
+		l := tc.leader()
+		if l == old {
+			_ = old.store.TransferLeadership()
+			return false
+		}
+		return l != nil && l.commandGate(store.SetClock{At: time.Now()}) != nil
+	})
+	l := tc.leader()
+	far := time.Now().Add(2500 * time.Hour)
+	pushed, err := keyring.GenerateKey(far, pendingActivation, keyring.DefaultLifetime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []store.Command{store.InstallKey{ReqID: "old-rotate", Key: pushed}, store.ActivateKey{ReqID: "activate-" + pushed.ID, ID: pushed.ID, At: far}} {
+		if _, err := l.store.Apply(c); err != nil {
+			t.Fatalf("%T: %v", c, err)
+		}
+	}
+	for _, n := range tc.live() {
+		status, body := adminWrite(t, n, "POST", "/v1/keyring/rotate", nil)
+		msg, _ := body["error"].(string)
+		if status != 409 || !strings.Contains(msg, "n3") || !strings.Contains(msg, "SetClock v1") {
+			t.Fatalf("rotate via %s with n3 on the release before SetClock: %d %v; want 409 naming n3 and SetClock v1", n.ID(), status, body)
+		}
+	}
+	if idx, need := old.store.Stopped(); idx != 0 {
+		t.Fatalf("the older member met an entry it cannot apply: %s", need)
+	}
+
+	cfg := tc.cfgs["n3"]
+	tc.stop("n3")
+	tc.start(cfg)
+	tc.waitSettled()
+	var id string
+	testutil.Eventually(t, 20*time.Second, "a rotation accepted once every member applies SetClock", func() bool {
+		l := tc.leader()
+		if l == nil {
+			return false
+		}
+		status, body := admin(t, l, "POST", "/v1/keyring/rotate", nil)
+		id, _ = body["id"].(string)
+		return status == 200
+	})
+	tc.activeOnEvery(id, 15*time.Second)
+	tc.waitIdentical()
+	tc.sameCommittedTime(time.Minute)
+}
+
+// startSolo starts a node of its own whose leader rounds the test drives,
+// and waits for its first key at now.
+func startSolo(t *testing.T, tc *testCluster, now time.Time) *Node {
+	t.Helper()
+	cfg := tc.config("solo", 0, nil)
+	cfg.ClusterSecretFile = ""
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.manualLeader = true
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tc.mu.Lock()
+	tc.nodes["solo"] = n
+	tc.mu.Unlock()
+	testutil.Eventually(t, 10*time.Second, "the first key", func() bool {
+		if n.store.IsLeader() {
+			n.leaderRound(now)
+		}
+		return n.ring.ActiveKeyID(now) != ""
+	})
+	return n
+}
+
+// TestARotationActivatedWithAFarKeyIsTheOneThatEncrypts: a key an earlier
+// release created 2500 h ahead and a rotation's key activate in the same
+// round: the rotation's key encrypts, though the far key's creation time
+// is later.
+func TestARotationActivatedWithAFarKeyIsTheOneThatEncrypts(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	now := time.Now().Round(0).UTC()
+	n := startSolo(t, tc, now)
+	far, err := keyring.GenerateKey(now.Add(2500*time.Hour), pendingActivation, keyring.DefaultLifetime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.store.Apply(store.InstallKey{ReqID: "old-far", Key: far}); err != nil {
+		t.Fatal(err)
+	}
+	md, _, err := n.rotate(now, "rotate-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "both keys activated", func() bool {
+		now = now.Add(time.Second) // each round a second later
+		n.leaderRound(now)
+		for _, k := range n.ring.List(now) {
+			if k.State == keyring.Installed {
+				return false
+			}
+		}
+		return true
+	})
+	if a := n.ring.ActiveKeyID(now); a != md.ID {
+		t.Fatalf("the active key is %s, want the rotation's %s (the far key is %s)", a, md.ID, far.ID)
 	}
 }

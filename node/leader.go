@@ -292,13 +292,40 @@ func (n *Node) keyMetadata(id string, now time.Time) (keyring.Metadata, bool) {
 // that is alive or suspect and lacks the key holds it up for as long as it
 // lacks it: sealing with a key a reachable node cannot open would break
 // the sessions it serves.
+//
+// A key activates at now, and only when now is later than every activated
+// key's activation (else it waits for the next round), so the key
+// activated last is the one that encrypts whatever the creation times say.
+// Keys created ahead of the cluster time (by a clock an earlier release
+// committed) go first, so a rotation pending with them takes over from
+// them a round later.
 func (n *Node) activatePending(now time.Time) {
 	var ids []string
-	for _, md := range n.ring.List(now) {
-		if md.State == keyring.Installed {
+	var floor time.Time // the latest activation of a key that is activated
+	mds := n.ring.List(now)
+	for _, md := range mds {
+		switch md.State {
+		case keyring.Installed:
 			ids = append(ids, md.ID)
+		case keyring.Active, keyring.Inactive:
+			if md.Activates.After(floor) {
+				floor = md.Activates
+			}
 		}
 	}
+	ahead := func(id string) bool {
+		i := slices.IndexFunc(mds, func(md keyring.Metadata) bool { return md.ID == id })
+		return mds[i].Created.After(now.Add(clockTolerance))
+	}
+	slices.SortStableFunc(ids, func(a, b string) int { // mds is in creation order
+		switch {
+		case ahead(a) && !ahead(b):
+			return -1
+		case !ahead(a) && ahead(b):
+			return 1
+		}
+		return 0
+	})
 	n.lead.mu.Lock()
 	defer n.lead.mu.Unlock()
 	if n.lead.pending == nil {
@@ -338,16 +365,28 @@ func (n *Node) activatePending(now time.Time) {
 				"id", id, "waited", waited.Round(time.Millisecond).String(), "passed_over", failed)
 			n.activationTimeouts.Add(1)
 		}
+		if !now.After(floor) {
+			continue // a key just activated at now: the next round
+		}
 		// At the cluster time: a key an earlier leader created ahead of it
 		// activates now all the same.
-		if _, err := n.store.Apply(store.ActivateKey{ReqID: "activate-" + id, ID: id, At: now}); err != nil {
+		if _, err := n.store.Apply(activation(id, now)); err != nil {
 			n.log.Warn("activating key failed", "id", id, "error", err)
 			continue
 		}
+		floor = now
 		n.activationLag.Observe(waited.Seconds())
 		delete(n.lead.pending, id)
 		n.log.Info("key activated", "id", id, "after", waited.Round(time.Millisecond).String())
 	}
+}
+
+// activation is the command that activates key id at at. Its request id
+// names the time too: a key activated once (an earlier release activated
+// keys 2500 h ahead under "activate-" and the id) can be activated again
+// at another time, and a retry of this one is still recognised.
+func activation(id string, at time.Time) store.ActivateKey {
+	return store.ActivateKey{ReqID: fmt.Sprintf("activate-%s-%d", id, at.UnixNano()), ID: id, At: at}
 }
 
 // keyLaggards are the members that have not made index durable: lacking
@@ -542,7 +581,7 @@ func (n *Node) revoke(ctx context.Context, now time.Time, id, reqID string) (rev
 		n.log.Warn("activating a replacement key that failed members do not hold", "id", repl, "passed_over", failed)
 		n.activationTimeouts.Add(1)
 	}
-	if _, err := n.store.Commit(store.ActivateKey{ReqID: "activate-" + repl, ID: repl, At: now}); err != nil {
+	if _, err := n.store.Commit(activation(repl, now)); err != nil {
 		return revoked{}, err
 	}
 	c, err := n.store.Commit(store.RevokeKey{ReqID: reqID, ID: id})
