@@ -360,13 +360,13 @@ func (n *Node) activatePending(now time.Time) {
 			}
 			continue
 		}
+		if !now.After(floor) {
+			continue // a key just activated at now: the next round
+		}
 		if len(failed) > 0 {
 			n.log.Warn("activating a key that failed members do not hold: they cannot open values sealed with it until they catch up",
 				"id", id, "waited", waited.Round(time.Millisecond).String(), "passed_over", failed)
 			n.activationTimeouts.Add(1)
-		}
-		if !now.After(floor) {
-			continue // a key just activated at now: the next round
 		}
 		// At the cluster time: a key an earlier leader created ahead of it
 		// activates now all the same.
@@ -506,7 +506,7 @@ type revoked struct {
 // that activates as a rotated one does; with no earlier key, the new key
 // takes over only once the members hold it (or, after activationWait, only
 // failed members lack it), activated before the revocation so that
-// sealing never stops.
+// sealing never stops. now is the time it commits (commitTime).
 func (n *Node) revoke(ctx context.Context, now time.Time, id, reqID string) (revoked, error) {
 	if !n.caughtUp() {
 		return revoked{}, errBehind
@@ -580,6 +580,12 @@ func (n *Node) revoke(ctx context.Context, now time.Time, id, reqID string) (rev
 	if len(failed) > 0 {
 		n.log.Warn("activating a replacement key that failed members do not hold", "id", repl, "passed_over", failed)
 		n.activationTimeouts.Add(1)
+	}
+	// The wait took up to activationWait: activate at the time it ended.
+	if t, _ := n.clusterNow(); t.After(now) {
+		if at, err := n.commitTime(t); err == nil {
+			now = at
+		}
 	}
 	if _, err := n.store.Commit(activation(repl, now)); err != nil {
 		return revoked{}, err
