@@ -8,7 +8,7 @@ FUZZTIME ?= 3s
 # and the manifests test, with the dependencies the product does not need.
 TOOLS    := cd tools &&
 
-.PHONY: help build run test test-unit test-race test-allocs test-norace e2e chaos chaos-short ui-screenshots crs fuzz bench bench-cluster bench-health bench-race fmt-check vet tidy-check lint docker e2e-docker clean
+.PHONY: help build run test test-unit test-race test-allocs test-norace test-chaosclock e2e chaos chaos-short ui-screenshots crs fuzz bench bench-cluster bench-health bench-race fmt-check vet tidy-check lint docker e2e-docker clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
@@ -19,13 +19,16 @@ build: ## build the static binary into bin/tether
 run: build ## build, then run the demo cluster (three nodes, three backends) until Ctrl-C
 	./$(BIN) demo
 
-test: fuzz test-race test-allocs test-norace chaos-short ## each fuzz target briefly, then all unit, integration and end-to-end tests with -race, then the allocation counts and the Raft address changes without it, then 25 s of the fault test
+test: fuzz test-race test-allocs test-norace test-chaosclock chaos-short ## each fuzz target briefly, then all unit, integration and end-to-end tests with -race, then the allocation counts and the Raft address changes without it, the fault test's clock hook, then 25 s of the fault test
 
 test-allocs: ## the data path's allocation tests without -race (the race detector's sync.Pool drops items at random)
 	$(GO) test -count=1 -run 'Alloc' ./proxy/...
 
 test-norace: ## the tests that change a live Raft server's address in place, without -race (hashicorp/raft reads a replication's peer without its lock there, which -race reports)
 	$(GO) test -count=1 -run 'TestMembershipChangesAreIdempotent|TestAddressChangesInPlaceAndNeverEvictsALiveVoter' ./store/
+
+test-chaosclock: ## the node tests of the fault test's build (-tags chaosclock): its clock hook moves only the wall clock
+	$(GO) test -race -count=1 -tags chaosclock -run 'ChaosClock' ./node/
 
 test-race: ## go test -race over every package of both modules (e2e tests build the binary themselves)
 	$(GO) test -race -count=1 -timeout 10m ./...

@@ -53,6 +53,9 @@ type Config struct {
 	// addresses of the members last seen alive, for Rejoin after a restart;
 	// see peers.go.
 	PeersFile string
+	// Clock is the wall clock this node puts in its probe acks, which
+	// members read as its clock (PeerClocks); nil: time.Now.
+	Clock func() time.Time
 	// OnChange is called from the single event goroutine after any change of
 	// membership, state or meta (including this node's own meta and Forget).
 	// Calls never overlap; a slow OnChange delays the next one, never gossip.
@@ -69,6 +72,7 @@ type Membership struct {
 	reader   *stateReader // nil: events only (see mlstate.go)
 	queue    *memberlist.TransmitLimitedQueue
 	handlers handlers
+	clocks   *peerClocks // members' clocks from probe acks (clock.go)
 
 	localMeta  atomic.Pointer[Meta]
 	metaBytes  atomic.Pointer[[]byte]
@@ -189,6 +193,11 @@ func Open(cfg Config, opts ...OpenOption) (*Membership, error) {
 	}
 	d := delegate{m}
 	mc.Delegate, mc.Events, mc.Merge, mc.Alive = d, d, d, d
+	m.clocks = &peerClocks{clock: cfg.Clock, by: map[string]PeerClock{}}
+	if m.clocks.clock == nil {
+		m.clocks.clock = time.Now
+	}
+	mc.Ping = m.clocks
 
 	ml, err := memberlist.Create(mc)
 	if err != nil {

@@ -26,12 +26,13 @@ type Meta struct {
 	// one character per command type); "" from a binary that predates it.
 	// The leader writes a command only once every alive member has it.
 	Commands string `json:"cmd,omitempty"`
-	// Clock is its wall clock in whole hours since the Unix epoch, so the
-	// leader never prunes keys by a clock that runs ahead of the others'.
+	// Clock is its wall clock in whole hours since the Unix epoch: the
+	// leader prunes keys only once every member's clock says their
+	// retention is over. (The cluster time reads members' clocks from
+	// probe acks, clock.go.)
 	Clock int64 `json:"clk,omitempty"`
-	// ClockMin is the same clock in whole minutes: a leader whose clock
-	// runs behind starts a drain's deadline from the members' median
-	// clock, so it never ends sessions early.
+	// ClockMin is the same clock in whole minutes, still gossiped for
+	// leaders of earlier releases, which start drain deadlines from it.
 	ClockMin int64 `json:"clm,omitempty"`
 	// NoPersist: the node cannot write its Raft state to disk (full or
 	// read-only); its durable index is frozen, so activation passes over it.

@@ -163,7 +163,13 @@ func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
 		n.writeApplyError(w, "key rotation", errBehind)
 		return
 	}
-	md, index, err := n.rotate(n.wallNow(), requestID(r))
+	now, _ := n.clusterNow()
+	at, err := n.commitTime(now)
+	if err != nil {
+		n.writeApplyError(w, "key rotation", err)
+		return
+	}
+	md, index, err := n.rotate(at, requestID(r))
 	if err != nil {
 		n.writeApplyError(w, "key rotation", err)
 		return
@@ -174,7 +180,13 @@ func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
 
 func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	res, err := n.revoke(r.Context(), n.wallNow(), id, requestID(r))
+	now, _ := n.clusterNow()
+	at, err := n.commitTime(now)
+	if err != nil {
+		n.writeApplyError(w, "key revocation", err)
+		return
+	}
+	res, err := n.revoke(r.Context(), at, id, requestID(r))
 	if err != nil {
 		if errors.Is(err, keyring.ErrUnknownKey) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no key with id %q", id))
@@ -317,9 +329,10 @@ func (n *Node) handleDrain(on bool) http.HandlerFunc {
 		var cmd store.Command = store.ClearDrain{ReqID: requestID(r), Cluster: clusterID, Destination: id}
 		if on {
 			// The leader picks the absolute deadline, so every node ends
-			// the drain at the same moment; it counts from the members'
-			// median clock when its own runs behind.
-			cmd = store.SetDrain{ReqID: requestID(r), Cluster: clusterID, Destination: id, Deadline: n.medianTime(n.wallNow()).Add(timeout).UTC()}
+			// the drain at the same moment; it counts from the cluster
+			// time, which no one node's clock moves.
+			now, _ := n.clusterNow()
+			cmd = store.SetDrain{ReqID: requestID(r), Cluster: clusterID, Destination: id, Deadline: now.Add(timeout).UTC()}
 		}
 		c, err := n.store.Commit(cmd)
 		if err != nil {

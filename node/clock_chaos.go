@@ -11,8 +11,11 @@ import (
 
 // The fault test (test/chaos) builds tether with -tags chaosclock and jumps
 // one node's wall clock by writing a Go duration ("2500h", "-3h", "0") to
-// the file named by TETHER_CHAOS_CLOCK_FILE. Product builds have no such
-// hook (clock_default.go).
+// the file named by TETHER_CHAOS_CLOCK_FILE. Only the wall clock moves
+// (wallNow: the node's vote in the cluster time and the clock it gossips),
+// as in an NTP step: elapsed times, measured with time.Now's monotonic
+// reading, do not jump, and the data path keeps time.Now. Product builds
+// have no such hook (clock_default.go).
 
 var chaosClock struct {
 	sync.Mutex

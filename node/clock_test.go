@@ -5,29 +5,97 @@ import (
 	"time"
 )
 
-// TestDrainClockIsNeverBehindTheMembersMedian: a drain's deadline counts
-// from the later of this node's clock and the median of the members'
-// clocks, so a leader whose clock runs behind does not end sessions early,
-// and one member far ahead does not move it.
-func TestDrainClockIsNeverBehindTheMembersMedian(t *testing.T) {
-	real := time.Date(2026, 12, 4, 18, 30, 0, 0, time.UTC)
-	cases := []struct {
-		desc   string
-		now    time.Time
-		others []time.Time
-		want   time.Time
-	}{
-		{"alone: its own clock", real, nil, real},
-		{"in step with the others: its own clock", real, []time.Time{real.Add(-20 * time.Second), real.Add(-40 * time.Second)}, real},
-		{"3 h behind: the members' median", real.Add(-3 * time.Hour), []time.Time{real.Add(-20 * time.Second), real.Add(-40 * time.Second)}, real.Add(-40 * time.Second)},
-		{"behind, one other far ahead: still the median, not the outlier", real.Add(-3 * time.Hour), []time.Time{real.Add(2500 * time.Hour), real.Add(-10 * time.Second)}, real.Add(-10 * time.Second)},
-		{"ahead: its own clock (the bound on activations and prunes handles ahead)", real.Add(100 * time.Hour), []time.Time{real, real}, real.Add(100 * time.Hour)},
+// TestClusterTimeIsTheMedianAndNoOneClockMovesIt drives a clusterClock with
+// a fake monotonic clock: each step is a moment (elapsed since the first),
+// the votes as offsets from the real time then, and the cluster time it
+// must read (as an offset from the real time).
+func TestClusterTimeIsTheMedianAndNoOneClockMovesIt(t *testing.T) {
+	type step struct {
+		at       time.Duration
+		votes    []time.Duration
+		partial  bool // a member's clock is not in yet
+		want     time.Duration
+		notReady bool
 	}
+	h, s := time.Hour, time.Second
+	cases := []struct {
+		desc  string
+		steps []step
+	}{
+		{"three clocks in step: their median", []step{{0, []time.Duration{0, 500 * time.Millisecond, -300 * time.Millisecond}, false, 0, false}}},
+		{"one of three 2500 h ahead: the median leaves it out", []step{{0, []time.Duration{2500 * h, 0, 0}, false, 0, false}}},
+		{"one of three 3 h behind: the median leaves it out", []step{{0, []time.Duration{-3 * h, s, 0}, false, 0, false}}},
+		{"two clocks: the mean of the two", []step{{0, []time.Duration{0, 2 * s}, false, s, false}}},
+		{"one of five far ahead and one far behind", []step{{0, []time.Duration{2500 * h, -3 * h, 0, s, -s}, false, 0, false}}},
+		{"alone, its clock 2500 h ahead for 10 s and back: the time counts on by elapsed time", []step{
+			{0, []time.Duration{0}, false, 0, false},
+			{s, []time.Duration{2500 * h}, false, 0, false},
+			{11 * s, []time.Duration{2500 * h}, false, 0, false},
+			{12 * s, []time.Duration{0}, false, 0, false},
+		}},
+		{"alone, its clock 3 h behind for a minute: the time counts on", []step{
+			{0, []time.Duration{0}, false, 0, false},
+			{s, []time.Duration{-3 * h}, false, 0, false},
+			{time.Minute, []time.Duration{-3 * h}, false, 0, false},
+			{time.Minute + s, []time.Duration{0}, false, 0, false},
+		}},
+		{"the leader of three jumps: nothing moves, whatever its clock does", []step{
+			{0, []time.Duration{0, 0, 0}, false, 0, false},
+			{s, []time.Duration{2500 * h, 0, 0}, false, 0, false},
+			{2 * time.Hour, []time.Duration{-3 * h, 0, 0}, false, 0, false},
+		}},
+		{"every clock steps 1 h ahead and stays: taken after clockStepAfter", []step{
+			{0, []time.Duration{0, 0, 0}, false, 0, false},
+			{s, []time.Duration{h, h, h}, false, 0, false},
+			{clockStepAfter, []time.Duration{h, h, h}, false, 0, false},
+			{clockStepAfter + s, []time.Duration{h, h, h}, false, h, false},
+			{clockStepAfter + 2*s, []time.Duration{h, h, h}, false, h, false},
+		}},
+		{"every clock steps 1 h back and stays: taken after clockStepAfter, the only way back", []step{
+			{0, []time.Duration{0, 0, 0}, false, 0, false},
+			{s, []time.Duration{-h, -h, -h}, false, 0, false},
+			{clockStepAfter + s, []time.Duration{-h, -h, -h}, false, -h, false},
+		}},
+		{"alone, a step held for 10 minutes is taken", []step{
+			{0, []time.Duration{0}, false, 0, false},
+			{s, []time.Duration{h}, false, 0, false},
+			{clockStepAfterFew, []time.Duration{h}, false, 0, false},
+			{clockStepAfterFew + s, []time.Duration{h}, false, h, false},
+		}},
+		{"a median that dips a little does not go back", []step{
+			{0, []time.Duration{0, 0, 0}, false, 0, false},
+			{s, []time.Duration{-1500 * time.Millisecond, -1500 * time.Millisecond, 0}, false, -s, false},
+			{3 * s, []time.Duration{0, 0, 0}, false, 0, false},
+		}},
+		{"warm-up: the median of what is in, not ready until every clock is", []step{
+			{0, []time.Duration{h}, true, h, true},
+			{s, []time.Duration{h, 0, 0}, false, 0, false},
+			{2 * s, []time.Duration{2500 * h, 0, 0}, false, 0, false},
+		}},
+		{"warm-up ends after its bound with the clocks that are in", []step{
+			{0, []time.Duration{0}, true, 0, true},
+			{clockWarmup, []time.Duration{0}, true, 0, false},
+			{clockWarmup + s, []time.Duration{2500 * h}, true, 0, false},
+		}},
+	}
+	real0 := time.Date(2026, 12, 4, 18, 30, 0, 0, time.UTC)
+	mono0 := time.Now()
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
-			clocks := append([]time.Time{c.now}, c.others...)
-			if got := medianFloor(c.now, clocks); !got.Equal(c.want) {
-				t.Fatalf("medianFloor = %s, want %s", got, c.want)
+			var clk clusterClock
+			for i, st := range c.steps {
+				real := real0.Add(st.at)
+				votes := make([]time.Time, len(st.votes))
+				for j, v := range st.votes {
+					votes[j] = real.Add(v)
+				}
+				r := clk.read(mono0.Add(st.at), votes, !st.partial)
+				if got := r.now.Sub(real); got != st.want {
+					t.Fatalf("step %d (at %s, votes %v): cluster time off by %s, want %s", i, st.at, st.votes, got, st.want)
+				}
+				if r.ready == st.notReady {
+					t.Fatalf("step %d: ready %t, want %t", i, r.ready, !st.notReady)
+				}
 			}
 		})
 	}

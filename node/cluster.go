@@ -132,6 +132,7 @@ func (n *Node) openCluster() error {
 				Voters:    n.cfg.RaftVoters,
 			},
 			Timing:    n.gossipTiming(),
+			Clock:     n.wallNow,
 			Logger:    n.log.With("component", "gossip"),
 			VoteFile:  filepath.Join(n.cfg.DataDir, "formation-vote"),
 			PeersFile: filepath.Join(n.cfg.DataDir, "gossip-peers"),

@@ -85,11 +85,11 @@ func addressConflicts(servers []store.Server, members []cluster.Member) map[stri
 // passes an hour.
 const clockSlack = time.Minute
 
-// agreedTime is now, bounded by every alive member's clock as it gossips
-// it (whole hours): the leader prunes keys only once every member's clock
-// says their retention is over, so a leader whose clock runs ahead never
-// prunes a key the others still open values with. A member's clock that
-// lags holds pruning back, which only keeps keys longer.
+// agreedTime is the cluster time now, bounded by every alive member's clock
+// as it gossips it (whole hours): the leader prunes keys only once every
+// member's clock says their retention is over, so no member is left with
+// values it still opens by its own clock under a pruned key. A member's
+// clock that lags holds pruning back, which only keeps keys longer.
 func (n *Node) agreedTime(now time.Time) time.Time {
 	if n.members == nil {
 		return now
@@ -106,42 +106,13 @@ func (n *Node) agreedTime(now time.Time) time.Time {
 	}
 	if ahead := now.Sub(t); slowest != "" && ahead > time.Hour {
 		if !n.clockAhead.Swap(true) {
-			n.log.Warn("this node's clock is ahead of a member's: keys are pruned by the slowest member's clock",
+			n.log.Warn("the cluster time is ahead of a member's clock: keys are pruned by the slowest member's clock",
 				"member", slowest, "ahead_at_least", ahead.Round(time.Minute).String())
 		}
 	} else {
 		n.clockAhead.Store(false)
 	}
 	return t
-}
-
-// medianTime is now, raised to the median of this node's clock and every
-// alive member's gossiped clock (the start of its minute) when that median
-// is later: a drain deadline counts from it, so a leader whose clock runs
-// behind never ends a drain (and its sessions) early. One member's clock,
-// ahead or behind, never moves the median far in a cluster of three or
-// more.
-func (n *Node) medianTime(now time.Time) time.Time {
-	if n.members == nil {
-		return now
-	}
-	clocks := []time.Time{now}
-	for _, m := range n.members.Members() {
-		if !m.Alive() || m.ID == n.cfg.NodeID || m.ClockMin == 0 {
-			continue
-		}
-		clocks = append(clocks, time.Unix(m.ClockMin*60, 0))
-	}
-	return medianFloor(now, clocks)
-}
-
-// medianFloor is the later of now and the lower median of clocks.
-func medianFloor(now time.Time, clocks []time.Time) time.Time {
-	slices.SortFunc(clocks, func(a, b time.Time) int { return a.Compare(b) })
-	if m := clocks[(len(clocks)-1)/2]; m.After(now) {
-		return m
-	}
-	return now
 }
 
 // storeHealthCollector reports what keeps the replicated state from being

@@ -169,10 +169,10 @@ func startManual(t *testing.T, tc *testCluster) {
 	}
 }
 
-// TestClusterLeaderClockAheadDoesNotPruneKeysOthersNeed: the leader's clock
-// jumps past the first key's expiry plus retention while the others' clocks
-// do not: the key stays on every node. Once every member's clock agrees,
-// the key is pruned.
+// TestClusterLeaderClockAheadDoesNotPruneKeysOthersNeed: the time the
+// leader's rounds go by passes the first key's expiry plus retention while
+// the members' clocks (as they gossip them) do not: the key stays on every
+// node. Once every member's clock agrees, the key is pruned.
 func TestClusterLeaderClockAheadDoesNotPruneKeysOthersNeed(t *testing.T) {
 	tc := newTestCluster(t, 1)
 	startManual(t, tc)

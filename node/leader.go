@@ -49,7 +49,7 @@ type leaderState struct {
 }
 
 type pendingKey struct {
-	since time.Time
+	since time.Time // this node's time.Now (monotonic) when it first saw the key
 	index uint64
 	// warned: the wait past activationWait was logged once.
 	warned bool
@@ -71,6 +71,9 @@ func (n *Node) leaderLoop(ctx context.Context) {
 		case <-t.C:
 		case <-n.leaderWake:
 		}
+		// Every node keeps its reckoning of the cluster time current, so
+		// that a new leader counts on from it.
+		now, ready := n.clusterNow()
 		if !n.store.IsLeader() {
 			n.lead.mu.Lock()
 			n.lead.pending, n.lead.lag, n.lead.laggards = nil, 0, 0
@@ -81,12 +84,15 @@ func (n *Node) leaderLoop(ctx context.Context) {
 			n.durMu.Unlock()
 			continue
 		}
-		n.leaderRound(n.wallNow())
+		if !ready {
+			continue // a node just started: its members' clocks come within seconds
+		}
+		n.leaderRound(now)
 	}
 }
 
-// leaderRound is one round of the leader's duties; each logs its own
-// failures and the next round tries again.
+// leaderRound is one round of the leader's duties at cluster time now; each
+// logs its own failures and the next round tries again.
 func (n *Node) leaderRound(now time.Time) {
 	if !n.caughtUp() {
 		return
@@ -99,17 +105,23 @@ func (n *Node) leaderRound(now time.Time) {
 		}
 		n.log.Info("cluster id set", "cluster_id", n.store.ClusterID())
 	}
-	if err := n.ensureKey(now); err != nil {
-		n.log.Error("no active key and creating one failed", "error", err)
+	// The keyring's duties go by the time they commit (commitTime logs
+	// why there is none).
+	if at, err := n.commitTime(now); err == nil {
+		if err := n.ensureKey(at); err != nil {
+			n.log.Error("no active key and creating one failed", "error", err)
+		}
+		n.activatePending(at)
+		if err := n.maybeRotate(at); err != nil {
+			n.log.Error("automatic key rotation failed", "error", err)
+		}
+		n.maybePrune(at)
 	}
-	n.activatePending(now)
-	if err := n.maybeRotate(now); err != nil {
-		n.log.Error("automatic key rotation failed", "error", err)
-	}
-	n.maybePrune(now)
 	n.checkSettings()
 	if n.members != nil {
-		if err := n.pilot.Reconcile(raftAdapter{n.store}, n.cfg.NodeID, n.members.Members(), n.store.AppliedIndex(), n.policy(), now, n.log); err != nil {
+		// Voter reconciliation measures how long members have been failed:
+		// elapsed time on this node's monotonic clock.
+		if err := n.pilot.Reconcile(raftAdapter{n.store}, n.cfg.NodeID, n.members.Members(), n.store.AppliedIndex(), n.policy(), time.Now(), n.log); err != nil {
 			n.log.Warn("voter reconciliation", "error", err)
 		}
 	}
@@ -152,7 +164,7 @@ func (n *Node) policy() cluster.Policy {
 // a standalone keyring file if the data dir has one (its sessions carry
 // over), else a new key, active at once (nobody can have been sealing).
 func (n *Node) ensureKey(now time.Time) error {
-	if n.ring.ActiveKeyID(now) != "" || n.hasPending(now) {
+	if n.ring.ActiveKeyID(now) != "" || n.rotationUnderWay(now) {
 		return nil
 	}
 	if n.ring.Len() == 0 {
@@ -212,14 +224,20 @@ func (n *Node) importKeyringFile(now time.Time) (int, error) {
 	return len(keys), nil
 }
 
-// hasPending: a key is installed and waits for activation.
-func (n *Node) hasPending(now time.Time) bool {
-	for _, md := range n.ring.List(now) {
-		if md.State == keyring.Installed {
-			return true
-		}
-	}
-	return false
+// rotationUnderWay: a key is installed and waits for its activation (see
+// underWay).
+func (n *Node) rotationUnderWay(now time.Time) bool {
+	return slices.ContainsFunc(n.ring.List(now), func(md keyring.Metadata) bool { return underWay(md, now) })
+}
+
+// underWay reports whether md is a rotation under way at cluster time now:
+// installed, with an activation no later than a rotation's placeholder. A
+// key set to activate further out (a committed time an earlier release let
+// one leader's clock push ahead) is not one: it does not hold automatic
+// rotation back; the leader activates it like any installed key, once
+// every member holds it.
+func underWay(md keyring.Metadata, now time.Time) bool {
+	return md.State == keyring.Installed && !md.Activates.After(now.Add(pendingActivation+clockTolerance))
 }
 
 // rotate installs a new key that the leader activates once every alive
@@ -247,7 +265,7 @@ func (n *Node) rotate(now time.Time, reqID string) (keyring.Metadata, uint64, er
 			n.lead.pending = map[string]pendingKey{}
 		}
 		if _, ok := n.lead.pending[id]; !ok {
-			n.lead.pending[id] = pendingKey{since: now, index: c.Index}
+			n.lead.pending[id] = pendingKey{since: time.Now(), index: c.Index}
 		}
 		n.lead.mu.Unlock()
 	}
@@ -274,15 +292,40 @@ func (n *Node) keyMetadata(id string, now time.Time) (keyring.Metadata, bool) {
 // that is alive or suspect and lacks the key holds it up for as long as it
 // lacks it: sealing with a key a reachable node cannot open would break
 // the sessions it serves.
+//
+// A key activates at now, and only when now is later than every activated
+// key's activation (else it waits for the next round), so the key
+// activated last is the one that encrypts whatever the creation times say.
+// Keys created ahead of the cluster time (by a clock an earlier release
+// committed) go first, so a rotation pending with them takes over from
+// them a round later.
 func (n *Node) activatePending(now time.Time) {
 	var ids []string
-	created := map[string]time.Time{}
-	for _, md := range n.ring.List(now) {
-		if md.State == keyring.Installed {
+	var floor time.Time // the latest activation of a key that is activated
+	mds := n.ring.List(now)
+	for _, md := range mds {
+		switch md.State {
+		case keyring.Installed:
 			ids = append(ids, md.ID)
-			created[md.ID] = md.Created
+		case keyring.Active, keyring.Inactive:
+			if md.Activates.After(floor) {
+				floor = md.Activates
+			}
 		}
 	}
+	ahead := func(id string) bool {
+		i := slices.IndexFunc(mds, func(md keyring.Metadata) bool { return md.ID == id })
+		return mds[i].Created.After(now.Add(clockTolerance))
+	}
+	slices.SortStableFunc(ids, func(a, b string) int { // mds is in creation order
+		switch {
+		case ahead(a) && !ahead(b):
+			return -1
+		case !ahead(a) && ahead(b):
+			return 1
+		}
+		return 0
+	})
 	n.lead.mu.Lock()
 	defer n.lead.mu.Unlock()
 	if n.lead.pending == nil {
@@ -299,10 +342,10 @@ func (n *Node) activatePending(now time.Time) {
 		if !ok {
 			// Installed by an earlier leader: everything this leader has
 			// applied is at least what that key needs.
-			p = pendingKey{since: now, index: n.store.AppliedIndex()}
+			p = pendingKey{since: time.Now(), index: n.store.AppliedIndex()}
 			n.lead.pending[id] = p
 		}
-		waited := now.Sub(p.since)
+		waited := time.Since(p.since)
 		lacking, failed := n.keyLaggards(p.index)
 		if len(lacking) > 0 || (len(failed) > 0 && waited < activationWait) {
 			if waited > n.lead.lag {
@@ -317,25 +360,33 @@ func (n *Node) activatePending(now time.Time) {
 			}
 			continue
 		}
+		if !now.After(floor) {
+			continue // a key just activated at now: the next round
+		}
 		if len(failed) > 0 {
 			n.log.Warn("activating a key that failed members do not hold: they cannot open values sealed with it until they catch up",
 				"id", id, "waited", waited.Round(time.Millisecond).String(), "passed_over", failed)
 			n.activationTimeouts.Add(1)
 		}
-		// Never before its creation, should this leader's clock trail the
-		// one that created the key.
-		at := n.agreedTime(now) // not ahead of the members' clocks
-		if c := created[id]; at.Before(c) {
-			at = c
-		}
-		if _, err := n.store.Apply(store.ActivateKey{ReqID: "activate-" + id, ID: id, At: at}); err != nil {
+		// At the cluster time: a key an earlier leader created ahead of it
+		// activates now all the same.
+		if _, err := n.store.Apply(activation(id, now)); err != nil {
 			n.log.Warn("activating key failed", "id", id, "error", err)
 			continue
 		}
+		floor = now
 		n.activationLag.Observe(waited.Seconds())
 		delete(n.lead.pending, id)
 		n.log.Info("key activated", "id", id, "after", waited.Round(time.Millisecond).String())
 	}
+}
+
+// activation is the command that activates key id at at. Its request id
+// names the time too: a key activated once (an earlier release activated
+// keys 2500 h ahead under "activate-" and the id) can be activated again
+// at another time, and a retry of this one is still recognised.
+func activation(id string, at time.Time) store.ActivateKey {
+	return store.ActivateKey{ReqID: fmt.Sprintf("activate-%s-%d", id, at.UnixNano()), ID: id, At: at}
 }
 
 // keyLaggards are the members that have not made index durable: lacking
@@ -379,11 +430,12 @@ func laggardsOf(members []cluster.Member, durable func(cluster.Member) uint64, i
 	return lacking, failed
 }
 
-// maybeRotate rotates before the newest key expires.
+// maybeRotate rotates before the newest key expires. A key set to activate
+// beyond a rotation's placeholder is not counted (see underWay).
 func (n *Node) maybeRotate(now time.Time) error {
 	var newest *keyring.Metadata
 	for _, md := range n.ring.List(now) {
-		if md.State == keyring.Revoked || md.State == keyring.Expired {
+		if md.State == keyring.Revoked || md.State == keyring.Expired || (md.State == keyring.Installed && !underWay(md, now)) {
 			continue
 		}
 		if newest == nil || md.Activates.After(newest.Activates) {
@@ -405,8 +457,9 @@ func (n *Node) maybeRotate(now time.Time) error {
 	return err
 }
 
-// maybePrune removes keys past their retention (the leader's clock travels
-// in the command, so every FSM prunes the same keys).
+// maybePrune removes keys past their retention (the time travels in the
+// command, so every FSM prunes the same keys), by the cluster time bounded
+// by every alive member's clock.
 func (n *Node) maybePrune(now time.Time) {
 	now = n.agreedTime(now)
 	retention := n.ring.Retention()
@@ -453,7 +506,7 @@ type revoked struct {
 // that activates as a rotated one does; with no earlier key, the new key
 // takes over only once the members hold it (or, after activationWait, only
 // failed members lack it), activated before the revocation so that
-// sealing never stops.
+// sealing never stops. now is the time it commits (commitTime).
 func (n *Node) revoke(ctx context.Context, now time.Time, id, reqID string) (revoked, error) {
 	if !n.caughtUp() {
 		return revoked{}, errBehind
@@ -505,7 +558,7 @@ func (n *Node) revoke(ctx context.Context, now time.Time, id, reqID string) (rev
 	p, ok := n.lead.pending[repl]
 	n.lead.mu.Unlock()
 	if !ok {
-		p = pendingKey{since: now, index: n.store.AppliedIndex()}
+		p = pendingKey{since: time.Now(), index: n.store.AppliedIndex()}
 	}
 	var failed []string
 	for {
@@ -528,11 +581,13 @@ func (n *Node) revoke(ctx context.Context, now time.Time, id, reqID string) (rev
 		n.log.Warn("activating a replacement key that failed members do not hold", "id", repl, "passed_over", failed)
 		n.activationTimeouts.Add(1)
 	}
-	at := n.wallNow()
-	if md, ok := n.keyMetadata(repl, at); ok && at.Before(md.Created) {
-		at = md.Created
+	// The wait took up to activationWait: activate at the time it ended.
+	if t, _ := n.clusterNow(); t.After(now) {
+		if at, err := n.commitTime(t); err == nil {
+			now = at
+		}
 	}
-	if _, err := n.store.Commit(store.ActivateKey{ReqID: "activate-" + repl, ID: repl, At: at}); err != nil {
+	if _, err := n.store.Commit(activation(repl, now)); err != nil {
 		return revoked{}, err
 	}
 	c, err := n.store.Commit(store.RevokeKey{ReqID: reqID, ID: id})

@@ -142,12 +142,21 @@ type Node struct {
 	// commands (tests): the Raft command set this node applies, to act as
 	// an older binary; "": this binary's.
 	commands store.CommandSet
-	// clockAhead: this leader's clock was last seen ahead of a member's
+	// clockAhead: the cluster time was last seen ahead of a member's clock
 	// (logged once per episode).
 	clockAhead atomic.Bool
-	// metaClock (tests): the wall clock this node writes and gossips
-	// (wallNow); nil: time.Now.
+	// metaClock (tests): this node's wall clock (wallNow); nil: time.Now.
 	metaClock atomic.Pointer[func() time.Time]
+	// clock reckons the cluster time (clustertime.go); clockOffset is this
+	// node's wall clock minus it, in nanoseconds (metric); clockApart,
+	// clockOff and clockBlocked: a jumped median, this node's clock far
+	// off, a committed time that cannot be set back (each logged once per
+	// episode).
+	clock        clusterClock
+	clockOffset  atomic.Int64
+	clockApart   atomic.Bool
+	clockOff     atomic.Bool
+	clockBlocked atomic.Bool
 	// settingsLogged is the last settings mismatch the leader logged.
 	settingsLogged atomic.Pointer[string]
 	// conflictsLogged is the last Raft address conflict the leader logged.
@@ -277,7 +286,7 @@ func (n *Node) Start() (err error) {
 
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n))
+	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n), newClockCollector(n))
 	var fetch func(context.Context, string) (keyring.Key, error)
 	if n.keys != nil {
 		fetch = n.keys.fetch

@@ -57,6 +57,15 @@ type ClearDrain struct{ ReqID, Cluster, Destination string }
 // id again is a no-op; a different one is ErrClusterID.
 type SetClusterID struct{ ReqID, ID string }
 
+// SetClock makes At the committed cluster time, earlier or later than the
+// one committed before: later activations count from it. The leader writes
+// it to bring back a committed time far ahead of the cluster's time (one
+// leader's clock that an earlier release committed).
+type SetClock struct {
+	ReqID string
+	At    time.Time
+}
+
 func (InstallKey) isCommand()   {}
 func (ActivateKey) isCommand()  {}
 func (RevokeKey) isCommand()    {}
@@ -64,6 +73,7 @@ func (PruneKeys) isCommand()    {}
 func (SetDrain) isCommand()     {}
 func (ClearDrain) isCommand()   {}
 func (SetClusterID) isCommand() {}
+func (SetClock) isCommand()     {}
 
 // Log entry format: one byte of command type, one byte of body version,
 // then the body (JSON). Types are never reused; a body change bumps its
@@ -80,8 +90,9 @@ const (
 	typeSetDrain     byte = 5
 	typeClearDrain   byte = 6
 	typeSetClusterID byte = 7
-	typeAcmeWrite    byte = 8             // acme.go
-	typeMax               = typeAcmeWrite // the newest type this binary knows
+	typeAcmeWrite    byte = 8 // acme.go
+	typeSetClock     byte = 9
+	typeMax               = typeSetClock // the newest type this binary knows
 
 	bodyVersion byte = 1
 
@@ -115,6 +126,9 @@ var commandSpecs = [typeMax + 1]commandSpec{
 	// node may skip it, and the leader writes it only once every member
 	// advertises it.
 	typeAcmeWrite: {"AcmeWrite", bodyVersion, true},
+	// The committed time decides when later activations take effect: every
+	// node must hold the same.
+	typeSetClock: {"SetClock", bodyVersion, false},
 }
 
 // typeName names a command type for log lines ("type 9" when unknown).
@@ -215,6 +229,8 @@ func typeOf(cmd Command) byte {
 		return typeSetClusterID
 	case AcmeWrite:
 		return typeAcmeWrite
+	case SetClock:
+		return typeSetClock
 	}
 	return 0
 }
@@ -248,6 +264,10 @@ type (
 	wireClusterID struct {
 		ReqID string `json:"req"`
 		ID    string `json:"id"`
+	}
+	wireClock struct {
+		ReqID string    `json:"req"`
+		At    time.Time `json:"at"`
 	}
 )
 
@@ -287,6 +307,8 @@ func encodeCommand(kek []byte, cmd Command) ([]byte, error) {
 		typ, body = typeClearDrain, wireDrain{ReqID: c.ReqID, Cluster: c.Cluster, Destination: c.Destination}
 	case SetClusterID:
 		typ, body = typeSetClusterID, wireClusterID{c.ReqID, c.ID}
+	case SetClock:
+		typ, body = typeSetClock, wireClock{c.ReqID, c.At.Round(0).UTC()}
 	default:
 		return nil, fmt.Errorf("store: unknown command %T", cmd)
 	}
@@ -396,6 +418,14 @@ func decodeCommand(kek, b []byte) (Command, error) {
 			err = checkNames("cluster id", w.ID)
 			cmd, reqID = SetClusterID{w.ReqID, w.ID}, w.ReqID
 		}
+	case typeSetClock:
+		var w wireClock
+		if err = json.Unmarshal(body, &w); err == nil {
+			if w.At.IsZero() {
+				err = errors.New("set clock: time is zero")
+			}
+			cmd, reqID = SetClock{w.ReqID, w.At.UTC()}, w.ReqID
+		}
 	}
 	if err == nil && (reqID == "" || len(reqID) > maxReqIDLen) {
 		err = fmt.Errorf("request id of %d bytes, want 1-%d", len(reqID), maxReqIDLen)
@@ -435,6 +465,8 @@ func reqIDOf(cmd Command) string {
 		return c.ReqID
 	case AcmeWrite:
 		return c.ReqID
+	case SetClock:
+		return c.ReqID
 	}
 	return ""
 }
@@ -464,6 +496,9 @@ func withReqID(cmd Command, id string) Command {
 		c.ReqID = id
 		return c
 	case AcmeWrite:
+		c.ReqID = id
+		return c
+	case SetClock:
 		c.ReqID = id
 		return c
 	}

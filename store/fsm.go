@@ -50,11 +50,13 @@ type fsm struct {
 
 	mu        sync.RWMutex
 	clusterID string
-	// clock is the latest time committed (ActivateKey.At, PruneKeys.Now).
-	// An activation stamped earlier (a leader whose clock is behind) is
-	// applied at clock, so keys activate in the order they are committed.
-	// A prune goes by its own time, never a later one: pruning early is the
-	// one harm, so a time once committed ahead is not made sticky.
+	// clock is the committed cluster time: the latest ActivateKey.At or
+	// PruneKeys.Now, or the time a SetClock set (the only way back). An
+	// activation stamped earlier (a leader whose estimate of the cluster
+	// time is a little behind the last one) is applied at clock, so keys
+	// activate in the order they are committed. A prune goes by its own
+	// time, never a later one: pruning early is the one harm, so a time
+	// once committed ahead is not made sticky.
 	clock    time.Time
 	drains   map[drainKey]time.Time
 	reqs     map[string]result
@@ -298,6 +300,10 @@ func (f *fsm) apply(cmd Command) (changed bool, err error) {
 		return false, fmt.Errorf("%w: this cluster is %q, refusing %q", ErrClusterID, f.clusterID, c.ID)
 	case AcmeWrite:
 		return f.applyAcme(c)
+	case SetClock:
+		changed := !c.At.Equal(f.clock)
+		f.clock = c.At
+		return changed, nil
 	}
 	return false, fmt.Errorf("store: command %T not handled", cmd)
 }

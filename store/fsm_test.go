@@ -72,6 +72,23 @@ func TestFSMCommandSemantics(t *testing.T) {
 				}
 				return expect(a.Equal(t0.Add(50*day)) && f.committed().Equal(t0.Add(50*day)), "k3 activates %s, committed time %s", a, f.committed())
 			}},
+		{"a committed time set back heals: a later activation is not raised to the time it replaced",
+			[]Command{InstallKey{"r1", k1}, InstallKey{"r2", testKey("k3", 400*day)}, ActivateKey{"r3", "k1", t0.Add(300 * day)},
+				SetClock{"r4", t0.Add(day)}, ActivateKey{"r5", "k3", t0.Add(2 * day)}}, nil,
+			func(f *fsm) string {
+				var a time.Time
+				for _, k := range f.ring.Snapshot() {
+					if k.ID == "k3" {
+						a = k.Activates
+					}
+				}
+				return expect(a.Equal(t0.Add(2*day)) && f.committed().Equal(t0.Add(2*day)), "k3 activates %s, committed time %s", a, f.committed())
+			}},
+		{"a committed time set back still orders activations after it",
+			[]Command{InstallKey{"r1", testKey("k3", 400*day)}, SetClock{"r2", t0.Add(10 * day)}, ActivateKey{"r3", "k3", t0.Add(day)}}, nil,
+			func(f *fsm) string {
+				return expect(f.ring.ActiveKeyID(t0.Add(10*day)) == "k3" && f.ring.ActiveKeyID(t0.Add(9*day)) == "", "k3 not activated at the committed time")
+			}},
 		{"a prune goes by its own time, not a later committed one",
 			[]Command{InstallKey{"r1", k1}, InstallKey{"r2", testKey("k3", 300*day)}, ActivateKey{"r3", "k3", t0.Add(200 * day)}, PruneKeys{"r4", t0.Add(day)}}, nil,
 			func(f *fsm) string {
@@ -279,7 +296,7 @@ func TestCommandsRoundTrip(t *testing.T) {
 	k := testKey("k1", 0)
 	cmds := []Command{
 		InstallKey{"r", k}, ActivateKey{"r", "k1", t0}, RevokeKey{"r", "k1", nil}, RevokeKey{"r", "k1", &k},
-		PruneKeys{"r", t0}, SetDrain{"r", "c", "d", t0}, ClearDrain{"r", "c", "d"}, SetClusterID{"r", "c1"},
+		PruneKeys{"r", t0}, SetDrain{"r", "c", "d", t0}, ClearDrain{"r", "c", "d"}, SetClusterID{"r", "c1"}, SetClock{"r", t0},
 	}
 	for _, c := range cmds {
 		b, err := encodeCommand(kek, c)
@@ -304,6 +321,7 @@ func TestCommandsRoundTrip(t *testing.T) {
 		{"drain without a cluster", SetDrain{"r", "", "d", t0}},
 		{"drain without a deadline", SetDrain{"r", "c", "d", time.Time{}}},
 		{"empty cluster id", SetClusterID{"r", ""}},
+		{"clock without a time", SetClock{"r", time.Time{}}},
 		{"oversized request id", SetClusterID{strings.Repeat("x", maxReqIDLen+1), "c"}},
 		{"invalid key", InstallKey{"r", keyring.Key{ID: "bad id"}}},
 	}
@@ -317,7 +335,7 @@ func TestCommandsRoundTrip(t *testing.T) {
 func FuzzDecodeCommand(f *testing.F) {
 	kek, _ := keyring.DeriveKEK(testSecret, keyring.InfoRaft)
 	k := testKey("k1", 0)
-	for _, c := range []Command{InstallKey{"r", k}, RevokeKey{"r", "k1", &k}, SetDrain{"r", "c", "d", t0}, SetClusterID{"r", "c"}} {
+	for _, c := range []Command{InstallKey{"r", k}, RevokeKey{"r", "k1", &k}, SetDrain{"r", "c", "d", t0}, SetClusterID{"r", "c"}, SetClock{"r", t0}} {
 		b, _ := encodeCommand(kek, c)
 		f.Add(b)
 	}
@@ -434,4 +452,25 @@ func snapshotBytes(t *testing.T, f *fsm) []byte {
 		t.Fatal(err)
 	}
 	return sink.Bytes()
+}
+
+// TestSetClockIsNotSkippedByAnEarlierRelease: a node of the release before
+// SetClock (command types 1-8) stops at it rather than skip it, since
+// every later activation depends on the committed time; and the gate's
+// check says such a member does not apply it.
+func TestSetClockIsNotSkippedByAnEarlierRelease(t *testing.T) {
+	earlier := Commands[:typeAcmeWrite]
+	if earlier.Supports(SetClock{}) || BaselineCommands.Supports(SetClock{}) || !Commands.Supports(SetClock{}) {
+		t.Fatalf("Supports(SetClock): earlier %t, baseline %t, this binary %t; want false, false, true",
+			earlier.Supports(SetClock{}), BaselineCommands.Supports(SetClock{}), Commands.Supports(SetClock{}))
+	}
+	f, kek := testFSM(t)
+	f.commands = earlier
+	errs := feed(t, f, kek, SetClusterID{"r1", "c1"}, SetClock{"r2", t0})
+	if !errors.Is(errs[1], ErrStopped) || !strings.Contains(errs[1].Error(), "type 9 v1") {
+		t.Fatalf("an earlier release applying SetClock: %v, want it stopped naming command type 9 v1", errs[1])
+	}
+	if idx, _ := f.stopped(); idx != 2 {
+		t.Fatalf("stopped at %d, want 2", idx)
+	}
 }

@@ -811,6 +811,9 @@ func (s *Store) Stopped() (index uint64, need string) { return s.fsm.stopped() }
 // ClusterID is the cluster's id, "" until one is set.
 func (s *Store) ClusterID() string { return s.fsm.ClusterID() }
 
+// CommittedClock is the latest cluster time committed (zero: none yet).
+func (s *Store) CommittedClock() time.Time { return s.fsm.committed() }
+
 // Drains lists the draining destinations, sorted by cluster, destination.
 func (s *Store) Drains() []Drain { return s.fsm.Drains() }
 

@@ -33,6 +33,10 @@ type clusterEnv struct {
 	agents map[string]*clusterAgent
 	ports  map[string][2]string
 	mu     sync.Mutex
+	// bin, when set, is the binary the agents run (else tetherBin); env,
+	// when set, gives each agent's extra environment.
+	bin string
+	env func(id string) []string
 }
 
 // freeAddr is a loopback address with a port free now.
@@ -65,7 +69,14 @@ func (e *clusterEnv) startNode(id, dataDir string, extra ...string) *clusterAgen
 	args := append([]string{"agent", "--config", e.config, "--node-id", id, "--data-dir", dataDir,
 		"--admin-addr", "127.0.0.1:0", "--raft-addr", ports[0], "--gossip-addr", ports[1],
 		"--cluster-secret-file", e.secret, "--no-access-log"}, extra...)
-	p := start(e.t, nil, args...)
+	bin, env := e.bin, []string(nil)
+	if bin == "" {
+		bin = tetherBin
+	}
+	if e.env != nil {
+		env = e.env(id)
+	}
+	p := testutil.Start(e.t, bin, env, args...)
 	started := p.WaitLogLine("node started", 60*time.Second)
 	a := &clusterAgent{agent: &agent{proc: p}, id: id, extra: extra, dataDir: dataDir}
 	a.proxyURL = "http://" + strings.Split(started["proxy"].(string), ",")[0]
