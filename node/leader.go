@@ -340,7 +340,9 @@ func (n *Node) activatePending(now time.Time) {
 
 // keyLaggards are the members that have not made index durable: lacking
 // are alive or suspect (they hold a key's activation up), failed are dead
-// (passed over after activationWait). Members that left are not counted.
+// (passed over after activationWait). Members that left are not counted,
+// nor those a committed Raft configuration removed (removedFromRaft),
+// whatever gossip last said of them.
 func (n *Node) keyLaggards(index uint64) (lacking, failed []string) {
 	if n.members == nil {
 		if n.store.DurableIndex() < index {
@@ -354,7 +356,8 @@ func (n *Node) keyLaggards(index uint64) (lacking, failed []string) {
 		}
 		return max(m.Durable, n.reportedDurable(m.ID))
 	}
-	return laggardsOf(n.members.Members(), durable, index)
+	members := slices.DeleteFunc(n.members.Members(), n.removedFromRaft)
+	return laggardsOf(members, durable, index)
 }
 
 // laggardsOf is keyLaggards over members, durable giving each one's
