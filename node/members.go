@@ -196,7 +196,16 @@ func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 		known = known || s.ID == id
 	}
 	if !known {
-		if idx, ok := n.store.RemovedAt(id); ok {
+		// Not in raft's latest configuration, which may be a removal
+		// still uncommitted (a retry while the first try waits for a
+		// quorum): CommittedRemoval commits it first, so neither answer
+		// below is given for a removal that may yet be lost.
+		idx, ok, err := n.store.CommittedRemoval(id, leaveWait)
+		if err != nil {
+			n.writeApplyError(w, "remove", err)
+			return
+		}
+		if ok {
 			// Removed by a committed configuration (a retry whose first
 			// try committed, under this leader or an earlier one, or a
 			// second removal): the same answer. DELETE is idempotent.
