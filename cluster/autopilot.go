@@ -523,8 +523,7 @@ func apply(r Raft, plan []Action, log *slog.Logger, onRemove func(string)) error
 // LeaderSince, so a fresh leader replaces no voter within VoterGrace of its
 // election.
 type Autopilot struct {
-	// OnRemove, when set, is called after each server the plan removed
-	// (e.g. Membership.Forget, so the leader stops listing it).
+	// OnRemove, when set, is called after each server the plan removed.
 	OnRemove func(id string)
 
 	mu    sync.Mutex

@@ -182,6 +182,13 @@ func TestClusterRemovedMemberIsLeftEverywhereAndHoldsUpNoRotation(t *testing.T) 
 			}
 		}
 		if round == 0 {
+			// Every node holds the same committed removal.
+			want, ok := leader.store.RemovedAt("n4")
+			for _, n := range tc.live() {
+				if idx, has := n.store.RemovedAt("n4"); !ok || !has || idx != want {
+					t.Fatalf("%s holds n4's removal at %d (%t), the leader at %d (%t)", n.ID(), idx, has, want, ok)
+				}
+			}
 			if err := leader.store.TransferLeadership(); err != nil {
 				t.Fatal(err)
 			}
