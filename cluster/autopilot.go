@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -146,7 +147,10 @@ type planned struct {
 // gossip membership, in the order to apply them. It is pure. self is the
 // leader's id. See DESIGN.md for the rules; in short:
 //   - an alive member not in the configuration is added as a non-voter,
-//     unless it holds another cluster's id;
+//     unless it holds another cluster's id; a changed address is updated;
+//   - a member claiming the address of a live server waits; of a failed
+//     one, waits for that server's removal (a voter's after VoterGrace,
+//     below Expect too: the claimant takes its place);
 //   - a server that left is removed, one failed longer than ReapTimeout too;
 //     non-voters without limit, voters at most ⌊(voters−1)/2⌋ per round and
 //     never below Expect; never self;
@@ -216,10 +220,14 @@ func Plan(self string, servers []RaftServer, members []Member, leaderIndex uint6
 		out = append(out, Action{Kind: Remove, ID: ps.ID, Address: ps.Address, Reason: why})
 	}
 
-	// Adds. A new member whose Raft address a stale server still holds
-	// needs that server gone first: Raft refuses duplicate addresses.
+	// Adds and moves. A member whose Raft address another server still
+	// holds waits for it: while the holder is live (a conflict /v1/members
+	// shows: the store would refuse it and the failed step would stop the
+	// rest of the round), and while it is failed until it is removed below
+	// (Raft refuses two servers at one address).
 	var adds []Action
-	var stale []*planned
+	var stale []*planned   // failed holders of an address a member claims
+	var claims []addrClaim // adds and moves that wait for their holder's removal
 	ownCID := byID[self].ClusterID
 	for _, m := range sortedMembers(members) {
 		if m.ID == self || m.State != StateAlive || m.RaftAddr == "" {
@@ -228,30 +236,29 @@ func Plan(self string, servers []RaftServer, members []Member, leaderIndex uint6
 		if m.ClusterID != "" && ownCID != "" && m.ClusterID != ownCID {
 			continue // another cluster's node (gossip refuses them; a bridge may show them)
 		}
-		if inConfig[m.ID] {
-			if owner, ok := byAddr[m.RaftAddr]; ok && owner != m.ID {
-				continue // another server holds that address: the store refuses the move (a conflict /v1/members shows)
+		a := Action{Kind: AddNonvoter, ID: m.ID, Address: m.RaftAddr, Reason: "joined gossip"}
+		mover := find(ss, m.ID)
+		if mover != nil {
+			if mover.Address == m.RaftAddr {
+				continue
 			}
-			for _, ps := range ss {
-				if ps.ID == m.ID && ps.Address != m.RaftAddr {
-					kind := AddNonvoter
-					if ps.Voter {
-						kind = Promote // AddVoter on a voter updates its address
-					}
-					adds = append(adds, Action{Kind: kind, ID: m.ID, Address: m.RaftAddr,
-						Reason: fmt.Sprintf("raft address changed from %s", ps.Address)})
-				}
+			if mover.Voter {
+				a.Kind = Promote // AddVoter on a voter updates its address
 			}
-			continue
+			a.Reason = fmt.Sprintf("raft address changed from %s", mover.Address)
 		}
 		if owner, ok := byAddr[m.RaftAddr]; ok && owner != m.ID {
-			ps := find(ss, owner)
-			if ps == nil || ps.h < failed || owner == self {
+			holder := find(ss, owner)
+			if holder == nil || holder.h < failed || owner == self {
 				continue // a live server holds the address: wait
 			}
-			stale = append(stale, ps)
+			if !slices.Contains(stale, holder) {
+				stale = append(stale, holder)
+			}
+			claims = append(claims, addrClaim{a: a, holder: holder, mover: mover})
+			continue
 		}
-		adds = append(adds, Action{Kind: AddNonvoter, ID: m.ID, Address: m.RaftAddr, Reason: "joined gossip"})
+		adds = append(adds, a)
 	}
 
 	// Removals: non-voters first and without limit (quorum does not count
@@ -302,14 +309,34 @@ func Plan(self string, servers []RaftServer, members []Member, leaderIndex uint6
 		}
 		return a.since.Before(b.since)
 	})
+	// A failed voter whose address a member claims goes even below Expect:
+	// the claimant takes its place (added, then promoted as any healthy
+	// non-voter), where otherwise the address would stay taken until the
+	// reap timeout.
 	budget := (voters - 1) / 2
 	for _, ps := range voterCands {
-		if budget == 0 || voters-1 < p.Expect {
+		if budget == 0 {
 			break
+		}
+		if voters-1 < p.Expect && !slices.Contains(stale, ps) {
+			continue
 		}
 		remove(ps, ps.reason)
 		budget--
 		voters--
+	}
+	// The claims whose holder is gone by now, after the removals; the
+	// first claimant takes the address, others wait (a conflict).
+	taken := map[string]bool{}
+	for _, c := range claims {
+		if !removed[c.holder.ID] || taken[c.a.Address] {
+			continue
+		}
+		adds = append(adds, c.a)
+		taken[c.a.Address] = true
+		if c.mover != nil {
+			c.mover.Address = c.a.Address // later steps of this plan use the new address
+		}
 	}
 
 	// What remains.
@@ -420,6 +447,14 @@ func Plan(self string, servers []RaftServer, members []Member, leaderIndex uint6
 	return append(plan, rest...)
 }
 
+// addrClaim is an add or a move onto the address of a failed server, which
+// must be removed first.
+type addrClaim struct {
+	a      Action
+	holder *planned
+	mover  *planned // the claimant's server when it is in the configuration
+}
+
 func find(ss []*planned, id string) *planned {
 	for _, ps := range ss {
 		if ps.ID == id {
@@ -488,8 +523,7 @@ func apply(r Raft, plan []Action, log *slog.Logger, onRemove func(string)) error
 // LeaderSince, so a fresh leader replaces no voter within VoterGrace of its
 // election.
 type Autopilot struct {
-	// OnRemove, when set, is called after each server the plan removed
-	// (e.g. Membership.Forget, so the leader stops listing it).
+	// OnRemove, when set, is called after each server the plan removed.
 	OnRemove func(id string)
 
 	mu    sync.Mutex

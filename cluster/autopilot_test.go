@@ -211,6 +211,18 @@ type fakeRaft struct {
 	servers map[string]RaftServer
 	calls   []string
 	fail    string // a call that fails
+	// uniqueAddrs: refuse a server at an address another server holds,
+	// as the store does.
+	uniqueAddrs bool
+}
+
+func (f *fakeRaft) taken(id, addr string) error {
+	for _, s := range f.servers {
+		if f.uniqueAddrs && s.ID != id && s.Address == addr {
+			return fmt.Errorf("%s claims %s, which %s holds", id, addr, s.ID)
+		}
+	}
+	return nil
 }
 
 var _ Raft = (*fakeRaft)(nil)
@@ -244,11 +256,17 @@ func (f *fakeRaft) AddVoter(id, addr string) error {
 	if err := f.call("addvoter " + id); err != nil {
 		return err
 	}
+	if err := f.taken(id, addr); err != nil {
+		return err
+	}
 	f.servers[id] = RaftServer{ID: id, Address: addr, Voter: true}
 	return nil
 }
 func (f *fakeRaft) AddNonvoter(id, addr string) error {
 	if err := f.call("addnonvoter " + id); err != nil {
+		return err
+	}
+	if err := f.taken(id, addr); err != nil {
 		return err
 	}
 	s := f.servers[id]

@@ -148,8 +148,6 @@ func (n *Node) openCluster() error {
 		if err := n.openKeyTransfer(secret); err != nil {
 			return fmt.Errorf("gossip: %w", err)
 		}
-		// A server the leader reaped leaves this node's member list too.
-		n.pilot.OnRemove = n.members.Forget
 	}
 
 	raftBind, advertise := "127.0.0.1:0", ""
@@ -395,6 +393,7 @@ func (n *Node) watchStore(ctx context.Context) {
 	for {
 		n.applyDrains()
 		n.noteChange()
+		n.forgetRemoved()
 		if n.members != nil {
 			var m cluster.Meta
 			n.fillStateMeta(&m)

@@ -391,7 +391,9 @@ func activation(id string, at time.Time) store.ActivateKey {
 
 // keyLaggards are the members that have not made index durable: lacking
 // are alive or suspect (they hold a key's activation up), failed are dead
-// (passed over after activationWait). Members that left are not counted.
+// (passed over after activationWait). Members that left are not counted,
+// nor those a committed Raft configuration removed (removedFromRaft),
+// whatever gossip last said of them.
 func (n *Node) keyLaggards(index uint64) (lacking, failed []string) {
 	if n.members == nil {
 		if n.store.DurableIndex() < index {
@@ -405,7 +407,8 @@ func (n *Node) keyLaggards(index uint64) (lacking, failed []string) {
 		}
 		return max(m.Durable, n.reportedDurable(m.ID))
 	}
-	return laggardsOf(n.members.Members(), durable, index)
+	members := slices.DeleteFunc(n.members.Members(), n.removedFromRaft)
+	return laggardsOf(members, durable, index)
 }
 
 // laggardsOf is keyLaggards over members, durable giving each one's
@@ -650,6 +653,10 @@ func (n *Node) leave(ctx context.Context, force bool, auth string) error {
 		return err
 	}
 	inRaft := slices.ContainsFunc(servers, func(s store.Server) bool { return s.ID == n.cfg.NodeID })
+	// servers is raft's latest configuration: a removal of this node (an
+	// earlier leave) may be in it uncommitted, and only the leader can
+	// tell whether it committed.
+	inRaft = inRaft || n.store.InCommittedConfiguration(n.cfg.NodeID)
 	if inRaft && n.store.IsLeader() {
 		if err := n.store.TransferLeadership(); err != nil {
 			return fmt.Errorf("moving leadership off this node before it leaves failed (nothing changed; retry): %w", err)
@@ -665,8 +672,8 @@ func (n *Node) leave(ctx context.Context, force bool, auth string) error {
 	ctx, cancel := context.WithTimeout(ctx, leaveWait)
 	defer cancel()
 	var last error
-	for {
-		out, err := n.askRemoval(ctx, auth)
+	for attempt := 0; ; attempt++ {
+		out, err := n.askRemoval(ctx, auth, attempt)
 		if out {
 			n.log.Info("left the cluster")
 			return nil
@@ -676,7 +683,7 @@ func (n *Node) leave(ctx context.Context, force bool, auth string) error {
 		}
 		select {
 		case <-ctx.Done():
-			msg := fmt.Sprintf("this node left gossip but is still in the Raft configuration after %s", leaveWait)
+			msg := fmt.Sprintf("this node left gossip, but its removal from the Raft configuration is not committed after %s", leaveWait)
 			if last != nil {
 				msg += " (" + last.Error() + ")"
 			}
@@ -743,20 +750,36 @@ func leavePlan(self, leader string, servers []store.Server, up map[string]bool, 
 
 // askRemoval asks the leader to remove this node from the Raft
 // configuration (DELETE /v1/members/{id}, as a forwarded write) and says
-// whether the node is out.
-func (n *Node) askRemoval(ctx context.Context, auth string) (bool, error) {
-	if servers, err := n.store.Servers(); err == nil && !slices.ContainsFunc(servers, func(s store.Server) bool { return s.ID == n.cfg.NodeID }) {
-		return true, nil
+// whether the node is out: only once the removal is committed. Raft's
+// view on this node (Servers) drops it as soon as the removal is in its
+// log, committed or not, and a removed node seldom learns the commit (the
+// leader stops replicating to it), so the leader's answer decides: 200
+// once the removal committed. A 404 is not taken for "out": a leader
+// of an earlier version gave it for a removal still pending.
+func (n *Node) askRemoval(ctx context.Context, auth string, attempt int) (bool, error) {
+	if _, ok := n.store.RemovedAt(n.cfg.NodeID); ok {
+		return true, nil // this node applied its own removal: committed
 	}
-	leader, _ := n.store.Leader()
-	if leader == "" || leader == n.cfg.NodeID {
-		return false, errors.New("no other node leads")
+	// The leader this node knows, else another alive member, a different
+	// one each attempt, which forwards to the leader it knows: a node
+	// whose removal is in its log hears from no leader elected after it.
+	to, direct := "", false
+	if leader, _ := n.store.Leader(); leader != "" && leader != n.cfg.NodeID {
+		to, direct = n.leaderAdmin(leader), true
 	}
-	addr := n.leaderAdmin(leader)
-	if addr == "" {
-		return false, fmt.Errorf("the leader %s has not gossiped its admin address", leader)
+	if to == "" {
+		var others []string
+		for _, m := range n.members.Members() {
+			if m.ID != n.cfg.NodeID && m.State == cluster.StateAlive && m.AdminAddr != "" {
+				others = append(others, m.AdminAddr)
+			}
+		}
+		if len(others) == 0 {
+			return false, errors.New("no leader known and no other member alive")
+		}
+		to = others[attempt%len(others)]
 	}
-	u := url.URL{Scheme: "http", Host: addr, Path: "/v1/members/" + url.PathEscape(n.cfg.NodeID)}
+	u := url.URL{Scheme: "http", Host: to, Path: "/v1/members/" + url.PathEscape(n.cfg.NodeID)}
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u.String(), nil)
 	if err != nil {
 		return false, err
@@ -764,7 +787,9 @@ func (n *Node) askRemoval(ctx context.Context, auth string) (bool, error) {
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
-	req.Header.Set(hdrForwardedBy, n.cfg.NodeID)
+	if direct {
+		req.Header.Set(hdrForwardedBy, n.cfg.NodeID) // should it no longer lead, it answers 503 rather than forward
+	}
 	req.Header.Set(hdrRequestID, "leave-"+n.cfg.NodeID)
 	resp, err := forwardClient.Do(req)
 	if err != nil {
@@ -775,11 +800,10 @@ func (n *Node) askRemoval(ctx context.Context, auth string) (bool, error) {
 		Error string `json:"error"`
 	}
 	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&body)
-	switch resp.StatusCode {
-	case http.StatusOK, http.StatusNotFound: // removed, or already gone
-		return true, nil
+	if resp.StatusCode == http.StatusOK {
+		return true, nil // the removal is committed
 	}
-	return false, fmt.Errorf("the leader %s answered %d: %s", leader, resp.StatusCode, body.Error)
+	return false, fmt.Errorf("the admin API at %s answered %d: %s", to, resp.StatusCode, body.Error)
 }
 
 // newID is a random 128-bit id in hex.

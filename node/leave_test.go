@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/store"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // tether leave on a cluster formed with --bootstrap-expect 3 would never
@@ -92,4 +93,64 @@ func TestLeavePlanRefusesWhatWouldNotLeaveRaftOrWouldStallIt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tether leave answers success (the CLI's exit 0) only once the node's
+// removal is committed: raft's view on the leaving node drops it as soon
+// as the removal is in its log, committed or not. With the only other
+// voter down, the removal cannot commit: the leave fails, saying so, and
+// the node keeps running; once the voter is back the removal commits and
+// the leave, run again, succeeds.
+func TestLeaveSucceedsOnlyOnceTheRemovalIsCommitted(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	tc.form(3)
+	leader := tc.waitLeader()
+	var followers []*Node
+	for _, n := range tc.live() {
+		if n != leader {
+			followers = append(followers, n)
+		}
+	}
+	leaving, down := followers[0], followers[1]
+	// The configuration without the leaving node is {leader, down}: it
+	// commits only with down's vote.
+	downCfg := tc.cfgs[down.ID()]
+	downCfg.RaftAddr = down.store.Addr() // it comes back where the others reach it
+	tc.stop(down.ID())
+	status, body := admin(t, leaving, "POST", "/v1/leave?force=true", nil)
+	if status == 200 {
+		t.Fatalf("leave answered %d %v while its removal could not commit (the other voter is down)", status, body)
+	}
+	if msg, _ := body["error"].(string); !strings.Contains(msg, "not committed") || !strings.Contains(msg, "tether remove "+leaving.ID()) {
+		t.Errorf("leave failed with %d %q: want it to say the removal is not committed and what to do", status, msg)
+	}
+	select {
+	case <-leaving.Done():
+		t.Fatal("the node stopped although its leave failed")
+	default:
+	}
+
+	// The voter comes back: the removal commits; the leave run again
+	// answers success and the node stops.
+	tc.start(downCfg)
+	testutil.Eventually(t, 60*time.Second, "a leave that succeeds once the voter is back", func() bool {
+		status, body = admin(t, leaving, "POST", "/v1/leave?force=true", nil)
+		return status == 200 && body["left"] == true
+	})
+	select {
+	case <-leaving.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node did not stop after leaving")
+	}
+	tc.stop(leaving.ID())
+	testutil.Eventually(t, 20*time.Second, leaving.ID()+" out of the committed configuration on every node", func() bool {
+		for _, n := range tc.live() {
+			if _, ok := n.store.RemovedAt(leaving.ID()); !ok || raftRole(n, leaving.ID()) != "" {
+				return false
+			}
+		}
+		return true
+	})
+	tc.waitSettled()
+	tc.waitIdentical()
 }

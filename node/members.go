@@ -29,8 +29,36 @@ type memberView struct {
 	Settings     string `json:"settings_mismatch,omitempty"` // its cluster flags differ from this node's
 }
 
+// removedFromRaft reports whether m is a member a committed Raft
+// configuration removed (tether remove, tether leave, the leader's reap)
+// and gossip does not see alive: it left the cluster, whatever gossip last
+// said of it. Every node holds the same committed removals, so every node
+// says so. An alive member is back (the leader adds it again).
+func (n *Node) removedFromRaft(m cluster.Member) bool {
+	if m.State == cluster.StateAlive || m.ID == n.cfg.NodeID {
+		return false
+	}
+	_, removed := n.store.RemovedAt(m.ID)
+	return removed
+}
+
+// forgetRemoved drops from the member table the members a committed
+// configuration removed once they have been gone for --reap-timeout: they
+// read "left" until then, on every node alike.
+func (n *Node) forgetRemoved() {
+	if n.members == nil {
+		return
+	}
+	for _, m := range n.members.Members() {
+		if n.removedFromRaft(m) && time.Since(m.Since) >= n.cfg.ReapTimeout {
+			n.members.Forget(m.ID)
+		}
+	}
+}
+
 // memberViews joins gossip membership with the Raft configuration: a Raft
-// server gossip does not know shows as dead.
+// server gossip does not know shows as dead, a member removed from Raft
+// as left.
 func (n *Node) memberViews() []memberView {
 	roles := map[string]string{}
 	raftAddrs := map[string]string{}
@@ -70,6 +98,8 @@ func (n *Node) memberViews() []memberView {
 		}
 		if r, ok := roles[m.ID]; ok {
 			v.Raft = r
+		} else if n.removedFromRaft(m) {
+			v.State = string(cluster.StateLeft)
 		}
 		out = append(out, v)
 	}
@@ -166,7 +196,16 @@ func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 		known = known || s.ID == id
 	}
 	if !known {
-		if idx, ok := n.store.RemovedAt(id); ok {
+		// Not in raft's latest configuration, which may be a removal
+		// still uncommitted (a retry while the first try waits for a
+		// quorum): CommittedRemoval commits it first, so neither answer
+		// below is given for a removal that may yet be lost.
+		idx, ok, err := n.store.CommittedRemoval(id, leaveWait)
+		if err != nil {
+			n.writeApplyError(w, "remove", err)
+			return
+		}
+		if ok {
 			// Removed by a committed configuration (a retry whose first
 			// try committed, under this leader or an earlier one, or a
 			// second removal): the same answer. DELETE is idempotent.
@@ -192,11 +231,9 @@ func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The configuration change is committed by now: a follower that
-	// forwarded the removal answers once it applied this far.
+	// forwarded the removal answers once it applied this far. The member
+	// reads "left" on every node from here (removedFromRaft).
 	setCommitted(w, n.store.CommitIndex())
-	if n.members != nil {
-		n.members.Forget(id)
-	}
 	n.log.Info("member removed", "id", id)
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "removed": true})
 }

@@ -388,6 +388,14 @@ func (f *fsm) noteConfiguration(index uint64, c raft.Configuration) {
 	f.servers = cur
 }
 
+// inConfiguration reports whether id is in the latest committed
+// configuration this FSM applied.
+func (f *fsm) inConfiguration(id string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.servers[id]
+}
+
 // removedAt is the index of the committed configuration that removed
 // member id, if it is out and has not come back.
 func (f *fsm) removedAt(id string) (uint64, bool) {

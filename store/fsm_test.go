@@ -408,6 +408,11 @@ func TestFSMRemembersRemovedMembers(t *testing.T) {
 	if _, ok := a.removedAt("n1"); ok {
 		t.Error("a member never removed reads as removed")
 	}
+	for id, want := range map[string]bool{"n1": true, "n2": false, "n3": true, "n4": true, "n9": false} {
+		if got := a.inConfiguration(id); got != want {
+			t.Errorf("inConfiguration(%s) = %t, want %t", id, got, want)
+		}
+	}
 	if a.dump() != b.dump() {
 		t.Errorf("two FSMs fed the same configurations differ:\n%s\n%s", a.dump(), b.dump())
 	}

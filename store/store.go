@@ -711,6 +711,38 @@ func (s *Store) RemoveServer(id string) error {
 // any node and under any leader.
 func (s *Store) RemovedAt(id string) (uint64, bool) { return s.fsm.removedAt(id) }
 
+// InCommittedConfiguration reports whether member id is in the latest
+// committed Raft configuration this node applied. Servers lists raft's
+// latest configuration instead, which may hold a change not yet committed
+// (raft uses a configuration as soon as it is in the log): a removal there
+// may still be lost.
+func (s *Store) InCommittedConfiguration(id string) bool { return s.fsm.inConfiguration(id) }
+
+// CommittedRemoval reports, on the leader, whether a committed
+// configuration removed member id, with that configuration's index. When
+// id is still in the committed configuration this leader applied, a
+// removal of it may be under way (in raft's latest configuration, not yet
+// committed; or left by an earlier leader): a barrier commits it first,
+// waiting up to timeout for it to be queued, so a pending removal is never
+// reported as done, nor as "no such member". Errors: ErrNotLeader,
+// ErrLeadershipLost (no quorum commits it), ErrShutdown.
+func (s *Store) CommittedRemoval(id string, timeout time.Duration) (uint64, bool, error) {
+	if idx, ok := s.fsm.removedAt(id); ok {
+		return idx, true, nil
+	}
+	if !s.fsm.inConfiguration(id) {
+		return 0, false, nil
+	}
+	if s.fsm.stop.Load() != 0 {
+		return 0, false, fmt.Errorf("store: barrier: %w", s.fsm.stoppedErr())
+	}
+	if err := raftErr(s.raft.Barrier(timeout).Error()); err != nil {
+		return 0, false, fmt.Errorf("store: committing the configuration: %w", err)
+	}
+	idx, ok := s.fsm.removedAt(id)
+	return idx, ok, nil
+}
+
 // TransferLeadership hands leadership to another voter (graceful leave).
 func (s *Store) TransferLeadership() error {
 	if err := raftErr(s.raft.LeadershipTransfer().Error()); err != nil {

@@ -3,6 +3,7 @@ package test
 import (
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,5 +81,88 @@ func TestLeaveCLIExitsZeroOnlyOnceOutOfRaft(t *testing.T) {
 	}
 	if code := target.Wait(30 * time.Second); code != 0 {
 		t.Fatalf("the node that left exited %d", code)
+	}
+}
+
+// runTether runs the CLI and returns its exit code and output.
+func runTether(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	out, err := exec.Command(tetherBin, args...).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), string(out)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0, string(out)
+}
+
+// TestLeaveCLIExitsZeroOnlyOnceTheRemovalIsCommitted: with the only other
+// voter killed, the leaving node's removal cannot commit (the configuration
+// without it is the leader and the killed voter): `tether leave --force`
+// exits 1 saying so and the node keeps running, although raft's own view
+// on the leaving node drops it at once. Once the voter is back the
+// removal commits, `tether leave` run again exits 0, and every node lists
+// the node as left.
+func TestLeaveCLIExitsZeroOnlyOnceTheRemovalIsCommitted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("forms a cluster and waits out a leave that cannot commit")
+	}
+	b1 := newBackend(t, "b1")
+	e := newClusterEnv(t, cookieConfig(b1))
+	nodes := e.form(3)
+	var leader string
+	testutil.Eventually(t, 30*time.Second, "a leader", func() bool {
+		_, st := adminJSON(t, "GET", nodes[0].adminURL+"/v1/status")
+		leader, _ = st["leader_id"].(string)
+		return leader != ""
+	})
+	var followers []*clusterAgent
+	for _, a := range nodes {
+		if a.id != leader {
+			followers = append(followers, a)
+		}
+	}
+	leaving, down := followers[0], followers[1]
+	down.proc.Signal(syscall.SIGKILL)
+	down.proc.Wait(10 * time.Second)
+
+	code, out := runTether(t, "leave", "--force", "--admin", leaving.adminURL)
+	if code == 0 || !strings.Contains(out, "not committed") {
+		t.Fatalf("tether leave --force with the removal unable to commit exited %d: %s", code, out)
+	}
+	select {
+	case <-leaving.proc.Done():
+		t.Fatal("the node stopped although its leave failed")
+	default:
+	}
+
+	again := e.startNode(down.id, down.dataDir, down.extra...)
+	testutil.Eventually(t, 60*time.Second, "tether leave to exit 0 once the voter is back", func() bool {
+		code, out = runTether(t, "leave", "--force", "--admin", leaving.adminURL)
+		return code == 0
+	})
+	if code := leaving.proc.Wait(30 * time.Second); code != 0 {
+		t.Fatalf("the node that left exited %d", code)
+	}
+	// Every node that knew it lists it as left; the restarted one never
+	// saw it in gossip (it had left before) and does not list it at all.
+	// Neither holds it in Raft.
+	stay := []*clusterAgent{again}
+	for _, a := range nodes {
+		if a.id == leader {
+			stay = append(stay, a)
+		}
+	}
+	for _, a := range stay {
+		testutil.Eventually(t, 20*time.Second, leaving.id+" out of Raft and left on "+a.id, func() bool {
+			_, m := adminJSON(t, "GET", a.adminURL+"/v1/members")
+			rows, _ := m["members"].([]any)
+			for _, r := range rows {
+				if r := r.(map[string]any); r["id"] == leaving.id {
+					return r["state"] == "left" && r["raft"] == "none"
+				}
+			}
+			return a == again && len(rows) == 2
+		})
 	}
 }
