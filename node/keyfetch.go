@@ -320,6 +320,8 @@ type keyTransfer struct {
 	n    *Node
 	kek  []byte
 	work chan keyRequest // requests to serve, on one goroutine
+	// sent counts the requests this node sent the leader.
+	sent prometheus.Counter
 
 	mu      sync.Mutex
 	waiting map[string]chan keyReply // nonce -> the asker
@@ -332,7 +334,11 @@ func (n *Node) openKeyTransfer(secret []byte) error {
 	if err != nil {
 		return err
 	}
-	kt := &keyTransfer{n: n, kek: kek, work: make(chan keyRequest, 64), waiting: map[string]chan keyReply{}}
+	kt := &keyTransfer{n: n, kek: kek, work: make(chan keyRequest, 64), waiting: map[string]chan keyReply{},
+		sent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tether_keyring_key_requests_total",
+			Help: "Requests this node sent the leader (over gossip) for keys it did not hold.",
+		})}
 	if err := n.members.Register(keyRequestTag, cluster.Handler{Msg: kt.request}); err != nil {
 		return err
 	}
@@ -449,6 +455,7 @@ func (kt *keyTransfer) fetch(ctx context.Context, id string) (keyring.Key, error
 	if err := kt.n.members.Send(leader, keyRequestTag, b, true); err != nil {
 		return keyring.Key{}, fmt.Errorf("%w: %v", errNoKeySource, err)
 	}
+	kt.sent.Inc()
 	select {
 	case <-ctx.Done():
 		return keyring.Key{}, ctx.Err()

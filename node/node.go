@@ -147,6 +147,8 @@ type Node struct {
 	clockAhead atomic.Bool
 	// metaClock (tests): this node's wall clock (wallNow); nil: time.Now.
 	metaClock atomic.Pointer[func() time.Time]
+	// ticketShift (tests): added to the time TLS session tickets go by.
+	ticketShift atomic.Int64
 	// clock reckons the cluster time (clustertime.go); clockOffset is this
 	// node's wall clock minus it, in nanoseconds (metric); clockApart,
 	// clockOff and clockBlocked: a jumped median, this node's clock far
@@ -290,6 +292,7 @@ func (n *Node) Start() (err error) {
 	var fetch func(context.Context, string) (keyring.Key, error)
 	if n.keys != nil {
 		fetch = n.keys.fetch
+		n.registry.MustRegister(n.keys.sent)
 	}
 	n.dataKeys = newDataKeys(n.ring, n.store, fetch, n.log)
 	n.registry.MustRegister(n.dataKeys.failures, n.dataKeys.resolved)
@@ -328,7 +331,7 @@ func (n *Node) Start() (err error) {
 		return fmt.Errorf("listeners: %w", err)
 	}
 	// Session tickets from the replicated keyring resume on every node.
-	n.server.UseTicketKeys(n.ring)
+	n.server.UseTicketKeys(ticketKeySource{n})
 	n.server.UseAcme(n.acmeView)
 	if err := n.server.Start(); err != nil {
 		return fmt.Errorf("listeners: %w", err)
