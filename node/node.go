@@ -154,8 +154,11 @@ type Node struct {
 	// clockOff and clockBlocked: a jumped median, this node's clock far
 	// off, a committed time that cannot be set back (each logged once per
 	// episode).
-	clock        clusterClock
-	clockOffset  atomic.Int64
+	clock       clusterClock
+	clockOffset atomic.Int64
+	// clusterAt is the last reading of the cluster time, which the data
+	// path counts on from (nil before the first).
+	clusterAt    atomic.Pointer[clockPoint]
 	clockApart   atomic.Bool
 	clockOff     atomic.Bool
 	clockBlocked atomic.Bool
