@@ -292,7 +292,7 @@ func (n *Node) Start() (err error) {
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n), newClockCollector(n))
-	var fetch func(context.Context, string) (keyring.Key, error)
+	var fetch func(context.Context, []string, string) (*leaderKeys, error)
 	if n.keys != nil {
 		fetch = n.keys.fetch
 		n.registry.MustRegister(n.keys.sent)
