@@ -147,13 +147,18 @@ type Node struct {
 	clockAhead atomic.Bool
 	// metaClock (tests): this node's wall clock (wallNow); nil: time.Now.
 	metaClock atomic.Pointer[func() time.Time]
+	// ticketShift (tests): added to the time TLS session tickets go by.
+	ticketShift atomic.Int64
 	// clock reckons the cluster time (clustertime.go); clockOffset is this
 	// node's wall clock minus it, in nanoseconds (metric); clockApart,
 	// clockOff and clockBlocked: a jumped median, this node's clock far
 	// off, a committed time that cannot be set back (each logged once per
 	// episode).
-	clock        clusterClock
-	clockOffset  atomic.Int64
+	clock       clusterClock
+	clockOffset atomic.Int64
+	// clusterAt is the last reading of the cluster time, which the data
+	// path counts on from (nil before the first).
+	clusterAt    atomic.Pointer[clockPoint]
 	clockApart   atomic.Bool
 	clockOff     atomic.Bool
 	clockBlocked atomic.Bool
@@ -287,9 +292,10 @@ func (n *Node) Start() (err error) {
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n), newClockCollector(n))
-	var fetch func(context.Context, string) (keyring.Key, error)
+	var fetch func(context.Context, []string, string) (*leaderKeys, error)
 	if n.keys != nil {
 		fetch = n.keys.fetch
+		n.registry.MustRegister(n.keys.sent)
 	}
 	n.dataKeys = newDataKeys(n.ring, n.store, fetch, n.log)
 	n.registry.MustRegister(n.dataKeys.failures, n.dataKeys.resolved)
@@ -328,7 +334,7 @@ func (n *Node) Start() (err error) {
 		return fmt.Errorf("listeners: %w", err)
 	}
 	// Session tickets from the replicated keyring resume on every node.
-	n.server.UseTicketKeys(n.ring)
+	n.server.UseTicketKeys(ticketKeySource{n})
 	n.server.UseAcme(n.acmeView)
 	if err := n.server.Start(); err != nil {
 		return fmt.Errorf("listeners: %w", err)
