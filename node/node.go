@@ -168,6 +168,9 @@ type Node struct {
 	// replicated ones (acme.go).
 	acme     *acmeManager
 	acmeView *acmeView
+
+	// dirLock holds the data dir for this process (lock.go).
+	dirLock *dataDirLock
 }
 
 // DefaultAdminAddr is the admin listener's default address.
@@ -263,6 +266,11 @@ func (n *Node) Start() (err error) {
 	}
 	if err := os.MkdirAll(n.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
+	}
+	// Before anything reads or writes the dir, gossip included: a second
+	// process on it would otherwise join under the live node's id.
+	if n.dirLock, err = lockDataDir(n.cfg.DataDir); err != nil {
+		return err
 	}
 	// The admin socket is bound first: gossip metadata carries its address.
 	if err := n.listenAdmin(); err != nil {
@@ -527,6 +535,7 @@ func (n *Node) closeAll(ctx context.Context) error {
 	if n.proxy != nil {
 		n.proxy.Close()
 	}
+	n.dirLock.release()
 	n.log.Info("node stopped")
 	return errors.Join(errs...)
 }
