@@ -372,10 +372,20 @@ func oneLine(err error) string {
 	return strings.Join(parts, "; ")
 }
 
+// refusedErrorAfter is how many consecutive joins refused for another
+// cluster secret make the warning an error (about 5 s with LAN timing).
+const refusedErrorAfter = 5
+
+// otherSecret says whether a join failed because the peers use another
+// cluster secret (or none).
+func otherSecret(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "no installed keys could decrypt")
+}
+
 // joinHint says what to do about the failures whose cause is known.
 func joinHint(err error) string {
 	switch {
-	case err != nil && strings.Contains(err.Error(), "no installed keys could decrypt"):
+	case otherSecret(err):
 		return " (the peers use another cluster secret: give every node the same --cluster-secret-file)"
 	case err != nil && strings.Contains(err.Error(), "remote state is not encrypted"):
 		// An admin or proxy port answers HTTP, which reads as plain state.
@@ -435,6 +445,7 @@ func (m *Membership) resolve(ctx context.Context, addrs []string) ([]string, []e
 // re-resolving names each time, until this node knows at least one other
 // alive node or ctx ends. Another cluster's peers end it at once.
 func (m *Membership) JoinRetry(ctx context.Context, addrs []string) error {
+	refused := 0 // consecutive tries the peers refused for another secret
 	for attempt := 0; ; attempt++ {
 		_, err := m.Join(addrs)
 		if m.ml.NumMembers() > 1 {
@@ -446,11 +457,24 @@ func (m *Membership) JoinRetry(ctx context.Context, addrs []string) error {
 		if err == nil {
 			err = errors.New("only this node answered")
 		}
-		if attempt%30 == 0 { // the first failure and then every ~30 s (LAN) at info; the rest at debug
-			m.log.Info("gossip: join failed, retrying", "addrs", addrs, "attempt", attempt+1, "err", err)
+		// A peer not up yet is routine (info); peers that refuse this node
+		// for another cluster secret are a mistake (a warning, an error
+		// once it lasts). The first failure and then every ~30 s (LAN),
+		// besides the step to error, are logged; the rest at debug.
+		level := slog.LevelInfo
+		if otherSecret(err) {
+			refused++
+			level = slog.LevelWarn
+			if refused >= refusedErrorAfter {
+				level = slog.LevelError
+			}
 		} else {
-			m.log.Debug("gossip: join failed, retrying", "addrs", addrs, "attempt", attempt+1, "err", err)
+			refused = 0
 		}
+		if attempt%30 != 0 && refused != refusedErrorAfter {
+			level = slog.LevelDebug
+		}
+		m.log.Log(context.Background(), level, "gossip: join failed, retrying", "addrs", addrs, "attempt", attempt+1, "err", err)
 		if !m.pauseJoin(ctx) {
 			return fmt.Errorf("cluster: join %s: %w (last error: %v)", strings.Join(addrs, ", "), ctx.Err(), err)
 		}

@@ -216,7 +216,9 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 	rc.CommitTimeout = cfg.Timing.CommitTimeout
 	rc.ShutdownOnRemove = false // a removed node keeps serving reads and can be added again
 	rc.NoLegacyTelemetry = true
-	rc.Logger = newRaftLogger(cfg.Logger, "raft")
+	rl := newRaftLogger(cfg.Logger, "raft").(*raftLogger)
+	rl.st.snapIndex = s.latestSnapshot
+	rc.Logger = rl
 	if k.snapshotThreshold > 0 {
 		rc.SnapshotThreshold = k.snapshotThreshold
 	}
