@@ -57,6 +57,9 @@ type Config struct {
 	// membership, state or meta (including this node's own meta and Forget).
 	// Calls never overlap; a slow OnChange delays the next one, never gossip.
 	OnChange func()
+	// OnIDConflict, when set, is told of another claim on this node's id
+	// once it is checked (conflict.go), from a goroutine of its own.
+	OnIDConflict func(IDConflict)
 }
 
 // Membership is this node's view of the gossip cluster.
@@ -85,6 +88,8 @@ type Membership struct {
 
 	watchMu  sync.Mutex
 	watchers []func() // called after OnChange; see Watch
+
+	idc conflicts // claims on node ids (conflict.go)
 
 	evMu     sync.Mutex // guards events, mismatch; taken inside memberlist callbacks
 	events   []nodeObs
@@ -188,7 +193,7 @@ func Open(cfg Config, opts ...OpenOption) (*Membership, error) {
 		RetransmitMult: mc.RetransmitMult,
 	}
 	d := delegate{m}
-	mc.Delegate, mc.Events, mc.Merge, mc.Alive = d, d, d, d
+	mc.Delegate, mc.Events, mc.Merge, mc.Alive, mc.Conflict = d, d, d, d, d
 
 	ml, err := memberlist.Create(mc)
 	if err != nil {

@@ -50,6 +50,9 @@ func (w *mlLogWriter) Write(p []byte) (int, error) {
 	if level >= slog.LevelWarn && strings.Contains(line, "use of closed network connection") {
 		level = slog.LevelDebug // this node stopping while a probe was in flight
 	}
+	if strings.HasPrefix(line, "Conflicting address for ") {
+		level = slog.LevelDebug // the conflict delegate says what it means (conflict.go)
+	}
 	var attrs []any
 	if level >= slog.LevelWarn && strings.Contains(line, "no installed keys could decrypt") {
 		// Someone else's packet: this node is fine; the sender (a node

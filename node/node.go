@@ -171,6 +171,8 @@ type Node struct {
 
 	// dirLock holds the data dir for this process (lock.go).
 	dirLock *dataDirLock
+	// idClaims are live claims on this node's id (idconflict.go).
+	idClaims chan cluster.IDConflict
 }
 
 // DefaultAdminAddr is the admin listener's default address.
@@ -215,6 +217,7 @@ func New(cfg Config) (*Node, error) {
 		stop:       make(chan struct{}),
 		leaderWake: make(chan struct{}, 1),
 		failed:     make(chan struct{}),
+		idClaims:   make(chan cluster.IDConflict, 4),
 		ev:         eventState{bus: newEventBus(cfg.NodeID), wake: make(chan struct{}, 1)},
 		activationLag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tether_keyring_activation_lag_seconds",
@@ -335,7 +338,8 @@ func (n *Node) Start() (err error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.bg.Add(5)
+	n.bg.Add(6)
+	go n.watchIDClaims(ctx)
 	go n.acmeLoop(ctx)
 	go n.form(ctx)
 	go n.watchStore(ctx)
