@@ -112,6 +112,10 @@ func (n *Node) requireToken(h http.Handler) http.Handler {
 }
 
 func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
+	if why := n.gate.reason(); why != "" {
+		writeError(w, http.StatusServiceUnavailable, "proxy listeners closed until this node is in the cluster and holds the active key: "+why)
+		return
+	}
 	if id, _ := n.store.Leader(); id == "" {
 		writeError(w, http.StatusServiceUnavailable, "no Raft leader known yet")
 		return

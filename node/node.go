@@ -81,6 +81,12 @@ type Config struct {
 	// docs/OPERATIONS.md); it applies to the whole process.
 	WriteYield string
 
+	// ServeBeforeJoin opens the proxy listeners at start on a node started
+	// to join (--join, --bootstrap-expect) with no state of its own, which
+	// otherwise accepts no connection until it is in the cluster and holds
+	// the active key (readiness.go).
+	ServeBeforeJoin bool
+
 	// FastTimings shortens gossip timings (failure detection) for
 	// in-process tests and the demo on loopback; Raft keeps LAN timings.
 	FastTimings bool
@@ -173,6 +179,8 @@ type Node struct {
 	dirLock *dataDirLock
 	// idClaims are live claims on this node's id (idconflict.go).
 	idClaims chan cluster.IDConflict
+	// gate says what the proxy listeners wait for (readiness.go).
+	gate proxyGate
 }
 
 // DefaultAdminAddr is the admin listener's default address.
@@ -332,13 +340,14 @@ func (n *Node) Start() (err error) {
 	// Session tickets from the replicated keyring resume on every node.
 	n.server.UseTicketKeys(n.ring)
 	n.server.UseAcme(n.acmeView)
-	if err := n.server.Start(); err != nil {
-		return fmt.Errorf("listeners: %w", err)
+	if err := n.openListeners(); err != nil {
+		return err
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.bg.Add(6)
+	n.bg.Add(7)
+	go n.serveWhenJoined(ctx)
 	go n.watchIDClaims(ctx)
 	go n.acmeLoop(ctx)
 	go n.form(ctx)
@@ -365,7 +374,7 @@ func (n *Node) Start() (err error) {
 	for _, a := range n.server.Addrs() {
 		addrs = append(addrs, a.String())
 	}
-	n.log.Info("node started", "proxy", strings.Join(addrs, ","), "admin", n.adminLn.Addr().String(), "raft", n.store.Addr(), "gossip", n.GossipAddr(), "data_dir", n.cfg.DataDir)
+	n.log.Info("node started", "proxy", strings.Join(addrs, ","), "proxy_open", n.gate.reason() == "", "admin", n.adminLn.Addr().String(), "raft", n.store.Addr(), "gossip", n.GossipAddr(), "data_dir", n.cfg.DataDir)
 	return nil
 }
 
