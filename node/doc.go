@@ -18,7 +18,9 @@
 // readiness.go: a node started to join with no state binds its proxy
 // listeners without accepting until it is in the Raft configuration and
 // holds the active key (--serve-before-join opens them at start).
-// lock.go: the data dir's
+// confirm.go: a drain answers once every live member confirmed, over
+// gossip's direct messages, that it applied the drain's index to its data
+// path (at most 2 s; the answer names the others). lock.go: the data dir's
 // flock. idconflict.go: a live claim on this node's id stops the node that
 // holds no state.
 //

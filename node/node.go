@@ -181,6 +181,8 @@ type Node struct {
 	idClaims chan cluster.IDConflict
 	// gate says what the proxy listeners wait for (readiness.go).
 	gate proxyGate
+	// confirms are members' confirmations of applied writes (confirm.go).
+	confirms applyConfirms
 }
 
 // DefaultAdminAddr is the admin listener's default address.
@@ -289,6 +291,9 @@ func (n *Node) Start() (err error) {
 	}
 	if err := n.openCluster(); err != nil {
 		return err
+	}
+	if err := n.openApplyConfirms(); err != nil {
+		return fmt.Errorf("gossip: %w", err)
 	}
 	if err := n.openHealth(); err != nil {
 		return fmt.Errorf("health gossip: %w", err)
