@@ -136,6 +136,15 @@ func (n *Node) confirmApplied(ctx context.Context, index uint64, within time.Dur
 	if len(targets) == 0 {
 		return applied, nil
 	}
+	// A follower applies an entry once it learns it is committed, which
+	// raft tells it with the next entry it replicates (or its next
+	// replication round, tens of milliseconds later): a barrier entry now
+	// carries the commit index to every follower at once.
+	go func() {
+		if err := n.store.Barrier(within); err != nil {
+			n.log.Debug("barrier after a write failed", "index", index, "error", err)
+		}
+	}()
 	ask := encodeIDIndex(n.cfg.NodeID, index)
 	for _, id := range targets {
 		go func() {
