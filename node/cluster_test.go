@@ -187,15 +187,15 @@ func (tc *testCluster) form(n int) []*Node {
 	return tc.live()
 }
 
-// waitSettled waits until every live node knows the same leader and holds
-// an active key.
+// waitSettled waits until every live node knows the same leader, holds
+// an active key and serves.
 func (tc *testCluster) waitSettled() {
 	tc.t.Helper()
-	testutil.Eventually(tc.t, 30*time.Second, "one leader and an active key on every node", func() bool {
+	testutil.Eventually(tc.t, 30*time.Second, "one leader, an active key and open listeners on every node", func() bool {
 		leader := ""
 		for _, n := range tc.live() {
 			l := n.Leader()
-			if l == "" || (leader != "" && l != leader) || n.ring.ActiveKeyID(time.Now()) == "" {
+			if l == "" || (leader != "" && l != leader) || n.ring.ActiveKeyID(time.Now()) == "" || n.gate.reason() != "" {
 				return false
 			}
 			leader = l

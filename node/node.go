@@ -81,6 +81,12 @@ type Config struct {
 	// docs/OPERATIONS.md); it applies to the whole process.
 	WriteYield string
 
+	// ServeBeforeJoin opens the proxy listeners at start on a node started
+	// to join (--join, --bootstrap-expect) with no state of its own, which
+	// otherwise accepts no connection until it is in the cluster and holds
+	// the active key (readiness.go).
+	ServeBeforeJoin bool
+
 	// FastTimings shortens gossip timings (failure detection) for
 	// in-process tests and the demo on loopback; Raft keeps LAN timings.
 	FastTimings bool
@@ -182,6 +188,15 @@ type Node struct {
 	// replicated ones (acme.go).
 	acme     *acmeManager
 	acmeView *acmeView
+
+	// dirLock holds the data dir for this process (lock.go).
+	dirLock *dataDirLock
+	// idClaims are live claims on this node's id (idconflict.go).
+	idClaims chan cluster.IDConflict
+	// gate says what the proxy listeners wait for (readiness.go).
+	gate proxyGate
+	// confirms are members' confirmations of applied writes (confirm.go).
+	confirms applyConfirms
 }
 
 // DefaultAdminAddr is the admin listener's default address.
@@ -226,6 +241,7 @@ func New(cfg Config) (*Node, error) {
 		stop:       make(chan struct{}),
 		leaderWake: make(chan struct{}, 1),
 		failed:     make(chan struct{}),
+		idClaims:   make(chan cluster.IDConflict, 4),
 		ev:         eventState{bus: newEventBus(cfg.NodeID), wake: make(chan struct{}, 1)},
 		activationLag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tether_keyring_activation_lag_seconds",
@@ -278,12 +294,20 @@ func (n *Node) Start() (err error) {
 	if err := os.MkdirAll(n.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
+	// Before anything reads or writes the dir, gossip included: a second
+	// process on it would otherwise join under the live node's id.
+	if n.dirLock, err = lockDataDir(n.cfg.DataDir); err != nil {
+		return err
+	}
 	// The admin socket is bound first: gossip metadata carries its address.
 	if err := n.listenAdmin(); err != nil {
 		return err
 	}
 	if err := n.openCluster(); err != nil {
 		return err
+	}
+	if err := n.openApplyConfirms(); err != nil {
+		return fmt.Errorf("gossip: %w", err)
 	}
 	if err := n.openHealth(); err != nil {
 		return fmt.Errorf("health gossip: %w", err)
@@ -336,13 +360,15 @@ func (n *Node) Start() (err error) {
 	// Session tickets from the replicated keyring resume on every node.
 	n.server.UseTicketKeys(ticketKeySource{n})
 	n.server.UseAcme(n.acmeView)
-	if err := n.server.Start(); err != nil {
-		return fmt.Errorf("listeners: %w", err)
+	if err := n.openListeners(); err != nil {
+		return err
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.bg.Add(5)
+	n.bg.Add(7)
+	go n.serveWhenJoined(ctx)
+	go n.watchIDClaims(ctx)
 	go n.acmeLoop(ctx)
 	go n.form(ctx)
 	go n.watchStore(ctx)
@@ -368,7 +394,7 @@ func (n *Node) Start() (err error) {
 	for _, a := range n.server.Addrs() {
 		addrs = append(addrs, a.String())
 	}
-	n.log.Info("node started", "proxy", strings.Join(addrs, ","), "admin", n.adminLn.Addr().String(), "raft", n.store.Addr(), "gossip", n.GossipAddr(), "data_dir", n.cfg.DataDir)
+	n.log.Info("node started", "proxy", strings.Join(addrs, ","), "proxy_open", n.gate.reason() == "", "admin", n.adminLn.Addr().String(), "raft", n.store.Addr(), "gossip", n.GossipAddr(), "data_dir", n.cfg.DataDir)
 	return nil
 }
 
@@ -542,6 +568,7 @@ func (n *Node) closeAll(ctx context.Context) error {
 	if n.proxy != nil {
 		n.proxy.Close()
 	}
+	n.dirLock.release()
 	n.log.Info("node stopped")
 	return errors.Join(errs...)
 }

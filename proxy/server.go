@@ -90,6 +90,10 @@ type Server struct {
 	lns   []net.Listener
 	addrs []net.Addr
 	wg    sync.WaitGroup
+	// reserved are each listener's sockets bound by Reserve, not yet
+	// listening (reserve.go); shut: Shutdown ran, Start refuses.
+	reserved [][]*reservation
+	shut     bool
 }
 
 // NewServer prepares listeners for cfg.Listeners with cfg.Limits, serving h
@@ -295,14 +299,17 @@ func headerLimit(max int, h http.Handler) http.Handler {
 	})
 }
 
-// Start binds every listener and serves in the background. It returns an
-// error (naming the address) if any listener cannot bind, after closing the
-// ones already bound.
+// Start binds every listener (or listens on the sockets Reserve bound) and
+// serves in the background. It returns an error (naming the address) if any
+// listener cannot bind, after closing the ones already bound.
 func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lns != nil {
 		return errors.New("server already started")
+	}
+	if s.shut {
+		return http.ErrServerClosed
 	}
 	if err := s.checkAcme(); err != nil {
 		return err
@@ -310,7 +317,7 @@ func (s *Server) Start() error {
 	lns := make([]net.Listener, 0, len(s.servers))
 	var owner []int // owner[k] is the listener lns[k] serves
 	for i := range s.servers {
-		bound, err := listenAll(s.listeners[i].Address, s.logger)
+		bound, err := s.bind(i)
 		if err != nil {
 			for _, l := range lns {
 				_ = l.Close()
@@ -329,7 +336,7 @@ func (s *Server) Start() error {
 			owner = append(owner, i)
 		}
 	}
-	s.lns = lns
+	s.lns, s.addrs = lns, nil
 	for _, h1 := range s.h1 {
 		if h1 == nil {
 			continue
@@ -378,6 +385,7 @@ func (s *Server) Addrs() []net.Addr {
 // Shutdown stops accepting and waits for in-flight requests until ctx ends;
 // then it closes what is left.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.releaseReserved()
 	var wg sync.WaitGroup
 	errs := make([]error, 2*len(s.servers)) // each http.Server's, then each own loop's
 	for i, srv := range s.servers {
