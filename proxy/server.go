@@ -289,6 +289,9 @@ func orDefault(d, def time.Duration) time.Duration {
 // makes the configured figure exact.
 func headerLimit(max int, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 2 {
+			growStack() // a new goroutine per stream (stack.go)
+		}
 		n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
 		for k, vs := range r.Header {
 			for _, v := range vs {
