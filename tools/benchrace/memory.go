@@ -238,17 +238,13 @@ type burstResult struct {
 var burstAfter = [2]time.Duration{15 * time.Second, 60 * time.Second}
 
 // measureBurst runs the burst on each target in turn; each target's
-// readings run in the background while the next target's burst goes on,
-// so the phase takes about a minute plus the bursts.
+// readings run in the background while the next target's burst goes on, as
+// many targets at once as this process's descriptors allow it to hold the
+// connections of (each target's are closed after its last reading).
 func measureBurst(o options, targets []*target) []burstResult {
 	var out []*burstResult
 	var wg sync.WaitGroup
-	var held [][]net.Conn
-	defer func() {
-		for _, cs := range held {
-			closeAll(cs)
-		}
-	}()
+	held := make(chan struct{}, burstsAtOnce(o.burstConns))
 	for _, t := range targets {
 		if t.name == "tether-10k" || t.name == "tether-cluster3" {
 			continue
@@ -270,6 +266,7 @@ func measureBurst(o options, targets []*target) []burstResult {
 		}
 		// To the net/http backends: what a deployment's answer.
 		req := []byte("GET /n/hash/1k HTTP/1.1\r\nHost: " + u.Host + "\r\nCookie: " + ck + "\r\n\r\n")
+		held <- struct{}{}
 		res := &burstResult{Target: t.name, Conns: o.burstConns}
 		res.IdleRSS, _ = treeMemory(t.pids()...)
 		stop := make(chan struct{})
@@ -279,13 +276,13 @@ func measureBurst(o options, targets []*target) []burstResult {
 		conns, opened := burst(u.Host, req, o.burstConns)
 		done := time.Now()
 		close(stop)
-		held = append(held, conns)
 		res.PeakRSS, res.Opened, res.BurstSecs = <-peak, opened, done.Sub(start).Seconds()
 		logf("burst %-8s %d of %d connections served in %.1f s; rss idle %d KiB, peak %d KiB", t.name, opened, o.burstConns, res.BurstSecs, res.IdleRSS, res.PeakRSS)
 		out = append(out, res)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() { closeAll(conns); <-held }()
 			for k, d := range burstAfter {
 				time.Sleep(time.Until(done.Add(d)))
 				rss, _ := treeMemory(t.pids()...)
@@ -304,6 +301,16 @@ func measureBurst(o options, targets []*target) []burstResult {
 		rs = append(rs, *r)
 	}
 	return rs
+}
+
+// burstsAtOnce is how many targets' burst connections this process can
+// hold at once within its descriptor limit (at least one).
+func burstsAtOnce(conns int) int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || conns <= 0 {
+		return 1
+	}
+	return max(1, int((int64(lim.Cur)-fdSpare)/int64(conns)))
 }
 
 // perConn is the growth over the idle figure per connection (KiB).
