@@ -205,6 +205,9 @@ func mayHaveSealed(k Key, day int64) bool {
 // whose ticket keys (and seed) t falls in.
 func TicketDay(t time.Time) int64 { return dayOf(t) }
 
+// TicketDayStart is the start of day (UTC).
+func TicketDayStart(day int64) time.Time { return dayStart(day) }
+
 // dayOf is the UTC day of t, counted from the Unix epoch.
 func dayOf(t time.Time) int64 {
 	const secs = int64(TicketKeyRotation / time.Second)

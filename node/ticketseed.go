@@ -1,0 +1,748 @@
+package node
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/ecdh"
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tether-proxy/tether/cluster"
+	"github.com/tether-proxy/tether/keyring"
+)
+
+// TLS session ticket seeds (keyring.TicketSeeds). The leader makes one
+// random seed per UTC day of the cluster time, today's and tomorrow's, and
+// every member asks it for them over gossip, so every node derives the
+// same ticket keys from the keyring keys and the day's seed, while no Raft
+// log, snapshot, backup or file holds a seed: a backup and the cluster
+// secret give no ticket key. A node erases a seed once its day is seven
+// days past.
+//
+// A request is authenticated with an HMAC under a key derived from the
+// cluster secret and carries the asker's ephemeral X25519 public key. The
+// answer is sealed (AES-256-GCM) under a key derived with HKDF from the
+// X25519 shared secret of that key and one the answerer makes for this
+// answer, salted with the same secret-derived key, and bound to the whole
+// request and the answerer's public key: it opens only for the node that
+// sent that request, and never with the cluster secret alone, so recorded
+// gossip and a later theft of the secret reveal no seed. Both ephemeral
+// private keys are dropped after the exchange.
+//
+// A new leader that lacks today's or tomorrow's seed first asks the
+// members for theirs (a failover keeps the seeds), and makes the ones
+// nobody holds (a whole-cluster restart makes new ones: earlier tickets no
+// longer resume). The leader's answer is authoritative: a member that held
+// another seed for a day (two leaders raced it) seals with the leader's
+// and keeps its own to open the tickets sealed under it.
+const (
+	seedRequestTag = 's'
+	seedAnswerTag  = 'S'
+	// ticketSeedScheme is what a node gossips in cluster.Meta.Tickets.
+	ticketSeedScheme = 1
+	// seedVersion is the version of the request and answer.
+	seedVersion = 1
+	// seedRound is how often a node looks at its seeds: the leader makes
+	// the day's and the next day's, a member asks the leader for them.
+	seedRound = time.Second
+	// seedRetry paces the rounds while this node lacks today's or
+	// tomorrow's seed.
+	seedRetry = 200 * time.Millisecond
+	// seedRefresh: a member asks the leader at least this often.
+	seedRefresh = time.Minute
+	// seedAskTimeout bounds one request.
+	seedAskTimeout = 2 * time.Second
+	// seedGatherWait bounds how long a new leader lacking today's or
+	// tomorrow's seed waits for the members' before it makes new ones.
+	seedGatherWait = 2 * time.Second
+	// keyringTicketsAfter is how long after this node last saw a member of
+	// a release before seeds it still opens tickets sealed from the
+	// keyring alone: their lifetime.
+	keyringTicketsAfter = keyring.TicketKeyLifetime
+	// seedNonceSize is the length of a request's nonce.
+	seedNonceSize = 16
+	// seedQueue bounds the requests waiting to be answered; more are
+	// dropped (the asker times out and asks again).
+	seedQueue = 16
+)
+
+// HKDF infos of the seed exchange, under the key derived with
+// keyring.InfoTicketSeeds.
+const (
+	seedMACInfo    = "tether ticket seed request v1"
+	seedAnswerInfo = "tether ticket seed answer v1"
+)
+
+var (
+	errSeedAuth   = errors.New("ticket seed request: authentication failed (another cluster secret, or altered)")
+	errSeedAnswer = errors.New("ticket seed answer does not open: not an answer to this node's request")
+)
+
+// seedRequest asks a node for the seeds it holds.
+type seedRequest struct {
+	V     int    `json:"v"`
+	From  string `json:"f"`
+	To    string `json:"t"`
+	Nonce []byte `json:"n"`
+	Pub   []byte `json:"e"` // the asker's ephemeral X25519 public key
+}
+
+// seedRequestMsg is a request as sent: its JSON and the HMAC of it.
+type seedRequestMsg struct {
+	Body []byte `json:"b"`
+	MAC  []byte `json:"m"`
+}
+
+// seedAnswerMsg is an answer as sent.
+type seedAnswerMsg struct {
+	Nonce []byte `json:"n"` // the request's
+	Pub   []byte `json:"e"` // the answerer's ephemeral X25519 public key
+	Box   []byte `json:"c"` // AES-256-GCM of a seedAnswer
+}
+
+// seedAnswer is what an answer carries, sealed.
+type seedAnswer struct {
+	From   string `json:"f"`
+	To     string `json:"t"`
+	Leader bool   `json:"l"`
+	Term   uint64 `json:"r"`
+	// Complete: the answerer holds today's and tomorrow's seeds and, when
+	// it leads, settled them for its term (took the members' or made new).
+	Complete bool      `json:"c"`
+	Days     []seedDay `json:"d"`
+}
+
+type seedDay struct {
+	Day   int64    `json:"d"`
+	Seeds [][]byte `json:"s"`
+}
+
+// seedCrypto seals and opens the exchange under the key derived from the
+// cluster secret.
+type seedCrypto struct {
+	kek []byte // keyring.DeriveKEK(secret, keyring.InfoTicketSeeds)
+	mac []byte
+}
+
+func newSeedCrypto(secret []byte) (*seedCrypto, error) {
+	kek, err := keyring.DeriveKEK(secret, keyring.InfoTicketSeeds)
+	if err != nil {
+		return nil, err
+	}
+	mac, err := hkdf.Key(sha256.New, kek, nil, seedMACInfo, 32)
+	if err != nil {
+		return nil, err
+	}
+	return &seedCrypto{kek: kek, mac: mac}, nil
+}
+
+// seedAsk is a request sent and the ephemeral key its answer opens with.
+type seedAsk struct {
+	req  seedRequest
+	msg  []byte
+	priv *ecdh.PrivateKey
+}
+
+func (c *seedCrypto) sum(body []byte) []byte {
+	h := hmac.New(sha256.New, c.mac)
+	h.Write(body)
+	return h.Sum(nil)
+}
+
+// newRequest makes a request from node from to node to.
+func (c *seedCrypto) newRequest(from, to string) (*seedAsk, error) {
+	priv, err := ecdh.X25519().GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	req := seedRequest{V: seedVersion, From: from, To: to, Nonce: make([]byte, seedNonceSize), Pub: priv.PublicKey().Bytes()}
+	_, _ = rand.Read(req.Nonce)
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := json.Marshal(seedRequestMsg{Body: body, MAC: c.sum(body)})
+	if err != nil {
+		return nil, err
+	}
+	return &seedAsk{req: req, msg: msg, priv: priv}, nil
+}
+
+// openRequest checks a request's HMAC and reads it.
+func (c *seedCrypto) openRequest(msg []byte) (seedRequest, error) {
+	var m seedRequestMsg
+	if err := json.Unmarshal(msg, &m); err != nil {
+		return seedRequest{}, fmt.Errorf("ticket seed request: %w", err)
+	}
+	if !hmac.Equal(m.MAC, c.sum(m.Body)) {
+		return seedRequest{}, errSeedAuth
+	}
+	var req seedRequest
+	if err := json.Unmarshal(m.Body, &req); err != nil {
+		return seedRequest{}, fmt.Errorf("ticket seed request: %w", err)
+	}
+	switch {
+	case req.V != seedVersion:
+		return seedRequest{}, fmt.Errorf("ticket seed request: version %d, this node speaks %d", req.V, seedVersion)
+	case req.From == "" || req.To == "" || len(req.Nonce) != seedNonceSize:
+		return seedRequest{}, errors.New("ticket seed request: malformed")
+	}
+	if _, err := ecdh.X25519().NewPublicKey(req.Pub); err != nil {
+		return seedRequest{}, fmt.Errorf("ticket seed request: %w", err)
+	}
+	return req, nil
+}
+
+// answerAEAD is the cipher of one answer: HKDF-SHA256 of the X25519
+// shared secret, salted with the secret-derived key, its info naming the
+// whole request message and the answerer's public key.
+func (c *seedCrypto) answerAEAD(shared, reqMsg, answererPub []byte) (cipher.AEAD, error) {
+	t := sha256.New()
+	t.Write(reqMsg)
+	t.Write(answererPub)
+	key, err := hkdf.Key(sha256.New, shared, c.kek, seedAnswerInfo+" "+hex.EncodeToString(t.Sum(nil)), 32)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(key)
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
+
+// seedAnswerAD is the additional data of an answer's box. Its key is used
+// once (the answerer's key pair is fresh), so the nonce is zero.
+func seedAnswerAD(nonce, pub []byte) []byte {
+	return slices.Concat([]byte(seedAnswerInfo), nonce, pub)
+}
+
+// sealAnswer seals ans for the request reqMsg (read as req).
+func (c *seedCrypto) sealAnswer(reqMsg []byte, req seedRequest, ans seedAnswer) ([]byte, error) {
+	peer, err := ecdh.X25519().NewPublicKey(req.Pub)
+	if err != nil {
+		return nil, err
+	}
+	priv, err := ecdh.X25519().GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	shared, err := priv.ECDH(peer)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(shared)
+	pub := priv.PublicKey().Bytes()
+	aead, err := c.answerAEAD(shared, reqMsg, pub)
+	if err != nil {
+		return nil, err
+	}
+	plain, err := json.Marshal(ans)
+	if err != nil {
+		return nil, err
+	}
+	defer clear(plain)
+	box := aead.Seal(nil, make([]byte, aead.NonceSize()), plain, seedAnswerAD(req.Nonce, pub))
+	return json.Marshal(seedAnswerMsg{Nonce: req.Nonce, Pub: pub, Box: box})
+}
+
+// openAnswer opens an answer to ask.
+func (c *seedCrypto) openAnswer(ask *seedAsk, m seedAnswerMsg) (seedAnswer, error) {
+	peer, err := ecdh.X25519().NewPublicKey(m.Pub)
+	if err != nil {
+		return seedAnswer{}, errSeedAnswer
+	}
+	shared, err := ask.priv.ECDH(peer)
+	if err != nil {
+		return seedAnswer{}, errSeedAnswer
+	}
+	defer clear(shared)
+	aead, err := c.answerAEAD(shared, ask.msg, m.Pub)
+	if err != nil {
+		return seedAnswer{}, err
+	}
+	plain, err := aead.Open(nil, make([]byte, aead.NonceSize()), m.Box, seedAnswerAD(ask.req.Nonce, m.Pub))
+	if err != nil {
+		return seedAnswer{}, errSeedAnswer
+	}
+	defer clear(plain)
+	var ans seedAnswer
+	if err := json.Unmarshal(plain, &ans); err != nil {
+		return seedAnswer{}, fmt.Errorf("ticket seed answer: %w", err)
+	}
+	if ans.From != ask.req.To || ans.To != ask.req.From {
+		return seedAnswer{}, errSeedAnswer
+	}
+	return ans, nil
+}
+
+// wireDays and seedDays convert the seeds to and from an answer's form.
+func wireDays(days []keyring.DaySeeds) []seedDay {
+	out := make([]seedDay, 0, len(days))
+	for _, d := range days {
+		w := seedDay{Day: d.Day}
+		for _, s := range d.Seeds {
+			w.Seeds = append(w.Seeds, s[:])
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+func (a seedAnswer) seedDays() []keyring.DaySeeds {
+	out := make([]keyring.DaySeeds, 0, len(a.Days))
+	for _, w := range a.Days {
+		d := keyring.DaySeeds{Day: w.Day}
+		for _, b := range w.Seeds {
+			if len(b) == keyring.TicketSeedSize && len(d.Seeds) < keyring.MaxSeedsPerDay {
+				d.Seeds = append(d.Seeds, keyring.TicketSeed(b))
+			}
+			clear(b)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func clearDays(days []keyring.DaySeeds) {
+	for _, d := range days {
+		clear(d.Seeds)
+	}
+}
+
+// ticketSeeder keeps this node's seeds: it makes them while this node
+// leads, asks the leader for them otherwise, and answers other nodes'
+// requests.
+type ticketSeeder struct {
+	n      *Node
+	crypto *seedCrypto // nil without gossip
+	work   chan []byte // requests to answer, on one goroutine
+	wake   chan struct{}
+	// settled is the Raft term whose leader round this node ran (taking
+	// the members' seeds or making new ones); 0 while not leading.
+	settled atomic.Uint64
+
+	mu      sync.Mutex
+	waiting map[string]chan seedAnswerMsg // request nonce (hex) -> its asker
+
+	// took is the last answer this node took from a leader; lastAsk (the
+	// loop's own) when it last asked.
+	took    atomic.Pointer[seedSource]
+	lastAsk time.Time
+
+	requests *prometheus.CounterVec // result
+	made     prometheus.Counter
+}
+
+// seedSource is an answer a member took from the leader.
+type seedSource struct {
+	leader   string
+	term     uint64
+	complete bool // authoritative: the leader's seeds were adopted
+	at       time.Time
+}
+
+// openTicketSeeds sets up the seeds' exchange (with gossip) and metrics;
+// the loop starts with the node's background work.
+func (n *Node) openTicketSeeds(secret []byte) error {
+	s := &ticketSeeder{
+		n: n, work: make(chan []byte, seedQueue), wake: make(chan struct{}, 1), waiting: map[string]chan seedAnswerMsg{},
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tether_tls_ticket_seed_requests_total",
+			Help: "Requests for TLS session ticket seeds this node sent (to the leader, or to the members as a new leader), by result (ok, failed).",
+		}, []string{"result"}),
+		made: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tether_tls_ticket_seeds_made_total",
+			Help: "TLS session ticket seeds this node made while leading (one a day; more after a whole-cluster restart).",
+		}),
+	}
+	n.seeder = s
+	if n.members == nil || n.legacyTickets {
+		return nil
+	}
+	c, err := newSeedCrypto(secret)
+	if err != nil {
+		return err
+	}
+	s.crypto = c
+	if err := n.members.Register(seedRequestTag, cluster.Handler{Msg: s.request}); err != nil {
+		return err
+	}
+	return n.members.Register(seedAnswerTag, cluster.Handler{Msg: s.reply})
+}
+
+// wakeUp asks the loop for a round now (never blocks).
+func (s *ticketSeeder) wakeUp() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop runs the rounds until ctx ends.
+func (s *ticketSeeder) loop(ctx context.Context) {
+	defer s.n.bg.Done()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.wake:
+		}
+		t.Reset(s.round(ctx))
+	}
+}
+
+// round is one look at the seeds; it returns when the next is due.
+func (s *ticketSeeder) round(ctx context.Context) time.Duration {
+	n := s.n
+	now := time.Now()
+	today := keyring.TicketDay(n.ticketTime(now))
+	n.seeds.Prune(today)
+	n.noteTicketScheme(now)
+	if n.store.IsLeader() {
+		term := n.store.Term()
+		if s.settled.Load() != term {
+			if s.lacks(today) {
+				s.gather(ctx, today)
+			}
+			s.settled.Store(term)
+		}
+		for _, day := range []int64{today, today + 1} {
+			if n.seeds.Generate(day) {
+				s.made.Inc()
+				n.log.Debug("made the TLS session ticket seed of a day", "day", keyring.TicketDayStart(day).Format(time.DateOnly))
+			}
+		}
+		return seedRound
+	}
+	s.settled.Store(0)
+	s.fetch(ctx, today, now)
+	if s.lacks(today) {
+		return seedRetry
+	}
+	return seedRound
+}
+
+func (s *ticketSeeder) lacks(today int64) bool {
+	return !s.n.seeds.Has(today) || !s.n.seeds.Has(today+1)
+}
+
+// speaks reports whether member id is alive and exchanges seeds.
+func (s *ticketSeeder) speaks(id string) bool {
+	for _, m := range s.n.members.Members() {
+		if m.ID == id {
+			return m.Alive() && m.Tickets >= ticketSeedScheme
+		}
+	}
+	return false
+}
+
+// fetch asks the leader for its seeds when this node has not taken a
+// complete answer from this leader in this term, lacks today's or
+// tomorrow's seed, or asked longer than seedRefresh ago.
+func (s *ticketSeeder) fetch(ctx context.Context, today int64, now time.Time) {
+	n := s.n
+	if s.crypto == nil || n.seedFetchOff.Load() {
+		return
+	}
+	leader, _ := n.store.Leader()
+	if leader == "" || leader == n.cfg.NodeID || !s.speaks(leader) {
+		return
+	}
+	term := n.store.Term()
+	last := s.took.Load()
+	stale := last == nil || last.leader != leader || last.term != term || !last.complete || s.lacks(today) || now.Sub(last.at) >= seedRefresh
+	if !stale || now.Sub(s.lastAsk) < seedRetry {
+		return
+	}
+	s.lastAsk = now
+	ans, err := s.ask(ctx, leader)
+	if err != nil {
+		s.requests.WithLabelValues("failed").Inc()
+		n.log.Debug("asking the leader for the TLS session ticket seeds failed", "leader", leader, "error", err)
+		return
+	}
+	s.requests.WithLabelValues("ok").Inc()
+	days := ans.seedDays()
+	defer clearDays(days)
+	took := &seedSource{leader: leader, term: term, at: now}
+	if ans.Leader && ans.Complete && ans.Term == term {
+		n.seeds.Adopt(days)
+		took.complete = true
+	} else {
+		n.seeds.Fill(days)
+	}
+	s.took.Store(took)
+	n.seeds.Prune(today)
+}
+
+// gather runs when this node became leader lacking today's or tomorrow's
+// seed: it asks every alive member that exchanges seeds for theirs (for at
+// most seedGatherWait) and takes, for each day it lacks, the seed most of
+// them seal with (ties: the least), with the others they hold to open.
+func (s *ticketSeeder) gather(ctx context.Context, today int64) {
+	n := s.n
+	if s.crypto == nil {
+		return
+	}
+	var peers []string
+	for _, m := range n.members.Members() {
+		if m.ID != n.cfg.NodeID && m.Alive() && m.Tickets >= ticketSeedScheme {
+			peers = append(peers, m.ID)
+		}
+	}
+	if len(peers) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, seedGatherWait)
+	defer cancel()
+	answers := make(chan []keyring.DaySeeds, len(peers))
+	for _, p := range peers {
+		go func() {
+			ans, err := s.ask(ctx, p)
+			if err != nil {
+				s.requests.WithLabelValues("failed").Inc()
+				answers <- nil
+				return
+			}
+			s.requests.WithLabelValues("ok").Inc()
+			answers <- ans.seedDays()
+		}()
+	}
+	byDay := map[int64][][]keyring.TicketSeed{}
+	for range peers {
+		days := <-answers
+		for _, d := range days {
+			if len(d.Seeds) > 0 {
+				byDay[d.Day] = append(byDay[d.Day], d.Seeds)
+			}
+		}
+	}
+	var took []keyring.DaySeeds
+	for day, lists := range byDay {
+		if day <= today-int64(keyring.TicketKeyLifetime/keyring.TicketKeyRotation) || day > today+1 || n.seeds.Has(day) {
+			continue
+		}
+		took = append(took, keyring.DaySeeds{Day: day, Seeds: pickSeeds(lists)})
+	}
+	n.seeds.Fill(took)
+	if len(took) > 0 {
+		n.log.Info("took the TLS session ticket seeds the members hold", "days", len(took))
+	}
+	for _, lists := range byDay {
+		for _, l := range lists {
+			clear(l)
+		}
+	}
+	clearDays(took)
+}
+
+// pickSeeds orders one day's seeds as members hold them (each list's
+// first seals there): the one most lists seal with first (ties: the
+// least), then the others once each.
+func pickSeeds(lists [][]keyring.TicketSeed) []keyring.TicketSeed {
+	votes := map[keyring.TicketSeed]int{}
+	var all []keyring.TicketSeed
+	for _, l := range lists {
+		votes[l[0]]++
+		for _, s := range l {
+			if !slices.Contains(all, s) {
+				all = append(all, s)
+			}
+		}
+	}
+	slices.SortFunc(all, func(a, b keyring.TicketSeed) int {
+		if votes[a] != votes[b] {
+			return votes[b] - votes[a]
+		}
+		return slices.Compare(a[:], b[:])
+	})
+	return all
+}
+
+// ask sends a request to node to and waits for its answer (at most
+// seedAskTimeout).
+func (s *ticketSeeder) ask(ctx context.Context, to string) (seedAnswer, error) {
+	a, err := s.crypto.newRequest(s.n.cfg.NodeID, to)
+	if err != nil {
+		return seedAnswer{}, err
+	}
+	key := hex.EncodeToString(a.req.Nonce)
+	ch := make(chan seedAnswerMsg, 1)
+	s.mu.Lock()
+	s.waiting[key] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.waiting, key)
+		s.mu.Unlock()
+	}()
+	if err := s.send(to, seedRequestTag, a.msg); err != nil {
+		return seedAnswer{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, seedAskTimeout)
+	defer cancel()
+	select {
+	case <-ctx.Done():
+		return seedAnswer{}, fmt.Errorf("no answer from %s: %w", to, ctx.Err())
+	case m := <-ch:
+		return s.crypto.openAnswer(a, m)
+	}
+}
+
+func (s *ticketSeeder) send(to string, tag byte, msg []byte) error {
+	if f := s.n.seedRecord.Load(); f != nil {
+		(*f)(tag, msg)
+	}
+	return s.n.members.Send(to, tag, msg, true)
+}
+
+// request runs on memberlist's goroutine: it only queues (dropped when
+// full; the asker times out).
+func (s *ticketSeeder) request(msg []byte) {
+	select {
+	case s.work <- msg:
+	default:
+	}
+}
+
+// reply runs on memberlist's goroutine: it hands the answer to its asker.
+func (s *ticketSeeder) reply(msg []byte) {
+	var m seedAnswerMsg
+	if json.Unmarshal(msg, &m) != nil {
+		return
+	}
+	s.mu.Lock()
+	ch := s.waiting[hex.EncodeToString(m.Nonce)]
+	s.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- m:
+		default:
+		}
+	}
+}
+
+// serve answers requests until stop.
+func (s *ticketSeeder) serve(stop <-chan struct{}) {
+	defer s.n.bg.Done()
+	for {
+		select {
+		case <-stop:
+			return
+		case msg := <-s.work:
+			if err := s.answer(msg); err != nil {
+				s.n.log.Debug("a TLS session ticket seed request was not answered", "error", err)
+			}
+		}
+	}
+}
+
+// answer answers one request with every seed this node holds.
+func (s *ticketSeeder) answer(msg []byte) error {
+	n := s.n
+	req, err := s.crypto.openRequest(msg)
+	if err != nil {
+		return err
+	}
+	if req.To != n.cfg.NodeID {
+		return fmt.Errorf("a request for %s reached %s", req.To, n.cfg.NodeID)
+	}
+	today := keyring.TicketDay(n.ticketTime(time.Now()))
+	days := n.seeds.Days()
+	defer clearDays(days)
+	leader, term := n.store.IsLeader(), n.store.Term()
+	ans := seedAnswer{From: n.cfg.NodeID, To: req.From, Leader: leader, Term: term, Days: wireDays(days),
+		Complete: !s.lacks(today) && (!leader || s.settled.Load() == term)}
+	out, err := s.crypto.sealAnswer(msg, req, ans)
+	if err != nil {
+		return err
+	}
+	return s.send(req.From, seedAnswerTag, out)
+}
+
+// noteTicketScheme follows the members' ticket schemes: while an alive
+// member seals tickets from the keyring alone (a release before seeds),
+// this node does too, and it opens such tickets for keyringTicketsAfter
+// after it last saw one.
+func (n *Node) noteTicketScheme(now time.Time) {
+	mixed, older := false, ""
+	if n.members != nil {
+		for _, m := range n.members.Members() {
+			if m.Alive() && m.Tickets < ticketSeedScheme {
+				mixed, older = true, m.ID
+				break
+			}
+		}
+	}
+	if mixed {
+		n.keyringTicketsUntil.Store(now.Add(keyringTicketsAfter).UnixNano())
+	}
+	if was := n.ticketsMixed.Swap(mixed); was != mixed {
+		if mixed {
+			n.log.Info("a member runs a release that seals TLS session tickets under keys from the keyring alone: this node does too until every member is upgraded",
+				"member", older)
+		} else {
+			n.log.Info("every member seals TLS session tickets under the day's seed: so does this node; tickets sealed from the keyring alone keep resuming here for 7 days")
+		}
+	}
+}
+
+// ticketScheme is the scheme this node's tickets follow at now.
+func (n *Node) ticketScheme(now time.Time) keyring.TicketScheme {
+	switch {
+	case n.ticketsMixed.Load():
+		return keyring.TicketsFromKeyring
+	case now.UnixNano() < n.keyringTicketsUntil.Load():
+		return keyring.TicketsSeededOpenKeyring
+	}
+	return keyring.TicketsSeeded
+}
+
+// ticketSeedCollector reports the seeds this node holds and the scheme.
+type ticketSeedCollector struct {
+	n                 *Node
+	days, fromKeyring *prometheus.Desc
+}
+
+func newTicketSeedCollector(n *Node) *ticketSeedCollector {
+	return &ticketSeedCollector{n: n,
+		days: prometheus.NewDesc("tether_tls_ticket_seed_days",
+			"Days (of the last seven and tomorrow) whose TLS session ticket seed this node holds; 0: it issues no session ticket.", nil, nil),
+		fromKeyring: prometheus.NewDesc("tether_tls_tickets_from_keyring",
+			"1 while this node seals TLS session tickets under keys from the keyring alone, because a member runs a release before ticket seeds.", nil, nil),
+	}
+}
+
+func (c *ticketSeedCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.days
+	ch <- c.fromKeyring
+}
+
+func (c *ticketSeedCollector) Collect(ch chan<- prometheus.Metric) {
+	days := c.n.seeds.Days()
+	clearDays(days)
+	v := 0.0
+	if c.n.ticketScheme(time.Now()) == keyring.TicketsFromKeyring {
+		v = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.days, prometheus.GaugeValue, float64(len(days)))
+	ch <- prometheus.MustNewConstMetric(c.fromKeyring, prometheus.GaugeValue, v)
+}
