@@ -9,6 +9,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -113,7 +114,9 @@ type seedAnswerMsg struct {
 	Box   []byte `json:"c"` // AES-256-GCM of a seedAnswer
 }
 
-// seedAnswer is what an answer carries, sealed.
+// seedAnswer is what an answer carries, sealed: a JSON header, then the
+// seeds in binary (encodeSeedAnswer), so every copy of a seed is one this
+// node clears (encoding/json keeps its buffers for reuse).
 type seedAnswer struct {
 	From   string `json:"f"`
 	To     string `json:"t"`
@@ -121,13 +124,89 @@ type seedAnswer struct {
 	Term   uint64 `json:"r"`
 	// Complete: the answerer holds today's and tomorrow's seeds and, when
 	// it leads, settled them for its term (took the members' or made new).
-	Complete bool      `json:"c"`
-	Days     []seedDay `json:"d"`
+	Complete bool               `json:"c"`
+	Days     []keyring.DaySeeds `json:"-"`
 }
 
-type seedDay struct {
-	Day   int64    `json:"d"`
-	Seeds [][]byte `json:"s"`
+// maxSeedAnswerDays bounds the days an answer carries (a node holds at
+// most eight).
+const maxSeedAnswerDays = 16
+
+// encodeSeedAnswer is len(header) (4 bytes) | header (JSON) | days (1
+// byte) | per day: the day (8 bytes) | seeds (1 byte) | the seeds.
+func encodeSeedAnswer(a seedAnswer) ([]byte, error) {
+	h, err := json.Marshal(a)
+	if err != nil {
+		return nil, err
+	}
+	if len(a.Days) > maxSeedAnswerDays {
+		a.Days = a.Days[len(a.Days)-maxSeedAnswerDays:]
+	}
+	size := 4 + len(h) + 1
+	for _, d := range a.Days {
+		size += 9 + len(d.Seeds)*keyring.TicketSeedSize
+	}
+	b := make([]byte, 0, size)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(h)))
+	b = append(b, h...)
+	b = append(b, byte(len(a.Days)))
+	for _, d := range a.Days {
+		seeds := d.Seeds[:min(len(d.Seeds), keyring.MaxSeedsPerDay)]
+		b = binary.BigEndian.AppendUint64(b, uint64(d.Day))
+		b = append(b, byte(len(seeds)))
+		for _, s := range seeds {
+			b = append(b, s[:]...)
+		}
+	}
+	return b, nil
+}
+
+var errSeedAnswerFormat = errors.New("ticket seed answer: malformed")
+
+// decodeSeedAnswer reverses encodeSeedAnswer; the caller clears the
+// seeds (clearDays(a.Days)).
+func decodeSeedAnswer(b []byte) (seedAnswer, error) {
+	var a seedAnswer
+	if len(b) < 4 {
+		return a, errSeedAnswerFormat
+	}
+	hl := binary.BigEndian.Uint32(b)
+	b = b[4:]
+	if uint64(hl) >= uint64(len(b)) {
+		return a, errSeedAnswerFormat
+	}
+	if err := json.Unmarshal(b[:hl], &a); err != nil {
+		return a, fmt.Errorf("ticket seed answer: %w", err)
+	}
+	b = b[hl:]
+	n := int(b[0])
+	b = b[1:]
+	if n > maxSeedAnswerDays {
+		return seedAnswer{}, errSeedAnswerFormat
+	}
+	for range n {
+		if len(b) < 9 {
+			clearDays(a.Days)
+			return seedAnswer{}, errSeedAnswerFormat
+		}
+		d := keyring.DaySeeds{Day: int64(binary.BigEndian.Uint64(b))}
+		k := int(b[8])
+		b = b[9:]
+		if k > keyring.MaxSeedsPerDay || len(b) < k*keyring.TicketSeedSize {
+			clearDays(a.Days)
+			return seedAnswer{}, errSeedAnswerFormat
+		}
+		for range k {
+			d.Seeds = append(d.Seeds, keyring.TicketSeed(b[:keyring.TicketSeedSize]))
+			b = b[keyring.TicketSeedSize:]
+		}
+		a.Days = append(a.Days, d)
+	}
+	if len(b) != 0 {
+		clearDays(a.Days)
+		return seedAnswer{}, errSeedAnswerFormat
+	}
+	return a, nil
 }
 
 // seedCrypto seals and opens the exchange under the key derived from the
@@ -251,7 +330,7 @@ func (c *seedCrypto) sealAnswer(reqMsg []byte, req seedRequest, ans seedAnswer) 
 	if err != nil {
 		return nil, err
 	}
-	plain, err := json.Marshal(ans)
+	plain, err := encodeSeedAnswer(ans)
 	if err != nil {
 		return nil, err
 	}
@@ -280,42 +359,15 @@ func (c *seedCrypto) openAnswer(ask *seedAsk, m seedAnswerMsg) (seedAnswer, erro
 		return seedAnswer{}, errSeedAnswer
 	}
 	defer clear(plain)
-	var ans seedAnswer
-	if err := json.Unmarshal(plain, &ans); err != nil {
-		return seedAnswer{}, fmt.Errorf("ticket seed answer: %w", err)
+	ans, err := decodeSeedAnswer(plain)
+	if err != nil {
+		return seedAnswer{}, err
 	}
 	if ans.From != ask.req.To || ans.To != ask.req.From {
+		clearDays(ans.Days)
 		return seedAnswer{}, errSeedAnswer
 	}
 	return ans, nil
-}
-
-// wireDays and seedDays convert the seeds to and from an answer's form.
-func wireDays(days []keyring.DaySeeds) []seedDay {
-	out := make([]seedDay, 0, len(days))
-	for _, d := range days {
-		w := seedDay{Day: d.Day}
-		for _, s := range d.Seeds {
-			w.Seeds = append(w.Seeds, s[:])
-		}
-		out = append(out, w)
-	}
-	return out
-}
-
-func (a seedAnswer) seedDays() []keyring.DaySeeds {
-	out := make([]keyring.DaySeeds, 0, len(a.Days))
-	for _, w := range a.Days {
-		d := keyring.DaySeeds{Day: w.Day}
-		for _, b := range w.Seeds {
-			if len(b) == keyring.TicketSeedSize && len(d.Seeds) < keyring.MaxSeedsPerDay {
-				d.Seeds = append(d.Seeds, keyring.TicketSeed(b))
-			}
-			clear(b)
-		}
-		out = append(out, d)
-	}
-	return out
 }
 
 func clearDays(days []keyring.DaySeeds) {
@@ -480,7 +532,7 @@ func (s *ticketSeeder) fetch(ctx context.Context, today int64, now time.Time) {
 		return
 	}
 	s.requests.WithLabelValues("ok").Inc()
-	days := ans.seedDays()
+	days := ans.Days
 	defer clearDays(days)
 	took := &seedSource{leader: leader, term: term, at: now}
 	if ans.Leader && ans.Complete && ans.Term == term {
@@ -523,7 +575,7 @@ func (s *ticketSeeder) gather(ctx context.Context, today int64) {
 				return
 			}
 			s.requests.WithLabelValues("ok").Inc()
-			answers <- ans.seedDays()
+			answers <- ans.Days
 		}()
 	}
 	byDay := map[int64][][]keyring.TicketSeed{}
@@ -558,23 +610,36 @@ func (s *ticketSeeder) gather(ctx context.Context, today int64) {
 // first seals there): the one most lists seal with first (ties: the
 // least), then the others once each.
 func pickSeeds(lists [][]keyring.TicketSeed) []keyring.TicketSeed {
-	votes := map[keyring.TicketSeed]int{}
 	var all []keyring.TicketSeed
+	var votes []int
 	for _, l := range lists {
-		votes[l[0]]++
-		for _, s := range l {
-			if !slices.Contains(all, s) {
-				all = append(all, s)
+		for j, s := range l {
+			i := slices.Index(all, s)
+			if i < 0 {
+				i = len(all)
+				all, votes = append(all, s), append(votes, 0)
+			}
+			if j == 0 {
+				votes[i]++
 			}
 		}
 	}
-	slices.SortFunc(all, func(a, b keyring.TicketSeed) int {
-		if votes[a] != votes[b] {
-			return votes[b] - votes[a]
+	order := make([]int, len(all))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(x, y int) int {
+		if votes[x] != votes[y] {
+			return votes[y] - votes[x]
 		}
-		return slices.Compare(a[:], b[:])
+		return slices.Compare(all[x][:], all[y][:])
 	})
-	return all
+	out := make([]keyring.TicketSeed, len(all))
+	for k, i := range order {
+		out[k] = all[i]
+	}
+	clear(all)
+	return out
 }
 
 // ask sends a request to node to and waits for its answer (at most
@@ -669,7 +734,7 @@ func (s *ticketSeeder) answer(msg []byte) error {
 	days := n.seeds.Days()
 	defer clearDays(days)
 	leader, term := n.store.IsLeader(), n.store.Term()
-	ans := seedAnswer{From: n.cfg.NodeID, To: req.From, Leader: leader, Term: term, Days: wireDays(days),
+	ans := seedAnswer{From: n.cfg.NodeID, To: req.From, Leader: leader, Term: term, Days: days,
 		Complete: !s.lacks(today) && (!leader || s.settled.Load() == term)}
 	out, err := s.crypto.sealAnswer(msg, req, ans)
 	if err != nil {

@@ -416,7 +416,7 @@ func TestTicketSeedExchangeIsBoundToTheClusterAndToItsRequest(t *testing.T) {
 	}
 	foreign, _ := newSeedCrypto([]byte("another-cluster-secret-0123456789"))
 	seed := keyring.NewTicketSeed()
-	ans := seedAnswer{From: "n2", To: "n1", Leader: true, Term: 3, Complete: true, Days: wireDays([]keyring.DaySeeds{{Day: 7, Seeds: []keyring.TicketSeed{seed}}})}
+	ans := seedAnswer{From: "n2", To: "n1", Leader: true, Term: 3, Complete: true, Days: []keyring.DaySeeds{{Day: 7, Seeds: []keyring.TicketSeed{seed}}}}
 
 	ask, err := c.newRequest("n1", "n2")
 	if err != nil {
@@ -436,7 +436,7 @@ func TestTicketSeedExchangeIsBoundToTheClusterAndToItsRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if days := got.seedDays(); len(days) != 1 || days[0].Day != 7 || len(days[0].Seeds) != 1 || days[0].Seeds[0] != seed {
+	if days := got.Days; len(days) != 1 || days[0].Day != 7 || len(days[0].Seeds) != 1 || days[0].Seeds[0] != seed {
 		t.Fatal("the asker did not read the seed it was sent")
 	}
 
@@ -588,4 +588,30 @@ func TestClusterTLSTicketsAfterAWholeClusterRestart(t *testing.T) {
 		}
 	}
 	crossResumeAll(t, nodes, pool)
+}
+
+func FuzzSeedMessages(f *testing.F) {
+	c, err := newSeedCrypto([]byte("the-test-cluster-secret-0123456789"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	ask, _ := c.newRequest("n1", "n2")
+	f.Add(ask.msg)
+	plain, _ := encodeSeedAnswer(seedAnswer{From: "n2", To: "n1", Days: []keyring.DaySeeds{{Day: 7, Seeds: []keyring.TicketSeed{keyring.NewTicketSeed()}}}})
+	f.Add(plain)
+	f.Add([]byte{0, 0, 0, 2, '{', '}', 1, 0, 0, 0, 0, 0, 0, 0, 7, 9})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if req, err := c.openRequest(b); err == nil && (req.From == "" || len(req.Pub) != 32) {
+			t.Fatalf("openRequest accepted %q", b)
+		}
+		if a, err := decodeSeedAnswer(b); err == nil {
+			again, err := encodeSeedAnswer(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b2, err := decodeSeedAnswer(again); err != nil || len(b2.Days) != len(a.Days) {
+				t.Fatalf("an answer decoded, encoded again, does not decode the same: %v", err)
+			}
+		}
+	})
 }
