@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -62,10 +63,14 @@ const (
 	// seedRetry paces the rounds while this node lacks today's or
 	// tomorrow's seed.
 	seedRetry = 200 * time.Millisecond
+	// seedWakeSpacing is the least time between rounds a wake brings.
+	seedWakeSpacing = 100 * time.Millisecond
 	// seedRefresh: a member asks the leader at least this often.
 	seedRefresh = time.Minute
-	// seedAskTimeout bounds one request.
-	seedAskTimeout = 2 * time.Second
+	// seedAskTimeout bounds one request: answers take milliseconds, and
+	// one to a node that just restarted on a new gossip port is lost until
+	// the answerer learns the port (the asker then asks again).
+	seedAskTimeout = 500 * time.Millisecond
 	// seedGatherWait bounds how long a new leader lacking today's or
 	// tomorrow's seed waits for the members' before it makes new ones.
 	seedGatherWait = 2 * time.Second
@@ -391,10 +396,11 @@ type ticketSeeder struct {
 	mu      sync.Mutex
 	waiting map[string]chan seedAnswerMsg // request nonce (hex) -> its asker
 
-	// took is the last answer this node took from a leader; lastAsk (the
-	// loop's own) when it last asked.
-	took    atomic.Pointer[seedSource]
-	lastAsk time.Time
+	// took is the last answer this node took from a leader; lastAsk and
+	// lastPeerAsk (the loop's own) when it last asked the leader, and a
+	// member for want of a leader.
+	took                 atomic.Pointer[seedSource]
+	lastAsk, lastPeerAsk time.Time
 
 	requests *prometheus.CounterVec // result
 	made     prometheus.Counter
@@ -445,18 +451,26 @@ func (s *ticketSeeder) wakeUp() {
 	}
 }
 
-// loop runs the rounds until ctx ends.
+// loop runs the rounds until ctx ends. A wake (a handshake found no key)
+// brings the next round forward, to no less than seedWakeSpacing after
+// the last: handshakes while tickets are off cost no more rounds.
 func (s *ticketSeeder) loop(ctx context.Context) {
 	defer s.n.bg.Done()
 	t := time.NewTimer(0)
 	defer t.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-s.wake:
+			if since := time.Since(last); since < seedWakeSpacing {
+				t.Reset(seedWakeSpacing - since)
+				continue
+			}
 		}
+		last = time.Now()
 		t.Reset(s.round(ctx))
 	}
 }
@@ -515,7 +529,11 @@ func (s *ticketSeeder) fetch(ctx context.Context, today int64, now time.Time) {
 		return
 	}
 	leader, _ := n.store.Leader()
-	if leader == "" || leader == n.cfg.NodeID || !s.speaks(leader) {
+	if leader == n.cfg.NodeID {
+		return
+	}
+	if leader == "" || !s.speaks(leader) {
+		s.fetchFromPeer(ctx, today, now)
 		return
 	}
 	term := n.store.Term()
@@ -542,6 +560,38 @@ func (s *ticketSeeder) fetch(ctx context.Context, today int64, now time.Time) {
 		n.seeds.Fill(days)
 	}
 	s.took.Store(took)
+	n.seeds.Prune(today)
+}
+
+// fetchFromPeer: with no leader to ask (a restarted node before it hears
+// from one), a member's seeds let this node seal tickets the others open
+// until the leader's answer comes. At most one request a round (lost
+// quorum may last).
+func (s *ticketSeeder) fetchFromPeer(ctx context.Context, today int64, now time.Time) {
+	n := s.n
+	if !s.lacks(today) || now.Sub(s.lastPeerAsk) < seedRound {
+		return
+	}
+	var peers []string
+	for _, m := range n.members.Members() {
+		if m.ID != n.cfg.NodeID && m.Alive() && m.Tickets >= ticketSeedScheme {
+			peers = append(peers, m.ID)
+		}
+	}
+	if len(peers) == 0 {
+		return
+	}
+	s.lastPeerAsk = now
+	peer := peers[mrand.IntN(len(peers))]
+	ans, err := s.ask(ctx, peer)
+	if err != nil {
+		s.requests.WithLabelValues("failed").Inc()
+		n.log.Debug("asking a member for the TLS session ticket seeds failed", "member", peer, "error", err)
+		return
+	}
+	s.requests.WithLabelValues("ok").Inc()
+	n.seeds.Fill(ans.Days)
+	clearDays(ans.Days)
 	n.seeds.Prune(today)
 }
 
