@@ -99,11 +99,14 @@ var (
 
 // seedRequest asks a node for the seeds it holds.
 type seedRequest struct {
-	V     int    `json:"v"`
-	From  string `json:"f"`
-	To    string `json:"t"`
-	Nonce []byte `json:"n"`
-	Pub   []byte `json:"e"` // the asker's ephemeral X25519 public key
+	V    int    `json:"v"`
+	From string `json:"f"`
+	To   string `json:"t"`
+	// Cluster is the asker's cluster id ("" before it holds state): two
+	// clusters that share a secret exchange no seed.
+	Cluster string `json:"c,omitempty"`
+	Nonce   []byte `json:"n"`
+	Pub     []byte `json:"e"` // the asker's ephemeral X25519 public key
 }
 
 // seedRequestMsg is a request as sent: its JSON and the HMAC of it.
@@ -123,10 +126,11 @@ type seedAnswerMsg struct {
 // seeds in binary (encodeSeedAnswer), so every copy of a seed is one this
 // node clears (encoding/json keeps its buffers for reuse).
 type seedAnswer struct {
-	From   string `json:"f"`
-	To     string `json:"t"`
-	Leader bool   `json:"l"`
-	Term   uint64 `json:"r"`
+	From    string `json:"f"`
+	To      string `json:"t"`
+	Cluster string `json:"cl,omitempty"` // the answerer's cluster id
+	Leader  bool   `json:"l"`
+	Term    uint64 `json:"r"`
 	// Complete: the answerer holds today's and tomorrow's seeds and, when
 	// it leads, settled them for its term (took the members' or made new).
 	Complete bool               `json:"c"`
@@ -246,13 +250,13 @@ func (c *seedCrypto) sum(body []byte) []byte {
 	return h.Sum(nil)
 }
 
-// newRequest makes a request from node from to node to.
-func (c *seedCrypto) newRequest(from, to string) (*seedAsk, error) {
+// newRequest makes a request from node from of cluster to node to.
+func (c *seedCrypto) newRequest(from, to, cluster string) (*seedAsk, error) {
 	priv, err := ecdh.X25519().GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, err
 	}
-	req := seedRequest{V: seedVersion, From: from, To: to, Nonce: make([]byte, seedNonceSize), Pub: priv.PublicKey().Bytes()}
+	req := seedRequest{V: seedVersion, From: from, To: to, Cluster: cluster, Nonce: make([]byte, seedNonceSize), Pub: priv.PublicKey().Bytes()}
 	_, _ = rand.Read(req.Nonce)
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -289,6 +293,10 @@ func (c *seedCrypto) openRequest(msg []byte) (seedRequest, error) {
 	}
 	return req, nil
 }
+
+// sameCluster reports whether two cluster ids may be the same cluster's:
+// equal, or one not known yet (a node that has not joined).
+func sameCluster(a, b string) bool { return a == b || a == "" || b == "" }
 
 // answerAEAD is the cipher of one answer: HKDF-SHA256 of the X25519
 // shared secret, salted with the secret-derived key, its info naming the
@@ -368,7 +376,7 @@ func (c *seedCrypto) openAnswer(ask *seedAsk, m seedAnswerMsg) (seedAnswer, erro
 	if err != nil {
 		return seedAnswer{}, err
 	}
-	if ans.From != ask.req.To || ans.To != ask.req.From {
+	if ans.From != ask.req.To || ans.To != ask.req.From || !sameCluster(ans.Cluster, ask.req.Cluster) {
 		clearDays(ans.Days)
 		return seedAnswer{}, errSeedAnswer
 	}
@@ -695,7 +703,7 @@ func pickSeeds(lists [][]keyring.TicketSeed) []keyring.TicketSeed {
 // ask sends a request to node to and waits for its answer (at most
 // seedAskTimeout).
 func (s *ticketSeeder) ask(ctx context.Context, to string) (seedAnswer, error) {
-	a, err := s.crypto.newRequest(s.n.cfg.NodeID, to)
+	a, err := s.crypto.newRequest(s.n.cfg.NodeID, to, s.n.store.ClusterID())
 	if err != nil {
 		return seedAnswer{}, err
 	}
@@ -780,11 +788,15 @@ func (s *ticketSeeder) answer(msg []byte) error {
 	if req.To != n.cfg.NodeID {
 		return fmt.Errorf("a request for %s reached %s", req.To, n.cfg.NodeID)
 	}
+	own := n.store.ClusterID()
+	if !sameCluster(req.Cluster, own) {
+		return fmt.Errorf("a request of %s from cluster %s reached cluster %s", req.From, req.Cluster, own)
+	}
 	today := keyring.TicketDay(n.ticketTime(time.Now()))
 	days := n.seeds.Days()
 	defer clearDays(days)
 	leader, term := n.store.IsLeader(), n.store.Term()
-	ans := seedAnswer{From: n.cfg.NodeID, To: req.From, Leader: leader, Term: term, Days: days,
+	ans := seedAnswer{From: n.cfg.NodeID, To: req.From, Cluster: own, Leader: leader, Term: term, Days: days,
 		Complete: !s.lacks(today) && (!leader || s.settled.Load() == term)}
 	out, err := s.crypto.sealAnswer(msg, req, ans)
 	if err != nil {

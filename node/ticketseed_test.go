@@ -416,9 +416,9 @@ func TestTicketSeedExchangeIsBoundToTheClusterAndToItsRequest(t *testing.T) {
 	}
 	foreign, _ := newSeedCrypto([]byte("another-cluster-secret-0123456789"))
 	seed := keyring.NewTicketSeed()
-	ans := seedAnswer{From: "n2", To: "n1", Leader: true, Term: 3, Complete: true, Days: []keyring.DaySeeds{{Day: 7, Seeds: []keyring.TicketSeed{seed}}}}
+	ans := seedAnswer{From: "n2", To: "n1", Cluster: "cid-1", Leader: true, Term: 3, Complete: true, Days: []keyring.DaySeeds{{Day: 7, Seeds: []keyring.TicketSeed{seed}}}}
 
-	ask, err := c.newRequest("n1", "n2")
+	ask, err := c.newRequest("n1", "n2", "cid-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,19 +451,19 @@ func TestTicketSeedExchangeIsBoundToTheClusterAndToItsRequest(t *testing.T) {
 		t.Errorf("a request altered on the way: %v, want %v", err, errSeedAuth)
 	}
 
-	again, _ := c.newRequest("n1", "n2")
+	again, _ := c.newRequest("n1", "n2", "cid-1")
 	if _, err := c.openAnswer(again, m); !errors.Is(err, errSeedAnswer) {
 		t.Errorf("an answer to another request of the same node: %v, want %v", err, errSeedAnswer)
 	}
 	if _, err := foreign.openAnswer(ask, m); !errors.Is(err, errSeedAnswer) {
 		t.Errorf("an answer opened under another cluster secret: %v, want %v", err, errSeedAnswer)
 	}
-	for _, wrong := range []seedAnswer{{From: "n3", To: "n1"}, {From: "n2", To: "n9"}} {
+	for _, wrong := range []seedAnswer{{From: "n3", To: "n1"}, {From: "n2", To: "n9"}, {From: "n2", To: "n1", Cluster: "cid-2"}} {
 		out, _ := c.sealAnswer(ask.msg, req, wrong)
 		var wm seedAnswerMsg
 		json.Unmarshal(out, &wm)
 		if _, err := c.openAnswer(ask, wm); !errors.Is(err, errSeedAnswer) {
-			t.Errorf("an answer from %s to %s opened for n1's request to n2: %v", wrong.From, wrong.To, err)
+			t.Errorf("an answer from %s of cluster %q to %s opened for n1's request (cluster cid-1) to n2: %v", wrong.From, wrong.Cluster, wrong.To, err)
 		}
 	}
 	if containsSeed(out, []keyring.TicketSeed{seed}) || containsSeed(ask.msg, []keyring.TicketSeed{seed}) {
@@ -595,7 +595,7 @@ func FuzzSeedMessages(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	ask, _ := c.newRequest("n1", "n2")
+	ask, _ := c.newRequest("n1", "n2", "cid-1")
 	f.Add(ask.msg)
 	plain, _ := encodeSeedAnswer(seedAnswer{From: "n2", To: "n1", Days: []keyring.DaySeeds{{Day: 7, Seeds: []keyring.TicketSeed{keyring.NewTicketSeed()}}}})
 	f.Add(plain)
