@@ -520,11 +520,24 @@ func TestClusterTLSTicketsResumeOnEveryNodeThroughAnUpgrade(t *testing.T) {
 		return n1.ticketScheme(time.Now()) == keyring.TicketsFromKeyring && n2.ticketScheme(time.Now()) == keyring.TicketsFromKeyring
 	})
 	crossResumeAll(t, nodes, pool)
+	// With the earlier release leading, no node makes seeds: still the same.
+	old := tc.nodes["n3"]
+	testutil.Eventually(t, 30*time.Second, "n3, of the earlier release, leads", func() bool {
+		if old.store.IsLeader() {
+			return true
+		}
+		if l := tc.leader(); l != nil {
+			_ = l.store.TransferLeadership()
+		}
+		return false
+	})
+	crossResumeAll(t, nodes, pool)
 	earlier := &heldSession{}
-	tlsResumed(t, tc.nodes["n3"], pool, tls.VersionTLS12, earlier)
+	tlsResumed(t, old, pool, tls.VersionTLS12, earlier)
 
+	// The leader is upgraded last.
 	tc.stop("n3")
-	n3 := tc.start(tc.cfgs["n3"]) // upgraded
+	n3 := tc.start(tc.cfgs["n3"])
 	nodes = tc.live()
 	testutil.Eventually(t, 15*time.Second, "every node seals under the day's seed once n3 is upgraded", func() bool {
 		for _, n := range nodes {
