@@ -319,6 +319,10 @@ func TestClusterTLSTicketSeedsFollowTheLeaderAndReachARestartedNode(t *testing.T
 	rec := &gossipRecorder{}
 	l.seedRecord.Store(rec.hook())
 	b = tc.startWith(tc.cfgs[b.ID()], func(n *Node) { n.seedRecord.Store(rec.hook()) })
+	testutil.Eventually(t, 10*time.Second, "the restarted node took the leader's seeds", func() bool {
+		s := b.seeder.took.Load()
+		return s != nil && s.leader == l.ID() && s.complete
+	})
 	waitTicketSeeds(t, tc.live())
 	if !resumes(b, before) {
 		t.Fatal("the restarted node did not resume a ticket issued before it stopped")
