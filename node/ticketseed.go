@@ -63,7 +63,8 @@ const (
 	// the answerer learns the port (the asker then asks again).
 	seedAskTimeout = 500 * time.Millisecond
 	// seedGatherWait bounds how long a new leader lacking today's or
-	// tomorrow's seed waits for the members' before it makes new ones.
+	// tomorrow's seed waits for the members' before it makes new ones:
+	// patient, as a seed made anew ends every ticket issued before.
 	seedGatherWait = 2 * time.Second
 	// keyringTicketsAfter is how long after this node last saw a member of
 	// a release before seeds it still opens tickets sealed from the
@@ -238,7 +239,7 @@ func (s *ticketSeeder) fetch(ctx context.Context, today int64, now time.Time) {
 		return
 	}
 	s.lastAsk = now
-	ans, err := s.ask(ctx, leader)
+	ans, err := s.ask(ctx, leader, seedAskTimeout)
 	if err != nil {
 		s.requests.WithLabelValues("failed").Inc()
 		n.log.Debug("asking the leader for the TLS session ticket seeds failed", "leader", leader, "error", err)
@@ -278,7 +279,7 @@ func (s *ticketSeeder) fetchFromPeer(ctx context.Context, today int64, now time.
 	}
 	s.lastPeerAsk = now
 	peer := peers[mrand.IntN(len(peers))]
-	ans, err := s.ask(ctx, peer)
+	ans, err := s.ask(ctx, peer, seedAskTimeout)
 	if err != nil {
 		s.requests.WithLabelValues("failed").Inc()
 		n.log.Debug("asking a member for the TLS session ticket seeds failed", "member", peer, "error", err)
@@ -313,7 +314,7 @@ func (s *ticketSeeder) gather(ctx context.Context, today int64) {
 	answers := make(chan []keyring.DaySeeds, len(peers))
 	for _, p := range peers {
 		go func() {
-			ans, err := s.ask(ctx, p)
+			ans, err := s.ask(ctx, p, seedGatherWait)
 			if err != nil {
 				s.requests.WithLabelValues("failed").Inc()
 				answers <- nil
@@ -388,8 +389,8 @@ func pickSeeds(lists [][]keyring.TicketSeed) []keyring.TicketSeed {
 }
 
 // ask sends a request to node to and waits for its answer (at most
-// seedAskTimeout).
-func (s *ticketSeeder) ask(ctx context.Context, to string) (seedAnswer, error) {
+// wait).
+func (s *ticketSeeder) ask(ctx context.Context, to string, wait time.Duration) (seedAnswer, error) {
 	a, err := s.crypto.newRequest(s.n.cfg.NodeID, to, s.n.store.ClusterID())
 	if err != nil {
 		return seedAnswer{}, err
@@ -407,7 +408,7 @@ func (s *ticketSeeder) ask(ctx context.Context, to string) (seedAnswer, error) {
 	if err := s.send(to, seedRequestTag, a.msg); err != nil {
 		return seedAnswer{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, seedAskTimeout)
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	select {
 	case <-ctx.Done():
