@@ -157,23 +157,35 @@ func decodeSeedAnswer(b []byte) (seedAnswer, error) {
 	return a, nil
 }
 
-// seedCrypto seals and opens the exchange under the key derived from the
-// cluster secret.
-type seedCrypto struct {
+// seedCrypto seals and opens the exchange under the keys derived from the
+// cluster secrets: the first secret's signs requests, each one's verifies
+// them (while a secret is being replaced), and an answer is sealed under
+// the one that verified its request.
+type seedCrypto struct{ keys []*seedKey }
+
+// seedKey is what one cluster secret gives the exchange.
+type seedKey struct {
 	kek []byte // keyring.DeriveKEK(secret, keyring.InfoTicketSeeds)
 	mac []byte
 }
 
-func newSeedCrypto(secret []byte) (*seedCrypto, error) {
-	kek, err := keyring.DeriveKEK(secret, keyring.InfoTicketSeeds)
-	if err != nil {
-		return nil, err
+func newSeedCrypto(secrets ...[]byte) (*seedCrypto, error) {
+	if len(secrets) == 0 {
+		return nil, errors.New("ticket seeds: no cluster secret")
 	}
-	mac, err := hkdf.Key(sha256.New, kek, nil, seedMACInfo, 32)
-	if err != nil {
-		return nil, err
+	c := &seedCrypto{}
+	for _, secret := range secrets {
+		kek, err := keyring.DeriveKEK(secret, keyring.InfoTicketSeeds)
+		if err != nil {
+			return nil, err
+		}
+		mac, err := hkdf.Key(sha256.New, kek, nil, seedMACInfo, 32)
+		if err != nil {
+			return nil, err
+		}
+		c.keys = append(c.keys, &seedKey{kek: kek, mac: mac})
 	}
-	return &seedCrypto{kek: kek, mac: mac}, nil
+	return c, nil
 }
 
 // seedAsk is a request sent and the ephemeral key its answer opens with.
@@ -183,8 +195,8 @@ type seedAsk struct {
 	priv *ecdh.PrivateKey
 }
 
-func (c *seedCrypto) sum(body []byte) []byte {
-	h := hmac.New(sha256.New, c.mac)
+func (k *seedKey) sum(body []byte) []byte {
+	h := hmac.New(sha256.New, k.mac)
 	h.Write(body)
 	return h.Sum(nil)
 }
@@ -201,36 +213,42 @@ func (c *seedCrypto) newRequest(from, to, cluster string) (*seedAsk, error) {
 	if err != nil {
 		return nil, err
 	}
-	msg, err := json.Marshal(seedRequestMsg{Body: body, MAC: c.sum(body)})
+	msg, err := json.Marshal(seedRequestMsg{Body: body, MAC: c.keys[0].sum(body)})
 	if err != nil {
 		return nil, err
 	}
 	return &seedAsk{req: req, msg: msg, priv: priv}, nil
 }
 
-// openRequest checks a request's HMAC and reads it.
-func (c *seedCrypto) openRequest(msg []byte) (seedRequest, error) {
+// openRequest checks a request's HMAC and reads it; k is the key that
+// verified it, the one its answer is sealed under.
+func (c *seedCrypto) openRequest(msg []byte) (req seedRequest, k *seedKey, err error) {
 	var m seedRequestMsg
 	if err := json.Unmarshal(msg, &m); err != nil {
-		return seedRequest{}, fmt.Errorf("ticket seed request: %w", err)
+		return seedRequest{}, nil, fmt.Errorf("ticket seed request: %w", err)
 	}
-	if !hmac.Equal(m.MAC, c.sum(m.Body)) {
-		return seedRequest{}, errSeedAuth
+	for _, key := range c.keys {
+		if hmac.Equal(m.MAC, key.sum(m.Body)) {
+			k = key
+			break
+		}
 	}
-	var req seedRequest
+	if k == nil {
+		return seedRequest{}, nil, errSeedAuth
+	}
 	if err := json.Unmarshal(m.Body, &req); err != nil {
-		return seedRequest{}, fmt.Errorf("ticket seed request: %w", err)
+		return seedRequest{}, nil, fmt.Errorf("ticket seed request: %w", err)
 	}
 	switch {
 	case req.V != seedVersion:
-		return seedRequest{}, fmt.Errorf("ticket seed request: version %d, this node speaks %d", req.V, seedVersion)
+		return seedRequest{}, nil, fmt.Errorf("ticket seed request: version %d, this node speaks %d", req.V, seedVersion)
 	case req.From == "" || req.To == "" || len(req.Nonce) != seedNonceSize:
-		return seedRequest{}, errors.New("ticket seed request: malformed")
+		return seedRequest{}, nil, errors.New("ticket seed request: malformed")
 	}
 	if _, err := ecdh.X25519().NewPublicKey(req.Pub); err != nil {
-		return seedRequest{}, fmt.Errorf("ticket seed request: %w", err)
+		return seedRequest{}, nil, fmt.Errorf("ticket seed request: %w", err)
 	}
-	return req, nil
+	return req, k, nil
 }
 
 // sameCluster reports whether two cluster ids may be the same cluster's:
@@ -240,11 +258,11 @@ func sameCluster(a, b string) bool { return a == b || a == "" || b == "" }
 // answerAEAD is the cipher of one answer: HKDF-SHA256 of the X25519
 // shared secret, salted with the secret-derived key, its info naming the
 // whole request message and the answerer's public key.
-func (c *seedCrypto) answerAEAD(shared, reqMsg, answererPub []byte) (cipher.AEAD, error) {
+func (k *seedKey) answerAEAD(shared, reqMsg, answererPub []byte) (cipher.AEAD, error) {
 	t := sha256.New()
 	t.Write(reqMsg)
 	t.Write(answererPub)
-	key, err := hkdf.Key(sha256.New, shared, c.kek, seedAnswerInfo+" "+hex.EncodeToString(t.Sum(nil)), 32)
+	key, err := hkdf.Key(sha256.New, shared, k.kek, seedAnswerInfo+" "+hex.EncodeToString(t.Sum(nil)), 32)
 	if err != nil {
 		return nil, err
 	}
@@ -262,8 +280,8 @@ func seedAnswerAD(nonce, pub []byte) []byte {
 	return slices.Concat([]byte(seedAnswerInfo), nonce, pub)
 }
 
-// sealAnswer seals ans for the request reqMsg (read as req).
-func (c *seedCrypto) sealAnswer(reqMsg []byte, req seedRequest, ans seedAnswer) ([]byte, error) {
+// sealAnswer seals ans for the request reqMsg (read as req, verified by k).
+func (k *seedKey) sealAnswer(reqMsg []byte, req seedRequest, ans seedAnswer) ([]byte, error) {
 	peer, err := ecdh.X25519().NewPublicKey(req.Pub)
 	if err != nil {
 		return nil, err
@@ -278,7 +296,7 @@ func (c *seedCrypto) sealAnswer(reqMsg []byte, req seedRequest, ans seedAnswer) 
 	}
 	defer clear(shared)
 	pub := priv.PublicKey().Bytes()
-	aead, err := c.answerAEAD(shared, reqMsg, pub)
+	aead, err := k.answerAEAD(shared, reqMsg, pub)
 	if err != nil {
 		return nil, err
 	}
@@ -302,12 +320,17 @@ func (c *seedCrypto) openAnswer(ask *seedAsk, m seedAnswerMsg) (seedAnswer, erro
 		return seedAnswer{}, errSeedAnswer
 	}
 	defer clear(shared)
-	aead, err := c.answerAEAD(shared, ask.msg, m.Pub)
-	if err != nil {
-		return seedAnswer{}, err
+	var plain []byte
+	for _, k := range c.keys {
+		aead, err := k.answerAEAD(shared, ask.msg, m.Pub)
+		if err != nil {
+			return seedAnswer{}, err
+		}
+		if plain, err = aead.Open(nil, make([]byte, aead.NonceSize()), m.Box, seedAnswerAD(ask.req.Nonce, m.Pub)); err == nil {
+			break
+		}
 	}
-	plain, err := aead.Open(nil, make([]byte, aead.NonceSize()), m.Box, seedAnswerAD(ask.req.Nonce, m.Pub))
-	if err != nil {
+	if plain == nil {
 		return seedAnswer{}, errSeedAnswer
 	}
 	defer clear(plain)

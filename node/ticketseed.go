@@ -111,7 +111,8 @@ type seedSource struct {
 }
 
 // openTicketSeeds sets up the seeds' exchange (with gossip) and metrics;
-// the loop starts with the node's background work.
+// the loop starts with the node's background work. newSeedCrypto takes
+// every cluster secret the node accepts, the one in use first.
 func (n *Node) openTicketSeeds(secret []byte) error {
 	s := &ticketSeeder{
 		n: n, work: make(chan []byte, seedQueue), wake: make(chan struct{}, 1), waiting: map[string]chan seedAnswerMsg{},
@@ -469,7 +470,7 @@ func (s *ticketSeeder) serve(stop <-chan struct{}) {
 // answer answers one request with every seed this node holds.
 func (s *ticketSeeder) answer(msg []byte) error {
 	n := s.n
-	req, err := s.crypto.openRequest(msg)
+	req, key, err := s.crypto.openRequest(msg)
 	if err != nil {
 		return err
 	}
@@ -486,7 +487,7 @@ func (s *ticketSeeder) answer(msg []byte) error {
 	leader, term := n.store.IsLeader(), n.store.Term()
 	ans := seedAnswer{From: n.cfg.NodeID, To: req.From, Cluster: own, Leader: leader, Term: term, Days: days,
 		Complete: !s.lacks(today) && (!leader || s.settled.Load() == term)}
-	out, err := s.crypto.sealAnswer(msg, req, ans)
+	out, err := key.sealAnswer(msg, req, ans)
 	if err != nil {
 		return err
 	}

@@ -363,7 +363,7 @@ func recordedSeedExchanges(t *testing.T, secret []byte, msgs []recordedMsg, aske
 		if m.tag != seedRequestTag {
 			continue
 		}
-		req, err := thief.openRequest(m.msg)
+		req, _, err := thief.openRequest(m.msg)
 		if err != nil {
 			t.Fatalf("a recorded request does not read with the secret: %v", err)
 		}
@@ -382,7 +382,8 @@ func recordedSeedExchanges(t *testing.T, secret []byte, msgs []recordedMsg, aske
 			continue
 		}
 		tried++
-		req, _ := thief.openRequest(reqMsg)
+		req, _, _ := thief.openRequest(reqMsg)
+		key := thief.keys[0]
 		// A key pair of the thief's own in place of the asker's, dropped
 		// after the exchange.
 		mine, _ := ecdh.X25519().GenerateKey(rand.Reader)
@@ -391,19 +392,19 @@ func recordedSeedExchanges(t *testing.T, secret []byte, msgs []recordedMsg, aske
 		}
 		// The secret-derived key alone, as key, as the shared secret, or
 		// as the key-encryption key of the keyring's own wrapping.
-		for _, shared := range [][]byte{nil, thief.kek, make([]byte, 32)} {
-			if aead, err := thief.answerAEAD(shared, reqMsg, ans.Pub); err == nil {
+		for _, shared := range [][]byte{nil, key.kek, make([]byte, 32)} {
+			if aead, err := key.answerAEAD(shared, reqMsg, ans.Pub); err == nil {
 				if _, err := aead.Open(nil, make([]byte, aead.NonceSize()), ans.Box, seedAnswerAD(ans.Nonce, ans.Pub)); err == nil {
 					t.Fatal("a recorded seed answer opened under a key derived from the cluster secret alone")
 				}
 			}
 		}
-		block, _ := aes.NewCipher(thief.kek)
+		block, _ := aes.NewCipher(key.kek)
 		gcm, _ := cipher.NewGCM(block)
 		if _, err := gcm.Open(nil, make([]byte, gcm.NonceSize()), ans.Box, seedAnswerAD(ans.Nonce, ans.Pub)); err == nil {
 			t.Fatal("a recorded seed answer opened under the secret-derived key")
 		}
-		if _, err := keyring.UnwrapKeys(thief.kek, ans.Box); err == nil {
+		if _, err := keyring.UnwrapKeys(key.kek, ans.Box); err == nil {
 			t.Fatal("a recorded seed answer unwrapped as keys under the secret-derived key")
 		}
 	}
@@ -426,11 +427,11 @@ func TestTicketSeedExchangeIsBoundToTheClusterAndToItsRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := c.openRequest(ask.msg)
+	req, key, err := c.openRequest(ask.msg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := c.sealAnswer(ask.msg, req, ans)
+	out, err := key.sealAnswer(ask.msg, req, ans)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,14 +445,14 @@ func TestTicketSeedExchangeIsBoundToTheClusterAndToItsRequest(t *testing.T) {
 		t.Fatal("the asker did not read the seed it was sent")
 	}
 
-	if _, err := foreign.openRequest(ask.msg); !errors.Is(err, errSeedAuth) {
+	if _, _, err := foreign.openRequest(ask.msg); !errors.Is(err, errSeedAuth) {
 		t.Errorf("a request under another cluster secret: %v, want %v", err, errSeedAuth)
 	}
 	var rm seedRequestMsg
 	json.Unmarshal(ask.msg, &rm)
 	rm.Body = bytes.Replace(rm.Body, []byte(`"t":"n2"`), []byte(`"t":"n3"`), 1)
 	altered, _ := json.Marshal(rm)
-	if _, err := c.openRequest(altered); !errors.Is(err, errSeedAuth) {
+	if _, _, err := c.openRequest(altered); !errors.Is(err, errSeedAuth) {
 		t.Errorf("a request altered on the way: %v, want %v", err, errSeedAuth)
 	}
 
@@ -463,7 +464,7 @@ func TestTicketSeedExchangeIsBoundToTheClusterAndToItsRequest(t *testing.T) {
 		t.Errorf("an answer opened under another cluster secret: %v, want %v", err, errSeedAnswer)
 	}
 	for _, wrong := range []seedAnswer{{From: "n3", To: "n1"}, {From: "n2", To: "n9"}, {From: "n2", To: "n1", Cluster: "cid-2"}} {
-		out, _ := c.sealAnswer(ask.msg, req, wrong)
+		out, _ := key.sealAnswer(ask.msg, req, wrong)
 		var wm seedAnswerMsg
 		json.Unmarshal(out, &wm)
 		if _, err := c.openAnswer(ask, wm); !errors.Is(err, errSeedAnswer) {
@@ -618,7 +619,7 @@ func FuzzSeedMessages(f *testing.F) {
 	f.Add(plain)
 	f.Add([]byte{0, 0, 0, 2, '{', '}', 1, 0, 0, 0, 0, 0, 0, 0, 7, 9})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if req, err := c.openRequest(b); err == nil && (req.From == "" || len(req.Pub) != 32) {
+		if req, _, err := c.openRequest(b); err == nil && (req.From == "" || len(req.Pub) != 32) {
 			t.Fatalf("openRequest accepted %q", b)
 		}
 		if a, err := decodeSeedAnswer(b); err == nil {
@@ -631,4 +632,42 @@ func FuzzSeedMessages(f *testing.F) {
 			}
 		}
 	})
+}
+
+// While the cluster secret is being replaced nodes hold both: a request
+// signed with either is answered, under the secret that verified it, and
+// the asker opens the answer.
+func TestTicketSeedExchangeAcceptsEitherSecretDuringAChange(t *testing.T) {
+	oldSecret, newSecret := []byte("the-old-cluster-secret-0123456789"), []byte("the-new-cluster-secret-0123456789")
+	onlyOld, _ := newSeedCrypto(oldSecret)
+	both, _ := newSeedCrypto(newSecret, oldSecret)
+	onlyNew, _ := newSeedCrypto(newSecret)
+	seed := keyring.NewTicketSeed()
+	for _, c := range []struct {
+		desc            string
+		asker, answerer *seedCrypto
+		ok              bool
+	}{
+		{"a node on the old secret asks one holding both", onlyOld, both, true},
+		{"a node holding both asks one on the old secret", both, onlyOld, false},
+		{"a node on the new secret asks one holding both", onlyNew, both, true},
+		{"a node on the old secret asks one on the new only", onlyOld, onlyNew, false},
+	} {
+		ask, _ := c.asker.newRequest("n1", "n2", "")
+		req, key, err := c.answerer.openRequest(ask.msg)
+		if (err == nil) != c.ok {
+			t.Errorf("%s: request: %v, want accepted %t", c.desc, err, c.ok)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		out, _ := key.sealAnswer(ask.msg, req, seedAnswer{From: "n2", To: "n1", Days: []keyring.DaySeeds{{Day: 1, Seeds: []keyring.TicketSeed{seed}}}})
+		var m seedAnswerMsg
+		json.Unmarshal(out, &m)
+		got, err := c.asker.openAnswer(ask, m)
+		if err != nil || len(got.Days) != 1 || got.Days[0].Seeds[0] != seed {
+			t.Errorf("%s: the asker did not open the answer: %v", c.desc, err)
+		}
+	}
 }
