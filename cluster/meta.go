@@ -34,6 +34,12 @@ type Meta struct {
 	// ClockMin is the same clock in whole minutes, still gossiped for
 	// leaders of earlier releases, which start drain deadlines from it.
 	ClockMin int64 `json:"clm,omitempty"`
+	// Tickets is the TLS session ticket scheme its binary speaks: 1 seals
+	// tickets under the day's random seed, which it takes from the leader
+	// (and hands to a new leader) over gossip; 0, from a binary that
+	// predates it, seals them under keys from the keyring alone. Every
+	// node keeps to the keyring's while an alive member says 0.
+	Tickets int `json:"tk,omitempty"`
 	// NoPersist: the node cannot write its Raft state to disk (full or
 	// read-only); its durable index is frozen, so activation passes over it.
 	NoPersist bool `json:"np,omitempty"`

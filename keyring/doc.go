@@ -6,8 +6,9 @@
 // The package knows nothing of Raft or HTTP. It is split so that the Raft FSM
 // can replicate it deterministically:
 //
-//   - [GenerateKey] is the only place that reads randomness; it takes the
-//     clock as an argument. The leader (or a standalone node) calls it.
+//   - [GenerateKey] and [NewTicketSeed] are the only places that read
+//     randomness; GenerateKey takes the clock as an argument. The leader
+//     (or a standalone node) calls them.
 //   - [Ring] holds the keys. Its state changes ([Ring.Install],
 //     [Ring.Activate], [Ring.Revoke], [Ring.RevokeAndInstall],
 //     [Ring.Remove], [Ring.Prune], [Ring.Restore]) read no
@@ -20,11 +21,16 @@
 //     key derived from the cluster secret ([DeriveKEK]), for the Raft log,
 //     snapshots and the keyring file; [WrapBlob] and [UnwrapBlob] do the
 //     same for other secrets (ACME private keys), bound to a purpose.
-//   - [Ring.TicketKeys] derives TLS session ticket keys from the keys
-//     (HKDF, a purpose of their own), one per key and UTC day: the active
-//     key's of the day seals, those of the last seven days of every key
-//     that still decrypts open, so a ticket resumes on every node for at
-//     most [TicketKeyLifetime].
+//   - [Ring.TicketKeysWith] derives TLS session ticket keys (HKDF, a
+//     purpose of their own), one per key and UTC day, from the key and
+//     the day's random [TicketSeed]: the active key's of the day seals,
+//     those of the last seven days of every key that still decrypts open,
+//     so a ticket resumes on every node for at most [TicketKeyLifetime].
+//     [TicketSeeds] holds the seeds in memory only (never in a snapshot,
+//     backup or file) and erases them after seven days, so the keyring
+//     keys alone (a backup and the cluster secret) yield no ticket key.
+//     [Ring.TicketKeys] derives from the keys alone, the scheme of releases
+//     before seeds, kept for clusters that still run one.
 //   - [FileStore] keeps a ring in a file (atomic replace, mode 0600), and
 //     [Manager] is the standalone node's convenience: load, ensure an active
 //     key, rotate, revoke, prune, and save each change before reporting it.

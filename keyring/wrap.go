@@ -26,6 +26,10 @@ const (
 	// InfoTransfer protects a key a node sends to another that met a
 	// value sealed under it before applying it.
 	InfoTransfer = "tether keyring transfer v1"
+	// InfoTicketSeeds authenticates the requests for TLS session ticket
+	// seeds members exchange, and enters the key of each answer along
+	// with an ephemeral key exchange: alone it opens no answer.
+	InfoTicketSeeds = "tether ticket seed transfer v1"
 )
 
 // ErrUnwrap: wrapped keys do not decrypt with the given key-encryption key

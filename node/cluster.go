@@ -130,6 +130,7 @@ func (n *Node) openCluster() error {
 				Version:   Version,
 				Expect:    n.cfg.BootstrapExpect,
 				Voters:    n.cfg.RaftVoters,
+				Tickets:   n.ticketSchemeAdvertised(),
 			},
 			Timing:    n.gossipTiming(),
 			Clock:     n.wallNow,
@@ -150,6 +151,9 @@ func (n *Node) openCluster() error {
 		if err := n.openKeyTransfer(secret); err != nil {
 			return fmt.Errorf("gossip: %w", err)
 		}
+	}
+	if err := n.openTicketSeeds(secret); err != nil {
+		return fmt.Errorf("gossip: %w", err)
 	}
 
 	raftBind, advertise := "127.0.0.1:0", ""

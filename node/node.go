@@ -155,6 +155,22 @@ type Node struct {
 	metaClock atomic.Pointer[func() time.Time]
 	// ticketShift (tests): added to the time TLS session tickets go by.
 	ticketShift atomic.Int64
+	// seeds are the TLS session ticket seeds this node holds, in memory
+	// only; seeder makes them (leading) or takes them from the leader
+	// (ticketseed.go).
+	seeds  *keyring.TicketSeeds
+	seeder *ticketSeeder
+	// ticketsMixed: an alive member seals tickets from the keyring alone
+	// (a release before seeds); keyringTicketsUntil (Unix ns): until when
+	// this node still opens such tickets.
+	ticketsMixed        atomic.Bool
+	keyringTicketsUntil atomic.Int64
+	// legacyTickets (tests): act as a release before ticket seeds.
+	legacyTickets bool
+	// seedRecord (tests) sees every seed request and answer this node
+	// sends, as it goes on gossip; seedFetchOff (tests): ask no leader.
+	seedRecord   atomic.Pointer[func(tag byte, msg []byte)]
+	seedFetchOff atomic.Bool
 	// clock reckons the cluster time (clustertime.go); clockOffset is this
 	// node's wall clock minus it, in nanoseconds (metric); clockApart,
 	// clockOff and clockBlocked: a jumped median, this node's clock far
@@ -238,6 +254,7 @@ func New(cfg Config) (*Node, error) {
 	return &Node{
 		cfg:        cfg,
 		log:        cfg.Logger.With("node", cfg.NodeID),
+		seeds:      keyring.NewTicketSeeds(),
 		stop:       make(chan struct{}),
 		leaderWake: make(chan struct{}, 1),
 		failed:     make(chan struct{}),
@@ -316,6 +333,7 @@ func (n *Node) Start() (err error) {
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n), newClockCollector(n))
+	n.registry.MustRegister(n.seeder.requests, n.seeder.made, newTicketSeedCollector(n))
 	var fetch func(context.Context, []string, string) (*leaderKeys, error)
 	if n.keys != nil {
 		fetch = n.keys.fetch
@@ -357,8 +375,13 @@ func (n *Node) Start() (err error) {
 	if err != nil {
 		return fmt.Errorf("listeners: %w", err)
 	}
-	// Session tickets from the replicated keyring resume on every node.
-	n.server.UseTicketKeys(ticketKeySource{n})
+	// Session tickets under the keyring and the day's seed resume on
+	// every node.
+	if n.legacyTickets {
+		n.server.UseTicketKeys(keyringTicketSource{n})
+	} else {
+		n.server.UseTicketKeys(ticketKeySource{n})
+	}
 	n.server.UseAcme(n.acmeView)
 	if err := n.openListeners(); err != nil {
 		return err
@@ -377,6 +400,14 @@ func (n *Node) Start() (err error) {
 	if n.keys != nil {
 		n.bg.Add(1)
 		go n.keys.serve(ctx.Done())
+	}
+	if !n.legacyTickets {
+		n.bg.Add(1)
+		go n.seeder.loop(ctx)
+		if n.seeder.crypto != nil {
+			n.bg.Add(1)
+			go n.seeder.serve(ctx.Done())
+		}
 	}
 	if !n.cfg.clustered() && !n.manualLeader {
 		// A node of its own elects itself at once; serving before it has

@@ -83,6 +83,7 @@ func TestClusterTLSSessionResumesOnAnotherNodeAndAcrossRotation(t *testing.T) {
 	tc := newTestCluster(t, 1)
 	httpsClusterConfig(t, tc)
 	nodes := tc.form(3)
+	waitTicketSeeds(t, nodes)
 	addr := func(n *Node) string { return n.ProxyAddrs()[0].String() }
 
 	// A node of another cluster (its own keyring) serving the same
@@ -190,6 +191,34 @@ func tlsResumed(t *testing.T, n *Node, pool *x509.CertPool, version uint16, held
 	return resp.TLS.DidResume
 }
 
+// waitTicketSeeds waits until every node holds the seed of the day its
+// tickets seal under, and the same one: a node issues no ticket before.
+func waitTicketSeeds(t *testing.T, nodes []*Node) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, "every node seals tickets under the same seed of the day", func() bool {
+		var want keyring.TicketSeed
+		for i, n := range nodes {
+			day := keyring.TicketDay(n.ticketTime(time.Now()).Add(-keyring.TicketKeyGrace))
+			seed, ok := sealingSeed(n, day)
+			if !ok || (i > 0 && seed != want) {
+				return false
+			}
+			want = seed
+		}
+		return true
+	})
+}
+
+// sealingSeed is the seed n seals day's tickets under.
+func sealingSeed(n *Node, day int64) (keyring.TicketSeed, bool) {
+	for _, d := range n.seeds.Days() {
+		if d.Day == day {
+			return d.Seeds[0], true
+		}
+	}
+	return keyring.TicketSeed{}, false
+}
+
 // setTicketTime makes every node's session tickets go by the time at
 // (counting on from it).
 func setTicketTime(nodes []*Node, at time.Time) {
@@ -236,6 +265,7 @@ func TestClusterTLSTicketKeysRotateDailyAndEndAfterSevenDays(t *testing.T) {
 			}
 			for _, s := range steps {
 				at(s.at)
+				waitTicketSeeds(t, nodes)
 				if got := tlsResumed(t, s.node, pool, v.version, s.held); got != s.want {
 					t.Fatalf("%s: resumed %t, want %t", s.desc, got, s.want)
 				}
@@ -245,6 +275,7 @@ func TestClusterTLSTicketKeysRotateDailyAndEndAfterSevenDays(t *testing.T) {
 
 	t.Run("revoking the keyring key ends its tickets on every node at once", func(t *testing.T) {
 		setTicketTime(nodes, time.Now())
+		waitTicketSeeds(t, nodes)
 		held := &heldSession{}
 		tlsResumed(t, n1, pool, tls.VersionTLS12, held)
 		if !tlsResumed(t, n2, pool, tls.VersionTLS12, held) {
@@ -286,6 +317,7 @@ func TestClusterTLSTicketsGoByTheClusterTimeNotANodesClock(t *testing.T) {
 	if d := n1.ticketTime(time.Now()).Sub(n2.ticketTime(time.Now())); d > 5*time.Second || d < -5*time.Second {
 		t.Fatalf("n1's ticket time is %s off n2's, want the same cluster time", d)
 	}
+	waitTicketSeeds(t, nodes)
 	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
 		for _, p := range [][2]*Node{{n1, n2}, {n2, n1}} {
 			held := &heldSession{}

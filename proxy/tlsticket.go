@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"crypto/tls"
+	"net/http"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -12,9 +14,21 @@ import (
 // the session on another.
 type TicketKeySource interface {
 	// TicketKeys returns the keys at now: the first encrypts new tickets,
-	// each decrypts. Empty: none yet (tickets stay local to this node).
-	// Called on every handshake that issues or presents a ticket.
+	// each decrypts. Empty: none yet (tickets stay local to this node,
+	// or, from a TicketPauser, none are issued). Called on every
+	// handshake that issues or presents a ticket.
 	TicketKeys(now time.Time) [][32]byte
+}
+
+// TicketPauser is a TicketKeySource that would rather the listeners issue
+// no session ticket than one that only this node opens: while its
+// TicketKeys is empty they issue none and resume none, so a client keeps
+// the ticket it holds, which the other nodes still resume, instead of
+// swapping it for one they cannot open.
+type TicketPauser interface {
+	TicketKeySource
+	// PausesTickets reports whether an empty TicketKeys pauses tickets.
+	PausesTickets() bool
 }
 
 // ticketer seals and opens session tickets with the keys of src. It plugs
@@ -79,10 +93,85 @@ func (t *ticketer) install(tc *tls.Config) {
 // and 1.3. Call it before Start.
 func (s *Server) UseTicketKeys(src TicketKeySource) {
 	t := newTicketer(src)
+	pause := false
+	if p, ok := src.(TicketPauser); ok {
+		pause = p.PausesTickets()
+	}
 	for i, tc := range s.tlsConfig {
+		if tc == nil {
+			continue
+		}
 		t.install(tc)
 		for _, r := range s.sni[i] {
 			t.install(r.cfg)
 		}
+		if pause {
+			t.pauseWithoutKeys(tc, s.servers[i].Protocols, s.sni[i])
+		}
 	}
+}
+
+// pauseWithoutKeys makes the listener whose config is tc (serving protos,
+// with Sni entries rules) turn session tickets off for a handshake while
+// src has no keys. crypto/tls reads SessionTicketsDisabled from the config
+// of the handshake only, and http.Server serves a clone of tc, so the
+// switch is GetConfigForClient's: the config that would serve the
+// handshake (an Sni entry's, or the server's clone of tc) is swapped for
+// a copy with tickets off. The copy of tc is made at the first paused
+// handshake, once http.Server has set tc up for HTTP/2, and given the
+// application protocols the server's clone has.
+func (t *ticketer) pauseWithoutKeys(tc *tls.Config, protos *http.Protocols, rules []*sniRule) {
+	off := func(c *tls.Config) *tls.Config {
+		c = c.Clone()
+		c.SessionTicketsDisabled = true
+		return c
+	}
+	offRules := make(map[*tls.Config]*tls.Config, len(rules))
+	for _, r := range rules {
+		offRules[r.cfg] = off(r.cfg)
+	}
+	next := tc.GetConfigForClient
+	offSelf := sync.OnceValue(func() *tls.Config {
+		c := off(tc)
+		c.GetConfigForClient = nil
+		if protos != nil {
+			c.NextProtos = serverNextProtos(c.NextProtos, *protos)
+		}
+		return c
+	})
+	tc.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		var c *tls.Config
+		if next != nil {
+			var err error
+			if c, err = next(hello); err != nil {
+				return nil, err
+			}
+		}
+		if len(t.src.TicketKeys(time.Now())) > 0 {
+			return c, nil
+		}
+		if c == nil {
+			return offSelf(), nil
+		}
+		if o := offRules[c]; o != nil {
+			return o, nil
+		}
+		return c, nil // not a config of ours (the ACME challenge's)
+	}
+}
+
+// serverNextProtos is the ALPN list http.Server serves for nextProtos and
+// protos (net/http's adjustNextProtos): h2 and http/1.1 as protos allows,
+// the others kept.
+func serverNextProtos(nextProtos []string, protos http.Protocols) []string {
+	out := slices.DeleteFunc(slices.Clone(nextProtos), func(p string) bool {
+		return (p == "h2" && !protos.HTTP2()) || (p == "http/1.1" && !protos.HTTP1())
+	})
+	if protos.HTTP2() && !slices.Contains(out, "h2") {
+		out = append(out, "h2")
+	}
+	if protos.HTTP1() && !slices.Contains(out, "http/1.1") {
+		out = append(out, "http/1.1")
+	}
+	return out
 }

@@ -139,3 +139,121 @@ func TestSessionTicketResumesOnEveryListenerSharingTheKeys(t *testing.T) {
 		}
 	}
 }
+
+// pausingSource is a ticketSource that pauses tickets while it has none.
+type pausingSource struct{ ticketSource }
+
+func (*pausingSource) PausesTickets() bool { return true }
+
+var _ TicketPauser = (*pausingSource)(nil)
+
+// countingCache is a client session cache that counts the tickets servers
+// gave it.
+type countingCache struct {
+	tls.ClientSessionCache
+	mu   sync.Mutex
+	puts int
+}
+
+func (c *countingCache) Put(key string, cs *tls.ClientSessionState) {
+	if cs != nil {
+		c.mu.Lock()
+		c.puts++
+		c.mu.Unlock()
+	}
+	c.ClientSessionCache.Put(key, cs)
+}
+
+func (c *countingCache) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.puts
+}
+
+// resumesProto is resumes, offering h2 and http/1.1, and also returns the
+// protocol the response came in.
+func resumesProto(t *testing.T, addr string, version uint16, pool *x509.CertPool, cache tls.ClientSessionCache) (bool, string) {
+	t.Helper()
+	tr := &http.Transport{
+		TLSClientConfig: &tls.Config{
+			RootCAs: pool, ServerName: "127.0.0.1", ClientSessionCache: cache,
+			MinVersion: version, MaxVersion: version,
+		},
+		ForceAttemptHTTP2: true,
+		DisableKeepAlives: true,
+	}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("https://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	return resp.TLS.DidResume, resp.Proto
+}
+
+func TestATicketPauserWithoutKeysIssuesNoTicketAndLeavesTheClientsOne(t *testing.T) {
+	certFile, keyFile, pool := writeCert(t)
+	for _, v := range []struct {
+		desc    string
+		version uint16
+	}{{"TLS 1.2", tls.VersionTLS12}, {"TLS 1.3", tls.VersionTLS13}} {
+		for _, sni := range []bool{false, true} {
+			name := v.desc
+			if sni {
+				name += " with Sni entries"
+			}
+			t.Run(name, func(t *testing.T) {
+				shared := &ticketSource{}
+				shared.set(ticketKey(1))
+				a := startTicketServer(t, certFile, keyFile, sni, shared)
+				paused := &pausingSource{}
+				p := startTicketServer(t, certFile, keyFile, sni, paused)
+
+				cache := &countingCache{ClientSessionCache: tls.NewLRUClientSessionCache(8)}
+				if resumed, _ := resumesProto(t, a, v.version, pool, cache); resumed || cache.count() != 1 {
+					t.Fatalf("a first connection: resumed %t with %d tickets, want a full handshake and one ticket", resumed, cache.count())
+				}
+				resumed, proto := resumesProto(t, p, v.version, pool, cache)
+				if resumed || cache.count() != 1 {
+					t.Fatalf("a listener without keys: resumed %t, %d tickets in all; want a full handshake and no new ticket", resumed, cache.count())
+				}
+				if proto != "HTTP/2.0" {
+					t.Fatalf("a listener without keys served %s, want HTTP/2.0 as with tickets on", proto)
+				}
+				if resumed, _ := resumesProto(t, a, v.version, pool, cache); !resumed {
+					t.Fatal("the client's ticket no longer resumes on the listener that gave it: the paused listener replaced it")
+				}
+				paused.set(ticketKey(1))
+				if resumed, _ := resumesProto(t, p, v.version, pool, cache); !resumed {
+					t.Fatal("once the keys came the shared ticket did not resume")
+				}
+			})
+		}
+	}
+}
+
+func TestATicketPauserKeepsTheListenersProtocols(t *testing.T) {
+	certFile, keyFile, pool := writeCert(t)
+	for _, c := range []struct {
+		protocols, want string
+	}{{config.ProtocolsHttp1, "HTTP/1.1"}, {config.ProtocolsHttp2, "HTTP/2.0"}, {"", "HTTP/2.0"}} {
+		l := config.Listener{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: certFile, KeyPath: keyFile}}
+		l.Protocols = c.protocols
+		s, err := NewServer(&config.Config{Listeners: []config.Listener{l}}, http.HandlerFunc(okHandler), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.UseTicketKeys(&pausingSource{})
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		_, got := resumesProto(t, s.Addrs()[0].String(), tls.VersionTLS13, pool, tls.NewLRUClientSessionCache(1))
+		_ = s.Shutdown(t.Context())
+		if got != c.want {
+			t.Errorf("Protocols %q with tickets paused: served %s, want %s", c.protocols, got, c.want)
+		}
+	}
+}
