@@ -68,7 +68,7 @@ bench-cluster: ## cluster figures over 20 trials each: rotation to active, failo
 	TETHER_BENCH_CLUSTER=1 $(GO) test -count=1 -timeout 30m -run TestClusterFigures -v ./test/ | grep -E 'FIGURE|^(ok|FAIL|---)'
 
 BENCHRACE_FLAGS ?=
-bench-race: ## tether vs HAProxy, nginx, Caddy and a stdlib proxy under wrk/h2load, pinned cores, interleaved rounds; rewrites the race block of docs/BENCHMARKS.md, raw figures in bin/ (~5 min; BENCHRACE_FLAGS=-quick for a smoke run)
+bench-race: ## tether vs HAProxy, nginx, Caddy and a stdlib proxy (cleartext, TLS, handshakes, HTTP/2; raw and net/http backends; memory after a burst) under wrk/h2load, pinned cores, interleaved rounds; rewrites the race block of docs/BENCHMARKS.md, raw figures in bin/ (~30 min; BENCHRACE_FLAGS=-quick for a smoke run)
 	@mkdir -p bin; $(TOOLS) $(GO) build -o ../bin/benchrace ./benchrace && cd .. && ./bin/benchrace -repo . $(BENCHRACE_FLAGS)
 
 bench-health: ## health gossip simulation: 5 and 50 in-process nodes, 1,000 destinations: agreement p50/p99, bytes per node (minutes)

@@ -125,6 +125,8 @@ var (
 	_ memberlist.EventDelegate = delegate{}
 	_ memberlist.MergeDelegate = delegate{}
 	_ memberlist.AliveDelegate = delegate{}
+
+	_ memberlist.ConflictDelegate = delegate{}
 )
 
 func (d delegate) NodeMeta(limit int) []byte {
@@ -184,6 +186,10 @@ func (d delegate) NotifyMerge(peers []*memberlist.Node) error {
 // NotifyAlive runs for every alive message: refuse nodes of another cluster
 // even when they reach us through a third node's gossip.
 func (d delegate) NotifyAlive(p *memberlist.Node) error { return d.m.admit(p) }
+
+// NotifyConflict runs when a known node's name comes with another address
+// (memberlist holds its node lock): see conflict.go.
+func (d delegate) NotifyConflict(existing, other *memberlist.Node) { d.m.conflict(existing, other) }
 
 // broadcast is a named, replaceable gossip message.
 type broadcast struct {

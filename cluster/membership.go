@@ -60,6 +60,9 @@ type Config struct {
 	// membership, state or meta (including this node's own meta and Forget).
 	// Calls never overlap; a slow OnChange delays the next one, never gossip.
 	OnChange func()
+	// OnIDConflict, when set, is told of another claim on this node's id
+	// once it is checked (conflict.go), from a goroutine of its own.
+	OnIDConflict func(IDConflict)
 }
 
 // Membership is this node's view of the gossip cluster.
@@ -91,6 +94,8 @@ type Membership struct {
 
 	watchMu  sync.Mutex
 	watchers []func() // called after OnChange; see Watch
+
+	idc conflicts // claims on node ids (conflict.go)
 
 	evMu     sync.Mutex // guards events, mismatch; taken inside memberlist callbacks
 	events   []nodeObs
@@ -205,7 +210,7 @@ func Open(cfg Config, opts ...OpenOption) (*Membership, error) {
 		RetransmitMult: mc.RetransmitMult,
 	}
 	d := delegate{m}
-	mc.Delegate, mc.Events, mc.Merge, mc.Alive = d, d, d, d
+	mc.Delegate, mc.Events, mc.Merge, mc.Alive, mc.Conflict = d, d, d, d, d
 	m.clocks = &peerClocks{clock: cfg.Clock, by: map[string]PeerClock{}}
 	if m.clocks.clock == nil {
 		m.clocks.clock = time.Now
@@ -397,10 +402,20 @@ func oneLine(err error) string {
 	return strings.Join(parts, "; ")
 }
 
+// refusedErrorAfter is how many consecutive joins refused for another
+// cluster secret make the warning an error (about 5 s with LAN timing).
+const refusedErrorAfter = 5
+
+// otherSecret says whether a join failed because the peers use another
+// cluster secret (or none).
+func otherSecret(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "no installed keys could decrypt")
+}
+
 // joinHint says what to do about the failures whose cause is known.
 func joinHint(err error) string {
 	switch {
-	case err != nil && strings.Contains(err.Error(), "no installed keys could decrypt"):
+	case otherSecret(err):
 		return " (the peers use another cluster secret: give every node the same --cluster-secret-file)"
 	case err != nil && strings.Contains(err.Error(), "remote state is not encrypted"):
 		// An admin or proxy port answers HTTP, which reads as plain state.
@@ -460,6 +475,7 @@ func (m *Membership) resolve(ctx context.Context, addrs []string) ([]string, []e
 // re-resolving names each time, until this node knows at least one other
 // alive node or ctx ends. Another cluster's peers end it at once.
 func (m *Membership) JoinRetry(ctx context.Context, addrs []string) error {
+	refused := 0 // consecutive tries the peers refused for another secret
 	for attempt := 0; ; attempt++ {
 		_, err := m.Join(addrs)
 		if m.ml.NumMembers() > 1 {
@@ -471,11 +487,24 @@ func (m *Membership) JoinRetry(ctx context.Context, addrs []string) error {
 		if err == nil {
 			err = errors.New("only this node answered")
 		}
-		if attempt%30 == 0 { // the first failure and then every ~30 s (LAN) at info; the rest at debug
-			m.log.Info("gossip: join failed, retrying", "addrs", addrs, "attempt", attempt+1, "err", err)
+		// A peer not up yet is routine (info); peers that refuse this node
+		// for another cluster secret are a mistake (a warning, an error
+		// once it lasts). The first failure and then every ~30 s (LAN),
+		// besides the step to error, are logged; the rest at debug.
+		level := slog.LevelInfo
+		if otherSecret(err) {
+			refused++
+			level = slog.LevelWarn
+			if refused >= refusedErrorAfter {
+				level = slog.LevelError
+			}
 		} else {
-			m.log.Debug("gossip: join failed, retrying", "addrs", addrs, "attempt", attempt+1, "err", err)
+			refused = 0
 		}
+		if attempt%30 != 0 && refused != refusedErrorAfter {
+			level = slog.LevelDebug
+		}
+		m.log.Log(context.Background(), level, "gossip: join failed, retrying", "addrs", addrs, "attempt", attempt+1, "err", err)
 		if !m.pauseJoin(ctx) {
 			return fmt.Errorf("cluster: join %s: %w (last error: %v)", strings.Join(addrs, ", "), ctx.Err(), err)
 		}

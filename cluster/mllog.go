@@ -50,6 +50,16 @@ func (w *mlLogWriter) Write(p []byte) (int, error) {
 	if level >= slog.LevelWarn && strings.Contains(line, "use of closed network connection") {
 		level = slog.LevelDebug // this node stopping while a probe was in flight
 	}
+	if strings.HasPrefix(line, "Conflicting address for ") {
+		level = slog.LevelDebug // the conflict delegate says what it means (conflict.go)
+	}
+	var attrs []any
+	if level >= slog.LevelWarn && strings.Contains(line, "no installed keys could decrypt") {
+		// Someone else's packet: this node is fine; the sender (a node
+		// given another secret) is told by its own join failing.
+		level = slog.LevelWarn
+		attrs = append(attrs, "hint", "a node with another cluster secret is trying to reach this one: give every node the same --cluster-secret-file")
+	}
 	if level >= slog.LevelWarn {
 		if slices.ContainsFunc(mlPeerErrors, func(pre string) bool { return strings.HasPrefix(line, pre) }) {
 			level = slog.LevelWarn
@@ -65,10 +75,9 @@ func (w *mlLogWriter) Write(p []byte) (int, error) {
 			return len(p), nil
 		}
 		if held > 0 {
-			w.log.Log(ctx, level, line, "repeated", held, "repeated_within", peerErrorEvery)
-			return len(p), nil
+			attrs = append(attrs, "repeated", held, "repeated_within", peerErrorEvery)
 		}
 	}
-	w.log.Log(ctx, level, line)
+	w.log.Log(ctx, level, line, attrs...)
 	return len(p), nil
 }

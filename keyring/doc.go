@@ -21,8 +21,10 @@
 //     snapshots and the keyring file; [WrapBlob] and [UnwrapBlob] do the
 //     same for other secrets (ACME private keys), bound to a purpose.
 //   - [Ring.TicketKeys] derives TLS session ticket keys from the keys
-//     (HKDF, a purpose of their own): the active key's first, then every
-//     other key that still decrypts, so a ticket resumes on every node.
+//     (HKDF, a purpose of their own), one per key and UTC day: the active
+//     key's of the day seals, those of the last seven days of every key
+//     that still decrypts open, so a ticket resumes on every node for at
+//     most [TicketKeyLifetime].
 //   - [FileStore] keeps a ring in a file (atomic replace, mode 0600), and
 //     [Manager] is the standalone node's convenience: load, ensure an active
 //     key, rotate, revoke, prune, and save each change before reporting it.

@@ -112,6 +112,10 @@ func (n *Node) requireToken(h http.Handler) http.Handler {
 }
 
 func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
+	if why := n.gate.reason(); why != "" {
+		writeError(w, http.StatusServiceUnavailable, "proxy listeners closed until this node is in the cluster and holds the active key: "+why)
+		return
+	}
 	if id, _ := n.store.Leader(); id == "" {
 		writeError(w, http.StatusServiceUnavailable, "no Raft leader known yet")
 		return
@@ -349,7 +353,20 @@ func (n *Node) handleDrain(on bool) http.HandlerFunc {
 			body["drain_deadline"] = deadline
 		}
 		n.applyDrains()
-		n.log.Info("drain changed", "cluster", clusterID, "destination", id, "draining", on)
+		// Answered once every live node applies it (confirm.go): a node a
+		// moment behind would still send new sessions to the destination.
+		applied, pending := n.confirmApplied(r.Context(), c.Index, applyConfirmWait)
+		body["applied_by"], body["not_applied_by"] = applied, append([]string{}, pending...)
+		if len(pending) > 0 {
+			what, until := "drain", "send new sessions to"
+			if !on {
+				what, until = "undrain", "keep new sessions from"
+			}
+			body["warning"] = fmt.Sprintf("the %s is committed, but %s had not applied it within %s: until they do they may still %s %s", what, strings.Join(pending, ", "), applyConfirmWait, until, id)
+			n.log.Warn("drain changed, but not every live node applied it in time", "cluster", clusterID, "destination", id, "draining", on, "not_applied_by", pending, "within", applyConfirmWait)
+		} else {
+			n.log.Info("drain changed", "cluster", clusterID, "destination", id, "draining", on, "applied_by", applied)
+		}
 		setCommitted(w, c.Index)
 		writeJSON(w, http.StatusOK, body)
 	}

@@ -137,6 +137,8 @@ func (n *Node) openCluster() error {
 			VoteFile:  filepath.Join(n.cfg.DataDir, "formation-vote"),
 			PeersFile: filepath.Join(n.cfg.DataDir, "gossip-peers"),
 			OnChange:  n.membershipChanged,
+			// Another live process under this id (idconflict.go).
+			OnIDConflict: n.idConflict,
 		})
 		if err != nil {
 			return fmt.Errorf("gossip on %s: %w", n.cfg.GossipAddr, err)

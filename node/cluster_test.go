@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -33,6 +34,47 @@ type testCluster struct {
 	nodes   map[string]*Node
 	cfgs    map[string]Config
 	mu      sync.Mutex
+	// logs, once captureLogs is called, holds each node's log by node id.
+	logs map[string]*logBuffer
+}
+
+// captureLogs makes the nodes started from now on log (Info and up) into
+// tc.logs as well as the quiet logger.
+func (tc *testCluster) captureLogs() {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if tc.logs == nil {
+		tc.logs = map[string]*logBuffer{}
+	}
+}
+
+// nodeLog is the captured log of node id ("" before captureLogs).
+func (tc *testCluster) nodeLog(id string) string {
+	tc.mu.Lock()
+	b := tc.logs[id]
+	tc.mu.Unlock()
+	if b == nil {
+		return ""
+	}
+	return b.String()
+}
+
+// logBuffer is a log sink safe for concurrent writes.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func newTestCluster(t *testing.T, backends int) *testCluster {
@@ -64,10 +106,18 @@ func newTestCluster(t *testing.T, backends int) *testCluster {
 
 // config is the Config of node id (the same flags on every node).
 func (tc *testCluster) config(id string, expect int, join []string) Config {
+	log := quietLogger()
+	tc.mu.Lock()
+	if tc.logs != nil {
+		b := &logBuffer{}
+		tc.logs[id] = b
+		log = slog.New(slog.NewTextHandler(io.MultiWriter(b, quietWriter()), nil))
+	}
+	tc.mu.Unlock()
 	return Config{
 		ConfigPath: tc.cfgPath, NodeID: id, DataDir: filepath.Join(tc.dir, id), AdminAddr: "127.0.0.1:0",
 		RaftAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0", ClusterSecretFile: tc.secret,
-		BootstrapExpect: expect, Join: join, FastTimings: true, Logger: quietLogger(),
+		BootstrapExpect: expect, Join: join, FastTimings: true, Logger: log,
 	}
 }
 
@@ -137,15 +187,15 @@ func (tc *testCluster) form(n int) []*Node {
 	return tc.live()
 }
 
-// waitSettled waits until every live node knows the same leader and holds
-// an active key.
+// waitSettled waits until every live node knows the same leader, holds
+// an active key and serves.
 func (tc *testCluster) waitSettled() {
 	tc.t.Helper()
-	testutil.Eventually(tc.t, 30*time.Second, "one leader and an active key on every node", func() bool {
+	testutil.Eventually(tc.t, 30*time.Second, "one leader, an active key and open listeners on every node", func() bool {
 		leader := ""
 		for _, n := range tc.live() {
 			l := n.Leader()
-			if l == "" || (leader != "" && l != leader) || n.ring.ActiveKeyID(time.Now()) == "" {
+			if l == "" || (leader != "" && l != leader) || n.ring.ActiveKeyID(time.Now()) == "" || n.gate.reason() != "" {
 				return false
 			}
 			leader = l

@@ -166,6 +166,7 @@ func (n *Node) clusterNow() (time.Time, bool) {
 	votes, complete := n.clockVotes(own, mono)
 	r := n.clock.read(mono, votes, complete)
 	n.clockOffset.Store(int64(own.Sub(r.now)))
+	n.clusterAt.Store(&clockPoint{at: r.now, mono: mono})
 	switch {
 	case r.stepped:
 		n.log.Warn("the members' clocks moved together and stayed: the cluster time takes their median",
@@ -187,6 +188,10 @@ func (n *Node) clusterNow() (time.Time, bool) {
 	}
 	return r.now, r.ready
 }
+
+// clockPoint is a reading of the cluster time: at is the cluster time at
+// the monotonic instant mono.
+type clockPoint struct{ at, mono time.Time }
 
 // errClockAhead: the committed time is far ahead of the cluster time and
 // cannot be set back yet (a member does not apply SetClock).

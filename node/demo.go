@@ -163,7 +163,7 @@ func StartDemo(opts DemoOptions) (d *Demo, err error) {
 
 func (d *Demo) ready() bool {
 	for _, n := range d.Nodes {
-		if id, _ := n.store.Leader(); id == "" || n.ring.ActiveKeyID(time.Now()) == "" {
+		if id, _ := n.store.Leader(); id == "" || n.ring.ActiveKeyID(time.Now()) == "" || n.gate.reason() != "" {
 			return false
 		}
 	}

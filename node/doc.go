@@ -15,6 +15,15 @@
 // drains, health) after every change and publishes the differences to a
 // bus that replays its recent events and never waits for a slow reader.
 //
+// readiness.go: a node started to join with no state binds its proxy
+// listeners without accepting until it is in the Raft configuration and
+// holds the active key (--serve-before-join opens them at start).
+// confirm.go: a drain answers once every live member confirmed, over
+// gossip's direct messages, that it applied the drain's index to its data
+// path (at most 2 s; the answer names the others). lock.go: the data dir's
+// flock. idconflict.go: a live claim on this node's id stops the node that
+// holds no state.
+//
 // acme.go: the leader obtains and renews the certificates of listeners'
 // Acme blocks with mholt/acmez, keeping the account, certificates and
 // pending challenges in the replicated ACME state; every node serves them

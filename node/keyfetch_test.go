@@ -1,11 +1,17 @@
 package node
 
 import (
+	"io"
+	"net/http"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // A node that meets a value sealed under a key it does not hold asks the
@@ -67,6 +73,63 @@ func TestFollowerAsksTheLeaderForAKeyItDoesNotHold(t *testing.T) {
 	if v := counterValue(t, f.dataKeys.resolved, "leader"); v != 1 {
 		t.Fatalf("keys fetched from the leader = %v, want 1", v)
 	}
+
+	// What the leader answers, to this release (every key the asker
+	// lacks, every key id it holds) and to an earlier one (the named key).
+	revoked, err := keyring.GenerateKey(time.Now(), 0, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.ring.Install(revoked); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.ring.Revoke(revoked.ID); err != nil {
+		t.Fatal(err)
+	}
+	var have, all []string
+	for _, md := range f.ring.List(time.Now()) {
+		have = append(have, md.ID)
+	}
+	for _, md := range leader.ring.List(time.Now()) {
+		if md.ID != revoked.ID {
+			all = append(all, md.ID)
+		}
+	}
+	unwrap := func(b []byte) []string {
+		t.Helper()
+		keys, err := keyring.UnwrapKeys(leader.keys.kek, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, k := range keys {
+			ids = append(ids, k.ID)
+		}
+		return ids
+	}
+	t.Run("to this release: every key the asker lacks and every key id held", func(t *testing.T) {
+		rep := leader.keys.answer(keyRequest{From: f.ID(), ID: "0000000000000000", Nonce: "x", V: keyTransferVersion, Have: have})
+		slices.Sort(rep.Held)
+		slices.Sort(all)
+		if rep.V != keyTransferVersion || rep.Behind || !slices.Equal(rep.Held, all) || !slices.Equal(rep.Revoked, []string{revoked.ID}) {
+			t.Fatalf("answer v%d, behind %t, held %v, revoked %v; want v%d, held %v, revoked [%s]", rep.V, rep.Behind, rep.Held, rep.Revoked, keyTransferVersion, all, revoked.ID)
+		}
+		if got := unwrap(rep.Lacking); !slices.Equal(got, []string{k.ID}) {
+			t.Fatalf("sent keys %v, want [%s] (the one the follower lacks)", got, k.ID)
+		}
+	})
+	t.Run("to an earlier release: the named key only", func(t *testing.T) {
+		rep := leader.keys.answer(keyRequest{From: f.ID(), ID: k.ID, Nonce: "x"})
+		if rep.V != 0 || rep.State != "ok" || len(rep.Lacking) != 0 || len(rep.Held) != 0 {
+			t.Fatalf("answer %+v, want state ok and no version-2 fields", rep)
+		}
+		if got := unwrap(rep.Keys); !slices.Equal(got, []string{k.ID}) {
+			t.Fatalf("sent keys %v, want [%s]", got, k.ID)
+		}
+		if rep := leader.keys.answer(keyRequest{From: f.ID(), ID: revoked.ID, Nonce: "x"}); rep.State != "revoked" || len(rep.Keys) != 0 {
+			t.Fatalf("answer about a revoked key: state %s with %d key bytes, want revoked and none", rep.State, len(rep.Keys))
+		}
+	})
 }
 
 // sealWithNewKey seals a Cookie-policy value of cluster app under a key no
@@ -86,4 +149,109 @@ func sealWithNewKey(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// A flood of values under random, well-formed key ids costs a node a
+// bounded number of requests to the leader and one log line, each value
+// counted by reason; and a key the node really lacks (a rotation it has not
+// applied) still comes from the leader in the middle of the flood.
+func TestAFloodOfUnknownKeyIDsIsBoundedAndStarvesNoRealFetch(t *testing.T) {
+	tc := newTestCluster(t, 2)
+	tc.captureLogs()
+	tc.form(3)
+	leader := tc.waitLeader()
+	f := tc.follower()
+
+	const total, workers = 3000, 100
+	junk := make([]string, total)
+	for i := range junk {
+		junk[i] = "aff=" + sealWithNewKey(t)
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: workers}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	url := "http://" + f.ProxyAddrs()[0].String() + "/"
+	var next, done, not503 atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= total {
+					return
+				}
+				req, _ := http.NewRequest("GET", url, nil)
+				req.Header.Set("Cookie", junk[i])
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusServiceUnavailable {
+					not503.Add(1)
+				}
+				done.Add(1)
+			}
+		}()
+	}
+
+	// Three rotations the follower does not apply while the flood runs:
+	// each key is installed on the leader only, which seals with it at
+	// once; the follower must ask the leader to open its cookie.
+	for r := range 3 {
+		testutil.Eventually(t, 60*time.Second, "the flood under way", func() bool { return done.Load() >= int64((r+1)*total/5) })
+		k, err := keyring.GenerateKey(time.Now(), 0, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := leader.ring.Install(k); err != nil {
+			t.Fatal(err)
+		}
+		status, backend, cookie := proxyGet(t, leader, "")
+		if id, _ := keyring.KeyIDOf(strings.TrimPrefix(cookie, "aff=")); status != 200 || id != k.ID {
+			t.Fatalf("leader: %d, cookie under key %q, want %q", status, id, k.ID)
+		}
+		st, b, again := proxyGet(t, f, cookie)
+		if st != 200 || b != backend || again != "" {
+			t.Errorf("rotation %d, %d of %d flood requests done: the follower answered %d from %q (new cookie %q) to a cookie under the leader's new key, want 200 from %q",
+				r+1, done.Load(), total, st, b, again, backend)
+		}
+	}
+	wg.Wait()
+	took := time.Since(start)
+
+	if n := not503.Load(); n != 0 {
+		t.Errorf("%d of %d values under unknown key ids were not answered 503 (the failure policy)", n, total)
+	}
+	var counted float64
+	for _, reason := range []string{reasonUnknownToLeader, reasonRevoked, reasonTimeout, reasonNoLeader, reasonWaitLimit} {
+		counted += counterValue(t, f.dataKeys.failures, reason)
+	}
+	if counted != total {
+		t.Errorf("failures counted by reason: %v, want %d", counted, total)
+	}
+	if v := counterValue(t, f.dataKeys.failures, reasonWaitLimit); v != 0 {
+		t.Errorf("%v values failed without their wait (wait_limit): the flood crowds out real ones", v)
+	}
+	// A node asks the leader at most ten times a second, one request at a
+	// time, whatever the number of key ids.
+	sent := counterTotal(t, f.keys.sent)
+	if budget := 5 + took.Seconds()*10; sent > budget {
+		t.Errorf("the follower sent the leader %v key requests in %s, want at most %v", sent, took.Round(time.Millisecond), budget)
+	}
+	var lines int
+	for _, l := range strings.Split(tc.nodeLog(f.ID()), "\n") {
+		if strings.Contains(l, "level=WARN") && strings.Contains(l, "does not hold") {
+			lines++
+		}
+	}
+	if budget := 1 + int(took/time.Minute); lines > budget {
+		t.Errorf("the follower logged %d lines about unknown key ids in %s, want at most %d (one a minute, with a count)", lines, took.Round(time.Millisecond), budget)
+	}
+	t.Logf("%d values in %s: %v key requests to the leader, %d log lines", total, took.Round(time.Millisecond), sent, lines)
 }

@@ -131,6 +131,15 @@ func (n *Node) leaderRound(now time.Time) {
 // before its term, running a barrier once per term. Without it a node
 // restarted alone could see no key yet (the log replays only once it leads)
 // and create and activate a new one.
+// leaderCaughtUp reports, without waiting, whether this leader's state
+// caught up with its log in the current term (caughtUp did).
+func (n *Node) leaderCaughtUp() bool {
+	term := n.store.Term()
+	n.lead.mu.Lock()
+	defer n.lead.mu.Unlock()
+	return n.lead.readyTerm == term
+}
+
 func (n *Node) caughtUp() bool {
 	term := n.store.Term()
 	n.lead.mu.Lock()

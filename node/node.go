@@ -81,6 +81,12 @@ type Config struct {
 	// docs/OPERATIONS.md); it applies to the whole process.
 	WriteYield string
 
+	// ServeBeforeJoin opens the proxy listeners at start on a node started
+	// to join (--join, --bootstrap-expect) with no state of its own, which
+	// otherwise accepts no connection until it is in the cluster and holds
+	// the active key (readiness.go).
+	ServeBeforeJoin bool
+
 	// FastTimings shortens gossip timings (failure detection) for
 	// in-process tests and the demo on loopback; Raft keeps LAN timings.
 	FastTimings bool
@@ -147,13 +153,18 @@ type Node struct {
 	clockAhead atomic.Bool
 	// metaClock (tests): this node's wall clock (wallNow); nil: time.Now.
 	metaClock atomic.Pointer[func() time.Time]
+	// ticketShift (tests): added to the time TLS session tickets go by.
+	ticketShift atomic.Int64
 	// clock reckons the cluster time (clustertime.go); clockOffset is this
 	// node's wall clock minus it, in nanoseconds (metric); clockApart,
 	// clockOff and clockBlocked: a jumped median, this node's clock far
 	// off, a committed time that cannot be set back (each logged once per
 	// episode).
-	clock        clusterClock
-	clockOffset  atomic.Int64
+	clock       clusterClock
+	clockOffset atomic.Int64
+	// clusterAt is the last reading of the cluster time, which the data
+	// path counts on from (nil before the first).
+	clusterAt    atomic.Pointer[clockPoint]
 	clockApart   atomic.Bool
 	clockOff     atomic.Bool
 	clockBlocked atomic.Bool
@@ -177,6 +188,15 @@ type Node struct {
 	// replicated ones (acme.go).
 	acme     *acmeManager
 	acmeView *acmeView
+
+	// dirLock holds the data dir for this process (lock.go).
+	dirLock *dataDirLock
+	// idClaims are live claims on this node's id (idconflict.go).
+	idClaims chan cluster.IDConflict
+	// gate says what the proxy listeners wait for (readiness.go).
+	gate proxyGate
+	// confirms are members' confirmations of applied writes (confirm.go).
+	confirms applyConfirms
 }
 
 // DefaultAdminAddr is the admin listener's default address.
@@ -221,6 +241,7 @@ func New(cfg Config) (*Node, error) {
 		stop:       make(chan struct{}),
 		leaderWake: make(chan struct{}, 1),
 		failed:     make(chan struct{}),
+		idClaims:   make(chan cluster.IDConflict, 4),
 		ev:         eventState{bus: newEventBus(cfg.NodeID), wake: make(chan struct{}, 1)},
 		activationLag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tether_keyring_activation_lag_seconds",
@@ -273,12 +294,20 @@ func (n *Node) Start() (err error) {
 	if err := os.MkdirAll(n.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
+	// Before anything reads or writes the dir, gossip included: a second
+	// process on it would otherwise join under the live node's id.
+	if n.dirLock, err = lockDataDir(n.cfg.DataDir); err != nil {
+		return err
+	}
 	// The admin socket is bound first: gossip metadata carries its address.
 	if err := n.listenAdmin(); err != nil {
 		return err
 	}
 	if err := n.openCluster(); err != nil {
 		return err
+	}
+	if err := n.openApplyConfirms(); err != nil {
+		return fmt.Errorf("gossip: %w", err)
 	}
 	if err := n.openHealth(); err != nil {
 		return fmt.Errorf("health gossip: %w", err)
@@ -287,9 +316,10 @@ func (n *Node) Start() (err error) {
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n), newClockCollector(n))
-	var fetch func(context.Context, string) (keyring.Key, error)
+	var fetch func(context.Context, []string, string) (*leaderKeys, error)
 	if n.keys != nil {
 		fetch = n.keys.fetch
+		n.registry.MustRegister(n.keys.sent)
 	}
 	n.dataKeys = newDataKeys(n.ring, n.store, fetch, n.log)
 	n.registry.MustRegister(n.dataKeys.failures, n.dataKeys.resolved)
@@ -328,15 +358,17 @@ func (n *Node) Start() (err error) {
 		return fmt.Errorf("listeners: %w", err)
 	}
 	// Session tickets from the replicated keyring resume on every node.
-	n.server.UseTicketKeys(n.ring)
+	n.server.UseTicketKeys(ticketKeySource{n})
 	n.server.UseAcme(n.acmeView)
-	if err := n.server.Start(); err != nil {
-		return fmt.Errorf("listeners: %w", err)
+	if err := n.openListeners(); err != nil {
+		return err
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.bg.Add(5)
+	n.bg.Add(7)
+	go n.serveWhenJoined(ctx)
+	go n.watchIDClaims(ctx)
 	go n.acmeLoop(ctx)
 	go n.form(ctx)
 	go n.watchStore(ctx)
@@ -362,7 +394,7 @@ func (n *Node) Start() (err error) {
 	for _, a := range n.server.Addrs() {
 		addrs = append(addrs, a.String())
 	}
-	n.log.Info("node started", "proxy", strings.Join(addrs, ","), "admin", n.adminLn.Addr().String(), "raft", n.store.Addr(), "gossip", n.GossipAddr(), "data_dir", n.cfg.DataDir)
+	n.log.Info("node started", "proxy", strings.Join(addrs, ","), "proxy_open", n.gate.reason() == "", "admin", n.adminLn.Addr().String(), "raft", n.store.Addr(), "gossip", n.GossipAddr(), "data_dir", n.cfg.DataDir)
 	return nil
 }
 
@@ -536,6 +568,7 @@ func (n *Node) closeAll(ctx context.Context) error {
 	if n.proxy != nil {
 		n.proxy.Close()
 	}
+	n.dirLock.release()
 	n.log.Info("node stopped")
 	return errors.Join(errs...)
 }

@@ -30,10 +30,16 @@ import (
 )
 
 func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(quietWriter(), nil))
+}
+
+// quietWriter is where quietLogger writes: stderr with TETHER_TEST_LOG set,
+// else nowhere.
+func quietWriter() io.Writer {
 	if os.Getenv("TETHER_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		return os.Stderr
 	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	return io.Discard
 }
 
 func testConfig(backendURL string, extraRoute string) string {

@@ -2,11 +2,16 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,10 +23,13 @@ import (
 var _ proxy.TicketKeySource = (*keyring.Ring)(nil)
 
 // httpsClusterConfig rewrites tc's config so that its listener serves HTTPS
-// with one certificate for 127.0.0.1, as every node of a cluster would.
-func httpsClusterConfig(t *testing.T, tc *testCluster) {
+// with one certificate for 127.0.0.1, as every node of a cluster would, and
+// returns a pool that trusts it.
+func httpsClusterConfig(t *testing.T, tc *testCluster) *x509.CertPool {
 	t.Helper()
-	certPEM, keyPEM, _ := testutil.SelfSignedCert(t)
+	certPEM, keyPEM, leaf := testutil.SelfSignedCert(t)
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
 	certFile, keyFile := filepath.Join(tc.dir, "cert.pem"), filepath.Join(tc.dir, "key.pem")
 	os.WriteFile(certFile, certPEM, 0o600)
 	os.WriteFile(keyFile, keyPEM, 0o600)
@@ -31,6 +39,7 @@ func httpsClusterConfig(t *testing.T, tc *testCluster) {
 	}
 	https := fmt.Sprintf(`{ "Address": "127.0.0.1:0", "Certificate": { "Path": %q, "KeyPath": %q } }`, certFile, keyFile)
 	os.WriteFile(tc.cfgPath, []byte(strings.Replace(string(cfg), `{ "Address": "127.0.0.1:0" }`, https, 1)), 0o600)
+	return pool
 }
 
 // opensslResumed connects to addr with openssl s_client at the given
@@ -128,5 +137,162 @@ func TestClusterTLSSessionResumesOnAnotherNodeAndAcrossRotation(t *testing.T) {
 				t.Fatalf("a ticket issued after the rotation by %s did not resume on %s", nodes[2].ID(), nodes[0].ID())
 			}
 		})
+	}
+}
+
+// heldSession is a client session cache holding the first session a
+// server gave it and offering that one only, so a test presents one ticket
+// as long as it likes (servers issue new tickets on resumption).
+type heldSession struct {
+	mu sync.Mutex
+	cs *tls.ClientSessionState
+}
+
+func (h *heldSession) Get(string) (*tls.ClientSessionState, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cs, h.cs != nil
+}
+
+func (h *heldSession) Put(_ string, cs *tls.ClientSessionState) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cs == nil && cs != nil {
+		h.cs = cs
+	}
+}
+
+// tlsResumed makes one HTTPS request to n at version with the session in
+// held (taking the server's ticket when held is empty) and reports whether
+// the handshake resumed it.
+func tlsResumed(t *testing.T, n *Node, pool *x509.CertPool, version uint16, held *heldSession) bool {
+	t.Helper()
+	tr := &http.Transport{
+		TLSClientConfig: &tls.Config{
+			RootCAs: pool, ServerName: "127.0.0.1", ClientSessionCache: held,
+			MinVersion: version, MaxVersion: version,
+		},
+		DisableKeepAlives: true,
+	}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("https://" + n.ProxyAddrs()[0].String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	// Reading the body reads TLS 1.3's tickets, which follow the handshake.
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	if held.cs == nil {
+		t.Fatalf("%s gave no session ticket", n.ID())
+	}
+	return resp.TLS.DidResume
+}
+
+// setTicketTime makes every node's session tickets go by the time at
+// (counting on from it).
+func setTicketTime(nodes []*Node, at time.Time) {
+	for _, n := range nodes {
+		n.ticketShift.Store(int64(time.Until(at)))
+	}
+}
+
+// Session ticket keys are derived per day from the keyring: a ticket
+// resumes on every node across a day boundary, and not beyond seven days
+// after its day began, whatever key the keyring holds; a revoked key ends
+// its tickets at once.
+func TestClusterTLSTicketKeysRotateDailyAndEndAfterSevenDays(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	pool := httpsClusterConfig(t, tc)
+	nodes := tc.form(3)
+	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
+	t.Cleanup(func() { setTicketTime(nodes, time.Now()) })
+
+	for _, v := range []struct {
+		desc    string
+		version uint16
+	}{{"TLS 1.2", tls.VersionTLS12}, {"TLS 1.3", tls.VersionTLS13}} {
+		t.Run(v.desc, func(t *testing.T) {
+			// D is a day's start (UTC) ahead of the keyring's keys, which
+			// stay active for 90 days.
+			day := time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+			at := func(d time.Duration) { setTicketTime(nodes, day.Add(d)) }
+			first, second := &heldSession{}, &heldSession{}
+			steps := []struct {
+				desc string
+				at   time.Duration
+				node *Node
+				held *heldSession
+				want bool
+			}{
+				{"D 23:00: a full handshake on n1 gives the first ticket", 23 * time.Hour, n1, first, false},
+				{"D 23:00: the first ticket resumes on n2", 23 * time.Hour, n2, first, true},
+				{"D+1 01:00: after the day boundary the first ticket (yesterday's key) resumes on n3", 25 * time.Hour, n3, first, true},
+				{"D+1 01:00: a full handshake on n1 gives the second ticket", 25 * time.Hour, n1, second, false},
+				{"D+7 01:00: the second ticket, 6 days old, resumes on n2", 7*24*time.Hour + time.Hour, n2, second, true},
+				{"D+7 01:00: the first ticket, from D, no longer resumes (its day key is past 7 days)", 7*24*time.Hour + time.Hour, n2, first, false},
+				{"D+8 02:00: the second ticket, 7 days and 1 hour old, no longer resumes", 8*24*time.Hour + 2*time.Hour, n3, second, false},
+			}
+			for _, s := range steps {
+				at(s.at)
+				if got := tlsResumed(t, s.node, pool, v.version, s.held); got != s.want {
+					t.Fatalf("%s: resumed %t, want %t", s.desc, got, s.want)
+				}
+			}
+		})
+	}
+
+	t.Run("revoking the keyring key ends its tickets on every node at once", func(t *testing.T) {
+		setTicketTime(nodes, time.Now())
+		held := &heldSession{}
+		tlsResumed(t, n1, pool, tls.VersionTLS12, held)
+		if !tlsResumed(t, n2, pool, tls.VersionTLS12, held) {
+			t.Fatal("a fresh ticket of n1 did not resume on n2")
+		}
+		id := n1.ring.ActiveKeyID(time.Now())
+		if status, body := adminWrite(t, tc.waitLeader(), "POST", "/v1/keyring/"+id+"/revoke", nil); status != 200 {
+			t.Fatalf("revoke %s: %d %v", id, status, body)
+		}
+		for _, n := range nodes {
+			testutil.Eventually(t, 10*time.Second, n.ID()+" applied the revocation", func() bool {
+				for _, md := range n.ring.List(time.Now()) {
+					if md.ID == id {
+						return md.State.String() == "revoked"
+					}
+				}
+				return false
+			})
+			if tlsResumed(t, n, pool, tls.VersionTLS12, held) {
+				t.Fatalf("%s resumed a ticket sealed under revoked key %s", n.ID(), id)
+			}
+		}
+	})
+}
+
+// Ticket keys go by the cluster time (the members' median clock), not by a
+// node's own clock: a node whose clock jumped days ahead seals tickets the
+// others open, and opens theirs.
+func TestClusterTLSTicketsGoByTheClusterTimeNotANodesClock(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	pool := httpsClusterConfig(t, tc)
+	nodes := tc.form(3)
+	n1, n2 := nodes[0], nodes[1]
+	setClock(n1, 50*time.Hour)
+	t.Cleanup(func() { setClock(n1, 0) })
+	testutil.Eventually(t, 10*time.Second, "n1 reads its clock 50 hours off the cluster time", func() bool {
+		return time.Duration(n1.clockOffset.Load()) > 49*time.Hour
+	})
+	if d := n1.ticketTime(time.Now()).Sub(n2.ticketTime(time.Now())); d > 5*time.Second || d < -5*time.Second {
+		t.Fatalf("n1's ticket time is %s off n2's, want the same cluster time", d)
+	}
+	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		for _, p := range [][2]*Node{{n1, n2}, {n2, n1}} {
+			held := &heldSession{}
+			tlsResumed(t, p[0], pool, v, held)
+			if !tlsResumed(t, p[1], pool, v, held) {
+				t.Errorf("TLS %x: a ticket of %s did not resume on %s", v, p[0].ID(), p[1].ID())
+			}
+		}
 	}
 }

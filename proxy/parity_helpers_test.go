@@ -47,6 +47,7 @@ var serverModes = []serverMode{
 	{name: "stdlib", http1: HTTP1Stdlib},
 	{name: "h2c", http1: HTTP1Own, h2c: true},
 	{name: "tls-h1", http1: HTTP1Own, tls: true},
+	{name: "tls-h1-stdlib", http1: HTTP1Stdlib, tls: true},
 	{name: "tls-h2", http1: HTTP1Own, tls: true, h2: true},
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,8 +71,8 @@ type Server struct {
 	logger    *slog.Logger
 	listeners []config.Listener
 	servers   []*http.Server
-	// h1 is each cleartext HTTP/1.1 listener's own server loop (package h1server),
-	// nil for the others and with HTTP1Stdlib.
+	// h1 is each HTTP/1.1 listener's own server loop (package h1server),
+	// cleartext or HTTPS; nil for the others (h2c only) and with HTTP1Stdlib.
 	h1        []*h1server.Server
 	tlsConfig []*tls.Config
 	// certs holds each HTTPS listener's certificate, swapped by
@@ -90,6 +91,10 @@ type Server struct {
 	lns   []net.Listener
 	addrs []net.Addr
 	wg    sync.WaitGroup
+	// reserved are each listener's sockets bound by Reserve, not yet
+	// listening (reserve.go); shut: Shutdown ran, Start refuses.
+	reserved [][]*reservation
+	shut     bool
 }
 
 // NewServer prepares listeners for cfg.Listeners with cfg.Limits, serving h
@@ -182,7 +187,18 @@ func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger, opts ...
 		}
 		s.servers = append(s.servers, srv)
 		var h1 *h1server.Server
-		if tc == nil && protocols.HTTP1() && so.http1 == HTTP1Own {
+		if protocols.HTTP1() && so.http1 == HTTP1Own {
+			if tc != nil {
+				// The loop shakes hands with tc. net/http serves the
+				// connections it hands over (HTTP/2 among them) and
+				// configures HTTP/2 from its TLSConfig as Serve starts,
+				// which writes to it: a copy of its own, naming h2 when
+				// the listener (or one of its Sni entries) speaks it.
+				srv.TLSConfig = tc.Clone()
+				if protocols.HTTP2() && !slices.Contains(srv.TLSConfig.NextProtos, "h2") {
+					srv.TLSConfig.NextProtos = append(srv.TLSConfig.NextProtos, "h2")
+				}
+			}
 			h1 = h1server.New(srv)
 		}
 		s.h1 = append(s.h1, h1)
@@ -277,6 +293,9 @@ func orDefault(d, def time.Duration) time.Duration {
 // makes the configured figure exact.
 func headerLimit(max int, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 2 {
+			growStack() // a new goroutine per stream (stack.go)
+		}
 		n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
 		for k, vs := range r.Header {
 			for _, v := range vs {
@@ -295,14 +314,17 @@ func headerLimit(max int, h http.Handler) http.Handler {
 	})
 }
 
-// Start binds every listener and serves in the background. It returns an
-// error (naming the address) if any listener cannot bind, after closing the
-// ones already bound.
+// Start binds every listener (or listens on the sockets Reserve bound) and
+// serves in the background. It returns an error (naming the address) if any
+// listener cannot bind, after closing the ones already bound.
 func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lns != nil {
 		return errors.New("server already started")
+	}
+	if s.shut {
+		return http.ErrServerClosed
 	}
 	if err := s.checkAcme(); err != nil {
 		return err
@@ -310,7 +332,7 @@ func (s *Server) Start() error {
 	lns := make([]net.Listener, 0, len(s.servers))
 	var owner []int // owner[k] is the listener lns[k] serves
 	for i := range s.servers {
-		bound, err := listenAll(s.listeners[i].Address, s.logger)
+		bound, err := s.bind(i)
 		if err != nil {
 			for _, l := range lns {
 				_ = l.Close()
@@ -329,7 +351,7 @@ func (s *Server) Start() error {
 			owner = append(owner, i)
 		}
 	}
-	s.lns = lns
+	s.lns, s.addrs = lns, nil
 	for _, h1 := range s.h1 {
 		if h1 == nil {
 			continue
@@ -347,16 +369,20 @@ func (s *Server) Start() error {
 		s.addrs = append(s.addrs, ln.Addr())
 		srv := s.servers[owner[k]]
 		h1 := s.h1[owner[k]]
-		tlsOn := s.tlsConfig[owner[k]] != nil
+		tlsConf := s.tlsConfig[owner[k]]
+		tlsOn := tlsConf != nil
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			var err error
-			if h1 != nil {
+			switch {
+			case h1 != nil && tlsOn:
+				err = h1.ServeTLS(ln, tlsConf) // h2 by ALPN goes to srv
+			case h1 != nil:
 				err = h1.Serve(ln)
-			} else if tlsOn {
+			case tlsOn:
 				err = srv.ServeTLS(ln, "", "") // certificates come from TLSConfig; h2 via ALPN
-			} else {
+			default:
 				err = srv.Serve(ln)
 			}
 			if err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -378,6 +404,7 @@ func (s *Server) Addrs() []net.Addr {
 // Shutdown stops accepting and waits for in-flight requests until ctx ends;
 // then it closes what is left.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.releaseReserved()
 	var wg sync.WaitGroup
 	errs := make([]error, 2*len(s.servers)) // each http.Server's, then each own loop's
 	for i, srv := range s.servers {

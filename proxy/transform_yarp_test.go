@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -12,8 +13,13 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tether-proxy/tether/proxy/config"
 )
 
 // TestYARPTransformsThroughTheDataPath drives the route-value, query,
@@ -202,6 +208,78 @@ func TestClientCertThroughTheDataPath(t *testing.T) {
 			get(t, cl, front.URL+"/", http.Header{"X-Client-Cert": {"forged"}})
 			if got := b.lastRequest().Header.Get("X-Client-Cert"); got != c.want {
 				t.Errorf("X-Client-Cert = %.20q..., want %.20q...", got, c.want)
+			}
+		})
+	}
+}
+
+// TestClientCertReachesTheBackendInEveryTLSMode: on a real HTTPS listener
+// with ClientCertificateMode AllowCertificate, the client's certificate is
+// forwarded by the ClientCert transform whoever serves the connection: the
+// own loop over TLS (a GET), net/http after the loop handed it over (a
+// POST), net/http's HTTP/1.1 server with the loop off, and HTTP/2.
+func TestClientCertReachesTheBackendInEveryTLSMode(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(8), Subject: pkix.Name{CommonName: "client"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := base64.StdEncoding.EncodeToString(der)
+	for _, c := range []struct {
+		desc   string
+		http1  HTTP1Server
+		h2     bool
+		method string
+	}{
+		{"the own loop over TLS", HTTP1Own, false, http.MethodGet},
+		{"handed to net/http by the own loop", HTTP1Own, false, http.MethodPost},
+		{"net/http's HTTP/1.1 server", HTTP1Stdlib, false, http.MethodGet},
+		{"HTTP/2", HTTP1Own, true, http.MethodGet},
+	} {
+		t.Run(c.desc, func(t *testing.T) {
+			b := newBackend(t, nil)
+			cfg := mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, "", `"Transforms": [{"ClientCert": "X-Client-Cert"}]`, ""))
+			l := config.Listener{Address: "127.0.0.1:0"}
+			l.SelfSigned = true
+			l.ClientCertificateMode = "AllowCertificate"
+			cfg.Listeners = []config.Listener{l}
+			p := newTestProxy(t, cfg, prometheus.NewRegistry(), io.Discard, nil)
+			s, err := NewServer(cfg, p, nil, WithHTTP1Server(c.http1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				_ = s.Shutdown(ctx)
+			})
+			tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, //nolint:gosec // the listener's self-signed certificate
+				Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}, Protocols: new(http.Protocols)}
+			if c.h2 {
+				tr.Protocols.SetHTTP2(true)
+			} else {
+				tr.Protocols.SetHTTP1(true)
+			}
+			cl := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+			t.Cleanup(cl.CloseIdleConnections)
+			req, _ := http.NewRequest(c.method, "https://"+s.Addrs()[0].String()+"/", strings.NewReader("x"))
+			req.Header.Set("X-Client-Cert", "forged")
+			resp, err := cl.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if got := b.lastRequest().Header.Get("X-Client-Cert"); resp.StatusCode != 200 || got != want {
+				t.Errorf("status %d, X-Client-Cert = %.20q..., want %.20q...", resp.StatusCode, got, want)
 			}
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -28,12 +29,25 @@ type raftLogger struct {
 	name  string
 	args  []any
 	limit *logging.Repeats
+	// st is shared by the copies With and Named make.
+	st *raftLogState
+}
+
+// raftLogState is what the level of a line may depend on besides the line.
+type raftLogState struct {
+	// snapIndex is the newest local snapshot's index (nil: unknown): a
+	// missing log entry at or below it was compacted away, and raft sends
+	// the snapshot instead.
+	snapIndex func() uint64
+	// campaigning: an election timed out and no leader or follower state
+	// came since; the rounds that follow are one episode, not news.
+	campaigning atomic.Bool
 }
 
 var _ hclog.Logger = (*raftLogger)(nil)
 
 func newRaftLogger(l *slog.Logger, name string) hclog.Logger {
-	return &raftLogger{l: l, name: name, limit: logging.NewRepeats(peerErrorEvery, time.Now)}
+	return &raftLogger{l: l, name: name, limit: logging.NewRepeats(peerErrorEvery, time.Now), st: &raftLogState{}}
 }
 
 // peerErrorEvery is how often a down peer's replication or heartbeat error
@@ -43,14 +57,15 @@ const peerErrorEvery = 30 * time.Second
 
 func (r *raftLogger) Log(level hclog.Level, msg string, args ...any) {
 	ctx := context.Background()
-	lv, peerErr := operatorLevel(r.name, msg, slogLevel(level), args)
+	lv, limited := operatorLevel(r.name, msg, slogLevel(level), args)
+	lv, limited = r.st.episode(msg, lv, limited, args)
 	if !r.l.Enabled(ctx, lv) {
 		return
 	}
 	attrs := []slog.Attr{slog.String("module", r.name)}
 	attrs = appendArgs(attrs, r.args)
 	attrs = appendArgs(attrs, args)
-	if peerErr {
+	if limited {
 		n, ok := r.limit.Allow(r.name + "\x00" + msg + "\x00" + peerOf(args))
 		if !ok {
 			return
@@ -72,8 +87,17 @@ var peerErrors = []string{
 	"failed to install snapshot",
 }
 
+// Raft's lines of an election that did not end with a leader (no quorum
+// reachable): a round about every election timeout, as long as it lasts.
+const (
+	msgElectionTimeout = "Election timeout reached, restarting election"
+	msgCandidate       = "entering candidate state"
+	msgPreVoteFailed   = "pre-vote campaign failed, waiting for election timeout"
+)
+
 // operatorLevel maps one raft line to the level it deserves, and says
-// whether it is a peer error to rate-limit.
+// whether it is to be rate-limited (a peer error, per peer; a repeated
+// failed election).
 func operatorLevel(module, msg string, lv slog.Level, args []any) (slog.Level, bool) {
 	if slices.Contains(peerErrors, msg) {
 		return slog.LevelWarn, true
@@ -81,6 +105,22 @@ func operatorLevel(module, msg string, lv slog.Level, args []any) (slog.Level, b
 	err := argError(args)
 	switch {
 	case lv == slog.LevelInfo && routine(module, msg):
+		return slog.LevelDebug, false
+	case msg == msgElectionTimeout:
+		// Quorum lost: once, then once per 30 s with the count.
+		return slog.LevelWarn, true
+	case strings.HasPrefix(msg, "appendEntries rejected"):
+		// A follower's log behind or diverging from the leader's (every
+		// formation, every restart after a missed entry): raft walks back
+		// and sends what it lacks.
+		return slog.LevelDebug, false
+	case msg == "heartbeat timeout reached, starting election" && argString(args, "last-leader-id") == "":
+		// No leader was ever known: the first election of a formation or
+		// a restart, not a lost leader.
+		return slog.LevelInfo, false
+	case msg == "no known peers, aborting election":
+		// A node waiting to be added has no configuration yet: the node
+		// says it waits to be added.
 		return slog.LevelDebug, false
 	case msg == "failed to take snapshot" && (errors.Is(err, raft.ErrNothingNewToSnapshot) || snapshotNotYet(err)):
 		// Every restart and every quiet snapshot interval: nothing to do;
@@ -94,6 +134,57 @@ func operatorLevel(module, msg string, lv slog.Level, args []any) (slog.Level, b
 		}
 	}
 	return lv, false
+}
+
+// episode adjusts a line's level by what came before it: after an election
+// timed out, the rounds that follow (a candidate state, a failed pre-vote)
+// are debug until a leader or follower state ends the episode; and a log
+// entry raft cannot find because a snapshot compacted it away (every
+// follower after a restore, a follower far behind) is routine: raft sends
+// the snapshot, logging that it does.
+func (st *raftLogState) episode(msg string, lv slog.Level, limited bool, args []any) (slog.Level, bool) {
+	switch msg {
+	case msgElectionTimeout:
+		st.campaigning.Store(true)
+	case msgCandidate, msgPreVoteFailed:
+		if st.campaigning.Load() {
+			return slog.LevelDebug, false
+		}
+	case "entering leader state", "entering follower state":
+		st.campaigning.Store(false)
+	case "failed to get log":
+		if st.snapIndex != nil && errors.Is(argError(args), raft.ErrLogNotFound) {
+			if idx, ok := argUint(args, "index"); ok && idx <= st.snapIndex() {
+				return slog.LevelDebug, false
+			}
+		}
+	}
+	return lv, limited
+}
+
+// argString is the string value of argument key ("" when absent).
+func argString(args []any, key string) string {
+	for i := 0; i+1 < len(args); i += 2 {
+		if k, _ := args[i].(string); k == key {
+			return fmt.Sprint(args[i+1])
+		}
+	}
+	return ""
+}
+
+// argUint is the value of an unsigned integer argument.
+func argUint(args []any, key string) (uint64, bool) {
+	for i := 0; i+1 < len(args); i += 2 {
+		if k, _ := args[i].(string); k == key {
+			switch v := args[i+1].(type) {
+			case uint64:
+				return v, true
+			case int:
+				return uint64(v), v >= 0
+			}
+		}
+	}
+	return 0, false
 }
 
 // argError is the value of the "error" argument, if it is an error.
@@ -188,15 +279,15 @@ func (r *raftLogger) ImpliedArgs() []any            { return r.args }
 func (r *raftLogger) Name() string                  { return r.name }
 
 func (r *raftLogger) With(args ...any) hclog.Logger {
-	return &raftLogger{l: r.l, name: r.name, args: append(append([]any(nil), r.args...), args...), limit: r.limit}
+	return &raftLogger{l: r.l, name: r.name, args: append(append([]any(nil), r.args...), args...), limit: r.limit, st: r.st}
 }
 
 func (r *raftLogger) Named(name string) hclog.Logger {
-	return &raftLogger{l: r.l, name: r.name + "." + name, args: r.args, limit: r.limit}
+	return &raftLogger{l: r.l, name: r.name + "." + name, args: r.args, limit: r.limit, st: r.st}
 }
 
 func (r *raftLogger) ResetNamed(name string) hclog.Logger {
-	return &raftLogger{l: r.l, name: name, args: r.args, limit: r.limit}
+	return &raftLogger{l: r.l, name: name, args: r.args, limit: r.limit, st: r.st}
 }
 
 // SetLevel is ignored: the slog handler decides what is logged.

@@ -181,6 +181,9 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 		Path:        filepath.Join(cfg.Dir, "raft.db"),
 		BoltOptions: &bbolt.Options{Timeout: time.Second}, // a second process on this dir fails, not hangs
 	})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return nil, fmt.Errorf("store: log store %s is locked by another process (another tether on this data dir?): %w", filepath.Join(cfg.Dir, "raft.db"), err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: log store %s: %w", filepath.Join(cfg.Dir, "raft.db"), err)
 	}
@@ -215,7 +218,9 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 	rc.CommitTimeout = cfg.Timing.CommitTimeout
 	rc.ShutdownOnRemove = false // a removed node keeps serving reads and can be added again
 	rc.NoLegacyTelemetry = true
-	rc.Logger = newRaftLogger(cfg.Logger, "raft")
+	rl := newRaftLogger(cfg.Logger, "raft").(*raftLogger)
+	rl.st.snapIndex = s.latestSnapshot
+	rc.Logger = rl
 	if k.snapshotThreshold > 0 {
 		rc.SnapshotThreshold = k.snapshotThreshold
 	}

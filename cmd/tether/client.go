@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -128,8 +129,26 @@ func clientCmds() []*cobra.Command {
 			if undo {
 				method = http.MethodDelete
 			}
-			err := cf.call(cmd, method, "/v1/clusters/"+url.PathEscape(args[0])+"/destinations/"+url.PathEscape(args[1])+"/drain", nil, "")
-			return cf.noSuchCluster(cmd, args[0], err)
+			c, ctx, cancel, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			v, err := c.Do(ctx, method, "/v1/clusters/"+url.PathEscape(args[0])+"/destinations/"+url.PathEscape(args[1])+"/drain", nil)
+			if err != nil {
+				return cf.noSuchCluster(cmd, args[0], explain(err))
+			}
+			if err := cf.print(v, ""); err != nil {
+				return err
+			}
+			// Committed, but a live node did not apply it within the
+			// wait: a script must not take the destination down yet.
+			if m, ok := v.(map[string]any); ok {
+				if w, _ := m["warning"].(string); w != "" {
+					return errors.New(w)
+				}
+			}
+			return nil
 		})
 	drain.Flags().BoolVar(&undo, "undo", false, "stop draining")
 	return []*cobra.Command{status, members, join, leave, remove, keyringCmd, dests, drain, snapshotCmd()}

@@ -15,7 +15,8 @@ import (
 
 // healthCmd is the container health check: a scratch image has no curl, so
 // the binary asks its own admin API. It exits 0 when the node is ready
-// (/readyz: a leader is known and a key is active), 1 otherwise.
+// (/readyz: the proxy listeners are open, a leader is known and a key is
+// active), 1 otherwise.
 func healthCmd() *cobra.Command {
 	var admin string
 	var timeout time.Duration

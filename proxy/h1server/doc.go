@@ -1,5 +1,7 @@
 // Package h1server owns tether's own HTTP/1.1 server loop for cleartext
-// listeners. New wraps an http.Server; Serve accepts on a listener and
+// and HTTPS listeners. New wraps an http.Server; Serve accepts on a
+// listener (ServeTLS on an HTTPS one, shaking hands itself and handing a
+// connection that negotiates h2 to the http.Server) and
 // reads and answers plain GETs itself, handing a connection, with the
 // bytes read so far, to that http.Server at its first other request,
 // which ServeHandoff serves; Shutdown ends it gracefully, as

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -109,7 +111,25 @@ func New(srv *http.Server) *Server {
 func (s *Server) ServeHandoff() error { return s.srv.Serve(s.handoff) }
 
 // Serve accepts on ln until it is closed, as http.Server.Serve does.
-func (s *Server) Serve(ln net.Listener) error {
+func (s *Server) Serve(ln net.Listener) error { return s.serve(ln, nil) }
+
+// ServeTLS accepts on ln as Serve does, for an HTTPS listener with tc (its
+// certificates, ALPN protocols and SNI rules), as http.Server.ServeTLS
+// would: each connection's handshake runs on its worker within the header
+// timeout; one that negotiates another protocol than HTTP/1.1 by ALPN (h2)
+// goes to the http.Server as the *tls.Conn it is, and HTTP/1.1 is served
+// by the loop over the TLS connection (handed over, at its first request
+// the loop does not take, with its TLS state). A TLS connection waits for
+// its next request on its goroutine, with its buffers: the park watches the
+// socket, and the TLS layer may hold a request it has already read.
+func (s *Server) ServeTLS(ln net.Listener, tc *tls.Config) error {
+	if tc == nil {
+		return errors.New("h1server: ServeTLS without a TLS configuration")
+	}
+	return s.serve(ln, tc)
+}
+
+func (s *Server) serve(ln net.Listener, tc *tls.Config) error {
 	s.mu.Lock()
 	if s.closing.Load() {
 		s.mu.Unlock()
@@ -134,6 +154,9 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		delay = 0
+		if tc != nil {
+			rwc = tls.Server(rwc, tc)
+		}
 		c := s.newConn(rwc)
 		if c == nil {
 			return http.ErrServerClosed
@@ -194,7 +217,10 @@ func (s *Server) newConn(rwc net.Conn) *h1Conn {
 	c.ctx = context.WithValue(s.ctx, http.LocalAddrContextKey, rwc.LocalAddr())
 	c.takeBufs()
 	c.src.c = c
-	if c.raw = sockio.RawConnOf(rwc); c.raw != nil {
+	if tc, ok := rwc.(*tls.Conn); ok {
+		// Its reads are the TLS layer's: no wait on the socket.
+		c.tls = tc
+	} else if c.raw = sockio.RawConnOf(rwc); c.raw != nil {
 		c.await = c.awaitFd
 		c.tcp = sockio.TCPOf(rwc)
 	}
@@ -323,15 +349,19 @@ const (
 
 // h1Conn is one client connection served by Server.
 type h1Conn struct {
-	s      *Server
-	rwc    net.Conn
-	remote string
-	ctx    context.Context
-	br     *bufio.Reader
-	bw     *bufio.Writer
-	src    h1Source
-	hook   cancelhook.Hook // the lean transport's close-on-cancel
-	state  atomic.Int32
+	s   *Server
+	rwc net.Conn
+	// tls is rwc on an HTTPS listener, nil otherwise; tlsState, its
+	// state once the handshake is done (every request's Request.TLS).
+	tls      *tls.Conn
+	tlsState *tls.ConnectionState
+	remote   string
+	ctx      context.Context
+	br       *bufio.Reader
+	bw       *bufio.Writer
+	src      h1Source
+	hook     cancelhook.Hook // the lean transport's close-on-cancel
+	state    atomic.Int32
 	// raw, await, waited, peekBuf: peekWait's wait for the next request.
 	raw     syscall.RawConn
 	await   func(fd uintptr) bool
@@ -438,6 +468,9 @@ func (c *h1Conn) serve() {
 		c.dropBufs()
 		c.releaseReq()
 	}()
+	if c.tls != nil && c.tlsState == nil && !c.handshake(st) {
+		return
+	}
 	for {
 		switch c.step(st) {
 		case stepDone:
@@ -602,6 +635,7 @@ func (c *h1Conn) step(st *h1Loop) int {
 	}
 	_, _ = c.br.Discard(len(head))
 	rq.req.RemoteAddr = c.remote
+	rq.req.TLS = c.tlsState
 	if !c.serveRequest(&rq.req) {
 		return stepDone
 	}
@@ -675,7 +709,71 @@ func (c *h1Conn) handOff() bool {
 	if c.stashed { // read by the client watch after the buffered bytes
 		hc.pre = append(hc.pre, c.stash[0])
 	}
+	if c.tls != nil {
+		return c.s.handoff.give(&handedTLSConn{hc})
+	}
 	return c.s.handoff.give(hc)
+}
+
+// handedTLSConn is a TLS connection given to net/http after the loop read
+// from it: net/http takes Request.TLS from its ConnectionState.
+type handedTLSConn struct{ *handedConn }
+
+func (h *handedTLSConn) ConnectionState() tls.ConnectionState {
+	return h.Conn.(*tls.Conn).ConnectionState()
+}
+
+// handshake runs the TLS handshake of an HTTPS connection as net/http's
+// server does (within the header timeout, the same log line and the same
+// answer to a client that speaks plain HTTP); false when the connection is
+// done with: the handshake failed, or it negotiated another protocol by
+// ALPN and is the http.Server's now.
+func (c *h1Conn) handshake(st *h1Loop) bool {
+	if d := c.s.headers; d > 0 {
+		dl := time.Now().Add(d)
+		_ = c.rwc.SetReadDeadline(dl)
+		_ = c.rwc.SetWriteDeadline(dl)
+	}
+	if err := c.tls.HandshakeContext(c.ctx); err != nil {
+		var reason string
+		if re, ok := err.(tls.RecordHeaderError); ok && re.Conn != nil && looksLikeHTTP(re.RecordHeader) {
+			io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+			re.Conn.Close()
+			reason = "client sent an HTTP request to an HTTPS server"
+		} else {
+			reason = err.Error()
+		}
+		c.s.logf("http: TLS handshake error from %s: %v", c.remote, reason)
+		return false
+	}
+	state := c.tls.ConnectionState()
+	if p := state.NegotiatedProtocol; p != "" && p != "http/1.1" {
+		// HTTP/2 (or an ACME challenge): net/http's, from its handshake
+		// (done: a no-op there) on, deadline included.
+		if !c.state.CompareAndSwap(h1Idle, h1Active) {
+			return false
+		}
+		st.handedOff = c.s.handoff.give(c.tls)
+		return false
+	}
+	if c.s.headers > 0 {
+		// As net/http: the connection's deadlines cleared, then the
+		// first request's header timeout (step).
+		_ = c.rwc.SetReadDeadline(time.Time{})
+		_ = c.rwc.SetWriteDeadline(time.Time{})
+	}
+	c.tlsState = &state
+	return true
+}
+
+// looksLikeHTTP is net/http's tlsRecordHeaderLooksLikeHTTP: a client that
+// sent a plain HTTP request to an HTTPS listener.
+func looksLikeHTTP(hdr [5]byte) bool {
+	switch string(hdr[:]) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO":
+		return true
+	}
+	return false
 }
 
 // handedConn is a connection given to net/http: what was read already

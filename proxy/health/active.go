@@ -254,7 +254,13 @@ func (a *Active) change(t *target, prev, h upstream.Health, reason string) {
 	if reason != "" {
 		attrs = append(attrs, "reason", reason)
 	}
-	a.logger.Info("destination health changed", attrs...)
+	// Turning unhealthy is a warning (a backend is down); healthy again,
+	// or no longer probed here, is news.
+	level := slog.LevelInfo
+	if h == upstream.Unhealthy {
+		level = slog.LevelWarn
+	}
+	a.logger.Log(context.Background(), level, "destination health changed", attrs...)
 	if a.onChange != nil {
 		a.onChange(a.clusterID, t.d, h)
 	}

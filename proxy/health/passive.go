@@ -202,7 +202,7 @@ func (p *Passive) Report(d *upstream.Destination, now time.Time, err error, stat
 	} else {
 		attrs = append(attrs, "status", status)
 	}
-	logger.Info("destination excluded by passive health check", attrs...)
+	logger.Warn("destination excluded by passive health check", attrs...)
 }
 
 // window is d's failure window. It is kept with the destination, so it

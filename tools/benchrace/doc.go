@@ -24,9 +24,18 @@
 // after one request, resident memory before and after) gives an idle
 // connection's cost with the loop and without it, beside HAProxy's.
 //
+// Every proxy also serves HTTPS (HTTP/2 and HTTP/1.1 by ALPN) with one
+// ECDSA P-256 certificate the harness makes: h1-tls runs wrk over it,
+// h2-tls h2load, and tls-new and tls-resume the harness's own TLS client
+// (the tlsload subcommand: a connection per request, each a full or a
+// resumed handshake). Every case runs against two kinds of backends (raw
+// and net/http, -backends), and the burst phase (-burst) opens
+// -burst-conns connections at once, each sending one request, and reads
+// the proxies' resident memory 15 s and 60 s after.
+//
 // The harness rewrites the block between markers in docs/BENCHMARKS.md (the
 // table of the current figures) and the chart docs/img/bench-race.png, and
 // writes the raw per-round figures to bin/bench-race.json. Its subcommands
-// (backend, floor, profile) are the processes it starts; they are not meant
+// (backend, floor, profile, tlsload) are the processes it starts; they are not meant
 // to be run by hand.
 package main

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"regexp"
@@ -155,12 +156,34 @@ type loadSpec struct {
 	headers []string
 	h2      bool
 	pace    time.Duration // wrk only: see caseDef.pace
+	// handshake: "new" or "resume" runs tlsload (self's subcommand)
+	// instead of wrk: a TLS connection per request.
+	handshake string
+	self      string
 }
 
 // runLoad runs wrk (or h2load) on CPU 0 and returns its figures.
 func runLoad(dir string, s loadSpec) (loadResult, error) {
 	if s.h2 && s.pace > 0 {
 		return loadResult{}, fmt.Errorf("a paced case runs wrk, not h2load: pace %v with h2", s.pace)
+	}
+	if s.handshake != "" {
+		args := []string{"-c", "0", s.self, "tlsload", "-url", s.url, "-c", strconv.Itoa(s.conns), "-d", s.dur.String()}
+		if s.handshake == "resume" {
+			args = append(args, "-resume")
+		}
+		for _, h := range s.headers {
+			args = append(args, "-H", h)
+		}
+		out, err := command(s.dur+30*time.Second, "taskset", args...)
+		if err != nil {
+			return loadResult{}, fmt.Errorf("tlsload: %w\n%s", err, out)
+		}
+		var r tlsloadResult
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			return loadResult{}, fmt.Errorf("tlsload output: %w\n%s", err, out)
+		}
+		return r.loadResult, nil
 	}
 	if s.h2 {
 		logf := dir + "/h2load-" + strconv.FormatInt(time.Now().UnixNano(), 36) + ".log"

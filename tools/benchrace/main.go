@@ -27,6 +27,8 @@ func main() {
 			err = runProfile(os.Args[2:])
 		case "bare":
 			err = runBare(os.Args[2:])
+		case "tlsload":
+			err = runTLSLoad(os.Args[2:])
 		default:
 			err = runRace(os.Args[1:])
 		}
@@ -50,6 +52,19 @@ type caseDef struct {
 	// close: a new connection per request (Connection: close).
 	close bool
 	h2    bool
+	// tls: over the target's HTTPS listener (h2 with it: h2load with ALPN
+	// h2; without: wrk, which offers no ALPN, so HTTP/1.1). handshake,
+	// when set, runs the harness's own TLS load (tlsload.go) instead: a
+	// new connection per request with a full handshake ("new") or a
+	// resumed one ("resume").
+	tls       bool
+	handshake string
+	// Backend is the backends' kind the case runs against (backendKinds):
+	// the same case against each kind is two cases, the second named
+	// with its kind (ka-1k, ka-1k.nethttp).
+	Backend string `json:"backend"`
+	// base is the case's name without its backend's suffix.
+	base string
 	// pace, when set, is how long each connection waits between a
 	// response and its next request (wrk's delay(), whole milliseconds):
 	// every proxy serves the same offered rate, well below saturation.
@@ -65,8 +80,57 @@ var cases = []caseDef{
 	{Name: "close-1k", Desc: "new connection per request, 1 KiB", path: "/hash/1k", close: true},
 	{Name: "ka-64k", Desc: "keep-alive, 64 KiB", path: "/hash/64k"},
 	{Name: "h2c-1k", Desc: "HTTP/2 (h2c) client to proxy, 1 KiB, HTTP/1.1 to backends", path: "/hash/1k", h2: true},
+	{Name: "h1-tls", Desc: "HTTPS/1.1 keep-alive (wrk), 1 KiB, ECDSA P-256", path: "/hash/1k", tls: true},
+	{Name: "h2-tls", Desc: "HTTP/2 over TLS (h2load, ALPN h2), 1 KiB, HTTP/1.1 to backends", path: "/hash/1k", tls: true, h2: true},
+	{Name: "tls-new", Desc: "a new TLS connection per request with a full handshake (TLS 1.3, X25519, ECDSA P-256), 1 KiB", path: "/hash/1k", tls: true, handshake: "new"},
+	{Name: "tls-resume", Desc: "a new TLS connection per request, resumed from the previous connection's session ticket (TLS 1.3 PSK with X25519), 1 KiB", path: "/hash/1k", tls: true, handshake: "resume"},
 	{Name: "10k-dests", Desc: "keep-alive, 1 KiB, HashCookie, 10,000 destinations", path: "/hash/1k", only: []string{"tether-10k"}},
 	{Name: "cluster-3", Desc: "3-node tether cluster, Cookie policy, the client spreads requests over the nodes", path: "/cookie/1k", only: []string{"tether-cluster3"}},
+}
+
+// backendKinds are the backends' servers a race can run its cases
+// against, each under its own path prefix on every proxy: raw (backend.go:
+// a minimal loop whose cost hardly depends on the request head) at the
+// paths of the cases, nethttp (net/http's server, with the Date, Server,
+// Content-Type and Content-Length fields a real server sends) under "/n".
+var backendKinds = []string{"raw", "nethttp"}
+
+// backendPrefix is the path prefix that routes to kind's backends.
+func backendPrefix(kind string) string {
+	if kind == "nethttp" {
+		return "/n"
+	}
+	return ""
+}
+
+// expandCases is every case against each backend kind: the raw one keeps
+// the case's name, another kind's is named "<case>.<kind>".
+func expandCases(kinds []string) []caseDef {
+	var out []caseDef
+	for _, c := range cases {
+		for _, k := range kinds {
+			if k != "raw" && len(c.only) > 0 {
+				// tether alone: what these cases measure (sealing, a
+				// large cluster, three nodes) is tether's own, whatever
+				// answers behind it.
+				continue
+			}
+			x := c
+			x.base, x.Backend = c.Name, k
+			if k != "raw" {
+				x.Name = c.Name + "." + k
+				x.path = backendPrefix(k) + c.path
+				x.Desc = c.Desc + "; " + k + " backends"
+			}
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// selected says whether -cases chose c (by its name or its base name).
+func selected(sel []string, c caseDef) bool {
+	return len(sel) == 0 || slices.Contains(sel, c.Name) || slices.Contains(sel, c.base)
 }
 
 // result is one (round, case, target) measurement.
@@ -111,7 +175,10 @@ type options struct {
 	baseline string
 	baseEnv  string
 	syscalls bool
-	backend  string
+	backends []string
+	// burst and burstConns: the burst phase (measureBurst).
+	burst      bool
+	burstConns int
 	// maxSteal (%) and stealRetries: see stolen.
 	maxSteal     float64
 	stealRetries int
@@ -141,15 +208,20 @@ func runRace(args []string) error {
 	fs.StringVar(&o.baseEnv, "baseline-env", "", "environment (KEY=VALUE,...) of tether-base, e.g. -baseline HEAD -baseline-env GOGC=400 to measure a runtime setting")
 	fs.StringVar(&o.baseline, "baseline", "", "also race tether built from this git revision, as target tether-base (before/after in one run)")
 	fs.StringVar(&o.profile, "profile", "", "instead of the race: profile tether's data path under wrk into this file (ka-1k, or the first of -cases, one that runs on tether: close-1k, ka-64k, h2c-1k, ka-1k-paced); a name ending in .trace gets a runtime trace instead of a CPU profile")
-	fs.StringVar(&o.backend, "backend", "raw", "the backends' server: nethttp (net/http) or raw (a minimal HTTP/1.1 loop whose cost hardly depends on the request head)")
+	backendsFlag := fs.String("backends", "raw,nethttp", "the backends' servers every case runs against, comma-separated: raw (a minimal HTTP/1.1 loop whose cost hardly depends on the request head) and nethttp (net/http's server, with Date, Server, Content-Type and Content-Length as real servers send; cases named <case>.nethttp)")
+	fs.BoolVar(&o.burst, "burst", true, "measure resident memory after a burst of -burst-conns connections opened at once, each sending one request: 15 s and 60 s after it")
+	fs.IntVar(&o.burstConns, "burst-conns", 5000, "connections of the burst phase")
 	fs.Float64Var(&o.maxSteal, "max-steal", 3, "a run during which the hypervisor's steal time exceeds this share (%) of the proxy's or the load's CPU is measured again (0: never)")
 	fs.IntVar(&o.stealRetries, "steal-retries", 2, "how many times one round of one target is measured again for -max-steal before it is kept as it is")
 	fs.Parse(args)
-	if o.backend != "nethttp" && o.backend != "raw" {
-		return fmt.Errorf("-backend %q is neither nethttp nor raw", o.backend)
+	o.backends = strings.Split(*backendsFlag, ",")
+	for _, k := range o.backends {
+		if !slices.Contains(backendKinds, k) {
+			return fmt.Errorf("-backends: %q is neither raw nor nethttp", k)
+		}
 	}
 	if *quick {
-		o.dur, o.rounds, o.out, o.memConns = time.Second, 1, false, 1000
+		o.dur, o.rounds, o.out, o.memConns, o.burstConns = time.Second, 1, false, 1000, 1000
 	}
 	if *targetsFlag != "" {
 		o.only = strings.Split(*targetsFlag, ",")
@@ -184,6 +256,11 @@ func runRace(args []string) error {
 			n := max(int(lim.Cur)-fdSpare, 0)
 			logf("descriptor limit %d: -mem-conns %d lowered to %d", lim.Cur, o.memConns, n)
 			o.memConns = n
+		}
+		if o.burst && lim.Cur < uint64(o.burstConns)+fdSpare {
+			n := max(int(lim.Cur)-fdSpare, 0)
+			logf("descriptor limit %d: -burst-conns %d lowered to %d", lim.Cur, o.burstConns, n)
+			o.burstConns = n
 		}
 	}
 	if err := install(); err != nil {
@@ -225,12 +302,23 @@ func runRace(args []string) error {
 			return fmt.Errorf("building tether at %s: %w\n%s", o.baseline, err, out)
 		}
 	}
-	be, addrs, err := startProc("backend", loadCPU, filepath.Join(dir, "backend.log"), true, nil, e.self, "backend", "-n", "3", "-kind", o.backend)
-	if err != nil {
+	if e.cert, err = writeCert(dir); err != nil {
 		return err
 	}
-	defer be.stop()
-	e.backends = strings.Split(addrs, ",")
+	// Every kind's backends run, whichever the cases use: every proxy
+	// routes to both.
+	for _, kind := range backendKinds {
+		be, addrs, err := startProc("backend-"+kind, loadCPU, filepath.Join(dir, "backend-"+kind+".log"), true, nil, e.self, "backend", "-n", "3", "-kind", kind)
+		if err != nil {
+			return err
+		}
+		defer be.stop()
+		if kind == "raw" {
+			e.backends = strings.Split(addrs, ",")
+		} else {
+			e.nbackends = strings.Split(addrs, ",")
+		}
+	}
 	if o.profile != "" {
 		err := profileTether(e, o)
 		keep = err != nil
@@ -245,11 +333,11 @@ func runRace(args []string) error {
 	if err != nil {
 		return err
 	}
-	rep := &report{Started: time.Now().UTC(), Duration: o.dur.String(), Rounds: o.rounds, Conns: o.conns, Backend: o.backend, MaxSteal: o.maxSteal,
+	rep := &report{Started: time.Now().UTC(), Duration: o.dur.String(), Rounds: o.rounds, Conns: o.conns, Backend: strings.Join(o.backends, " and "), MaxSteal: o.maxSteal,
 		Machine: machine(), Versions: versions(e), LoadStart: loadAvg()}
 	_, h2err := lookBin("h2load")
-	for _, c := range cases {
-		if len(o.caseSel) > 0 && !slices.Contains(o.caseSel, c.Name) {
+	for _, c := range expandCases(o.backends) {
+		if !selected(o.caseSel, c) {
 			continue
 		}
 		if c.h2 && h2err != nil {
@@ -263,6 +351,9 @@ func runRace(args []string) error {
 	}
 	if o.mem {
 		rep.Memory = measureMemory(e, o, targets)
+	}
+	if o.burst {
+		rep.Burst = measureBurst(o, targets)
 	}
 	rep.LoadEnd = loadAvg()
 	rep.Finished = time.Now().UTC()
@@ -374,8 +465,11 @@ func applies(c caseDef, t *target) bool {
 		}
 		return slices.Contains(c.only, name)
 	}
-	if c.h2 && t.h2 == "" {
+	if c.tls && t.tls == "" || c.h2 && !c.tls && t.h2 == "" {
 		return false
+	}
+	if c.h2 && t.name == "tether-noloop" {
+		return false // HTTP/2 is net/http's in both
 	}
 	return t.name != "tether-10k" && t.name != "tether-cluster3"
 }
@@ -483,7 +577,8 @@ func measure(e *env, o options, c caseDef, t *target, ss *session) (result, erro
 		} else {
 			name := t.cookie
 			if strings.HasPrefix(t.name, "tether") {
-				name = "tether_" + prefix[1:] // tether_hash, tether_cookie: one cluster each
+				// tether_hash, tether_cookie, tether_nhash...: one cluster each
+				name = "tether_" + strings.ReplaceAll(prefix[1:], "/", "")
 			}
 			var err error
 			if ck, err = sessionCookie(t.h1+c.path, name); err != nil {
@@ -502,7 +597,10 @@ func measure(e *env, o options, c caseDef, t *target, ss *session) (result, erro
 		headers = append(headers, "Connection: close")
 	}
 	urls := []string{t.h1 + c.path}
-	if c.h2 {
+	switch {
+	case c.tls:
+		urls = []string{t.tls + c.path}
+	case c.h2:
 		urls = []string{t.h2 + c.path}
 	}
 	if len(t.clusterH1) > 1 {
@@ -522,7 +620,7 @@ func measure(e *env, o options, c caseDef, t *target, ss *session) (result, erro
 		for i, u := range urls {
 			go func() {
 				var err error
-				out[i], err = runLoad(e.dir, loadSpec{url: u, conns: max(1, o.conns/len(urls)), dur: dur, headers: headers, h2: c.h2, pace: c.pace})
+				out[i], err = runLoad(e.dir, loadSpec{url: u, conns: max(1, o.conns/len(urls)), dur: dur, headers: headers, h2: c.h2, pace: c.pace, handshake: c.handshake, self: e.self})
 				errs <- err
 			}()
 		}
@@ -637,7 +735,7 @@ var _ = json.Marshal
 // -baseline, and -baseline-env's entries are KEY=VALUE.
 func checkSelection(o options) error {
 	var names []string
-	for _, c := range cases {
+	for _, c := range expandCases(backendKinds) {
 		names = append(names, c.Name)
 	}
 	for _, n := range o.caseSel {

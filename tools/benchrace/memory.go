@@ -158,12 +158,12 @@ func keepAliveRequest(host string, req []byte) (net.Conn, error) {
 // under wrk's ka-1k load (or h2load's, for h2c-1k) and writes its CPU
 // profile to o.profile.
 func profileTether(e *env, o options) error {
-	ports, err := freePorts(2)
+	ports, err := freePorts(3)
 	if err != nil {
 		return err
 	}
 	cfg := e.dir + "/profile.json"
-	if err := os.WriteFile(cfg, []byte(tetherConfig(ports[0], ports[1], e.backends, len(e.backends))), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(tetherConfig(ports[0], ports[1], ports[2], e.cert, e.backends, e.nbackends, len(e.backends))), 0o600); err != nil {
 		return err
 	}
 	p, _, err := startProc("profile", proxyCPU, e.dir+"/profile.log", true, nil,
@@ -172,7 +172,7 @@ func profileTether(e *env, o options) error {
 		return err
 	}
 	defer p.stop()
-	t := &target{name: "tether", h1: "http://" + ports[0], h2: "http://" + ports[1], cookie: "tether_hash", procs: []*proc{p}}
+	t := &target{name: "tether", h1: "http://" + ports[0], h2: "http://" + ports[1], tls: "https://" + ports[2], cookie: "tether_hash", procs: []*proc{p}}
 	c, err := profiledCase(o.caseSel)
 	if err != nil {
 		return err
@@ -195,15 +195,16 @@ func profileTether(e *env, o options) error {
 // refused rather than profiled as ka-1k.
 func profiledCase(sel []string) (caseDef, error) {
 	if len(sel) == 0 {
-		return cases[0], nil
+		return expandCases([]string{"raw"})[0], nil
 	}
 	var served []string
-	for _, c := range cases {
+	all := expandCases(backendKinds)
+	for _, c := range all {
 		if c.only == nil {
 			served = append(served, c.Name)
 		}
 	}
-	for _, c := range cases {
+	for _, c := range all {
 		if c.Name != sel[0] {
 			continue
 		}
@@ -213,4 +214,154 @@ func profiledCase(sel []string) (caseDef, error) {
 		return c, nil
 	}
 	return caseDef{}, fmt.Errorf("-profile: no case %q; profile one of %s", sel[0], strings.Join(served, ", "))
+}
+
+// burstResult is a target's resident memory around a burst: n client
+// connections opened at once, each sending one request and then staying
+// open, idle.
+type burstResult struct {
+	Target string `json:"target"`
+	Conns  int    `json:"conns"`
+	Opened int    `json:"opened"`
+	// IdleRSS is before the burst; At15RSS and At60RSS 15 s and 60 s after
+	// its last response (KiB, whole process tree).
+	IdleRSS int64 `json:"idle_rss_kib"`
+	PeakRSS int64 `json:"peak_rss_kib"`
+	At15RSS int64 `json:"rss_15s_kib"`
+	At60RSS int64 `json:"rss_60s_kib"`
+	// BurstSecs is how long the burst took, from the first dial to the
+	// last response.
+	BurstSecs float64 `json:"burst_seconds"`
+}
+
+// burstAfter are the moments after a burst at which its memory is read.
+var burstAfter = [2]time.Duration{15 * time.Second, 60 * time.Second}
+
+// measureBurst runs the burst on each target in turn; each target's
+// readings run in the background while the next target's burst goes on, as
+// many targets at once as this process's descriptors allow it to hold the
+// connections of (each target's are closed after its last reading).
+func measureBurst(o options, targets []*target) []burstResult {
+	var out []*burstResult
+	var wg sync.WaitGroup
+	held := make(chan struct{}, burstsAtOnce(o.burstConns))
+	for _, t := range targets {
+		if t.name == "tether-10k" || t.name == "tether-cluster3" {
+			continue
+		}
+		u, err := url.Parse(t.h1)
+		if err != nil {
+			continue
+		}
+		ck := t.fixedCookie
+		if ck == "" {
+			name := t.cookie
+			if strings.HasPrefix(t.name, "tether") {
+				name = "tether_nhash"
+			}
+			if ck, err = sessionCookie(t.h1+"/n/hash/1k", name); err != nil {
+				logf("burst %s: %v", t.name, err)
+				continue
+			}
+		}
+		// To the net/http backends: what a deployment's answer.
+		req := []byte("GET /n/hash/1k HTTP/1.1\r\nHost: " + u.Host + "\r\nCookie: " + ck + "\r\n\r\n")
+		held <- struct{}{}
+		res := &burstResult{Target: t.name, Conns: o.burstConns}
+		res.IdleRSS, _ = treeMemory(t.pids()...)
+		stop := make(chan struct{})
+		peak := make(chan int64, 1)
+		go func() { peak <- peakRSS(t, stop) }()
+		start := time.Now()
+		conns, opened := burst(u.Host, req, o.burstConns)
+		done := time.Now()
+		close(stop)
+		res.PeakRSS, res.Opened, res.BurstSecs = <-peak, opened, done.Sub(start).Seconds()
+		logf("burst %-8s %d of %d connections served in %.1f s; rss idle %d KiB, peak %d KiB", t.name, opened, o.burstConns, res.BurstSecs, res.IdleRSS, res.PeakRSS)
+		out = append(out, res)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { closeAll(conns); <-held }()
+			for k, d := range burstAfter {
+				time.Sleep(time.Until(done.Add(d)))
+				rss, _ := treeMemory(t.pids()...)
+				if k == 0 {
+					res.At15RSS = rss
+				} else {
+					res.At60RSS = rss
+				}
+			}
+			logf("burst %-8s rss +15 s %d KiB (%.1f KiB/conn), +60 s %d KiB (%.1f KiB/conn)", res.Target, res.At15RSS, res.perConn(res.At15RSS), res.At60RSS, res.perConn(res.At60RSS))
+		}()
+	}
+	wg.Wait()
+	var rs []burstResult
+	for _, r := range out {
+		rs = append(rs, *r)
+	}
+	return rs
+}
+
+// burstsAtOnce is how many targets' burst connections this process can
+// hold at once within its descriptor limit (at least one).
+func burstsAtOnce(conns int) int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || conns <= 0 {
+		return 1
+	}
+	return max(1, int((int64(lim.Cur)-fdSpare)/int64(conns)))
+}
+
+// perConn is the growth over the idle figure per connection (KiB).
+func (b burstResult) perConn(rss int64) float64 {
+	return float64(rss-b.IdleRSS) / float64(max(1, b.Opened))
+}
+
+// peakRSS samples t's resident memory every 100 ms until stop closes and
+// returns the largest.
+func peakRSS(t *target, stop <-chan struct{}) int64 {
+	var peak int64
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if rss, _ := treeMemory(t.pids()...); rss > peak {
+			peak = rss
+		}
+		select {
+		case <-stop:
+			return peak
+		case <-tick.C:
+		}
+	}
+}
+
+// burst dials n connections to host at once (every dial started before
+// any request is sent waits, so they arrive together), sends req on each
+// as soon as it is connected and reads its response; the connections stay
+// open. It returns them and how many were served.
+func burst(host string, req []byte, n int) ([]net.Conn, int) {
+	conns := make([]net.Conn, n)
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			c, err := keepAliveRequest(host, req)
+			if err == nil {
+				conns[i] = c
+			}
+		}()
+	}
+	close(gate)
+	wg.Wait()
+	opened := 0
+	for _, c := range conns {
+		if c != nil {
+			opened++
+		}
+	}
+	return conns, opened
 }

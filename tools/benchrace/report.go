@@ -31,10 +31,11 @@ type report struct {
 	Cases     []caseDef         `json:"cases"`
 	Results   []result          `json:"results"`
 	// Stolen are the runs measured again for -max-steal (not in Results).
-	Stolen    []result    `json:"stolen_runs,omitempty"`
-	MaxSteal  float64     `json:"max_steal_pct"`
-	Summaries []summary   `json:"summaries"`
-	Memory    []memResult `json:"memory,omitempty"`
+	Stolen    []result      `json:"stolen_runs,omitempty"`
+	MaxSteal  float64       `json:"max_steal_pct"`
+	Summaries []summary     `json:"summaries"`
+	Memory    []memResult   `json:"memory,omitempty"`
+	Burst     []burstResult `json:"burst,omitempty"`
 }
 
 // stat is min/median/max over rounds.
@@ -229,11 +230,16 @@ func (r *report) markdown() string {
 	b.WriteString("| case | proxy | req/s | p50 | p99 | p99 − HAProxy's | CPU µs/req | user / sys µs | ×stdlib | ×HAProxy | load CPU µs/req | wake IPIs /req (load / proxy) | errors |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	order := r.order()
+	var others []caseDef // cases against other backends than raw: compact table
 	for _, c := range r.Cases {
+		if c.Backend != "" && c.Backend != "raw" {
+			others = append(others, c)
+			continue
+		}
 		for _, tn := range order {
 			s := r.summary(c.Name, tn)
-			if s == nil {
-				continue
+			if s == nil || tn == "tether-base" || tn == "tether-noloop" {
+				continue // paired with tether in the notes below the table
 			}
 			ratio := func(v float64) string {
 				if v == 0 {
@@ -251,6 +257,7 @@ func (r *report) markdown() string {
 				fmtStat(s.CPU, "%.1f"), s.User.Med, s.Sys.Med, ratio(s.VsFloor), ratio(s.VsHAProxy), s.Load.Med, s.LoadIPIs.Med, s.ProxyIPIs.Med, s.Errors)
 		}
 	}
+	b.WriteString(r.othersTable(others, order))
 	var steal, loadSteal []float64
 	for _, res := range r.Results {
 		steal, loadSteal = append(steal, res.StealPct), append(loadSteal, res.LoadStealPct)
@@ -276,6 +283,9 @@ func (r *report) markdown() string {
 	}
 	b.WriteString("\nCases:\n\n")
 	for _, c := range r.Cases {
+		if c.Backend != "" && c.Backend != "raw" {
+			continue
+		}
 		fmt.Fprintf(&b, "- `%s`: %s", c.Name, c.Desc)
 		var skipped []string
 		for _, tn := range []string{"tether", "stdlib", "haproxy", "nginx", "caddy"} {
@@ -291,6 +301,17 @@ func (r *report) markdown() string {
 		}
 		b.WriteString(".\n")
 	}
+	if len(others) > 0 {
+		var kinds []string
+		for _, c := range others {
+			if !slices.Contains(kinds, c.Backend) {
+				kinds = append(kinds, c.Backend)
+			}
+		}
+		for _, k := range kinds {
+			fmt.Fprintf(&b, "- `<case>.%s`: the same case against %s backends%s.\n", k, k, backendNote[k])
+		}
+	}
 	if len(r.Memory) > 0 {
 		n := r.Memory[0].Conns
 		fmt.Fprintf(&b, "\nResident memory, idle and with %d idle keep-alive client connections (each served one 1 KiB request), whole process tree (idle: after the race):\n\n", n)
@@ -300,6 +321,15 @@ func (r *report) markdown() string {
 				float64(m.LoadedRSS)/1024, float64(m.LoadedPSS)/1024, m.perConn())
 		}
 		b.WriteString(r.loopMemoryNote())
+	}
+	if len(r.Burst) > 0 {
+		fmt.Fprintf(&b, "\nResident memory around a burst: %d connections opened at once, each sending one 1 KiB request (net/http backends) and then staying open, idle; whole process tree, growth over the idle figure per connection:\n\n", r.Burst[0].Conns)
+		b.WriteString("| proxy | idle RSS | peak RSS | RSS 15 s after | per connection | RSS 60 s after | per connection |\n|---|---|---|---|---|---|---|\n")
+		for _, m := range r.Burst {
+			fmt.Fprintf(&b, "| %s | %.1f MiB | %.1f MiB | %.1f MiB | %.1f KiB | %.1f MiB | %.1f KiB |\n", m.Target, float64(m.IdleRSS)/1024,
+				float64(m.PeakRSS)/1024, float64(m.At15RSS)/1024, m.perConn(m.At15RSS), float64(m.At60RSS)/1024, m.perConn(m.At60RSS))
+		}
+		b.WriteString(r.burstNote())
 	}
 	return b.String()
 }
@@ -558,4 +588,75 @@ func (r *report) loopMemoryNote() string {
 		s += fmt.Sprintf("; HAProxy %.1f KiB (tether %.1f×)", h, on/h)
 	}
 	return s + ".\n"
+}
+
+// burstNote sets tether's burst figures beside its idle connection's cost
+// when connections arrive one by one (the memory phase), when the run
+// measured both.
+func (r *report) burstNote() string {
+	var one float64
+	for _, m := range r.Memory {
+		if m.Target == "tether" && m.Opened > 0 {
+			one = m.perConn()
+		}
+	}
+	for _, b := range r.Burst {
+		if b.Target != "tether" || one <= 0 {
+			continue
+		}
+		return fmt.Sprintf("\ntether after the burst: %.1f KiB per connection 15 s after, %.1f KiB 60 s after, against %.1f KiB for connections that arrive one by one (%.1f×).\n",
+			b.perConn(b.At15RSS), b.perConn(b.At60RSS), one, b.perConn(b.At60RSS)/one)
+	}
+	return ""
+}
+
+// backendNote says what a backend kind answers.
+var backendNote = map[string]string{
+	"nethttp": " (net/http's server, answering with Content-Length, Content-Type, Date and Server as a real server does)",
+}
+
+// othersTable is the compact table of the cases run against other
+// backends than the raw ones: each proxy's CPU per request (median) and
+// tether's ratio to HAProxy, paired by round.
+func (r *report) othersTable(others []caseDef, order []string) string {
+	if len(others) == 0 {
+		return ""
+	}
+	var cols []string
+	for _, tn := range order {
+		for _, c := range others {
+			if r.summary(c.Name, tn) != nil {
+				cols = append(cols, tn)
+				break
+			}
+		}
+	}
+	var b strings.Builder
+	b.WriteString("\nThe same cases against the other backends, CPU µs per request (median over the rounds) and tether's paired ratio to HAProxy (median, min–max):\n\n| case |")
+	for _, tn := range cols {
+		b.WriteString(" " + tn + " |")
+	}
+	b.WriteString(" tether ×HAProxy (paired) | p99 tether / HAProxy |\n|---|")
+	b.WriteString(strings.Repeat("---|", len(cols)+2) + "\n")
+	for _, c := range others {
+		fmt.Fprintf(&b, "| %s |", c.Name)
+		for _, tn := range cols {
+			if s := r.summary(c.Name, tn); s != nil {
+				fmt.Fprintf(&b, " %.1f |", s.CPU.Med)
+			} else {
+				b.WriteString(" |")
+			}
+		}
+		paired, p99 := "", ""
+		if s := r.summary(c.Name, "tether"); s != nil {
+			if st := s.VsHAProxyPaired; st.Med > 0 {
+				paired = fmt.Sprintf("%.2f (%.2f–%.2f)", st.Med, st.Min, st.Max)
+			}
+			if h := r.summary(c.Name, "haproxy"); h != nil {
+				p99 = fmtLatency(s.P99us.Med) + " / " + fmtLatency(h.P99us.Med)
+			}
+		}
+		fmt.Fprintf(&b, " %s | %s |\n", paired, p99)
+	}
+	return b.String()
 }

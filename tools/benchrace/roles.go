@@ -56,6 +56,9 @@ func runBackend(args []string) error {
 		if bodySize(r.URL.Path) == len(large) {
 			b = large
 		}
+		// What a real server adds (Kestrel sends Date and Server; net/http
+		// sends Date).
+		w.Header().Set("Server", "Kestrel")
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 		w.Write(b)
@@ -82,14 +85,23 @@ func runBackend(args []string) error {
 // runFloor is the standard library's floor: httputil.ReverseProxy with a
 // tuned transport and cookie stickiness (a "floor" cookie naming the
 // backend's index; new sessions round-robin), X-Forwarded-* set. HTTP/1.1
-// on the first address, h2c (prior knowledge) on the second.
+// on the first address, h2c (prior knowledge) on the second, HTTPS (h2
+// and http/1.1 by ALPN) on the third; paths under /n/ go to -nbackends.
 func runFloor(args []string) error {
 	fs := flag.NewFlagSet("floor", flag.ExitOnError)
 	backends := fs.String("backends", "", "comma-separated host:port")
+	nbackends := fs.String("nbackends", "", "comma-separated host:port of the paths under /n/")
+	certFile := fs.String("cert", "", "certificate (PEM) of the HTTPS listener")
+	keyFile := fs.String("key", "", "its key (PEM)")
 	fs.Parse(args)
-	var targets []*url.URL
+	var targets, ntargets []*url.URL
 	for _, a := range strings.Split(*backends, ",") {
 		targets = append(targets, &url.URL{Scheme: "http", Host: a})
+	}
+	for _, a := range strings.Split(*nbackends, ",") {
+		if a != "" {
+			ntargets = append(ntargets, &url.URL{Scheme: "http", Host: a})
+		}
 	}
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -103,6 +115,10 @@ func runFloor(args []string) error {
 	rp := &httputil.ReverseProxy{
 		Transport: tr,
 		Rewrite: func(pr *httputil.ProxyRequest) {
+			targets := targets
+			if len(ntargets) > 0 && strings.HasPrefix(pr.In.URL.Path, "/n/") {
+				targets = ntargets
+			}
 			i := -1
 			if c, err := pr.In.Cookie("floor"); err == nil {
 				if n, err := strconv.Atoi(c.Value); err == nil && n >= 0 && n < len(targets) {
@@ -124,18 +140,24 @@ func runFloor(args []string) error {
 		},
 	}
 	var lns []string
-	for i, proto := range []string{"h1", "h2c"} {
+	for _, proto := range []string{"h1", "h2c", "tls"} {
+		if proto == "tls" && *certFile == "" {
+			continue
+		}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return err
 		}
 		lns = append(lns, ln.Addr().String())
 		srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
-		if proto == "h2c" {
+		switch proto {
+		case "h2c":
 			srv.Protocols = new(http.Protocols)
 			srv.Protocols.SetUnencryptedHTTP2(true)
+		case "tls":
+			go srv.ServeTLS(ln, *certFile, *keyFile)
+			continue
 		}
-		_ = i
 		go srv.Serve(ln)
 	}
 	fmt.Println(strings.Join(lns, ","))

@@ -15,8 +15,10 @@ import (
 type target struct {
 	name string
 	// h1 and h2 are base URLs (http://host:port); h2 is h2c with prior
-	// knowledge, "" when the target has none.
-	h1, h2 string
+	// knowledge, "" when the target has none. tls is the HTTPS listener's
+	// (https://host:port, HTTP/2 and HTTP/1.1 by ALPN, the harness's
+	// certificate), "" when it has none.
+	h1, h2, tls string
 	// cookie is the affinity cookie's name; the session's "name=value"
 	// is fetched once per path prefix.
 	cookie string
@@ -68,8 +70,11 @@ type env struct {
 	// tetherBase is tether built at -baseline, "" without.
 	tetherBase string
 	self       string // this binary, for its subcommands
-	backends   []string
-	secret     string
+	// backends are the raw backends, nbackends the net/http ones (routed
+	// under backendPrefix("nethttp") by every proxy).
+	backends, nbackends []string
+	secret              string
+	cert                certFiles // every HTTPS listener's certificate
 }
 
 // proxyCPU and loadCPU are the taskset CPU lists; -proxy-cpus changes
@@ -80,14 +85,16 @@ var (
 )
 
 // tetherConfig is a config with HashCookie under /hash/ and Cookie under
-// /cookie/, each to its own cluster over the same backends; with dests >
-// len(backends) the hash cluster has that many destinations, spread over
-// the backends.
-func tetherConfig(h1, h2 string, backends []string, dests int) string {
-	destsJSON := func(n int) string {
+// /cookie/, each to its own cluster over the raw backends, and the same
+// under /n/hash/ and /n/cookie/ over the net/http ones; with dests >
+// len(backends) the hash clusters have that many destinations, spread over
+// the backends. h2 (h2c) and tls (HTTPS, h2 and http/1.1 by ALPN) are
+// further listeners when not empty.
+func tetherConfig(h1, h2, tls string, cert certFiles, backends, nbackends []string, dests int) string {
+	destsJSON := func(bes []string, n int) string {
 		var parts []string
 		for i := range n {
-			parts = append(parts, fmt.Sprintf(`"d%d": { "Address": "http://%s/" }`, i, backends[i%len(backends)]))
+			parts = append(parts, fmt.Sprintf(`"d%d": { "Address": "http://%s/" }`, i, bes[i%len(bes)]))
 		}
 		return strings.Join(parts, ",\n        ")
 	}
@@ -95,32 +102,37 @@ func tetherConfig(h1, h2 string, backends []string, dests int) string {
 	if h2 != "" {
 		listeners += fmt.Sprintf(`, { "Address": %q, "Protocols": "Http2" }`, h2)
 	}
+	if tls != "" {
+		listeners += fmt.Sprintf(`, { "Address": %q, "Certificate": { "Path": %q, "KeyPath": %q } }`, tls, cert.cert, cert.key)
+	}
+	cluster := func(name, policy string, bes []string, n int) string {
+		return fmt.Sprintf(`%q: {
+        "LoadBalancingPolicy": "RoundRobin",
+        "SessionAffinity": { "Enabled": true, "Policy": %q, "AffinityKeyName": "tether_%s" },
+        "Destinations": {
+        %s
+        }
+      }`, name, policy, name, destsJSON(bes, n))
+	}
+	clusters := []string{cluster("hash", "HashCookie", backends, dests), cluster("cookie", "Cookie", backends, len(backends))}
+	if len(nbackends) > 0 {
+		clusters = append(clusters, cluster("nhash", "HashCookie", nbackends, dests), cluster("ncookie", "Cookie", nbackends, len(nbackends)))
+	}
 	return fmt.Sprintf(`{
   "Listeners": [ %s ],
   "ReverseProxy": {
     "Routes": {
-      "hash":   { "ClusterId": "hash",   "Match": { "Path": "/hash/{**rest}" } },
-      "cookie": { "ClusterId": "cookie", "Match": { "Path": "/cookie/{**rest}" } }
+      "hash":    { "ClusterId": "hash",    "Match": { "Path": "/hash/{**rest}" } },
+      "cookie":  { "ClusterId": "cookie",  "Match": { "Path": "/cookie/{**rest}" } },
+      "nhash":   { "ClusterId": "nhash",   "Match": { "Path": "/n/hash/{**rest}" } },
+      "ncookie": { "ClusterId": "ncookie", "Match": { "Path": "/n/cookie/{**rest}" } }
     },
     "Clusters": {
-      "hash": {
-        "LoadBalancingPolicy": "RoundRobin",
-        "SessionAffinity": { "Enabled": true, "Policy": "HashCookie", "AffinityKeyName": "tether_hash" },
-        "Destinations": {
-        %s
-        }
-      },
-      "cookie": {
-        "LoadBalancingPolicy": "RoundRobin",
-        "SessionAffinity": { "Enabled": true, "Policy": "Cookie", "AffinityKeyName": "tether_cookie" },
-        "Destinations": {
-        %s
-        }
-      }
+      %s
     }
   }
 }
-`, listeners, destsJSON(dests), destsJSON(len(backends)))
+`, listeners, strings.Join(clusters, ",\n      "))
 }
 
 // startTether runs n `tether agent` processes (n > 1: one cluster with
@@ -134,20 +146,23 @@ func (e *env) startTetherBin(name, bin string, env []string, n, dests int, h2 bo
 	var gossips []string
 	var firstH1 string
 	for i := range n {
-		ports, err := freePorts(5)
+		ports, err := freePorts(6)
 		if err != nil {
 			return nil, err
 		}
-		h2addr := ""
+		h2addr, tlsAddr := "", ""
 		if h2 {
 			h2addr = ports[1]
+		}
+		if i == 0 {
+			tlsAddr = ports[5]
 		}
 		dir := filepath.Join(e.dir, fmt.Sprintf("%s-%d", name, i))
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, err
 		}
 		cfg := filepath.Join(dir, "tether.json")
-		if err := os.WriteFile(cfg, []byte(tetherConfig(ports[0], h2addr, e.backends, dests)), 0o600); err != nil {
+		if err := os.WriteFile(cfg, []byte(tetherConfig(ports[0], h2addr, tlsAddr, e.cert, e.backends, e.nbackends, dests)), 0o600); err != nil {
 			return nil, err
 		}
 		args := []string{bin, "agent", "--config", cfg, "--node-id", fmt.Sprintf("n%d", i+1),
@@ -172,6 +187,7 @@ func (e *env) startTetherBin(name, bin string, env []string, n, dests int, h2 bo
 			if h2 {
 				t.h2 = "http://" + h2addr
 			}
+			t.tls = "https://" + tlsAddr
 		}
 		t.clusterH1 = append(t.clusterH1, "http://"+ports[0])
 		t.admins = append(t.admins, "http://"+ports[2])
@@ -189,12 +205,13 @@ func (e *env) startTetherBin(name, bin string, env []string, n, dests int, h2 bo
 // startFloor runs the harness's own stdlib proxy.
 func (e *env) startFloor() (*target, error) {
 	p, addrs, err := startProc("floor", proxyCPU, filepath.Join(e.dir, "floor.log"), true, nil,
-		e.self, "floor", "-backends", strings.Join(e.backends, ","))
+		e.self, "floor", "-backends", strings.Join(e.backends, ","), "-nbackends", strings.Join(e.nbackends, ","),
+		"-cert", e.cert.cert, "-key", e.cert.key)
 	if err != nil {
 		return nil, err
 	}
 	a := strings.Split(addrs, ",")
-	return &target{name: "stdlib", h1: "http://" + a[0], h2: "http://" + a[1], cookie: "floor", procs: []*proc{p}}, nil
+	return &target{name: "stdlib", h1: "http://" + a[0], h2: "http://" + a[1], tls: "https://" + a[2], cookie: "floor", procs: []*proc{p}}, nil
 }
 
 // startBare runs one of the bare proxies (bare.go, bareloop_linux.go): kind
@@ -211,13 +228,16 @@ func (e *env) startBare(kind string) (*target, error) {
 
 // startHAProxy runs HAProxy single-threaded with cookie insert.
 func (e *env) startHAProxy(bin string) (*target, error) {
-	ports, err := freePorts(2)
+	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
 	}
-	var servers []string
+	var servers, nservers []string
 	for i, b := range e.backends {
 		servers = append(servers, fmt.Sprintf("  server s%d %s cookie s%d", i, b, i))
+	}
+	for i, b := range e.nbackends {
+		nservers = append(nservers, fmt.Sprintf("  server n%d %s cookie n%d", i, b, i))
 	}
 	cfg := fmt.Sprintf(`global
   nbthread 1
@@ -231,19 +251,28 @@ defaults
   timeout connect 5s
   timeout client 60s
   timeout server 60s
-  timeout http-keep-alive 60s
+  # tether's default keep-alive timeout, so the burst phase's idle
+  # connections stay open past its last reading.
+  timeout http-keep-alive 130s
   option http-keep-alive
   option forwardfor
 frontend fe
   bind %s
   bind %s proto h2
+  bind %s ssl crt %s alpn h2,http/1.1
+  use_backend ben if { path_beg /n/ }
   default_backend be
 backend be
   balance roundrobin
   cookie SRV insert indirect nocache
   http-reuse always
 %s
-`, ports[0], ports[1], strings.Join(servers, "\n"))
+backend ben
+  balance roundrobin
+  cookie SRV insert indirect nocache
+  http-reuse always
+%s
+`, ports[0], ports[1], ports[2], e.cert.combined, strings.Join(servers, "\n"), strings.Join(nservers, "\n"))
 	path := filepath.Join(e.dir, "haproxy.cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err
@@ -252,13 +281,13 @@ backend be
 	if err != nil {
 		return nil, err
 	}
-	t := &target{name: "haproxy", h1: "http://" + ports[0], h2: "http://" + ports[1], cookie: "SRV", procs: []*proc{p}}
+	t := &target{name: "haproxy", h1: "http://" + ports[0], h2: "http://" + ports[1], tls: "https://" + ports[2], cookie: "SRV", procs: []*proc{p}}
 	return t, waitHTTP(t.h1+"/", 20*time.Second)
 }
 
 // startNginx runs nginx with one worker and hash $cookie_ngx consistent.
 func (e *env) startNginx(bin string) (*target, error) {
-	ports, err := freePorts(2)
+	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
 	}
@@ -266,9 +295,12 @@ func (e *env) startNginx(bin string) (*target, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	var servers []string
+	var servers, nservers []string
 	for _, b := range e.backends {
 		servers = append(servers, fmt.Sprintf("    server %s;", b))
+	}
+	for _, b := range e.nbackends {
+		nservers = append(nservers, fmt.Sprintf("    server %s;", b))
 	}
 	cfg := fmt.Sprintf(`worker_processes 1;
 worker_rlimit_nofile 20000;
@@ -285,26 +317,38 @@ http {
   uwsgi_temp_path %[1]s/uwsgi;
   scgi_temp_path %[1]s/scgi;
   keepalive_requests 1000000;
-  keepalive_timeout 60s;
+  keepalive_timeout 130s;
   upstream be {
     hash $cookie_ngx consistent;
 %[2]s
     keepalive 64;
   }
+  upstream ben {
+    hash $cookie_ngx consistent;
+%[5]s
+    keepalive 64;
+  }
+  proxy_http_version 1.1;
+  proxy_set_header Connection "";
+  proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+  proxy_buffer_size 16k;
+  proxy_buffers 8 16k;
   server {
     listen %[3]s;
     listen %[4]s http2;
+    listen %[6]s ssl http2;
+    ssl_certificate %[7]s;
+    ssl_certificate_key %[8]s;
+    ssl_protocols TLSv1.2 TLSv1.3; # 1.22 leaves TLS 1.3 out by default
     location / {
       proxy_pass http://be;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-      proxy_buffer_size 16k;
-      proxy_buffers 8 16k;
+    }
+    location /n/ {
+      proxy_pass http://ben;
     }
   }
 }
-`, dir, strings.Join(servers, "\n"), ports[0], ports[1])
+`, dir, strings.Join(servers, "\n"), ports[0], ports[1], strings.Join(nservers, "\n"), ports[2], e.cert.cert, e.cert.key)
 	path := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err
@@ -313,29 +357,41 @@ http {
 	if err != nil {
 		return nil, err
 	}
-	t := &target{name: "nginx", h1: "http://" + ports[0], h2: "http://" + ports[1], fixedCookie: "ngx=session-1", procs: []*proc{p}}
+	t := &target{name: "nginx", h1: "http://" + ports[0], h2: "http://" + ports[1], tls: "https://" + ports[2], fixedCookie: "ngx=session-1", procs: []*proc{p}}
 	return t, waitHTTP(t.h1+"/", 20*time.Second)
 }
 
 // startCaddy runs Caddy with lb_policy cookie, h1 and h2c.
 func (e *env) startCaddy(bin string) (*target, error) {
-	ports, err := freePorts(1)
+	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
 	}
+	routes := fmt.Sprintf(`	handle /n/* {
+		reverse_proxy %s {
+			lb_policy cookie caddy_lb
+		}
+	}
+	handle {
+		reverse_proxy %s {
+			lb_policy cookie caddy_lb
+		}
+	}`, strings.Join(e.nbackends, " "), strings.Join(e.backends, " "))
 	cfg := fmt.Sprintf(`{
 	admin off
 	auto_https off
 	servers {
-		protocols h1 h2c
+		protocols h1 h2 h2c
 	}
 }
-http://%s {
-	reverse_proxy %s {
-		lb_policy cookie caddy_lb
-	}
+http://%[1]s {
+%[3]s
 }
-`, ports[0], strings.Join(e.backends, " "))
+https://%[2]s {
+	tls %[4]s %[5]s
+%[3]s
+}
+`, ports[0], ports[1], routes, e.cert.cert, e.cert.key)
 	path := filepath.Join(e.dir, "Caddyfile")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err
@@ -346,7 +402,7 @@ http://%s {
 	if err != nil {
 		return nil, err
 	}
-	t := &target{name: "caddy", h1: "http://" + ports[0], h2: "http://" + ports[0], cookie: "caddy_lb", procs: []*proc{p}}
+	t := &target{name: "caddy", h1: "http://" + ports[0], h2: "http://" + ports[0], tls: "https://" + ports[1], cookie: "caddy_lb", procs: []*proc{p}}
 	return t, waitHTTP(t.h1+"/", 30*time.Second)
 }
 

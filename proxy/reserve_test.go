@@ -1,0 +1,104 @@
+//go:build unix
+
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tether-proxy/tether/proxy/config"
+)
+
+// TestReservedListenersRefuseUntilStarted: Reserve holds each listener's
+// port (":0" resolved, nobody else may bind it) while a connection to it is
+// refused; Start then serves on the same port.
+func TestReservedListenersRefuseUntilStarted(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:0", ":0", "[::1]:0", "localhost:" + strconv.Itoa(freeTCPPort(t))} {
+		t.Run(addr, func(t *testing.T) {
+			cfg := &config.Config{Listeners: []config.Listener{{Address: addr}}}
+			s, err := NewServer(cfg, http.HandlerFunc(okHandler), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Reserve(); err != nil {
+				if addr == "[::1]:0" {
+					t.Skipf("no IPv6 loopback: %v", err)
+				}
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				_ = s.Shutdown(ctx)
+			})
+			addrs := s.Addrs()
+			if len(addrs) == 0 || addrs[0].(*net.TCPAddr).Port == 0 {
+				t.Fatalf("reserved addresses %v", addrs)
+			}
+			port := addrs[0].(*net.TCPAddr).Port
+			dial := "127.0.0.1:" + strconv.Itoa(port)
+			if addr == "[::1]:0" {
+				dial = "[::1]:" + strconv.Itoa(port)
+			}
+			if c, err := net.DialTimeout("tcp", dial, time.Second); err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+				if c != nil {
+					c.Close()
+				}
+				t.Fatalf("a connection to a reserved port: %v, want refused", err)
+			}
+			if ln, err := net.Listen("tcp", dial); err == nil {
+				ln.Close()
+				t.Fatalf("another listener took the reserved port %s", dial)
+			}
+			if s.Serving() {
+				t.Fatal("Serving before Start")
+			}
+			if err := s.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Addrs()[0].(*net.TCPAddr).Port; got != port || len(s.Addrs()) != len(addrs) {
+				t.Fatalf("started on %v, reserved %v", s.Addrs(), addrs)
+			}
+			resp, err := http.Get("http://" + dial + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 || !s.Serving() {
+				t.Fatalf("after Start: %d serving=%v", resp.StatusCode, s.Serving())
+			}
+		})
+	}
+}
+
+// TestReserveNamesAddressInUse: a port in use fails Reserve, as Start.
+func TestReserveNamesAddressInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cfg := &config.Config{Listeners: []config.Listener{{Address: "127.0.0.1:0"}, {Address: ln.Addr().String()}}}
+	s, err := NewServer(cfg, http.HandlerFunc(okHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reserve(); err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("Reserve = %v, want address in use", err)
+	}
+}
+
+func freeTCPPort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
