@@ -422,10 +422,12 @@ func (s *Secrets) Learn(records []SecretRecord) bool {
 }
 
 // Sync applies the cluster's records: a held secret the records list takes
-// their state, any other held secret is retired (with the index of its
-// removal when removed lists it). With no records (the cluster never
-// rotated its secret) nothing changes. It returns ErrNoPrimary, and keeps
-// its own primary, when it does not hold the records' primary.
+// their state, one removed lists is retired (with the index of its
+// removal); any other keeps its state, but for a primary that the records
+// name another one over (it stays accepted: a secret file newer than the
+// state this node restored). With no records (the cluster never rotated
+// its secret) nothing changes. It returns ErrNoPrimary, and keeps its own
+// primary, when it does not hold the records' primary.
 func (s *Secrets) Sync(records []SecretRecord, removed []RemovedSecret) error {
 	learned := s.Learn(records)
 	if len(records) == 0 {
@@ -455,16 +457,18 @@ func (s *Secrets) Sync(records []SecretRecord, removed []RemovedSecret) error {
 	}
 	for _, h := range s.held {
 		_, listed := byID[h.ID]
+		idx, removed := gone[h.ID]
 		switch {
 		case h.ID == primary:
 			h.State, h.RetiredAt = SecretPrimary, 0
 		case listed && len(h.Secret) > 0:
 			h.State, h.RetiredAt = SecretInstalled, 0
-		default:
-			h.State = SecretRetired
-			if idx, ok := gone[h.ID]; ok {
-				h.RetiredAt = idx
-			}
+		case removed:
+			h.State, h.RetiredAt = SecretRetired, idx
+		case h.State == SecretPrimary:
+			// Not the cluster's, not removed by it: a secret file this
+			// node was given (the state may be older than the file).
+			h.State = SecretInstalled
 		}
 	}
 	s.sortLocked()

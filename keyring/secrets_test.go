@@ -177,3 +177,28 @@ func TestUnwrapAnyTriesEveryKEK(t *testing.T) {
 		t.Fatalf("UnwrapBlobAny: %q %v", p, err)
 	}
 }
+
+// TestSecretsKeepASecretTheRecordsDoNotKnowYet: a node given the cluster's
+// new secret in its file while its own state is older (it was down during
+// a forced removal) keeps accepting that secret when its stale records name
+// another primary, so the cluster can reach it and bring it up to date; a
+// secret the records removed is retired.
+func TestSecretsKeepASecretTheRecordsDoNotKnowYet(t *testing.T) {
+	s := mustSecrets(t, held(secretB, SecretPrimary), held(secretC, SecretInstalled), held(secretA, SecretRetired))
+	stale := []SecretRecord{{ID: SecretID(secretB), State: SecretPrimary}}
+	if err := s.Sync(stale, []RemovedSecret{{ID: SecretID(secretA), Index: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	if s.State(SecretID(secretC)) != SecretInstalled || s.PrimaryID() != SecretID(secretB) || s.State(SecretID(secretA)) != SecretRetired {
+		t.Fatalf("after stale records: %+v", s.List())
+	}
+	// The file's secret was primary at start: the records' primary takes
+	// over and it stays accepted.
+	f := mustSecrets(t, held(secretC, SecretPrimary), held(secretB, SecretInstalled))
+	if err := f.Sync(stale, nil); err != nil {
+		t.Fatal(err)
+	}
+	if f.PrimaryID() != SecretID(secretB) || f.State(SecretID(secretC)) != SecretInstalled {
+		t.Fatalf("after records naming another primary: %+v", f.List())
+	}
+}

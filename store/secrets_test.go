@@ -433,3 +433,24 @@ func TestClusterSecretRotatesInARaftCluster(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "the restarted node catches up", func() bool { return f.s.AppliedIndex() >= idx })
 	c.converged(idx)
 }
+
+// TestDialFallsBackToTheOtherAcceptedSecrets: a node that uses the new
+// secret reaches a peer that holds only the old one (down while the new one
+// was installed) with the old one, and only with a secret it accepts.
+func TestDialFallsBackToTheOtherAcceptedSecrets(t *testing.T) {
+	behind, accepted := layerWith(t, secretsOf(t, oldSecret), nil, nil)
+	leader, _ := layerWith(t, secretsOf(t, newSecret, oldSecret), nil, nil)
+	c, err := leader.Dial(raft.ServerAddress(behind.Addr().String()), 5*time.Second)
+	if err != nil {
+		t.Fatalf("the leader could not reach a peer holding the old secret: %v", err)
+	}
+	c.Close()
+	(<-accepted).Close()
+	if got := behind.refusedCounts()[RefusedSecret]; got != 1 {
+		t.Errorf("the peer refused %d proofs, want 1 (the new secret's)", got)
+	}
+	alone, _ := layerWith(t, secretsOf(t, newSecret), nil, nil)
+	if _, err := alone.Dial(raft.ServerAddress(behind.Addr().String()), 5*time.Second); err == nil {
+		t.Fatal("a node without the old secret reached a peer that holds only the old one")
+	}
+}

@@ -52,9 +52,12 @@ import (
 // version 2 (SetLegacyHandshake).
 //
 // While the cluster secret is rotated a node holds several (keyring.Secrets):
-// a client proves with the primary's authKey; a server checks the proof
-// against every accepted secret and answers with the one that matched. A
-// connection authenticated under a secret that is later removed is cut.
+// a client proves with the primary's authKey, and with the other accepted
+// secrets in turn when the server refuses it (a peer that was down while
+// the new secret was installed holds only the old one until it catches up
+// from the log); a server checks the proof against every accepted secret
+// and answers with the one that matched. A connection authenticated under
+// a secret that is later removed is cut.
 
 const (
 	infoTransportAuth = "tether raft transport v1" // DeriveKEK info of authKey
@@ -419,7 +422,7 @@ func (l *streamLayer) acceptLoop() {
 func (l *streamLayer) serve(raw net.Conn) {
 	defer l.wg.Done()
 	defer func() { <-l.pending }()
-	c, secretID, err := l.handshake(raw, false)
+	c, secretID, err := l.handshake(raw, false, 0)
 	l.mu.Lock()
 	delete(l.inflight, raw)
 	l.mu.Unlock()
@@ -481,8 +484,9 @@ func (l *streamLayer) closeAll() {
 var errCut = errors.New("store: raft transport shutting down")
 
 // handshake runs TLS and the secret proof on raw within the deadline; it
-// returns the id of the secret the proof was made with.
-func (l *streamLayer) handshake(raw net.Conn, client bool) (net.Conn, string, error) {
+// returns the id of the secret the proof was made with. A client proves
+// with its try-th accepted secret (0: the primary).
+func (l *streamLayer) handshake(raw net.Conn, client bool, try int) (net.Conn, string, error) {
 	if err := raw.SetDeadline(time.Now().Add(l.timeout)); err != nil {
 		return nil, "", err
 	}
@@ -501,6 +505,12 @@ func (l *streamLayer) handshake(raw net.Conn, client bool) (net.Conn, string, er
 		return nil, "", refuse(RefusedTLS, fmt.Errorf("TLS exporter: %w", err))
 	}
 	keys := l.secrets.AcceptedNamed(infoTransportAuth) // primary first
+	if client {
+		if try >= len(keys) {
+			return nil, "", &refusal{RefusedSecret, errors.New("no other secret to prove with")}
+		}
+		keys = keys[try:]
+	}
 	var used string
 	if cs.NegotiatedProtocol == alpnV2 {
 		used, err = l.proveV2(tc, ekm, client, keys)
@@ -532,7 +542,11 @@ func (l *streamLayer) proveV1(tc *tls.Conn, ekm []byte, client bool, keys []keyr
 			return "", refuse(RefusedClosed, fmt.Errorf("sending secret proof: %w", err))
 		}
 		if _, err := io.ReadFull(tc, got); err != nil {
-			return "", refuse(RefusedSecret, fmt.Errorf("reading secret proof (does the server have the same cluster secret?): %w", err))
+			err = fmt.Errorf("reading secret proof (does the server have the same cluster secret?): %w", err)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return "", refuse(RefusedTimeout, err)
+			}
+			return "", &refusal{RefusedSecret, err} // a server closes on a proof it does not accept
 		}
 		if !hmac.Equal(got, proof(k.Key, "server", ekm)) {
 			return "", &refusal{RefusedSecret, errors.New("server's proof of the cluster secret is wrong (different cluster secret?)")}
@@ -603,11 +617,11 @@ func (l *streamLayer) proveV2(tc *tls.Conn, ekm []byte, client bool, keys []keyr
 	receive := func(keys []keyring.NamedKEK) (keyring.NamedKEK, error) {
 		var n [2]byte
 		if _, err := io.ReadFull(tc, n[:]); err != nil {
-			reason := RefusedClosed
-			if client {
-				reason = RefusedSecret // a server closes on a proof it does not accept
+			err = fmt.Errorf("reading secret proof (does the peer have the same cluster secret?): %w", err)
+			if client && !errors.Is(err, os.ErrDeadlineExceeded) {
+				return keyring.NamedKEK{}, &refusal{RefusedSecret, err} // a server closes on a proof it does not accept
 			}
-			return keyring.NamedKEK{}, refuse(reason, fmt.Errorf("reading secret proof (does the peer have the same cluster secret?): %w", err))
+			return keyring.NamedKEK{}, refuse(RefusedClosed, err)
 		}
 		size := int(binary.BigEndian.Uint16(n[:]))
 		if size > maxWireClusterID {
@@ -684,6 +698,19 @@ func (l *streamLayer) Addr() net.Addr { return l.advertise }
 // Dial connects to a peer: host names are resolved again on every dial
 // (net.Dialer does not cache), then the handshake runs within timeout.
 func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	// A peer that refuses the primary's proof may not hold it yet (down
+	// while the secret was installed): the other accepted secrets are
+	// tried in turn, so it catches up from the log.
+	tries := len(l.secrets.AcceptedIDs())
+	for try := 0; ; try++ {
+		c, err := l.dial(address, timeout, try)
+		if err == nil || try+1 >= tries || reasonOf(err) != RefusedSecret {
+			return c, err
+		}
+	}
+}
+
+func (l *streamLayer) dial(address raft.ServerAddress, timeout time.Duration, try int) (net.Conn, error) {
 	to := string(address)
 	if l.knobs.dial != nil {
 		if err := l.knobs.dial(string(l.advertise), to); err != nil {
@@ -706,7 +733,7 @@ func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	}
 	l.inflight[raw] = struct{}{}
 	l.mu.Unlock()
-	c, secretID, err := l.handshake(raw, true)
+	c, secretID, err := l.handshake(raw, true, try)
 	l.mu.Lock()
 	delete(l.inflight, raw)
 	cut := l.cut
