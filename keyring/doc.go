@@ -25,6 +25,10 @@
 //     key's of the day seals, those of the last seven days of every key
 //     that still decrypts open, so a ticket resumes on every node for at
 //     most [TicketKeyLifetime].
+//   - [Secrets] holds the cluster secrets a node has while the secret
+//     rotates (primary, installed, retired) and derives their KEKs: new
+//     state wraps under the primary, peers' data opens under any accepted
+//     secret, the node's own older state under any it still holds.
 //   - [FileStore] keeps a ring in a file (atomic replace, mode 0600), and
 //     [Manager] is the standalone node's convenience: load, ensure an active
 //     key, rotate, revoke, prune, and save each change before reporting it.
