@@ -48,7 +48,7 @@ func closedWithin(c net.Conn, d time.Duration) bool {
 
 // sealedFrame is a whole encrypted stream frame under key, as memberlist
 // writes one.
-func sealedFrame(t *testing.T, key []byte, plain []byte) []byte {
+func sealedFrame(t testing.TB, key []byte, plain []byte) []byte {
 	t.Helper()
 	block, _ := aes.NewCipher(key)
 	gcm, _ := cipher.NewGCM(block)
