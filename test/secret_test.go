@@ -358,11 +358,21 @@ func TestSecretRotationWaitsForADownNodeAndItCatchesUp(t *testing.T) {
 	writeFile(t, secretC, "third-cluster-secret-0123456789abcdef")
 	idB, idC := secretID([]byte("second-cluster-secret-0123456789abcdef")), secretID([]byte("third-cluster-secret-0123456789abcdef"))
 
-	stopNode := func(a *clusterAgent) {
+	// stopNode stops a and waits until the others agree on a leader (it
+	// may have led).
+	stopNode := func(a *clusterAgent, others ...*clusterAgent) {
 		a.Signal(syscall.SIGTERM)
 		if code := a.Wait(30 * time.Second); code != 0 {
 			t.Fatalf("%s exit %d", a.id, code)
 		}
+		testutil.Eventually(t, 30*time.Second, "a leader after "+a.id+" stopped", func() bool {
+			for _, o := range others {
+				if l := leaderOf(t, o); l == "" || l == a.id {
+					return false
+				}
+			}
+			return true
+		})
 	}
 	restart := func(a *clusterAgent, secretFile string) *clusterAgent {
 		saved := e.secret
@@ -386,7 +396,7 @@ func TestSecretRotationWaitsForADownNodeAndItCatchesUp(t *testing.T) {
 		return out
 	}
 
-	stopNode(n3)
+	stopNode(n3, n1, n2)
 	tether(0, "secret", "install", secretB, "--admin", n1.adminURL)
 	tether(0, "secret", "use", secretB, "--admin", n2.adminURL)
 	if out := tether(1, "secret", "remove", e.secret, "--admin", n1.adminURL); !strings.Contains(out, "n3") || !strings.Contains(out, "down") {
@@ -404,7 +414,7 @@ func TestSecretRotationWaitsForADownNodeAndItCatchesUp(t *testing.T) {
 		return false
 	})
 	tether(0, "secret", "remove", e.secret, "--admin", n3.adminURL)
-	stopNode(n3)
+	stopNode(n3, n1, n2)
 	n3 = restart(n3, e.secret)
 	ready(n3)
 	if !strings.Contains(n3.Stderr.String(), "--cluster-secret-file holds a secret the cluster removed") {
@@ -417,7 +427,7 @@ func TestSecretRotationWaitsForADownNodeAndItCatchesUp(t *testing.T) {
 
 	// A forced removal while n2 is down: n2 returns with what it had and
 	// is refused until it is given the cluster's secret.
-	stopNode(n2)
+	stopNode(n2, n1, n3)
 	tether(0, "secret", "install", secretC, "--admin", n1.adminURL)
 	tether(0, "secret", "use", secretC, "--admin", n1.adminURL)
 	tether(1, "secret", "remove", secretB, "--admin", n1.adminURL)
