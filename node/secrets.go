@@ -37,7 +37,7 @@ import (
 // differ from its --cluster-secret-file: a restart with the old file then
 // still runs on the cluster's secret, and a file holding a removed secret
 // is not taken for the cluster's. The file is removed again once the
-// secret file holds the only secret the node has.
+// secret file holds the primary and the node keeps no other secret.
 //
 // The leader makes a secret primary only once every alive member gossips
 // that it accepts it (meta "sk"), and removes one only once every Raft
@@ -131,7 +131,12 @@ func (n *Node) saveSecrets() error {
 		}
 	}()
 	path := n.secretsPath()
-	if len(held) == 1 && held[0].ID == n.fileSecretID {
+	// The secret file says it all when it holds the primary and every
+	// other secret is removed and forgotten.
+	alone := slices.IndexFunc(held, func(h keyring.HeldSecret) bool {
+		return h.ID != n.fileSecretID && (h.State != keyring.SecretRetired || len(h.Secret) > 0)
+	}) < 0
+	if alone && n.secrets.PrimaryID() == n.fileSecretID {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
