@@ -249,14 +249,13 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("--write-yield: %w", err)
 	}
 	return &Node{
-		cfg:         cfg,
-		log:         cfg.Logger.With("node", cfg.NodeID),
-		stop:        make(chan struct{}),
-		leaderWake:  make(chan struct{}, 1),
-		secretsWake: make(chan struct{}, 1),
-		failed:      make(chan struct{}),
-		idClaims:    make(chan cluster.IDConflict, 4),
-		ev:          eventState{bus: newEventBus(cfg.NodeID), wake: make(chan struct{}, 1)},
+		cfg:        cfg,
+		log:        cfg.Logger.With("node", cfg.NodeID),
+		stop:       make(chan struct{}),
+		leaderWake: make(chan struct{}, 1),
+		failed:     make(chan struct{}),
+		idClaims:   make(chan cluster.IDConflict, 4),
+		ev:         eventState{bus: newEventBus(cfg.NodeID), wake: make(chan struct{}, 1)},
 		activationLag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tether_keyring_activation_lag_seconds",
 			Help:    "Time from a key's installation to its activation, waiting for every member to hold it.",

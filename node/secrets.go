@@ -85,6 +85,7 @@ func (n *Node) secretsPath() string { return filepath.Join(n.cfg.DataDir, secret
 // openSecrets builds the node's secrets from its secret file and the ones
 // it kept in its data dir.
 func (n *Node) openSecrets(fileSecret []byte) error {
+	n.secretsWake = make(chan struct{}, 1)
 	n.fileSecretID = keyring.SecretID(fileSecret)
 	path := n.secretsPath()
 	b, err := os.ReadFile(path)
