@@ -7,7 +7,10 @@
 // key derived from the cluster secret, and keeps a table of every member
 // (alive, suspect, dead, left) that one goroutine updates from memberlist's
 // events and calls OnChange after. Handlers registered by tag carry other
-// payloads over the same gossip (the destination health verdicts).
+// payloads over the same gossip (the destination health verdicts). Its
+// gossip keys follow the node's cluster secrets (SetSecrets) while they
+// rotate, and a guard reads every incoming stream's first frame within
+// bounds before memberlist sees it (guard.go, StreamsRefused).
 //
 // Health (health.go) gossips each node's versioned probe verdicts about
 // destinations and computes the same cluster view on every node: the

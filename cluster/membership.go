@@ -71,8 +71,10 @@ type Membership struct {
 	log      *slog.Logger
 	t        timings
 	ml       *memberlist.Memberlist
-	addr     string       // advertised host:port
-	reader   *stateReader // nil: events only (see mlstate.go)
+	keyring  *memberlist.Keyring // the gossip keys: one per accepted cluster secret
+	guard    *guardedTransport   // nil when a test's transport is not node-aware
+	addr     string              // advertised host:port
+	reader   *stateReader        // nil: events only (see mlstate.go)
 	queue    *memberlist.TransmitLimitedQueue
 	handlers handlers
 	clocks   *peerClocks // members' clocks from probe acks (clock.go)
@@ -167,7 +169,12 @@ func Open(cfg Config, opts ...OpenOption) (*Membership, error) {
 			mc.AdvertisePort = port
 		}
 	}
-	mc.SecretKey = key
+	// A keyring of our own: the cluster secret rotates (SetSecrets).
+	kr, err := memberlist.NewKeyring(nil, key)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: gossip keyring: %w", err)
+	}
+	mc.Keyring = kr
 	mc.GossipVerifyIncoming = true
 	mc.GossipVerifyOutgoing = true
 	mc.DNSConfigPath = "" // Join resolves names itself and hands memberlist IPs
@@ -175,8 +182,14 @@ func Open(cfg Config, opts ...OpenOption) (*Membership, error) {
 	for _, o := range opts {
 		o(cfg.NodeID, mc)
 	}
+	guard, err := guardStreams(mc, kr, lg)
+	if err != nil {
+		return nil, err
+	}
 
 	m := &Membership{
+		keyring:    kr,
+		guard:      guard,
 		cfg:        cfg,
 		log:        lg,
 		t:          t,
@@ -206,6 +219,9 @@ func Open(cfg Config, opts ...OpenOption) (*Membership, error) {
 
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		if m.guard != nil {
+			m.guard.Shutdown()
+		}
 		return nil, fmt.Errorf("cluster: start gossip on %q: %w", cfg.BindAddr, err)
 	}
 	m.ml = ml

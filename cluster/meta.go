@@ -53,6 +53,15 @@ type Meta struct {
 	// or "": a binary that predates them.
 	Voters int    `json:"rv,omitempty"`
 	Fanout string `json:"pf,omitempty"`
+	// Secrets are the ids (keyring.SecretID) of the cluster secrets the node
+	// accepts, its primary first, comma-separated: the leader makes a new
+	// secret primary only once every alive member accepts it, and removes
+	// the old one only once none uses it. "": a binary that predates them.
+	Secrets string `json:"sk,omitempty"`
+	// RaftAuth is the newest Raft handshake version it speaks (2 binds the
+	// cluster id); 0: a binary that predates it. Handshake version 1 is
+	// refused once every member speaks 2.
+	RaftAuth int `json:"ra,omitempty"`
 	// The formation vote, managed by Membership while Expect > 0 and the
 	// node has no state (see formation.go); callers leave them alone.
 	FormSet   string `json:"fs,omitempty"` // the servers it votes to bootstrap, sorted ids joined by ","

@@ -31,6 +31,10 @@
 //     keys alone (a backup and the cluster secret) yield no ticket key.
 //     [Ring.TicketKeys] derives from the keys alone, the scheme of releases
 //     before seeds, kept for clusters that still run one.
+//   - [Secrets] holds the cluster secrets a node has while the secret
+//     rotates (primary, installed, retired) and derives their KEKs: new
+//     state wraps under the primary, peers' data opens under any accepted
+//     secret, the node's own older state under any it still holds.
 //   - [FileStore] keeps a ring in a file (atomic replace, mode 0600), and
 //     [Manager] is the standalone node's convenience: load, ensure an active
 //     key, rotate, revoke, prune, and save each change before reporting it.

@@ -160,3 +160,28 @@ func decodeKeys(b []byte) ([]Key, error) {
 	}
 	return keys, nil
 }
+
+// UnwrapKeysAny is UnwrapKeys with the first of keks that opens data (a
+// cluster secret in rotation has several). None opening it is ErrUnwrap.
+func UnwrapKeysAny(keks [][]byte, data []byte) ([]Key, error) {
+	err := ErrUnwrap
+	for _, kek := range keks {
+		var keys []Key
+		if keys, err = UnwrapKeys(kek, data); !errors.Is(err, ErrUnwrap) {
+			return keys, err
+		}
+	}
+	return nil, err
+}
+
+// UnwrapBlobAny is UnwrapBlob with the first of keks that opens data.
+func UnwrapBlobAny(keks [][]byte, purpose string, data []byte) ([]byte, error) {
+	err := ErrUnwrap
+	for _, kek := range keks {
+		var p []byte
+		if p, err = UnwrapBlob(kek, purpose, data); !errors.Is(err, ErrUnwrap) {
+			return p, err
+		}
+	}
+	return nil, err
+}

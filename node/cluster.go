@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tether-proxy/tether/cluster"
@@ -116,6 +117,10 @@ func (n *Node) openCluster() error {
 	if err != nil {
 		return err
 	}
+	if err := n.openSecrets(secret); err != nil {
+		return err
+	}
+	n.secrets.Watch(n.noteSecretsChanged)
 	n.ring = keyring.NewRing(keyring.Options{})
 
 	if gossip {
@@ -123,7 +128,7 @@ func (n *Node) openCluster() error {
 			NodeID:    n.cfg.NodeID,
 			BindAddr:  n.cfg.GossipAddr,
 			Advertise: n.cfg.Advertise,
-			Secret:    secret,
+			Secret:    n.secrets.Primary(),
 			Meta: cluster.Meta{
 				ID:        n.cfg.NodeID,
 				AdminAddr: n.advertisedAdmin(),
@@ -148,7 +153,10 @@ func (n *Node) openCluster() error {
 		if err := n.members.Register(durableTag, cluster.Handler{Msg: n.durableReport}); err != nil {
 			return fmt.Errorf("gossip: %w", err)
 		}
-		if err := n.openKeyTransfer(secret); err != nil {
+		if err := n.members.SetSecrets(n.secrets.Primary(), n.secrets.Accepted()); err != nil {
+			return fmt.Errorf("gossip: %w", err)
+		}
+		if err := n.openKeyTransfer(); err != nil {
 			return fmt.Errorf("gossip: %w", err)
 		}
 	}
@@ -176,7 +184,7 @@ func (n *Node) openCluster() error {
 		Dir:       filepath.Join(n.cfg.DataDir, "raft"),
 		BindAddr:  raftBind,
 		Advertise: advertise,
-		Secret:    secret,
+		Secrets:   n.secrets,
 		TLS:       tlsFiles,
 		Ring:      n.ring,
 		Timing:    timing,
@@ -186,6 +194,10 @@ func (n *Node) openCluster() error {
 	if err != nil {
 		return fmt.Errorf("raft on %s: %w", raftBind, err)
 	}
+	n.store.SetLegacyHandshake(n.raftV1Allowed)
+	// Restoring the state may have changed the secrets: in step before
+	// anything is served.
+	n.applySecrets()
 	if n.members != nil {
 		n.store.SetCommandGate(n.commandGate)
 		if err := n.members.UpdateMeta(func(m *cluster.Meta) {
@@ -296,6 +308,8 @@ func (n *Node) fillStateMeta(m *cluster.Meta) {
 	m.NoPersist = pf != nil
 	m.Stopped, _ = n.store.Stopped()
 	m.Fanout = n.fanoutDigest()
+	m.Secrets = strings.Join(n.secrets.AcceptedIDs(), ",")
+	m.RaftAuth = raftHandshakeVersion
 }
 
 // form brings the node into a cluster: a node with Raft state simply runs

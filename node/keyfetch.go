@@ -435,7 +435,8 @@ func (k *dataKeys) flushFailLog() {
 // Key transfer: a node that meets a value under a key id it does not hold
 // asks the leader over gossip (memberlist's encryption, keyed from the
 // cluster secret), and the leader answers with the keys wrapped with a KEK
-// derived from the cluster secret (keyring.InfoTransfer): the material
+// derived from the cluster secret in use (keyring.InfoTransfer; the asker
+// opens it with any secret it accepts, so it works during a rotation): the material
 // never travels in clear. A request names the keys the asker holds; the
 // answer (version 2) carries every key it lacks and every key id the
 // leader holds, so one request settles any number of key ids. A leader of
@@ -476,7 +477,6 @@ type keyReply struct {
 // keyTransfer serves and sends key requests.
 type keyTransfer struct {
 	n    *Node
-	kek  []byte
 	work chan keyRequest // requests to serve, on one goroutine
 	// sent counts the requests this node sent the leader.
 	sent prometheus.Counter
@@ -487,12 +487,8 @@ type keyTransfer struct {
 
 // openKeyTransfer registers the gossip handlers; the server goroutine
 // starts with the node's background work (serveKeyRequests).
-func (n *Node) openKeyTransfer(secret []byte) error {
-	kek, err := keyring.DeriveKEK(secret, keyring.InfoTransfer)
-	if err != nil {
-		return err
-	}
-	kt := &keyTransfer{n: n, kek: kek, work: make(chan keyRequest, 64), waiting: map[string]chan keyReply{},
+func (n *Node) openKeyTransfer() error {
+	kt := &keyTransfer{n: n, work: make(chan keyRequest, 64), waiting: map[string]chan keyReply{},
 		sent: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tether_keyring_key_requests_total",
 			Help: "Requests this node sent the leader (over gossip) for keys it did not hold; each asks for every key it lacks.",
@@ -578,7 +574,7 @@ func (kt *keyTransfer) answer(req keyRequest) keyReply {
 			if k.Revoked {
 				rep.State = "revoked"
 			} else if !v2 {
-				w, err := keyring.WrapKeys(kt.kek, []keyring.Key{k})
+				w, err := keyring.WrapKeys(kt.n.secrets.KEK(keyring.InfoTransfer), []keyring.Key{k})
 				if err != nil {
 					kt.n.log.Warn("wrapping a key for a member failed", "error", err)
 					rep.State = "unknown"
@@ -604,7 +600,7 @@ func (kt *keyTransfer) answer(req keyRequest) keyReply {
 	}
 	rep.V, rep.Behind = keyTransferVersion, !kt.n.leaderCaughtUp()
 	if len(lacking) > 0 {
-		w, err := keyring.WrapKeys(kt.kek, lacking)
+		w, err := keyring.WrapKeys(kt.n.secrets.KEK(keyring.InfoTransfer), lacking)
 		if err != nil {
 			kt.n.log.Warn("wrapping keys for a member failed", "error", err)
 			return keyReply{Nonce: req.Nonce, State: "not_leader"}
@@ -659,7 +655,7 @@ func (kt *keyTransfer) fetch(ctx context.Context, have []string, want string) (*
 		}
 		ans.behind = rep.Behind
 		if len(rep.Lacking) > 0 {
-			keys, err := keyring.UnwrapKeys(kt.kek, rep.Lacking)
+			keys, err := keyring.UnwrapKeysAny(kt.n.secrets.AcceptedKEKs(keyring.InfoTransfer), rep.Lacking)
 			if err != nil {
 				return nil, err
 			}
@@ -671,7 +667,7 @@ func (kt *keyTransfer) fetch(ctx context.Context, have []string, want string) (*
 	ans.only = want
 	switch rep.State {
 	case "ok":
-		keys, err := keyring.UnwrapKeys(kt.kek, rep.Keys)
+		keys, err := keyring.UnwrapKeysAny(kt.n.secrets.AcceptedKEKs(keyring.InfoTransfer), rep.Keys)
 		if err != nil {
 			return nil, err
 		}

@@ -97,7 +97,7 @@ func TestFollowerAsksTheLeaderForAKeyItDoesNotHold(t *testing.T) {
 	}
 	unwrap := func(b []byte) []string {
 		t.Helper()
-		keys, err := keyring.UnwrapKeys(leader.keys.kek, b)
+		keys, err := keyring.UnwrapKeys(leader.secrets.KEK(keyring.InfoTransfer), b)
 		if err != nil {
 			t.Fatal(err)
 		}

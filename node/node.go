@@ -73,6 +73,10 @@ type Config struct {
 	// RaftVoters caps the voters (odd; default 5); further nodes replicate
 	// as non-voters.
 	RaftVoters int
+	// RaftHandshakeV1 is --raft-handshake-v1: "auto" (default) accepts
+	// Raft handshake version 1 until every member speaks version 2,
+	// "refuse" never does (secrets.go).
+	RaftHandshakeV1 string
 
 	// HTTP1Server chooses what serves cleartext HTTP/1.1 connections:
 	// "own" (default) or "stdlib" (--http1-server, docs/OPERATIONS.md).
@@ -103,6 +107,12 @@ type Node struct {
 	ring     *keyring.Ring
 	store    *store.Store
 	members  *cluster.Membership // nil on a node without a cluster secret
+	// secrets are the cluster secrets the node holds (secrets.go);
+	// fileSecretID is the id of --cluster-secret-file's; secretsWake
+	// wakes followSecrets after a change.
+	secrets      *keyring.Secrets
+	fileSecretID string
+	secretsWake  chan struct{}
 	// gossipAddr is members.Addr() read once at start (memberlist changes
 	// its local node under its own lock).
 	gossipAddr string
@@ -245,6 +255,9 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.checkClusterFlags(); err != nil {
 		return nil, err
 	}
+	if err := cfg.checkHandshakeV1(); err != nil {
+		return nil, err
+	}
 	if _, err := proxy.ParseHTTP1Server(cfg.HTTP1Server); err != nil {
 		return nil, fmt.Errorf("--http1-server: %w", err)
 	}
@@ -332,7 +345,7 @@ func (n *Node) Start() (err error) {
 
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n), newClockCollector(n))
+	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n), newClockCollector(n), newSecretCollector(n))
 	n.registry.MustRegister(n.seeder.requests, n.seeder.made, newTicketSeedCollector(n))
 	var fetch func(context.Context, []string, string) (*leaderKeys, error)
 	if n.keys != nil {
@@ -389,7 +402,8 @@ func (n *Node) Start() (err error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.bg.Add(7)
+	n.bg.Add(8)
+	go n.followSecrets(ctx)
 	go n.serveWhenJoined(ctx)
 	go n.watchIDClaims(ctx)
 	go n.acmeLoop(ctx)

@@ -76,7 +76,7 @@ func wrapAcmeEntries(kek []byte, es []AcmeEntry) ([]wireAcmeEntry, error) {
 	return out, nil
 }
 
-func unwrapAcmeEntries(kek []byte, ws []wireAcmeEntry) ([]AcmeEntry, error) {
+func unwrapAcmeEntries(keks [][]byte, ws []wireAcmeEntry) ([]AcmeEntry, error) {
 	out := make([]AcmeEntry, 0, len(ws))
 	for _, w := range ws {
 		if err := checkNames("acme entry name", w.Name); err != nil {
@@ -84,7 +84,7 @@ func unwrapAcmeEntries(kek []byte, ws []wireAcmeEntry) ([]AcmeEntry, error) {
 		}
 		v := w.Value
 		if w.Secret {
-			p, err := keyring.UnwrapBlob(kek, acmePurpose(w.Name), w.Value)
+			p, err := keyring.UnwrapBlobAny(keks, acmePurpose(w.Name), w.Value)
 			if err != nil {
 				return nil, fmt.Errorf("acme entry %q: %w", w.Name, err)
 			}
@@ -118,7 +118,7 @@ func encodeAcme(kek []byte, c AcmeWrite) ([]byte, error) {
 	return out, nil
 }
 
-func decodeAcme(kek []byte, ver byte, body []byte) (Command, error) {
+func decodeAcme(keks [][]byte, ver byte, body []byte) (Command, error) {
 	if ver != bodyVersion {
 		return nil, fmt.Errorf("command type %d: body version %d, want %d", typeAcmeWrite, ver, bodyVersion)
 	}
@@ -132,7 +132,7 @@ func decodeAcme(kek []byte, ver byte, body []byte) (Command, error) {
 	if n := len(w.Put) + len(w.Delete); n == 0 || n > maxAcmeChanges {
 		return nil, fmt.Errorf("command type %d: %d changes, want 1-%d", typeAcmeWrite, n, maxAcmeChanges)
 	}
-	put, err := unwrapAcmeEntries(kek, w.Put)
+	put, err := unwrapAcmeEntries(keks, w.Put)
 	if err != nil {
 		return nil, fmt.Errorf("command type %d: %w", typeAcmeWrite, err)
 	}

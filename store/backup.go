@@ -62,6 +62,9 @@ func (s *Store) SaveBackup(w io.Writer, now time.Time) (BackupInfo, error) {
 	snap := fs.(*fsmSnapshot)
 	defer snap.Release()
 	snap.body.Requests = nil // request ids are this cluster's history, not state
+	// The cluster's secrets are its own, as its membership: a backup
+	// carries neither (and nothing wrapped under an old secret).
+	snap.body.Secrets, snap.body.SecretsRemoved = nil, nil
 	state, err := snap.encode()
 	if err != nil {
 		return BackupInfo{}, fmt.Errorf("store: backup: %w", err)
@@ -106,7 +109,8 @@ func (s *Store) checkBackup(r io.Reader) (BackupInfo, *fsmSnapshot, error) {
 	if sum := sha256.Sum256(f.State); hex.EncodeToString(sum[:]) != f.SHA256 {
 		return f.BackupInfo, nil, fmt.Errorf("%w: the state does not match its checksum: the file is corrupt", ErrBackup)
 	}
-	snap, err := decodeSnapshot(s.kek, f.State)
+	// Only the secrets the cluster accepts: one it removed opens nothing.
+	snap, err := decodeSnapshotWith(func(*snapshotBody) [][]byte { return s.secrets.AcceptedKEKs(keyring.InfoRaft) }, f.State)
 	if errors.Is(err, keyring.ErrUnwrap) {
 		return f.BackupInfo, nil, fmt.Errorf("%w: its keys do not open with this cluster's secret: it was saved by a cluster with another secret (restore needs that cluster's --cluster-secret-file)", ErrBackup)
 	}
@@ -132,6 +136,10 @@ func (s *Store) RestoreBackup(r io.Reader, timeout time.Duration) (BackupInfo, e
 	}
 	snap.body.ClusterID = s.fsm.ClusterID()
 	snap.body.Requests = nil
+	s.fsm.mu.RLock()
+	snap.body.Secrets, snap.body.SecretsRemoved = slices.Clone(s.fsm.secretRecs), slices.Clone(s.fsm.secretsRemoved)
+	s.fsm.mu.RUnlock()
+	snap.kek = s.secrets.KEK(keyring.InfoRaft)
 	state, err := snap.encode()
 	if err != nil {
 		return info, fmt.Errorf("store: restore: %w", err)

@@ -25,10 +25,10 @@ func TestRestoreBackupRefusesWhatItCannotOpen(t *testing.T) {
 		t.Fatalf("SaveBackup: %+v %v", info, err)
 	}
 	good := buf.String()
-	other, _ := keyring.DeriveKEK([]byte("another cluster's secret, 32 bytes or more"), keyring.InfoRaft)
+	other, _ := keyring.NewSecrets([]byte("another cluster's secret, 32 bytes or more"))
 	for _, tc := range []struct {
 		desc, file string
-		kek        []byte
+		kek        *keyring.Secrets
 		want       string
 	}{
 		{"corrupt state", strings.Replace(good, `"state": "`, `"state": "AAAA`, 1), nil, "the file is corrupt"},
@@ -39,9 +39,9 @@ func TestRestoreBackupRefusesWhatItCannotOpen(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			if tc.kek != nil {
-				saved := l.s.kek
-				l.s.kek = tc.kek
-				defer func() { l.s.kek = saved }()
+				saved := l.s.secrets
+				l.s.secrets = tc.kek
+				defer func() { l.s.secrets = saved }()
 			}
 			_, err := l.s.RestoreBackup(strings.NewReader(tc.file), 5*time.Second)
 			if !errors.Is(err, ErrBackup) || !strings.Contains(err.Error(), tc.want) {

@@ -83,16 +83,17 @@ func (SetClock) isCommand()     {}
 // (fsm.Apply) until it is upgraded. The leader writes a command only once
 // every member advertises it (CommandSet, gossiped).
 const (
-	typeInstallKey   byte = 1
-	typeActivateKey  byte = 2
-	typeRevokeKey    byte = 3
-	typePruneKeys    byte = 4
-	typeSetDrain     byte = 5
-	typeClearDrain   byte = 6
-	typeSetClusterID byte = 7
-	typeAcmeWrite    byte = 8 // acme.go
-	typeSetClock     byte = 9
-	typeMax               = typeSetClock // the newest type this binary knows
+	typeInstallKey    byte = 1
+	typeActivateKey   byte = 2
+	typeRevokeKey     byte = 3
+	typePruneKeys     byte = 4
+	typeSetDrain      byte = 5
+	typeClearDrain    byte = 6
+	typeSetClusterID  byte = 7
+	typeAcmeWrite     byte = 8 // acme.go
+	typeSetClock      byte = 9
+	typeClusterSecret byte = 10                // secrets.go
+	typeMax                = typeClusterSecret // the newest type this binary knows
 
 	bodyVersion byte = 1
 
@@ -129,6 +130,9 @@ var commandSpecs = [typeMax + 1]commandSpec{
 	// The committed time decides when later activations take effect: every
 	// node must hold the same.
 	typeSetClock: {"SetClock", bodyVersion, false},
+	// A node that skipped a secret's installation could not open what is
+	// wrapped under it later.
+	typeClusterSecret: {"ClusterSecret", bodyVersion, false},
 }
 
 // typeName names a command type for log lines ("type 9" when unknown).
@@ -231,6 +235,8 @@ func typeOf(cmd Command) byte {
 		return typeAcmeWrite
 	case SetClock:
 		return typeSetClock
+	case ClusterSecret:
+		return typeClusterSecret
 	}
 	return 0
 }
@@ -274,8 +280,11 @@ type (
 // encodeCommand turns cmd into a log entry, wrapping key material with kek.
 // It runs on the leader, outside the FSM (wrapping reads randomness).
 func encodeCommand(kek []byte, cmd Command) ([]byte, error) {
-	if c, ok := cmd.(AcmeWrite); ok {
+	switch c := cmd.(type) {
+	case AcmeWrite:
 		return encodeAcme(kek, c) // acme.go
+	case ClusterSecret:
+		return encodeSecret(c) // secrets.go
 	}
 	var typ byte
 	var body any
@@ -327,11 +336,16 @@ func encodeCommand(kek []byte, cmd Command) ([]byte, error) {
 	return out, err
 }
 
-// decodeCommand parses a log entry. It reads no clock and no randomness
-// (unwrapping is AES-GCM decryption), so the FSM may call it. Entries come
-// from the log, but the decoder is written for untrusted input: it is
-// fuzzed and never panics.
-func decodeCommand(kek, b []byte) (Command, error) {
+// decodeCommand parses a log entry whose key material is wrapped with kek.
+func decodeCommand(kek, b []byte) (Command, error) { return decodeCommandKEKs([][]byte{kek}, b) }
+
+// decodeCommandKEKs parses a log entry, opening key material with the
+// first of keks that opens it (while the cluster secret is rotated, entries
+// are wrapped under the old or the new one). It reads no clock and no
+// randomness (unwrapping is AES-GCM decryption), so the FSM may call it.
+// Entries come from the log, but the decoder is written for untrusted
+// input: it is fuzzed and never panics.
+func decodeCommandKEKs(keks [][]byte, b []byte) (Command, error) {
 	if len(b) < 2 {
 		return nil, fmt.Errorf("command of %d bytes: too short", len(b))
 	}
@@ -339,14 +353,17 @@ func decodeCommand(kek, b []byte) (Command, error) {
 	if typ < typeInstallKey || typ > typeMax {
 		return nil, fmt.Errorf("unknown command type %d", typ)
 	}
-	if typ == typeAcmeWrite {
-		return decodeAcme(kek, ver, body) // acme.go
+	switch typ {
+	case typeAcmeWrite:
+		return decodeAcme(keks, ver, body) // acme.go
+	case typeClusterSecret:
+		return decodeSecret(ver, body) // secrets.go
 	}
 	if ver != commandSpecs[typ].version {
 		return nil, fmt.Errorf("command type %d: body version %d, want %d", typ, ver, commandSpecs[typ].version)
 	}
 	unwrap := func(w []byte) (keyring.Key, error) {
-		keys, err := keyring.UnwrapKeys(kek, w)
+		keys, err := keyring.UnwrapKeysAny(keks, w)
 		if err != nil {
 			return keyring.Key{}, err
 		}
@@ -467,6 +484,8 @@ func reqIDOf(cmd Command) string {
 		return c.ReqID
 	case SetClock:
 		return c.ReqID
+	case ClusterSecret:
+		return c.ReqID
 	}
 	return ""
 }
@@ -499,6 +518,9 @@ func withReqID(cmd Command, id string) Command {
 		c.ReqID = id
 		return c
 	case SetClock:
+		c.ReqID = id
+		return c
+	case ClusterSecret:
 		c.ReqID = id
 		return c
 	}

@@ -50,7 +50,8 @@ func FastTiming() Timing {
 	}
 }
 
-// Config configures Open. NodeID, Dir, BindAddr and Secret are required.
+// Config configures Open. NodeID, Dir, BindAddr and Secret (or Secrets)
+// are required.
 type Config struct {
 	// NodeID is this node's Raft server id; stable across restarts.
 	NodeID string
@@ -69,6 +70,11 @@ type Config struct {
 	// bytes). It wraps key material in the log and snapshots, and every Raft
 	// connection proves knowledge of it (also under TLS).
 	Secret []byte
+	// Secrets, when set, are the cluster secrets this node holds (Secret is
+	// then ignored): while the secret is rotated, the Raft state changes
+	// which one is primary (ClusterSecret commands) and Open's store keeps
+	// Secrets in step with it.
+	Secrets *keyring.Secrets
 	// TLS, when set, makes Raft connections mutual TLS with certificates
 	// signed by TLS.CAFile (the secret is checked as well).
 	TLS *TLSFiles
@@ -97,6 +103,7 @@ type knobs struct {
 	wrap              func(from, to string, c net.Conn) net.Conn // every dialed raw connection
 	wrapAlso          func(from, to string, c net.Conn) net.Conn // tests: applied after the fault net's wrap
 	snapshotFault     func() error                               // before every snapshot file is created or probed; an error fails it
+	now               func() time.Time                           // the clock of rate-limited log lines; nil: time.Now
 }
 
 // Option changes how Open builds a store. Only this package's tests make
@@ -120,7 +127,7 @@ func (c *Config) check() error {
 	} else if _, _, err := net.SplitHostPort(c.BindAddr); err != nil {
 		errs = append(errs, fmt.Errorf("BindAddr %q: %v", c.BindAddr, err))
 	}
-	if len(c.Secret) < keyring.MinClusterSecretLen {
+	if c.Secrets == nil && len(c.Secret) < keyring.MinClusterSecretLen {
 		errs = append(errs, fmt.Errorf("Secret is %d bytes, need at least %d (the cluster secret is required for Raft)",
 			len(c.Secret), keyring.MinClusterSecretLen))
 	}

@@ -22,13 +22,18 @@
 // ([Store.SetCommandGate]) keeps the leader from writing a command some
 // member does not apply. Key material, and the ACME state's private keys,
 // are wrapped in the log and in snapshots with a key derived from the
-// cluster secret (keyring.DeriveKEK, keyring.InfoRaft).
+// cluster secret (keyring.DeriveKEK, keyring.InfoRaft). The cluster secret
+// rotates through the log ([ClusterSecret]): the node's keyring.Secrets
+// follow the replicated records, and state wraps under the primary and
+// opens under any secret the node holds.
 //
 // Every Raft connection is TLS 1.3 in which both ends prove knowledge of
 // the cluster secret and their cluster id, bound to the TLS session (peers
 // of two clusters that share a secret refuse each other); with [TLSFiles] the
 // certificates must also chain to the cluster CA. Host names are resolved
-// on every dial.
+// on every dial. Refused connections are counted by reason ([Store.Refused])
+// and logged once per reason every 30 s; handshake version 1 follows the
+// node's policy ([Store.SetLegacyHandshake]).
 //
 // After every state change a snapshot is taken off the Apply path, so a
 // node restarted without a quorum (raft then restores only its last

@@ -37,7 +37,7 @@ const maxRemovals = 256
 // Drains) see a consistent state.
 type fsm struct {
 	ring     *keyring.Ring
-	kek      []byte
+	sec      *keyring.Secrets // this node's cluster secrets: key-encryption keys, kept in step with secretRecs
 	logger   *slog.Logger
 	commands CommandSet // what this FSM applies (an older set in tests)
 
@@ -72,6 +72,12 @@ type fsm struct {
 	servers      map[string]bool
 	removed      map[string]uint64
 	removedOrder []string
+	// secretRecs are the cluster's secrets while it has changed its secret
+	// (secrets.go; empty before the first change), secretsRemoved the ids
+	// it removed with their index (oldest first).
+	secretRecs     []secretRec
+	secretsRemoved []wireRemoval
+	applying       uint64 // the index of the entry being applied
 
 	index      atomic.Uint64 // last log index applied (or restored)
 	lastChange atomic.Uint64 // index of the last entry that changed the state
@@ -109,6 +115,9 @@ const (
 	codeRevoked
 	codeClusterID
 	codeOther
+	codeUnknownSecret
+	codeSecretInUse
+	codeTooManySecrets
 )
 
 func resultOf(err error) result {
@@ -123,6 +132,12 @@ func resultOf(err error) result {
 		return result{Code: codeRevoked, Msg: err.Error()}
 	case errors.Is(err, ErrClusterID):
 		return result{Code: codeClusterID, Msg: err.Error()}
+	case errors.Is(err, ErrUnknownSecret):
+		return result{Code: codeUnknownSecret, Msg: err.Error()}
+	case errors.Is(err, ErrSecretInUse):
+		return result{Code: codeSecretInUse, Msg: err.Error()}
+	case errors.Is(err, ErrTooManySecrets):
+		return result{Code: codeTooManySecrets, Msg: err.Error()}
 	}
 	return result{Code: codeOther, Msg: err.Error()}
 }
@@ -150,6 +165,12 @@ func (r result) err() error {
 		s = keyring.ErrRevoked
 	case codeClusterID:
 		s = ErrClusterID
+	case codeUnknownSecret:
+		s = ErrUnknownSecret
+	case codeSecretInUse:
+		s = ErrSecretInUse
+	case codeTooManySecrets:
+		s = ErrTooManySecrets
 	}
 	return &fsmError{r.Msg, s}
 }
@@ -160,9 +181,9 @@ type applyResponse struct {
 	value string
 }
 
-func newFSM(ring *keyring.Ring, kek []byte, logger *slog.Logger) *fsm {
+func newFSM(ring *keyring.Ring, sec *keyring.Secrets, logger *slog.Logger) *fsm {
 	return &fsm{
-		ring: ring, kek: kek, logger: logger, commands: Commands,
+		ring: ring, sec: sec, logger: logger, commands: Commands,
 		drains: map[drainKey]time.Time{}, reqs: map[string]result{}, servers: map[string]bool{}, removed: map[string]uint64{},
 		snapIndex: func() uint64 { return 0 }, onChange: func() {}, onApply: func() {}, onStop: func() {},
 	}
@@ -208,7 +229,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 		}
 	}
 	defer f.raise(l.Index)
-	cmd, err := decodeCommand(f.kek, l.Data)
+	cmd, err := decodeCommandKEKs(f.sec.HeldKEKs(keyring.InfoRaft), l.Data)
 	if err != nil { // a bug or a different cluster secret: loud, and no state change
 		f.logger.Error("raft entry not applied: cannot decode it", "index", l.Index, "err", err)
 		return applyResponse{err: fmt.Errorf("store: entry %d: %w", l.Index, err)}
@@ -219,6 +240,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 		f.mu.Unlock()
 		return applyResponse{r.err(), r.Value}
 	}
+	f.applying = l.Index
 	changed, err := f.apply(cmd)
 	r := resultOf(err)
 	if err == nil {
@@ -304,6 +326,12 @@ func (f *fsm) apply(cmd Command) (changed bool, err error) {
 		changed := !c.At.Equal(f.clock)
 		f.clock = c.At
 		return changed, nil
+	case ClusterSecret:
+		changed, err := f.applySecret(c, f.applying)
+		if changed {
+			f.syncSecrets()
+		}
+		return changed, err
 	}
 	return false, fmt.Errorf("store: command %T not handled", cmd)
 }
@@ -421,6 +449,10 @@ type snapshotBody struct {
 	// older versions, which then remember no removals).
 	Servers []string      `json:"servers,omitempty"`
 	Removed []wireRemoval `json:"removed,omitempty"`
+	// Secrets and SecretsRemoved: the cluster's secrets once it changed
+	// its secret (secrets.go), with the new ones wrapped.
+	Secrets        []secretRec   `json:"secrets,omitempty"`
+	SecretsRemoved []wireRemoval `json:"secrets_removed,omitempty"`
 }
 
 type wireRemoval struct {
@@ -458,7 +490,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	s := &fsmSnapshot{kek: f.kek, keys: f.ring.Snapshot(), acme: f.acmeList(), body: snapshotBody{
+	s := &fsmSnapshot{kek: f.sec.KEK(keyring.InfoRaft), keys: f.ring.Snapshot(), acme: f.acmeList(), body: snapshotBody{
 		ClusterID: f.clusterID, Clock: f.clock, Drains: f.drainList(), Requests: make([]wireRequest, 0, len(f.reqOrder)),
 	}}
 	for _, id := range f.reqOrder {
@@ -468,6 +500,8 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	for _, id := range f.removedOrder {
 		s.body.Removed = append(s.body.Removed, wireRemoval{id, f.removed[id]})
 	}
+	s.body.Secrets = slices.Clone(f.secretRecs)
+	s.body.SecretsRemoved = slices.Clone(f.secretsRemoved)
 	return s, nil
 }
 
@@ -537,7 +571,10 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("store: reading snapshot: %w", err)
 	}
-	st, err := decodeSnapshot(f.kek, b)
+	st, err := decodeSnapshotWith(func(body *snapshotBody) [][]byte {
+		learnFromSnapshot(f.sec, body)
+		return f.sec.HeldKEKs(keyring.InfoRaft)
+	}, b)
 	if err != nil {
 		return err
 	}
@@ -568,6 +605,8 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		f.removed[r.ID] = r.Index
 		f.removedOrder = append(f.removedOrder, r.ID)
 	}
+	f.secretRecs, f.secretsRemoved = st.body.Secrets, st.body.SecretsRemoved
+	f.syncSecrets()
 	f.mu.Unlock()
 	idx := f.snapIndex()
 	if stop := f.stop.Load(); stop != 0 && idx >= stop {
@@ -581,7 +620,15 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
+// decodeSnapshot decodes a snapshot whose key material is wrapped with kek.
 func decodeSnapshot(kek, b []byte) (*fsmSnapshot, error) {
+	return decodeSnapshotWith(func(*snapshotBody) [][]byte { return [][]byte{kek} }, b)
+}
+
+// decodeSnapshotWith decodes a snapshot, opening its key material with the
+// first of the keys keks returns for its body (a node learns the secrets
+// the body's records carry first).
+func decodeSnapshotWith(keks func(*snapshotBody) [][]byte, b []byte) (*fsmSnapshot, error) {
 	if len(b) > maxSnapshotSize {
 		return nil, fmt.Errorf("store: snapshot larger than %d bytes", maxSnapshotSize)
 	}
@@ -592,7 +639,19 @@ func decodeSnapshot(kek, b []byte) (*fsmSnapshot, error) {
 	if err := json.Unmarshal(b[len(snapMagic):], &body); err != nil {
 		return nil, fmt.Errorf("store: snapshot: %v", err)
 	}
-	keys, err := keyring.UnwrapKeys(kek, body.Keys)
+	if len(body.Secrets) > keyring.MaxSecrets {
+		return nil, fmt.Errorf("store: snapshot: %d cluster secrets, at most %d", len(body.Secrets), keyring.MaxSecrets)
+	}
+	for _, r := range body.Secrets {
+		if !keyring.ValidSecretID(r.ID) || (r.State != keyring.SecretPrimary && r.State != keyring.SecretInstalled) {
+			return nil, fmt.Errorf("store: snapshot: cluster secret record %q in state %q", r.ID, r.State)
+		}
+	}
+	if len(body.SecretsRemoved) > maxSecretRemovals {
+		body.SecretsRemoved = body.SecretsRemoved[len(body.SecretsRemoved)-maxSecretRemovals:]
+	}
+	kl := keks(&body)
+	keys, err := keyring.UnwrapKeysAny(kl, body.Keys)
 	if err != nil {
 		return nil, fmt.Errorf("store: snapshot keys: %w", err)
 	}
@@ -602,11 +661,11 @@ func decodeSnapshot(kek, b []byte) (*fsmSnapshot, error) {
 	if len(body.Removed) > maxRemovals {
 		body.Removed = body.Removed[len(body.Removed)-maxRemovals:]
 	}
-	acme, err := unwrapAcmeEntries(kek, body.Acme)
+	acme, err := unwrapAcmeEntries(kl, body.Acme)
 	if err != nil {
 		return nil, fmt.Errorf("store: snapshot acme state: %w", err)
 	}
-	return &fsmSnapshot{kek: kek, keys: keys, acme: acme, body: body}, nil
+	return &fsmSnapshot{kek: kl[0], keys: keys, acme: acme, body: body}, nil
 }
 
 // ClusterID is the cluster's id, "" until SetClusterID is applied.
@@ -652,5 +711,6 @@ func (f *fsm) dump() string {
 	for _, id := range f.removedOrder {
 		fmt.Fprintf(&b, "removed %s at %d\n", id, f.removed[id])
 	}
+	b.WriteString(f.secretDump())
 	return b.String()
 }

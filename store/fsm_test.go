@@ -23,7 +23,17 @@ func testFSM(t testing.TB) (*fsm, []byte) {
 		t.Error("the FSM read the ring's clock")
 		return t0
 	}})
-	return newFSM(ring, kek, testLogger()), kek
+	return newFSM(ring, testSecrets(t), testLogger()), kek
+}
+
+// testSecrets holds testSecret alone.
+func testSecrets(t testing.TB) *keyring.Secrets {
+	t.Helper()
+	sec, err := keyring.NewSecrets(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sec
 }
 
 // feed applies commands as consecutive log entries and returns each error.
@@ -276,10 +286,8 @@ func TestFSMSnapshotRestoreRoundTrip(t *testing.T) {
 		t.Errorf("retry after restore: %v, want the first result (ErrUnknownKey)", errs[0])
 	}
 	// A snapshot under another secret does not restore and changes nothing.
-	other := newFSM(newRing(), func() []byte {
-		k, _ := keyring.DeriveKEK([]byte("another-secret-of-enough-length"), keyring.InfoRaft)
-		return k
-	}(), testLogger())
+	otherSecret, _ := keyring.NewSecrets([]byte("another-secret-of-enough-length"))
+	other := newFSM(newRing(), otherSecret, testLogger())
 	if err := other.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err == nil || other.ring.Len() != 0 {
 		t.Errorf("restore under another secret: %v, %d keys", err, other.ring.Len())
 	}
@@ -297,6 +305,8 @@ func TestCommandsRoundTrip(t *testing.T) {
 	cmds := []Command{
 		InstallKey{"r", k}, ActivateKey{"r", "k1", t0}, RevokeKey{"r", "k1", nil}, RevokeKey{"r", "k1", &k},
 		PruneKeys{"r", t0}, SetDrain{"r", "c", "d", t0}, ClearDrain{"r", "c", "d"}, SetClusterID{"r", "c1"}, SetClock{"r", t0},
+		ClusterSecret{"r", SecretInstall, "0123456789abcdef", []byte("wrapped"), "fedcba9876543210"},
+		ClusterSecret{"r", SecretUse, "0123456789abcdef", nil, ""}, ClusterSecret{"r", SecretRemove, "0123456789abcdef", nil, ""},
 	}
 	for _, c := range cmds {
 		b, err := encodeCommand(kek, c)
@@ -324,6 +334,9 @@ func TestCommandsRoundTrip(t *testing.T) {
 		{"clock without a time", SetClock{"r", time.Time{}}},
 		{"oversized request id", SetClusterID{strings.Repeat("x", maxReqIDLen+1), "c"}},
 		{"invalid key", InstallKey{"r", keyring.Key{ID: "bad id"}}},
+		{"secret id not hex", ClusterSecret{"r", SecretUse, "not-a-secret-id!", nil, ""}},
+		{"install without the wrapped secret", ClusterSecret{"r", SecretInstall, "0123456789abcdef", nil, "fedcba9876543210"}},
+		{"unknown secret operation", ClusterSecret{"r", "rotate", "0123456789abcdef", nil, ""}},
 	}
 	for _, c := range bad {
 		if _, err := encodeCommand(kek, c.cmd); err == nil {
@@ -335,7 +348,8 @@ func TestCommandsRoundTrip(t *testing.T) {
 func FuzzDecodeCommand(f *testing.F) {
 	kek, _ := keyring.DeriveKEK(testSecret, keyring.InfoRaft)
 	k := testKey("k1", 0)
-	for _, c := range []Command{InstallKey{"r", k}, RevokeKey{"r", "k1", &k}, SetDrain{"r", "c", "d", t0}, SetClusterID{"r", "c"}, SetClock{"r", t0}} {
+	for _, c := range []Command{InstallKey{"r", k}, RevokeKey{"r", "k1", &k}, SetDrain{"r", "c", "d", t0}, SetClusterID{"r", "c"}, SetClock{"r", t0},
+		ClusterSecret{"r", SecretInstall, "0123456789abcdef", []byte("wrapped"), "fedcba9876543210"}} {
 		b, _ := encodeCommand(kek, c)
 		f.Add(b)
 	}
@@ -374,7 +388,7 @@ func FuzzDecodeSnapshot(f *testing.F) {
 		if len(st.body.Requests) > maxRequests {
 			t.Fatalf("%d request ids survived decoding", len(st.body.Requests))
 		}
-		dst := newFSM(newRing(), kek, testLogger())
+		dst := newFSM(newRing(), testSecrets(t), testLogger())
 		_ = dst.Restore(io.NopCloser(bytes.NewReader(data))) // must not panic
 	})
 }

@@ -90,8 +90,9 @@ type testNode struct {
 	id, dir, bind string
 	ring          *keyring.Ring
 	s             *Store
-	commands      CommandSet // "": this binary's
-	logs          io.Writer  // nil: testLogger
+	commands      CommandSet       // "": this binary's
+	logs          io.Writer        // nil: testLogger
+	secrets       *keyring.Secrets // nil: testSecret alone
 }
 
 type testCluster struct {
@@ -160,7 +161,7 @@ func (c *testCluster) config(nd *testNode) Config {
 	}
 	return Config{
 		Advertise: advertise, Commands: nd.commands,
-		NodeID: nd.id, Dir: nd.dir, BindAddr: nd.bind, Secret: testSecret, Ring: nd.ring, TLS: c.tls,
+		NodeID: nd.id, Dir: nd.dir, BindAddr: nd.bind, Secret: testSecret, Secrets: nd.secrets, Ring: nd.ring, TLS: c.tls,
 		Timing: cmp.Or(c.timing, FastTiming()), Logger: logger,
 	}
 }

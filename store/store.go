@@ -74,7 +74,7 @@ type Server struct {
 type Store struct {
 	id, addr string
 	logger   *slog.Logger
-	kek      []byte
+	secrets  *keyring.Secrets
 	ring     *keyring.Ring
 
 	layer     *streamLayer
@@ -129,8 +129,10 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 	if s.ring == nil {
 		s.ring = keyring.NewRing(keyring.Options{})
 	}
-	if s.kek, err = keyring.DeriveKEK(cfg.Secret, keyring.InfoRaft); err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+	if s.secrets = cfg.Secrets; s.secrets == nil {
+		if s.secrets, err = keyring.NewSecrets(cfg.Secret); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
 	}
 	var closers []func()
 	defer func() {
@@ -153,7 +155,7 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 	if s.addr, err = advertiseAddr(cfg.BindAddr, cfg.Advertise, ln.Addr()); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	if s.layer, err = newStreamLayer(ln, s.addr, cfg.Secret, cfg.TLS, k, s.logger); err != nil {
+	if s.layer, err = newStreamLayer(ln, s.addr, s.secrets, cfg.TLS, k, s.logger); err != nil {
 		return nil, fmt.Errorf("store: raft transport: %w", err)
 	}
 	closers = append(closers, func() { s.layer.Close(); s.layer.wait() })
@@ -198,7 +200,7 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 	}
 
 	// 5. FSM and Raft.
-	s.fsm = newFSM(s.ring, s.kek, s.logger)
+	s.fsm = newFSM(s.ring, s.secrets, s.logger)
 	if cfg.Commands != "" {
 		s.fsm.commands = cfg.Commands
 	}
@@ -269,7 +271,10 @@ func (s *Store) checkSnapshot() error {
 	if err != nil {
 		return nil
 	}
-	if _, err := decodeSnapshot(s.kek, b); err != nil {
+	if _, err := decodeSnapshotWith(func(body *snapshotBody) [][]byte {
+		learnFromSnapshot(s.secrets, body)
+		return s.secrets.HeldKEKs(keyring.InfoRaft)
+	}, b); err != nil {
 		if errors.Is(err, keyring.ErrUnwrap) {
 			return fmt.Errorf("store: snapshot %s in %s does not decrypt with this cluster secret: was --cluster-secret-file changed? (%w)",
 				l[0].ID, s.snapDir, err)
@@ -476,6 +481,9 @@ func (s *Store) snapshot() error {
 	if err == nil {
 		if prev, now := s.snapIndex.Load(), s.latestSnapshot(); now > prev {
 			s.snapIndex.Store(now)
+			// The snapshot holds the state under the secret in use: a
+			// secret the cluster removed before it is no longer needed.
+			s.secrets.Purge(now)
 			select {
 			case s.durable <- struct{}{}:
 			default:
@@ -805,7 +813,7 @@ func (s *Store) Commit(cmd Command) (Committed, error) {
 		_, _ = rand.Read(b[:])
 		cmd = withReqID(cmd, hex.EncodeToString(b[:]))
 	}
-	data, err := encodeCommand(s.kek, cmd)
+	data, err := encodeCommand(s.secrets.KEK(keyring.InfoRaft), cmd)
 	if err != nil {
 		return Committed{}, fmt.Errorf("store: %w", err)
 	}

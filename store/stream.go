@@ -15,15 +15,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/big"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/tether-proxy/tether/internal/logging"
 	"github.com/tether-proxy/tether/keyring"
 )
 
@@ -44,6 +48,16 @@ import (
 // Two clusters that share a secret therefore never exchange a Raft RPC, even
 // through a reused address; a node without an id yet (forming, or new and
 // waiting to be added) is accepted and takes the cluster's id from the log.
+// Version 1 is refused once the node's policy says every member speaks
+// version 2 (SetLegacyHandshake).
+//
+// While the cluster secret is rotated a node holds several (keyring.Secrets):
+// a client proves with the primary's authKey, and with the other accepted
+// secrets in turn when the server refuses it (a peer that was down while
+// the new secret was installed holds only the old one until it catches up
+// from the log); a server checks the proof against every accepted secret
+// and answers with the one that matched. A connection authenticated under
+// a secret that is later removed is cut.
 
 const (
 	infoTransportAuth = "tether raft transport v1" // DeriveKEK info of authKey
@@ -54,7 +68,52 @@ const (
 	// maxPendingHandshakes bounds concurrent handshakes; connections beyond
 	// it are closed at once rather than queued.
 	maxPendingHandshakes = 256
+	// refusalLogEvery: a refused connection is logged at most once per
+	// reason in this time; the next line says how many were held back.
+	refusalLogEvery = 30 * time.Second
 )
+
+// Reasons a Raft connection is refused (Store.Refused, and the metric
+// tether_raft_connections_refused_total{reason}).
+const (
+	RefusedBusy      = "busy"         // maxPendingHandshakes handshakes were running
+	RefusedTLS       = "tls"          // no TLS 1.3 handshake (not TLS, wrong certificate, ...)
+	RefusedTimeout   = "timeout"      // the handshake did not finish within its deadline
+	RefusedClosed    = "closed"       // the peer closed the connection before proving anything
+	RefusedSecret    = "wrong_secret" // a proof not made with any secret this node accepts
+	RefusedClusterID = "cluster_id"   // the peer belongs to another cluster
+	RefusedV1        = "v1_handshake" // the peer speaks handshake version 1, which the policy refuses
+)
+
+// refusal is a handshake error with its reason.
+type refusal struct {
+	reason string
+	err    error
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// refuse classifies err: a timeout or a close where a reason says
+// otherwise.
+func refuse(reason string, err error) error {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		reason = RefusedTimeout
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
+		reason = RefusedClosed
+	}
+	return &refusal{reason, err}
+}
+
+func reasonOf(err error) string {
+	var r *refusal
+	if errors.As(err, &r) {
+		return r.reason
+	}
+	return RefusedTLS
+}
 
 var errStreamClosed = errors.New("store: raft stream layer closed")
 
@@ -66,11 +125,16 @@ type streamLayer struct {
 	advertise advertised
 	serverTLS *tls.Config
 	clientTLS *tls.Config
-	authKey   []byte
+	secrets   *keyring.Secrets
 	clusterID atomic.Pointer[func() string] // this node's cluster id ("" until known)
+	allowV1   atomic.Pointer[func() bool]   // nil: version 1 is accepted
 	timeout   time.Duration
 	knobs     *knobs
 	logger    *slog.Logger
+
+	refusedMu  sync.Mutex
+	refused    map[string]uint64 // by reason
+	refusalLog *logging.Repeats
 
 	ready     chan net.Conn
 	pending   chan struct{} // semaphore of running server handshakes
@@ -91,11 +155,7 @@ type advertised string
 func (a advertised) Network() string { return "tcp" }
 func (a advertised) String() string  { return string(a) }
 
-func newStreamLayer(ln net.Listener, advertise string, secret []byte, files *TLSFiles, k *knobs, logger *slog.Logger) (*streamLayer, error) {
-	authKey, err := keyring.DeriveKEK(secret, infoTransportAuth)
-	if err != nil {
-		return nil, err
-	}
+func newStreamLayer(ln net.Listener, advertise string, secrets *keyring.Secrets, files *TLSFiles, k *knobs, logger *slog.Logger) (*streamLayer, error) {
 	serverTLS, clientTLS, err := transportTLS(files, logger)
 	if err != nil {
 		return nil, err
@@ -106,16 +166,69 @@ func newStreamLayer(ln net.Listener, advertise string, secret []byte, files *TLS
 	}
 	l := &streamLayer{
 		ln: ln, advertise: advertised(advertise), serverTLS: serverTLS, clientTLS: clientTLS,
-		authKey: authKey, timeout: timeout, knobs: k, logger: logger,
+		secrets: secrets, timeout: timeout, knobs: k, logger: logger,
+		refused: map[string]uint64{}, refusalLog: logging.NewRepeats(refusalLogEvery, time.Now),
 		ready:    make(chan net.Conn),
 		pending:  make(chan struct{}, maxPendingHandshakes),
 		closed:   make(chan struct{}),
 		inflight: map[net.Conn]struct{}{},
 		live:     map[*liveConn]struct{}{},
 	}
+	if k.now != nil {
+		l.refusalLog = logging.NewRepeats(refusalLogEvery, k.now)
+	}
+	secrets.Watch(l.cutRetired)
 	l.wg.Add(1)
 	go l.acceptLoop()
 	return l, nil
+}
+
+// noteRefusal counts a refused connection and logs it at most once per
+// reason per refusalLogEvery, with the count held back since the last
+// line: connections churned by someone without the secret cost a counter,
+// not a log line each.
+func (l *streamLayer) noteRefusal(reason, remote string, err error) {
+	l.refusedMu.Lock()
+	l.refused[reason]++
+	l.refusedMu.Unlock()
+	held, ok := l.refusalLog.Allow(reason)
+	if !ok {
+		return
+	}
+	attrs := []any{"reason", reason, "remote", remote, "err", err}
+	if held > 0 {
+		attrs = append(attrs, "repeated", held, "repeated_within", refusalLogEvery)
+	}
+	l.logger.Warn("raft connection refused (logged once per reason every 30s; tether_raft_connections_refused_total counts them all)", attrs...)
+}
+
+// refusedCounts is how many connections were refused, by reason.
+func (l *streamLayer) refusedCounts() map[string]uint64 {
+	l.refusedMu.Lock()
+	defer l.refusedMu.Unlock()
+	return maps.Clone(l.refused)
+}
+
+// v1Allowed reports whether a peer may speak handshake version 1.
+func (l *streamLayer) v1Allowed() bool {
+	if f := l.allowV1.Load(); f != nil {
+		return (*f)()
+	}
+	return true
+}
+
+// cutRetired closes the authenticated connections whose proof used a
+// secret this node no longer accepts (it was removed): whoever made them
+// must prove again, with a secret the cluster holds.
+func (l *streamLayer) cutRetired() {
+	accepted := l.secrets.AcceptedIDs()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range l.live {
+		if !slices.Contains(accepted, c.secretID) {
+			c.raw.Close()
+		}
+	}
 }
 
 // transportTLS builds both TLS configs: mutual TLS from files, or an
@@ -292,7 +405,7 @@ func (l *streamLayer) acceptLoop() {
 		select {
 		case l.pending <- struct{}{}:
 		default:
-			l.logger.Warn("raft connection dropped: too many handshakes in progress", "remote", raw.RemoteAddr().String())
+			l.noteRefusal(RefusedBusy, raw.RemoteAddr().String(), fmt.Errorf("%d handshakes in progress", maxPendingHandshakes))
 			raw.Close()
 			continue
 		}
@@ -309,17 +422,17 @@ func (l *streamLayer) acceptLoop() {
 func (l *streamLayer) serve(raw net.Conn) {
 	defer l.wg.Done()
 	defer func() { <-l.pending }()
-	c, err := l.handshake(raw, false)
+	c, secretID, err := l.handshake(raw, false, 0)
 	l.mu.Lock()
 	delete(l.inflight, raw)
 	l.mu.Unlock()
 	if err != nil {
-		l.logger.Warn("raft connection refused", "remote", raw.RemoteAddr().String(), "err", err)
+		l.noteRefusal(reasonOf(err), raw.RemoteAddr().String(), err)
 		raw.Close()
 		return
 	}
 	select {
-	case l.ready <- l.track(c, raw):
+	case l.ready <- l.track(c, raw, secretID):
 	case <-l.closed:
 		c.Close()
 	}
@@ -328,9 +441,10 @@ func (l *streamLayer) serve(raw net.Conn) {
 // liveConn is an authenticated connection the layer can cut at shutdown.
 type liveConn struct {
 	net.Conn
-	raw  net.Conn
-	l    *streamLayer
-	once sync.Once
+	raw      net.Conn
+	secretID string // the secret its proof was made with
+	l        *streamLayer
+	once     sync.Once
 }
 
 func (c *liveConn) Close() error {
@@ -342,8 +456,8 @@ func (c *liveConn) Close() error {
 	return c.Conn.Close()
 }
 
-func (l *streamLayer) track(c, raw net.Conn) net.Conn {
-	lc := &liveConn{Conn: c, raw: raw, l: l}
+func (l *streamLayer) track(c, raw net.Conn, secretID string) net.Conn {
+	lc := &liveConn{Conn: c, raw: raw, secretID: secretID, l: l}
 	l.mu.Lock()
 	l.live[lc] = struct{}{}
 	l.mu.Unlock()
@@ -369,10 +483,12 @@ func (l *streamLayer) closeAll() {
 // errCut: the store is shutting down.
 var errCut = errors.New("store: raft transport shutting down")
 
-// handshake runs TLS and the secret proof on raw within the deadline.
-func (l *streamLayer) handshake(raw net.Conn, client bool) (net.Conn, error) {
+// handshake runs TLS and the secret proof on raw within the deadline; it
+// returns the id of the secret the proof was made with. A client proves
+// with its try-th accepted secret (0: the primary).
+func (l *streamLayer) handshake(raw net.Conn, client bool, try int) (net.Conn, string, error) {
 	if err := raw.SetDeadline(time.Now().Add(l.timeout)); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var tc *tls.Conn
 	if client {
@@ -381,56 +497,79 @@ func (l *streamLayer) handshake(raw net.Conn, client bool) (net.Conn, error) {
 		tc = tls.Server(raw, l.serverTLS)
 	}
 	if err := tc.Handshake(); err != nil {
-		return nil, fmt.Errorf("TLS handshake: %w", err)
+		return nil, "", refuse(RefusedTLS, fmt.Errorf("TLS handshake: %w", err))
 	}
 	cs := tc.ConnectionState()
 	ekm, err := cs.ExportKeyingMaterial(exporterLabel, nil, 32)
 	if err != nil {
-		return nil, fmt.Errorf("TLS exporter: %w", err)
+		return nil, "", refuse(RefusedTLS, fmt.Errorf("TLS exporter: %w", err))
 	}
+	keys := l.secrets.AcceptedNamed(infoTransportAuth) // primary first
+	if client {
+		if try >= len(keys) {
+			return nil, "", &refusal{RefusedSecret, errors.New("no other secret to prove with")}
+		}
+		keys = keys[try:]
+	}
+	var used string
 	if cs.NegotiatedProtocol == alpnV2 {
-		if err := l.proveV2(tc, ekm, client); err != nil {
-			return nil, err
+		used, err = l.proveV2(tc, ekm, client, keys)
+	} else if !l.v1Allowed() {
+		side := "the client offered no"
+		if client {
+			side = "the server chose no"
 		}
-		if err := raw.SetDeadline(time.Time{}); err != nil {
-			return nil, err
-		}
-		return tc, nil
-	}
-	mine, theirs := l.proof("server", ekm), l.proof("client", ekm)
-	if client {
-		mine, theirs = theirs, mine
-	}
-	got := make([]byte, proofLen)
-	if client {
-		if _, err := tc.Write(mine); err != nil {
-			return nil, fmt.Errorf("sending secret proof: %w", err)
-		}
-		if _, err := io.ReadFull(tc, got); err != nil {
-			return nil, fmt.Errorf("reading secret proof (does the server have the same cluster secret?): %w", err)
-		}
-		if !hmac.Equal(got, theirs) {
-			return nil, errors.New("server's proof of the cluster secret is wrong (different cluster secret?)")
-		}
+		err = &refusal{RefusedV1, fmt.Errorf("handshake version 1 refused (%s ALPN %s): every member speaks version 2, or --raft-handshake-v1 is refuse", side, alpnV2)}
 	} else {
-		if _, err := io.ReadFull(tc, got); err != nil {
-			return nil, fmt.Errorf("reading secret proof: %w", err)
-		}
-		if !hmac.Equal(got, theirs) {
-			return nil, errors.New("client's proof of the cluster secret is wrong (different cluster secret?)")
-		}
-		if _, err := tc.Write(mine); err != nil {
-			return nil, fmt.Errorf("sending secret proof: %w", err)
-		}
+		used, err = l.proveV1(tc, ekm, client, keys)
+	}
+	if err != nil {
+		return nil, "", err
 	}
 	if err := raw.SetDeadline(time.Time{}); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return tc, nil
+	return tc, used, nil
 }
 
-func (l *streamLayer) proof(role string, ekm []byte) []byte {
-	m := hmac.New(sha256.New, l.authKey)
+// proveV1 is version 1's exchange: the client sends HMAC(authKey, "client" |
+// exporter); the server, once it holds, HMAC(authKey, "server" | exporter).
+func (l *streamLayer) proveV1(tc *tls.Conn, ekm []byte, client bool, keys []keyring.NamedKEK) (string, error) {
+	got := make([]byte, proofLen)
+	if client {
+		k := keys[0]
+		if _, err := tc.Write(proof(k.Key, "client", ekm)); err != nil {
+			return "", refuse(RefusedClosed, fmt.Errorf("sending secret proof: %w", err))
+		}
+		if _, err := io.ReadFull(tc, got); err != nil {
+			err = fmt.Errorf("reading secret proof (does the server have the same cluster secret?): %w", err)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return "", refuse(RefusedTimeout, err)
+			}
+			return "", &refusal{RefusedSecret, err} // a server closes on a proof it does not accept
+		}
+		if !hmac.Equal(got, proof(k.Key, "server", ekm)) {
+			return "", &refusal{RefusedSecret, errors.New("server's proof of the cluster secret is wrong (different cluster secret?)")}
+		}
+		return k.ID, nil
+	}
+	if _, err := io.ReadFull(tc, got); err != nil {
+		return "", refuse(RefusedClosed, fmt.Errorf("reading secret proof: %w", err))
+	}
+	for _, k := range keys {
+		if hmac.Equal(got, proof(k.Key, "client", ekm)) {
+			if _, err := tc.Write(proof(k.Key, "server", ekm)); err != nil {
+				return "", refuse(RefusedClosed, fmt.Errorf("sending secret proof: %w", err))
+			}
+			return k.ID, nil
+		}
+	}
+	return "", &refusal{RefusedSecret, errors.New("client's proof of the cluster secret is wrong (different cluster secret?)")}
+}
+
+// proof is version 1's HMAC(authKey, role | exporter).
+func proof(authKey []byte, role string, ekm []byte) []byte {
+	m := hmac.New(sha256.New, authKey)
 	m.Write([]byte(role))
 	m.Write(ekm)
 	return m.Sum(nil)
@@ -445,72 +584,84 @@ func (l *streamLayer) localClusterID() string {
 }
 
 // proofV2 is HMAC(authKey, role | exporter | cluster id).
-func (l *streamLayer) proofV2(role string, ekm []byte, cid string) []byte {
-	m := hmac.New(sha256.New, l.authKey)
+func proofV2(authKey []byte, role string, ekm []byte, cid string) []byte {
+	m := hmac.New(sha256.New, authKey)
 	m.Write([]byte(role))
 	m.Write(ekm)
 	m.Write([]byte(cid))
 	return m.Sum(nil)
 }
 
-// proveV2 exchanges (cluster id, proof) messages: the client sends first;
-// the server answers only once the client's proof holds. Each side then
-// refuses a peer of another cluster.
-func (l *streamLayer) proveV2(tc *tls.Conn, ekm []byte, client bool) error {
+// proveV2 exchanges (cluster id, proof) messages: the client sends first,
+// with its primary; the server answers only once the client's proof holds
+// under a secret it accepts, with that secret. Each side then refuses a
+// peer of another cluster. It returns the id of the secret used.
+func (l *streamLayer) proveV2(tc *tls.Conn, ekm []byte, client bool, keys []keyring.NamedKEK) (string, error) {
 	mine := l.localClusterID()
 	myRole, theirRole := "server", "client"
 	if client {
 		myRole, theirRole = theirRole, myRole
 	}
-	send := func() error {
+	send := func(k keyring.NamedKEK) error {
 		msg := binary.BigEndian.AppendUint16(nil, uint16(len(mine)))
 		msg = append(msg, mine...)
-		msg = append(msg, l.proofV2(myRole, ekm, mine)...)
+		msg = append(msg, proofV2(k.Key, myRole, ekm, mine)...)
 		if _, err := tc.Write(msg); err != nil {
-			return fmt.Errorf("sending secret proof: %w", err)
+			return refuse(RefusedClosed, fmt.Errorf("sending secret proof: %w", err))
 		}
 		return nil
 	}
 	var theirs string
-	receive := func() error {
+	// receive reads the peer's message and returns the key among keys its
+	// proof holds under.
+	receive := func(keys []keyring.NamedKEK) (keyring.NamedKEK, error) {
 		var n [2]byte
 		if _, err := io.ReadFull(tc, n[:]); err != nil {
-			return fmt.Errorf("reading secret proof (does the peer have the same cluster secret?): %w", err)
+			err = fmt.Errorf("reading secret proof (does the peer have the same cluster secret?): %w", err)
+			if client && !errors.Is(err, os.ErrDeadlineExceeded) {
+				return keyring.NamedKEK{}, &refusal{RefusedSecret, err} // a server closes on a proof it does not accept
+			}
+			return keyring.NamedKEK{}, refuse(RefusedClosed, err)
 		}
 		size := int(binary.BigEndian.Uint16(n[:]))
 		if size > maxWireClusterID {
-			return fmt.Errorf("peer sent a %d-byte cluster id", size)
+			return keyring.NamedKEK{}, &refusal{RefusedSecret, fmt.Errorf("peer sent a %d-byte cluster id", size)}
 		}
 		b := make([]byte, size+proofLen)
 		if _, err := io.ReadFull(tc, b); err != nil {
-			return fmt.Errorf("reading secret proof: %w", err)
+			return keyring.NamedKEK{}, refuse(RefusedClosed, fmt.Errorf("reading secret proof: %w", err))
 		}
 		theirs = string(b[:size])
-		if !hmac.Equal(b[size:], l.proofV2(theirRole, ekm, theirs)) {
-			return fmt.Errorf("%s's proof of the cluster secret is wrong (different cluster secret?)", theirRole)
+		for _, k := range keys {
+			if hmac.Equal(b[size:], proofV2(k.Key, theirRole, ekm, theirs)) {
+				return k, nil
+			}
 		}
-		return nil
+		return keyring.NamedKEK{}, &refusal{RefusedSecret, fmt.Errorf("%s's proof of the cluster secret is wrong (different cluster secret?)", theirRole)}
 	}
+	var used keyring.NamedKEK
 	if client {
-		if err := send(); err != nil {
-			return err
+		used = keys[0]
+		if err := send(used); err != nil {
+			return "", err
 		}
-		if err := receive(); err != nil {
-			return err
+		if _, err := receive([]keyring.NamedKEK{used}); err != nil {
+			return "", err
 		}
 	} else {
-		if err := receive(); err != nil {
-			return err
+		var err error
+		if used, err = receive(keys); err != nil {
+			return "", err
 		}
-		if err := send(); err != nil {
-			return err
+		if err := send(used); err != nil {
+			return "", err
 		}
 	}
 	if mine != "" && theirs != "" && mine != theirs {
-		return fmt.Errorf("%s belongs to cluster %s, this node to cluster %s: two clusters share a secret (and an address); refused",
-			theirRole, theirs, mine)
+		return "", &refusal{RefusedClusterID, fmt.Errorf("%s belongs to cluster %s, this node to cluster %s: two clusters share a secret (and an address); refused",
+			theirRole, theirs, mine)}
 	}
-	return nil
+	return used.ID, nil
 }
 
 // Accept returns the next authenticated connection.
@@ -547,6 +698,19 @@ func (l *streamLayer) Addr() net.Addr { return l.advertise }
 // Dial connects to a peer: host names are resolved again on every dial
 // (net.Dialer does not cache), then the handshake runs within timeout.
 func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	// A peer that refuses the primary's proof may not hold it yet (down
+	// while the secret was installed): the other accepted secrets are
+	// tried in turn, so it catches up from the log.
+	tries := len(l.secrets.AcceptedIDs())
+	for try := 0; ; try++ {
+		c, err := l.dial(address, timeout, try)
+		if err == nil || try+1 >= tries || reasonOf(err) != RefusedSecret {
+			return c, err
+		}
+	}
+}
+
+func (l *streamLayer) dial(address raft.ServerAddress, timeout time.Duration, try int) (net.Conn, error) {
 	to := string(address)
 	if l.knobs.dial != nil {
 		if err := l.knobs.dial(string(l.advertise), to); err != nil {
@@ -569,7 +733,7 @@ func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	}
 	l.inflight[raw] = struct{}{}
 	l.mu.Unlock()
-	c, err := l.handshake(raw, true)
+	c, secretID, err := l.handshake(raw, true, try)
 	l.mu.Lock()
 	delete(l.inflight, raw)
 	cut := l.cut
@@ -581,5 +745,5 @@ func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 		raw.Close()
 		return nil, fmt.Errorf("raft connection to %s: %w", to, err)
 	}
-	return l.track(c, raw), nil
+	return l.track(c, raw, secretID), nil
 }

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/tether-proxy/tether/keyring"
 )
 
 // testLayer listens on loopback with secret and files; accepted
@@ -32,7 +34,11 @@ func testLayer(t *testing.T, secret []byte, files *TLSFiles, k *knobs) (*streamL
 	if k == nil {
 		k = &knobs{}
 	}
-	l, err := newStreamLayer(ln, ln.Addr().String(), secret, files, k, testLogger())
+	sec, err := keyring.NewSecrets(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := newStreamLayer(ln, ln.Addr().String(), sec, files, k, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +278,8 @@ func TestForeignTransportCannotDisturbTheCluster(t *testing.T) {
 	// A raft transport with the wrong secret asks for votes with a huge term
 	// and tries to append entries: every RPC fails and nothing changes.
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	layer, err := newStreamLayer(ln, ln.Addr().String(), []byte("another-secret-of-enough-length"), nil, &knobs{}, testLogger())
+	other, _ := keyring.NewSecrets([]byte("another-secret-of-enough-length"))
+	layer, err := newStreamLayer(ln, ln.Addr().String(), other, nil, &knobs{}, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

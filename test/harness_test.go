@@ -10,13 +10,18 @@ import (
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
-// tetherBin is the binary built once by TestMain.
-var tetherBin string
+// tetherBin is the binary built once by TestMain; raceBuild says whether
+// it was built with the race detector.
+var (
+	tetherBin string
+	raceBuild bool
+)
 
 func TestMain(m *testing.M) {
 	var flags []string
 	if os.Getenv("TETHER_BENCH_CLUSTER") == "" {
 		flags = []string{"-race"} // figures are measured without the race detector's cost
+		raceBuild = true
 	}
 	bin, dir, err := testutil.BuildTether("..", flags...)
 	if err != nil {

@@ -74,6 +74,7 @@ func agentCmd() *cobra.Command {
 	f.DurationVar(&cfg.ReapTimeout, "reap-timeout", node.DefaultReapTimeout, "remove a failed node from Raft after this long")
 	f.DurationVar(&cfg.VoterGrace, "voter-grace", node.DefaultVoterGrace, "replace a failed voter only after it has been failed this long")
 	f.IntVar(&cfg.RaftVoters, "raft-voters", node.DefaultRaftVoters, "at most this many voters (odd); further nodes are non-voters")
+	f.StringVar(&cfg.RaftHandshakeV1, "raft-handshake-v1", node.HandshakeV1Auto, "Raft handshake version 1 (peers of releases before the cluster id check): auto (accepted until every member speaks version 2) or refuse")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&logFormat, "log-format", logging.FormatAuto, "log format: auto (text when stderr is a terminal, else json), json (one object a line, for log pipelines) or text (key=value lines, for a person)")
 	f.BoolVar(&noAccessLog, "no-access-log", false, "do not write the JSON access log to stdout")

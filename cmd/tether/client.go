@@ -151,7 +151,7 @@ func clientCmds() []*cobra.Command {
 			return nil
 		})
 	drain.Flags().BoolVar(&undo, "undo", false, "stop draining")
-	return []*cobra.Command{status, members, join, leave, remove, keyringCmd, dests, drain, snapshotCmd()}
+	return []*cobra.Command{status, members, join, leave, remove, keyringCmd, dests, drain, snapshotCmd(), secretCmd()}
 }
 
 var destColumns = []string{"cluster", "id", "address", "health.local", "health.cluster", "probers", "drain_state", "drain_deadline", "drained_since", "inflight"}

@@ -1,0 +1,89 @@
+package node
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tether-proxy/tether/keyring"
+)
+
+// TestSecretsSurviveARestartWithTheOldFile: a node keeps the secrets it
+// holds in its data dir (0600) once they differ from its secret file; it
+// restarts on them with the old file, never takes a removed secret from
+// its file for the cluster's, takes a new file's secret as accepted, and
+// drops the data dir's copy once its file holds the secret in use alone.
+func TestSecretsSurviveARestartWithTheOldFile(t *testing.T) {
+	dir := t.TempDir()
+	var logs bytes.Buffer
+	node := func() *Node {
+		return &Node{cfg: Config{DataDir: dir, ClusterSecretFile: "secret"}, log: slog.New(slog.NewTextHandler(&logs, nil))}
+	}
+	oldS, newS := []byte("old-cluster-secret-0123456789"), []byte("new-cluster-secret-0123456789")
+	oldID, newID := keyring.SecretID(oldS), keyring.SecretID(newS)
+	path := filepath.Join(dir, secretsFile)
+
+	n := node()
+	if err := n.openSecrets(oldS); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.saveSecrets(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("a node that never rotated keeps its secret in the data dir: %v", err)
+	}
+	// The rotation: install, use, remove.
+	w, _, _ := n.secrets.WrapSecret(newS)
+	_ = n.secrets.Sync([]keyring.SecretRecord{{ID: newID, State: keyring.SecretPrimary, Wrapped: w}}, []keyring.RemovedSecret{{ID: oldID, Index: 5}})
+	if err := n.saveSecrets(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("after the rotation: %v, %v", err, fi)
+	}
+
+	// Restarted with the old file: the new secret is primary, the old one
+	// retired, and the log says the file holds a removed secret.
+	n = node()
+	if err := n.openSecrets(oldS); err != nil {
+		t.Fatal(err)
+	}
+	if n.secrets.PrimaryID() != newID || n.secrets.State(oldID) != keyring.SecretRetired || len(n.secrets.Accepted()) != 1 {
+		t.Fatalf("restarted with the old file: %+v", n.secrets.List())
+	}
+	if !strings.Contains(logs.String(), "holds a secret the cluster removed") {
+		t.Fatalf("log: %s", logs.String())
+	}
+	// A third secret in the file: accepted beside the kept ones.
+	third := []byte("third-cluster-secret-0123456789")
+	n = node()
+	if err := n.openSecrets(third); err != nil {
+		t.Fatal(err)
+	}
+	if n.secrets.PrimaryID() != newID || n.secrets.State(keyring.SecretID(third)) != keyring.SecretInstalled {
+		t.Fatalf("restarted with a new file: %+v", n.secrets.List())
+	}
+	// The file holds the secret in use and the removed one is forgotten:
+	// the data dir's copy goes.
+	n = node()
+	if err := n.openSecrets(newS); err != nil {
+		t.Fatal(err)
+	}
+	n.secrets.Purge(5)
+	if err := n.saveSecrets(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("the file holds the secret in use alone, yet the data dir keeps a copy: %v", err)
+	}
+	// A file that is not ours is refused, naming it.
+	os.WriteFile(path, []byte(`{"version": 7}`), 0o600)
+	if err := node().openSecrets(newS); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("a foreign secrets file: %v", err)
+	}
+}

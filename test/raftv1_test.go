@@ -1,0 +1,121 @@
+package test
+
+import (
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/tls"
+	"io"
+	"log"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/tether-proxy/tether/test/testutil"
+)
+
+// raftV1Proves runs Raft handshake version 1, as a peer of a release
+// before the cluster id check does: TLS 1.3 with no ALPN, then
+// HMAC-SHA256(HKDF(secret, "tether raft transport v1"), "client" |
+// exporter). It reports whether the node answered with its own proof.
+func raftV1Proves(t *testing.T, addr string, secret []byte) bool {
+	t.Helper()
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	cs := c.ConnectionState()
+	ekm, _ := cs.ExportKeyingMaterial("EXPORTER-tether-raft-auth-v1", nil, 32)
+	authKey, _ := hkdf.Key(sha256.New, secret, nil, "tether raft transport v1", 32)
+	mac := func(role string) []byte {
+		m := hmac.New(sha256.New, authKey)
+		m.Write([]byte(role))
+		m.Write(ekm)
+		return m.Sum(nil)
+	}
+	if _, err := c.Write(mac("client")); err != nil {
+		return false
+	}
+	got := make([]byte, 32)
+	if _, err := io.ReadFull(c, got); err != nil {
+		return false
+	}
+	return hmac.Equal(got, mac("server"))
+}
+
+// olderMember joins gossip as a node of a release that does not gossip the
+// Raft handshake version it speaks.
+type olderMember struct{}
+
+func (olderMember) NodeMeta(int) []byte             { return []byte(`{"id":"older","v":"0.9.0"}`) }
+func (olderMember) NotifyMsg([]byte)                {}
+func (olderMember) GetBroadcasts(int, int) [][]byte { return nil }
+func (olderMember) LocalState(bool) []byte          { return nil }
+func (olderMember) MergeRemoteState([]byte, bool)   {}
+
+// TestRaftHandshakeV1RefusedOnceEveryMemberSpeaksV2: a peer offering no
+// ALPN completes handshake version 1, which skips the cluster id check,
+// only while a member does not gossip that it speaks version 2 (a rolling
+// upgrade); with every member on version 2, or with --raft-handshake-v1
+// refuse, it is refused and counted. Version 2 is answered throughout.
+func TestRaftHandshakeV1RefusedOnceEveryMemberSpeaksV2(t *testing.T) {
+	e := newClusterEnv(t, cookieConfig(newBackend(t, "b1")))
+	n1 := e.form(1)[0]
+	secret, _ := os.ReadFile(e.secret)
+	secret = []byte(strings.TrimSpace(string(secret)))
+	raft1 := e.ports["n1"][0]
+	if raftV1Proves(t, raft1, secret) {
+		t.Fatal("a version 1 peer completed the handshake although every member speaks version 2")
+	}
+	if !raftProves(t, raft1, secret) {
+		t.Fatal("a version 2 peer with the secret was refused")
+	}
+	testutil.Eventually(t, 10*time.Second, "the refusal counted", func() bool {
+		n, _ := metricSum(t, n1, `tether_raft_connections_refused_total{reason="v1_handshake"}`)
+		return n >= 1
+	})
+
+	// A member of an earlier release joins: version 1 is accepted again.
+	c := memberlist.DefaultLocalConfig()
+	c.Name, c.BindAddr, c.BindPort, c.AdvertisePort = "older", "127.0.0.1", 0, 0
+	c.SecretKey = gossipKey(secret)
+	c.Delegate = olderMember{}
+	c.Logger = log.New(io.Discard, "", 0)
+	older, err := memberlist.Create(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer older.Shutdown()
+	if _, err := older.Join([]string{n1.gossip}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "version 1 accepted while an older member is alive", func() bool { return raftV1Proves(t, raft1, secret) })
+
+	// A node started with --raft-handshake-v1 refuse refuses it anyway.
+	n2 := e.startNode("n2", "", "--join", n1.gossip, "--raft-handshake-v1", "refuse")
+	testutil.Eventually(t, 30*time.Second, "n2 in the cluster", func() bool {
+		_, m := adminJSON(t, "GET", n2.adminURL+"/v1/status")
+		return m["leader_id"] == "n1"
+	})
+	if raftV1Proves(t, e.ports["n2"][0], secret) {
+		t.Error("--raft-handshake-v1 refuse accepted a version 1 peer")
+	}
+	if !raftV1Proves(t, raft1, secret) {
+		t.Error("n1 (auto) refused version 1 while an older member is alive")
+	}
+
+	// The older member leaves: version 1 is refused again.
+	older.Leave(time.Second)
+	older.Shutdown()
+	testutil.Eventually(t, 30*time.Second, "version 1 refused once the older member left", func() bool { return !raftV1Proves(t, raft1, secret) })
+
+	if code, out := runTether(t, "agent", "--config", e.config, "--raft-handshake-v1", "sometimes"); code == 0 || !strings.Contains(out, "--raft-handshake-v1") {
+		t.Errorf("an unknown --raft-handshake-v1: exit %d: %s", code, out)
+	}
+}
