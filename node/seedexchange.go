@@ -161,7 +161,13 @@ func decodeSeedAnswer(b []byte) (seedAnswer, error) {
 // cluster secrets: the first secret's signs requests, each one's verifies
 // them (while a secret is being replaced), and an answer is sealed under
 // the one that verified its request.
-type seedCrypto struct{ keys []*seedKey }
+type seedCrypto struct {
+	fixed []*seedKey
+	// keks, when set, gives the ticket-seed KEKs of the secrets the node
+	// accepts now, primary first: a secret installed, used or removed while
+	// the node runs applies to the next message.
+	keks func() [][]byte
+}
 
 // seedKey is what one cluster secret gives the exchange.
 type seedKey struct {
@@ -173,19 +179,47 @@ func newSeedCrypto(secrets ...[]byte) (*seedCrypto, error) {
 	if len(secrets) == 0 {
 		return nil, errors.New("ticket seeds: no cluster secret")
 	}
-	c := &seedCrypto{}
+	var keks [][]byte
 	for _, secret := range secrets {
 		kek, err := keyring.DeriveKEK(secret, keyring.InfoTicketSeeds)
 		if err != nil {
 			return nil, err
 		}
+		keks = append(keks, kek)
+	}
+	keys, err := seedKeysOf(keks)
+	if err != nil {
+		return nil, err
+	}
+	return &seedCrypto{fixed: keys}, nil
+}
+
+// newSeedCryptoFrom follows the node's cluster secrets as they rotate.
+func newSeedCryptoFrom(secrets *keyring.Secrets) *seedCrypto {
+	return &seedCrypto{keks: func() [][]byte { return secrets.AcceptedKEKs(keyring.InfoTicketSeeds) }}
+}
+
+func seedKeysOf(keks [][]byte) ([]*seedKey, error) {
+	keys := make([]*seedKey, 0, len(keks))
+	for _, kek := range keks {
 		mac, err := hkdf.Key(sha256.New, kek, nil, seedMACInfo, 32)
 		if err != nil {
 			return nil, err
 		}
-		c.keys = append(c.keys, &seedKey{kek: kek, mac: mac})
+		keys = append(keys, &seedKey{kek: kek, mac: mac})
 	}
-	return c, nil
+	if len(keys) == 0 {
+		return nil, errors.New("ticket seeds: no cluster secret")
+	}
+	return keys, nil
+}
+
+// keys are the exchange's keys now, the one in use first.
+func (c *seedCrypto) keys() ([]*seedKey, error) {
+	if c.keks == nil {
+		return c.fixed, nil
+	}
+	return seedKeysOf(c.keks())
 }
 
 // seedAsk is a request sent and the ephemeral key its answer opens with.
@@ -213,7 +247,11 @@ func (c *seedCrypto) newRequest(from, to, cluster string) (*seedAsk, error) {
 	if err != nil {
 		return nil, err
 	}
-	msg, err := json.Marshal(seedRequestMsg{Body: body, MAC: c.keys[0].sum(body)})
+	keys, err := c.keys()
+	if err != nil {
+		return nil, err
+	}
+	msg, err := json.Marshal(seedRequestMsg{Body: body, MAC: keys[0].sum(body)})
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +265,11 @@ func (c *seedCrypto) openRequest(msg []byte) (req seedRequest, k *seedKey, err e
 	if err := json.Unmarshal(msg, &m); err != nil {
 		return seedRequest{}, nil, fmt.Errorf("ticket seed request: %w", err)
 	}
-	for _, key := range c.keys {
+	keys, err := c.keys()
+	if err != nil {
+		return seedRequest{}, nil, err
+	}
+	for _, key := range keys {
 		if hmac.Equal(m.MAC, key.sum(m.Body)) {
 			k = key
 			break
@@ -320,8 +362,12 @@ func (c *seedCrypto) openAnswer(ask *seedAsk, m seedAnswerMsg) (seedAnswer, erro
 		return seedAnswer{}, errSeedAnswer
 	}
 	defer clear(shared)
+	keys, err := c.keys()
+	if err != nil {
+		return seedAnswer{}, err
+	}
 	var plain []byte
-	for _, k := range c.keys {
+	for _, k := range keys {
 		aead, err := k.answerAEAD(shared, ask.msg, m.Pub)
 		if err != nil {
 			return seedAnswer{}, err

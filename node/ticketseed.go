@@ -129,11 +129,15 @@ func (n *Node) openTicketSeeds(secret []byte) error {
 	if n.members == nil || n.legacyTickets {
 		return nil
 	}
-	c, err := newSeedCrypto(secret)
-	if err != nil {
-		return err
+	if n.secrets != nil {
+		s.crypto = newSeedCryptoFrom(n.secrets)
+	} else {
+		c, err := newSeedCrypto(secret)
+		if err != nil {
+			return err
+		}
+		s.crypto = c
 	}
-	s.crypto = c
 	if err := n.members.Register(seedRequestTag, cluster.Handler{Msg: s.request}); err != nil {
 		return err
 	}

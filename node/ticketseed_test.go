@@ -383,7 +383,7 @@ func recordedSeedExchanges(t *testing.T, secret []byte, msgs []recordedMsg, aske
 		}
 		tried++
 		req, _, _ := thief.openRequest(reqMsg)
-		key := thief.keys[0]
+		key := thief.fixed[0]
 		// A key pair of the thief's own in place of the asker's, dropped
 		// after the exchange.
 		mine, _ := ecdh.X25519().GenerateKey(rand.Reader)
@@ -670,4 +670,52 @@ func TestTicketSeedExchangeAcceptsEitherSecretDuringAChange(t *testing.T) {
 			t.Errorf("%s: the asker did not open the answer: %v", c.desc, err)
 		}
 	}
+}
+
+// The seed exchange follows the cluster secret as it rotates: through
+// install, use and remove tickets keep resuming on every node, a node
+// restarted afterwards gets the seeds under the new secret, and a request
+// signed with the removed secret is refused.
+func TestClusterTicketSeedsFollowTheClusterSecretRotation(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	pool := httpsClusterConfig(t, tc)
+	nodes := tc.form(3)
+	waitTicketSeeds(t, nodes)
+	crossResumeAll(t, nodes, pool)
+
+	oldSecret, err := os.ReadFile(tc.secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newSecret := "the-rotated-cluster-secret-9876543210"
+	for _, op := range []string{"install", "use"} {
+		if status, m := adminWrite(t, nodes[1], "POST", "/v1/secrets/"+op, map[string]any{"secret": newSecret}); status != http.StatusOK {
+			t.Fatalf("secret %s: %d %v", op, status, m)
+		}
+		crossResumeAll(t, nodes, pool)
+	}
+	if status, m := adminWrite(t, nodes[1], "POST", "/v1/secrets/remove", map[string]any{"secret": string(oldSecret)}); status != http.StatusOK {
+		t.Fatalf("secret remove: %d %v", status, m)
+	}
+	crossResumeAll(t, nodes, pool)
+
+	thief, _ := newSeedCrypto(oldSecret)
+	leader := tc.waitLeader()
+	ask, _ := thief.newRequest("n9", leader.ID(), leader.store.ClusterID())
+	for _, n := range tc.live() {
+		testutil.Eventually(t, 10*time.Second, n.ID()+" refusing a seed request signed with the removed secret", func() bool {
+			_, _, err := n.seeder.crypto.openRequest(ask.msg)
+			return errors.Is(err, errSeedAuth)
+		})
+	}
+
+	f := tc.follower()
+	cfg := tc.cfgs[f.ID()]
+	cfg.RaftAddr, cfg.GossipAddr = f.store.Addr(), f.GossipAddr()
+	tc.stop(f.ID())
+	tc.start(cfg)
+	tc.waitSettled()
+	nodes = tc.live()
+	waitTicketSeeds(t, nodes)
+	crossResumeAll(t, nodes, pool)
 }
