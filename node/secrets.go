@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tether-proxy/tether/internal/atomicfile"
 	"github.com/tether-proxy/tether/keyring"
 	"github.com/tether-proxy/tether/store"
 )
@@ -148,27 +149,7 @@ func (n *Node) saveSecrets() error {
 		return err
 	}
 	defer clear(b)
-	tmp, err := os.CreateTemp(n.cfg.DataDir, "."+secretsFile+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.WriteFile(path, b, 0o600)
 }
 
 // noteSecretsChanged is the secrets' watcher: it only wakes followSecrets.
