@@ -171,13 +171,17 @@ func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
 		n.writeApplyError(w, "key rotation", errBehind)
 		return
 	}
+	if err := n.store.CheckRequest(requestID(r), requestBinding(r)); err != nil {
+		n.writeApplyError(w, "key rotation", err)
+		return
+	}
 	now, _ := n.clusterNow()
 	at, err := n.commitTime(now)
 	if err != nil {
 		n.writeApplyError(w, "key rotation", err)
 		return
 	}
-	md, index, err := n.rotate(at, requestID(r))
+	md, index, err := n.rotate(at, requestID(r), requestBinding(r))
 	if err != nil {
 		n.writeApplyError(w, "key rotation", err)
 		return
@@ -194,7 +198,7 @@ func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
 		n.writeApplyError(w, "key revocation", err)
 		return
 	}
-	res, err := n.revoke(r.Context(), at, id, requestID(r))
+	res, err := n.revoke(r.Context(), at, id, requestID(r), requestBinding(r))
 	if err != nil {
 		if errors.Is(err, keyring.ErrUnknownKey) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no key with id %q", id))
@@ -342,7 +346,7 @@ func (n *Node) handleDrain(on bool) http.HandlerFunc {
 			now, _ := n.clusterNow()
 			cmd = store.SetDrain{ReqID: requestID(r), Cluster: clusterID, Destination: id, Deadline: now.Add(timeout).UTC()}
 		}
-		c, err := n.store.Commit(cmd)
+		c, err := n.store.CommitRequest(cmd, requestBinding(r))
 		if err != nil {
 			n.writeApplyError(w, "drain change", err)
 			return

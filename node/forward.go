@@ -56,6 +56,21 @@ func requestID(r *http.Request) string {
 	return id
 }
 
+// bindKey is the request context's key of the write's binding.
+type bindKey struct{}
+
+// requestBinding is the binding of the write's request id to the request
+// (store.BindRequest of its method, path and body) that onLeader computed.
+func requestBinding(r *http.Request) string {
+	b, _ := r.Context().Value(bindKey{}).(string)
+	return b
+}
+
+// withRequestBinding sets the binding a handler's writes carry.
+func withRequestBinding(r *http.Request, bind string) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), bindKey{}, bind))
+}
+
 // onLeader runs a write on the leader: here when this node leads, else
 // forwarded in one hop to the leader's admin address from gossip. When the
 // leader is lost in the middle, the write is retried with the same request
@@ -68,6 +83,11 @@ func (n *Node) onLeader(h http.HandlerFunc) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
 			return
 		}
+		// The request id is bound to the request: the same id with another
+		// method, path or body is refused (store.ErrRequestReused). The
+		// leader binds what it receives, a forwarded request as its client
+		// sent it.
+		r = withRequestBinding(r, store.BindRequest(r.Method, r.URL.Path, body))
 		ctx, cancel := context.WithTimeout(r.Context(), forwardTimeout)
 		defer cancel()
 		for attempt := 0; attempt < 2; attempt++ {
@@ -245,6 +265,10 @@ func (n *Node) writeApplyError(w http.ResponseWriter, what string, err error) {
 		writeError(w, http.StatusServiceUnavailable, what+": "+n.noLeaderError())
 	case errors.Is(err, store.ErrUnsupported): // a rolling upgrade under way
 		writeError(w, http.StatusConflict, what+": "+err.Error())
+	case errors.Is(err, store.ErrRequestReused):
+		writeError(w, http.StatusConflict, what+": "+err.Error())
+	case errors.Is(err, store.ErrNoClusterID):
+		writeError(w, http.StatusServiceUnavailable, what+": "+err.Error()+": retry")
 	default:
 		n.log.Error(what+" failed", "error", err)
 		writeError(w, http.StatusInternalServerError, what+" failed: "+err.Error())

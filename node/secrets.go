@@ -414,6 +414,14 @@ func (n *Node) secretOnLeader(op string) http.HandlerFunc {
 		recs, removed := n.clusterSecrets()
 		i := slices.IndexFunc(recs, func(rec store.SecretRecord) bool { return rec.ID == req.ID })
 		cmd := store.ClusterSecret{ReqID: requestID(r), Op: op, ID: req.ID}
+		// The request id binds to the secret's id and the force flag, not
+		// to the body, which carries the secret wrapped anew by each try.
+		canon, _ := json.Marshal(map[string]any{"id": req.ID, "force": req.Force})
+		bind := store.BindRequest(r.Method, r.URL.Path, canon)
+		if err := n.store.CheckRequest(cmd.ReqID, bind); err != nil {
+			n.writeApplyError(w, what, err)
+			return
+		}
 		switch op {
 		case store.SecretInstall:
 			if i >= 0 {
@@ -471,7 +479,7 @@ func (n *Node) secretOnLeader(op string) http.HandlerFunc {
 				return
 			}
 		}
-		c, err := n.store.Commit(cmd)
+		c, err := n.store.CommitRequest(cmd, bind)
 		if err != nil {
 			if errors.Is(err, store.ErrUnknownSecret) || errors.Is(err, store.ErrSecretInUse) || errors.Is(err, store.ErrTooManySecrets) {
 				writeError(w, http.StatusConflict, what+": "+err.Error())
