@@ -507,7 +507,7 @@ func (e *keysNotHeldError) Error() string {
 
 // revoked is what a revocation committed.
 type revoked struct {
-	index       uint64
+	index       uint64   // where everything below is applied
 	active      string   // the key that encrypts after it
 	replacement string   // a key installed to take over (active, or pending)
 	passedOver  []string // failed members that do not hold active
@@ -558,11 +558,13 @@ func (n *Node) revoke(ctx context.Context, now time.Time, id, reqID, bind string
 		}
 		out := revoked{index: c.Index, active: n.ring.ActiveKeyID(time.Now()), replacement: pendingID}
 		if pendingID == "" {
-			md, _, err := n.rotate(now, replReq, bind)
+			md, index, err := n.rotate(now, replReq, bind)
 			if err != nil {
 				n.log.Warn("the key was revoked, but installing a new key failed; the next rotation installs one", "error", err)
 			}
-			out.replacement = md.ID
+			// The answer names the replacement: its index is where that is
+			// applied too (a follower answering it waits for it).
+			out.replacement, out.index = md.ID, max(out.index, index)
 		}
 		return out, nil
 	}

@@ -113,6 +113,7 @@ func (n *Node) memberViews() []memberView {
 }
 
 func (n *Node) handleMembers(w http.ResponseWriter, r *http.Request) {
+	setIndex(w, n.store.AppliedIndex())
 	writeJSON(w, http.StatusOK, map[string]any{"members": n.memberViews()})
 }
 

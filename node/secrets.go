@@ -316,6 +316,7 @@ func (n *Node) secretStates() []secretState {
 }
 
 func (n *Node) handleSecretsList(w http.ResponseWriter, r *http.Request) {
+	setIndex(w, n.store.AppliedIndex())
 	recs, removed := n.clusterSecrets()
 	primary := ""
 	for _, rec := range recs {
@@ -505,7 +506,12 @@ func (n *Node) secretOnLeader(op string) http.HandlerFunc {
 }
 
 // answerSecret answers a secret write with the cluster's secrets.
+// An answer that committed nothing (the cluster holds it already) carries
+// the applied index its secrets reflect.
 func (n *Node) answerSecret(w http.ResponseWriter, id string, index uint64, note string) {
+	if index == 0 {
+		index = n.store.AppliedIndex()
+	}
 	setCommitted(w, index)
 	body := map[string]any{"id": id, "secrets": n.secretStates()}
 	if note != "" {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // feedBound applies cmd, bound to bind, as the next log entry.
@@ -163,4 +165,69 @@ func FuzzRequestEnvelope(f *testing.F) {
 			t.Fatalf("binding %q read back as %q from %q", bind, got.Bind, entry[2:])
 		}
 	})
+}
+
+// TestReadStateIsExactlyTheStateAtItsIndex: reads on a follower while the
+// leader writes drains see, at each index ReadState reports, exactly the
+// drains committed at or below it: none missing, none from a later entry.
+func TestReadStateIsExactlyTheStateAtItsIndex(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-node")
+	}
+	c := newTestCluster(t, 3, knobs{})
+	c.bootstrap()
+	l := c.leader()
+	var follower *testNode
+	for _, nd := range c.nodes {
+		if nd != l {
+			follower = nd
+		}
+	}
+	type seen struct {
+		index  uint64
+		drains []Drain
+	}
+	var reads []seen
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			follower.s.ReadState(func(index uint64, drains []Drain) { reads = append(reads, seen{index, drains}) })
+		}
+	}()
+	at := map[string]uint64{} // destination -> index of its drain
+	for i := 0; i < 40; i++ {
+		dest := fmt.Sprintf("d%02d", i)
+		at[dest] = c.apply(SetDrain{ReqID: "drain-" + dest, Cluster: "web", Destination: dest, Deadline: t0})
+	}
+	testutil.Eventually(t, 10*time.Second, "the follower to apply every drain", func() bool {
+		return follower.s.AppliedIndex() >= at["d39"]
+	})
+	close(stop)
+	<-done
+	if len(reads) < 2 {
+		t.Fatalf("%d reads", len(reads))
+	}
+	for _, r := range reads {
+		want := 0
+		for _, idx := range at {
+			if idx <= r.index {
+				want++
+			}
+		}
+		if len(r.drains) != want {
+			t.Fatalf("at index %d the read saw %d drains, want %d (those committed at or below it)", r.index, len(r.drains), want)
+		}
+		for _, d := range r.drains {
+			if at[d.Destination] > r.index {
+				t.Fatalf("at index %d the read saw %s, committed at %d", r.index, d.Destination, at[d.Destination])
+			}
+		}
+	}
 }

@@ -944,6 +944,23 @@ func (s *Store) WaitApplied(ctx context.Context, index uint64) error {
 	}
 }
 
+// ReadState runs fn with this node's applied index and drains while no
+// entry is being applied: what fn reads of the keyring (the Ring the store
+// was opened with) and drains is exactly the state at index, no entry
+// before it missing and none after it begun. fn runs under the FSM's read
+// lock: it must be short and must not call the Store.
+func (s *Store) ReadState(fn func(index uint64, drains []Drain)) {
+	f := s.fsm
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	l := f.drainList()
+	drains := make([]Drain, len(l))
+	for i, d := range l {
+		drains[i] = Drain{d.Cluster, d.Destination, d.Deadline}
+	}
+	fn(s.AppliedIndex(), drains)
+}
+
 // DurableChanged receives (coalesced, never blocking the store) after a
 // new local snapshot moved DurableIndex forward: the moment to report it to
 // the leader, instead of polling.
