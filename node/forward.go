@@ -28,13 +28,16 @@ const (
 	// hdrNotLeader marks the answer of a node that got a forwarded write
 	// but no longer leads.
 	hdrNotLeader = "X-Tether-Not-Leader"
-	// hdrIndex carries the Raft index of a write's committed entry, so the
-	// follower that forwarded it answers only once it applied that index
-	// itself: a read on it right after shows the write.
+	// hdrIndex carries the Raft index at which everything a write's answer
+	// names is applied, so the follower that forwarded it answers only once
+	// it applied that index itself: a read on it right after shows the
+	// write. Reads answer with the applied index they reflect, and a read
+	// that sends it waits for it (atIndex).
 	hdrIndex = "X-Tether-Index"
 )
 
-// setCommitted marks a write's answer with the index of its entry.
+// setCommitted marks a write's answer with the index at which what it
+// names is applied.
 func setCommitted(w http.ResponseWriter, index uint64) {
 	if index > 0 {
 		w.Header().Set(hdrIndex, strconv.FormatUint(index, 10))
