@@ -1,7 +1,9 @@
 package node
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"testing"
@@ -164,5 +166,50 @@ func TestClusterAnswersCarryTheIndexOfWhatTheyName(t *testing.T) {
 	}
 	if status, _, _, body := adminIndexed(t, f, "GET", "/v1/keyring?index=soon", nil); status != http.StatusBadRequest {
 		t.Fatalf("keyring?index=soon: %d %v, want 400", status, body)
+	}
+}
+
+// TestClusterRestoreThroughAFollowerAnswersOnceItHoldsTheRestoredState: a
+// backup restored through a follower answers with the index at which the
+// restored state is applied, and the follower holds that state when it
+// answers (a drain made after the backup is gone).
+func TestClusterRestoreThroughAFollowerAnswersOnceItHoldsTheRestoredState(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-node")
+	}
+	tc := newTestCluster(t, 2)
+	tc.form(3)
+	l := tc.waitLeader()
+	resp, err := http.Get("http://" + l.AdminAddr().String() + "/v1/snapshot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backup, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("snapshot: %d %v", resp.StatusCode, err)
+	}
+	status, drainIdx, _, body := adminIndexed(t, l, "POST", "/v1/clusters/app/destinations/d1/drain", nil)
+	if status != 200 {
+		t.Fatalf("drain d1: %d %v", status, body)
+	}
+	f := tc.follower()
+	req, _ := http.NewRequest("POST", "http://"+f.AdminAddr().String()+"/v1/snapshot/restore", bytes.NewReader(backup))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	idx, _ := strconv.ParseInt(resp.Header.Get(hdrIndex), 10, 64)
+	if resp.StatusCode != 200 || idx <= drainIdx {
+		t.Fatalf("restore via %s: %d, X-Tether-Index %q, %s; want 200 with an index after the drain's %d", f.ID(), resp.StatusCode, resp.Header.Get(hdrIndex), b, drainIdx)
+	}
+	if got := f.store.AppliedIndex(); got < uint64(idx) {
+		t.Fatalf("%s answered the restore at index %d having applied %d", f.ID(), idx, got)
+	}
+	if d := f.store.Drains(); len(d) != 0 {
+		t.Fatalf("%s answered the restore still holding the drain made after the backup: %v", f.ID(), d)
 	}
 }
