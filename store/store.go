@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/tether-proxy/tether/keyring"
 )
@@ -184,7 +185,7 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 		Path:        filepath.Join(cfg.Dir, "raft.db"),
 		BoltOptions: &bbolt.Options{Timeout: time.Second}, // a second process on this dir fails, not hangs
 	})
-	if errors.Is(err, bbolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("store: log store %s is locked by another process (another tether on this data dir?): %w", filepath.Join(cfg.Dir, "raft.db"), err)
 	}
 	if err != nil {
