@@ -88,6 +88,8 @@ type Proxy struct {
 	fastAccess *AccessLog
 	now        func() time.Time
 	dial       func(ctx context.Context, network, addr string) (net.Conn, error)
+	// watch is the minimum data rates' heartbeat (rate.go).
+	watch *rateWatch
 	// resolver is the DNS cache when Options.Dial was nil; Close stops its
 	// background refreshes when New made it (ownResolver).
 	resolver    *dnscache.Resolver
@@ -149,6 +151,7 @@ func New(cfg *config.Config, opts Options) (*Proxy, error) {
 		return st
 	}
 	p.metrics = newMetrics(opts.Registerer, p, p.logger)
+	p.watch = newRateWatch(p.metrics)
 	rt, errs := build(cfg, p, nil)
 	if errs != nil {
 		return nil, errs
@@ -198,6 +201,7 @@ func (p *Proxy) Close() {
 		rt.stop(nil)
 	}
 	p.warmCancel()
+	p.watch.close()
 	if p.ownResolver {
 		p.resolver.Close()
 	}
@@ -239,17 +243,21 @@ func (p *Proxy) SetDraining(clusterID, destID string, on bool) (deadline time.Ti
 // reqState travels from ServeHTTP to the ReverseProxy hooks in the request
 // context. Pooled: every hook runs before ServeHTTP returns.
 type reqState struct {
-	rw         respWriter
-	route      *routeRT
-	cluster    *clusterRT
-	dest       *upstream.Destination
-	dec        affinity.Decision
-	trusted    bool
-	proto      string
-	clientHost string
-	traceID    string
-	traceVal   [1]string // the response's trace id field, without an allocation
-	trace      reqTrace
+	rw respWriter
+	// wnext and wprev link the states under the rate heartbeat's watch
+	// (watched), rate.go.
+	wnext, wprev *reqState
+	watched      bool
+	route        *routeRT
+	cluster      *clusterRT
+	dest         *upstream.Destination
+	dec          affinity.Decision
+	trusted      bool
+	proto        string
+	clientHost   string
+	traceID      string
+	traceVal     [1]string // the response's trace id field, without an allocation
+	trace        reqTrace
 	// upstream is the backend's status as seen by ModifyResponse.
 	upstream int
 	kind     errKind
@@ -288,6 +296,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.trusted = rt.trust.trusts(st.clientHost)
 	st.proto = clientProto(r, st.trusted)
 	st.rw.grpc = isGRPC(r)
+	st.rw.rate = rt.respRate
 	p.startTrace(r, st)
 	defer p.finish(rt, st, r, start)
 
@@ -329,8 +338,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the rest of the upload before the first response byte).
 		_ = ctl.EnableFullDuplex()
 		st.body = &clientBody{rc: body, ctl: ctl, idle: cl.activity, h1: r.ProtoMajor == 1}
+		if !(st.rw.grpc && r.ProtoMajor >= 2) {
+			st.body.rate = rt.reqRate // gRPC streams are exempt, as in YARP
+		}
 		st.rw.upload = st.body
 		body = st.body
+	}
+	if st.rw.rate.on() || (st.body != nil && st.body.rate.on()) {
+		p.watch.add(st)
 	}
 	if rr.waf != nil {
 		var blocked bool
@@ -401,6 +416,7 @@ func (p *Proxy) finish(rt *runtime, st *reqState, r *http.Request, start time.Ti
 		}
 		defer panic(v)
 	}
+	p.watch.remove(st)
 	if st.body != nil {
 		st.body.finish()
 	}
@@ -543,7 +559,7 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 			if kind != kindClientGone {
 				status, kind = http.StatusBadRequest, kindBadRequest
 			}
-		case bodyTimedOut:
+		case bodyTimedOut, bodyTooSlow:
 			status, kind = http.StatusRequestTimeout, kindClientTimeout
 		}
 	}
@@ -574,6 +590,15 @@ type respWriter struct {
 	upload *clientBody
 	// grpc: the request is gRPC, so tether's own errors are gRPC statuses.
 	grpc bool
+
+	// rate is Limits.MinResponseDataRate. While a write to the client is in
+	// progress, wdue is when it must be done by (monotime; 0 between
+	// writes); wlast is the last write's, which a write queued behind it
+	// adds to. slow: the heartbeat cut the response (rate.go).
+	rate  dataRate
+	wdue  atomic.Int64
+	wlast int64
+	slow  atomic.Bool
 }
 
 func (rw *respWriter) Header() http.Header { return rw.w.Header() }
@@ -604,13 +629,33 @@ func (rw *respWriter) Write(b []byte) (int, error) {
 	if rw.upload != nil {
 		rw.upload.touch()
 	}
+	if !rw.rate.on() {
+		n, err := rw.w.Write(b)
+		rw.bytes += int64(n)
+		return n, err
+	}
+	if rw.slow.Load() {
+		return 0, errResponseTooSlow
+	}
+	rw.beginWrite(len(b))
 	n, err := rw.w.Write(b)
+	rw.wdue.Store(0)
 	rw.bytes += int64(n)
 	return n, err
 }
 
+// errResponseTooSlow is a write to a client found too slow to read.
+var errResponseTooSlow = errors.New("client slower than the minimum response data rate")
+
 // FlushError lets http.ResponseController flush without unwrapping.
 func (rw *respWriter) FlushError() error {
+	if rw.rate.on() {
+		if rw.slow.Load() {
+			return errResponseTooSlow
+		}
+		rw.beginWrite(0)
+		defer rw.wdue.Store(0)
+	}
 	switch f := rw.w.(type) {
 	case interface{ FlushError() error }:
 		return f.FlushError()
