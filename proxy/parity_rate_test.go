@@ -104,6 +104,47 @@ func parityMinResponseDataRate(t *testing.T, m serverMode) {
 	}
 }
 
+// A gRPC call over HTTP/2 may stream its request as slowly as it likes, as
+// YARP exempts its streaming calls; the same drip as a plain POST is 408.
+func TestMinRequestBodyDataRateExemptsGRPC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drips a body for a few seconds")
+	}
+	t.Parallel()
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "got %d", n)
+	})
+	for _, m := range serverModes {
+		if m.h1() {
+			continue
+		}
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			e := startMode(t, m, backendCfg(b.URL, "", "",
+				`"Limits": {"MinRequestBodyDataRate": {"BytesPerSecond": 100, "GracePeriod": "00:00:01.5"}}`), nil)
+			h := e.h2Dial()
+			const total = 60 // 2 bytes every 100 ms: 3 s at 20 B/s
+			h.request(1, "POST", "/pkg.Svc/Stream", total, hpack.HeaderField{Name: "content-type", Value: "application/grpc"},
+				hpack.HeaderField{Name: "te", Value: "trailers"})
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for sent := 0; sent < total; sent += 2 {
+				<-tick.C
+				if err := h.write(func(fr *http2.Framer) error { return fr.WriteData(1, sent+2 == total, []byte("xx")) }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := h.await(1); got != "200" || h.body(1) != "got 60" {
+				t.Errorf("a gRPC stream at 20 B/s: %q %q, want 200 \"got 60\"", got, h.body(1))
+			}
+			if n := e.metric(tooSlowMetric, nil); n != 0 {
+				t.Errorf("%s: %v, want 0", tooSlowMetric, n)
+			}
+		})
+	}
+}
+
 // dripBody sends a POST with a total-byte body, chunk bytes each every
 // tick, on a new connection, and returns the status ("reset" when the
 // stream was reset, "closed" when the connection ended first) and the
@@ -196,8 +237,9 @@ func (h *h2Client) write(f func(*http2.Framer) error) error {
 	return f(h.fr)
 }
 
-// request opens stream id; a body of length n follows (n < 0: none).
-func (h *h2Client) request(id uint32, method, path string, n int) {
+// request opens stream id with the extra fields; a body of length n
+// follows (n < 0: none).
+func (h *h2Client) request(id uint32, method, path string, n int, extra ...hpack.HeaderField) {
 	h.t.Helper()
 	err := h.write(func(fr *http2.Framer) error {
 		h.block.Reset()
@@ -206,6 +248,7 @@ func (h *h2Client) request(id uint32, method, path string, n int) {
 		if n >= 0 {
 			fields = append(fields, hpack.HeaderField{Name: "content-length", Value: strconv.Itoa(n)})
 		}
+		fields = append(fields, extra...)
 		for _, f := range fields {
 			_ = h.enc.WriteField(f)
 		}
