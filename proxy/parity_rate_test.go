@@ -104,6 +104,61 @@ func parityMinResponseDataRate(t *testing.T, m serverMode) {
 	}
 }
 
+// parityMinResponseDataRateSmallResponses: responses small enough to sit
+// in the server's buffer when the handler returns are held to the rate
+// too. HTTP/1.1: a client that pipelines requests and never reads fills
+// the socket buffers with small responses; HTTP/2: a client that grants no
+// window has a small response wait for it after a large one took the
+// connection's window.
+func parityMinResponseDataRateSmallResponses(t *testing.T, m serverMode) {
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+		_, _ = w.Write(make([]byte, n))
+	})
+	e := startMode(t, m, backendCfg(b.URL, "", "",
+		`"Limits": {"MinResponseDataRate": {"BytesPerSecond": 10000000, "GracePeriod": "00:00:01.5"}}`), nil)
+	if m.h1() {
+		// 6000 responses of 3 KiB: more than the socket buffers hold.
+		const requests = 6000
+		c := e.dial()
+		_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+		go func() {
+			req := []byte("GET /small?n=3072 HTTP/1.1\r\nHost: h\r\n\r\n")
+			var batch []byte
+			for range 100 {
+				batch = append(batch, req...)
+			}
+			for sent := 0; sent < requests; sent += 100 {
+				if _, err := c.Write(batch); err != nil {
+					return
+				}
+			}
+		}()
+		testutil.Eventually(t, 30*time.Second, "the client that does not read counted as too slow", func() bool {
+			return e.metric(tooSlowMetric, map[string]string{"direction": "response"}) >= 1
+		})
+		n, err := io.Copy(io.Discard, c)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() || n >= requests*3072 {
+			t.Errorf("after %d bytes: %v, want the connection cut", n, err)
+		}
+		return
+	}
+	h := e.h2Dial()
+	h.request(1, "GET", "/big?n="+strconv.Itoa(1<<30), -1)
+	if got := h.await(1); got != "reset" {
+		t.Fatalf("a large response on a stream with no window: %q, want reset", got)
+	}
+	h.request(3, "GET", "/small?n=3072", -1)
+	if got := h.await(3); got != "reset" {
+		t.Fatalf("a small response on a connection with no window left: %q, want reset", got)
+	}
+	if n := e.metric(tooSlowMetric, map[string]string{"direction": "response"}); n != 2 {
+		t.Errorf("%s{direction=response}: %v, want 2", tooSlowMetric, n)
+	}
+}
+
 // A gRPC call over HTTP/2 may stream its request as slowly as it likes, as
 // YARP exempts its streaming calls; the same drip as a plain POST is 408.
 func TestMinRequestBodyDataRateExemptsGRPC(t *testing.T) {

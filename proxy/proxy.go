@@ -394,6 +394,26 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cl.rp.ServeHTTP(&st.rw, out)
 }
 
+// flushWatched sends, last thing before the handler returns, what a
+// proxied response left in the server's buffer while the rate heartbeat
+// still watches it: the server would send it after the handler returned,
+// where a client that does not read would hold the connection (HTTP/1.1:
+// pipelined requests' small responses) or the stream (HTTP/2: no window
+// left) for ever. It changes no framing: a proxied response carries the
+// backend's length or is chunked (streamed) already. An HTTP/2 response
+// without body bytes is left alone: its head needs no window, and a gRPC
+// trailers-only answer must end with its HEADERS frame.
+func (st *reqState) flushWatched(r *http.Request) {
+	rw := &st.rw
+	if !st.watched || !rw.rate.on() || !rw.wrote || st.upstream == 0 || st.upstream == http.StatusSwitchingProtocols {
+		return
+	}
+	if r.ProtoMajor >= 2 && rw.bytes == 0 {
+		return
+	}
+	_ = rw.FlushError()
+}
+
 // fail answers a request tether could not proxy.
 func (p *Proxy) fail(st *reqState, status int, kind errKind) {
 	st.kind = kind
@@ -416,7 +436,6 @@ func (p *Proxy) finish(rt *runtime, st *reqState, r *http.Request, start time.Ti
 		}
 		defer panic(v)
 	}
-	p.watch.remove(st)
 	if st.body != nil {
 		st.body.finish()
 	}
@@ -446,6 +465,10 @@ func (p *Proxy) finish(rt *runtime, st *reqState, r *http.Request, start time.Ti
 	if p.access != nil {
 		p.logAccess(r, st, status, end, dur)
 	}
+	if !st.aborted {
+		st.flushWatched(r)
+	}
+	p.watch.remove(st)
 	h := st.outHeader
 	if len(h) > 64 {
 		h = nil // not worth keeping that large

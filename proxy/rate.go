@@ -188,14 +188,12 @@ func (b *clientBody) tooSlow(now int64) bool {
 	if elapsed <= b.rate.grace || float64(b.bytes.Load()) >= b.rate.bps*float64(elapsed)/1e9 {
 		return false
 	}
-	if !b.state.CompareAndSwap(bodyOK, bodyTooSlow) {
-		return false
-	}
 	b.mu.Lock()
-	if !b.done {
-		_ = b.ctl.SetReadDeadline(aLongTimeAgo)
+	defer b.mu.Unlock()
+	if b.done || !b.state.CompareAndSwap(bodyOK, bodyTooSlow) {
+		return false // the handler has returned: the connection is not its to end
 	}
-	b.mu.Unlock()
+	_ = b.ctl.SetReadDeadline(aLongTimeAgo)
 	return true
 }
 
