@@ -116,33 +116,15 @@ func parityMinResponseDataRateSmallResponses(t *testing.T, m serverMode) {
 		w.Header().Set("Content-Length", strconv.Itoa(n))
 		_, _ = w.Write(make([]byte, n))
 	})
-	e := startMode(t, m, backendCfg(b.URL, "", "",
-		`"Limits": {"MinResponseDataRate": {"BytesPerSecond": 10000000, "GracePeriod": "00:00:01.5"}}`), nil)
+	e := startMode(t, m, `{"Limits": {"MinResponseDataRate": {"BytesPerSecond": 10000000, "GracePeriod": "00:00:01.5"}},
+	  "ReverseProxy": {"Routes": {"r": {"ClusterId": "c", "Match": {"Path": "/small"}}, "r2": {"ClusterId": "c", "Match": {"Path": "/big"}}},
+	                   "Clusters": {"c": {"Destinations": {"d1": {"Address": "`+b.URL+`"}}}}}}`, nil)
 	if m.h1() {
 		// 6000 responses of 3 KiB: more than the socket buffers hold.
 		const requests = 6000
-		c := e.dial()
-		_ = c.SetDeadline(time.Now().Add(60 * time.Second))
-		go func() {
-			req := []byte("GET /small?n=3072 HTTP/1.1\r\nHost: h\r\n\r\n")
-			var batch []byte
-			for range 100 {
-				batch = append(batch, req...)
-			}
-			for sent := 0; sent < requests; sent += 100 {
-				if _, err := c.Write(batch); err != nil {
-					return
-				}
-			}
-		}()
-		testutil.Eventually(t, 30*time.Second, "the client that does not read counted as too slow", func() bool {
-			return e.metric(tooSlowMetric, map[string]string{"direction": "response"}) >= 1
-		})
-		n, err := io.Copy(io.Discard, c)
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() || n >= requests*3072 {
-			t.Errorf("after %d bytes: %v, want the connection cut", n, err)
-		}
+		e.pipelineUnread("GET /small?n=3072 HTTP/1.1\r\nHost: h\r\n\r\n", requests, requests*3072, 1)
+		// tether's own answers too: 404s (about 200 bytes each).
+		e.pipelineUnread("GET /no-route HTTP/1.1\r\nHost: h\r\n\r\n", 100000, 100000*150, 2)
 		return
 	}
 	h := e.h2Dial()
@@ -156,6 +138,35 @@ func parityMinResponseDataRateSmallResponses(t *testing.T, m serverMode) {
 	}
 	if n := e.metric(tooSlowMetric, map[string]string{"direction": "response"}); n != 2 {
 		t.Errorf("%s{direction=response}: %v, want 2", tooSlowMetric, n)
+	}
+}
+
+// pipelineUnread sends req n times on a new HTTP/1.1 connection and never
+// reads, until the too-slow counter for responses reaches want; then the
+// connection must be cut (fewer than max bytes came).
+func (e *modeEnv) pipelineUnread(req string, n, max int, want float64) {
+	t := e.t
+	t.Helper()
+	c := e.dial()
+	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+	go func() {
+		var batch []byte
+		for range 100 {
+			batch = append(batch, req...)
+		}
+		for sent := 0; sent < n; sent += 100 {
+			if _, err := c.Write(batch); err != nil {
+				return
+			}
+		}
+	}()
+	testutil.Eventually(t, 30*time.Second, "the client that does not read counted as too slow", func() bool {
+		return e.metric(tooSlowMetric, map[string]string{"direction": "response"}) >= want
+	})
+	got, err := io.Copy(io.Discard, c)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() || got >= int64(max) {
+		t.Errorf("after %d bytes: %v, want the connection cut", got, err)
 	}
 }
 

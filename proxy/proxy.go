@@ -297,6 +297,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.proto = clientProto(r, st.trusted)
 	st.rw.grpc = isGRPC(r)
 	st.rw.rate = rt.respRate
+	if st.rw.rate.on() {
+		p.watch.add(st) // tether's own answers are held to the rate too
+	}
 	p.startTrace(r, st)
 	defer p.finish(rt, st, r, start)
 
@@ -337,15 +340,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// start while the upload goes on (net/http would otherwise swallow
 		// the rest of the upload before the first response byte).
 		_ = ctl.EnableFullDuplex()
-		st.body = &clientBody{rc: body, ctl: ctl, idle: cl.activity, h1: r.ProtoMajor == 1}
+		cb := &clientBody{rc: body, ctl: ctl, idle: cl.activity, h1: r.ProtoMajor == 1}
 		if !(st.rw.grpc && r.ProtoMajor >= 2) {
-			st.body.rate = rt.reqRate // gRPC streams are exempt, as in YARP
+			cb.rate = rt.reqRate // gRPC streams are exempt, as in YARP
 		}
-		st.rw.upload = st.body
-		body = st.body
-	}
-	if st.rw.rate.on() || (st.body != nil && st.body.rate.on()) {
-		p.watch.add(st)
+		p.watch.setBody(st, cb)
+		st.rw.upload = cb
+		body = cb
 	}
 	if rr.waf != nil {
 		var blocked bool
@@ -400,13 +401,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // where a client that does not read would hold the connection (HTTP/1.1:
 // pipelined requests' small responses) or the stream (HTTP/2: no window
 // left) for ever. It changes no framing: a proxied response carries the
-// backend's length or is chunked (streamed) already. An HTTP/2 response
-// without body bytes is left alone: its head needs no window, and a gRPC
+// backend's length or is chunked (streamed) already, and tether's own
+// answers carry their length (writeErrorBody). An HTTP/2 response without
+// body bytes is left alone: its head needs no window, and a gRPC
 // trailers-only answer must end with its HEADERS frame.
 func (st *reqState) flushWatched(r *http.Request) {
 	rw := &st.rw
-	if !st.watched || !rw.rate.on() || !rw.wrote || st.upstream == 0 || st.upstream == http.StatusSwitchingProtocols {
+	if !st.watched || !rw.rate.on() || !rw.wrote || st.upstream == http.StatusSwitchingProtocols {
 		return
+	}
+	if st.upstream == 0 && rw.Header()["Content-Length"] == nil {
+		return // not a proxied response, nor one of tether's own with its length
 	}
 	if r.ProtoMajor >= 2 && rw.bytes == 0 {
 		return

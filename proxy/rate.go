@@ -94,6 +94,21 @@ func (w *rateWatch) add(st *reqState) {
 	w.mu.Unlock()
 }
 
+// setBody gives st its request body wrapper, under the watch's lock (the
+// heartbeat reads it), and puts st under watch for the body's rate.
+func (w *rateWatch) setBody(st *reqState, b *clientBody) {
+	if !st.watched && !b.rate.on() {
+		st.body = b
+		return
+	}
+	if !st.watched {
+		w.add(st)
+	}
+	w.mu.Lock()
+	st.body = b
+	w.mu.Unlock()
+}
+
 // remove takes st off the watch: once it returns, the heartbeat no longer
 // touches st or its response writer.
 func (w *rateWatch) remove(st *reqState) {
