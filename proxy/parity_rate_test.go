@@ -117,14 +117,18 @@ func parityMinResponseDataRateSmallResponses(t *testing.T, m serverMode) {
 		_, _ = w.Write(make([]byte, n))
 	})
 	e := startMode(t, m, `{"Limits": {"MinResponseDataRate": {"BytesPerSecond": 10000000, "GracePeriod": "00:00:01.5"}},
-	  "ReverseProxy": {"Routes": {"r": {"ClusterId": "c", "Match": {"Path": "/small"}}, "r2": {"ClusterId": "c", "Match": {"Path": "/big"}}},
-	                   "Clusters": {"c": {"Destinations": {"d1": {"Address": "`+b.URL+`"}}}}}}`, nil)
+	  "ReverseProxy": {"Routes": {"r": {"ClusterId": "c", "Match": {"Path": "/small"}}, "r2": {"ClusterId": "c", "Match": {"Path": "/big"}},
+	                              "dead": {"ClusterId": "dead", "Match": {"Path": "/dead"},
+	                                       "Transforms": [{"ResponseHeader": "X-Pad", "Set": "`+strings.Repeat("p", 3000)+`", "When": "Always"}]}},
+	                   "Clusters": {"c": {"Destinations": {"d1": {"Address": "`+b.URL+`"}}},
+	                                "dead": {"Destinations": {"d1": {"Address": "http://127.0.0.1:1/"}}}}}}`, nil)
 	if m.h1() {
 		// 6000 responses of 3 KiB: more than the socket buffers hold.
 		const requests = 6000
 		e.pipelineUnread("GET /small?n=3072 HTTP/1.1\r\nHost: h\r\n\r\n", requests, requests*3072, 1)
-		// tether's own answers too: 404s (about 200 bytes each).
-		e.pipelineUnread("GET /no-route HTTP/1.1\r\nHost: h\r\n\r\n", 100000, 100000*150, 2)
+		// tether's own answers too: a dead destination's 502s (or 503s once
+		// it is found unhealthy), 3 KB each with the route's padding field.
+		e.pipelineUnread("GET /dead HTTP/1.1\r\nHost: h\r\n\r\n", requests, requests*3000, 2)
 		return
 	}
 	h := e.h2Dial()
