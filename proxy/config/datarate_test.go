@@ -26,6 +26,8 @@ func TestMinDataRates(t *testing.T) {
 			rate{1000, 3 * time.Second, true}, rate{240, 5 * time.Second, true}},
 		{"the same in both", `"Limits": {"MinResponseDataRate": {"BytesPerSecond": 10, "GracePeriod": "00:00:03"}}, "Kestrel": {"Limits": {"MinResponseDataRate": {"BytesPerSecond": 10, "GracePeriod": "3s"}}}`,
 			rate{240, 5 * time.Second, true}, rate{10, 3 * time.Second, true}},
+		{"the same in both, one with the default grace period spelt out", `"Limits": {"MinRequestBodyDataRate": {"BytesPerSecond": 10}}, "Kestrel": {"Limits": {"MinRequestBodyDataRate": {"BytesPerSecond": 10, "GracePeriod": "00:00:05"}}}`,
+			rate{10, 5 * time.Second, true}, rate{240, 5 * time.Second, true}},
 		{"grace period left out", `"Limits": {"MinRequestBodyDataRate": {"BytesPerSecond": 1}}`,
 			rate{1, 5 * time.Second, true}, rate{240, 5 * time.Second, true}},
 		{"null switches off", `"Limits": {"MinRequestBodyDataRate": null}, "Kestrel": {"Limits": {"MinResponseDataRate": null}}`,

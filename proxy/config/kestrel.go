@@ -443,6 +443,14 @@ func (v *validator) certificate(path string, c *Certificate, baseDir string) {
 	}
 }
 
+// sameRate: a and b are the same limit once defaults apply ("00:00:05"
+// and a left-out grace period are).
+func sameRate(a, b MinDataRate) bool {
+	ab, ag, aon := a.Effective()
+	bb, bg, bon := b.Effective()
+	return aon == bon && (!aon || ab == bb && ag == bg)
+}
+
 // minDataRate checks a MinDataRate as Kestrel's constructor does.
 func (v *validator) minDataRate(path string, r MinDataRate) {
 	if !r.Set || r.Disabled {
@@ -505,7 +513,7 @@ func (v *validator) kestrelLimits(c *Config) {
 		case !r.src.Set:
 		case !r.dst.Set:
 			*r.dst = *r.src
-		case *r.dst != *r.src:
+		case !sameRate(*r.dst, *r.src):
 			conflict(r.name)
 		}
 	}
