@@ -33,7 +33,7 @@ func TestCheckerFindsEachViolation(t *testing.T) {
 		return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(s * float64(time.Second)))
 	}
 	final := func(keys map[string]string, drains map[string]bool) map[string]Final {
-		return map[string]Final{"n1": {keys, drains}, "n2": {keys, drains}}
+		return map[string]Final{"n1": {Keys: keys, Drains: drains}, "n2": {Keys: keys, Drains: drains}}
 	}
 	both := map[string]string{"k1": "active", "k2": "inactive"}
 	noDrain := map[string]bool{"d1": false}
@@ -46,12 +46,12 @@ func TestCheckerFindsEachViolation(t *testing.T) {
 			History{Ops: []Op{{Kind: "rotate", Type: "ok", Result: "k2", Names: []string{"k2"}, Start: at(1), End: at(2)}}, Final: final(both, noDrain)}, ""},
 		{"an acknowledged key missing on one node",
 			History{Ops: []Op{{Kind: "rotate", Type: "ok", Result: "k2", Names: []string{"k2"}, Start: at(1), End: at(2)}},
-				Final: map[string]Final{"n1": {both, noDrain}, "n2": {map[string]string{"k1": "active"}, noDrain}}}, RuleLostWrite},
+				Final: map[string]Final{"n1": {Keys: both, Drains: noDrain}, "n2": {Keys: map[string]string{"k1": "active"}, Drains: noDrain}}}, RuleLostWrite},
 		{"an unacknowledged rotation that did not happen: nothing",
 			History{Ops: []Op{{Kind: "rotate", Type: "info", Start: at(1), End: at(2)}}, Final: final(both, noDrain)}, ""},
 		{"an acknowledged revocation not revoked everywhere",
 			History{Ops: []Op{{Kind: "revoke", Type: "ok", Arg: "k2", Start: at(1), End: at(2)}},
-				Final: map[string]Final{"n1": {map[string]string{"k1": "active", "k2": "revoked"}, noDrain}, "n2": {both, noDrain}}}, RuleLostWrite},
+				Final: map[string]Final{"n1": {Keys: map[string]string{"k1": "active", "k2": "revoked"}, Drains: noDrain}, "n2": {Keys: both, Drains: noDrain}}}, RuleLostWrite},
 		{"the last acknowledged drain lost",
 			History{Ops: []Op{{Kind: "drain", Type: "ok", Arg: "d1", Start: at(1), End: at(2)}}, Final: final(both, noDrain)}, RuleLostWrite},
 		{"a drain followed by an undrain of unknown outcome: not settled, nothing",

@@ -40,6 +40,10 @@ type proc struct {
 	paused  bool
 	// liveSince is when it last became live (started, resumed, healed).
 	liveSince time.Time
+	// starts counts its process starts (the epoch of an operation).
+	starts int
+	// stopping: a SIGKILL or SIGTERM was sent; it is no longer live.
+	stopping bool
 }
 
 func (p *proc) raftAddr() string   { return p.ip + ":" + p.raftPort }
@@ -160,6 +164,8 @@ func (c *cluster) start(p *proc) error {
 	}()
 	c.mu.Lock()
 	p.cmd, p.done, p.running, p.paused, p.liveSince = cmd, done, true, false, time.Now()
+	p.starts++
+	p.stopping = false
 	c.mu.Unlock()
 	// Up once its admin API answers.
 	deadline := time.Now().Add(60 * time.Second)
@@ -179,6 +185,13 @@ func (c *cluster) start(p *proc) error {
 	}
 }
 
+// epoch is the node's process start count (0: never started).
+func (c *cluster) epoch(p *proc) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return p.starts
+}
+
 // signal sends sig to the node's process; it reports whether one ran.
 func (c *cluster) signal(p *proc, sig syscall.Signal) bool {
 	c.mu.Lock()
@@ -194,6 +207,8 @@ func (c *cluster) signal(p *proc, sig syscall.Signal) bool {
 		if p.paused {
 			p.paused, p.liveSince = false, time.Now()
 		}
+	case syscall.SIGKILL, syscall.SIGTERM:
+		p.stopping = true
 	}
 	return true
 }
@@ -246,7 +261,7 @@ func (c *cluster) live(id string) (bool, time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.byID(id)
-	if p == nil || !p.running || p.paused || c.isolated[id] {
+	if p == nil || !p.running || p.paused || p.stopping || c.isolated[id] {
 		return false, time.Time{}
 	}
 	return true, p.liveSince
