@@ -227,7 +227,7 @@ func TestLivenessRules(t *testing.T) {
 		return Op{Client: -1, Kind: "probe-active", Node: "n1", Type: typ, Start: at(60), End: at(60 + took)}
 	}
 	rot := Op{Client: 0, Kind: "rotate", Node: "n1", Type: "ok", Result: "k1", Start: at(1), End: at(1.1)}
-	for _, c := range []struct {
+	cases := []struct {
 		desc string
 		h    History
 		want string
@@ -238,7 +238,9 @@ func TestLivenessRules(t *testing.T) {
 		{"an acknowledged rotation still installed", History{Ops: []Op{rot}, Final: final("installed", at(1)), Begin: at(0)}, RuleNeverActivated},
 		{"a key created 2500 h ahead", History{Ops: []Op{rot}, Final: final("active", at(2500*3600)), Begin: at(0)}, RuleSchedule},
 		{"a key expired within the run", History{Ops: []Op{rot}, Final: final("expired", at(1)), Begin: at(0)}, RuleSchedule},
-	} {
+	}
+	for i := range cases {
+		c := &cases[i]
 		var got []string
 		for _, v := range checkLiveness(&c.h) {
 			if len(got) == 0 || got[len(got)-1] != v.Rule {

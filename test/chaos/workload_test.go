@@ -10,6 +10,7 @@ import (
 	"io"
 	mrand "math/rand/v2"
 	"net/http"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,12 +44,19 @@ type workload struct {
 	mu sync.Mutex
 	// index is the highest X-Tether-Index each client saw in an answer.
 	index map[int]uint64
+	// reuseIDs (TETHER_CHAOS_REUSE_IDS=1): now and then a drain or undrain
+	// goes with the request id of the client's previous write, a different
+	// request (a client's retry logic gone wrong): it must be refused, or
+	// carried out as sent.
+	reuseIDs bool
+	lastID   map[int]string
 }
 
 func newWorkload(c *cluster, h *History, mon *monitor) *workload {
 	return &workload{c: c, h: h, mon: mon,
 		proxy: &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		admin: &http.Client{Timeout: 15 * time.Second}, index: map[int]uint64{}}
+		admin: &http.Client{Timeout: 15 * time.Second}, index: map[int]uint64{}, lastID: map[int]string{},
+		reuseIDs: os.Getenv("TETHER_CHAOS_REUSE_IDS") == "1"}
 }
 
 // record completes an operation: whether its node was up and in the
@@ -96,9 +104,9 @@ func (w *workload) run(ctx context.Context, client int, r *mrand.Rand) {
 		case x < 80:
 			w.revoke(client, p)
 		case x < 89:
-			w.drain(client, p, destinations[r.IntN(len(destinations))], true)
+			w.drain(client, p, destinations[r.IntN(len(destinations))], true, w.reuseIDs && r.IntN(6) == 0)
 		default:
-			w.drain(client, p, destinations[r.IntN(len(destinations))], false)
+			w.drain(client, p, destinations[r.IntN(len(destinations))], false, w.reuseIDs && r.IntN(6) == 0)
 		}
 		select {
 		case <-ctx.Done():
@@ -230,14 +238,19 @@ type answer struct {
 	index  uint64
 }
 
-// adminDo sends one admin request (a write gets a fresh request id; a read
+// newRequestID makes a fresh X-Tether-Request-Id.
+func newRequestID() string {
+	var id [8]byte
+	rand.Read(id[:])
+	return hex.EncodeToString(id[:])
+}
+
+// adminDo sends one admin request (a write with request id reqID; a read
 // sends the highest index the client saw, minIndex, in X-Tether-Index).
-func (w *workload) adminDo(method, url string, minIndex uint64) answer {
+func (w *workload) adminDo(method, url, reqID string, minIndex uint64) answer {
 	req, _ := http.NewRequest(method, url, nil)
 	if method != "GET" {
-		var id [8]byte
-		rand.Read(id[:])
-		req.Header.Set("X-Tether-Request-Id", hex.EncodeToString(id[:]))
+		req.Header.Set("X-Tether-Request-Id", reqID)
 	} else if minIndex > 0 {
 		req.Header.Set("X-Tether-Index", strconv.FormatUint(minIndex, 10))
 	}
@@ -265,12 +278,23 @@ func (w *workload) adminDo(method, url string, minIndex uint64) answer {
 }
 
 // write sends one admin write and records it; after an acknowledged one
-// the client reads back through the same node (read-your-writes).
-func (w *workload) write(o Op, method, url string) answer {
+// the client reads back through the same node (read-your-writes). reuse:
+// with the request id of the client's previous write.
+func (w *workload) write(o Op, method, url string, reuse bool) answer {
+	id := newRequestID()
+	w.mu.Lock()
+	if prev := w.lastID[o.Client]; reuse && prev != "" {
+		id = prev
+	}
+	w.lastID[o.Client] = id
+	w.mu.Unlock()
 	o.Start, o.Epoch = time.Now(), w.c.epoch(w.c.byID(o.Node))
-	a := w.adminDo(method, url, 0)
+	a := w.adminDo(method, url, id, 0)
 	o.End = time.Now()
 	o.Type, o.Status, o.Err, o.Index = a.typ, a.status, a.err, a.index
+	if reuse {
+		o.Err = strings.TrimSpace("request id of the previous write " + o.Err)
+	}
 	p := w.c.byID(o.Node)
 	switch o.Kind {
 	case "rotate":
@@ -301,7 +325,7 @@ func (w *workload) write(o Op, method, url string) answer {
 // readKeyring records GET /v1/keyring with every key's state.
 func (w *workload) readKeyring(client int, p *proc) (Op, map[string]time.Time) {
 	o := Op{Client: client, Kind: "read", Node: p.id, Start: time.Now(), Epoch: w.c.epoch(p), MinIndex: w.seen(client)}
-	a := w.adminDo("GET", p.adminURL()+"/v1/keyring", o.MinIndex)
+	a := w.adminDo("GET", p.adminURL()+"/v1/keyring", "", o.MinIndex)
 	o.End = time.Now()
 	o.Type, o.Status, o.Err, o.Index = a.typ, a.status, a.err, a.index
 	var kr struct {
@@ -332,7 +356,7 @@ func (w *workload) readKeyring(client int, p *proc) (Op, map[string]time.Time) {
 // readDests records GET /v1/clusters/app/destinations with each drain.
 func (w *workload) readDests(client int, p *proc) {
 	o := Op{Client: client, Kind: "dests", Node: p.id, Start: time.Now(), Epoch: w.c.epoch(p), MinIndex: w.seen(client)}
-	a := w.adminDo("GET", p.adminURL()+"/v1/clusters/app/destinations", o.MinIndex)
+	a := w.adminDo("GET", p.adminURL()+"/v1/clusters/app/destinations", "", o.MinIndex)
 	o.End = time.Now()
 	o.Type, o.Status, o.Err, o.Index = a.typ, a.status, a.err, a.index
 	var ds struct {
@@ -361,7 +385,7 @@ func (w *workload) readDests(client int, p *proc) {
 }
 
 func (w *workload) rotate(client int, p *proc) {
-	w.write(Op{Client: client, Kind: "rotate", Node: p.id}, "POST", p.adminURL()+"/v1/keyring/rotate")
+	w.write(Op{Client: client, Kind: "rotate", Node: p.id}, "POST", p.adminURL()+"/v1/keyring/rotate", false)
 }
 
 // revoke revokes the oldest inactive key the node lists (never the active
@@ -379,16 +403,16 @@ func (w *workload) revoke(client int, p *proc) {
 	if id == "" {
 		return
 	}
-	w.write(Op{Client: client, Kind: "revoke", Node: p.id, Arg: id}, "POST", p.adminURL()+"/v1/keyring/"+id+"/revoke")
+	w.write(Op{Client: client, Kind: "revoke", Node: p.id, Arg: id}, "POST", p.adminURL()+"/v1/keyring/"+id+"/revoke", false)
 }
 
-func (w *workload) drain(client int, p *proc, dest string, on bool) {
+func (w *workload) drain(client int, p *proc, dest string, on, reuse bool) {
 	o := Op{Client: client, Kind: "undrain", Node: p.id, Arg: dest}
 	method := "DELETE"
 	if on {
 		o.Kind, method = "drain", "POST"
 	}
-	w.write(o, method, p.adminURL()+"/v1/clusters/app/destinations/"+dest+"/drain")
+	w.write(o, method, p.adminURL()+"/v1/clusters/app/destinations/"+dest+"/drain", reuse)
 }
 
 // monitor polls every node's status four times a second, and the voter
@@ -509,7 +533,7 @@ func (m *monitor) clean(id string, start, end time.Time) bool {
 func (w *workload) probe(r *mrand.Rand) {
 	const patience = 30 * time.Second
 	p := w.c.procs[r.IntN(len(w.c.procs))]
-	a := w.write(Op{Client: -1, Kind: "rotate", Node: p.id}, "POST", p.adminURL()+"/v1/keyring/rotate")
+	a := w.write(Op{Client: -1, Kind: "rotate", Node: p.id}, "POST", p.adminURL()+"/v1/keyring/rotate", false)
 	id, _ := a.body["id"].(string)
 	o := Op{Client: -1, Kind: "probe-active", Node: p.id, Arg: id, Start: time.Now()}
 	if a.typ != "ok" || id == "" {
