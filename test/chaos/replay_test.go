@@ -27,8 +27,15 @@ func TestCheckRecordedHistory(t *testing.T) {
 		// keys it made then are created ahead, 72 acknowledged rotations
 		// never activate, nor does the probe's after the heal.
 		{"clock-ahead-before-cluster-time.json.gz", []string{RuleNeverActivated, RuleSchedule, RuleLiveness}},
-		// A request id reused for a drain of another destination answered
-		// with the first drain's result: d2 was never drained.
+		// Recorded: TETHER_CHAOS_EXTRA=reuse-ids TETHER_CHAOS_FAULTS=pause,
+		// 25 s, seed 2, against a build whose request ids are not bound to
+		// their request: a drain or undrain sent with the id of the
+		// client's previous write answers 200 with that write's result, and
+		// the client's read back through the same node misses it.
+		{"reused-request-id-recorded.json.gz", []string{RuleReadYourWrites}},
+		// The same fault as the issue reported it: a request id reused for
+		// a drain of another destination answers with the first drain's
+		// result, and d2 is never drained.
 		{"reused-request-id-answers-another-drain.json", []string{RuleLostWrite, RuleNotLinearizable, RuleReadYourWrites, RuleDrainDataPath}},
 		// A revocation answered through a follower names a replacement key
 		// the follower does not hold when the client reads back there.

@@ -44,19 +44,32 @@ type workload struct {
 	mu sync.Mutex
 	// index is the highest X-Tether-Index each client saw in an answer.
 	index map[int]uint64
-	// reuseIDs (TETHER_CHAOS_REUSE_IDS=1): now and then a drain or undrain
-	// goes with the request id of the client's previous write, a different
-	// request (a client's retry logic gone wrong): it must be refused, or
-	// carried out as sent.
-	reuseIDs bool
-	lastID   map[int]string
+	// Operations TETHER_CHAOS_EXTRA (a comma-separated list) adds:
+	// reuse-ids: now and then a drain or undrain goes with the request id
+	// of the client's previous write, another request (a client's retry
+	// logic gone wrong): it must be refused, or carried out as sent.
+	// revoke-active: now and then a revocation names the active key (its
+	// values stop opening; a replacement must be in place).
+	reuseIDs, revokeActive bool
+	lastID                 map[int]string
 }
 
 func newWorkload(c *cluster, h *History, mon *monitor) *workload {
-	return &workload{c: c, h: h, mon: mon,
+	w := &workload{c: c, h: h, mon: mon,
 		proxy: &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		admin: &http.Client{Timeout: 15 * time.Second}, index: map[int]uint64{}, lastID: map[int]string{},
-		reuseIDs: os.Getenv("TETHER_CHAOS_REUSE_IDS") == "1"}
+		admin: &http.Client{Timeout: 15 * time.Second}, index: map[int]uint64{}, lastID: map[int]string{}}
+	for _, x := range strings.Split(os.Getenv("TETHER_CHAOS_EXTRA"), ",") {
+		switch strings.TrimSpace(x) {
+		case "reuse-ids":
+			w.reuseIDs = true
+		case "revoke-active":
+			w.revokeActive = true
+		case "":
+		default:
+			c.t.Errorf("TETHER_CHAOS_EXTRA names %q: the extras are reuse-ids and revoke-active", x)
+		}
+	}
+	return w
 }
 
 // record completes an operation: whether its node was up and in the
@@ -102,7 +115,7 @@ func (w *workload) run(ctx context.Context, client int, r *mrand.Rand) {
 		case x < 78:
 			w.rotate(client, p)
 		case x < 80:
-			w.revoke(client, p)
+			w.revoke(client, p, w.revokeActive && r.IntN(3) == 0)
 		case x < 89:
 			w.drain(client, p, destinations[r.IntN(len(destinations))], true, w.reuseIDs && r.IntN(6) == 0)
 		default:
@@ -388,15 +401,18 @@ func (w *workload) rotate(client int, p *proc) {
 	w.write(Op{Client: client, Kind: "rotate", Node: p.id}, "POST", p.adminURL()+"/v1/keyring/rotate", false)
 }
 
-// revoke revokes the oldest inactive key the node lists (never the active
-// one: that would break every session at once, which is the operator's
-// call; and not a recent one, whose values the clients still open).
-func (w *workload) revoke(client int, p *proc) {
+// revoke revokes the oldest inactive key the node lists (not the active
+// one unless active: that breaks every session under it at once, the
+// operator's call; and not a recent one, whose values the clients still open).
+func (w *workload) revoke(client int, p *proc, active bool) {
 	read, created := w.readKeyring(client, p)
 	id := ""
 	var oldest time.Time
 	for _, k := range sortedKeys(read.Keys) {
-		if read.Keys[k] == "inactive" && (id == "" || created[k].Before(oldest)) {
+		switch {
+		case active && read.Keys[k] == "active":
+			id = k
+		case !active && read.Keys[k] == "inactive" && (id == "" || created[k].Before(oldest)):
 			id, oldest = k, created[k]
 		}
 	}
