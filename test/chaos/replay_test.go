@@ -37,8 +37,13 @@ func TestCheckRecordedHistory(t *testing.T) {
 		// a drain of another destination answers with the first drain's
 		// result, and d2 is never drained.
 		{"reused-request-id-answers-another-drain.json", []string{RuleLostWrite, RuleNotLinearizable, RuleReadYourWrites, RuleDrainDataPath}},
-		// A revocation answered through a follower names a replacement key
-		// the follower does not hold when the client reads back there.
+		// Recorded: TETHER_CHAOS_EXTRA=revoke-active TETHER_CHAOS_FAULTS=pause,
+		// 25 s, seed 4, against a build whose revocation answers with the
+		// revocation's index: the active key revoked through follower n4
+		// names its replacement, which n4 does not list when the client
+		// reads back there.
+		{"revoke-active-recorded.json.gz", []string{RuleReadYourWrites}},
+		// The same, written out small.
 		{"revoke-answer-names-a-key-the-follower-lacks.json", []string{RuleReadYourWrites}},
 		// A removed member holds up activation: the probe's rotation
 		// takes 10.4 s to be active everywhere.
