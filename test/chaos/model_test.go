@@ -576,8 +576,8 @@ func checkDrainDataPath(h *History) []Violation {
 }
 
 // checkAvailability: among operations sent to nodes up and in the
-// majority, the share that ended in a 5xx or a timeout stays within
-// availBudget. It returns the figures for the report too.
+// majority, the share that ended in a 5xx, a timeout or a refused or lost
+// connection stays within availBudget. It returns the figures for the report too.
 func checkAvailability(h *History) (out []Violation, bad, total int) {
 	var worst []string
 	for _, o := range h.Ops {
@@ -585,7 +585,8 @@ func checkAvailability(h *History) (out []Violation, bad, total int) {
 			continue // a new session refused for want of a destination: the drain rule judges it
 		}
 		total++
-		if o.Type == "info" && (o.Status >= 500 || o.Status == 0) {
+		// A 5xx, a timeout, a connection refused or lost.
+		if o.Type != "ok" && (o.Status >= 500 && o.Status != openFailStatus || o.Status == 0 && o.Err != "") {
 			bad++
 			if len(worst) < 5 {
 				worst = append(worst, o.String())
