@@ -98,6 +98,19 @@ func newCluster(t *testing.T, bin, dir string, config func(listen string) string
 		c.own(p, p.secret)
 		c.procs = append(c.procs, p)
 	}
+	if os.Getenv(netnsEnv) == "1" {
+		// In the test's own network namespace: the nodes' ports are never
+		// handed out as the local port of an outgoing connection (a
+		// client's, or a node's), which would keep a node that restarts
+		// from listening on its own port.
+		var ports []string
+		for _, p := range c.procs {
+			ports = append(ports, p.raftPort, p.gossipPort, p.adminAddr[strings.LastIndexByte(p.adminAddr, ':')+1:], p.proxyAddr[strings.LastIndexByte(p.proxyAddr, ':')+1:])
+		}
+		if err := os.WriteFile("/proc/sys/net/ipv4/ip_local_reserved_ports", []byte(strings.Join(ports, ",")), 0o644); err != nil {
+			t.Fatalf("reserving the nodes' ports: %v", err)
+		}
+	}
 	return c
 }
 
