@@ -39,6 +39,10 @@ func chaosConfig(backends map[string]string, listen string) string {
 }`, listen, cookieName, openFailStatus, strings.Join(ds, ", "))
 }
 
+// indexedReads: the build under test answers reads with X-Tether-Index
+// and waits for the index a read sends (see History.IndexedReads).
+const indexedReads = false
+
 // TestChaos runs the nemesis and the clients for the run's duration, heals
 // everything, reads every node's final state and checks the history. The
 // seed and duration come from -chaos.seed/-chaos.duration or
@@ -109,7 +113,7 @@ func TestChaos(t *testing.T) {
 	}
 	t.Logf("chaos: formed in %s", time.Since(formed).Round(time.Millisecond))
 
-	h := &History{}
+	h := &History{IndexedReads: indexedReads}
 	mon := &monitor{c: c, h: h}
 	monCtx, stopMon := context.WithCancel(context.Background())
 	monDone := make(chan struct{})

@@ -172,6 +172,10 @@ func TestModelFindsEachViolation(t *testing.T) {
 			[]Op{with(drain(0, "drain", "ok", 1), func(o *Op) { o.Index = 7 }), with(dests(0, "n2", 1.1, false), func(o *Op) { o.Index = 7 })}, RuleReadYourWrites},
 		{"a read answered below the index the client sent",
 			[]Op{with(dests(0, "n2", 1, false), func(o *Op) { o.Index, o.MinIndex = 5, 9 })}, RuleMonotonicReads},
+		{"a read answered without an index while the build answers reads with one",
+			[]Op{read(0, "n2", 1, map[string]string{"k1": "active"})}, "indexed:" + RuleMonotonicReads},
+		{"a read answered with an index: nothing",
+			[]Op{with(read(0, "n2", 1, map[string]string{"k1": "active"}), func(o *Op) { o.Index = 3 })}, "indexed:"},
 		{"a client's reads of one node go back (within the read bound: monotonic reads only)",
 			[]Op{read(0, "n2", 1, map[string]string{"k1": "active", "k2": "installed"}), read(0, "n2", 2, map[string]string{"k1": "active"})}, RuleMonotonicReads},
 		{"a client's reads of one node go back across a restart, within the read bound: nothing",
@@ -196,6 +200,10 @@ func TestModelFindsEachViolation(t *testing.T) {
 	for i := range cases {
 		c := &cases[i]
 		h := History{Ops: c.ops}
+		want := c.want
+		if rest, ok := strings.CutPrefix(want, "indexed:"); ok {
+			h.IndexedReads, want = true, rest
+		}
 		vs, undecided := CheckModel(&h, "")
 		if len(undecided) > 0 {
 			t.Errorf("%s: undecided %v", c.desc, undecided)
@@ -206,8 +214,8 @@ func TestModelFindsEachViolation(t *testing.T) {
 				got = append(got, v.Rule)
 			}
 		}
-		if strings.Join(got, "|") != c.want {
-			t.Errorf("%s: violations %q, want %q", c.desc, got, c.want)
+		if strings.Join(got, "|") != want {
+			t.Errorf("%s: violations %q, want %q", c.desc, got, want)
 			for _, v := range vs {
 				t.Logf("  %s", v)
 			}

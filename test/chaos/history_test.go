@@ -117,6 +117,10 @@ type History struct {
 	// Begin is when the clients started; Healed when the last fault was
 	// healed and the cluster settled (zero: no liveness probe ran).
 	Begin, Healed time.Time
+	// IndexedReads: the build answers every read with the X-Tether-Index
+	// it reflects and waits for the one a read sends; an answered read
+	// without one is then a violation.
+	IndexedReads bool `json:",omitempty"`
 }
 
 func (h *History) op(o Op) {

@@ -340,6 +340,9 @@ func checkSessions(h *History) []Violation {
 			default:
 				continue
 			}
+			if h.IndexedReads && r.Index == 0 {
+				out = append(out, Violation{Rule: RuleMonotonicReads, Detail: fmt.Sprintf("%s answered without X-Tether-Index", r), At: r.Start, Node: r.Node})
+			}
 			if r.MinIndex > 0 && r.Index > 0 && r.Index < r.MinIndex {
 				out = append(out, Violation{Rule: RuleMonotonicReads, Detail: fmt.Sprintf("%s answered index %d, below the %d the client sent", r, r.Index, r.MinIndex), At: r.Start, Node: r.Node})
 			}
