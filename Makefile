@@ -72,7 +72,7 @@ bench-race: ## tether vs HAProxy, nginx, Caddy and a stdlib proxy (cleartext, TL
 	@mkdir -p bin; $(TOOLS) $(GO) build -o ../bin/benchrace ./benchrace && cd .. && ./bin/benchrace -repo . $(BENCHRACE_FLAGS)
 
 bench-health: ## health gossip simulation: 5 and 50 in-process nodes, 1,000 destinations: agreement p50/p99, bytes per node (minutes)
-	TETHER_BENCH_HEALTH=1 $(GO) test -count=1 -timeout 20m -run TestHealthScale -v ./cluster/ | grep -E 'health_sim_test|^(ok|FAIL|---)'
+	TETHER_BENCH_HEALTH=1 $(GO) test -count=1 -timeout 20m -run TestHealthScale -v ./cluster/healthgossip/ | grep -E 'sim_test|^(ok|FAIL|---)'
 
 fmt-check: ## fail if gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -1,6 +1,6 @@
 // Package cluster owns gossip membership (hashicorp/memberlist), the
 // formation decision (BootstrapSet) and Raft voter reconciliation (Plan,
-// Reconcile, Autopilot).
+// Reconcile, Autopilot). Health gossip lives in cluster/healthgossip.
 //
 // Membership gossips each node's Meta (id, Raft and admin addresses,
 // version, cluster id, formation and durability figures), encrypted with a
@@ -12,10 +12,9 @@
 // rotate, and a guard reads every incoming stream's first frame within
 // bounds before memberlist sees it (guard.go, StreamsRefused).
 //
-// Health (health.go) gossips each node's versioned probe verdicts about
-// destinations and computes the same cluster view on every node: the
-// majority of the destination's current probers, chosen by rendezvous
-// hashing over alive members (Probers, ShouldProbe, View).
+// Destination health verdicts are a payload kind of their own, owned by
+// the sub-package healthgossip, which sees membership only through its
+// Membership interface.
 //
 // Reconciliation talks to Raft through the small Raft interface declared
 // here: this package never imports store/. See DESIGN.md.

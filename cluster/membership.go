@@ -640,6 +640,13 @@ func (m *Membership) Local() Member {
 	return me
 }
 
+// NodeID is this node's id (Config.NodeID).
+func (m *Membership) NodeID() string { return m.cfg.NodeID }
+
+// PollInterval is how often the event loop re-reads memberlist's states to
+// see suspicion (Timing).
+func (m *Membership) PollInterval() time.Duration { return m.t.poll }
+
 // Members returns every member known, including dead and left ones until
 // Forget, sorted by ID.
 func (m *Membership) Members() []Member {

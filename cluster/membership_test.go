@@ -42,11 +42,7 @@ func startNode(t *testing.T, id string, edit func(*Config)) *Membership {
 	if edit != nil {
 		edit(&cfg)
 	}
-	var opts []OpenOption
-	if openHook != nil {
-		opts = append(opts, openHook)
-	}
-	m, err := Open(cfg, opts...)
+	m, err := Open(cfg)
 	if err != nil {
 		t.Fatalf("Open %s: %v", id, err)
 	}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/tether-proxy/tether/internal/atomicfile"
 )
 
 // A restarted node must find its peers again by itself. memberlist gossips
@@ -56,19 +58,7 @@ func writePeersFile(path string, addrs []string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".peers-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.WriteString(peersFileHeader + strings.Join(addrs, "\n") + "\n"); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.WriteFile(path, []byte(peersFileHeader+strings.Join(addrs, "\n")+"\n"), 0o600)
 }
 
 // loadPeers reads Config.PeersFile at Open. A bad file is logged and

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/tether-proxy/tether/internal/atomicfile"
 )
 
 // fileFormat names the keyring file format in its first field.
@@ -113,47 +115,13 @@ func (f *FileStore) Save(keys []Key) error {
 	}
 	if err == nil {
 		f.mu.Lock()
-		err = writeAtomic(f.path, append(b, '\n'))
+		err = atomicfile.WriteFile(f.path, append(b, '\n'), 0o600)
 		f.mu.Unlock()
 		clear(b)
 	}
 	clear(env.Keys)
 	if err != nil {
 		return fmt.Errorf("keyring file %s: %w", f.path, err)
-	}
-	return nil
-}
-
-func writeAtomic(path string, b []byte) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp") // mode 0600
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err = tmp.Chmod(0o600); err != nil {
-		return err
-	}
-	if _, err = tmp.Write(b); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync() // best effort: makes the rename durable
-		d.Close()
 	}
 	return nil
 }

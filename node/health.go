@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tether-proxy/tether/cluster"
+	"github.com/tether-proxy/tether/cluster/healthgossip"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/health"
 	"github.com/tether-proxy/tether/proxy/upstream"
@@ -20,7 +20,7 @@ const healthTag = 'h'
 // each one's current probers), and only ProbeFanout nodes probe each.
 type sharedHealth struct {
 	n      *Node
-	gossip *cluster.Health
+	gossip *healthgossip.Health
 	// fanout maps a cluster id to its ProbeFanout; swapped on reload (the
 	// probe goroutines read it without the reload lock).
 	fanout atomic.Pointer[map[string]int]
@@ -38,7 +38,7 @@ func (n *Node) openHealth() error {
 		Help:    "Time from another prober's verdict to this node hearing it.",
 		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 	})}
-	g, err := cluster.NewHealth(n.members, healthTag, cluster.HealthOptions{
+	g, err := healthgossip.New(n.members, healthTag, healthgossip.Options{
 		Logger:   n.log.With("component", "health-gossip"),
 		OnChange: sh.apply,
 		OnLag:    func(d time.Duration) { sh.lag.Observe(d.Seconds()) },
@@ -139,21 +139,21 @@ func (sh *sharedHealth) forgetRemoved(old, cur *config.Config) {
 	}
 }
 
-func toVerdict(h upstream.Health) cluster.Verdict {
+func toVerdict(h upstream.Health) healthgossip.Verdict {
 	switch h {
 	case upstream.Healthy:
-		return cluster.VerdictHealthy
+		return healthgossip.VerdictHealthy
 	case upstream.Unhealthy:
-		return cluster.VerdictUnhealthy
+		return healthgossip.VerdictUnhealthy
 	}
-	return cluster.VerdictUnknown
+	return healthgossip.VerdictUnknown
 }
 
-func fromVerdict(v cluster.Verdict) upstream.Health {
+func fromVerdict(v healthgossip.Verdict) upstream.Health {
 	switch v {
-	case cluster.VerdictHealthy:
+	case healthgossip.VerdictHealthy:
 		return upstream.Healthy
-	case cluster.VerdictUnhealthy:
+	case healthgossip.VerdictUnhealthy:
 		return upstream.Unhealthy
 	}
 	return upstream.Unknown

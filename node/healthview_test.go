@@ -18,7 +18,7 @@ import (
 // TestHealthWithoutMajorityGoesByLocalVerdictAndViewsConverge: two nodes
 // probe d1 (ProbeFanout 2) through health addresses that answer
 // differently, so their verdicts split and no majority exists. Each node
-// then goes by its own verdict (cluster/DESIGN.md): the node whose probe
+// then goes by its own verdict (cluster/healthgossip/DESIGN.md): the node whose probe
 // fails gives d1 no traffic, the other keeps it. Once the second probe
 // fails too the views agree, and within a second both nodes send a
 // session pinned to d1 to the same replacement.

@@ -142,8 +142,10 @@ type keyView struct {
 
 // keyViews lists the keyring with, for each installed key, what its
 // activation waits for as this node sees it.
-func (n *Node) keyViews(now time.Time) []keyView {
-	mds := n.ring.List(now)
+func (n *Node) keyViews(now time.Time) []keyView { return n.keyViewsOf(n.ring.List(now), now) }
+
+// keyViewsOf is keyViews of a listing read before.
+func (n *Node) keyViewsOf(mds []keyring.Metadata, now time.Time) []keyView {
 	out := make([]keyView, 0, len(mds))
 	for _, md := range mds {
 		v := keyView{Metadata: md}

@@ -43,5 +43,8 @@ func (n *Node) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n.applyDrains()
+	// The restored state is applied here from this index on: a follower
+	// that forwarded the restore answers once it installed it too.
+	setCommitted(w, n.store.AppliedIndex())
 	writeJSON(w, http.StatusOK, map[string]any{"restored": info, "active_key_id": n.ring.ActiveKeyID(time.Now())})
 }

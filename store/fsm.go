@@ -105,6 +105,10 @@ type result struct {
 	// Value is what the first application committed (committedValue), so
 	// a retry answers with it rather than with its own values.
 	Value string `json:"value,omitempty"`
+	// Bind is the request the id was first used for (BindRequest,
+	// contentBinding; "" from an entry or snapshot of an older version,
+	// which binds nothing): the same id with another binding is refused.
+	Bind string `json:"bind,omitempty"`
 }
 
 // result codes keep errors.Is working across retries and snapshots.
@@ -118,6 +122,9 @@ const (
 	codeUnknownSecret
 	codeSecretInUse
 	codeTooManySecrets
+	// codeSkipped: an ignorable command this node's version skipped
+	// (rememberSkipped).
+	codeSkipped
 )
 
 func resultOf(err error) result {
@@ -171,6 +178,8 @@ func (r result) err() error {
 		s = ErrSecretInUse
 	case codeTooManySecrets:
 		s = ErrTooManySecrets
+	case codeSkipped:
+		s = ErrUnsupported
 	}
 	return &fsmError{r.Msg, s}
 }
@@ -210,9 +219,13 @@ func (f *fsm) Apply(l *raft.Log) any {
 		typ, ver := l.Data[0]&^flagIgnorable, l.Data[1]
 		if !f.commands.knows(typ, ver) {
 			if l.Data[0]&flagIgnorable != 0 {
+				what := fmt.Sprintf("%s v%d", typeName(typ), ver)
 				f.logger.Warn("raft entry skipped: its command is unknown to this version and marked ignorable",
-					"index", l.Index, "command", fmt.Sprintf("%s v%d", typeName(typ), ver))
+					"index", l.Index, "command", what)
+				f.mu.Lock()
+				f.rememberSkipped(l.Index, what, l.Data[2:])
 				f.raise(l.Index)
+				f.mu.Unlock()
 				return applyResponse{}
 			}
 			name := fmt.Sprintf("type %d", typ) // this binary may not know the name
@@ -228,16 +241,26 @@ func (f *fsm) Apply(l *raft.Log) any {
 			return applyResponse{err: f.stoppedErr()}
 		}
 	}
-	defer f.raise(l.Index)
 	cmd, err := decodeCommandKEKs(f.sec.HeldKEKs(keyring.InfoRaft), l.Data)
+	var env envelope
+	if err == nil {
+		env, err = readEnvelope(l.Data[2:])
+	}
 	if err != nil { // a bug or a different cluster secret: loud, and no state change
+		f.raise(l.Index)
 		f.logger.Error("raft entry not applied: cannot decode it", "index", l.Index, "err", err)
 		return applyResponse{err: fmt.Errorf("store: entry %d: %w", l.Index, err)}
 	}
+	// The applied index moves under f.mu with the state it describes
+	// (Store.ReadState reads both at once).
 	f.mu.Lock()
 	id := reqIDOf(cmd)
-	if r, ok := f.reqs[id]; ok {
+	if r, seen, err := f.checkRequest(id, env.Bind); seen {
+		f.raise(l.Index)
 		f.mu.Unlock()
+		if err != nil {
+			return applyResponse{err: err}
+		}
 		return applyResponse{r.err(), r.Value}
 	}
 	f.applying = l.Index
@@ -246,7 +269,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 	if err == nil {
 		r.Value = committedValue(cmd)
 	}
+	r.Bind = env.Bind
 	f.remember(id, r)
+	f.raise(l.Index)
 	f.mu.Unlock()
 	if changed {
 		f.lastChange.Store(l.Index)
@@ -379,8 +404,8 @@ func (f *fsm) StoreConfiguration(index uint64, c raft.Configuration) {
 	if f.stop.Load() == 0 {
 		f.mu.Lock()
 		f.noteConfiguration(index, c)
-		f.mu.Unlock()
 		f.raise(index)
+		f.mu.Unlock()
 	}
 	f.onApply()
 }
@@ -705,7 +730,7 @@ func (f *fsm) dump() string {
 	}
 	b.WriteString(f.acmeDump())
 	for _, id := range f.reqOrder {
-		fmt.Fprintf(&b, "req %s %d %s\n", id, f.reqs[id].Code, f.reqs[id].Msg)
+		fmt.Fprintf(&b, "req %s %d %s bind %s\n", id, f.reqs[id].Code, f.reqs[id].Msg, f.reqs[id].Bind)
 	}
 	fmt.Fprintf(&b, "servers %v\n", f.serverList())
 	for _, id := range f.removedOrder {

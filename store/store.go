@@ -35,6 +35,9 @@ var (
 	ErrLeadershipLost = errors.New("store: leadership lost while committing; the write may have been applied")
 	// ErrClusterID: SetClusterID with an id other than the one recorded.
 	ErrClusterID = errors.New("store: cluster id mismatch")
+	// ErrNoClusterID: the leader has not set the cluster id yet (its first
+	// round after the cluster formed): retry.
+	ErrNoClusterID = errors.New("store: the cluster id is not set yet")
 	// ErrShutdown: the store is shut down.
 	ErrShutdown = errors.New("store: shut down")
 	// ErrUnsupported: a member (or this node) does not apply the command
@@ -798,8 +801,19 @@ type Committed struct {
 	Value string
 }
 
-// Commit is Apply answering with what was committed.
-func (s *Store) Commit(cmd Command) (Committed, error) {
+// Commit is Apply answering with what was committed. The command's
+// request id is bound to what the command does (a retry of a write tether
+// makes itself); CommitRequest binds it to a client's request.
+func (s *Store) Commit(cmd Command) (Committed, error) { return s.CommitRequest(cmd, "") }
+
+// CommitRequest is Commit for a client's request: the command's request id
+// is bound to bind (BindRequest of the request's method, path and body;
+// "": to what the command does). An id the cluster remembers for another
+// request is ErrRequestReused, checked here before anything is written and
+// again by the FSM when it applies the entry; the same id with the same
+// binding is a retry and answers with what its first application
+// committed.
+func (s *Store) CommitRequest(cmd Command, bind string) (Committed, error) {
 	if !s.fsm.commands.Supports(cmd) {
 		return Committed{}, fmt.Errorf("%w: this node (%s) does not apply command %s (it knows %s): upgrade it first", ErrUnsupported, s.id, Requirement(cmd), s.fsm.commands.Describe())
 	}
@@ -813,7 +827,16 @@ func (s *Store) Commit(cmd Command) (Committed, error) {
 		_, _ = rand.Read(b[:])
 		cmd = withReqID(cmd, hex.EncodeToString(b[:]))
 	}
+	if bind == "" {
+		bind = contentBinding(cmd)
+	}
+	if err := s.fsm.requestSeen(reqIDOf(cmd), bind); err != nil {
+		return Committed{}, err
+	}
 	data, err := encodeCommand(s.secrets.KEK(keyring.InfoRaft), cmd)
+	if err == nil {
+		data, err = withBinding(data, bind)
+	}
 	if err != nil {
 		return Committed{}, fmt.Errorf("store: %w", err)
 	}
@@ -832,6 +855,26 @@ func (s *Store) Commit(cmd Command) (Committed, error) {
 		}
 	}
 	return c, nil
+}
+
+// CheckRequest refuses (ErrRequestReused) request id when this node's
+// request memory holds it bound to another request than bind: a write
+// made of several commands checks its id before the first.
+func (s *Store) CheckRequest(id, bind string) error { return s.fsm.requestSeen(id, bind) }
+
+// RecordRequest binds request id to bind (BindRequest) in the replicated
+// request memory with an entry that changes nothing else, for a write that
+// is not an FSM command (a Raft configuration change): it is then bound as
+// every other write is, ErrRequestReused when the id is bound to another
+// request. The entry is a SetClusterID of the id the cluster holds, a no-op
+// every version applies; before the cluster id is set it fails with
+// ErrNoClusterID.
+func (s *Store) RecordRequest(id, bind string) (Committed, error) {
+	cid := s.fsm.ClusterID()
+	if cid == "" {
+		return Committed{}, ErrNoClusterID
+	}
+	return s.CommitRequest(SetClusterID{ReqID: id, ID: cid}, bind)
 }
 
 // SetCommandGate installs the check Apply runs before it writes a command:
@@ -899,6 +942,23 @@ func (s *Store) WaitApplied(ctx context.Context, index uint64) error {
 		case <-t.C:
 		}
 	}
+}
+
+// ReadState runs fn with this node's applied index and drains while no
+// entry is being applied: what fn reads of the keyring (the Ring the store
+// was opened with) and drains is exactly the state at index, no entry
+// before it missing and none after it begun. fn runs under the FSM's read
+// lock: it must be short and must not call the Store.
+func (s *Store) ReadState(fn func(index uint64, drains []Drain)) {
+	f := s.fsm
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	l := f.drainList()
+	drains := make([]Drain, len(l))
+	for i, d := range l {
+		drains[i] = Drain{d.Cluster, d.Destination, d.Deadline}
+	}
+	fn(s.AppliedIndex(), drains)
 }
 
 // DurableChanged receives (coalesced, never blocking the store) after a

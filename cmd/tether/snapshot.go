@@ -7,11 +7,11 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tether-proxy/tether/internal/atomicfile"
 	"github.com/tether-proxy/tether/node"
 )
 
@@ -40,7 +40,8 @@ func snapshotCmd() *cobra.Command {
 				_, err := os.Stdout.Write(b)
 				return err
 			}
-			if err := writeFileAtomic(args[0], b); err != nil {
+			// 0600: the file holds wrapped key material.
+			if err := atomicfile.WriteFile(args[0], b, 0o600); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "saved %s: cluster %s, %s, %s, from node %s at index %d\n",
@@ -131,27 +132,4 @@ func (cf *clientFlags) raw(cmd *cobra.Command, method, path string, body []byte)
 		return nil, explain(fmt.Errorf("admin API answered %s (HTTP %d)", resp.Status, resp.StatusCode))
 	}
 	return b, nil
-}
-
-// writeFileAtomic writes b to path with mode 0600 (the file holds wrapped
-// key material) through a temporary file, so a failed save leaves no
-// half-written snapshot behind.
-func writeFileAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

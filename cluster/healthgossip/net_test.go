@@ -1,4 +1,4 @@
-package cluster
+package healthgossip
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/tether-proxy/tether/cluster"
 )
 
 // testNet is a loopback network for in-process nodes: every node's
@@ -25,7 +26,7 @@ type testNet struct {
 
 // openHook, while a testNet is installed, is the option the tests' node
 // constructor passes to Open.
-var openHook OpenOption
+var openHook cluster.OpenOption
 
 // install makes every Open during the test use t's filtering transport.
 func (n *testNet) install(t testing.TB) {

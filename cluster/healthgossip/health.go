@@ -1,4 +1,4 @@
-package cluster
+package healthgossip
 
 import (
 	"encoding/binary"
@@ -13,11 +13,12 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/tether-proxy/tether/cluster"
 )
 
 // Health gossips destination health verdicts over a Membership and
-// computes the cluster view of each destination from them. See DESIGN.md,
-// "Health gossip".
+// computes the cluster view of each destination from them. See DESIGN.md.
 //
 // Every verdict is versioned per (prober, cluster, destination); a newer
 // version replaces an older one whatever the arrival order. Verdicts spread
@@ -25,6 +26,26 @@ import (
 // (memberlist does not relay user broadcasts by itself), full state goes in
 // push/pull, and each delta and a periodic digest carry a checksum of the
 // prober's own verdicts so a node missing one pulls them from the prober.
+
+// Membership is what health gossip needs from gossip membership
+// (*cluster.Membership implements it): the alive members, a handler for its
+// own payload kind, and broadcasts and direct messages under that kind.
+type Membership interface {
+	// NodeID is this node's id.
+	NodeID() string
+	// Members returns every known member with its state.
+	Members() []cluster.Member
+	// Register plugs the handler of a payload kind (tag) into gossip.
+	Register(tag byte, h cluster.Handler) error
+	// Broadcast queues a named broadcast; a newer one with the same name
+	// replaces a queued older one.
+	Broadcast(tag byte, name string, msg []byte) error
+	// Send sends msg to one member (TCP when reliable, else one UDP packet).
+	Send(id string, tag byte, msg []byte, reliable bool) error
+	// PollInterval is how often membership re-reads member states; health
+	// gossip re-reads the alive set and checks claims as often.
+	PollInterval() time.Duration
+}
 
 // Verdict is one node's (or the cluster's) opinion of a destination.
 type Verdict int
@@ -48,8 +69,8 @@ func (v Verdict) String() string {
 	return fmt.Sprintf("verdict(%d)", int(v))
 }
 
-// HealthOptions configures NewHealth.
-type HealthOptions struct {
+// Options configures New.
+type Options struct {
 	Logger *slog.Logger
 	// OnChange is called (from one goroutine, never from a memberlist
 	// callback, never concurrently) when the cluster view of a destination
@@ -68,8 +89,8 @@ type HealthOptions struct {
 	Now    func() time.Time // tests
 }
 
-// DefaultHealthDigest is HealthOptions.Digest's default.
-const DefaultHealthDigest = time.Second
+// DefaultDigest is Options.Digest's default.
+const DefaultDigest = time.Second
 
 // ProberVerdict is one prober's last verdict about a destination.
 type ProberVerdict struct {
@@ -79,10 +100,10 @@ type ProberVerdict struct {
 	At      time.Time // the prober's clock when it reached the verdict
 }
 
-// HealthStats counts health gossip handed to and received from memberlist.
+// Stats counts health gossip handed to and received from memberlist.
 // A queued broadcast counts once although memberlist transmits it up to
 // RetransmitMult × ⌈log10(N+1)⌉ times.
-type HealthStats struct{ MsgsSent, MsgsRecv, BytesSent, BytesRecv uint64 }
+type Stats struct{ MsgsSent, MsgsRecv, BytesSent, BytesRecv uint64 }
 
 // message kinds, the first byte after the handler's tag.
 const (
@@ -128,10 +149,10 @@ type proberState struct {
 
 // Health is one node's health gossip.
 type Health struct {
-	m    *Membership
+	m    Membership
 	tag  byte
 	self string
-	opts HealthOptions
+	opts Options
 	log  *slog.Logger
 	now  func() time.Time
 
@@ -162,17 +183,17 @@ type Health struct {
 	stopOnce sync.Once
 }
 
-// NewHealth starts health gossip on m under tag (a tag no other handler
+// New starts health gossip on m under tag (a tag no other handler
 // uses) and registers its handler.
-func NewHealth(m *Membership, tag byte, opts HealthOptions) (*Health, error) {
+func New(m Membership, tag byte, opts Options) (*Health, error) {
 	if m == nil {
-		return nil, errors.New("cluster: NewHealth: no Membership")
+		return nil, errors.New("healthgossip: New: no Membership")
 	}
 	if opts.Digest < 0 {
-		return nil, fmt.Errorf("cluster: NewHealth: Digest %s is negative", opts.Digest)
+		return nil, fmt.Errorf("healthgossip: New: Digest %s is negative", opts.Digest)
 	}
 	if opts.Digest == 0 {
-		opts.Digest = DefaultHealthDigest
+		opts.Digest = DefaultDigest
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -184,7 +205,7 @@ func NewHealth(m *Membership, tag byte, opts HealthOptions) (*Health, error) {
 	h := &Health{
 		m:       m,
 		tag:     tag,
-		self:    m.cfg.NodeID,
+		self:    m.NodeID(),
 		opts:    opts,
 		log:     lg.With("component", "health-gossip"),
 		now:     opts.Now,
@@ -197,8 +218,8 @@ func NewHealth(m *Membership, tag byte, opts HealthOptions) (*Health, error) {
 		sends:   make(chan func(), 256),
 		stop:    make(chan struct{}),
 	}
-	if err := m.Register(tag, Handler{Msg: h.onMsg, LocalState: h.localState, MergeState: h.mergeState}); err != nil {
-		return nil, fmt.Errorf("cluster: NewHealth: %w", err)
+	if err := m.Register(tag, cluster.Handler{Msg: h.onMsg, LocalState: h.localState, MergeState: h.mergeState}); err != nil {
+		return nil, fmt.Errorf("healthgossip: New: %w", err)
 	}
 	h.refreshAlive()
 	h.done.Add(2)
@@ -219,8 +240,8 @@ func (h *Health) Close() {
 }
 
 // Stats returns the gossip counters.
-func (h *Health) Stats() HealthStats {
-	return HealthStats{MsgsSent: h.msgsSent.Load(), MsgsRecv: h.msgsRecv.Load(),
+func (h *Health) Stats() Stats {
+	return Stats{MsgsSent: h.msgsSent.Load(), MsgsRecv: h.msgsRecv.Load(),
 		BytesSent: h.bytesSent.Load(), BytesRecv: h.bytesRecv.Load()}
 }
 
@@ -655,7 +676,7 @@ func (h *Health) refreshAlive() bool {
 // alive set, gossips the digest and decides which probers to pull from.
 func (h *Health) loop() {
 	defer h.done.Done()
-	poll := time.NewTicker(h.m.t.poll)
+	poll := time.NewTicker(h.m.PollInterval())
 	defer poll.Stop()
 	digest := time.NewTicker(h.opts.Digest)
 	defer digest.Stop()

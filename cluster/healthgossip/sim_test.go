@@ -1,4 +1,4 @@
-package cluster
+package healthgossip
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
@@ -24,7 +25,7 @@ import (
 // destination has exactly min(fanout, N) probers whatever N is. It only runs
 // when asked:
 //
-//	TETHER_BENCH_HEALTH=1 go test -run TestHealthScale -v -timeout 20m ./cluster/
+//	TETHER_BENCH_HEALTH=1 go test -run TestHealthScale -v -timeout 20m ./cluster/healthgossip/
 //
 // TETHER_BENCH_HEALTH_NODES (default "5,50"), _DESTS (1000), _CHANGES (20).
 func TestHealthScale(t *testing.T) {
@@ -76,7 +77,7 @@ func simulateHealth(t *testing.T, n, numDests, changes int) {
 	tn.install(t)
 	var cur atomic.Pointer[tracker]
 	ns := make([]*healthNode, n)
-	lan := func(c *Config) { c.Timing = LAN }
+	lan := func(c *cluster.Config) { c.Timing = cluster.LAN }
 	for i := range n {
 		id := fmt.Sprintf("n%02d", i)
 		var self atomic.Pointer[healthNode]
@@ -93,7 +94,7 @@ func simulateHealth(t *testing.T, n, numDests, changes int) {
 				tr.mu.Unlock()
 			}
 		}
-		ns[i] = startHealthNodeWith(t, id, lan, HealthOptions{OnChange: onChange})
+		ns[i] = startHealthNodeWith(t, id, lan, Options{OnChange: onChange})
 		self.Store(ns[i])
 		if i > 0 {
 			mustJoin(t, ns[i].m, ns[0].m)

@@ -1,4 +1,4 @@
-package cluster
+package healthgossip
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
@@ -17,7 +18,7 @@ const healthTag = 9
 // healthNode is one in-process node: its membership and health gossip.
 type healthNode struct {
 	id string
-	m  *Membership
+	m  *cluster.Membership
 	h  *Health
 
 	mu      sync.Mutex
@@ -30,12 +31,12 @@ func (n *healthNode) changed(c, d string) int {
 	return n.changes[hkey{c, d}]
 }
 
-func startHealthNode(t *testing.T, id string, opts HealthOptions) *healthNode {
+func startHealthNode(t *testing.T, id string, opts Options) *healthNode {
 	t.Helper()
 	return startHealthNodeWith(t, id, nil, opts)
 }
 
-func startHealthNodeWith(t *testing.T, id string, edit func(*Config), opts HealthOptions) *healthNode {
+func startHealthNodeWith(t *testing.T, id string, edit func(*cluster.Config), opts Options) *healthNode {
 	t.Helper()
 	n := &healthNode{id: id, changes: map[hkey]int{}}
 	n.m = startNode(t, id, edit)
@@ -51,9 +52,9 @@ func startHealthNodeWith(t *testing.T, id string, edit func(*Config), opts Healt
 	if opts.Digest == 0 {
 		opts.Digest = 200 * time.Millisecond // one Local probe interval
 	}
-	h, err := NewHealth(n.m, healthTag, opts)
+	h, err := New(n.m, healthTag, opts)
 	if err != nil {
-		t.Fatalf("NewHealth %s: %v", id, err)
+		t.Fatalf("New %s: %v", id, err)
 	}
 	n.h = h
 	t.Cleanup(h.Close)
@@ -62,7 +63,7 @@ func startHealthNodeWith(t *testing.T, id string, edit func(*Config), opts Healt
 
 // healthCluster starts n joined nodes h0..h(n-1) and waits until every
 // node's health sees all of them alive.
-func healthCluster(t *testing.T, n int, opts HealthOptions) []*healthNode {
+func healthCluster(t *testing.T, n int, opts Options) []*healthNode {
 	t.Helper()
 	var ns []*healthNode
 	for i := range n {
@@ -210,7 +211,7 @@ func TestRendezvousProbers(t *testing.T) {
 }
 
 func TestHealthViewIsTheMajorityOnEveryNode(t *testing.T) {
-	ns := healthCluster(t, 5, HealthOptions{})
+	ns := healthCluster(t, 5, Options{})
 	const c, d, fanout = "web", "d1", 3
 	probers := ns[0].h.Probers(c, d, fanout)
 	if len(probers) != fanout {
@@ -286,7 +287,7 @@ func TestProberDeathTakeover(t *testing.T) {
 	for _, leave := range []bool{false, true} {
 		name := map[bool]string{false: "crash", true: "leave"}[leave]
 		t.Run(name, func(t *testing.T) {
-			ns := healthCluster(t, 4, HealthOptions{})
+			ns := healthCluster(t, 4, Options{})
 			const c, d, fanout = "web", "d1", 1
 			full := ns[0].h.Probers(c, d, 4)
 			p, next := byID(ns, full[0]), full[1]
@@ -306,7 +307,7 @@ func TestProberDeathTakeover(t *testing.T) {
 			p.m.Shutdown()
 			testutil.Eventually(t, 10*time.Second, "the survivors see the prober gone", func() bool {
 				for _, x := range rest {
-					if stateOf(x.m, p.id) != StateDead && stateOf(x.m, p.id) != StateLeft {
+					if stateOf(x.m, p.id) != cluster.StateDead && stateOf(x.m, p.id) != cluster.StateLeft {
 						return false
 					}
 				}
@@ -337,7 +338,7 @@ func TestProberDeathTakeover(t *testing.T) {
 // TestStaleDeltaNeverOverridesNewer feeds one prober's versions in every
 // arrival order: the newest wins, whatever came before or after it.
 func TestStaleDeltaNeverOverridesNewer(t *testing.T) {
-	x := startHealthNode(t, "solo", HealthOptions{})
+	x := startHealthNode(t, "solo", Options{})
 	k := hkey{"web", "d1"}
 	verdicts := []Verdict{VerdictUnhealthy, VerdictHealthy, VerdictUnhealthy, VerdictHealthy}
 	deltas := make([][]byte, len(verdicts))
@@ -392,7 +393,7 @@ func permutations(n int) [][]int {
 // with its last verdict on every node (named broadcasts replace the queued
 // stale ones; versions order the rest).
 func TestFlappingProberConvergesOnItsLastVerdict(t *testing.T) {
-	ns := healthCluster(t, 3, HealthOptions{})
+	ns := healthCluster(t, 3, Options{})
 	const c, d, fanout = "web", "flap", 1
 	p := byID(ns, ns[0].h.Probers(c, d, fanout)[0])
 	v := VerdictHealthy
@@ -421,7 +422,7 @@ func TestFlappingProberConvergesOnItsLastVerdict(t *testing.T) {
 // incoming deltas are dropped) learns the verdict from the prober's digest
 // and a pull, within about one digest interval.
 func TestLostDeltaHealsByDigest(t *testing.T) {
-	ns := healthCluster(t, 3, HealthOptions{})
+	ns := healthCluster(t, 3, Options{})
 	const c, d, fanout = "web", "d1", 1
 	p := byID(ns, ns[0].h.Probers(c, d, fanout)[0])
 	deaf := without(ns, p.id)[0]
@@ -451,8 +452,8 @@ func TestHealthEncodingFitsABroadcast(t *testing.T) {
 	id := strings.Repeat("n", 128)
 	name := strings.Repeat("x", 256)
 	b := encodeDelta(id, hkey{name, name}, hentry{v: VerdictUnhealthy, ver: ^uint64(0), at: -1 << 62}, sum{^uint64(0), ^uint64(0)})
-	if len(b) > MaxBroadcast {
-		t.Fatalf("a delta with 128-byte node id and 256-byte names is %d bytes, more than %d", len(b), MaxBroadcast)
+	if len(b) > cluster.MaxBroadcast {
+		t.Fatalf("a delta with 128-byte node id and 256-byte names is %d bytes, more than %d", len(b), cluster.MaxBroadcast)
 	}
 	m, err := decodeMsg(b)
 	if err != nil || m.prober != id || m.key.dest != name || m.entry.ver != ^uint64(0) || m.entry.at != -1<<62 {
@@ -507,7 +508,7 @@ func sameVerdicts(ns []*healthNode, c, d string) bool {
 func TestPartitionedProber(t *testing.T) {
 	var tn testNet
 	tn.install(t)
-	ns := healthCluster(t, 4, HealthOptions{})
+	ns := healthCluster(t, 4, Options{})
 	const c, d, fanout = "web", "d1", 3
 	order := ns[0].h.Probers(c, d, 4)
 	p1, p2, p3, q := byID(ns, order[0]), byID(ns, order[1]), byID(ns, order[2]), byID(ns, order[3])
@@ -520,7 +521,7 @@ func TestPartitionedProber(t *testing.T) {
 	rest := without(ns, p1.id)
 	testutil.Eventually(t, 10*time.Second, "the majority side sees the prober dead", func() bool {
 		for _, x := range rest {
-			if stateOf(x.m, p1.id) != StateDead {
+			if stateOf(x.m, p1.id) != cluster.StateDead {
 				return false
 			}
 		}
@@ -591,7 +592,7 @@ func BenchmarkHealthDecodeDelta(b *testing.B) {
 // the current probers a prober acts on its own verdict and a non-prober on
 // unknown; with a majority every node acts on the view.
 func TestEffectiveFallsBackToOwnVerdictWithoutMajority(t *testing.T) {
-	ns := healthCluster(t, 3, HealthOptions{})
+	ns := healthCluster(t, 3, Options{})
 	const c, d, fanout = "web", "d1", 2
 	probers := ns[0].h.Probers(c, d, fanout)
 	var other *healthNode
