@@ -41,7 +41,7 @@ func chaosConfig(backends map[string]string, listen string) string {
 
 // indexedReads: the build under test answers reads with X-Tether-Index
 // and waits for the index a read sends (see History.IndexedReads).
-const indexedReads = false
+const indexedReads = true
 
 // TestChaos runs the nemesis and the clients for the run's duration, heals
 // everything, reads every node's final state and checks the history. The

@@ -28,8 +28,8 @@
 //     whose answer carries an X-Tether-Index at or past the write's;
 //   - monotonic reads: a client's keyring reads on one node in one process,
 //     or carrying indexes in order, never go back; each read sends the
-//     highest X-Tether-Index the client saw, and an answer that carries a
-//     lower one is a violation;
+//     highest X-Tether-Index the client saw, and an answer without an
+//     X-Tether-Index, or with a lower one, is a violation;
 //   - liveness: every acknowledged rotation is activated by the end; after
 //     the last fault healed, a rotation is active on every node, and a
 //     value sealed on each node opens on every node, within 5 s; every
