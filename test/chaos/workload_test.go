@@ -44,7 +44,8 @@ type workload struct {
 	mu sync.Mutex
 	// index is the highest X-Tether-Index each client saw in an answer.
 	index map[int]uint64
-	// Operations TETHER_CHAOS_EXTRA (a comma-separated list) adds:
+	// Operations TETHER_CHAOS_EXTRA (a comma-separated list; unset: both,
+	// empty: neither) adds:
 	// reuse-ids: now and then a drain or undrain goes with the request id
 	// of the client's previous write, another request (a client's retry
 	// logic gone wrong): it must be refused, or carried out as sent.
@@ -58,7 +59,11 @@ func newWorkload(c *cluster, h *History, mon *monitor) *workload {
 	w := &workload{c: c, h: h, mon: mon,
 		proxy: &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		admin: &http.Client{Timeout: 15 * time.Second}, index: map[int]uint64{}, lastID: map[int]string{}}
-	for _, x := range strings.Split(os.Getenv("TETHER_CHAOS_EXTRA"), ",") {
+	extra, set := os.LookupEnv("TETHER_CHAOS_EXTRA")
+	if !set {
+		extra = "reuse-ids,revoke-active"
+	}
+	for _, x := range strings.Split(extra, ",") {
 		switch strings.TrimSpace(x) {
 		case "reuse-ids":
 			w.reuseIDs = true
