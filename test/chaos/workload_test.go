@@ -605,22 +605,30 @@ func (w *workload) probe(r *mrand.Rand) {
 		}
 		s.Type, s.Result, s.Names = "ok", resp.Header.Get("X-Demo-Backend"), []string{keyIDOf(s.Cookie)}
 		w.record(s)
+		// Opened on every node at once: each must open it within
+		// liveBound of its sealing.
+		var wg sync.WaitGroup
 		for _, q := range w.c.procs {
-			po := Op{Client: -1, Kind: "probe-open", Node: q.id, Arg: p.id + "/" + s.Result, Cookie: s.Cookie, Start: s.End}
-			for {
-				o := w.openOp(-1, q, &s, "open")
-				po.End, po.Status, po.Err = o.End, o.Status, o.Err
-				if o.Type == "ok" {
-					po.Type = "ok"
-					break
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				po := Op{Client: -1, Kind: "probe-open", Node: q.id, Arg: p.id + "/" + s.Result, Cookie: s.Cookie, Start: s.End}
+				for {
+					o := w.openOp(-1, q, &s, "open")
+					po.End, po.Status, po.Err = o.End, o.Status, o.Err
+					if o.Type == "ok" {
+						po.Type = "ok"
+						break
+					}
+					if po.End.Sub(po.Start) > patience {
+						po.Type = "fail"
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
 				}
-				if po.End.Sub(po.Start) > patience {
-					po.Type = "fail"
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			w.h.op(po)
+				w.h.op(po)
+			}()
 		}
+		wg.Wait()
 	}
 }
