@@ -33,7 +33,7 @@ func TestCheckRecordedHistory(t *testing.T) {
 		// client's previous write answers 200 with that write's result, and
 		// the client's read back through the same node misses it.
 		{"reused-request-id-recorded.json.gz", []string{RuleReadYourWrites}},
-		// The same fault as the issue reported it: a request id reused for
+		// The same fault, written out small: a request id reused for
 		// a drain of another destination answers with the first drain's
 		// result, and d2 is never drained.
 		{"reused-request-id-answers-another-drain.json", []string{RuleLostWrite, RuleNotLinearizable, RuleReadYourWrites, RuleDrainDataPath}},
