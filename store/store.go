@@ -97,6 +97,7 @@ type Store struct {
 	persistErr      atomic.Pointer[PersistFailure]
 	persistFailures atomic.Uint64
 	snapIndex       atomic.Uint64 // newest local snapshot's index
+	raftUp          atomic.Bool   // s.raft is set (a snapshot refused while raft starts stops the FSM before)
 
 	changed chan struct{} // Changed(); buffered 1
 	durable chan struct{} // DurableChanged(); buffered 1
@@ -208,6 +209,7 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 	cid := s.fsm.ClusterID
 	s.layer.clusterID.Store(&cid)
 	s.fsm.snapIndex = s.latestSnapshot
+	s.snapStore = snapshotStore{s.snapStore, func() bool { return s.fsm.stop.Load() != 0 }}
 	s.fsm.onChange = s.stateChanged
 	s.fsm.onApply = s.entryApplied
 	rc := raft.DefaultConfig()
@@ -236,6 +238,7 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 	if s.raft, err = raft.NewRaft(rc, s.fsm, s.logs, s.bolt, s.snapStore, s.transport); err != nil {
 		return nil, fmt.Errorf("store: starting raft: %w", err)
 	}
+	s.raftUp.Store(true)
 	// Restoring the last snapshot at start made the FSM current up to it.
 	s.fsm.index.Store(max(s.fsm.index.Load(), s.raft.AppliedIndex()))
 
@@ -275,6 +278,9 @@ func (s *Store) checkSnapshot() error {
 		learnFromSnapshot(s.secrets, body)
 		return s.secrets.HeldKEKs(keyring.InfoRaft)
 	}, b); err != nil {
+		if errors.Is(err, ErrNewerSnapshot) {
+			return nil // the FSM refuses it and stops, as at a log entry it cannot apply
+		}
 		if errors.Is(err, keyring.ErrUnwrap) {
 			return fmt.Errorf("store: snapshot %s in %s does not decrypt with this cluster secret: was --cluster-secret-file changed? (%w)",
 				l[0].ID, s.snapDir, err)
@@ -319,8 +325,8 @@ func (s *Store) observe(ch <-chan raft.Observation) {
 // handOff moves leadership away from a node that stopped applying: its
 // state is behind the log, so it must not act on it as the leader.
 func (s *Store) handOff() {
-	if s.fsm.stop.Load() == 0 {
-		return
+	if s.fsm.stop.Load() == 0 || !s.raftUp.Load() {
+		return // starting: not the leader yet (the observer hands off if it becomes one)
 	}
 	go func() {
 		if s.IsLeader() {

@@ -24,3 +24,15 @@ snap = b"tsn\x01" + json.dumps({"cluster_id":"kat-cluster","keys":base64.b64enco
   "drains":[{"cluster":"web","destination":"d1","deadline":"2026-01-03T00:00:00Z"}],
   "requests":[{"id":"kat-req-1","code":0}]}, separators=(",",":")).encode()
 print("snapshot", snap.hex())
+# Snapshot format version 2: the same state, naming the command set applied
+# into it (types 1-10 at body version 1), and three a binary that knows
+# types 1-10 must refuse: a command it does not know (type 11), a field it
+# does not know, a format version it does not know.
+body2 = {"commands":"1111111111","cluster_id":"kat-cluster","keys":base64.b64encode(blob).decode(),
+  "drains":[{"cluster":"web","destination":"d1","deadline":"2026-01-03T00:00:00Z"}],
+  "requests":[{"id":"kat-req-1","code":0}]}
+def enc(d): return json.dumps(d, separators=(",",":")).encode()
+print("snapshot2", (b"tsn\x02" + enc(body2)).hex())
+print("snapshot2_newer_command", (b"tsn\x02" + enc(dict(body2, commands="11111111111"))).hex())
+print("snapshot2_unknown_field", (b"tsn\x02" + enc(dict(body2, drains=[{"cluster":"web","destination":"d1","deadline":"2026-01-03T00:00:00Z","weight":3}]))).hex())
+print("snapshot3", (b"tsn\x03" + enc(body2)).hex())
