@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -243,4 +244,53 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// mergeRevoked: what a restore keeps of the running cluster's keyring.
+func TestRestoreKeepsTheRunningClustersRevocations(t *testing.T) {
+	key := func(id string, revoked bool) keyring.Key {
+		k := testKey(id, 0)
+		k.Revoked = revoked
+		return k
+	}
+	for _, tc := range []struct {
+		desc                  string
+		backup, running       []keyring.Key
+		active                string
+		wantRevoked, wantKept []string
+		wantIDs               string // the merged keys, "id" or "id!" for revoked, in order
+	}{
+		{"nothing revoked: the backup's keys alone", []keyring.Key{key("a", false)}, []keyring.Key{key("a", false), key("b", false)}, "b",
+			nil, nil, "a"},
+		{"the backup's active key revoked since: revoked, its replacement kept",
+			[]keyring.Key{key("a", false)}, []keyring.Key{key("a", true), key("b", false)}, "b",
+			[]string{"a"}, []string{"b"}, "a! b"},
+		{"a key revoked that the backup lacks: added revoked",
+			[]keyring.Key{key("a", false)}, []keyring.Key{key("a", false), key("x", true)}, "a",
+			[]string{"x"}, nil, "a x!"},
+		{"revoked in the backup too: nothing to say",
+			[]keyring.Key{key("a", true), key("b", false)}, []keyring.Key{key("a", true), key("b", false)}, "b",
+			nil, nil, "a! b"},
+		{"revoked in the backup only: stays revoked",
+			[]keyring.Key{key("a", true), key("b", false)}, []keyring.Key{key("a", false), key("b", false)}, "b",
+			nil, nil, "a! b"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			keys, revoked, kept := mergeRevoked(tc.backup, tc.running, tc.active)
+			var ids []string
+			for _, k := range keys {
+				id := k.ID
+				if k.Revoked {
+					id += "!"
+				}
+				ids = append(ids, id)
+			}
+			if got := strings.Join(ids, " "); got != tc.wantIDs || !slices.Equal(revoked, tc.wantRevoked) || !slices.Equal(kept, tc.wantKept) {
+				t.Errorf("merged %q, kept revoked %v, kept %v; want %q, %v, %v", got, revoked, kept, tc.wantIDs, tc.wantRevoked, tc.wantKept)
+			}
+			if err := newRing().Restore(keys); err != nil {
+				t.Errorf("the merged keyring does not restore: %v", err)
+			}
+		})
+	}
 }

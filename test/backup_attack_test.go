@@ -135,3 +135,80 @@ func TestSnapshotRestoreRefusesAFileEditedWithoutTheSecret(t *testing.T) {
 		t.Fatalf("restore of the file as saved: %d %s", code, out)
 	}
 }
+
+// TestSnapshotRestoreNeverRevivesARevokedKey: save a backup, revoke the
+// active key (a replacement becomes active), restore the backup: on every
+// node of the three the revoked key stays revoked and its replacement
+// stays active, and the restore says which keys it kept revoked.
+func TestSnapshotRestoreNeverRevivesARevokedKey(t *testing.T) {
+	b1 := newBackend(t, "b1")
+	env := newClusterEnv(t, cookieConfig(b1))
+	nodes := env.formNamed("rv-", 3)
+	keyring := func(a *clusterAgent) (active string, states map[string]string) {
+		_, m := adminJSON(t, "GET", a.adminURL+"/v1/keyring")
+		states = map[string]string{}
+		keys, _ := m["keys"].([]any)
+		for _, k := range keys {
+			k := k.(map[string]any)
+			states[k["id"].(string)], _ = k["state"].(string)
+		}
+		active, _ = m["active_key_id"].(string)
+		return active, states
+	}
+	old, _ := keyring(nodes[0])
+	if old == "" {
+		t.Fatal("no active key")
+	}
+	file := filepath.Join(t.TempDir(), "cluster.snapshot")
+	if code, out := run(t, nil, "snapshot", "save", file, "--admin", nodes[1].adminURL); code != 0 {
+		t.Fatalf("snapshot save: %d %s", code, out)
+	}
+	if code, out := run(t, nil, "keyring", "revoke", old, "--yes", "--admin", nodes[2].adminURL); code != 0 {
+		t.Fatalf("keyring revoke: %d %s", code, out)
+	}
+	var replacement string
+	testutil.Eventually(t, 20*time.Second, "a replacement active on every node", func() bool {
+		a0, _ := keyring(nodes[0])
+		for _, a := range nodes {
+			if act, st := keyring(a); act == old || act == "" || act != a0 || st[old] != "revoked" {
+				return false
+			}
+		}
+		replacement = a0
+		return true
+	})
+
+	code, out := run(t, nil, "snapshot", "restore", file, "--yes", "--admin", nodes[1].adminURL)
+	if code != 0 {
+		t.Fatalf("snapshot restore: %d %s", code, out)
+	}
+	if !strings.Contains(out, "kept revoked (revoked in the running cluster): "+old) || !strings.Contains(out, replacement) {
+		t.Errorf("the restore does not say it kept %s revoked and %s:\n%s", old, replacement, out)
+	}
+	for _, a := range nodes {
+		testutil.Eventually(t, 20*time.Second, a.id+" holding the restored keyring", func() bool {
+			_, st := keyring(a)
+			return st[old] != ""
+		})
+		act, st := keyring(a)
+		if st[old] != "revoked" || act != replacement || st[replacement] == "" {
+			t.Errorf("%s after the restore: active %q, %s %q, %s %q; want %s revoked and %s active",
+				a.id, act, old, st[old], replacement, st[replacement], old, replacement)
+		}
+	}
+	// The API answer names them too.
+	raw, _ := os.ReadFile(file)
+	resp, err := http.Post(nodes[0].adminURL+"/v1/snapshot/restore", "application/json", strings.NewReader(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ans struct {
+		KeptRevoked []string `json:"kept_revoked"`
+		KeptKeys    []string `json:"kept_keys"`
+	}
+	json.NewDecoder(resp.Body).Decode(&ans)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(ans.KeptRevoked) != 1 || ans.KeptRevoked[0] != old {
+		t.Errorf("a second restore answered %d, kept_revoked %v; want [%s]", resp.StatusCode, ans.KeptRevoked, old)
+	}
+}
