@@ -260,6 +260,12 @@ func (s *Store) RestoreBackup(r io.Reader, now time.Time, timeout time.Duration)
 	// secrets are its state too.
 	snap.body.Commands = unionSets(snap.body.Commands, CommandSet(s.fsm.applied))
 	s.fsm.mu.RUnlock()
+	// A restore writes every command of its set at once: as a write, it
+	// waits until every member applies each (the command gate), or a
+	// member would stop at the snapshot until upgraded.
+	if err := s.gateSet(snap.body.Commands); err != nil {
+		return Restored{BackupInfo: info}, err
+	}
 	snap.kek = s.secrets.KEK(keyring.InfoRaft)
 	state, err := snap.encode()
 	if err != nil {
@@ -323,4 +329,36 @@ func mergeRevoked(backup, running []keyring.Key, active string) (keys []keyring.
 	}
 	slices.Sort(keptRevoked)
 	return keys, keptRevoked, kept
+}
+
+// gateSet passes each command of set through the command gate
+// (SetCommandGate).
+func (s *Store) gateSet(set CommandSet) error {
+	g := s.gate.Load()
+	if g == nil {
+		return nil
+	}
+	for i := 0; i < len(set); i++ {
+		if charVersion(set[i]) == 0 {
+			continue
+		}
+		if cmd := commandOfType(byte(i + 1)); cmd != nil {
+			if err := (*g)(cmd); err != nil {
+				return fmt.Errorf("restore: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// commandOfType is a command of type typ (nil: not one this binary
+// writes), for the command gate.
+func commandOfType(typ byte) Command {
+	for _, c := range []Command{InstallKey{}, ActivateKey{}, RevokeKey{}, PruneKeys{}, SetDrain{}, ClearDrain{},
+		SetClusterID{}, AcmeWrite{}, SetClock{}, ClusterSecret{}} {
+		if typeOf(c) == typ {
+			return c
+		}
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -292,5 +293,37 @@ func TestRestoreKeepsTheRunningClustersRevocations(t *testing.T) {
 				t.Errorf("the merged keyring does not restore: %v", err)
 			}
 		})
+	}
+}
+
+// A restore writes every command its state holds at once: while a member
+// does not apply one of them (the command gate), it is refused as that
+// write would be, and nothing changes.
+func TestRestoreBackupWaitsForEveryMemberToApplyItsCommands(t *testing.T) {
+	c := newTestCluster(t, 1, knobs{})
+	c.bootstrap()
+	l := c.leader()
+	c.apply(SetDrain{ReqID: "d1", Cluster: "app", Destination: "b1", Deadline: time.Unix(2e9, 0).UTC()})
+	var buf bytes.Buffer
+	if _, err := l.s.SaveBackup(&buf, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	c.apply(ClearDrain{ReqID: "d2", Cluster: "app", Destination: "b1"})
+	l.s.SetCommandGate(func(cmd Command) error {
+		if _, ok := cmd.(SetDrain); ok {
+			return fmt.Errorf("%w: n9 does not apply SetDrain v1", ErrUnsupported)
+		}
+		return nil
+	})
+	_, err := l.s.RestoreBackup(bytes.NewReader(buf.Bytes()), time.Now(), 5*time.Second)
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "n9") {
+		t.Fatalf("restore while a member does not apply SetDrain: %v, want ErrUnsupported naming n9", err)
+	}
+	if len(l.s.Drains()) != 0 {
+		t.Fatal("the refused restore changed the state")
+	}
+	l.s.SetCommandGate(nil)
+	if _, err := l.s.RestoreBackup(bytes.NewReader(buf.Bytes()), time.Now(), 5*time.Second); err != nil || len(l.s.Drains()) != 1 {
+		t.Fatalf("restore once every member applies it: %v, drains %v", err, l.s.Drains())
 	}
 }
