@@ -897,7 +897,7 @@ func (f *fsm) dump() string {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "cluster %q clock %s\n", f.clusterID, f.clock.Format(time.RFC3339Nano))
+	fmt.Fprintf(&b, "cluster %q clock %s commands %q\n", f.clusterID, f.clock.Format(time.RFC3339Nano), f.applied)
 	for _, k := range f.ring.Snapshot() {
 		h := sha256.Sum256(k.Material)
 		fmt.Fprintf(&b, "key %s created %s activates %s expires %s revoked %t material %s\n", k.ID,
