@@ -194,3 +194,27 @@ func TestOlderNodeStaysStoppedThroughASnapshotOfANewCommand(t *testing.T) {
 		t.Errorf("upgraded node: cluster %q, want c1", old.s.ClusterID())
 	}
 }
+
+// A node whose every snapshot holds a command its binary does not apply
+// cannot start from any of them: Open says so and asks for the upgrade
+// (raft alone would only fail to load any snapshot).
+func TestOpenWithOnlySnapshotsOfANewerCommandAsksForAnUpgrade(t *testing.T) {
+	c := newTestCluster(t, 1, knobs{})
+	c.bootstrap()
+	nd := c.nodes[0]
+	c.apply(SetClusterID{ID: "c1"})
+	last := c.apply(InstallKey{Key: testKey("k1", 0)})
+	c.converged(last)
+	if err := nd.s.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	c.stop(nd)
+	nd.commands = Commands[:typeSetClusterID-1]
+	_, err := Open(c.config(nd), withKnobs(c.netKnobs()))
+	if err == nil || !strings.Contains(err.Error(), "newer tether") || !strings.Contains(err.Error(), "SetClusterID") && !strings.Contains(err.Error(), "type 7") || !strings.Contains(err.Error(), "upgrade tether") {
+		t.Fatalf("Open with an older command set: %v; want an error naming command type 7 and asking for an upgrade", err)
+	}
+	nd.commands = ""
+	c.start(nd)
+	c.converged(last)
+}
