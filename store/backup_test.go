@@ -34,26 +34,22 @@ func TestRestoreBackupRefusesWhatItCannotOpen(t *testing.T) {
 		t.Fatalf("SaveBackup: %+v %v", info, err)
 	}
 	good := buf.String()
-	other, _ := keyring.NewSecrets([]byte("another cluster's secret, 32 bytes or more"))
+	// A file authenticated by another cluster's secret.
+	otherKey, _ := keyring.DeriveKEK([]byte("another cluster's secret, 32 bytes or more"), keyring.InfoBackup)
+	foreign := editBackup(t, good, otherKey, func(map[string]any) {})
 	for _, tc := range []struct {
 		desc, file string
-		kek        *keyring.Secrets
 		want       string
 	}{
-		{"corrupt body", strings.Replace(good, `"body": "`, `"body": "AAAA`, 1), nil, "the file is corrupt"},
-		{"another cluster's secret", good, other, "another secret"},
-		{"body that is not base64", strings.Replace(good, `"body": "`, `"body": "*`, 1), nil, "the file is corrupt"},
-		{"a newer version", strings.Replace(good, `"version": 2`, `"version": 3`, 1), nil, "version 3"},
-		{"the unauthenticated version 1", strings.Replace(good, `"version": 2`, `"version": 1`, 1), nil, "not authenticated"},
-		{"an unknown field in the file", strings.Replace(good, `"format": "`, `"signed_by": "x", "format": "`, 1), nil, "unknown field"},
-		{"not a snapshot", `{"ReverseProxy": {}}`, nil, "not a tether snapshot file"},
+		{"corrupt body", strings.Replace(good, `"body": "`, `"body": "AAAA`, 1), "the file is corrupt"},
+		{"another cluster's secret", foreign, "another secret"},
+		{"body that is not base64", strings.Replace(good, `"body": "`, `"body": "*`, 1), "the file is corrupt"},
+		{"a newer version", strings.Replace(good, `"version": 2`, `"version": 3`, 1), "version 3"},
+		{"the unauthenticated version 1", strings.Replace(good, `"version": 2`, `"version": 1`, 1), "not authenticated"},
+		{"an unknown field in the file", strings.Replace(good, `"format": "`, `"signed_by": "x", "format": "`, 1), "unknown field"},
+		{"not a snapshot", `{"ReverseProxy": {}}`, "not a tether snapshot file"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			if tc.kek != nil {
-				saved := l.s.secrets
-				l.s.secrets = tc.kek
-				defer func() { l.s.secrets = saved }()
-			}
 			_, err := l.s.RestoreBackup(strings.NewReader(tc.file), time.Now(), 5*time.Second)
 			if !errors.Is(err, ErrBackup) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want ErrBackup with %q", err, tc.want)
