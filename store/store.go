@@ -101,6 +101,7 @@ type Store struct {
 	persistErr      atomic.Pointer[PersistFailure]
 	persistFailures atomic.Uint64
 	snapIndex       atomic.Uint64 // newest local snapshot's index
+	raftUp          atomic.Bool   // s.raft is set (a snapshot refused while raft starts stops the FSM before)
 
 	changed chan struct{} // Changed(); buffered 1
 	durable chan struct{} // DurableChanged(); buffered 1
@@ -199,7 +200,7 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 		return nil, fmt.Errorf("store: reading raft state: %w", err)
 	}
 	s.snapIndex.Store(s.latestSnapshot())
-	if err := s.checkSnapshot(); err != nil {
+	if err := s.checkSnapshot(cmp.Or(cfg.Commands, Commands)); err != nil {
 		return nil, err
 	}
 
@@ -212,6 +213,7 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 	cid := s.fsm.ClusterID
 	s.layer.clusterID.Store(&cid)
 	s.fsm.snapIndex = s.latestSnapshot
+	s.snapStore = snapshotStore{s.snapStore, func() bool { return s.fsm.stop.Load() != 0 }}
 	s.fsm.onChange = s.stateChanged
 	s.fsm.onApply = s.entryApplied
 	rc := raft.DefaultConfig()
@@ -240,6 +242,7 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 	if s.raft, err = raft.NewRaft(rc, s.fsm, s.logs, s.bolt, s.snapStore, s.transport); err != nil {
 		return nil, fmt.Errorf("store: starting raft: %w", err)
 	}
+	s.raftUp.Store(true)
 	// Restoring the last snapshot at start made the FSM current up to it.
 	s.fsm.index.Store(max(s.fsm.index.Load(), s.raft.AppliedIndex()))
 
@@ -260,32 +263,54 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 
 // checkSnapshot decodes the newest snapshot before raft restores it, so a
 // changed cluster secret is reported as such (raft would only say it
-// failed to load any snapshot).
-func (s *Store) checkSnapshot() error {
+// failed to load any snapshot). A snapshot of a newer tether (one this
+// binary, applying cmds, cannot fully understand) is left to the FSM,
+// which refuses it and stops while raft starts from an older one; when
+// every snapshot is such, the node cannot start and says so.
+func (s *Store) checkSnapshot(cmds CommandSet) error {
 	l, err := s.snaps.List()
 	if err != nil || len(l) == 0 {
 		return nil // raft reports unreadable snapshot stores itself
 	}
-	_, rc, err := s.snaps.Open(l[0].ID)
-	if err != nil {
-		return nil
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, maxSnapshotSize+1))
-	if err != nil {
-		return nil
-	}
-	if _, err := decodeSnapshotWith(func(body *snapshotBody) [][]byte {
-		learnFromSnapshot(s.secrets, body)
-		return s.secrets.HeldKEKs(keyring.InfoRaft)
-	}, b); err != nil {
-		if errors.Is(err, keyring.ErrUnwrap) {
-			return fmt.Errorf("store: snapshot %s in %s does not decrypt with this cluster secret: was --cluster-secret-file changed? (%w)",
-				l[0].ID, s.snapDir, err)
+	var newer error
+	for i, meta := range l {
+		_, rc, err := s.snaps.Open(meta.ID)
+		if err != nil {
+			return nil
 		}
-		return fmt.Errorf("store: snapshot %s in %s: %w", l[0].ID, s.snapDir, err)
+		b, err := io.ReadAll(io.LimitReader(rc, maxSnapshotSize+1))
+		rc.Close()
+		if err != nil {
+			return nil
+		}
+		st, err := decodeSnapshotWith(func(body *snapshotBody) [][]byte {
+			learnFromSnapshot(s.secrets, body)
+			return s.secrets.HeldKEKs(keyring.InfoRaft)
+		}, b)
+		if err == nil {
+			what := unknownIn(st.body.Commands, cmds)
+			st.Release()
+			if what == "" {
+				return nil
+			}
+			err = fmt.Errorf("%w: it holds %s", ErrNewerSnapshot, what)
+		}
+		switch {
+		case errors.Is(err, ErrNewerSnapshot):
+			if newer == nil {
+				newer = fmt.Errorf("snapshot %s: %w", meta.ID, err)
+			}
+			continue // the FSM refuses it and stops, as at a log entry it cannot apply
+		case i > 0:
+			return nil // raft tries it, and says what it finds
+		case errors.Is(err, keyring.ErrUnwrap):
+			return fmt.Errorf("store: snapshot %s in %s does not decrypt with this cluster secret: was --cluster-secret-file changed? (%w)",
+				meta.ID, s.snapDir, err)
+		}
+		return fmt.Errorf("store: snapshot %s in %s: %w", meta.ID, s.snapDir, err)
 	}
-	return nil
+	return fmt.Errorf("store: every snapshot in %s is of a newer tether (%v); this binary knows %s: upgrade tether on this node",
+		s.snapDir, newer, cmds.Describe())
 }
 
 func (s *Store) latestSnapshot() uint64 {
@@ -323,8 +348,8 @@ func (s *Store) observe(ch <-chan raft.Observation) {
 // handOff moves leadership away from a node that stopped applying: its
 // state is behind the log, so it must not act on it as the leader.
 func (s *Store) handOff() {
-	if s.fsm.stop.Load() == 0 {
-		return
+	if s.fsm.stop.Load() == 0 || !s.raftUp.Load() {
+		return // starting: not the leader yet (the observer hands off if it becomes one)
 	}
 	go func() {
 		if s.IsLeader() {
