@@ -48,17 +48,22 @@ type workload struct {
 	// empty: neither) adds:
 	// reuse-ids: now and then a drain or undrain goes with the request id
 	// of the client's previous write, another request (a client's retry
-	// logic gone wrong): it must be refused, or carried out as sent.
+	// logic gone wrong): it must be refused, or carried out as sent. When
+	// the previous write was the same request, the id is not reused: that
+	// is a true retry, answered with the first try's result (another
+	// client's write in between may have changed the value since), which
+	// the model does not take for a new write.
 	// revoke-active: now and then a revocation names the active key (its
 	// values stop opening; a replacement must be in place).
 	reuseIDs, revokeActive bool
 	lastID                 map[int]string
+	lastReq                map[int]string // method and path of the client's previous write
 }
 
 func newWorkload(c *cluster, h *History, mon *monitor) *workload {
 	w := &workload{c: c, h: h, mon: mon,
 		proxy: &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		admin: &http.Client{Timeout: 15 * time.Second}, index: map[int]uint64{}, lastID: map[int]string{}}
+		admin: &http.Client{Timeout: 15 * time.Second}, index: map[int]uint64{}, lastID: map[int]string{}, lastReq: map[int]string{}}
 	extra, set := os.LookupEnv("TETHER_CHAOS_EXTRA")
 	if !set {
 		extra = "reuse-ids,revoke-active"
@@ -301,10 +306,13 @@ func (w *workload) adminDo(method, url, reqID string, minIndex uint64) answer {
 func (w *workload) write(o Op, method, url string, reuse bool) answer {
 	id := newRequestID()
 	w.mu.Lock()
-	if prev := w.lastID[o.Client]; reuse && prev != "" {
+	req := method + " " + url[strings.Index(url, "/v1/"):] // the path: the same request through another node is a retry too
+	if prev := w.lastID[o.Client]; reuse && prev != "" && w.lastReq[o.Client] != req {
 		id = prev
+	} else {
+		reuse = false
 	}
-	w.lastID[o.Client] = id
+	w.lastID[o.Client], w.lastReq[o.Client] = id, req
 	w.mu.Unlock()
 	o.Start, o.Epoch = time.Now(), w.c.epoch(w.c.byID(o.Node))
 	a := w.adminDo(method, url, id, 0)
