@@ -1,5 +1,5 @@
-// Package config owns tether's configuration file (README.md,
-// "Configuration"): decoding JSON (with comments and trailing commas) or YAML
+// Package config owns tether's configuration file (docs/CONFIGURATION.md,
+// "The configuration file"): decoding JSON (with comments and trailing commas) or YAML
 // into the types of types.go, validating it with every problem reported at
 // its JSON path, and filling in the documented defaults.
 //
