@@ -1,5 +1,3 @@
-// Package docs checks the repository's Markdown: every relative link and
-// anchor in a *.md file resolves.
 package docs
 
 import (
