@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -101,7 +102,7 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	}
 	if len(w.buf)+len(p) <= respBufSize {
 		if w.buf == nil {
-			w.buf = make([]byte, 0, respBufSize)
+			w.buf = getBuf()
 		}
 		w.buf = append(w.buf, p...)
 		return len(p), nil
@@ -129,7 +130,7 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 func (w *responseWriter) WriteString(s string) (int, error) {
 	if len(w.buf)+len(s) <= respBufSize && w.wroteHeader && bodyAllowed(w.status) && w.clen < 0 && !w.sentHeader {
 		if w.buf == nil {
-			w.buf = make([]byte, 0, respBufSize)
+			w.buf = getBuf()
 		}
 		w.buf = append(w.buf, s...)
 		w.written += int64(len(s))
@@ -211,7 +212,8 @@ func (w *responseWriter) finish() {
 			c.writeHeadersLocked(st, 0, trailers, true)
 		}
 	}
-	w.buf = w.buf[:0]
+	putBuf(w.buf)
+	w.buf = nil
 	if st.closed {
 		c.flushLocked()
 		return
@@ -318,6 +320,22 @@ func (w *responseWriter) SetWriteDeadline(t time.Time) error {
 		c.mu.Unlock()
 	})
 	return nil
+}
+
+var bufPool sync.Pool
+
+// getBuf is an empty response buffer of respBufSize.
+func getBuf() []byte {
+	if b, ok := bufPool.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, respBufSize)
+}
+
+func putBuf(b []byte) {
+	if cap(b) == respBufSize {
+		bufPool.Put(&b)
+	}
 }
 
 // httpDate is the Date field's value, formatted once a second.

@@ -130,8 +130,15 @@ type conn struct {
 	fr       *http2.Framer
 
 	// Everything below is guarded by mu; the frame writes too.
-	mu          sync.Mutex
-	bw          *bufio.Writer
+	mu sync.Mutex
+	// out holds the frames written and not yet sent; one goroutine at a
+	// time (writing) sends it, outside mu, and sends as well what others
+	// add meanwhile, so the frames of streams finishing together leave in
+	// one write.
+	out         []byte
+	spare       []byte
+	writing     bool
+	outRoom     sync.Cond // waits for out to fall under outLimit
 	henc        *hpack.Encoder
 	hbuf        []byte // encodeBuf's bytes
 	streams     map[uint32]*stream
@@ -168,8 +175,8 @@ func (s *Server) serveConn(nc, hookConn net.Conn, tlsState *tls.ConnectionState,
 	base = context.WithValue(base, http.LocalAddrContextKey, nc.LocalAddr())
 	c.ctx, c.cancel = context.WithCancel(base)
 	c.br = bufio.NewReaderSize(nc, 16<<10)
-	c.bw = bufio.NewWriterSize(nc, writeBufSize)
-	c.fr = http2.NewFramer(c.bw, c.br)
+	c.outRoom.L = &c.mu
+	c.fr = http2.NewFramer(outBuf{c}, c.br)
 	c.fr.SetReuseFrames()
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.fr.MaxHeaderListSize = s.maxHeader
@@ -230,9 +237,13 @@ func (c *conn) serve() {
 			c.mu.Lock()
 			c.flushLocked()
 			c.armIdleLocked()
-			done := c.closed || c.goingAway && len(c.streams) == 0
+			closed, done := c.closed, c.goingAway && len(c.streams) == 0
 			c.mu.Unlock()
+			if closed {
+				return
+			}
 			if done {
+				c.drain()
 				return
 			}
 		}
@@ -248,20 +259,27 @@ func (c *conn) serve() {
 				continue
 			case errors.As(err, &ce):
 				c.fail(http2.ErrCode(ce))
+				c.drain()
 			case errors.Is(err, http2.ErrFrameTooLarge):
 				c.fail(http2.ErrCodeFrameSize)
+				c.drain()
 			case isTimeout(err):
 				c.mu.Lock()
-				idle := len(c.streams) == 0
+				idle, goingAway := len(c.streams) == 0, c.goingAway
 				c.mu.Unlock()
-				if idle {
+				switch {
+				case goingAway:
+					c.drain()
+				case idle:
 					c.goAway(http2.ErrCodeNo)
+					c.drain()
 				}
 			}
 			return
 		}
 		if code, ok := c.process(f); !ok {
 			c.fail(code)
+			c.drain()
 			return
 		}
 	}
@@ -298,8 +316,23 @@ func (c *conn) fail(code http2.ErrCode) {
 	}
 }
 
+// drain ends the connection after a GOAWAY: what is buffered is sent, the
+// write side closed, and what the client still sends read and dropped, for
+// a second at most. Closing with unread bytes would reset the connection,
+// and the client could lose the GOAWAY and the last responses.
+func (c *conn) drain() {
+	c.mu.Lock()
+	c.flushLocked()
+	c.mu.Unlock()
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.Copy(io.Discard, io.LimitReader(c.br, 1<<20))
+}
+
 // goAway starts a graceful close: no new stream is taken, those in flight
-// finish; an idle connection closes at once.
+// finish; an idle connection is drained and closed at once.
 func (c *conn) goAway(code http2.ErrCode) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -310,8 +343,7 @@ func (c *conn) goAway(code http2.ErrCode) {
 	_ = c.fr.WriteGoAway(c.maxClientID, code, nil)
 	c.flushLocked()
 	if len(c.streams) == 0 {
-		c.closed = true
-		_ = c.nc.Close()
+		_ = c.nc.SetReadDeadline(time.Now()) // the read loop drains and closes
 	}
 }
 
@@ -323,6 +355,7 @@ func (c *conn) close() {
 	if c.writeErr == nil {
 		c.writeErr = net.ErrClosed
 	}
+	c.outRoom.Broadcast()
 	for _, st := range c.streams {
 		st.closeLocked(errClientGone)
 	}
@@ -335,14 +368,51 @@ func (c *conn) close() {
 
 var errClientGone = errors.New("h2server: client disconnected")
 
-// flushLocked writes what the write buffer holds.
+type outBuf struct{ c *conn }
+
+func (o outBuf) Write(p []byte) (int, error) { o.c.out = append(o.c.out, p...); return len(p), nil }
+
+// outLimit bounds out: a writer past it waits for the socket.
+const outLimit = 64 << 10
+
+// flushLocked sends what out holds, unless another goroutine is sending,
+// which then sends it too. It lets go of mu while it writes: what a caller
+// saw before may have changed when it returns.
 func (c *conn) flushLocked() {
-	if c.bw.Buffered() == 0 || c.writeErr != nil {
+	if c.writing {
 		return
 	}
-	if err := c.bw.Flush(); err != nil {
-		c.writeErr = err
-		_ = c.nc.Close()
+	for len(c.out) > 0 {
+		if c.writeErr != nil {
+			c.out = c.out[:0]
+			return
+		}
+		buf := c.out
+		c.out, c.spare = c.spare[:0], nil
+		c.writing = true
+		c.mu.Unlock()
+		_, err := c.nc.Write(buf)
+		c.mu.Lock()
+		c.writing = false
+		if c.spare == nil && cap(buf) <= 4*outLimit {
+			c.spare = buf[:0]
+		}
+		if err != nil && c.writeErr == nil {
+			c.writeErr = err
+			_ = c.nc.Close()
+		}
+		c.outRoom.Broadcast()
+	}
+}
+
+// waitRoomLocked waits while out is full.
+func (c *conn) waitRoomLocked() {
+	for len(c.out) >= outLimit && c.writeErr == nil {
+		if c.writing {
+			c.outRoom.Wait()
+		} else {
+			c.flushLocked()
+		}
 	}
 }
 
@@ -903,7 +973,10 @@ func (b *body) Read(p []byte) (int, error) {
 		case st.err != nil:
 			return 0, st.err
 		}
-		c.flushLocked() // window updates due
+		if len(c.out) > 0 && !c.writing {
+			c.flushLocked() // window updates due; mu was let go: look again
+			continue
+		}
 		st.wake.Wait()
 	}
 	n := copy(p, st.buf)
@@ -1022,8 +1095,15 @@ func (c *conn) writeDataLocked(st *stream, p []byte, end bool) error {
 		n := int64(len(p))
 		n = min(n, st.sendWindow, c.sendWindow, int64(c.peerFrame), writeBufSize)
 		if n <= 0 {
-			c.flushLocked()
+			if len(c.out) > 0 && !c.writing {
+				c.flushLocked() // mu was let go: look again
+				continue
+			}
 			st.wake.Wait()
+			continue
+		}
+		if len(c.out) >= outLimit {
+			c.waitRoomLocked()
 			continue
 		}
 		last := end && n == int64(len(p))
