@@ -147,11 +147,13 @@ func (w *responseWriter) sendHeaderLocked(end bool) {
 	w.sentHeader = true
 	h := w.snap
 	if _, ok := h["Date"]; !ok {
-		h["Date"] = []string{httpDate()}
+		w.st.vals[0] = httpDate()
+		h["Date"] = w.st.vals[0:1:1]
 	}
 	if len(w.buf) > 0 && bodyAllowed(w.status) {
 		if _, ok := h["Content-Type"]; !ok {
-			h["Content-Type"] = []string{http.DetectContentType(w.buf)}
+			w.st.vals[2] = http.DetectContentType(w.buf)
+			h["Content-Type"] = w.st.vals[2:3:3]
 		}
 	}
 	w.st.c.writeHeadersLocked(w.st, w.status, h, end)
@@ -196,7 +198,8 @@ func (w *responseWriter) finish() {
 	trailers := w.trailerFields()
 	if !w.sentHeader {
 		if w.clen < 0 && bodyAllowed(w.status) && trailers == nil && (len(w.buf) > 0 || !w.isHead()) {
-			w.snap["Content-Length"] = []string{strconv.Itoa(len(w.buf))}
+			st.vals[1] = strconv.Itoa(len(w.buf))
+			w.snap["Content-Length"] = st.vals[1:2:2]
 		}
 		end := trailers == nil && (len(w.buf) == 0 || w.isHead())
 		w.sendHeaderLocked(end)

@@ -638,7 +638,8 @@ func (c *conn) headersLocked(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 	st.req = req
 	st.ctx, st.cancel = context.WithCancel(c.ctx)
 	st.req = req.WithContext(st.ctx)
-	st.rw = &responseWriter{st: st, refuse: status, refuseMsg: st.refuseMsg}
+	st.rwv = responseWriter{st: st, refuse: status, refuseMsg: st.refuseMsg}
+	st.rw = &st.rwv
 	if c.running < int(c.s.maxStreams) {
 		c.startLocked(st)
 		return 0, true
@@ -710,15 +711,23 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 	} else if path == "" || scheme == "" {
 		return nil, 0, false
 	}
-	hdr := make(http.Header, len(f.Fields))
+	regular := f.RegularFields()
+	hdr := make(http.Header, len(regular))
+	// One backing array for the values; a repeated field gets its own.
+	vals := make([]string, len(regular))
 	var cookies []string
-	for _, hf := range f.RegularFields() {
+	for i, hf := range regular {
 		if hf.Name == "cookie" {
 			cookies = append(cookies, hf.Value)
 			continue
 		}
 		k := c.canonical(hf.Name)
-		hdr[k] = append(hdr[k], hf.Value)
+		if vv, ok := hdr[k]; ok {
+			hdr[k] = append(vv[:len(vv):len(vv)], hf.Value)
+			continue
+		}
+		vals[i] = hf.Value
+		hdr[k] = vals[i : i+1 : i+1]
 	}
 	if len(cookies) > 0 {
 		hdr["Cookie"] = []string{strings.Join(cookies, "; ")}
@@ -777,7 +786,8 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 		req.Body = http.NoBody
 		req.ContentLength = 0
 	} else {
-		req.Body = &body{st: st}
+		st.bodyv = body{st: st}
+		req.Body = &st.bodyv
 		req.ContentLength = -1
 		if st.declared >= 0 {
 			req.ContentLength = st.declared
@@ -827,6 +837,11 @@ type stream struct {
 	localDone  bool   // END_STREAM sent
 
 	refuseMsg string
+	rwv       responseWriter
+	bodyv     body
+	// vals back the fields the server adds to a response (Date,
+	// Content-Length, Content-Type).
+	vals [3]string
 
 	readTimer, writeTimer *time.Timer
 	readPast, writePast   bool
