@@ -66,6 +66,10 @@ const (
 	HTTP2Stdlib HTTP2Server = "stdlib"
 )
 
+// defaultHTTP2 serves HTTP/2 when no option says otherwise (a test run may
+// change it: h2mode_test.go).
+var defaultHTTP2 = HTTP2Stdlib
+
 // ParseHTTP2Server reads an --http2-server value; "" is the default.
 func ParseHTTP2Server(s string) (HTTP2Server, error) {
 	switch v := HTTP2Server(strings.ToLower(strings.TrimSpace(s))); v {
@@ -130,7 +134,7 @@ type Server struct {
 // NewServer prepares listeners for cfg.Listeners with cfg.Limits, serving h
 // (redirect listeners answer with their redirect instead).
 func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger, opts ...ServerOption) (*Server, error) {
-	so := serverOptions{http1: HTTP1Own, http2: HTTP2Stdlib}
+	so := serverOptions{http1: HTTP1Own, http2: defaultHTTP2}
 	for _, o := range opts {
 		o(&so)
 	}
