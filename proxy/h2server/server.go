@@ -174,7 +174,7 @@ func (s *Server) serveConn(nc, hookConn net.Conn, tlsState *tls.ConnectionState,
 	base := context.WithValue(context.Background(), http.ServerContextKey, s.srv)
 	base = context.WithValue(base, http.LocalAddrContextKey, nc.LocalAddr())
 	c.ctx, c.cancel = context.WithCancel(base)
-	c.br = bufio.NewReaderSize(nc, 16<<10)
+	c.br = bufio.NewReaderSize(nc, 4<<10) // larger frames are read past it
 	c.outRoom.L = &c.mu
 	c.fr = http2.NewFramer(outBuf{c}, c.br)
 	c.fr.SetReuseFrames()
@@ -235,7 +235,7 @@ func (c *conn) serve() {
 	for {
 		if c.br.Buffered() == 0 {
 			c.mu.Lock()
-			c.flushLocked()
+			c.flushAsyncLocked()
 			c.armIdleLocked()
 			closed, done := c.closed, c.goingAway && len(c.streams) == 0
 			c.mu.Unlock()
@@ -372,8 +372,12 @@ type outBuf struct{ c *conn }
 
 func (o outBuf) Write(p []byte) (int, error) { o.c.out = append(o.c.out, p...); return len(p), nil }
 
-// outLimit bounds out: a writer past it waits for the socket.
-const outLimit = 64 << 10
+// outLimit bounds out: a writer past it waits for the socket. A buffer
+// larger than keepOut is not kept for the next write.
+const (
+	outLimit = 64 << 10
+	keepOut  = 32 << 10
+)
 
 // flushLocked sends what out holds, unless another goroutine is sending,
 // which then sends it too. It lets go of mu while it writes: what a caller
@@ -394,7 +398,7 @@ func (c *conn) flushLocked() {
 		_, err := c.nc.Write(buf)
 		c.mu.Lock()
 		c.writing = false
-		if c.spare == nil && cap(buf) <= 4*outLimit {
+		if c.spare == nil && cap(buf) <= keepOut {
 			c.spare = buf[:0]
 		}
 		if err != nil && c.writeErr == nil {
@@ -403,6 +407,24 @@ func (c *conn) flushLocked() {
 		}
 		c.outRoom.Broadcast()
 	}
+}
+
+// flushAsyncLocked has out sent by a goroutine of its own: the read loop
+// never waits for the socket, so a client that reads only once its own
+// writes are through is still read from.
+func (c *conn) flushAsyncLocked() {
+	if c.writing || len(c.out) == 0 {
+		return
+	}
+	c.writing = true
+	c.handlers.Add(1)
+	go func() {
+		defer c.handlers.Done()
+		c.mu.Lock()
+		c.writing = false
+		c.flushLocked()
+		c.mu.Unlock()
+	}()
 }
 
 // waitRoomLocked waits while out is full.
