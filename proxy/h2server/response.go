@@ -291,7 +291,9 @@ func (w *responseWriter) SetReadDeadline(t time.Time) error {
 
 // SetWriteDeadline bounds the response's writes: once t has passed the
 // stream is reset (INTERNAL_ERROR, as net/http's HTTP/2 server does) and
-// its writes fail.
+// its writes fail. A socket write under way then has a second more to
+// finish, after which the connection is cut: a client whose windows let
+// frames through but that reads nothing holds the connection's writer.
 func (w *responseWriter) SetWriteDeadline(t time.Time) error {
 	st := w.st
 	c := st.c
@@ -306,6 +308,13 @@ func (w *responseWriter) SetWriteDeadline(t time.Time) error {
 	}
 	expire := func() {
 		st.writePast = true
+		if c.writing && !c.writeBound {
+			// A socket write is under way, perhaps to a client that
+			// reads nothing: it gets a second more, then the
+			// connection is cut.
+			c.writeBound = true
+			_ = c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+		}
 		if !st.closed {
 			c.resetLocked(st.id, http2.ErrCodeInternal)
 			c.flushLocked()

@@ -135,9 +135,12 @@ type conn struct {
 	// time (writing) sends it, outside mu, and sends as well what others
 	// add meanwhile, so the frames of streams finishing together leave in
 	// one write.
-	out         []byte
-	spare       []byte
-	writing     bool
+	out     []byte
+	spare   []byte
+	writing bool
+	// writeBound: a stream\'s write deadline passed during a socket
+	// write, which was given a second more (SetWriteDeadline).
+	writeBound  bool
 	outRoom     sync.Cond // waits for out to fall under outLimit
 	henc        *hpack.Encoder
 	hbuf        []byte // encodeBuf's bytes
@@ -398,6 +401,10 @@ func (c *conn) flushLocked() {
 		_, err := c.nc.Write(buf)
 		c.mu.Lock()
 		c.writing = false
+		if c.writeBound {
+			c.writeBound = false
+			_ = c.nc.SetWriteDeadline(time.Time{})
+		}
 		if c.spare == nil && cap(buf) <= keepOut {
 			c.spare = buf[:0]
 		}

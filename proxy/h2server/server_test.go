@@ -349,3 +349,30 @@ func TestGracefulShutdown(t *testing.T) {
 	default:
 	}
 }
+
+// TestWriteDeadlineFreesAStuckWriter: a client that grants every window
+// and reads nothing fills the socket; a write deadline set through
+// http.ResponseController still ends the handler's writes.
+func TestWriteDeadlineFreesAStuckWriter(t *testing.T) {
+	done := make(chan error, 1)
+	addr := startH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(500 * time.Millisecond))
+		chunk := make([]byte, 64<<10)
+		var err error
+		for i := 0; i < 4096 && err == nil; i++ { // 256 MiB at most
+			_, err = w.Write(chunk)
+		}
+		done <- err
+	}), nil)
+	c := dialRaw(t, addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
+	c.must(c.fr.WriteWindowUpdate(0, 1<<31-1-65535))
+	c.request(1, "GET", true)
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("256 MiB written to a client that reads nothing")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the handler's writes still blocked 15 s after its write deadline")
+	}
+}
