@@ -52,6 +52,8 @@ var serverModes = []serverMode{
 	{name: "tls-h2", http1: HTTP1Own, tls: true, h2: true},
 	{name: "h2c-own", http1: HTTP1Own, http2: HTTP2Own, h2c: true},
 	{name: "tls-h2-own", http1: HTTP1Own, http2: HTTP2Own, tls: true, h2: true},
+	// net/http's ServeTLS hands h2 to the own server (no own HTTP/1.1 loop).
+	{name: "tls-h2-own-stdlib1", http1: HTTP1Stdlib, http2: HTTP2Own, tls: true, h2: true},
 }
 
 // modeEnv is a proxy served by a real listening Server in one mode.
