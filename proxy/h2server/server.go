@@ -325,7 +325,7 @@ func (c *conn) fail(code http2.ErrCode) {
 // and the client could lose the GOAWAY and the last responses.
 func (c *conn) drain() {
 	c.mu.Lock()
-	c.flushLocked()
+	c.sentLocked()
 	c.mu.Unlock()
 	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
@@ -430,8 +430,21 @@ func (c *conn) flushAsyncLocked() {
 		c.mu.Lock()
 		c.writing = false
 		c.flushLocked()
+		c.outRoom.Broadcast()
 		c.mu.Unlock()
 	}()
+}
+
+// sentLocked waits until everything written so far has been sent (or the
+// connection has failed).
+func (c *conn) sentLocked() {
+	for (c.writing || len(c.out) > 0) && c.writeErr == nil {
+		if c.writing {
+			c.outRoom.Wait()
+		} else {
+			c.flushLocked()
+		}
+	}
 }
 
 // waitRoomLocked waits while out is full.
