@@ -8,7 +8,7 @@ FUZZTIME ?= 3s
 # and the manifests test, with the dependencies the product does not need.
 TOOLS    := cd tools &&
 
-.PHONY: help build run test test-unit test-race test-allocs test-norace test-chaosclock e2e chaos chaos-short ui-screenshots crs fuzz bench bench-cluster bench-health bench-race fmt-check vet tidy-check lint docker e2e-docker clean
+.PHONY: help build run test test-unit test-race test-allocs test-norace test-chaosclock e2e chaos chaos-short ui-screenshots crs fuzz bench bench-cluster bench-health bench-race fmt-check vet tidy-check staticcheck lint docker e2e-docker clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
@@ -90,7 +90,12 @@ tidy-check: ## fail if go mod tidy would change go.mod or go.sum of either modul
 	  rm -rf $$bak; \
 	done
 
-lint: fmt-check vet tidy-check ## all static checks
+STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+staticcheck: ## staticcheck over both modules (its settings: staticcheck.conf)
+	$(STATICCHECK) ./...
+	$(TOOLS) $(STATICCHECK) ./...
+
+lint: fmt-check vet tidy-check staticcheck ## all static checks
 
 docker: ## build the FROM scratch images tether:dev and tether-demo-backend:dev (no image is pulled)
 	./deploy/build-image.sh

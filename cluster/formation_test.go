@@ -135,18 +135,13 @@ type simMeta struct {
 	hasState bool
 }
 
-// formationSim simulates n nodes started with the same --bootstrap-expect at
-// random times. Node i first sees node j after a random delay, and sees each
-// of j's meta versions after another random delay (gossip). Every node votes
-// and evaluates BootstrapSet every 20 ms on its view. It returns the set each
-// bootstrapping node chose and when the first one did.
-func formationSim(r *rand.Rand, n, expect int) (map[string]string, time.Duration) {
-	return formationSimCrash(r, n, expect, false)
-}
-
-// formationSimCrash is formationSim where, with crash, one random node
-// crashes at a random time and restarts fresh (its vote lost) after 0.5-2 s,
-// unless it already holds state.
+// formationSimCrash simulates n nodes started with the same
+// --bootstrap-expect at random times. Node i first sees node j after a random
+// delay, and sees each of j's meta versions after another random delay
+// (gossip). Every node votes and evaluates BootstrapSet every 20 ms on its
+// view. With crash, one random node crashes at a random time and restarts
+// fresh (its vote lost) after 0.5-2 s, unless it already holds state. It
+// returns the set each bootstrapping node chose and when the first one did.
 func formationSimCrash(r *rand.Rand, n, expect int, crash bool) (map[string]string, time.Duration) {
 	ids := make([]string, n)
 	start := make([]time.Duration, n)

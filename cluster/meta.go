@@ -24,7 +24,8 @@ type Meta struct {
 	Durable   uint64 `json:"di,omitempty"`  // index up to which it holds the keyring durably
 	// Commands is the Raft command set its binary applies (store.CommandSet,
 	// one character per command type); "" from a binary that predates it.
-	// The leader writes a command only once every alive member has it.
+	// The leader writes a command only once every Raft server and every
+	// alive member has it (a down server by the set it last gossiped).
 	Commands string `json:"cmd,omitempty"`
 	// Clock is its wall clock in whole hours since the Unix epoch: the
 	// leader prunes keys only once every member's clock says their

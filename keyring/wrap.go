@@ -30,6 +30,9 @@ const (
 	// seeds members exchange, and enters the key of each answer along
 	// with an ephemeral key exchange: alone it opens no answer.
 	InfoTicketSeeds = "tether ticket seed transfer v1"
+	// InfoBackup authenticates a whole backup file (HMAC-SHA256): a file
+	// edited without the cluster secret does not restore.
+	InfoBackup = "tether backup file v1"
 )
 
 // ErrUnwrap: wrapped keys do not decrypt with the given key-encryption key

@@ -1,12 +1,15 @@
 package node
 
 import (
+	"cmp"
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -65,23 +68,23 @@ func (n *Node) adminHandler() http.Handler {
 
 	authed := http.NewServeMux()
 	authed.Handle("GET /metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
-	authed.HandleFunc("GET /v1/status", n.handleStatus)
-	authed.HandleFunc("GET /v1/members", n.handleMembers)
+	authed.HandleFunc("GET /v1/status", n.atIndex(n.handleStatus))
+	authed.HandleFunc("GET /v1/members", n.atIndex(n.handleMembers))
 	authed.HandleFunc("GET /v1/events", n.handleEvents)
 	authed.HandleFunc("POST /v1/join", n.sameSite(n.handleJoin))
 	authed.HandleFunc("POST /v1/leave", n.sameSite(n.handleLeave))
 	authed.HandleFunc("DELETE /v1/members/{id}", n.sameSite(n.onLeader(n.handleRemove)))
-	authed.HandleFunc("GET /v1/keyring", n.handleKeyringList)
+	authed.HandleFunc("GET /v1/keyring", n.atIndex(n.handleKeyringList))
 	authed.HandleFunc("POST /v1/keyring/rotate", n.sameSite(n.onLeader(n.handleKeyringRotate)))
 	authed.HandleFunc("POST /v1/keyring/{id}/revoke", n.sameSite(n.onLeader(n.handleKeyringRevoke)))
-	authed.HandleFunc("GET /v1/secrets", n.handleSecretsList)
+	authed.HandleFunc("GET /v1/secrets", n.atIndex(n.handleSecretsList))
 	authed.HandleFunc("POST /v1/secrets/install", n.sameSite(n.handleSecret(store.SecretInstall)))
 	authed.HandleFunc("POST /v1/secrets/use", n.sameSite(n.handleSecret(store.SecretUse)))
 	authed.HandleFunc("POST /v1/secrets/remove", n.sameSite(n.handleSecret(store.SecretRemove)))
 	authed.HandleFunc("GET /v1/snapshot", n.handleSnapshotSave)
 	authed.HandleFunc("POST /v1/snapshot/restore", n.sameSite(n.onLeader(n.handleSnapshotRestore)))
-	authed.HandleFunc("GET /v1/clusters", n.handleClusters)
-	authed.HandleFunc("GET /v1/clusters/{cluster}/destinations", n.handleDestinations)
+	authed.HandleFunc("GET /v1/clusters", n.atIndex(n.handleClusters))
+	authed.HandleFunc("GET /v1/clusters/{cluster}/destinations", n.atIndex(n.handleDestinations))
 	authed.HandleFunc("POST /v1/clusters/{cluster}/destinations/{id}/drain", n.sameSite(n.onLeader(n.handleDrain(true))))
 	authed.HandleFunc("DELETE /v1/clusters/{cluster}/destinations/{id}/drain", n.sameSite(n.onLeader(n.handleDrain(false))))
 	authed.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -139,7 +142,60 @@ func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
+// readWaitMax bounds how long a read waits for this node to apply the
+// index it asks for.
+const readWaitMax = 10 * time.Second
+
+// atIndex runs a read once this node has applied the index the client asks
+// for: the X-Tether-Index of an earlier answer, sent back as the request
+// header X-Tether-Index or as ?index=N (the larger when both). So a client
+// reads its own writes, and never goes back in time, on any node. A node
+// that does not reach it within readWaitMax (or the request's own end)
+// answers 503 with its applied index. Every read answer carries
+// X-Tether-Index: the applied index it reflects.
+func (n *Node) atIndex(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var want uint64
+		for _, v := range []string{r.Header.Get(hdrIndex), r.URL.Query().Get("index")} {
+			if v == "" {
+				continue
+			}
+			i, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, fmt.Sprintf("index %q: want a Raft index (a non-negative integer, as X-Tether-Index answers)", v))
+				return
+			}
+			want = max(want, i)
+		}
+		if want > 0 {
+			wait := cmp.Or(n.readWait, readWaitMax)
+			ctx, cancel := context.WithTimeout(r.Context(), wait)
+			err := n.store.WaitApplied(ctx, want)
+			cancel()
+			if err != nil {
+				applied := n.store.AppliedIndex()
+				setIndex(w, applied)
+				w.Header().Set("Retry-After", "1")
+				writeJSON(w, http.StatusServiceUnavailable, map[string]any{
+					"error":         fmt.Sprintf("this node has applied up to index %d, not index %d asked for (waited up to %s): read from another node, or retry: %v", applied, want, wait, err),
+					"applied_index": applied,
+					"index":         want,
+				})
+				return
+			}
+		}
+		h(w, r)
+	}
+}
+
+// setIndex marks a read's answer with the applied index it reflects.
+func setIndex(w http.ResponseWriter, index uint64) {
+	w.Header().Set(hdrIndex, strconv.FormatUint(index, 10))
+}
+
 func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
+	applied := n.store.AppliedIndex()
+	setIndex(w, applied)
 	leader, _ := n.store.Leader()
 	// The term is read before the state (elements evaluate in order): a
 	// node seen as Leader led in that term or a later one.
@@ -150,7 +206,7 @@ func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
 		"term":           n.store.Term(),
 		"raft_state":     n.store.State(),
 		"leader_id":      leader,
-		"applied_index":  n.store.AppliedIndex(),
+		"applied_index":  applied,
 		"commit_index":   n.store.CommitIndex(),
 		"durable_index":  n.store.DurableIndex(),
 		"cluster_id":     n.store.ClusterID(),
@@ -163,12 +219,22 @@ func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
 
 func (n *Node) handleKeyringList(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	writeJSON(w, http.StatusOK, map[string]any{"active_key_id": n.ring.ActiveKeyID(now), "keys": n.keyViews(now)})
+	var mds []keyring.Metadata
+	var active string
+	n.store.ReadState(func(index uint64, _ []store.Drain) {
+		setIndex(w, index)
+		mds, active = n.ring.List(now), n.ring.ActiveKeyID(now)
+	})
+	writeJSON(w, http.StatusOK, map[string]any{"active_key_id": active, "keys": n.keyViewsOf(mds, now)})
 }
 
 func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
 	if !n.caughtUp() {
 		n.writeApplyError(w, "key rotation", errBehind)
+		return
+	}
+	if err := n.store.CheckRequest(requestID(r), requestBinding(r)); err != nil {
+		n.writeApplyError(w, "key rotation", err)
 		return
 	}
 	now, _ := n.clusterNow()
@@ -177,7 +243,7 @@ func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
 		n.writeApplyError(w, "key rotation", err)
 		return
 	}
-	md, index, err := n.rotate(at, requestID(r))
+	md, index, err := n.rotate(at, requestID(r), requestBinding(r))
 	if err != nil {
 		n.writeApplyError(w, "key rotation", err)
 		return
@@ -194,7 +260,7 @@ func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
 		n.writeApplyError(w, "key revocation", err)
 		return
 	}
-	res, err := n.revoke(r.Context(), at, id, requestID(r))
+	res, err := n.revoke(r.Context(), at, id, requestID(r), requestBinding(r))
 	if err != nil {
 		if errors.Is(err, keyring.ErrUnknownKey) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no key with id %q", id))
@@ -216,6 +282,7 @@ func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
 }
 
 func (n *Node) handleClusters(w http.ResponseWriter, r *http.Request) {
+	setIndex(w, n.store.AppliedIndex())
 	writeJSON(w, http.StatusOK, map[string]any{"clusters": n.proxy.ClusterIDs()})
 }
 
@@ -262,6 +329,18 @@ func (n *Node) handleDestinations(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
+	// The drain state shown is the replicated one at the index answered
+	// (the data path applies it a moment later; a drain's answer waits
+	// for that).
+	drains := map[string]time.Time{}
+	n.store.ReadState(func(index uint64, ds []store.Drain) {
+		setIndex(w, index)
+		for _, d := range ds {
+			if d.Cluster == id {
+				drains[d.Destination] = d.Deadline
+			}
+		}
+	})
 	requests, affinity := n.trafficTotals()
 	rates := n.sampleRates(now, requests)
 	probing := n.activeHealthEnabled(id)
@@ -295,7 +374,7 @@ func (n *Node) handleDestinations(w http.ResponseWriter, r *http.Request) {
 			v.Probers = []string{n.cfg.NodeID}
 		}
 		v.DrainState = "none"
-		if on, deadline := d.Draining(); on {
+		if deadline, on := drains[d.ID]; on {
 			v.DrainState = drainState(deadline, now)
 			if v.DrainState == "draining" {
 				v.Draining = true
@@ -342,7 +421,7 @@ func (n *Node) handleDrain(on bool) http.HandlerFunc {
 			now, _ := n.clusterNow()
 			cmd = store.SetDrain{ReqID: requestID(r), Cluster: clusterID, Destination: id, Deadline: now.Add(timeout).UTC()}
 		}
-		c, err := n.store.Commit(cmd)
+		c, err := n.store.CommitRequest(cmd, requestBinding(r))
 		if err != nil {
 			n.writeApplyError(w, "drain change", err)
 			return

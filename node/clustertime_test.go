@@ -457,7 +457,7 @@ func TestARotationActivatedWithAFarKeyIsTheOneThatEncrypts(t *testing.T) {
 	if _, err := n.store.Apply(store.InstallKey{ReqID: "old-far", Key: far}); err != nil {
 		t.Fatal(err)
 	}
-	md, _, err := n.rotate(now, "rotate-1")
+	md, _, err := n.rotate(now, "rotate-1", "")
 	if err != nil {
 		t.Fatal(err)
 	}

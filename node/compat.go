@@ -16,22 +16,60 @@ import (
 )
 
 // commandGate is the store's check before the leader writes a command: a
-// command some alive or suspect member does not advertise (an older binary
-// in a rolling upgrade) is refused, since that member would stop applying
-// at it until upgraded (store/DESIGN.md, "Mixed versions"). A member that
-// advertises no set runs a binary from before sets were gossiped:
-// store.BaselineCommands.
+// command some server of the Raft configuration, or some alive or suspect
+// member, does not advertise (an older binary in a rolling upgrade) is
+// refused, since that node would stop applying at it until upgraded
+// (store/DESIGN.md, "Mixed versions"). A server that is down counts by the
+// command set gossip last saw from it: it replays the entry once it is
+// started again. A server gossip holds no record of (down since before
+// this node's gossip met it) may run any release: it refuses every command
+// beyond store.BaselineCommands. A member that advertises no set runs a
+// binary from before sets were gossiped: store.BaselineCommands.
 func (n *Node) commandGate(cmd store.Command) error {
 	if n.members == nil {
 		return nil
 	}
+	servers, err := n.store.Servers()
+	if err != nil {
+		return fmt.Errorf("%w: command %s: the Raft configuration, whose every server must apply it, is unknown: %v",
+			store.ErrUnsupported, store.Requirement(cmd), err)
+	}
+	return gateCheck(cmd, n.cfg.NodeID, servers, n.members.Members())
+}
+
+// gateCheck is commandGate's rule over one view of the Raft configuration
+// and the gossip members.
+func gateCheck(cmd store.Command, self string, servers []store.Server, members []cluster.Member) error {
+	byID := make(map[string]cluster.Member, len(members))
+	for _, m := range members {
+		byID[m.ID] = m
+	}
 	var behind []string
-	for _, m := range n.members.Members() {
-		if !m.Alive() {
+	inRaft := map[string]bool{}
+	for _, s := range servers {
+		inRaft[s.ID] = true
+		if s.ID == self { // the store checks its own set
 			continue
 		}
-		set := store.CommandSet(m.Commands)
-		if !set.Supports(cmd) {
+		m, known := byID[s.ID]
+		switch {
+		case !known:
+			if !store.BaselineCommands.Supports(cmd) {
+				behind = append(behind, fmt.Sprintf("%s (a Raft server that is down and whose command set is unknown: start it, upgraded, or remove it with tether remove %s)", s.ID, s.ID))
+			}
+		case !store.CommandSet(m.Commands).Supports(cmd):
+			state := ""
+			if !m.Alive() {
+				state = fmt.Sprintf("%s, a Raft server that would stop at it once started, ", m.State)
+			}
+			behind = append(behind, fmt.Sprintf("%s (%sversion %s, %s)", m.ID, state, m.Version, store.CommandSet(m.Commands).Describe()))
+		}
+	}
+	for _, m := range members {
+		if inRaft[m.ID] || m.ID == self || !m.Alive() {
+			continue
+		}
+		if set := store.CommandSet(m.Commands); !set.Supports(cmd) {
 			behind = append(behind, fmt.Sprintf("%s (version %s, %s)", m.ID, m.Version, set.Describe()))
 		}
 	}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -378,5 +379,135 @@ func TestClusterMismatchedSettingsAreLoggedAndShown(t *testing.T) {
 				return shown && strings.Contains(logs.String(), "cluster settings other than the leader's") && strings.Contains(logs.String(), c.want)
 			})
 		})
+	}
+}
+
+// TestGateCountsEveryRaftServer: the gate's rule over one view of the Raft
+// configuration and gossip.
+func TestGateCountsEveryRaftServer(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	drain := store.SetDrain{Cluster: "app", Destination: "d1", Deadline: now}
+	clock := store.SetClock{At: now}
+	full, old := string(store.Commands), "1111001" // old: no SetDrain, no ClearDrain
+	member := func(id, set string, st cluster.State) cluster.Member {
+		return cluster.Member{Meta: cluster.Meta{ID: id, Commands: set, Version: "v"}, State: st}
+	}
+	servers := []store.Server{{ID: "n1"}, {ID: "n2"}, {ID: "n3"}}
+	for _, tc := range []struct {
+		name    string
+		cmd     store.Command
+		servers []store.Server
+		members []cluster.Member
+		refuse  []string // substrings of the refusal; none: allowed
+	}{
+		{"every server current", drain, servers,
+			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive), member("n3", full, cluster.StateDead)}, nil},
+		{"alive server behind", drain, servers,
+			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive), member("n3", old, cluster.StateAlive)},
+			[]string{"n3 (version v", "SetDrain v1"}},
+		{"dead server behind", drain, servers,
+			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive), member("n3", old, cluster.StateDead)},
+			[]string{"n3 (dead, a Raft server that would stop at it once started", "SetDrain v1"}},
+		{"left member out of Raft does not count", drain, servers[:2],
+			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive), member("n3", old, cluster.StateLeft)}, nil},
+		{"alive member not yet in Raft counts", drain, servers[:2],
+			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive), member("n4", old, cluster.StateAlive)},
+			[]string{"n4 (version v"}},
+		{"unknown server: a baseline command passes", drain, servers,
+			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive)}, nil},
+		{"unknown server: a newer command is refused", clock, servers,
+			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive)},
+			[]string{"n3 (a Raft server that is down and whose command set is unknown", "tether remove n3", "SetClock v1"}},
+		{"this node's own set is the store's to check", drain, servers,
+			[]cluster.Member{member("n1", old, cluster.StateAlive), member("n2", full, cluster.StateAlive), member("n3", full, cluster.StateAlive)}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := gateCheck(tc.cmd, "n1", tc.servers, tc.members)
+			if len(tc.refuse) == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !errors.Is(err, store.ErrUnsupported) {
+				t.Fatalf("got %v, want ErrUnsupported", err)
+			}
+			for _, s := range tc.refuse {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("refusal %q does not say %q", err, s)
+				}
+			}
+		})
+	}
+}
+
+// TestClusterGateCountsADownServerOnAnOlderCommandSet: a Raft server that
+// runs an older command set and is down when a drain is first written
+// would stop at it once started. The drain is refused (409 naming it) on
+// every node while it is down; once it is forgotten by gossip, a command
+// beyond the baseline is refused as coming from an unknown set.
+func TestClusterGateCountsADownServerOnAnOlderCommandSet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-node")
+	}
+	tc := newTestCluster(t, 2)
+	var join []string
+	for i, id := range []string{"n1", "n2", "n3"} {
+		cfg := tc.config(id, 3, join)
+		n, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 2 {
+			n.commands = "1111001" // no SetDrain, no ClearDrain
+		}
+		if err := n.Start(); err != nil {
+			t.Fatal(err)
+		}
+		tc.mu.Lock()
+		tc.nodes[id], tc.cfgs[id] = n, cfg
+		tc.mu.Unlock()
+		join = append(join, n.GossipAddr())
+	}
+	tc.waitSettled()
+	testutil.Eventually(t, 20*time.Second, "a leader other than n3", func() bool {
+		l := tc.leader()
+		if l == tc.nodes["n3"] {
+			_ = l.store.TransferLeadership()
+			return false
+		}
+		return l != nil
+	})
+	tc.stop("n3")
+	testutil.Eventually(t, 20*time.Second, "n3 dead in every node's gossip", func() bool {
+		for _, n := range tc.live() {
+			for _, m := range n.members.Members() {
+				if m.ID == "n3" && m.Alive() {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	if r := raftRole(tc.waitLeader(), "n3"); r != "voter" {
+		t.Fatalf("n3 is %q in the Raft configuration, want voter", r)
+	}
+	for _, n := range tc.live() {
+		status, body := adminWrite(t, n, "POST", "/v1/clusters/app/destinations/d1/drain", nil)
+		msg, _ := body["error"].(string)
+		if status != 409 || !strings.Contains(msg, "n3 (dead") || !strings.Contains(msg, "SetDrain v1") {
+			t.Fatalf("drain via %s while n3 (older command set) is down: %d %v; want 409 naming n3 and SetDrain v1", n.ID(), status, body)
+		}
+	}
+	for _, n := range tc.live() {
+		if on, _ := n.proxy.Cluster("app").Destination("d1").Draining(); on {
+			t.Fatalf("d1 draining on %s after a refused drain", n.ID())
+		}
+	}
+	l := tc.waitLeader()
+	l.members.Forget("n3")
+	err := l.commandGate(store.SetClock{At: time.Now()})
+	if err == nil || !strings.Contains(err.Error(), "n3 (a Raft server that is down and whose command set is unknown") {
+		t.Fatalf("SetClock with n3 down and unknown to gossip: %v; want a refusal naming n3's unknown command set", err)
 	}
 }

@@ -28,13 +28,16 @@ const (
 	// hdrNotLeader marks the answer of a node that got a forwarded write
 	// but no longer leads.
 	hdrNotLeader = "X-Tether-Not-Leader"
-	// hdrIndex carries the Raft index of a write's committed entry, so the
-	// follower that forwarded it answers only once it applied that index
-	// itself: a read on it right after shows the write.
+	// hdrIndex carries the Raft index at which everything a write's answer
+	// names is applied, so the follower that forwarded it answers only once
+	// it applied that index itself: a read on it right after shows the
+	// write. Reads answer with the applied index they reflect, and a read
+	// that sends it waits for it (atIndex).
 	hdrIndex = "X-Tether-Index"
 )
 
-// setCommitted marks a write's answer with the index of its entry.
+// setCommitted marks a write's answer with the index at which what it
+// names is applied.
 func setCommitted(w http.ResponseWriter, index uint64) {
 	if index > 0 {
 		w.Header().Set(hdrIndex, strconv.FormatUint(index, 10))
@@ -56,6 +59,21 @@ func requestID(r *http.Request) string {
 	return id
 }
 
+// bindKey is the request context's key of the write's binding.
+type bindKey struct{}
+
+// requestBinding is the binding of the write's request id to the request
+// (store.BindRequest of its method, path and body) that onLeader computed.
+func requestBinding(r *http.Request) string {
+	b, _ := r.Context().Value(bindKey{}).(string)
+	return b
+}
+
+// withRequestBinding sets the binding a handler's writes carry.
+func withRequestBinding(r *http.Request, bind string) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), bindKey{}, bind))
+}
+
 // onLeader runs a write on the leader: here when this node leads, else
 // forwarded in one hop to the leader's admin address from gossip. When the
 // leader is lost in the middle, the write is retried with the same request
@@ -68,6 +86,11 @@ func (n *Node) onLeader(h http.HandlerFunc) http.HandlerFunc {
 			writeError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
 			return
 		}
+		// The request id is bound to the request: the same id with another
+		// method, path or body is refused (store.ErrRequestReused). The
+		// leader binds what it receives, a forwarded request as its client
+		// sent it.
+		r = withRequestBinding(r, store.BindRequest(r.Method, r.URL.Path, body))
 		ctx, cancel := context.WithTimeout(r.Context(), forwardTimeout)
 		defer cancel()
 		for attempt := 0; attempt < 2; attempt++ {
@@ -245,6 +268,10 @@ func (n *Node) writeApplyError(w http.ResponseWriter, what string, err error) {
 		writeError(w, http.StatusServiceUnavailable, what+": "+n.noLeaderError())
 	case errors.Is(err, store.ErrUnsupported): // a rolling upgrade under way
 		writeError(w, http.StatusConflict, what+": "+err.Error())
+	case errors.Is(err, store.ErrRequestReused):
+		writeError(w, http.StatusConflict, what+": "+err.Error())
+	case errors.Is(err, store.ErrNoClusterID):
+		writeError(w, http.StatusServiceUnavailable, what+": "+err.Error()+": retry")
 	default:
 		n.log.Error(what+" failed", "error", err)
 		writeError(w, http.StatusInternalServerError, what+" failed: "+err.Error())

@@ -140,10 +140,9 @@ type keyView struct {
 	Pending string `json:"pending,omitempty"`
 }
 
-// keyViews lists the keyring with, for each installed key, what its
-// activation waits for as this node sees it.
-func (n *Node) keyViews(now time.Time) []keyView {
-	mds := n.ring.List(now)
+// keyViewsOf lists the keys of a listing with, for each installed key, what
+// its activation waits for as this node sees it.
+func (n *Node) keyViewsOf(mds []keyring.Metadata, now time.Time) []keyView {
 	out := make([]keyView, 0, len(mds))
 	for _, md := range mds {
 		v := keyView{Metadata: md}

@@ -254,12 +254,15 @@ func underWay(md keyring.Metadata, now time.Time) bool {
 // key that was committed: a retry of a rotation that already committed
 // (same request id) answers with the first try's key, not with the one it
 // generated for itself, which the FSM never installed.
-func (n *Node) rotate(now time.Time, reqID string) (keyring.Metadata, uint64, error) {
+//
+// bind is the client request's binding (store.BindRequest; "" for a
+// rotation the leader starts itself).
+func (n *Node) rotate(now time.Time, reqID, bind string) (keyring.Metadata, uint64, error) {
 	k, err := keyring.GenerateKey(now, pendingActivation, keyring.DefaultLifetime)
 	if err != nil {
 		return keyring.Metadata{}, 0, err
 	}
-	c, err := n.store.Commit(store.InstallKey{ReqID: reqID, Key: k})
+	c, err := n.store.CommitRequest(store.InstallKey{ReqID: reqID, Key: k}, bind)
 	if err != nil {
 		return keyring.Metadata{}, 0, err
 	}
@@ -462,7 +465,7 @@ func (n *Node) maybeRotate(now time.Time) error {
 	if newest.Expires.Sub(now) > life/rotateFraction {
 		return nil
 	}
-	md, _, err := n.rotate(now, "")
+	md, _, err := n.rotate(now, "", "")
 	if err == nil {
 		n.log.Info("key rotated automatically", "id", md.ID)
 	}
@@ -504,7 +507,7 @@ func (e *keysNotHeldError) Error() string {
 
 // revoked is what a revocation committed.
 type revoked struct {
-	index       uint64
+	index       uint64   // where everything below is applied
 	active      string   // the key that encrypts after it
 	replacement string   // a key installed to take over (active, or pending)
 	passedOver  []string // failed members that do not hold active
@@ -518,16 +521,22 @@ type revoked struct {
 // that activates as a rotated one does; with no earlier key, the new key
 // takes over only once the members hold it (or, after activationWait, only
 // failed members lack it), activated before the revocation so that
-// sealing never stops. now is the time it commits (commitTime).
-func (n *Node) revoke(ctx context.Context, now time.Time, id, reqID string) (revoked, error) {
+// sealing never stops. now is the time it commits (commitTime); bind is
+// the client request's binding (store.BindRequest), which every write of
+// the revocation carries: an id used for another request is refused before
+// any of them.
+func (n *Node) revoke(ctx context.Context, now time.Time, id, reqID, bind string) (revoked, error) {
 	if !n.caughtUp() {
 		return revoked{}, errBehind
+	}
+	if err := n.store.CheckRequest(reqID, bind); err != nil {
+		return revoked{}, err
 	}
 	if _, ok := n.keyMetadata(id, now); !ok {
 		return revoked{}, fmt.Errorf("%w: %q", keyring.ErrUnknownKey, id)
 	}
 	if n.ring.ActiveKeyID(now) != id {
-		c, err := n.store.Commit(store.RevokeKey{ReqID: reqID, ID: id})
+		c, err := n.store.CommitRequest(store.RevokeKey{ReqID: reqID, ID: id}, bind)
 		return revoked{index: c.Index, active: n.ring.ActiveKeyID(time.Now())}, err
 	}
 	var fallback, pendingID string
@@ -543,24 +552,26 @@ func (n *Node) revoke(ctx context.Context, now time.Time, id, reqID string) (rev
 	}
 	replReq := "revoke-" + shortHash(reqID)
 	if fallback != "" {
-		c, err := n.store.Commit(store.RevokeKey{ReqID: reqID, ID: id})
+		c, err := n.store.CommitRequest(store.RevokeKey{ReqID: reqID, ID: id}, bind)
 		if err != nil {
 			return revoked{}, err
 		}
 		out := revoked{index: c.Index, active: n.ring.ActiveKeyID(time.Now()), replacement: pendingID}
 		if pendingID == "" {
-			md, _, err := n.rotate(now, replReq)
+			md, index, err := n.rotate(now, replReq, bind)
 			if err != nil {
 				n.log.Warn("the key was revoked, but installing a new key failed; the next rotation installs one", "error", err)
 			}
-			out.replacement = md.ID
+			// The answer names the replacement: its index is where that is
+			// applied too (a follower answering it waits for it).
+			out.replacement, out.index = md.ID, max(out.index, index)
 		}
 		return out, nil
 	}
 	// No earlier key: a new one must be held everywhere before it encrypts.
 	repl := pendingID
 	if repl == "" {
-		md, _, err := n.rotate(now, replReq)
+		md, _, err := n.rotate(now, replReq, bind)
 		if err != nil {
 			return revoked{}, err
 		}
@@ -602,7 +613,7 @@ func (n *Node) revoke(ctx context.Context, now time.Time, id, reqID string) (rev
 	if _, err := n.store.Commit(activation(repl, now)); err != nil {
 		return revoked{}, err
 	}
-	c, err := n.store.Commit(store.RevokeKey{ReqID: reqID, ID: id})
+	c, err := n.store.CommitRequest(store.RevokeKey{ReqID: reqID, ID: id}, bind)
 	if err != nil {
 		return revoked{}, err
 	}

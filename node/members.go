@@ -113,6 +113,7 @@ func (n *Node) memberViews() []memberView {
 }
 
 func (n *Node) handleMembers(w http.ResponseWriter, r *http.Request) {
+	setIndex(w, n.store.AppliedIndex())
 	writeJSON(w, http.StatusOK, map[string]any{"members": n.memberViews()})
 }
 
@@ -184,6 +185,12 @@ func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if id == n.cfg.NodeID {
 		writeError(w, http.StatusConflict, "this node leads the cluster: run `tether leave` on it, or remove it from another node once leadership moved")
+		return
+	}
+	// A removal is a Raft configuration change, not an FSM command: its
+	// request id is bound in the request memory first, as every write's is.
+	if _, err := n.store.RecordRequest(requestID(r), requestBinding(r)); err != nil {
+		n.writeApplyError(w, "remove", err)
 		return
 	}
 	servers, err := n.store.Servers()

@@ -161,6 +161,9 @@ type Node struct {
 	// commands (tests): the Raft command set this node applies, to act as
 	// an older binary; "": this binary's.
 	commands store.CommandSet
+	// readWait (tests): how long a read waits for the index it asks for;
+	// 0: readWaitMax.
+	readWait time.Duration
 	// clockAhead: the cluster time was last seen ahead of a member's clock
 	// (logged once per episode).
 	clockAhead atomic.Bool

@@ -297,6 +297,7 @@ func (n *Node) secretStates() []secretState {
 }
 
 func (n *Node) handleSecretsList(w http.ResponseWriter, r *http.Request) {
+	setIndex(w, n.store.AppliedIndex())
 	recs, removed := n.clusterSecrets()
 	primary := ""
 	for _, rec := range recs {
@@ -395,6 +396,14 @@ func (n *Node) secretOnLeader(op string) http.HandlerFunc {
 		recs, removed := n.clusterSecrets()
 		i := slices.IndexFunc(recs, func(rec store.SecretRecord) bool { return rec.ID == req.ID })
 		cmd := store.ClusterSecret{ReqID: requestID(r), Op: op, ID: req.ID}
+		// The request id binds to the secret's id and the force flag, not
+		// to the body, which carries the secret wrapped anew by each try.
+		canon, _ := json.Marshal(map[string]any{"id": req.ID, "force": req.Force})
+		bind := store.BindRequest(r.Method, r.URL.Path, canon)
+		if err := n.store.CheckRequest(cmd.ReqID, bind); err != nil {
+			n.writeApplyError(w, what, err)
+			return
+		}
 		switch op {
 		case store.SecretInstall:
 			if i >= 0 {
@@ -452,7 +461,7 @@ func (n *Node) secretOnLeader(op string) http.HandlerFunc {
 				return
 			}
 		}
-		c, err := n.store.Commit(cmd)
+		c, err := n.store.CommitRequest(cmd, bind)
 		if err != nil {
 			if errors.Is(err, store.ErrUnknownSecret) || errors.Is(err, store.ErrSecretInUse) || errors.Is(err, store.ErrTooManySecrets) {
 				writeError(w, http.StatusConflict, what+": "+err.Error())
@@ -478,7 +487,12 @@ func (n *Node) secretOnLeader(op string) http.HandlerFunc {
 }
 
 // answerSecret answers a secret write with the cluster's secrets.
+// An answer that committed nothing (the cluster holds it already) carries
+// the applied index its secrets reflect.
 func (n *Node) answerSecret(w http.ResponseWriter, id string, index uint64, note string) {
+	if index == 0 {
+		index = n.store.AppliedIndex()
+	}
 	setCommitted(w, index)
 	body := map[string]any{"id": id, "secrets": n.secretStates()}
 	if note != "" {

@@ -31,9 +31,12 @@ func (n *Node) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
 
 // handleSnapshotRestore answers POST /v1/snapshot/restore (on the leader):
 // the body, a backup, replaces the keyring, drains and ACME state of the
-// whole cluster once it is checked to open with this cluster's secret.
+// whole cluster once it is authenticated with this cluster's secret and
+// checked against the cluster's time. The answer says what the decoded
+// state held and which keys the running cluster revoked stay revoked.
 func (n *Node) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) {
-	info, err := n.store.RestoreBackup(r.Body, restoreTimeout)
+	now, _ := n.clusterNow()
+	res, err := n.store.RestoreBackup(r.Body, now, restoreTimeout)
 	if errors.Is(err, store.ErrBackup) {
 		writeError(w, http.StatusUnprocessableEntity, err.Error())
 		return
@@ -43,5 +46,17 @@ func (n *Node) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n.applyDrains()
-	writeJSON(w, http.StatusOK, map[string]any{"restored": info, "active_key_id": n.ring.ActiveKeyID(time.Now())})
+	// The restored state is applied here from this index on: a follower
+	// that forwarded the restore answers once it installed it too.
+	setCommitted(w, n.store.AppliedIndex())
+	writeJSON(w, http.StatusOK, map[string]any{"restored": res.BackupInfo, "kept_revoked": nonNil(res.KeptRevoked),
+		"kept_keys": nonNil(res.KeptKeys), "active_key_id": n.ring.ActiveKeyID(time.Now())})
+}
+
+// nonNil is l, or an empty list for JSON's sake.
+func nonNil(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
 }

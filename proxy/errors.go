@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 )
 
 // errKind labels tether_proxy_errors_total{kind}.
@@ -124,6 +125,10 @@ func writeErrorBody(w http.ResponseWriter, status int, body, traceID string) {
 	if traceID != "" {
 		h[hdrTraceID] = []string{traceID}
 	}
+	// The length the server would compute, said up front: the rate
+	// watch's flush at the end (flushWatched) then leaves the framing as it
+	// was.
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	w.WriteHeader(status)
 	_, _ = w.Write([]byte(body))
 }

@@ -211,6 +211,8 @@ const (
 	bodyOK int32 = iota
 	bodyFailed
 	bodyTimedOut
+	// bodyTooSlow: slower than Limits.MinRequestBodyDataRate (rate.go).
+	bodyTooSlow
 )
 
 // clientBody wraps the client's request body on its way to the backend: it
@@ -238,6 +240,15 @@ type clientBody struct {
 	// h1: the request came over HTTP/1.x; eof: its body was read to the end.
 	h1  bool
 	eof atomic.Bool
+
+	// rate is Limits.MinRequestBodyDataRate (none for an exempt request);
+	// bytes read so far, the time spent in reads that have returned
+	// (readNanos) and the start of the read in progress (readStart, 0
+	// between reads), in monotime, for the heartbeat (rate.go).
+	rate      dataRate
+	bytes     atomic.Int64
+	readNanos atomic.Int64
+	readStart atomic.Int64
 }
 
 // mustClose reports whether the response to this request must close the
@@ -260,8 +271,20 @@ func (b *clientBody) touch() {
 }
 
 func (b *clientBody) Read(p []byte) (int, error) {
+	if b.state.Load() == bodyTooSlow {
+		return 0, errBodyTooSlow
+	}
+	timed := b.rate.on()
+	if timed {
+		b.readStart.Store(monotime.Now())
+	}
 	b.touch()
 	n, err := b.rc.Read(p)
+	if timed {
+		b.bytes.Add(int64(n))
+		end := monotime.Now()
+		b.readNanos.Add(end - b.readStart.Swap(0))
+	}
 	if err == io.EOF {
 		b.eof.Store(true)
 		// Uploaded: a long response must not be cut by an upload deadline.
@@ -273,13 +296,16 @@ func (b *clientBody) Read(p []byte) (int, error) {
 		case errors.As(err, &mbe):
 			// classify answers 413 from the error itself.
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			b.state.Store(bodyTimedOut)
+			b.state.CompareAndSwap(bodyOK, bodyTimedOut) // or it was too slow
 		default:
-			b.state.Store(bodyFailed)
+			b.state.CompareAndSwap(bodyOK, bodyFailed)
 		}
 	}
 	return n, err
 }
+
+// errBodyTooSlow is a read of a body already found too slow.
+var errBodyTooSlow = errors.New("request body slower than the minimum data rate")
 
 func (b *clientBody) setDeadline(t time.Time) {
 	if b.idle <= 0 {

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the h2c smuggling test needs a backend that accepts Upgrade: h2c, which only x/net's deprecated h2c package does (net/http's own h2c takes prior knowledge only)
+
 package proxy
 
 import (

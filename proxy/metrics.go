@@ -23,6 +23,9 @@ type metrics struct {
 	// spelling (dropSpoofable), by the field they fold into.
 	underscore      *prometheus.CounterVec
 	underscoreDrops underscoreDrops
+	// tooSlow counts requests ended for a client slower than a minimum
+	// data rate (rate.go), by direction.
+	tooSlow *prometheus.CounterVec
 }
 
 var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
@@ -50,6 +53,10 @@ func newMetrics(reg prometheus.Registerer, p *Proxy, logger *slog.Logger) *metri
 			Name: "tether_underscore_headers_dropped_total",
 			Help: "Request header fields dropped because, with '_' read as '-', they name a framing, hop-by-hop or forwarding field (Transfer_Encoding), by that field.",
 		}, []string{"header"}),
+		tooSlow: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tether_requests_too_slow_total",
+			Help: "Requests ended because the client sent the body (direction=request: answered 408, or cut once the response had started) or read the response (direction=response: cut) slower than Limits.MinRequestBodyDataRate or MinResponseDataRate.",
+		}, []string{"direction"}),
 	}
 	defer func() {
 		// Bound once: the names are a fixed set.
@@ -66,6 +73,7 @@ func newMetrics(reg prometheus.Registerer, p *Proxy, logger *slog.Logger) *metri
 	m.errors = register(reg, m.errors)
 	m.affinity = register(reg, m.affinity)
 	m.underscore = register(reg, m.underscore)
+	m.tooSlow = register(reg, m.tooSlow)
 	if err := reg.Register(&stateCollector{p: p}); err != nil {
 		logger.Warn("destination state metrics not registered", "err", err)
 	}

@@ -249,15 +249,6 @@ func forEachMode(t *testing.T, f func(t *testing.T, m serverMode)) {
 	}
 }
 
-// lowerKeys is a copy of h with lower-cased names (HTTP/2 sends them so).
-func lowerKeys(h http.Header) map[string][]string {
-	out := map[string][]string{}
-	for k, v := range h {
-		out[strings.ToLower(k)] = v
-	}
-	return out
-}
-
 // h2Raw sends one HTTP/2 request with the given header fields as they are
 // (pseudo-headers included, unchecked) on a new connection, in the mode's
 // way (prior knowledge, or TLS with ALPN h2), and returns the final

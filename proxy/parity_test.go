@@ -98,6 +98,9 @@ var parityCases = []parityCase{
 	{name: "a refused connection is retried once on another destination, whatever the method", run: parityRetry},
 	{name: "a backend's oversized response head is a 502", run: parityResponseHeadLimit},
 	{name: "encodings: a client that asked for none gets the body decoded, one that asked gets it as sent", run: parityEncoding},
+	{name: "MinRequestBodyDataRate: a body slower than the rate after its grace period gets 408 and is counted", run: parityMinRequestBodyDataRate},
+	{name: "MinResponseDataRate: a client that does not read is cut (HTTP/2: its stream) and counted", run: parityMinResponseDataRate},
+	{name: "MinResponseDataRate: small responses left in the server's buffer are held to it too", run: parityMinResponseDataRateSmallResponses},
 }
 
 // h2NoTransferEncoding: HTTP/2 frames bodies itself; a transfer-encoding
@@ -401,8 +404,8 @@ func parityKeepAliveTimeout(t *testing.T, m serverMode) {
 	// Idle from here: closed after the timeout (an eighth of it late at
 	// most on the own loop), not before.
 	start := time.Now()
-	took := closedWithin(t, c, 4*time.Second)
-	if took = time.Since(start); took < 400*time.Millisecond || took > 3*time.Second {
+	closedWithin(t, c, 4*time.Second)
+	if took := time.Since(start); took < 400*time.Millisecond || took > 3*time.Second {
 		t.Errorf("an idle connection closed after %v, want about 0.5 s", took)
 	}
 }

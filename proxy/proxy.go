@@ -88,6 +88,8 @@ type Proxy struct {
 	fastAccess *AccessLog
 	now        func() time.Time
 	dial       func(ctx context.Context, network, addr string) (net.Conn, error)
+	// watch is the minimum data rates' heartbeat (rate.go).
+	watch *rateWatch
 	// resolver is the DNS cache when Options.Dial was nil; Close stops its
 	// background refreshes when New made it (ownResolver).
 	resolver    *dnscache.Resolver
@@ -149,6 +151,7 @@ func New(cfg *config.Config, opts Options) (*Proxy, error) {
 		return st
 	}
 	p.metrics = newMetrics(opts.Registerer, p, p.logger)
+	p.watch = newRateWatch(p.metrics)
 	rt, errs := build(cfg, p, nil)
 	if errs != nil {
 		return nil, errs
@@ -198,6 +201,7 @@ func (p *Proxy) Close() {
 		rt.stop(nil)
 	}
 	p.warmCancel()
+	p.watch.close()
 	if p.ownResolver {
 		p.resolver.Close()
 	}
@@ -239,17 +243,21 @@ func (p *Proxy) SetDraining(clusterID, destID string, on bool) (deadline time.Ti
 // reqState travels from ServeHTTP to the ReverseProxy hooks in the request
 // context. Pooled: every hook runs before ServeHTTP returns.
 type reqState struct {
-	rw         respWriter
-	route      *routeRT
-	cluster    *clusterRT
-	dest       *upstream.Destination
-	dec        affinity.Decision
-	trusted    bool
-	proto      string
-	clientHost string
-	traceID    string
-	traceVal   [1]string // the response's trace id field, without an allocation
-	trace      reqTrace
+	rw respWriter
+	// wnext and wprev link the states under the rate heartbeat's watch
+	// (watched), rate.go.
+	wnext, wprev *reqState
+	watched      bool
+	route        *routeRT
+	cluster      *clusterRT
+	dest         *upstream.Destination
+	dec          affinity.Decision
+	trusted      bool
+	proto        string
+	clientHost   string
+	traceID      string
+	traceVal     [1]string // the response's trace id field, without an allocation
+	trace        reqTrace
 	// upstream is the backend's status as seen by ModifyResponse.
 	upstream int
 	kind     errKind
@@ -288,6 +296,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.trusted = rt.trust.trusts(st.clientHost)
 	st.proto = clientProto(r, st.trusted)
 	st.rw.grpc = isGRPC(r)
+	st.rw.rate = rt.respRate
+	if st.rw.rate.on() {
+		p.watch.add(st) // tether's own answers are held to the rate too
+	}
 	p.startTrace(r, st)
 	defer p.finish(rt, st, r, start)
 
@@ -328,9 +340,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// start while the upload goes on (net/http would otherwise swallow
 		// the rest of the upload before the first response byte).
 		_ = ctl.EnableFullDuplex()
-		st.body = &clientBody{rc: body, ctl: ctl, idle: cl.activity, h1: r.ProtoMajor == 1}
-		st.rw.upload = st.body
-		body = st.body
+		cb := &clientBody{rc: body, ctl: ctl, idle: cl.activity, h1: r.ProtoMajor == 1}
+		if !(st.rw.grpc && r.ProtoMajor >= 2) {
+			cb.rate = rt.reqRate // gRPC streams are exempt, as in YARP
+		}
+		p.watch.setBody(st, cb)
+		st.rw.upload = cb
+		body = cb
 	}
 	if rr.waf != nil {
 		var blocked bool
@@ -377,6 +393,30 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out := r.WithContext(ctx)
 	out.Body = body
 	cl.rp.ServeHTTP(&st.rw, out)
+}
+
+// flushWatched sends, last thing before the handler returns, what a
+// proxied response left in the server's buffer while the rate heartbeat
+// still watches it: the server would send it after the handler returned,
+// where a client that does not read would hold the connection (HTTP/1.1:
+// pipelined requests' small responses) or the stream (HTTP/2: no window
+// left) for ever. It changes no framing: a proxied response carries the
+// backend's length or is chunked (streamed) already, and tether's own
+// answers carry their length (writeErrorBody). An HTTP/2 response without
+// body bytes is left alone: its head needs no window, and a gRPC
+// trailers-only answer must end with its HEADERS frame.
+func (st *reqState) flushWatched(r *http.Request) {
+	rw := &st.rw
+	if !st.watched || !rw.rate.on() || !rw.wrote || st.upstream == http.StatusSwitchingProtocols {
+		return
+	}
+	if st.upstream == 0 && rw.Header()["Content-Length"] == nil {
+		return // not a proxied response, nor one of tether's own with its length
+	}
+	if r.ProtoMajor >= 2 && rw.bytes == 0 {
+		return
+	}
+	_ = rw.FlushError()
 }
 
 // fail answers a request tether could not proxy.
@@ -430,6 +470,10 @@ func (p *Proxy) finish(rt *runtime, st *reqState, r *http.Request, start time.Ti
 	if p.access != nil {
 		p.logAccess(r, st, status, end, dur)
 	}
+	if !st.aborted {
+		st.flushWatched(r)
+	}
+	p.watch.remove(st)
 	h := st.outHeader
 	if len(h) > 64 {
 		h = nil // not worth keeping that large
@@ -543,7 +587,7 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 			if kind != kindClientGone {
 				status, kind = http.StatusBadRequest, kindBadRequest
 			}
-		case bodyTimedOut:
+		case bodyTimedOut, bodyTooSlow:
 			status, kind = http.StatusRequestTimeout, kindClientTimeout
 		}
 	}
@@ -574,6 +618,15 @@ type respWriter struct {
 	upload *clientBody
 	// grpc: the request is gRPC, so tether's own errors are gRPC statuses.
 	grpc bool
+
+	// rate is Limits.MinResponseDataRate. While a write to the client is in
+	// progress, wdue is when it must be done by (monotime; 0 between
+	// writes); wlast is the last write's, which a write queued behind it
+	// adds to. slow: the heartbeat cut the response (rate.go).
+	rate  dataRate
+	wdue  atomic.Int64
+	wlast int64
+	slow  atomic.Bool
 }
 
 func (rw *respWriter) Header() http.Header { return rw.w.Header() }
@@ -604,13 +657,33 @@ func (rw *respWriter) Write(b []byte) (int, error) {
 	if rw.upload != nil {
 		rw.upload.touch()
 	}
+	if !rw.rate.on() {
+		n, err := rw.w.Write(b)
+		rw.bytes += int64(n)
+		return n, err
+	}
+	if rw.slow.Load() {
+		return 0, errResponseTooSlow
+	}
+	rw.beginWrite(len(b))
 	n, err := rw.w.Write(b)
+	rw.wdue.Store(0)
 	rw.bytes += int64(n)
 	return n, err
 }
 
+// errResponseTooSlow is a write to a client found too slow to read.
+var errResponseTooSlow = errors.New("client slower than the minimum response data rate")
+
 // FlushError lets http.ResponseController flush without unwrapping.
 func (rw *respWriter) FlushError() error {
+	if rw.rate.on() {
+		if rw.slow.Load() {
+			return errResponseTooSlow
+		}
+		rw.beginWrite(0)
+		defer rw.wdue.Store(0)
+	}
 	switch f := rw.w.(type) {
 	case interface{ FlushError() error }:
 		return f.FlushError()

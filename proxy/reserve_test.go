@@ -102,3 +102,61 @@ func freeTCPPort(t *testing.T) int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// TestReserveTakesAPortAnEarlierProcessLeftInTimeWait: a node restarted on
+// its proxy port finds the connections its earlier process closed first in
+// TIME-WAIT on that port for up to a minute; Reserve takes the port anyway,
+// as net.Listen does, while a port another socket listens on still fails.
+func TestReserveTakesAPortAnEarlierProcessLeftInTimeWait(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Close() // the server side closes first: its end of the pair waits in TIME-WAIT on the port
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("read after the server closed: no EOF")
+	}
+	c.Close()
+	ln.Close()
+
+	cfg := &config.Config{Listeners: []config.Listener{{Address: addr}}}
+	s, err := NewServer(cfg, http.HandlerFunc(okHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reserve(); err != nil {
+		t.Fatalf("Reserve on a port with only a closed connection in TIME-WAIT: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("a connection to the reserved port: %v, want refused", err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("after Start: %d", resp.StatusCode)
+	}
+}

@@ -25,8 +25,13 @@ type reservation struct {
 
 // reserve binds a socket as net.Listen("tcp", addr) would (a wildcard host
 // binds IPv6 and IPv4 on one socket where the host has IPv6) and does not
-// listen. It does not set SO_REUSEADDR, so nobody else binds the port
-// meanwhile, Go programs included.
+// listen. It binds without SO_REUSEADDR, so nobody else binds the port
+// meanwhile, Go programs included. Where that bind fails with the address in
+// use, it binds again with SO_REUSEADDR, as net.Listen does: connections an
+// earlier process on the port closed first wait in TIME-WAIT for up to a
+// minute and refuse only a bind without it, while a socket listening on the
+// port refuses both. Only then may a program that sets SO_REUSEADDR too bind
+// the port until Start listens.
 func reserve(addr string) (*reservation, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -76,8 +81,18 @@ func reserve(addr string) (*reservation, error) {
 		sa = s6
 	}
 	if err := syscall.Bind(r.fd, sa); err != nil {
-		r.close()
-		return nil, err
+		if !errors.Is(err, syscall.EADDRINUSE) || ta.Port == 0 {
+			r.close()
+			return nil, err
+		}
+		if err := syscall.SetsockoptInt(r.fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+			r.close()
+			return nil, err
+		}
+		if err := syscall.Bind(r.fd, sa); err != nil {
+			r.close()
+			return nil, err
+		}
 	}
 	bound, err := syscall.Getsockname(r.fd)
 	if err != nil {

@@ -48,6 +48,9 @@ type runtime struct {
 	noRoute     *destStats
 	noRouteErrs [numKinds]prometheus.Counter
 	waf         *waf.Firewall
+	// reqRate and respRate are Limits.MinRequestBodyDataRate and
+	// MinResponseDataRate (rate.go).
+	reqRate, respRate dataRate
 }
 
 // routeRT is a route's compiled state.
@@ -181,6 +184,8 @@ func build(cfg *config.Config, p *Proxy, old *runtime) (*runtime, config.Errors)
 		clusters:   map[string]*clusterRT{},
 	}
 	var bad map[int]string
+	rt.reqRate = newDataRate(cfg.Limits.MinRequestBodyDataRate)
+	rt.respRate = newDataRate(cfg.Limits.MinResponseDataRate)
 	rt.trust, bad = parseTrusted(cfg.TrustedProxies)
 	for i, s := range bad {
 		fail(fmt.Sprintf("TrustedProxies[%d]", i), "%q is not an IP address or CIDR", s)

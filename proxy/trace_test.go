@@ -137,7 +137,7 @@ func TestSpansAreExported(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range s.Attributes {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if attrs["http.response.status_code"] != "200" || attrs["tether.route"] != "r" || attrs["tether.destination"] != "d1" {
 		t.Errorf("attributes %v", attrs)

@@ -81,7 +81,9 @@ func (SetClock) isCommand()     {}
 // does not know the type or version may skip the entry (Consul's
 // IgnoreUnknownTypeFlag); any other entry it cannot apply stops its FSM
 // (fsm.Apply) until it is upgraded. The leader writes a command only once
-// every member advertises it (CommandSet, gossiped).
+// every member advertises it (CommandSet, gossiped). Every body, of any
+// type and version, is a JSON object with the request id ("req") and its
+// binding ("bind", request.go): a node reads both from an entry it skips.
 const (
 	typeInstallKey    byte = 1
 	typeActivateKey   byte = 2

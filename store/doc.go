@@ -18,7 +18,9 @@
 // An entry this binary cannot apply is skipped only when its command says
 // older nodes may ignore it; otherwise the FSM stops applying there and
 // names the version it needs ([Store.Stopped]), never counting the entry as
-// held. Members advertise their [CommandSet] and the node's gate
+// held. Snapshots name their format and the command set applied into them
+// and decode strictly: one this binary cannot fully understand stops the
+// FSM the same way. Members advertise their [CommandSet] and the node's gate
 // ([Store.SetCommandGate]) keeps the leader from writing a command some
 // member does not apply. Key material, and the ACME state's private keys,
 // are wrapped in the log and in snapshots with a key derived from the

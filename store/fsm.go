@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,10 +79,17 @@ type fsm struct {
 	secretRecs     []secretRec
 	secretsRemoved []wireRemoval
 	applying       uint64 // the index of the entry being applied
+	// applied is the command set applied into the state (character i:
+	// the newest body version of type i+1 applied, '0' none): snapshots
+	// carry it, and a node that does not know one of them refuses them.
+	applied []byte
+	// refused is the index of the last snapshot Restore refused, so its
+	// ERROR line is written once however often raft offers it.
+	refused uint64
 
 	index      atomic.Uint64 // last log index applied (or restored)
 	lastChange atomic.Uint64 // index of the last entry that changed the state
-	snapIndex  func() uint64 // newest snapshot's index, for Restore
+	snapIndex  func() uint64 // newest snapshot's index: Restore's index when raft does not say which it restores
 
 	onChange func() // after a state change: never blocks
 	onApply  func() // after any entry: never blocks
@@ -105,6 +113,10 @@ type result struct {
 	// Value is what the first application committed (committedValue), so
 	// a retry answers with it rather than with its own values.
 	Value string `json:"value,omitempty"`
+	// Bind is the request the id was first used for (BindRequest,
+	// contentBinding; "" from an entry or snapshot of an older version,
+	// which binds nothing): the same id with another binding is refused.
+	Bind string `json:"bind,omitempty"`
 }
 
 // result codes keep errors.Is working across retries and snapshots.
@@ -118,6 +130,9 @@ const (
 	codeUnknownSecret
 	codeSecretInUse
 	codeTooManySecrets
+	// codeSkipped: an ignorable command this node's version skipped
+	// (rememberSkipped).
+	codeSkipped
 )
 
 func resultOf(err error) result {
@@ -171,6 +186,8 @@ func (r result) err() error {
 		s = ErrSecretInUse
 	case codeTooManySecrets:
 		s = ErrTooManySecrets
+	case codeSkipped:
+		s = ErrUnsupported
 	}
 	return &fsmError{r.Msg, s}
 }
@@ -210,9 +227,13 @@ func (f *fsm) Apply(l *raft.Log) any {
 		typ, ver := l.Data[0]&^flagIgnorable, l.Data[1]
 		if !f.commands.knows(typ, ver) {
 			if l.Data[0]&flagIgnorable != 0 {
+				what := fmt.Sprintf("%s v%d", typeName(typ), ver)
 				f.logger.Warn("raft entry skipped: its command is unknown to this version and marked ignorable",
-					"index", l.Index, "command", fmt.Sprintf("%s v%d", typeName(typ), ver))
+					"index", l.Index, "command", what)
+				f.mu.Lock()
+				f.rememberSkipped(l.Index, what, l.Data[2:])
 				f.raise(l.Index)
+				f.mu.Unlock()
 				return applyResponse{}
 			}
 			name := fmt.Sprintf("type %d", typ) // this binary may not know the name
@@ -228,25 +249,40 @@ func (f *fsm) Apply(l *raft.Log) any {
 			return applyResponse{err: f.stoppedErr()}
 		}
 	}
-	defer f.raise(l.Index)
 	cmd, err := decodeCommandKEKs(f.sec.HeldKEKs(keyring.InfoRaft), l.Data)
+	var env envelope
+	if err == nil {
+		env, err = readEnvelope(l.Data[2:])
+	}
 	if err != nil { // a bug or a different cluster secret: loud, and no state change
+		f.raise(l.Index)
 		f.logger.Error("raft entry not applied: cannot decode it", "index", l.Index, "err", err)
 		return applyResponse{err: fmt.Errorf("store: entry %d: %w", l.Index, err)}
 	}
+	// The applied index moves under f.mu with the state it describes
+	// (Store.ReadState reads both at once).
 	f.mu.Lock()
 	id := reqIDOf(cmd)
-	if r, ok := f.reqs[id]; ok {
+	if r, seen, err := f.checkRequest(id, env.Bind); seen {
+		f.raise(l.Index)
 		f.mu.Unlock()
+		if err != nil {
+			return applyResponse{err: err}
+		}
 		return applyResponse{r.err(), r.Value}
 	}
+	// A repeated or refused request changed nothing: its command joins the
+	// set applied into the state only when it is applied.
+	f.noteApplied(l.Data[0]&^flagIgnorable, l.Data[1])
 	f.applying = l.Index
 	changed, err := f.apply(cmd)
 	r := resultOf(err)
 	if err == nil {
 		r.Value = committedValue(cmd)
 	}
+	r.Bind = env.Bind
 	f.remember(id, r)
+	f.raise(l.Index)
 	f.mu.Unlock()
 	if changed {
 		f.lastChange.Store(l.Index)
@@ -379,8 +415,8 @@ func (f *fsm) StoreConfiguration(index uint64, c raft.Configuration) {
 	if f.stop.Load() == 0 {
 		f.mu.Lock()
 		f.noteConfiguration(index, c)
-		f.mu.Unlock()
 		f.raise(index)
+		f.mu.Unlock()
 	}
 	f.onApply()
 }
@@ -433,11 +469,32 @@ func (f *fsm) removedAt(id string) (uint64, bool) {
 	return idx, ok
 }
 
-// Snapshot format: "tsn" | version 1 | JSON of snapshotBody. Key material
-// is wrapped with the KEK (keyring.WrapKeys).
-var snapMagic = []byte{'t', 's', 'n', 1}
+// Snapshot format: "tsn" | format version | JSON of snapshotBody. Key
+// material is wrapped with the KEK (keyring.WrapKeys). Version 2 names the
+// command set applied into the state (snapshotBody.Commands); version 1,
+// written by releases before it, holds what legacySnapshotCommands names.
+// Both decode strictly: a field this binary does not know is a snapshot of
+// a newer tether, refused as a log entry of a newer command is.
+var snapMagic = []byte{'t', 's', 'n', snapFormat}
+
+const (
+	snapFormat       byte = 2
+	snapFormatLegacy byte = 1
+)
+
+// legacySnapshotCommands is what a version 1 snapshot may hold: the
+// commands of the releases that wrote that version.
+const legacySnapshotCommands CommandSet = "1111111111"
+
+// ErrNewerSnapshot: a snapshot (or backup) this binary cannot fully
+// understand: an unknown format version, a command it does not apply, a
+// field it does not know.
+var ErrNewerSnapshot = errors.New("store: snapshot of a newer tether")
 
 type snapshotBody struct {
+	// Commands is the command set applied into this state (CommandSet
+	// form; absent in version 1).
+	Commands  CommandSet      `json:"commands,omitempty"`
 	ClusterID string          `json:"cluster_id"`
 	Clock     time.Time       `json:"clock,omitzero"`
 	Keys      []byte          `json:"keys"` // keyring.WrapKeys
@@ -502,7 +559,106 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	}
 	s.body.Secrets = slices.Clone(f.secretRecs)
 	s.body.SecretsRemoved = slices.Clone(f.secretsRemoved)
+	s.body.Commands = CommandSet(f.applied)
 	return s, nil
+}
+
+// noteApplied adds command typ at body version ver to the set applied into
+// the state; f.mu is held.
+func (f *fsm) noteApplied(typ, ver byte) {
+	if typ == 0 {
+		return
+	}
+	for len(f.applied) < int(typ) {
+		f.applied = append(f.applied, '0')
+	}
+	if ch := versionChar(ver); ch > f.applied[typ-1] {
+		f.applied[typ-1] = ch
+	}
+}
+
+// unknownIn names the first command of set (with its version) that cmds
+// does not apply ("" when it applies them all). Unlike CommandSet.version,
+// an empty set here is no command at all.
+func unknownIn(set, cmds CommandSet) string {
+	for i := 0; i < len(set); i++ {
+		typ := byte(i + 1)
+		v := charVersion(set[i])
+		if v == 0 {
+			continue
+		}
+		if !cmds.knows(typ, v) {
+			name := fmt.Sprintf("type %d", typ)
+			if cmds.version(typ) > 0 {
+				name = typeName(typ)
+			}
+			return fmt.Sprintf("command %s v%d", name, v)
+		}
+	}
+	return ""
+}
+
+// charVersion is the body version a command set's character names (0:
+// none, or not a version character).
+func charVersion(ch byte) byte {
+	switch {
+	case ch >= '1' && ch <= '9':
+		return ch - '0'
+	case ch >= 'a' && ch <= 'z':
+		return ch - 'a' + 10
+	}
+	return 0
+}
+
+// validSet reports whether c is a command set: version characters or '0',
+// at most one per possible type.
+func validSet(c CommandSet) bool {
+	if len(c) > 127 {
+		return false
+	}
+	for i := 0; i < len(c); i++ {
+		if c[i] != '0' && charVersion(c[i]) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// unknownFieldError is a JSON object field the decoding type lacks.
+type unknownFieldError struct{ msg string }
+
+func (e *unknownFieldError) Error() string { return e.msg }
+
+// decodeStrict decodes exactly one JSON value into v, refusing any object
+// field v's type does not have (unknownFieldError) and anything after it.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if strings.HasPrefix(err.Error(), "json: unknown field ") {
+			return &unknownFieldError{strings.TrimPrefix(err.Error(), "json: ")}
+		}
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the JSON value")
+	}
+	return nil
+}
+
+// unionSets is the set of every command either set holds, at the newer
+// version of the two.
+func unionSets(a, b CommandSet) CommandSet {
+	out := []byte(a)
+	for i := 0; i < len(b); i++ {
+		if i >= len(out) {
+			out = append(out, '0')
+		}
+		if b[i] > out[i] {
+			out[i] = b[i]
+		}
+	}
+	return CommandSet(out)
 }
 
 func (f *fsm) serverList() []string {
@@ -564,9 +720,19 @@ func (s *fsmSnapshot) Release() {
 // drains, request ids).
 const maxSnapshotSize = 64 << 20
 
-// Restore replaces the whole state with a snapshot's.
+// Restore replaces the whole state with a snapshot's. A snapshot this
+// binary cannot fully understand (ErrNewerSnapshot, or a command it does
+// not apply) is refused as a log entry of a newer command is: the FSM
+// stops (if it had not), logs what it needs, hands leadership over, and
+// raft is told the restore failed (raft then tries an older snapshot at
+// start, and the leader sends it again later). Only a snapshot it
+// understands at or past the entry it stopped at clears a stop.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	idx, ok := restoringIndex(rc)
+	if !ok {
+		idx = f.snapIndex()
+	}
 	b, err := io.ReadAll(io.LimitReader(rc, maxSnapshotSize+1))
 	if err != nil {
 		return fmt.Errorf("store: reading snapshot: %w", err)
@@ -575,13 +741,26 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		learnFromSnapshot(f.sec, body)
 		return f.sec.HeldKEKs(keyring.InfoRaft)
 	}, b)
+	if err == nil {
+		if what := unknownIn(st.body.Commands, f.commands); what != "" {
+			st.Release()
+			err = fmt.Errorf("%w: it holds %s", ErrNewerSnapshot, what)
+		}
+	}
+	if errors.Is(err, ErrNewerSnapshot) {
+		return f.refuseSnapshot(idx, err)
+	}
 	if err != nil {
 		return err
 	}
+	// The keys and the applied index move under f.mu with the rest of the
+	// state (Store.ReadState reads them at once).
+	f.mu.Lock()
 	if err := f.ring.Restore(st.keys); err != nil {
+		f.mu.Unlock()
 		return fmt.Errorf("store: snapshot keys: %w", err)
 	}
-	f.mu.Lock()
+	f.applied = []byte(st.body.Commands)
 	f.clusterID = st.body.ClusterID
 	f.clock = st.body.Clock
 	f.drains = make(map[drainKey]time.Time, len(st.body.Drains))
@@ -607,17 +786,56 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.secretRecs, f.secretsRemoved = st.body.Secrets, st.body.SecretsRemoved
 	f.syncSecrets()
+	f.raise(idx)
 	f.mu.Unlock()
-	idx := f.snapIndex()
 	if stop := f.stop.Load(); stop != 0 && idx >= stop {
-		f.stop.Store(0) // the snapshot holds the state past that entry
+		f.stop.Store(0) // the snapshot holds the state past that entry, and this binary understands all of it
 		f.logger.Info("state restored from a snapshot past the entry this node could not apply; applying again", "index", idx)
 	}
-	f.raise(idx)
 	f.lastChange.Store(max(f.lastChange.Load(), idx))
 	f.onChange()
 	f.onApply()
 	return nil
+}
+
+// refuseSnapshot stops the FSM at a snapshot it cannot fully understand
+// (at index idx) and returns the error raft gets. A stop already in place
+// keeps its entry; the ERROR line is written once per snapshot.
+func (f *fsm) refuseSnapshot(idx uint64, why error) error {
+	what := strings.TrimPrefix(why.Error(), ErrNewerSnapshot.Error()+": ")
+	need := fmt.Sprintf("raft snapshot %d cannot be restored: %s; this binary knows %s; stopped applying: upgrade tether on this node",
+		idx, what, f.commands.Describe())
+	stopNow := f.stop.Load() == 0
+	if stopNow {
+		f.stopNeed.Store(&need)
+		f.stop.Store(max(idx, 1))
+	}
+	f.mu.Lock()
+	first := f.refused != idx
+	f.refused = idx
+	f.mu.Unlock()
+	if first {
+		f.logger.Error(need)
+	}
+	if stopNow {
+		f.onStop()
+	}
+	return fmt.Errorf("%w: %s", ErrStopped, need)
+}
+
+// restoringIndex is the index of the snapshot raft is restoring, when the
+// reader it handed over came from this package's snapshot store.
+func restoringIndex(rc io.ReadCloser) (uint64, bool) {
+	for {
+		if m, ok := rc.(*snapshotReader); ok {
+			return m.index, true
+		}
+		w, ok := rc.(raft.ReadCloserWrapper)
+		if !ok {
+			return 0, false
+		}
+		rc = w.WrappedReadCloser()
+	}
 }
 
 // decodeSnapshot decodes a snapshot whose key material is wrapped with kek.
@@ -632,12 +850,28 @@ func decodeSnapshotWith(keks func(*snapshotBody) [][]byte, b []byte) (*fsmSnapsh
 	if len(b) > maxSnapshotSize {
 		return nil, fmt.Errorf("store: snapshot larger than %d bytes", maxSnapshotSize)
 	}
-	if !bytes.HasPrefix(b, snapMagic) {
-		return nil, fmt.Errorf("store: snapshot: unknown format (want %q version %d)", snapMagic[:3], snapMagic[3])
+	if len(b) < len(snapMagic) || !bytes.HasPrefix(b, snapMagic[:3]) {
+		return nil, fmt.Errorf("store: snapshot: unknown format (want %q version %d)", snapMagic[:3], snapFormat)
+	}
+	if v := b[3]; v != snapFormat && v != snapFormatLegacy {
+		return nil, fmt.Errorf("%w: format version %d (this binary reads versions %d and %d)", ErrNewerSnapshot, v, snapFormatLegacy, snapFormat)
 	}
 	var body snapshotBody
-	if err := json.Unmarshal(b[len(snapMagic):], &body); err != nil {
+	if err := decodeStrict(b[len(snapMagic):], &body); err != nil {
+		var unknown *unknownFieldError
+		if errors.As(err, &unknown) {
+			return nil, fmt.Errorf("%w: %v", ErrNewerSnapshot, err)
+		}
 		return nil, fmt.Errorf("store: snapshot: %v", err)
+	}
+	switch {
+	case b[3] == snapFormatLegacy:
+		if body.Commands != "" {
+			return nil, fmt.Errorf("%w: format version 1 names a command set", ErrNewerSnapshot)
+		}
+		body.Commands = legacySnapshotCommands
+	case !validSet(body.Commands):
+		return nil, fmt.Errorf("store: snapshot: command set %q is not a command set", body.Commands)
 	}
 	if len(body.Secrets) > keyring.MaxSecrets {
 		return nil, fmt.Errorf("store: snapshot: %d cluster secrets, at most %d", len(body.Secrets), keyring.MaxSecrets)
@@ -693,7 +927,7 @@ func (f *fsm) dump() string {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "cluster %q clock %s\n", f.clusterID, f.clock.Format(time.RFC3339Nano))
+	fmt.Fprintf(&b, "cluster %q clock %s commands %q\n", f.clusterID, f.clock.Format(time.RFC3339Nano), f.applied)
 	for _, k := range f.ring.Snapshot() {
 		h := sha256.Sum256(k.Material)
 		fmt.Fprintf(&b, "key %s created %s activates %s expires %s revoked %t material %s\n", k.ID,
@@ -705,7 +939,7 @@ func (f *fsm) dump() string {
 	}
 	b.WriteString(f.acmeDump())
 	for _, id := range f.reqOrder {
-		fmt.Fprintf(&b, "req %s %d %s\n", id, f.reqs[id].Code, f.reqs[id].Msg)
+		fmt.Fprintf(&b, "req %s %d %s bind %s\n", id, f.reqs[id].Code, f.reqs[id].Msg, f.reqs[id].Bind)
 	}
 	fmt.Fprintf(&b, "servers %v\n", f.serverList())
 	for _, id := range f.removedOrder {
@@ -713,4 +947,36 @@ func (f *fsm) dump() string {
 	}
 	b.WriteString(f.secretDump())
 	return b.String()
+}
+
+// snapshotStore is the snapshot store raft is given: what it opens
+// carries the snapshot's index (so Restore raises the applied index to the
+// snapshot raft restores, not to the newest on disk), and a node that
+// stopped applying stores no snapshot it is sent (it cannot restore one
+// past the entry it stopped at, and storing it would push out the older
+// ones it restarts from).
+type snapshotStore struct {
+	raft.SnapshotStore
+	stopped func() bool
+}
+
+func (s snapshotStore) Create(v raft.SnapshotVersion, index, term uint64, c raft.Configuration, ci uint64, t raft.Transport) (raft.SnapshotSink, error) {
+	if s.stopped() {
+		return nil, fmt.Errorf("not storing snapshot %d: %w", index, ErrStopped)
+	}
+	return s.SnapshotStore.Create(v, index, term, c, ci, t)
+}
+
+func (s snapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	meta, rc, err := s.SnapshotStore.Open(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return meta, &snapshotReader{rc, meta.Index}, nil
+}
+
+// snapshotReader is an opened snapshot with its index.
+type snapshotReader struct {
+	io.ReadCloser
+	index uint64
 }

@@ -6,6 +6,9 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -122,5 +125,70 @@ func TestWrappedFormatKnownAnswers(t *testing.T) {
 	}
 	if _, err := decodeSnapshot(other, v["snapshot"]); err == nil {
 		t.Error("snapshot decoded under a different secret")
+	}
+}
+
+// The snapshot format's second version names the command set applied into
+// the state; a binary refuses a snapshot it cannot fully understand (a
+// command it does not apply, a field it does not know, a newer format) as
+// it refuses a log entry of a newer command: stopped, state untouched.
+func TestSnapshotFormatKnownAnswers(t *testing.T) {
+	v := katVectors(t)
+	kek, _ := keyring.DeriveKEK(katSecret, keyring.InfoRaft)
+	snap, err := decodeSnapshot(kek, v["snapshot2"])
+	if err != nil {
+		t.Fatalf("python-encoded version 2 snapshot: %v", err)
+	}
+	if snap.body.Commands != "1111111111" || snap.body.ClusterID != "kat-cluster" || len(snap.keys) != 1 || !sameKey(snap.keys[0], katKey()) {
+		t.Fatalf("version 2 snapshot decoded as %+v", snap.body)
+	}
+	legacy, err := decodeSnapshot(kek, v["snapshot"])
+	if err != nil || legacy.body.Commands != legacySnapshotCommands {
+		t.Fatalf("version 1 snapshot: commands %q, %v; want %q", legacy.body.Commands, err, legacySnapshotCommands)
+	}
+
+	cases := []struct {
+		vector string
+		want   string // in the error and the ERROR line
+	}{
+		{"snapshot2_newer_command", "command type 11 v1"},
+		{"snapshot2_unknown_field", "unknown field"},
+		{"snapshot3", "format version 3"},
+	}
+	for _, c := range cases {
+		t.Run(c.vector, func(t *testing.T) {
+			sec, err := keyring.NewSecrets(katSecret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logs bytes.Buffer
+			f := newFSM(newRing(), sec, slog.New(slog.NewTextHandler(&logs, nil)))
+			f.snapIndex = func() uint64 { return 40 }
+			feed(t, f, kek, SetClusterID{"r1", "mine"})
+			stopped := 0
+			f.onStop = func() { stopped++ }
+			err = f.Restore(io.NopCloser(bytes.NewReader(v[c.vector])))
+			if !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Restore: %v; want ErrStopped naming %q", err, c.want)
+			}
+			if idx, need := f.stopped(); idx != 40 || !strings.Contains(need, "upgrade tether") || stopped != 1 {
+				t.Errorf("stopped at %d (%q), onStop called %d times; want 40, asking for an upgrade, once", idx, need, stopped)
+			}
+			if f.ClusterID() != "mine" || f.index.Load() != 1 {
+				t.Errorf("the refused snapshot changed the state: cluster %q, applied %d", f.ClusterID(), f.index.Load())
+			}
+			// Offered again (raft retries): refused, one ERROR line.
+			f.Restore(io.NopCloser(bytes.NewReader(v[c.vector])))
+			if n := strings.Count(logs.String(), "level=ERROR"); n != 1 || !strings.Contains(logs.String(), c.want) {
+				t.Errorf("want one ERROR line naming %q, got %d:\n%s", c.want, n, logs.String())
+			}
+			// The understood one, at the same index, clears the stop.
+			if err := f.Restore(io.NopCloser(bytes.NewReader(v["snapshot2"]))); err != nil {
+				t.Fatal(err)
+			}
+			if idx, _ := f.stopped(); idx != 0 || f.ClusterID() != "kat-cluster" {
+				t.Errorf("after a snapshot it understands: stopped %d, cluster %q", idx, f.ClusterID())
+			}
+		})
 	}
 }

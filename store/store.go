@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/tether-proxy/tether/keyring"
 )
@@ -35,6 +36,9 @@ var (
 	ErrLeadershipLost = errors.New("store: leadership lost while committing; the write may have been applied")
 	// ErrClusterID: SetClusterID with an id other than the one recorded.
 	ErrClusterID = errors.New("store: cluster id mismatch")
+	// ErrNoClusterID: the leader has not set the cluster id yet (its first
+	// round after the cluster formed): retry.
+	ErrNoClusterID = errors.New("store: the cluster id is not set yet")
 	// ErrShutdown: the store is shut down.
 	ErrShutdown = errors.New("store: shut down")
 	// ErrUnsupported: a member (or this node) does not apply the command
@@ -97,6 +101,7 @@ type Store struct {
 	persistErr      atomic.Pointer[PersistFailure]
 	persistFailures atomic.Uint64
 	snapIndex       atomic.Uint64 // newest local snapshot's index
+	raftUp          atomic.Bool   // s.raft is set (a snapshot refused while raft starts stops the FSM before)
 
 	changed chan struct{} // Changed(); buffered 1
 	durable chan struct{} // DurableChanged(); buffered 1
@@ -181,7 +186,7 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 		Path:        filepath.Join(cfg.Dir, "raft.db"),
 		BoltOptions: &bbolt.Options{Timeout: time.Second}, // a second process on this dir fails, not hangs
 	})
-	if errors.Is(err, bbolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("store: log store %s is locked by another process (another tether on this data dir?): %w", filepath.Join(cfg.Dir, "raft.db"), err)
 	}
 	if err != nil {
@@ -195,7 +200,7 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 		return nil, fmt.Errorf("store: reading raft state: %w", err)
 	}
 	s.snapIndex.Store(s.latestSnapshot())
-	if err := s.checkSnapshot(); err != nil {
+	if err := s.checkSnapshot(cmp.Or(cfg.Commands, Commands)); err != nil {
 		return nil, err
 	}
 
@@ -208,6 +213,7 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 	cid := s.fsm.ClusterID
 	s.layer.clusterID.Store(&cid)
 	s.fsm.snapIndex = s.latestSnapshot
+	s.snapStore = snapshotStore{s.snapStore, func() bool { return s.fsm.stop.Load() != 0 }}
 	s.fsm.onChange = s.stateChanged
 	s.fsm.onApply = s.entryApplied
 	rc := raft.DefaultConfig()
@@ -236,6 +242,7 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 	if s.raft, err = raft.NewRaft(rc, s.fsm, s.logs, s.bolt, s.snapStore, s.transport); err != nil {
 		return nil, fmt.Errorf("store: starting raft: %w", err)
 	}
+	s.raftUp.Store(true)
 	// Restoring the last snapshot at start made the FSM current up to it.
 	s.fsm.index.Store(max(s.fsm.index.Load(), s.raft.AppliedIndex()))
 
@@ -256,32 +263,54 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 
 // checkSnapshot decodes the newest snapshot before raft restores it, so a
 // changed cluster secret is reported as such (raft would only say it
-// failed to load any snapshot).
-func (s *Store) checkSnapshot() error {
+// failed to load any snapshot). A snapshot of a newer tether (one this
+// binary, applying cmds, cannot fully understand) is left to the FSM,
+// which refuses it and stops while raft starts from an older one; when
+// every snapshot is such, the node cannot start and says so.
+func (s *Store) checkSnapshot(cmds CommandSet) error {
 	l, err := s.snaps.List()
 	if err != nil || len(l) == 0 {
 		return nil // raft reports unreadable snapshot stores itself
 	}
-	_, rc, err := s.snaps.Open(l[0].ID)
-	if err != nil {
-		return nil
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, maxSnapshotSize+1))
-	if err != nil {
-		return nil
-	}
-	if _, err := decodeSnapshotWith(func(body *snapshotBody) [][]byte {
-		learnFromSnapshot(s.secrets, body)
-		return s.secrets.HeldKEKs(keyring.InfoRaft)
-	}, b); err != nil {
-		if errors.Is(err, keyring.ErrUnwrap) {
-			return fmt.Errorf("store: snapshot %s in %s does not decrypt with this cluster secret: was --cluster-secret-file changed? (%w)",
-				l[0].ID, s.snapDir, err)
+	var newer error
+	for i, meta := range l {
+		_, rc, err := s.snaps.Open(meta.ID)
+		if err != nil {
+			return nil
 		}
-		return fmt.Errorf("store: snapshot %s in %s: %w", l[0].ID, s.snapDir, err)
+		b, err := io.ReadAll(io.LimitReader(rc, maxSnapshotSize+1))
+		rc.Close()
+		if err != nil {
+			return nil
+		}
+		st, err := decodeSnapshotWith(func(body *snapshotBody) [][]byte {
+			learnFromSnapshot(s.secrets, body)
+			return s.secrets.HeldKEKs(keyring.InfoRaft)
+		}, b)
+		if err == nil {
+			what := unknownIn(st.body.Commands, cmds)
+			st.Release()
+			if what == "" {
+				return nil
+			}
+			err = fmt.Errorf("%w: it holds %s", ErrNewerSnapshot, what)
+		}
+		switch {
+		case errors.Is(err, ErrNewerSnapshot):
+			if newer == nil {
+				newer = fmt.Errorf("snapshot %s: %w", meta.ID, err)
+			}
+			continue // the FSM refuses it and stops, as at a log entry it cannot apply
+		case i > 0:
+			return nil // raft tries it, and says what it finds
+		case errors.Is(err, keyring.ErrUnwrap):
+			return fmt.Errorf("store: snapshot %s in %s does not decrypt with this cluster secret: was --cluster-secret-file changed? (%w)",
+				meta.ID, s.snapDir, err)
+		}
+		return fmt.Errorf("store: snapshot %s in %s: %w", meta.ID, s.snapDir, err)
 	}
-	return nil
+	return fmt.Errorf("store: every snapshot in %s is of a newer tether (%v); this binary knows %s: upgrade tether on this node",
+		s.snapDir, newer, cmds.Describe())
 }
 
 func (s *Store) latestSnapshot() uint64 {
@@ -319,8 +348,8 @@ func (s *Store) observe(ch <-chan raft.Observation) {
 // handOff moves leadership away from a node that stopped applying: its
 // state is behind the log, so it must not act on it as the leader.
 func (s *Store) handOff() {
-	if s.fsm.stop.Load() == 0 {
-		return
+	if s.fsm.stop.Load() == 0 || !s.raftUp.Load() {
+		return // starting: not the leader yet (the observer hands off if it becomes one)
 	}
 	go func() {
 		if s.IsLeader() {
@@ -798,8 +827,19 @@ type Committed struct {
 	Value string
 }
 
-// Commit is Apply answering with what was committed.
-func (s *Store) Commit(cmd Command) (Committed, error) {
+// Commit is Apply answering with what was committed. The command's
+// request id is bound to what the command does (a retry of a write tether
+// makes itself); CommitRequest binds it to a client's request.
+func (s *Store) Commit(cmd Command) (Committed, error) { return s.CommitRequest(cmd, "") }
+
+// CommitRequest is Commit for a client's request: the command's request id
+// is bound to bind (BindRequest of the request's method, path and body;
+// "": to what the command does). An id the cluster remembers for another
+// request is ErrRequestReused, checked here before anything is written and
+// again by the FSM when it applies the entry; the same id with the same
+// binding is a retry and answers with what its first application
+// committed.
+func (s *Store) CommitRequest(cmd Command, bind string) (Committed, error) {
 	if !s.fsm.commands.Supports(cmd) {
 		return Committed{}, fmt.Errorf("%w: this node (%s) does not apply command %s (it knows %s): upgrade it first", ErrUnsupported, s.id, Requirement(cmd), s.fsm.commands.Describe())
 	}
@@ -813,7 +853,16 @@ func (s *Store) Commit(cmd Command) (Committed, error) {
 		_, _ = rand.Read(b[:])
 		cmd = withReqID(cmd, hex.EncodeToString(b[:]))
 	}
+	if bind == "" {
+		bind = contentBinding(cmd)
+	}
+	if err := s.fsm.requestSeen(reqIDOf(cmd), bind); err != nil {
+		return Committed{}, err
+	}
 	data, err := encodeCommand(s.secrets.KEK(keyring.InfoRaft), cmd)
+	if err == nil {
+		data, err = withBinding(data, bind)
+	}
 	if err != nil {
 		return Committed{}, fmt.Errorf("store: %w", err)
 	}
@@ -832,6 +881,26 @@ func (s *Store) Commit(cmd Command) (Committed, error) {
 		}
 	}
 	return c, nil
+}
+
+// CheckRequest refuses (ErrRequestReused) request id when this node's
+// request memory holds it bound to another request than bind: a write
+// made of several commands checks its id before the first.
+func (s *Store) CheckRequest(id, bind string) error { return s.fsm.requestSeen(id, bind) }
+
+// RecordRequest binds request id to bind (BindRequest) in the replicated
+// request memory with an entry that changes nothing else, for a write that
+// is not an FSM command (a Raft configuration change): it is then bound as
+// every other write is, ErrRequestReused when the id is bound to another
+// request. The entry is a SetClusterID of the id the cluster holds, a no-op
+// every version applies; before the cluster id is set it fails with
+// ErrNoClusterID.
+func (s *Store) RecordRequest(id, bind string) (Committed, error) {
+	cid := s.fsm.ClusterID()
+	if cid == "" {
+		return Committed{}, ErrNoClusterID
+	}
+	return s.CommitRequest(SetClusterID{ReqID: id, ID: cid}, bind)
 }
 
 // SetCommandGate installs the check Apply runs before it writes a command:
@@ -899,6 +968,23 @@ func (s *Store) WaitApplied(ctx context.Context, index uint64) error {
 		case <-t.C:
 		}
 	}
+}
+
+// ReadState runs fn with this node's applied index and drains while no
+// entry is being applied: what fn reads of the keyring (the Ring the store
+// was opened with) and drains is exactly the state at index, no entry
+// before it missing and none after it begun. fn runs under the FSM's read
+// lock: it must be short and must not call the Store.
+func (s *Store) ReadState(fn func(index uint64, drains []Drain)) {
+	f := s.fsm
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	l := f.drainList()
+	drains := make([]Drain, len(l))
+	for i, d := range l {
+		drains[i] = Drain{d.Cluster, d.Destination, d.Deadline}
+	}
+	fn(s.AppliedIndex(), drains)
 }
 
 // DurableChanged receives (coalesced, never blocking the store) after a

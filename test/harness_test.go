@@ -34,10 +34,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuf is an io.Writer safe for the process's output goroutine and the
-// test reading it.
-type syncBuf = testutil.SyncBuffer
-
 // proc is a running tether process.
 type proc = testutil.Proc
 

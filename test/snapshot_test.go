@@ -87,7 +87,7 @@ func TestSnapshotSaveAndRestoreIntoAnotherCluster(t *testing.T) {
 	// snapshot, and no confirmation.
 	raw, _ := os.ReadFile(file)
 	corrupt := filepath.Join(t.TempDir(), "corrupt.snapshot")
-	i := strings.Index(string(raw), `"state": "`) + len(`"state": "`) + 40
+	i := strings.Index(string(raw), `"body": "`) + len(`"body": "`) + 40
 	bad := []byte(string(raw))
 	if bad[i] == 'A' { // another valid base64 character: the state decodes, its checksum fails
 		bad[i] = 'B'

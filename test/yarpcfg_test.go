@@ -127,3 +127,38 @@ func TestASPNETBoilerplateLoadsWithoutAWarning(t *testing.T) {
 		t.Fatalf("validate with AllowedHosts naming a host: %v\n%s", err, out)
 	}
 }
+
+// Kestrel's minimum data rates load as Kestrel writes them, without the
+// "not implemented" warning; a negative or malformed one is refused
+// naming its field.
+func TestConfigValidateMinDataRates(t *testing.T) {
+	const rp = `"ReverseProxy": {
+    "Routes": { "all": { "ClusterId": "app", "Match": { "Path": "{**catch-all}" } } },
+    "Clusters": { "app": { "Destinations": { "d1": { "Address": "http://127.0.0.1:9/" } } } }
+  }`
+	for _, c := range []struct {
+		desc, limits string
+		ok           bool
+		want         string
+	}{
+		{"Kestrel's form", `"Kestrel": { "Limits": { "MinRequestBodyDataRate": { "BytesPerSecond": 100, "GracePeriod": "00:00:10" }, "MinResponseDataRate": null } }`, true, ""},
+		{"a negative rate", `"Kestrel": { "Limits": { "MinRequestBodyDataRate": { "BytesPerSecond": -1, "GracePeriod": "00:00:10" } } }`, false,
+			"Kestrel.Limits.MinRequestBodyDataRate.BytesPerSecond: must not be negative"},
+		{"a rate that is no number", `"Limits": { "MinResponseDataRate": { "BytesPerSecond": "fast" } }`, false,
+			"Limits.MinResponseDataRate.BytesPerSecond: want a number"},
+		{"a grace period under Kestrel's heartbeat", `"Limits": { "MinResponseDataRate": { "BytesPerSecond": 240, "GracePeriod": "00:00:00.5" } }`, false,
+			"Limits.MinResponseDataRate.GracePeriod: must be more than 1 second"},
+	} {
+		t.Run(c.desc, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "appsettings.json")
+			writeFile(t, path, "{"+c.limits+", "+rp+"}")
+			out, err := exec.Command(tetherBin, "config", "validate", path).CombinedOutput()
+			if (err == nil) != c.ok || !strings.Contains(string(out), c.want) {
+				t.Fatalf("exit error %v, want ok=%v and %q:\n%s", err, c.ok, c.want, out)
+			}
+			if strings.Contains(string(out), "DataRate: accepted but not implemented") {
+				t.Fatalf("the rates are said not to be implemented:\n%s", out)
+			}
+		})
+	}
+}

@@ -102,14 +102,6 @@ func agree(t *testing.T, ns []*healthNode, c, d string, fanout int, want Verdict
 	})
 }
 
-func describeViews(ns []*healthNode, c, d string, fanout int) string {
-	var b strings.Builder
-	for _, x := range ns {
-		fmt.Fprintf(&b, "%s: view %s probers %v verdicts %v\n", x.id, x.h.View(c, d, fanout), x.h.Probers(c, d, fanout), x.h.Verdicts(c, d))
-	}
-	return b.String()
-}
-
 func byID(ns []*healthNode, id string) *healthNode {
 	for _, x := range ns {
 		if x.id == id {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -26,6 +27,12 @@ func snapshotCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The node's own answer: what it saved (the file is
+			// authenticated with the cluster secret, which this command
+			// does not hold; a restore checks it).
+			var file struct {
+				Body []byte `json:"body"`
+			}
 			var info struct {
 				ClusterID string `json:"cluster_id"`
 				Node      string `json:"node"`
@@ -33,7 +40,10 @@ func snapshotCmd() *cobra.Command {
 				Keys      int    `json:"keys"`
 				Drains    int    `json:"drains"`
 			}
-			if err := json.Unmarshal(b, &info); err != nil {
+			if err := json.Unmarshal(b, &file); err != nil {
+				return fmt.Errorf("the admin API answered something that is not a snapshot: %v", err)
+			}
+			if err := json.Unmarshal(file.Body, &info); err != nil {
 				return fmt.Errorf("the admin API answered something that is not a snapshot: %v", err)
 			}
 			if args[0] == "-" {
@@ -69,17 +79,35 @@ func snapshotCmd() *cobra.Command {
 				_, err := os.Stdout.Write(out)
 				return err
 			}
+			// What the cluster decoded from the file (after checking it
+			// is authenticated), not what the file claims.
 			var res struct {
 				Restored struct {
-					ClusterID string `json:"cluster_id"`
-					Keys      int    `json:"keys"`
-					Drains    int    `json:"drains"`
+					ClusterID string    `json:"cluster_id"`
+					Node      string    `json:"node"`
+					Index     uint64    `json:"index"`
+					Saved     time.Time `json:"saved"`
+					Keys      int       `json:"keys"`
+					Drains    int       `json:"drains"`
+					Acme      int       `json:"acme_entries"`
 				} `json:"restored"`
-				Active string `json:"active_key_id"`
+				KeptRevoked []string `json:"kept_revoked"`
+				KeptKeys    []string `json:"kept_keys"`
+				Active      string   `json:"active_key_id"`
 			}
-			json.Unmarshal(out, &res)
-			fmt.Printf("restored %s (saved from cluster %s): %s, %s; active key %s\n",
-				args[0], res.Restored.ClusterID, plural(res.Restored.Keys, "key"), plural(res.Restored.Drains, "drain"), res.Active)
+			if err := json.Unmarshal(out, &res); err != nil {
+				return fmt.Errorf("the admin API answered something that is not a restore: %v", err)
+			}
+			rs := res.Restored
+			fmt.Printf("restored %s (saved from cluster %s by node %s at index %d, %s): %s, %s, %s; active key %s\n",
+				args[0], rs.ClusterID, rs.Node, rs.Index, rs.Saved.UTC().Format(time.RFC3339),
+				plural(rs.Keys, "key"), plural(rs.Drains, "drain"), acmeEntries(rs.Acme), res.Active)
+			if len(res.KeptRevoked) > 0 {
+				fmt.Printf("kept revoked (revoked in the running cluster): %s\n", strings.Join(res.KeptRevoked, ", "))
+			}
+			if len(res.KeptKeys) > 0 {
+				fmt.Printf("kept from the running cluster (the active key, which replaced a revoked one): %s\n", strings.Join(res.KeptKeys, ", "))
+			}
 			return nil
 		})
 	restore.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
@@ -132,4 +160,12 @@ func (cf *clientFlags) raw(cmd *cobra.Command, method, path string, body []byte)
 		return nil, explain(fmt.Errorf("admin API answered %s (HTTP %d)", resp.Status, resp.StatusCode))
 	}
 	return b, nil
+}
+
+// acmeEntries is "1 ACME entry", "2 ACME entries".
+func acmeEntries(n int) string {
+	if n == 1 {
+		return "1 ACME entry"
+	}
+	return fmt.Sprintf("%d ACME entries", n)
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -26,7 +27,14 @@ var (
 	appSectionType  = reflect.TypeFor[AppSection]()
 	tlsVersionsType = reflect.TypeFor[TLSVersions]()
 	wafPolicyType   = reflect.TypeFor[WafPolicy]()
+	minDataRateType = reflect.TypeFor[MinDataRate]()
 )
+
+// minDataRateFields are the keys of a MinDataRate object.
+type minDataRateFields struct {
+	BytesPerSecond *float64
+	GracePeriod    Duration
+}
 
 func (d *decoder) errorf(path, format string, args ...any) {
 	if path == "" {
@@ -65,6 +73,22 @@ func (d *decoder) decode(path string, n *node, v reflect.Value) {
 			return
 		}
 		v.Set(reflect.ValueOf(tv))
+		return
+	case minDataRateType:
+		switch n.kind {
+		case kindNull:
+			v.Set(reflect.ValueOf(MinDataRate{Set: true, Disabled: true}))
+		case kindObject:
+			var f minDataRateFields
+			d.decodeStruct(path, n, reflect.ValueOf(&f).Elem())
+			if f.BytesPerSecond == nil {
+				d.errorf(join(path, "BytesPerSecond"), "required (null for the whole key: no minimum)")
+				return
+			}
+			v.Set(reflect.ValueOf(MinDataRate{BytesPerSecond: *f.BytesPerSecond, GracePeriod: f.GracePeriod, Set: true}))
+		default:
+			d.errorf(path, "want an object {\"BytesPerSecond\": ..., \"GracePeriod\": ...} or null, got %s", n.describe())
+		}
 		return
 	case wafPolicyType:
 		if n.kind == kindScalar {
@@ -132,6 +156,13 @@ func (d *decoder) decode(path string, n *node, v reflect.Value) {
 		default:
 			d.errorf(path, "want true or false, got %s", n.describe())
 		}
+	case reflect.Float64:
+		f, err := strconv.ParseFloat(strings.TrimSpace(n.text), 64)
+		if n.kind != kindScalar || err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			d.errorf(path, "want a number, got %s", n.describe())
+			return
+		}
+		v.SetFloat(f)
 	case reflect.Int, reflect.Int64:
 		i, err := strconv.ParseInt(strings.TrimSpace(n.text), 10, v.Type().Bits())
 		if n.kind != kindScalar || err != nil {

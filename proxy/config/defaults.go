@@ -13,6 +13,12 @@ func applyDefaults(c *Config) {
 	setDur(&l.RequestHeadersTimeout, 30*time.Second)
 	setDur(&l.KeepAliveTimeout, 2*time.Minute+10*time.Second)
 	setDur(&l.ShutdownTimeout, 30*time.Second)
+	for _, r := range []*MinDataRate{&l.MinRequestBodyDataRate, &l.MinResponseDataRate} {
+		if !r.Set {
+			r.BytesPerSecond = DefaultMinDataRate
+		}
+		setDur(&r.GracePeriod, DefaultMinDataRateGrace)
+	}
 
 	for i := range c.Listeners {
 		if r := c.Listeners[i].Redirect; r != nil {

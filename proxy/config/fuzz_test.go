@@ -31,6 +31,9 @@ func FuzzParse(f *testing.F) {
 		"Certificates": {"Default": {"Path": "x.pfx", "Password": ""}}, "Limits": {"MaxRequestBodySize": "-5"}}, "Urls": "http://unix:/x"}`), false)
 	f.Add([]byte(`{"ReverseProxy": {"Clusters": {"c": {"HttpRequest": {"Version": "3", "VersionPolicy": "requestversionexact"},
 		"HttpClient": {"SslProtocols": "Tls, Tls13"}}}, "Routes": {"r": {"AuthorizationPolicy": "x", "Timeout": "0", "Ordre": 1}}}, "MyApp": {}}`), false)
+	f.Add([]byte(`{"Limits": {"MinRequestBodyDataRate": {"BytesPerSecond": "1e309", "GracePeriod": "00:00:05"}, "MinResponseDataRate": null},
+		"Kestrel": {"Limits": {"MinResponseDataRate": {"BytesPerSecond": -0.5}, "MinRequestBodyDataRate": [1]}}}`), false)
+	f.Add([]byte("Limits:\n  MinRequestBodyDataRate: {BytesPerSecond: .5, GracePeriod: 2s}\n  MinResponseDataRate: ~\n"), true)
 	f.Fuzz(func(t *testing.T, data []byte, yaml bool) {
 		format := "json"
 		if yaml {

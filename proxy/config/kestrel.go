@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Kestrel is ASP.NET Kestrel's configuration section, as YARP gateways
@@ -84,14 +85,14 @@ type KestrelLimits struct {
 	KeepAliveTimeout           Duration
 	RequestHeadersTimeout      Duration
 	MaxConcurrentConnections   int
+	MinRequestBodyDataRate     MinDataRate
+	MinResponseDataRate        MinDataRate
 
 	MaxConcurrentUpgradedConnections Unsupported
 	MaxRequestBufferSize             Unsupported
 	MaxResponseBufferSize            Unsupported
 	MaxRequestLineSize               Unsupported
 	MaxRequestHeaderCount            Unsupported
-	MinRequestBodyDataRate           Unsupported
-	MinResponseDataRate              Unsupported
 	Http2                            Unsupported
 	Http3                            Unsupported
 }
@@ -442,6 +443,27 @@ func (v *validator) certificate(path string, c *Certificate, baseDir string) {
 	}
 }
 
+// sameRate: a and b are the same limit once defaults apply ("00:00:05"
+// and a left-out grace period are).
+func sameRate(a, b MinDataRate) bool {
+	ab, ag, aon := a.Effective()
+	bb, bg, bon := b.Effective()
+	return aon == bon && (!aon || ab == bb && ag == bg)
+}
+
+// minDataRate checks a MinDataRate as Kestrel's constructor does.
+func (v *validator) minDataRate(path string, r MinDataRate) {
+	if !r.Set || r.Disabled {
+		return
+	}
+	if r.BytesPerSecond < 0 {
+		v.errorf(path+".BytesPerSecond", "must not be negative (0 or null: no minimum)")
+	}
+	if g := r.GracePeriod; g.Set && g.Duration <= time.Second {
+		v.errorf(path+".GracePeriod", "must be more than 1 second (the rate is checked once a second)")
+	}
+}
+
 // kestrelLimits fills Limits from Kestrel.Limits; a value set differently
 // in both is an error.
 func (v *validator) kestrelLimits(c *Config) {
@@ -479,6 +501,20 @@ func (v *validator) kestrelLimits(c *Config) {
 			*d.dst = *d.src
 		case d.dst.Duration != d.src.Duration:
 			conflict(d.name)
+		}
+	}
+	for _, r := range []struct {
+		name     string
+		dst, src *MinDataRate
+	}{{"MinRequestBodyDataRate", &l.MinRequestBodyDataRate, &k.MinRequestBodyDataRate}, {"MinResponseDataRate", &l.MinResponseDataRate, &k.MinResponseDataRate}} {
+		v.minDataRate("Kestrel.Limits."+r.name, *r.src)
+		v.minDataRate("Limits."+r.name, *r.dst)
+		switch {
+		case !r.src.Set:
+		case !r.dst.Set:
+			*r.dst = *r.src
+		case !sameRate(*r.dst, *r.src):
+			conflict(r.name)
 		}
 	}
 	if l.MaxRequestBodySize < 0 {

@@ -103,6 +103,55 @@ type Limits struct {
 	// MaxConcurrentConnections caps open client connections over all
 	// listeners; further ones are closed at once. 0: no cap.
 	MaxConcurrentConnections int
+	// MinRequestBodyDataRate is the slowest a client may send a request
+	// body once its grace period has passed, counted over the time spent
+	// waiting for the body's bytes; a slower body is answered 408 (or its
+	// connection, its stream in HTTP/2, is cut when the response has
+	// started). Default 240 bytes/s after 5 s; null: no minimum. gRPC
+	// requests over HTTP/2 (streams) and upgraded connections are exempt.
+	MinRequestBodyDataRate MinDataRate
+	// MinResponseDataRate is the slowest a client may take the response:
+	// each write must complete within the larger of the grace period and
+	// its size at this rate (writes queued behind one another add up),
+	// else the connection (the stream in HTTP/2) is cut. Default 240
+	// bytes/s with 5 s; null: no minimum.
+	MinResponseDataRate MinDataRate
+}
+
+// MinDataRate is Kestrel's MinDataRate, written
+// {"BytesPerSecond": 240, "GracePeriod": "00:00:05"}; null disables the
+// limit. BytesPerSecond must not be negative (0: no minimum), GracePeriod
+// must be more than one second (Kestrel's heartbeat) and defaults to 5 s.
+type MinDataRate struct {
+	BytesPerSecond float64
+	GracePeriod    Duration
+	// Set is true when the key was given in the file (null included);
+	// Disabled when it was given as null.
+	Set      bool
+	Disabled bool
+}
+
+// Kestrel's MinDataRate defaults.
+const (
+	DefaultMinDataRate      = 240.0
+	DefaultMinDataRateGrace = 5 * time.Second
+)
+
+// Effective returns the rate in force: the defaults for a value neither
+// given nor filled in by Load (a config built in code); on is false when
+// the limit is off (null, or 0 bytes per second).
+func (r MinDataRate) Effective() (bytesPerSecond float64, grace time.Duration, on bool) {
+	switch {
+	case r.Disabled:
+		return 0, 0, false
+	case !r.Set && r.BytesPerSecond == 0 && r.GracePeriod.Duration == 0:
+		return DefaultMinDataRate, DefaultMinDataRateGrace, true
+	}
+	grace = r.GracePeriod.Duration
+	if !r.GracePeriod.Set && grace == 0 {
+		grace = DefaultMinDataRateGrace
+	}
+	return r.BytesPerSecond, grace, r.BytesPerSecond > 0
 }
 
 // ReverseProxy is YARP's configuration section.

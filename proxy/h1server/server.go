@@ -1354,6 +1354,12 @@ func (w *h1Writer) FlushError() error {
 
 func (w *h1Writer) Flush() { _ = w.FlushError() }
 
+// SetWriteDeadline sets the connection's write deadline, as net/http's
+// response does for http.ResponseController; it may be called from another
+// goroutine while the handler runs (a deadline in the past ends a write
+// blocked on a client that does not read).
+func (w *h1Writer) SetWriteDeadline(t time.Time) error { return w.c.rwc.SetWriteDeadline(t) }
+
 // finish ends the response as net/http's finishRequest does.
 func (w *h1Writer) finish() {
 	w.handlerDone = true

@@ -24,3 +24,26 @@ snap = b"tsn\x01" + json.dumps({"cluster_id":"kat-cluster","keys":base64.b64enco
   "drains":[{"cluster":"web","destination":"d1","deadline":"2026-01-03T00:00:00Z"}],
   "requests":[{"id":"kat-req-1","code":0}]}, separators=(",",":")).encode()
 print("snapshot", snap.hex())
+# Snapshot format version 2: the same state, naming the command set applied
+# into it (types 1-10 at body version 1), and three a binary that knows
+# types 1-10 must refuse: a command it does not know (type 11), a field it
+# does not know, a format version it does not know.
+body2 = {"commands":"1111111111","cluster_id":"kat-cluster","keys":base64.b64encode(blob).decode(),
+  "drains":[{"cluster":"web","destination":"d1","deadline":"2026-01-03T00:00:00Z"}],
+  "requests":[{"id":"kat-req-1","code":0}]}
+def enc(d): return json.dumps(d, separators=(",",":")).encode()
+print("snapshot2", (b"tsn\x02" + enc(body2)).hex())
+print("snapshot2_newer_command", (b"tsn\x02" + enc(dict(body2, commands="11111111111"))).hex())
+print("snapshot2_unknown_field", (b"tsn\x02" + enc(dict(body2, drains=[{"cluster":"web","destination":"d1","deadline":"2026-01-03T00:00:00Z","weight":3}]))).hex())
+print("snapshot3", (b"tsn\x03" + enc(body2)).hex())
+# A backup file (version 2): body authenticated with HMAC-SHA256 under the
+# key HKDF derives with the label "tether backup file v1".
+bkey = hkdf("tether backup file v1")
+print("backupkey", bkey.hex())
+import hmac, hashlib
+bbody = enc({"format":"tether-snapshot","version":2,"cluster_id":"kat-cluster","node":"kat-node","index":7,
+  "saved":"2026-01-04T00:00:00Z","keys":1,"drains":1,"acme_entries":0,"commands":"1111111111",
+  "state":base64.b64encode(b"tsn\x02" + enc(dict(body2, requests=[]))).decode()})
+bfile = enc({"format":"tether-snapshot","version":2,"body":base64.b64encode(bbody).decode(),
+  "sha256":hashlib.sha256(bbody).hexdigest(),"mac":hmac.new(bkey, bbody, hashlib.sha256).hexdigest()})
+print("backup", bfile.hex())

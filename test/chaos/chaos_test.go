@@ -39,6 +39,10 @@ func chaosConfig(backends map[string]string, listen string) string {
 }`, listen, cookieName, openFailStatus, strings.Join(ds, ", "))
 }
 
+// indexedReads: the build under test answers reads with X-Tether-Index
+// and waits for the index a read sends (see History.IndexedReads).
+const indexedReads = true
+
 // TestChaos runs the nemesis and the clients for the run's duration, heals
 // everything, reads every node's final state and checks the history. The
 // seed and duration come from -chaos.seed/-chaos.duration or
@@ -109,7 +113,7 @@ func TestChaos(t *testing.T) {
 	}
 	t.Logf("chaos: formed in %s", time.Since(formed).Round(time.Millisecond))
 
-	h := &History{}
+	h := &History{IndexedReads: indexedReads}
 	mon := &monitor{c: c, h: h}
 	monCtx, stopMon := context.WithCancel(context.Background())
 	monDone := make(chan struct{})
@@ -120,6 +124,7 @@ func TestChaos(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), duration)
 	defer cancel()
 	w := newWorkload(c, h, mon)
+	h.Begin = time.Now()
 	var clients sync.WaitGroup
 	for i := range 4 {
 		clients.Add(1)
@@ -145,6 +150,8 @@ func TestChaos(t *testing.T) {
 		t.Errorf("the nodes' states did not converge: %v", err)
 	}
 	time.Sleep(stable) // a fixed window: every node counts as stable for the final opens
+	h.Healed = time.Now()
+	w.probe(rand.New(rand.NewPCG(seed, 98)))
 	var seals []Op
 	revoked := h.revoked()
 	for _, s := range h.seals() {
@@ -157,6 +164,20 @@ func TestChaos(t *testing.T) {
 	for _, s := range seals[:min(len(seals), 40)] {
 		for _, p := range c.procs {
 			w.openValue(-1, p, &s)
+		}
+	}
+	// Values under keys whose revocation was acknowledged: refused everywhere.
+	acked := h.revokedAcked()
+	var dead []Op
+	for _, s := range h.seals() {
+		if acked[keyIDOf(s.Cookie)] {
+			dead = append(dead, s)
+		}
+	}
+	sr.Shuffle(len(dead), func(i, j int) { dead[i], dead[j] = dead[j], dead[i] })
+	for _, s := range dead[:min(len(dead), 10)] {
+		for _, p := range c.procs {
+			w.record(w.openOp(-1, p, &s, "open-revoked"))
 		}
 	}
 	stopMon()
@@ -172,6 +193,11 @@ func TestChaos(t *testing.T) {
 	}
 
 	vs := Check(h)
+	mv, undecided := CheckModel(h, dir)
+	vs = append(vs, mv...)
+	for _, u := range undecided {
+		t.Logf("chaos: porcupine did not decide %s within %s", u, checkTimeout)
+	}
 	report(t, dir, seed, duration, h, vs)
 	if len(vs) > 0 {
 		t.Errorf("%d violations", len(vs))
@@ -230,6 +256,8 @@ func report(t *testing.T, dir string, seed uint64, d time.Duration, h *History, 
 	}
 	fmt.Printf("CHAOS seed %d, %s: operations %d (%s)\n", seed, d, total, strings.Join(ops, "; "))
 	fmt.Printf("CHAOS faults %d: %s; status samples %d over %d terms, voter samples %d, voter-set changes %d\n", len(h.Faults), strings.Join(fs, ", "), len(h.Status), len(terms), len(h.Voters), changes)
+	_, bad, clean := checkAvailability(h)
+	fmt.Printf("CHAOS availability: %d of %d operations on nodes up and in the majority ended in a 5xx or a timeout (budget %.0f%%)\n", bad, clean, availBudget*100)
 	fmt.Printf("CHAOS violations %d\n", len(vs))
 	for _, v := range vs {
 		fmt.Printf("CHAOS violation %s\n", v)
@@ -256,6 +284,9 @@ func report(t *testing.T, dir string, seed uint64, d time.Duration, h *History, 
 	}
 	path := filepath.Join(dir, "history.txt")
 	os.WriteFile(path, []byte(b.String()), 0o644)
+	if js, err := json.MarshalIndent(h, "", " "); err == nil {
+		os.WriteFile(filepath.Join(dir, "history.json"), js, 0o644)
+	}
 	if len(vs) > 0 {
 		t.Logf("chaos: history in %s", path)
 	}
@@ -328,13 +359,18 @@ func finalState(p *proc) (Final, error) {
 	f := Final{Keys: map[string]string{}, Drains: map[string]bool{}}
 	code, b := httpGet(p.adminURL() + "/v1/keyring")
 	var kr struct {
-		Keys []struct{ ID, State string }
+		Keys []struct {
+			ID, State                   string
+			Created, Activates, Expires time.Time
+		}
 	}
 	if code != 200 || json.Unmarshal(b, &kr) != nil {
 		return f, fmt.Errorf("GET /v1/keyring: %d", code)
 	}
+	f.Times = map[string]KeyTimes{}
 	for _, k := range kr.Keys {
 		f.Keys[k.ID] = k.State
+		f.Times[k.ID] = KeyTimes{Created: k.Created, Activates: k.Activates, Expires: k.Expires}
 	}
 	code, b = httpGet(p.adminURL() + "/v1/clusters/app/destinations")
 	var ds struct {

@@ -40,6 +40,10 @@ type proc struct {
 	paused  bool
 	// liveSince is when it last became live (started, resumed, healed).
 	liveSince time.Time
+	// starts counts its process starts (the epoch of an operation).
+	starts int
+	// stopping: a SIGKILL or SIGTERM was sent; it is no longer live.
+	stopping bool
 }
 
 func (p *proc) raftAddr() string   { return p.ip + ":" + p.raftPort }
@@ -93,6 +97,19 @@ func newCluster(t *testing.T, bin, dir string, config func(listen string) string
 		}
 		c.own(p, p.secret)
 		c.procs = append(c.procs, p)
+	}
+	if os.Getenv(netnsEnv) == "1" {
+		// In the test's own network namespace: the nodes' ports are never
+		// handed out as the local port of an outgoing connection (a
+		// client's, or a node's), which would keep a node that restarts
+		// from listening on its own port.
+		var ports []string
+		for _, p := range c.procs {
+			ports = append(ports, p.raftPort, p.gossipPort, p.adminAddr[strings.LastIndexByte(p.adminAddr, ':')+1:], p.proxyAddr[strings.LastIndexByte(p.proxyAddr, ':')+1:])
+		}
+		if err := os.WriteFile("/proc/sys/net/ipv4/ip_local_reserved_ports", []byte(strings.Join(ports, ",")), 0o644); err != nil {
+			t.Fatalf("reserving the nodes' ports: %v", err)
+		}
 	}
 	return c
 }
@@ -160,6 +177,8 @@ func (c *cluster) start(p *proc) error {
 	}()
 	c.mu.Lock()
 	p.cmd, p.done, p.running, p.paused, p.liveSince = cmd, done, true, false, time.Now()
+	p.starts++
+	p.stopping = false
 	c.mu.Unlock()
 	// Up once its admin API answers.
 	deadline := time.Now().Add(60 * time.Second)
@@ -179,6 +198,13 @@ func (c *cluster) start(p *proc) error {
 	}
 }
 
+// epoch is the node's process start count (0: never started).
+func (c *cluster) epoch(p *proc) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return p.starts
+}
+
 // signal sends sig to the node's process; it reports whether one ran.
 func (c *cluster) signal(p *proc, sig syscall.Signal) bool {
 	c.mu.Lock()
@@ -194,6 +220,8 @@ func (c *cluster) signal(p *proc, sig syscall.Signal) bool {
 		if p.paused {
 			p.paused, p.liveSince = false, time.Now()
 		}
+	case syscall.SIGKILL, syscall.SIGTERM:
+		p.stopping = true
 	}
 	return true
 }
@@ -246,7 +274,7 @@ func (c *cluster) live(id string) (bool, time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.byID(id)
-	if p == nil || !p.running || p.paused || c.isolated[id] {
+	if p == nil || !p.running || p.paused || p.stopping || c.isolated[id] {
 		return false, time.Time{}
 	}
 	return true, p.liveSince

@@ -13,20 +13,38 @@ import (
 // fail (known not to have happened: a 4xx answer, a value that did not
 // open) or info (unknown: a timeout, a 5xx, a lost connection).
 type Op struct {
-	Client     int
-	Kind       string // rotate, revoke, drain, undrain, seal, open, read (the keyring)
+	Client int
+	// Kind: rotate, revoke, drain, undrain (admin writes); read (GET
+	// /v1/keyring), dests (GET /v1/clusters/app/destinations); seal, open,
+	// open-revoked (a value under a key whose revocation was acknowledged);
+	// probe-active and probe-open (the liveness probe after the last fault).
+	Kind       string
 	Node       string
-	Arg        string // revoke: the key id; drain, undrain: the destination; open: the seal's index
+	Arg        string // revoke: the key id; drain, undrain: the destination; open: the sealing node/destination
 	Type       string // ok, fail, info
 	Start, End time.Time
 	Result     string // rotate: the new key id; seal: the destination
 	Cookie     string // seal: the sealed value
 	Err        string
+	// Status is the HTTP status of the answer (0: none).
+	Status int `json:",omitempty"`
 	// Names lists the key ids the answer named (rotate, revoke, keyring reads, sealed values).
 	Names []string
-	// Clean (an open): the node was live and connected to a live leader
-	// throughout, so the value must open.
+	// Clean: the node was live and connected to a live leader throughout
+	// (up and in the majority): an open must succeed, a read is fresh
+	// within the read bound, an error counts against the availability budget.
 	Clean bool
+	// Keys (a keyring read): each key's state as the answer showed it.
+	Keys map[string]string `json:",omitempty"`
+	// Drains (a destinations read): each destination's draining flag.
+	Drains map[string]bool `json:",omitempty"`
+	// Index is the answer's X-Tether-Index (0: none); MinIndex the
+	// X-Tether-Index the client sent with a read (the highest it had seen).
+	Index    uint64 `json:",omitempty"`
+	MinIndex uint64 `json:",omitempty"`
+	// Epoch counts the node's process starts when the operation began: a
+	// node's reads are monotonic only within one process.
+	Epoch int `json:",omitempty"`
 }
 
 func (o Op) String() string {
@@ -76,9 +94,19 @@ type Fault struct {
 type Final struct {
 	Keys   map[string]string
 	Drains map[string]bool
+	// Times: each key's created, activates and expires times (the
+	// schedule of automatic rotation follows them).
+	Times map[string]KeyTimes `json:",omitempty"`
 }
 
-// History is everything the checker reads.
+// KeyTimes are a key's committed times as GET /v1/keyring shows them.
+type KeyTimes struct {
+	Created, Activates, Expires time.Time
+}
+
+// History is everything the checker reads. It is written as JSON beside
+// the nodes' logs (history.json); testdata/ holds histories the checker
+// must reject.
 type History struct {
 	mu     sync.Mutex
 	Ops    []Op
@@ -86,6 +114,13 @@ type History struct {
 	Voters []VoterSample
 	Faults []Fault
 	Final  map[string]Final
+	// Begin is when the clients started; Healed when the last fault was
+	// healed and the cluster settled (zero: no liveness probe ran).
+	Begin, Healed time.Time
+	// IndexedReads: the build answers every read with the X-Tether-Index
+	// it reflects and waits for the one a read sends; an answered read
+	// without one is then a violation.
+	IndexedReads bool `json:",omitempty"`
 }
 
 func (h *History) op(o Op) {
@@ -120,6 +155,19 @@ func (h *History) revoked() map[string]bool {
 	out := map[string]bool{}
 	for _, o := range h.Ops {
 		if o.Kind == "revoke" {
+			out[o.Arg] = true
+		}
+	}
+	return out
+}
+
+// revokedAcked returns the key ids whose revocation was acknowledged.
+func (h *History) revokedAcked() map[string]bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]bool{}
+	for _, o := range h.Ops {
+		if o.Kind == "revoke" && o.Type == "ok" {
 			out[o.Arg] = true
 		}
 	}

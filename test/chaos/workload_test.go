@@ -10,7 +10,9 @@ import (
 	"io"
 	mrand "math/rand/v2"
 	"net/http"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,12 +40,65 @@ type workload struct {
 	mon *monitor
 	// noHang: the proxy client never follows redirects and times out.
 	proxy, admin *http.Client
+
+	mu sync.Mutex
+	// index is the highest X-Tether-Index each client saw in an answer.
+	index map[int]uint64
+	// Operations TETHER_CHAOS_EXTRA (a comma-separated list; unset: both,
+	// empty: neither) adds:
+	// reuse-ids: now and then a drain or undrain goes with the request id
+	// of the client's previous write, another request (a client's retry
+	// logic gone wrong): it must be refused, or carried out as sent. When
+	// the previous write was the same request, the id is not reused: that
+	// is a true retry, answered with the first try's result (another
+	// client's write in between may have changed the value since), which
+	// the model does not take for a new write.
+	// revoke-active: now and then a revocation names the active key (its
+	// values stop opening; a replacement must be in place).
+	reuseIDs, revokeActive bool
+	lastID                 map[int]string
+	lastReq                map[int]string // method and path of the client's previous write
 }
 
 func newWorkload(c *cluster, h *History, mon *monitor) *workload {
-	return &workload{c: c, h: h, mon: mon,
+	w := &workload{c: c, h: h, mon: mon,
 		proxy: &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		admin: &http.Client{Timeout: 15 * time.Second}}
+		admin: &http.Client{Timeout: 15 * time.Second}, index: map[int]uint64{}, lastID: map[int]string{}, lastReq: map[int]string{}}
+	extra, set := os.LookupEnv("TETHER_CHAOS_EXTRA")
+	if !set {
+		extra = "reuse-ids,revoke-active"
+	}
+	for _, x := range strings.Split(extra, ",") {
+		switch strings.TrimSpace(x) {
+		case "reuse-ids":
+			w.reuseIDs = true
+		case "revoke-active":
+			w.revokeActive = true
+		case "":
+		default:
+			c.t.Errorf("TETHER_CHAOS_EXTRA names %q: the extras are reuse-ids and revoke-active", x)
+		}
+	}
+	return w
+}
+
+// record completes an operation: whether its node was up and in the
+// majority throughout, and the index the client has seen; then it is added
+// to the history.
+func (w *workload) record(o Op) {
+	o.Clean = w.mon.clean(o.Node, o.Start, o.End)
+	if o.Index > 0 && o.Client >= 0 {
+		w.mu.Lock()
+		w.index[o.Client] = max(w.index[o.Client], o.Index)
+		w.mu.Unlock()
+	}
+	w.h.op(o)
+}
+
+func (w *workload) seen(client int) uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.index[client]
 }
 
 // run runs one client until ctx ends.
@@ -59,14 +114,22 @@ func (w *workload) run(ctx context.Context, client int, r *mrand.Rand) {
 			for _, q := range w.c.procs { // one value on every node
 				w.openValue(client, q, w.pick(r))
 			}
+		case x < 67:
+			w.openRevoked(client, p, r)
 		case x < 73:
+			if r.IntN(2) == 0 {
+				w.readKeyring(client, p)
+			} else {
+				w.readDests(client, p)
+			}
+		case x < 78:
 			w.rotate(client, p)
-		case x < 75:
-			w.revoke(client, p)
-		case x < 85:
-			w.drain(client, p, destinations[r.IntN(len(destinations))], true)
+		case x < 80:
+			w.revoke(client, p, w.revokeActive && r.IntN(3) == 0)
+		case x < 89:
+			w.drain(client, p, destinations[r.IntN(len(destinations))], true, w.reuseIDs && r.IntN(6) == 0)
 		default:
-			w.drain(client, p, destinations[r.IntN(len(destinations))], false)
+			w.drain(client, p, destinations[r.IntN(len(destinations))], false, w.reuseIDs && r.IntN(6) == 0)
 		}
 		select {
 		case <-ctx.Done():
@@ -97,16 +160,17 @@ func (w *workload) pick(r *mrand.Rand) *Op {
 }
 
 func (w *workload) seal(client int, p *proc) {
-	o := Op{Client: client, Kind: "seal", Node: p.id, Start: time.Now()}
+	o := Op{Client: client, Kind: "seal", Node: p.id, Start: time.Now(), Epoch: w.c.epoch(p)}
 	resp, err := w.proxy.Get(p.proxyURL() + "/")
 	o.End = time.Now()
 	if err != nil {
 		o.Type, o.Err = "info", err.Error()
-		w.h.op(o)
+		w.record(o)
 		return
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+	o.Status = resp.StatusCode
 	cookie := cookieValue(resp)
 	switch {
 	case resp.StatusCode == 200 && cookie != "":
@@ -115,7 +179,7 @@ func (w *workload) seal(client int, p *proc) {
 	default:
 		o.Type, o.Err = "info", fmt.Sprintf("status %d, cookie %q", resp.StatusCode, cookie)
 	}
-	w.h.op(o)
+	w.record(o)
 }
 
 func (w *workload) open(client int, p *proc, r *mrand.Rand) {
@@ -124,24 +188,45 @@ func (w *workload) open(client int, p *proc, r *mrand.Rand) {
 	}
 }
 
+// openRevoked sends a value under a key whose revocation was acknowledged:
+// once the revocation bound passed it must not open.
+func (w *workload) openRevoked(client int, p *proc, r *mrand.Rand) {
+	acked := w.h.revokedAcked()
+	var seals []Op
+	for _, s := range w.h.seals() {
+		if acked[keyIDOf(s.Cookie)] {
+			seals = append(seals, s)
+		}
+	}
+	if len(seals) == 0 {
+		return
+	}
+	s := seals[r.IntN(len(seals))]
+	w.record(w.openOp(client, p, &s, "open-revoked"))
+}
+
 // openValue sends a request carrying a sealed value: it must land on the
 // destination the value names, with no new cookie.
 func (w *workload) openValue(client int, p *proc, s *Op) {
 	if s == nil {
 		return
 	}
-	o := Op{Client: client, Kind: "open", Node: p.id, Arg: s.Node + "/" + s.Result, Cookie: s.Cookie, Start: time.Now()}
+	w.record(w.openOp(client, p, s, "open"))
+}
+
+func (w *workload) openOp(client int, p *proc, s *Op, kind string) Op {
+	o := Op{Client: client, Kind: kind, Node: p.id, Arg: s.Node + "/" + s.Result, Cookie: s.Cookie, Start: time.Now(), Epoch: w.c.epoch(p)}
 	req, _ := http.NewRequest("GET", p.proxyURL()+"/", nil)
 	req.AddCookie(&http.Cookie{Name: cookieName, Value: s.Cookie})
 	resp, err := w.proxy.Do(req)
 	o.End = time.Now()
 	if err != nil {
 		o.Type, o.Err = "info", err.Error()
-		w.h.op(o)
-		return
+		return o
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+	o.Status = resp.StatusCode
 	got, fresh := resp.Header.Get("X-Demo-Backend"), cookieValue(resp)
 	switch {
 	case resp.StatusCode == 200 && got == s.Result && fresh == "":
@@ -153,8 +238,7 @@ func (w *workload) openValue(client int, p *proc, s *Op) {
 	default:
 		o.Type, o.Err = "info", fmt.Sprintf("status %d", resp.StatusCode)
 	}
-	o.Clean = w.mon.clean(p.id, o.Start, o.End)
-	w.h.op(o)
+	return o
 }
 
 func cookieValue(resp *http.Response) string {
@@ -166,94 +250,198 @@ func cookieValue(resp *http.Response) string {
 	return ""
 }
 
-// adminDo sends one admin request with a fresh request id; the outcome is
-// ok (2xx), fail (4xx: refused, nothing happened) or info.
-func (w *workload) adminDo(method, url string) (string, map[string]any, string) {
-	req, _ := http.NewRequest(method, url, nil)
+// answer is an admin API answer: the outcome is ok (2xx), fail (4xx or a
+// refused connection: nothing happened) or info (unknown: a 5xx, a timeout).
+type answer struct {
+	typ    string
+	status int
+	body   map[string]any
+	raw    []byte
+	err    string
+	index  uint64
+}
+
+// newRequestID makes a fresh X-Tether-Request-Id.
+func newRequestID() string {
 	var id [8]byte
 	rand.Read(id[:])
-	req.Header.Set("X-Tether-Request-Id", hex.EncodeToString(id[:]))
+	return hex.EncodeToString(id[:])
+}
+
+// adminDo sends one admin request (a write with request id reqID; a read
+// sends the highest index the client saw, minIndex, in X-Tether-Index).
+func (w *workload) adminDo(method, url, reqID string, minIndex uint64) answer {
+	req, _ := http.NewRequest(method, url, nil)
+	if method != "GET" {
+		req.Header.Set("X-Tether-Request-Id", reqID)
+	} else if minIndex > 0 {
+		req.Header.Set("X-Tether-Index", strconv.FormatUint(minIndex, 10))
+	}
 	resp, err := w.admin.Do(req)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) {
-			return "fail", nil, err.Error() // nothing was sent
+			return answer{typ: "fail", err: err.Error()} // nothing was sent
 		}
-		return "info", nil, err.Error()
+		return answer{typ: "info", err: err.Error()}
 	}
 	defer resp.Body.Close()
-	var body map[string]any
-	b, _ := io.ReadAll(resp.Body)
-	json.Unmarshal(b, &body)
+	a := answer{status: resp.StatusCode}
+	a.raw, _ = io.ReadAll(resp.Body)
+	json.Unmarshal(a.raw, &a.body)
+	a.index, _ = strconv.ParseUint(resp.Header.Get("X-Tether-Index"), 10, 64)
 	switch {
 	case resp.StatusCode/100 == 2:
-		return "ok", body, ""
+		a.typ = "ok"
 	case resp.StatusCode/100 == 4:
-		return "fail", body, fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+		a.typ, a.err = "fail", fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(a.raw)))
+	default:
+		a.typ, a.err = "info", fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(a.raw)))
 	}
-	return "info", body, fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	return a
 }
 
-func (w *workload) rotate(client int, p *proc) {
-	o := Op{Client: client, Kind: "rotate", Node: p.id, Start: time.Now()}
-	var body map[string]any
-	o.Type, body, o.Err = w.adminDo("POST", p.adminURL()+"/v1/keyring/rotate")
+// write sends one admin write and records it; after an acknowledged one
+// the client reads back through the same node (read-your-writes). reuse:
+// with the request id of the client's previous write.
+func (w *workload) write(o Op, method, url string, reuse bool) answer {
+	id := newRequestID()
+	w.mu.Lock()
+	req := method + " " + url[strings.Index(url, "/v1/"):] // the path: the same request through another node is a retry too
+	if prev := w.lastID[o.Client]; reuse && prev != "" && w.lastReq[o.Client] != req {
+		id = prev
+	} else {
+		reuse = false
+	}
+	w.lastID[o.Client], w.lastReq[o.Client] = id, req
+	w.mu.Unlock()
+	o.Start, o.Epoch = time.Now(), w.c.epoch(w.c.byID(o.Node))
+	a := w.adminDo(method, url, id, 0)
 	o.End = time.Now()
-	if id, _ := body["id"].(string); o.Type == "ok" {
-		o.Result, o.Names = id, []string{id}
+	o.Type, o.Status, o.Err, o.Index = a.typ, a.status, a.err, a.index
+	if reuse {
+		o.Err = strings.TrimSpace("request id of the previous write " + o.Err)
 	}
-	w.h.op(o)
+	p := w.c.byID(o.Node)
+	switch o.Kind {
+	case "rotate":
+		if id, _ := a.body["id"].(string); o.Type == "ok" {
+			o.Result, o.Names = id, []string{id}
+		}
+	case "revoke":
+		if o.Type == "ok" {
+			active, _ := a.body["active_key_id"].(string)
+			repl, _ := a.body["replacement_id"].(string)
+			o.Names = []string{active}
+			if repl != "" {
+				o.Names = append(o.Names, repl)
+			}
+		}
+	}
+	w.record(o)
+	if o.Type == "ok" {
+		if o.Kind == "drain" || o.Kind == "undrain" {
+			w.readDests(o.Client, p)
+		} else {
+			w.readKeyring(o.Client, p)
+		}
+	}
+	return a
 }
 
-// revoke revokes the oldest inactive key the node lists (never the active
-// one: that would break every session at once, which is the operator's
-// call; and not a recent one, whose values the clients still open).
-func (w *workload) revoke(client int, p *proc) {
-	read := Op{Client: client, Kind: "read", Node: p.id, Start: time.Now()}
-	st, b := httpGet(p.adminURL() + "/v1/keyring")
-	read.End = time.Now()
+// readKeyring records GET /v1/keyring with every key's state.
+func (w *workload) readKeyring(client int, p *proc) (Op, map[string]time.Time) {
+	o := Op{Client: client, Kind: "read", Node: p.id, Start: time.Now(), Epoch: w.c.epoch(p), MinIndex: w.seen(client)}
+	a := w.adminDo("GET", p.adminURL()+"/v1/keyring", "", o.MinIndex)
+	o.End = time.Now()
+	o.Type, o.Status, o.Err, o.Index = a.typ, a.status, a.err, a.index
 	var kr struct {
 		Keys []struct {
 			ID, State string
 			Created   time.Time
 		}
 	}
-	if st != 200 || json.Unmarshal(b, &kr) != nil {
-		read.Type, read.Err = "info", fmt.Sprintf("status %d", st)
-		w.h.op(read)
-		return
-	}
-	id, oldest := "", time.Time{}
-	for _, k := range kr.Keys {
-		read.Names = append(read.Names, k.ID)
-		if k.State == "inactive" && (id == "" || k.Created.Before(oldest)) {
-			id, oldest = k.ID, k.Created
+	created := map[string]time.Time{}
+	if o.Type == "ok" {
+		if err := json.Unmarshal(a.raw, &kr); err != nil {
+			o.Type, o.Err = "info", "answer: "+err.Error()
 		}
 	}
-	read.Type, read.Result = "ok", fmt.Sprintf("%d keys", len(kr.Keys))
-	w.h.op(read)
+	if o.Type == "ok" {
+		o.Keys = map[string]string{}
+		for _, k := range kr.Keys {
+			o.Keys[k.ID] = k.State
+			o.Names = append(o.Names, k.ID)
+			created[k.ID] = k.Created
+		}
+		o.Result = fmt.Sprintf("%d keys", len(kr.Keys))
+	}
+	w.record(o)
+	return o, created
+}
+
+// readDests records GET /v1/clusters/app/destinations with each drain.
+func (w *workload) readDests(client int, p *proc) {
+	o := Op{Client: client, Kind: "dests", Node: p.id, Start: time.Now(), Epoch: w.c.epoch(p), MinIndex: w.seen(client)}
+	a := w.adminDo("GET", p.adminURL()+"/v1/clusters/app/destinations", "", o.MinIndex)
+	o.End = time.Now()
+	o.Type, o.Status, o.Err, o.Index = a.typ, a.status, a.err, a.index
+	var ds struct {
+		Destinations []struct {
+			ID       string
+			Draining bool
+		}
+	}
+	if o.Type == "ok" {
+		if err := json.Unmarshal(a.raw, &ds); err != nil {
+			o.Type, o.Err = "info", "answer: "+err.Error()
+		}
+	}
+	if o.Type == "ok" {
+		o.Drains = map[string]bool{}
+		var on []string
+		for _, d := range ds.Destinations {
+			o.Drains[d.ID] = d.Draining
+			if d.Draining {
+				on = append(on, d.ID)
+			}
+		}
+		o.Result = "draining " + strings.Join(on, ",")
+	}
+	w.record(o)
+}
+
+func (w *workload) rotate(client int, p *proc) {
+	w.write(Op{Client: client, Kind: "rotate", Node: p.id}, "POST", p.adminURL()+"/v1/keyring/rotate", false)
+}
+
+// revoke revokes the oldest inactive key the node lists (not the active
+// one unless active: that breaks every session under it at once, the
+// operator's call; and not a recent one, whose values the clients still open).
+func (w *workload) revoke(client int, p *proc, active bool) {
+	read, created := w.readKeyring(client, p)
+	id := ""
+	var oldest time.Time
+	for _, k := range sortedKeys(read.Keys) {
+		switch {
+		case active && read.Keys[k] == "active":
+			id = k
+		case !active && read.Keys[k] == "inactive" && (id == "" || created[k].Before(oldest)):
+			id, oldest = k, created[k]
+		}
+	}
 	if id == "" {
 		return
 	}
-	o := Op{Client: client, Kind: "revoke", Node: p.id, Arg: id, Start: time.Now()}
-	var body map[string]any
-	o.Type, body, o.Err = w.adminDo("POST", p.adminURL()+"/v1/keyring/"+id+"/revoke")
-	o.End = time.Now()
-	if o.Type == "ok" {
-		active, _ := body["active_key_id"].(string)
-		o.Names = []string{id, active}
-	}
-	w.h.op(o)
+	w.write(Op{Client: client, Kind: "revoke", Node: p.id, Arg: id}, "POST", p.adminURL()+"/v1/keyring/"+id+"/revoke", false)
 }
 
-func (w *workload) drain(client int, p *proc, dest string, on bool) {
-	o := Op{Client: client, Kind: "undrain", Node: p.id, Arg: dest, Start: time.Now()}
+func (w *workload) drain(client int, p *proc, dest string, on, reuse bool) {
+	o := Op{Client: client, Kind: "undrain", Node: p.id, Arg: dest}
 	method := "DELETE"
 	if on {
 		o.Kind, method = "drain", "POST"
 	}
-	o.Type, _, o.Err = w.adminDo(method, p.adminURL()+"/v1/clusters/app/destinations/"+dest+"/drain")
-	o.End = time.Now()
-	w.h.op(o)
+	w.write(o, method, p.adminURL()+"/v1/clusters/app/destinations/"+dest+"/drain", reuse)
 }
 
 // monitor polls every node's status four times a second, and the voter
@@ -365,4 +553,90 @@ func (m *monitor) clean(id string, start, end time.Time) bool {
 		return false
 	}
 	return true
+}
+
+// probe is the liveness probe after the last fault healed: a rotation
+// through a random node must be active on every node, and a value sealed
+// on each node must open on every node, within liveBound. It records how
+// long each took (up to 30 s) as probe-active and probe-open operations.
+func (w *workload) probe(r *mrand.Rand) {
+	const patience = 30 * time.Second
+	p := w.c.procs[r.IntN(len(w.c.procs))]
+	a := w.write(Op{Client: -1, Kind: "rotate", Node: p.id}, "POST", p.adminURL()+"/v1/keyring/rotate", false)
+	id, _ := a.body["id"].(string)
+	o := Op{Client: -1, Kind: "probe-active", Node: p.id, Arg: id, Start: time.Now()}
+	if a.typ != "ok" || id == "" {
+		o.End, o.Type, o.Err = time.Now(), "fail", "the rotation failed: "+a.err
+		w.h.op(o)
+		return
+	}
+	for {
+		missing := ""
+		for _, q := range w.c.procs {
+			code, b := httpGet(q.adminURL() + "/v1/keyring")
+			var kr struct {
+				ActiveKeyID string `json:"active_key_id"`
+			}
+			if code != 200 || json.Unmarshal(b, &kr) != nil || kr.ActiveKeyID != id {
+				missing = fmt.Sprintf("%s: status %d, active %q", q.id, code, kr.ActiveKeyID)
+				break
+			}
+		}
+		o.End = time.Now()
+		if missing == "" {
+			o.Type = "ok"
+			break
+		}
+		if o.End.Sub(o.Start) > patience {
+			o.Type, o.Err = "fail", "not active everywhere: "+missing
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	w.h.op(o)
+	for _, p := range w.c.procs {
+		s := Op{Client: -1, Kind: "seal", Node: p.id, Start: time.Now(), Epoch: w.c.epoch(p)}
+		resp, err := w.proxy.Get(p.proxyURL() + "/")
+		s.End = time.Now()
+		if err != nil {
+			s.Type, s.Err = "info", err.Error()
+			w.record(s)
+			continue
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		s.Status = resp.StatusCode
+		if s.Cookie = cookieValue(resp); resp.StatusCode != 200 || s.Cookie == "" {
+			s.Type, s.Err = "info", fmt.Sprintf("status %d, cookie %q", resp.StatusCode, s.Cookie)
+			w.record(s)
+			continue
+		}
+		s.Type, s.Result, s.Names = "ok", resp.Header.Get("X-Demo-Backend"), []string{keyIDOf(s.Cookie)}
+		w.record(s)
+		// Opened on every node at once: each must open it within
+		// liveBound of its sealing.
+		var wg sync.WaitGroup
+		for _, q := range w.c.procs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				po := Op{Client: -1, Kind: "probe-open", Node: q.id, Arg: p.id + "/" + s.Result, Cookie: s.Cookie, Start: s.End}
+				for {
+					o := w.openOp(-1, q, &s, "open")
+					po.End, po.Status, po.Err = o.End, o.Status, o.Err
+					if o.Type == "ok" {
+						po.Type = "ok"
+						break
+					}
+					if po.End.Sub(po.Start) > patience {
+						po.Type = "fail"
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				w.h.op(po)
+			}()
+		}
+		wg.Wait()
+	}
 }
