@@ -26,6 +26,7 @@ import (
 type serverMode struct {
 	name  string
 	http1 HTTP1Server // cleartext HTTP/1.1 modes: who serves them
+	http2 HTTP2Server // HTTP/2 modes: who serves them ("" is the default)
 	h2c   bool        // cleartext HTTP/2 with prior knowledge
 	tls   bool
 	h2    bool // over TLS: ALPN h2 (else http/1.1)
@@ -49,6 +50,10 @@ var serverModes = []serverMode{
 	{name: "tls-h1", http1: HTTP1Own, tls: true},
 	{name: "tls-h1-stdlib", http1: HTTP1Stdlib, tls: true},
 	{name: "tls-h2", http1: HTTP1Own, tls: true, h2: true},
+	{name: "h2c-own", http1: HTTP1Own, http2: HTTP2Own, h2c: true},
+	{name: "tls-h2-own", http1: HTTP1Own, http2: HTTP2Own, tls: true, h2: true},
+	// net/http's ServeTLS hands h2 to the own server (no own HTTP/1.1 loop).
+	{name: "tls-h2-own-stdlib1", http1: HTTP1Stdlib, http2: HTTP2Own, tls: true, h2: true},
 }
 
 // modeEnv is a proxy served by a real listening Server in one mode.
@@ -80,7 +85,11 @@ func startMode(t *testing.T, mode serverMode, js string, mod func(*Options)) *mo
 	cfg.Listeners = []config.Listener{l}
 	e := &modeEnv{t: t, mode: mode, reg: prometheus.NewRegistry()}
 	e.p = newTestProxy(t, cfg, e.reg, lockedWriter{&e.mu, &e.access}, mod)
-	s, err := NewServer(cfg, e.p, nil, WithHTTP1Server(mode.http1))
+	opts := []ServerOption{WithHTTP1Server(mode.http1)}
+	if mode.http2 != "" {
+		opts = append(opts, WithHTTP2Server(mode.http2))
+	}
+	s, err := NewServer(cfg, e.p, nil, opts...)
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}
