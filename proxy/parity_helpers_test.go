@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -174,6 +175,33 @@ func (e *modeEnv) dial() net.Conn {
 	}
 	e.t.Cleanup(func() { c.Close() })
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
+}
+
+// dialSmallWindow is dial with a 4 KiB receive buffer set before the
+// connection opens, so a client that stops reading holds the server's
+// writes after a few responses (the server's send buffer grows only with
+// what the window lets through), not after megabytes.
+func (e *modeEnv) dialSmallWindow() net.Conn {
+	e.t.Helper()
+	d := &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) }); err != nil {
+			return err
+		}
+		return serr
+	}}
+	var c net.Conn
+	var err error
+	if e.mode.tls {
+		c, err = tls.DialWithDialer(d, "tcp", e.addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	} else {
+		c, err = d.Dial("tcp", e.addr)
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { c.Close() })
 	return c
 }
 
