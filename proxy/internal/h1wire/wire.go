@@ -518,3 +518,29 @@ const MaxFields = 64
 func NewFieldReader(all []byte, blk string, off int) FieldReader {
 	return FieldReader{all: all, blk: blk, off: off}
 }
+
+// ValidFieldValue is httpguts.ValidHeaderFieldValue (no control byte but
+// HTAB), eight bytes at a time: a word with no byte below 0x20 and none
+// equal to 0x7f is valid as a whole; a word with one goes byte by byte
+// from there, where a tab is told from the others.
+func ValidFieldValue(v string) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(v); i += 8 {
+		w := v[i : i+8]
+		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+		y := x ^ 0x7f*ones
+		// A byte below 0x20, or a zero byte of y (0x7f in x): exact as to
+		// whether there is one (the borrow starts at the lowest such byte).
+		if (x-0x20*ones)&^x&highs|(y-ones)&^y&highs != 0 {
+			break
+		}
+	}
+	for ; i < len(v); i++ {
+		if !validFieldValueByte(v[i]) {
+			return false
+		}
+	}
+	return true
+}
