@@ -147,7 +147,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 func copyFields(dst, src http.Header) {
 	empty, merged := len(dst) == 0, false
 	for k, vs := range src {
-		ck := textproto.CanonicalMIMEHeaderKey(k)
+		ck := canonicalName(k)
 		if empty && !merged && ck == k {
 			dst[k] = vs
 			continue
@@ -159,6 +159,18 @@ func copyFields(dst, src http.Header) {
 			dst[ck] = vs
 		}
 	}
+}
+
+// canonicalName is textproto.CanonicalMIMEHeaderKey, without its walk over
+// the name's bytes for the names responses usually carry, each canonical.
+func canonicalName(k string) string {
+	switch k {
+	case "Content-Length", "Content-Type", "Date", "Server", "Set-Cookie", hdrTraceID,
+		"Cache-Control", "Content-Encoding", "Etag", "Expires", "Last-Modified", "Location",
+		"Vary", "Accept-Ranges", "Age", "Strict-Transport-Security", "X-Content-Type-Options":
+		return k
+	}
+	return textproto.CanonicalMIMEHeaderKey(k)
 }
 
 var (

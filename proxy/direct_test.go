@@ -353,6 +353,30 @@ func TestBufferPoolSizes(t *testing.T) {
 	}
 }
 
+// canonicalName is textproto.CanonicalMIMEHeaderKey (the known answer),
+// on the names it knows, their other spellings and others.
+func TestCanonicalName(t *testing.T) {
+	for _, k := range []string{"Content-Length", "content-length", "CONTENT-LENGTH", "Content-Type", "Date", "date",
+		"Server", "Set-Cookie", "set-cookie", "X-Tether-Trace-Id", "x-tether-trace-id", "Cache-Control", "Content-Encoding",
+		"Etag", "ETag", "Expires", "Last-Modified", "Location", "Vary", "Accept-Ranges", "Age",
+		"Strict-Transport-Security", "X-Content-Type-Options", "X-Other", "a b", "Ünicode", ""} {
+		if got, want := canonicalName(k), textproto.CanonicalMIMEHeaderKey(k); got != want {
+			t.Errorf("canonicalName(%q) = %q, want %q", k, got, want)
+		}
+	}
+}
+
+func FuzzCanonicalName(f *testing.F) {
+	for _, k := range []string{"Content-Length", "content-type", "X-Tether-Trace-Id", "ETag", "a b"} {
+		f.Add(k)
+	}
+	f.Fuzz(func(t *testing.T, k string) {
+		if got, want := canonicalName(k), textproto.CanonicalMIMEHeaderKey(k); got != want {
+			t.Fatalf("canonicalName(%q) = %q, want %q", k, got, want)
+		}
+	})
+}
+
 // copyFields is Header.Add per value, whatever the map's order.
 func TestCopyFields(t *testing.T) {
 	cases := []struct {

@@ -119,7 +119,7 @@ func (t *Transport) Covers(req *http.Request) bool {
 			}
 		}
 		for _, v := range vs {
-			if !httpguts.ValidHeaderFieldValue(v) {
+			if !h1wire.ValidFieldValue(v) {
 				return false
 			}
 		}

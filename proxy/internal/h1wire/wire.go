@@ -336,10 +336,8 @@ func (f *FieldReader) Next(ascii bool) (key, value string, done, ok bool) {
 	for ve > vs && (kv[ve-1] == ' ' || kv[ve-1] == '\t') {
 		ve--
 	}
-	for _, c := range kv[vs:ve] {
-		if !validFieldValueByte(c) || ascii && c >= 0x7f {
-			return "", "", false, false
-		}
+	if !validValue(kv[vs:ve], ascii) {
+		return "", "", false, false
 	}
 	return key, f.blk[b+vs : b+ve], false, true
 }
@@ -409,6 +407,22 @@ func HeadEnd(buf []byte) int {
 // bytes) when it is canonical already, else interned when it is one of the
 // common names, else a new string.
 func canonicalKey(buf, name []byte, as string) (string, bool) {
+	// The common case first: a canonical name, checked without a copy.
+	upper := true
+	for _, c := range name {
+		if !httpguts.IsTokenRune(rune(c)) {
+			return "", false
+		}
+		if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
+			return canonicalCopy(buf, name)
+		}
+		upper = c == '-'
+	}
+	return as, true
+}
+
+// canonicalCopy is canonicalKey for a name that is not canonical.
+func canonicalCopy(buf, name []byte) (string, bool) {
 	upper, changed := true, false
 	for _, c := range name {
 		if !httpguts.IsTokenRune(rune(c)) {
@@ -426,7 +440,7 @@ func canonicalKey(buf, name []byte, as string) (string, bool) {
 		upper = c == '-'
 	}
 	if !changed {
-		return as, true
+		return string(buf), true
 	}
 	if s, ok := commonKeys[string(buf)]; ok {
 		return s, true
@@ -517,4 +531,57 @@ const MaxFields = 64
 // off (blk[off+i] is all[i]).
 func NewFieldReader(all []byte, blk string, off int) FieldReader {
 	return FieldReader{all: all, blk: blk, off: off}
+}
+
+// validValue is FieldReader's rule for a value's bytes (validFieldValueByte,
+// and with ascii none above 0x7e), eight bytes at a time as
+// ValidFieldValue.
+func validValue(v []byte, ascii bool) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(v); i += 8 {
+		w := v[i : i+8]
+		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+		y := x ^ 0x7f*ones
+		bad := (x-0x20*ones)&^x&highs | (y-ones)&^y&highs
+		if ascii {
+			bad |= x & highs
+		}
+		if bad != 0 {
+			break
+		}
+	}
+	for ; i < len(v); i++ {
+		if c := v[i]; !validFieldValueByte(c) || ascii && c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidFieldValue is httpguts.ValidHeaderFieldValue (no control byte but
+// HTAB), eight bytes at a time: a word with no byte below 0x20 and none
+// equal to 0x7f is valid as a whole; a word with one goes byte by byte
+// from there, where a tab is told from the others.
+func ValidFieldValue(v string) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(v); i += 8 {
+		w := v[i : i+8]
+		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+		y := x ^ 0x7f*ones
+		// A byte below 0x20, or a zero byte of y (0x7f in x): exact as to
+		// whether there is one (the borrow starts at the lowest such byte).
+		if (x-0x20*ones)&^x&highs|(y-ones)&^y&highs != 0 {
+			break
+		}
+	}
+	for ; i < len(v); i++ {
+		if !validFieldValueByte(v[i]) {
+			return false
+		}
+	}
+	return true
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"github.com/tether-proxy/tether/proxy/internal/h1wire"
 	"github.com/tether-proxy/tether/proxy/lean"
+	"golang.org/x/net/http/httpguts"
 	"io"
 	"net/http"
 	"net/url"
@@ -375,4 +376,37 @@ func BenchmarkWriteRequestHead(b *testing.B) {
 		}
 		bw.Reset(io.Discard)
 	}
+}
+
+// ValidFieldValue is httpguts.ValidHeaderFieldValue, the known answer:
+// every byte value at every position of a word and of the tail.
+func TestValidFieldValueMatchesHttpguts(t *testing.T) {
+	for n := 0; n <= 19; n++ {
+		for pos := 0; pos < n; pos++ {
+			for c := 0; c < 256; c++ {
+				b := bytes.Repeat([]byte{'a'}, n)
+				b[pos] = byte(c)
+				v := string(b)
+				if got, want := h1wire.ValidFieldValue(v), httpguts.ValidHeaderFieldValue(v); got != want {
+					t.Fatalf("ValidFieldValue(%q) = %v, httpguts says %v", v, got, want)
+				}
+			}
+		}
+	}
+	for _, v := range []string{"", "\t\t\t\t\t\t\t\t\x00", "text/html; charset=utf-8\x7f", "\xff\xfe\x80\x81\x9f\xa0\xc0\xe0x", "aaaaaaa\taaaaaaaa\x1f"} {
+		if got, want := h1wire.ValidFieldValue(v), httpguts.ValidHeaderFieldValue(v); got != want {
+			t.Errorf("ValidFieldValue(%q) = %v, httpguts says %v", v, got, want)
+		}
+	}
+}
+
+func FuzzValidFieldValue(f *testing.F) {
+	for _, s := range []string{"", "abc", "sid=0123456789abcdef; Path=/", "a\tb\x7fcdefghij", "\x80\x1f\x20\x7e\x7f\xff0123"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		if got, want := h1wire.ValidFieldValue(v), httpguts.ValidHeaderFieldValue(v); got != want {
+			t.Fatalf("ValidFieldValue(%q) = %v, httpguts says %v", v, got, want)
+		}
+	})
 }
