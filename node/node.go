@@ -19,6 +19,7 @@ import (
 
 	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/node/apiclient"
 	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/store"
@@ -229,7 +230,7 @@ type Node struct {
 }
 
 // DefaultAdminAddr is the admin listener's default address.
-const DefaultAdminAddr = "127.0.0.1:9901"
+const DefaultAdminAddr = apiclient.DefaultAddr
 
 // New checks cfg and fills its defaults; nothing starts until Start.
 func New(cfg Config) (*Node, error) {
