@@ -119,16 +119,8 @@ func (n *Node) requireToken(h http.Handler) http.Handler {
 }
 
 func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
-	if why := n.gate.reason(); why != "" {
-		writeError(w, http.StatusServiceUnavailable, "proxy listeners closed until this node is in the cluster and holds the active key: "+why)
-		return
-	}
-	if id, _ := n.store.Leader(); id == "" {
-		writeError(w, http.StatusServiceUnavailable, "no Raft leader known yet")
-		return
-	}
-	if n.ring.ActiveKeyID(time.Now()) == "" {
-		writeError(w, http.StatusServiceUnavailable, "no active key yet")
+	if why := n.NotReady(); why != "" {
+		writeError(w, http.StatusServiceUnavailable, why)
 		return
 	}
 	if idx, need := n.store.Stopped(); idx != 0 { // its state falls behind the cluster's

@@ -21,6 +21,7 @@ import (
 
 	"github.com/tether-proxy/tether/keyring"
 	"github.com/tether-proxy/tether/node/apiclient"
+	demobackend "github.com/tether-proxy/tether/node/demo/backend"
 	"github.com/tether-proxy/tether/proxy/upstream"
 	"github.com/tether-proxy/tether/test/testutil"
 )
@@ -82,7 +83,7 @@ func newTestCluster(t *testing.T, backends int) *testCluster {
 	dir := t.TempDir()
 	dests := []string{}
 	for i := 1; i <= backends; i++ {
-		b := httptest.NewServer(DemoBackend(fmt.Sprintf("b%d", i)))
+		b := httptest.NewServer(demobackend.Handler(fmt.Sprintf("b%d", i)))
 		t.Cleanup(b.Close)
 		dests = append(dests, fmt.Sprintf(`"d%d": { "Address": "%s/" }`, i, b.URL))
 	}
