@@ -12,8 +12,9 @@
 // node hands it the endpoints' handlers (admin.go builds it): /readyz,
 // /metrics, /v1/status, the keyring endpoints and destination drain, and
 // GET /v1/events (events.go): a watcher compares the node's view (leader, members, keys,
-// drains, health) after every change and publishes the differences to a
-// bus that replays its recent events and never waits for a slow reader.
+// drains, health) after every change and publishes the differences to the
+// admin package's bus, which replays its recent events and never waits for
+// a slow reader.
 //
 // readiness.go: a node started to join with no state binds its proxy
 // listeners without accepting until it is in the Raft configuration and
