@@ -1,7 +1,7 @@
 // Package keyring owns tether's encryption keys: the AES-256-GCM keys that
 // seal affinity values (the Cookie, CustomHeader and envelope policies) and
-// their life cycle: installed, active, inactive, expired, revoked (README.md,
-// "Admin API and client commands").
+// their life cycle: installed, active, inactive, expired, revoked (docs/API.md,
+// "Client commands").
 //
 // The package knows nothing of Raft or HTTP. It is split so that the Raft FSM
 // can replicate it deterministically:

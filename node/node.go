@@ -83,6 +83,9 @@ type Config struct {
 	// HTTP1Server chooses what serves cleartext HTTP/1.1 connections:
 	// "own" (default) or "stdlib" (--http1-server, docs/OPERATIONS.md).
 	HTTP1Server string
+	// HTTP2Server chooses what serves HTTP/2 connections: "stdlib"
+	// (default) or "own", experimental (--http2-server, docs/OPERATIONS.md).
+	HTTP2Server string
 	// WriteYield: "auto" (default), "on" or "off" (--write-yield,
 	// docs/OPERATIONS.md); it applies to the whole process.
 	WriteYield string
@@ -266,6 +269,9 @@ func New(cfg Config) (*Node, error) {
 	if _, err := proxy.ParseHTTP1Server(cfg.HTTP1Server); err != nil {
 		return nil, fmt.Errorf("--http1-server: %w", err)
 	}
+	if _, err := proxy.ParseHTTP2Server(cfg.HTTP2Server); err != nil {
+		return nil, fmt.Errorf("--http2-server: %w", err)
+	}
 	if _, err := proxy.ParseWriteYield(cfg.WriteYield); err != nil {
 		return nil, fmt.Errorf("--write-yield: %w", err)
 	}
@@ -387,9 +393,10 @@ func (n *Node) Start() (err error) {
 	n.serveAdmin()
 
 	h1, _ := proxy.ParseHTTP1Server(n.cfg.HTTP1Server) // checked by New
+	h2, _ := proxy.ParseHTTP2Server(n.cfg.HTTP2Server) // checked by New
 	wy, _ := proxy.ParseWriteYield(n.cfg.WriteYield)
 	_ = proxy.SetWriteYield(wy)
-	n.server, err = proxy.NewServer(cfg, n.proxy, n.log, proxy.WithHTTP1Server(h1))
+	n.server, err = proxy.NewServer(cfg, n.proxy, n.log, proxy.WithHTTP1Server(h1), proxy.WithHTTP2Server(h2))
 	if err != nil {
 		return fmt.Errorf("listeners: %w", err)
 	}

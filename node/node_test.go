@@ -285,6 +285,7 @@ func TestNewRefusesBadNodeFlags(t *testing.T) {
 		{"tls flags together", Config{ConfigPath: "f", NodeID: "a", TLSCert: "c"}, "--tls-"},
 		{"raft addr", Config{ConfigPath: "f", NodeID: "a", RaftAddr: "nope"}, "--raft-addr"},
 		{"http1 server own or stdlib", Config{ConfigPath: "f", NodeID: "a", HTTP1Server: "off"}, "--http1-server"},
+		{"http2 server own or stdlib", Config{ConfigPath: "f", NodeID: "a", HTTP2Server: "fast"}, "--http2-server"},
 		{"write yield auto, on or off", Config{ConfigPath: "f", NodeID: "a", WriteYield: "maybe"}, "--write-yield"},
 	}
 	for _, c := range cases {

@@ -252,8 +252,8 @@ var spoofableSet = func() map[string]bool {
 }()
 
 // underscoreFolded are the fields whose underscore spellings tether drops
-// from every request (README.md, "What a client controls stops at
-// tether"): a backend that reads '_' as '-' (CGI, WSGI, PHP's
+// from every request (docs/CONFIGURATION.md, "Forwarded headers and client
+// input"): a backend that reads '_' as '-' (CGI, WSGI, PHP's
 // HTTP_* variables) would take Transfer_Encoding for Transfer-Encoding
 // and frame the body otherwise than tether did, or X_Forwarded_For for
 // the forwarding header tether sets. Keyed by the name once '_' is read as

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 type serverMode struct {
 	name  string
 	http1 HTTP1Server // cleartext HTTP/1.1 modes: who serves them
+	http2 HTTP2Server // HTTP/2 modes: who serves them ("" is the default)
 	h2c   bool        // cleartext HTTP/2 with prior knowledge
 	tls   bool
 	h2    bool // over TLS: ALPN h2 (else http/1.1)
@@ -49,6 +51,10 @@ var serverModes = []serverMode{
 	{name: "tls-h1", http1: HTTP1Own, tls: true},
 	{name: "tls-h1-stdlib", http1: HTTP1Stdlib, tls: true},
 	{name: "tls-h2", http1: HTTP1Own, tls: true, h2: true},
+	{name: "h2c-own", http1: HTTP1Own, http2: HTTP2Own, h2c: true},
+	{name: "tls-h2-own", http1: HTTP1Own, http2: HTTP2Own, tls: true, h2: true},
+	// net/http's ServeTLS hands h2 to the own server (no own HTTP/1.1 loop).
+	{name: "tls-h2-own-stdlib1", http1: HTTP1Stdlib, http2: HTTP2Own, tls: true, h2: true},
 }
 
 // modeEnv is a proxy served by a real listening Server in one mode.
@@ -80,7 +86,11 @@ func startMode(t *testing.T, mode serverMode, js string, mod func(*Options)) *mo
 	cfg.Listeners = []config.Listener{l}
 	e := &modeEnv{t: t, mode: mode, reg: prometheus.NewRegistry()}
 	e.p = newTestProxy(t, cfg, e.reg, lockedWriter{&e.mu, &e.access}, mod)
-	s, err := NewServer(cfg, e.p, nil, WithHTTP1Server(mode.http1))
+	opts := []ServerOption{WithHTTP1Server(mode.http1)}
+	if mode.http2 != "" {
+		opts = append(opts, WithHTTP2Server(mode.http2))
+	}
+	s, err := NewServer(cfg, e.p, nil, opts...)
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}
@@ -165,6 +175,33 @@ func (e *modeEnv) dial() net.Conn {
 	}
 	e.t.Cleanup(func() { c.Close() })
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
+}
+
+// dialSmallWindow is dial with a 4 KiB receive buffer set before the
+// connection opens, so a client that stops reading holds the server's
+// writes after a few responses (the server's send buffer grows only with
+// what the window lets through), not after megabytes.
+func (e *modeEnv) dialSmallWindow() net.Conn {
+	e.t.Helper()
+	d := &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) }); err != nil {
+			return err
+		}
+		return serr
+	}}
+	var c net.Conn
+	var err error
+	if e.mode.tls {
+		c, err = tls.DialWithDialer(d, "tcp", e.addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	} else {
+		c, err = d.Dial("tcp", e.addr)
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { c.Close() })
 	return c
 }
 

@@ -111,6 +111,14 @@ func parityMinResponseDataRate(t *testing.T, m serverMode) {
 // window has a small response wait for it after a large one took the
 // connection's window.
 func parityMinResponseDataRateSmallResponses(t *testing.T, m serverMode) {
+	// tether's own answers are padded to about 24 KB by eight response
+	// fields, so a few hundred fill the socket buffers however slowly a
+	// loaded machine answers for a dead destination.
+	var pads []string
+	for i := range 8 {
+		pads = append(pads, fmt.Sprintf(`{"ResponseHeader": "X-Pad-%d", "Set": "%s", "When": "Always"}`, i, strings.Repeat("p", 3000)))
+	}
+	padTransforms := strings.Join(pads, ", ")
 	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
 		w.Header().Set("Content-Length", strconv.Itoa(n))
@@ -118,8 +126,7 @@ func parityMinResponseDataRateSmallResponses(t *testing.T, m serverMode) {
 	})
 	e := startMode(t, m, `{"Limits": {"MinResponseDataRate": {"BytesPerSecond": 10000000, "GracePeriod": "00:00:01.5"}},
 	  "ReverseProxy": {"Routes": {"r": {"ClusterId": "c", "Match": {"Path": "/small"}}, "r2": {"ClusterId": "c", "Match": {"Path": "/big"}},
-	                              "dead": {"ClusterId": "dead", "Match": {"Path": "/dead"},
-	                                       "Transforms": [{"ResponseHeader": "X-Pad", "Set": "`+strings.Repeat("p", 3000)+`", "When": "Always"}]}},
+	                              "dead": {"ClusterId": "dead", "Match": {"Path": "/dead"}, "Transforms": [`+padTransforms+`]}},
 	                   "Clusters": {"c": {"Destinations": {"d1": {"Address": "`+b.URL+`"}}},
 	                                "dead": {"Destinations": {"d1": {"Address": "http://127.0.0.1:1/"}}}}}}`, nil)
 	if m.h1() {
@@ -128,8 +135,8 @@ func parityMinResponseDataRateSmallResponses(t *testing.T, m serverMode) {
 		const requests = 20000
 		e.pipelineUnread("GET /small?n=3072 HTTP/1.1\r\nHost: h\r\n\r\n", requests, requests*3072, 1)
 		// tether's own answers too: a dead destination's 502s (or 503s once
-		// it is found unhealthy), 3 KB each with the route's padding field.
-		e.pipelineUnread("GET /dead HTTP/1.1\r\nHost: h\r\n\r\n", requests, requests*3000, 2)
+		// it is found unhealthy), 24 KB each with the route's padding fields.
+		e.pipelineUnread("GET /dead HTTP/1.1\r\nHost: h\r\n\r\n", requests, requests*24000, 2)
 		return
 	}
 	h := e.h2Dial()
@@ -152,7 +159,7 @@ func parityMinResponseDataRateSmallResponses(t *testing.T, m serverMode) {
 func (e *modeEnv) pipelineUnread(req string, n, max int, want float64) {
 	t := e.t
 	t.Helper()
-	c := e.dial()
+	c := e.dialSmallWindow()
 	_ = c.SetDeadline(time.Now().Add(90 * time.Second))
 	go func() {
 		var batch []byte
@@ -165,8 +172,8 @@ func (e *modeEnv) pipelineUnread(req string, n, max int, want float64) {
 			}
 		}
 	}()
-	// The server fills the socket buffers (some megabytes) first: a minute
-	// for that under the race detector on a loaded machine.
+	// The server fills the socket buffers first (a small window keeps them
+	// small); a minute for that under the race detector on a loaded machine.
 	testutil.Eventually(t, 60*time.Second, "the client that does not read counted as too slow", func() bool {
 		return e.metric(tooSlowMetric, map[string]string{"direction": "response"}) >= want
 	})

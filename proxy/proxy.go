@@ -632,6 +632,16 @@ type respWriter struct {
 func (rw *respWriter) Header() http.Header { return rw.w.Header() }
 
 func (rw *respWriter) WriteHeader(code int) {
+	if rw.rate.on() {
+		// A server may send the head at once (the own HTTP/1.1 loop does
+		// when nothing written later can change it, and a head larger than
+		// its buffer reaches the socket here): watched as a write.
+		if rw.slow.Load() {
+			return
+		}
+		rw.beginWrite(0)
+		defer rw.wdue.Store(0)
+	}
 	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
 		rw.w.WriteHeader(code) // 1xx informational: not the final status
 		return

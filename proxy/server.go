@@ -17,6 +17,7 @@ import (
 
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/h1server"
+	"github.com/tether-proxy/tether/proxy/h2server"
 	"github.com/tether-proxy/tether/proxy/internal/sockio"
 )
 
@@ -53,11 +54,44 @@ func ParseHTTP1Server(s string) (HTTP1Server, error) {
 	return "", fmt.Errorf("http1 server %q is not own or stdlib", s)
 }
 
+// HTTP2Server names what serves HTTP/2 connections, h2 over TLS and h2c
+// (docs/OPERATIONS.md, "The HTTP/2 server").
+type HTTP2Server string
+
+const (
+	// HTTP2Own is tether's own HTTP/2 server (package h2server);
+	// experimental.
+	HTTP2Own HTTP2Server = "own"
+	// HTTP2Stdlib is net/http's HTTP/2 server. The default.
+	HTTP2Stdlib HTTP2Server = "stdlib"
+)
+
+// defaultHTTP2 serves HTTP/2 when no option says otherwise (a test run may
+// change it: h2mode_test.go).
+var defaultHTTP2 = HTTP2Stdlib
+
+// ParseHTTP2Server reads an --http2-server value; "" is the default.
+func ParseHTTP2Server(s string) (HTTP2Server, error) {
+	switch v := HTTP2Server(strings.ToLower(strings.TrimSpace(s))); v {
+	case "":
+		return HTTP2Stdlib, nil
+	case HTTP2Own, HTTP2Stdlib:
+		return v, nil
+	}
+	return "", fmt.Errorf("http2 server %q is not own or stdlib", s)
+}
+
 // ServerOption tunes a Server beyond its configuration file.
 type ServerOption func(*serverOptions)
 
 type serverOptions struct {
 	http1 HTTP1Server
+	http2 HTTP2Server
+}
+
+// WithHTTP2Server chooses what serves HTTP/2 (default HTTP2Stdlib).
+func WithHTTP2Server(v HTTP2Server) ServerOption {
+	return func(o *serverOptions) { o.http2 = v }
 }
 
 // WithHTTP1Server chooses what serves cleartext HTTP/1.1 (default
@@ -100,12 +134,15 @@ type Server struct {
 // NewServer prepares listeners for cfg.Listeners with cfg.Limits, serving h
 // (redirect listeners answer with their redirect instead).
 func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger, opts ...ServerOption) (*Server, error) {
-	so := serverOptions{http1: HTTP1Own}
+	so := serverOptions{http1: HTTP1Own, http2: defaultHTTP2}
 	for _, o := range opts {
 		o(&so)
 	}
 	if so.http1 != HTTP1Own && so.http1 != HTTP1Stdlib {
 		return nil, fmt.Errorf("http1 server %q is not own or stdlib", so.http1)
+	}
+	if so.http2 != HTTP2Own && so.http2 != HTTP2Stdlib {
+		return nil, fmt.Errorf("http2 server %q is not own or stdlib", so.http2)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -184,6 +221,11 @@ func NewServer(cfg *config.Config, h http.Handler, logger *slog.Logger, opts ...
 		}
 		if tc != nil {
 			srv.ConnState = firstBytesSeen
+		}
+		if so.http2 == HTTP2Own && (protocols.HTTP2() || protocols.UnencryptedHTTP2()) {
+			// srv's h2 and h2c connections go to the own server
+			// (TLSNextProto), whoever accepted them.
+			h2server.New(srv)
 		}
 		s.servers = append(s.servers, srv)
 		var h1 *h1server.Server

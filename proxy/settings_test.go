@@ -1,13 +1,18 @@
 package proxy
 
 import (
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
 
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/internal/sockio"
@@ -155,4 +160,75 @@ func queryReencodingChild(t *testing.T, want string) {
 			mu.Unlock()
 		}
 	})
+}
+
+// TestHTTP2ServerSetting: --http2-server chooses who serves HTTP/2 (stdlib,
+// the default, or own); any other value is refused with its name. Who
+// answers is seen on the wire: the own server's SETTINGS name a 16 KiB
+// largest frame, net/http's 1 MiB.
+func TestHTTP2ServerSetting(t *testing.T) {
+	cases := []struct {
+		desc      string
+		value     string
+		wantFrame uint32
+		wantErr   bool
+	}{
+		{desc: "default is net/http's server", value: "", wantFrame: 1 << 20},
+		{desc: "stdlib", value: "stdlib", wantFrame: 1 << 20},
+		{desc: "own", value: "own", wantFrame: 16 << 10},
+		{desc: "case and spaces do not matter", value: " Own ", wantFrame: 16 << 10},
+		{desc: "on is not a value", value: "on", wantErr: true},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			if c.value == "" && defaultHTTP2 != HTTP2Stdlib {
+				t.Skip("TETHER_TEST_HTTP2_SERVER changes the default")
+			}
+			v, err := ParseHTTP2Server(c.value)
+			if c.wantErr {
+				if err == nil || !strings.Contains(err.Error(), c.value) {
+					t.Fatalf("ParseHTTP2Server(%q) = %v, want an error naming the value", c.value, err)
+				}
+				if _, err := NewServer(&config.Config{}, http.NotFoundHandler(), nil, WithHTTP2Server(HTTP2Server(c.value))); err == nil {
+					t.Fatalf("NewServer took http2 server %q", c.value)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := config.Listener{Address: "127.0.0.1:0"}
+			l.Protocols = config.ProtocolsHttp2
+			cfg := &config.Config{Listeners: []config.Listener{l}}
+			s, err := NewServer(cfg, http.NotFoundHandler(), nil, WithHTTP2Server(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer s.Shutdown(context.Background())
+			conn, err := net.Dial("tcp", s.Addrs()[0].String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+				t.Fatal(err)
+			}
+			fr := http2.NewFramer(conn, conn)
+			f, err := fr.ReadFrame()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sf, ok := f.(*http2.SettingsFrame)
+			if !ok {
+				t.Fatalf("first frame %v, want SETTINGS", f)
+			}
+			if got, _ := sf.Value(http2.SettingMaxFrameSize); got != c.wantFrame {
+				t.Fatalf("SETTINGS_MAX_FRAME_SIZE = %d, want %d", got, c.wantFrame)
+			}
+		})
+	}
 }

@@ -119,7 +119,7 @@ func TestClientCommandsExplainThemselves(t *testing.T) {
 
 // TestAgentDefaultDataDirIsAbsolute: without --data-dir the state goes to
 // the user's state directory, whatever the working directory, as --help
-// and the README say.
+// and docs/CONFIGURATION.md say.
 func TestAgentDefaultDataDirIsAbsolute(t *testing.T) {
 	state, work := t.TempDir(), t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "tether.json")

@@ -1,7 +1,7 @@
-// Package config owns tether's configuration file (README.md,
-// "Configuration"): decoding JSON (with comments and trailing commas) or YAML
-// into the types of types.go, validating it with every problem reported at
-// its JSON path, and filling in the documented defaults.
+// Package config owns tether's configuration file (docs/CONFIGURATION.md,
+// "The configuration file"): decoding JSON (with comments and trailing
+// commas) or YAML into the types of types.go, validating it with every
+// problem reported at its JSON path, and filling in the documented defaults.
 //
 // Decoding follows .NET configuration rather than encoding/json, so a YARP
 // appsettings.json loads as it is: a UTF-8 BOM is skipped, keys match

@@ -120,10 +120,11 @@ func TestListenReplacesTheFilesListeners(t *testing.T) {
 	}
 }
 
-// TestREADMEExampleKeepsItsSecureCookie: the README's full example sets
-// SecurePolicy Always; no listener of it may serve routes over plain HTTP.
-func TestREADMEExampleKeepsItsSecureCookie(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestDocsExampleKeepsItsSecureCookie: the full example of
+// docs/CONFIGURATION.md sets SecurePolicy Always; no listener of it may serve
+// routes over plain HTTP.
+func TestDocsExampleKeepsItsSecureCookie(t *testing.T) {
+	readme, err := os.ReadFile("../../docs/CONFIGURATION.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,12 +136,12 @@ func TestREADMEExampleKeepsItsSecureCookie(t *testing.T) {
 		}
 	}
 	if example == "" {
-		t.Fatal("no README example with SecurePolicy Always")
+		t.Fatal("no docs/CONFIGURATION.md example with SecurePolicy Always")
 	}
 	_, warns, _ := ParseWith([]byte(example), "json", LoadOptions{LookupEnv: func(string) (string, bool) { return "", false }}) // its certificate files do not exist here
 	for _, w := range warns {
 		if strings.Contains(w, "SecurePolicy: Always") {
-			t.Fatalf("the README example: %s", w)
+			t.Fatalf("the docs/CONFIGURATION.md example: %s", w)
 		}
 	}
 }

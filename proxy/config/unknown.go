@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// Unknown keys (README.md, "Configuration"). A key that neither tether nor
+// Unknown keys (docs/CONFIGURATION.md, "The configuration file"). A key that neither tether nor
 // YARP nor ASP.NET defines is reported with its JSON path and the nearest
 // known key, as a warning (so a file YARP loads also loads here; YARP's
 // binder ignores such keys) or, with LoadOptions.Strict, as an error for CI.

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the WAF's collectors (named tether_waf_…, as README.md,
+// metrics are the WAF's collectors (named tether_waf_…, as docs/CONFIGURATION.md,
 // "Web application firewall", lists them).
 type metrics struct {
 	requests *prometheus.CounterVec

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -163,13 +162,11 @@ var drainSpec = porcupine.NondeterministicModel{
 	DescribeState: func(state any) string { return fmt.Sprint(state) },
 }
 
-// never is the return time of an operation of unknown outcome: it may take
-// effect at any moment after it was sent, or never.
-const never = math.MaxInt64 / 2
-
 // porcupineOps turns the history into one porcupine history per key and
 // per destination. Writes enter with their outcome (ok: known, info:
-// unknown, returning never; fail: left out, nothing happened); reads enter
+// unknown, returning infoHorizon after the client gave up: it may take
+// effect at any moment until then, or never; fail: left out, nothing
+// happened); reads enter
 // when they were answered by a node up and in the majority, sent readLag
 // earlier than they were (the follower's apply lag).
 func porcupineOps(h *History) (keys, drains map[string][]porcupine.Operation, clientKeys map[string]bool) {
@@ -200,7 +197,7 @@ func porcupineOps(h *History) (keys, drains map[string][]porcupine.Operation, cl
 		if o.Type == "ok" {
 			return o.End.UnixNano()
 		}
-		return never
+		return o.End.Add(infoHorizon).UnixNano()
 	}
 	for _, o := range h.Ops {
 		if o.Type == "fail" {
@@ -271,10 +268,7 @@ func describe(m porcupine.Model, ops []porcupine.Operation) string {
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Call < sorted[j].Call })
 	var b []string
 	for _, o := range sorted {
-		end := "never"
-		if o.Return != never {
-			end = time.Unix(0, o.Return).UTC().Format("15:04:05.000")
-		}
+		end := time.Unix(0, o.Return).UTC().Format("15:04:05.000")
 		b = append(b, fmt.Sprintf("c%d %s [%s..%s]", o.ClientId-1, m.DescribeOperation(o.Input, o.Output), time.Unix(0, o.Call).UTC().Format("15:04:05.000"), end))
 		if len(b) == 12 && len(sorted) > 12 {
 			b = append(b, fmt.Sprintf("... %d more", len(sorted)-12))
@@ -504,9 +498,11 @@ func checkRevocation(h *History) []Violation {
 }
 
 // infoHorizon: how long after its end a write of unknown outcome may still
-// take effect on the data path (an entry a cut-off leader held, committed
-// by the next leader once the fault heals). The linearizability check
-// assumes no such bound.
+// take effect (an entry a cut-off leader held, committed by the next
+// leader once the fault heals: every fault here heals within seconds, the
+// client gives up after 15 s). Without a bound, each such write stays
+// pending to the end of the history and porcupine's search on a long run
+// does not finish.
 const infoHorizon = 30 * time.Second
 
 // knownDrain says whether destination d was known drained (1), known

@@ -47,7 +47,8 @@ type workload struct {
 	// Operations TETHER_CHAOS_EXTRA (a comma-separated list; unset: both,
 	// empty: neither) adds:
 	// reuse-ids: now and then a drain or undrain goes with the request id
-	// of the client's previous write, another request (a client's retry
+	// of the client's previous write (the last one sent with a new id),
+	// another request (a client's retry
 	// logic gone wrong): it must be refused, or carried out as sent. When
 	// the previous write was the same request, the id is not reused: that
 	// is a true retry, answered with the first try's result (another
@@ -57,7 +58,7 @@ type workload struct {
 	// values stop opening; a replacement must be in place).
 	reuseIDs, revokeActive bool
 	lastID                 map[int]string
-	lastReq                map[int]string // method and path of the client's previous write
+	lastReq                map[int]string // the method and path lastID was first sent with
 }
 
 func newWorkload(c *cluster, h *History, mon *monitor) *workload {
@@ -311,8 +312,8 @@ func (w *workload) write(o Op, method, url string, reuse bool) answer {
 		id = prev
 	} else {
 		reuse = false
+		w.lastID[o.Client], w.lastReq[o.Client] = id, req // the request the id is bound to
 	}
-	w.lastID[o.Client], w.lastReq[o.Client] = id, req
 	w.mu.Unlock()
 	o.Start, o.Epoch = time.Now(), w.c.epoch(w.c.byID(o.Node))
 	a := w.adminDo(method, url, id, 0)
@@ -452,6 +453,11 @@ type monitor struct {
 
 	mu   sync.Mutex
 	last map[string]Sample
+	// led: since when each node's samples have named a leader without a
+	// gap (zero: its latest named none). A node between leaders, or cut
+	// off and campaigning, serves reads from a state that may be seconds
+	// old, which the read bound does not allow for.
+	led map[string]time.Time
 }
 
 type status struct {
@@ -463,6 +469,7 @@ type status struct {
 
 func (m *monitor) run(ctx context.Context) {
 	m.last = map[string]Sample{}
+	m.led = map[string]time.Time{}
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -489,6 +496,12 @@ func (m *monitor) run(ctx context.Context) {
 				smp := Sample{At: time.Now(), Node: p.id, Term: s.Term, State: s.RaftState, Leader: s.LeaderID}
 				m.mu.Lock()
 				m.last[p.id] = smp
+				switch {
+				case smp.Leader == "":
+					delete(m.led, p.id)
+				case m.led[p.id].IsZero():
+					m.led[p.id] = smp.At
+				}
 				m.mu.Unlock()
 				m.h.mu.Lock()
 				m.h.Status = append(m.h.Status, smp)
@@ -535,17 +548,18 @@ func (m *monitor) voters(leader string) {
 	m.h.mu.Unlock()
 }
 
-// clean: the node was live and stable from start to end, and its latest
-// status named a leader that was live and stable too.
+// clean: the node was live and stable from start to end, its statuses
+// named a leader without a gap from before start (one sampling interval)
+// to end, and its latest named a leader that was live and stable too.
 func (m *monitor) clean(id string, start, end time.Time) bool {
 	ok, since := m.c.live(id)
 	if !ok || since.After(start.Add(-stable)) {
 		return false
 	}
 	m.mu.Lock()
-	s := m.last[id]
+	s, led := m.last[id], m.led[id]
 	m.mu.Unlock()
-	if s.Leader == "" || end.Sub(s.At) > 2*time.Second {
+	if s.Leader == "" || end.Sub(s.At) > 2*time.Second || led.IsZero() || led.After(start.Add(-250*time.Millisecond)) {
 		return false
 	}
 	lok, lsince := m.c.live(s.Leader)

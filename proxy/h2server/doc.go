@@ -1,0 +1,28 @@
+// Package h2server is tether's own HTTP/2 server: it serves the HTTP/2
+// connections of an http.Server (ALPN h2 over TLS, and h2c with prior
+// knowledge) with that server's handler, in the place of net/http's bundled
+// HTTP/2 server.
+//
+// Framing and header compression are golang.org/x/net/http2's Framer and
+// hpack. The connection's one goroutine reads and acts on frames; each
+// stream's handler runs on its own goroutine and writes its frames itself,
+// under the connection's lock, into the connection's one write buffer, so a
+// response without a body larger than the buffer leaves in one write and
+// no frame goes through a scheduler or a channel. What it keeps, as
+// net/http's server keeps it:
+//
+//   - SETTINGS and their acknowledgement, PING, connection and stream flow
+//     control in both directions (a request body is read by the handler
+//     with backpressure: the window is given back as the handler reads);
+//   - stream states, MaxConcurrentStreams (a stream beyond it is refused
+//     with REFUSED_STREAM) and RST_STREAM in both directions;
+//   - the header list limit (a block over it gets 431; one far over it, or
+//     a CONTINUATION flood, fails the connection, as the Framer bounds it);
+//   - rapid reset: handlers run at most MaxConcurrentStreams at a time, the
+//     rest wait, and a client that makes more than four times that many
+//     wait gets GOAWAY ENHANCE_YOUR_CALM;
+//   - GOAWAY on shutdown, the streams in flight finishing first, and on the
+//     idle timeout;
+//   - trailers both ways, 1xx responses, Expect: 100-continue, and
+//     http.ResponseController's Flush, SetReadDeadline and SetWriteDeadline.
+package h2server

@@ -1,0 +1,1181 @@
+package h2server
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+const (
+	defaultMaxStreams = 250 // net/http's
+	// The windows this server grants: net/http's defaults.
+	connWindow   = 1 << 20
+	streamWindow = 1 << 20
+	// initialPeerWindow is the protocol's initial window, before SETTINGS.
+	initialPeerWindow = 65535
+	prefaceTimeout    = 10 * time.Second
+	maxFrameSize      = 16 << 10
+	// writeBufSize bounds what the connection's write buffer holds before
+	// it writes; a response body is sent in DATA frames of at most this.
+	writeBufSize = 16 << 10
+	// respBufSize is what a response buffers before it sends its headers.
+	respBufSize = 8 << 10
+)
+
+var clientPreface = []byte(http2.ClientPreface)
+
+// Server serves the HTTP/2 connections of one http.Server.
+type Server struct {
+	srv        *http.Server
+	maxStreams uint32
+	maxHeader  uint32
+	idle       time.Duration
+
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	shutdown bool
+}
+
+// New makes s the HTTP/2 server of srv: it takes srv's h2 and h2c
+// connections (srv.TLSNextProto) and its shutdown (a GOAWAY on every
+// connection, RegisterOnShutdown). MaxConcurrentStreams is srv.HTTP2's, else
+// net/http's default; the header list limit is srv.MaxHeaderBytes as
+// net/http's HTTP/2 server counts it.
+func New(srv *http.Server) *Server {
+	s := &Server{srv: srv, maxStreams: defaultMaxStreams, idle: srv.IdleTimeout, conns: map[*conn]struct{}{}}
+	if srv.HTTP2 != nil && srv.HTTP2.MaxConcurrentStreams > 0 {
+		s.maxStreams = uint32(srv.HTTP2.MaxConcurrentStreams)
+	}
+	n := srv.MaxHeaderBytes
+	if n <= 0 {
+		n = http.DefaultMaxHeaderBytes
+	}
+	s.maxHeader = uint32(n + 10*32) // as net/http's HTTP/2 server pads it
+	if s.idle <= 0 {
+		s.idle = srv.ReadTimeout
+	}
+	if srv.TLSNextProto == nil {
+		srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+	}
+	srv.TLSNextProto["h2"] = func(hs *http.Server, c *tls.Conn, _ http.Handler) {
+		st := c.ConnectionState()
+		s.serveConn(c, c, &st, false)
+	}
+	srv.TLSNextProto["unencrypted_http2"] = func(hs *http.Server, c *tls.Conn, _ http.Handler) {
+		u, ok := c.NetConn().(interface{ UnencryptedNetConn() net.Conn })
+		if !ok {
+			_ = c.Close()
+			return
+		}
+		nc := u.UnencryptedNetConn()
+		s.serveConn(nc, nc, nil, true) // net/http read the preface
+	}
+	srv.RegisterOnShutdown(s.goAwayAll)
+	return s
+}
+
+// ServeConn serves one HTTP/2 connection whose client preface is still to
+// be read; tlsState is its TLS state (nil for h2c). It returns when the
+// connection is closed and its handlers have returned.
+func (s *Server) ServeConn(nc net.Conn, tlsState *tls.ConnectionState) {
+	s.serveConn(nc, nc, tlsState, false)
+}
+
+func (s *Server) goAwayAll() {
+	s.mu.Lock()
+	s.shutdown = true
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.goAway(http2.ErrCodeNo)
+	}
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.srv.ErrorLog != nil {
+		s.srv.ErrorLog.Printf(format, args...)
+	}
+}
+
+// conn is one client connection.
+type conn struct {
+	s        *Server
+	nc       net.Conn
+	hookConn net.Conn // what the http.Server's ConnState hook is given
+	tlsState *tls.ConnectionState
+	handler  http.Handler
+	ctx      context.Context
+	cancel   context.CancelFunc
+	remote   string
+	br       *bufio.Reader
+	fr       *http2.Framer
+
+	// Everything below is guarded by mu; the frame writes too.
+	mu sync.Mutex
+	// out holds the frames written and not yet sent; one goroutine at a
+	// time (writing) sends it, outside mu, and sends as well what others
+	// add meanwhile, so the frames of streams finishing together leave in
+	// one write.
+	out     []byte
+	spare   []byte
+	writing bool
+	// writeBound: a stream\'s write deadline passed during a socket
+	// write, which was given a second more (SetWriteDeadline).
+	writeBound  bool
+	outRoom     sync.Cond // waits for out to fall under outLimit
+	henc        *hpack.Encoder
+	hbuf        []byte // encodeBuf's bytes
+	streams     map[uint32]*stream
+	maxClientID uint32
+	sendWindow  int64 // the client's window for this connection
+	recvUnsent  int   // connection window consumed, not yet given back
+	peerWindow  int32 // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	peerFrame   uint32
+	running     int // handlers running
+	queued      []*stream
+	goingAway   bool
+	closed      bool
+	writeErr    error
+	idleArmed   bool
+	handlers    sync.WaitGroup
+	headerKey   map[string]string // canonical request field names, this connection's
+}
+
+type encodeBuf struct{ c *conn }
+
+func (e encodeBuf) Write(p []byte) (int, error) {
+	e.c.hbuf = append(e.c.hbuf, p...)
+	return len(p), nil
+}
+
+func (s *Server) serveConn(nc, hookConn net.Conn, tlsState *tls.ConnectionState, prefaceRead bool) {
+	c := &conn{s: s, nc: nc, hookConn: hookConn, tlsState: tlsState, handler: s.srv.Handler,
+		streams: map[uint32]*stream{}, sendWindow: initialPeerWindow, peerWindow: initialPeerWindow, peerFrame: maxFrameSize}
+	if c.handler == nil {
+		c.handler = http.DefaultServeMux
+	}
+	c.remote = nc.RemoteAddr().String()
+	base := context.WithValue(context.Background(), http.ServerContextKey, s.srv)
+	base = context.WithValue(base, http.LocalAddrContextKey, nc.LocalAddr())
+	c.ctx, c.cancel = context.WithCancel(base)
+	c.br = bufio.NewReaderSize(nc, 4<<10) // larger frames are read past it
+	c.outRoom.L = &c.mu
+	c.fr = http2.NewFramer(outBuf{c}, c.br)
+	c.fr.SetReuseFrames()
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.fr.MaxHeaderListSize = s.maxHeader
+	c.fr.SetMaxReadFrameSize(maxFrameSize)
+	c.henc = hpack.NewEncoder(encodeBuf{c})
+
+	s.mu.Lock()
+	if s.shutdown {
+		s.mu.Unlock()
+		_ = nc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+
+	c.mu.Lock()
+	_ = c.fr.WriteSettings(
+		http2.Setting{ID: http2.SettingMaxFrameSize, Val: maxFrameSize},
+		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: s.maxStreams},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: s.maxHeader},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: streamWindow},
+	)
+	_ = c.fr.WriteWindowUpdate(0, connWindow-initialPeerWindow)
+	c.flushLocked()
+	c.mu.Unlock()
+
+	if !prefaceRead {
+		// The header timeout bounds the wait for the preface, as the
+		// listener bounds it for net/http's server.
+		wait := prefaceTimeout
+		if d := s.srv.ReadHeaderTimeout; d > 0 {
+			wait = d
+		}
+		_ = nc.SetReadDeadline(time.Now().Add(wait))
+		var buf [len(http2.ClientPreface)]byte
+		if _, err := io.ReadFull(c.br, buf[:]); err != nil || string(buf[:]) != http2.ClientPreface {
+			c.close()
+			return
+		}
+		_ = nc.SetReadDeadline(time.Time{})
+	}
+	if h := s.srv.ConnState; h != nil {
+		h(hookConn, http.StateActive)
+	}
+	c.serve()
+}
+
+// serve is the connection's read loop.
+func (c *conn) serve() {
+	defer c.close()
+	for {
+		if c.br.Buffered() == 0 {
+			c.mu.Lock()
+			c.flushAsyncLocked()
+			c.armIdleLocked()
+			closed, done := c.closed, c.goingAway && len(c.streams) == 0
+			c.mu.Unlock()
+			if closed {
+				return
+			}
+			if done {
+				c.drain()
+				return
+			}
+		}
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			var se http2.StreamError
+			var ce http2.ConnectionError
+			switch {
+			case errors.As(err, &se):
+				c.mu.Lock()
+				c.resetLocked(se.StreamID, se.Code)
+				c.mu.Unlock()
+				continue
+			case errors.As(err, &ce):
+				c.fail(http2.ErrCode(ce))
+				c.drain()
+			case errors.Is(err, http2.ErrFrameTooLarge):
+				c.fail(http2.ErrCodeFrameSize)
+				c.drain()
+			case isTimeout(err):
+				c.mu.Lock()
+				idle, goingAway := len(c.streams) == 0, c.goingAway
+				c.mu.Unlock()
+				switch {
+				case goingAway:
+					c.drain()
+				case idle:
+					c.goAway(http2.ErrCodeNo)
+					c.drain()
+				}
+			}
+			return
+		}
+		if code, ok := c.process(f); !ok {
+			c.fail(code)
+			c.drain()
+			return
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// armIdleLocked bounds the wait for the next frame by the idle timeout
+// while no stream is open, and lifts the bound while one is.
+func (c *conn) armIdleLocked() {
+	if c.s.idle <= 0 {
+		return
+	}
+	if len(c.streams) == 0 {
+		c.idleArmed = true
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.idle))
+	} else if c.idleArmed {
+		c.idleArmed = false
+		_ = c.nc.SetReadDeadline(time.Time{})
+	}
+}
+
+// fail ends the connection with a GOAWAY carrying code.
+func (c *conn) fail(code http2.ErrCode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.goingAway = true
+		_ = c.fr.WriteGoAway(c.maxClientID, code, nil)
+		c.flushLocked()
+	}
+}
+
+// drain ends the connection after a GOAWAY: what is buffered is sent, the
+// write side closed, and what the client still sends read and dropped, for
+// a second at most. Closing with unread bytes would reset the connection,
+// and the client could lose the GOAWAY and the last responses.
+func (c *conn) drain() {
+	c.mu.Lock()
+	c.sentLocked()
+	c.mu.Unlock()
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.Copy(io.Discard, io.LimitReader(c.br, 1<<20))
+}
+
+// goAway starts a graceful close: no new stream is taken, those in flight
+// finish; an idle connection is drained and closed at once.
+func (c *conn) goAway(code http2.ErrCode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.goingAway || c.closed {
+		return
+	}
+	c.goingAway = true
+	_ = c.fr.WriteGoAway(c.maxClientID, code, nil)
+	c.flushLocked()
+	if len(c.streams) == 0 {
+		_ = c.nc.SetReadDeadline(time.Now()) // the read loop drains and closes
+	}
+}
+
+// close ends the connection: every stream's handler is cancelled and
+// woken, and close returns when they have returned.
+func (c *conn) close() {
+	c.mu.Lock()
+	c.closed = true
+	if c.writeErr == nil {
+		c.writeErr = net.ErrClosed
+	}
+	c.outRoom.Broadcast()
+	for _, st := range c.streams {
+		st.closeLocked(errClientGone)
+	}
+	c.queued = nil
+	c.mu.Unlock()
+	c.cancel()
+	_ = c.nc.Close()
+	c.handlers.Wait()
+}
+
+var errClientGone = errors.New("h2server: client disconnected")
+
+type outBuf struct{ c *conn }
+
+func (o outBuf) Write(p []byte) (int, error) { o.c.out = append(o.c.out, p...); return len(p), nil }
+
+// outLimit bounds out: a writer past it waits for the socket. A buffer
+// larger than keepOut is not kept for the next write.
+const (
+	outLimit = 64 << 10
+	keepOut  = 32 << 10
+)
+
+// flushLocked sends what out holds, unless another goroutine is sending,
+// which then sends it too. It lets go of mu while it writes: what a caller
+// saw before may have changed when it returns.
+func (c *conn) flushLocked() {
+	if c.writing {
+		return
+	}
+	for len(c.out) > 0 {
+		if c.writeErr != nil {
+			c.out = c.out[:0]
+			return
+		}
+		buf := c.out
+		c.out, c.spare = c.spare[:0], nil
+		c.writing = true
+		c.mu.Unlock()
+		_, err := c.nc.Write(buf)
+		c.mu.Lock()
+		c.writing = false
+		if c.writeBound {
+			c.writeBound = false
+			_ = c.nc.SetWriteDeadline(time.Time{})
+		}
+		if c.spare == nil && cap(buf) <= keepOut {
+			c.spare = buf[:0]
+		}
+		if err != nil && c.writeErr == nil {
+			c.writeErr = err
+			_ = c.nc.Close()
+		}
+		c.outRoom.Broadcast()
+	}
+}
+
+// flushAsyncLocked has out sent by a goroutine of its own: the read loop
+// never waits for the socket, so a client that reads only once its own
+// writes are through is still read from.
+func (c *conn) flushAsyncLocked() {
+	if c.writing || len(c.out) == 0 {
+		return
+	}
+	c.writing = true
+	c.handlers.Add(1)
+	go func() {
+		defer c.handlers.Done()
+		c.mu.Lock()
+		c.writing = false
+		c.flushLocked()
+		c.outRoom.Broadcast()
+		c.mu.Unlock()
+	}()
+}
+
+// sentLocked waits until everything written so far has been sent (or the
+// connection has failed).
+func (c *conn) sentLocked() {
+	for (c.writing || len(c.out) > 0) && c.writeErr == nil {
+		if c.writing {
+			c.outRoom.Wait()
+		} else {
+			c.flushLocked()
+		}
+	}
+}
+
+// waitRoomLocked waits while out is full.
+func (c *conn) waitRoomLocked() {
+	for len(c.out) >= outLimit && c.writeErr == nil {
+		if c.writing {
+			c.outRoom.Wait()
+		} else {
+			c.flushLocked()
+		}
+	}
+}
+
+// process acts on one frame; false with the connection error's code.
+func (c *conn) process(f http2.Frame) (http2.ErrCode, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch f := f.(type) {
+	case *http2.SettingsFrame:
+		if f.IsAck() {
+			return 0, true
+		}
+		code := http2.ErrCode(0)
+		err := f.ForeachSetting(func(s http2.Setting) error {
+			if err := s.Valid(); err != nil {
+				if ce, ok := err.(http2.ConnectionError); ok {
+					code = http2.ErrCode(ce)
+				} else {
+					code = http2.ErrCodeProtocol
+				}
+				return err
+			}
+			switch s.ID {
+			case http2.SettingInitialWindowSize:
+				delta := int64(s.Val) - int64(c.peerWindow)
+				for _, st := range c.streams {
+					st.sendWindow += delta
+					if st.sendWindow > 1<<31-1 {
+						code = http2.ErrCodeFlowControl
+						return errors.New("window overflow")
+					}
+				}
+				c.peerWindow = int32(s.Val)
+			case http2.SettingMaxFrameSize:
+				c.peerFrame = s.Val
+			case http2.SettingHeaderTableSize:
+				c.henc.SetMaxDynamicTableSize(s.Val)
+			}
+			return nil
+		})
+		if err != nil {
+			return code, false
+		}
+		_ = c.fr.WriteSettingsAck()
+		c.wakeWritersLocked()
+	case *http2.PingFrame:
+		if f.StreamID != 0 {
+			return http2.ErrCodeProtocol, false
+		}
+		if !f.IsAck() {
+			_ = c.fr.WritePing(true, f.Data)
+		}
+	case *http2.WindowUpdateFrame:
+		if f.StreamID == 0 {
+			c.sendWindow += int64(f.Increment)
+			if c.sendWindow > 1<<31-1 {
+				return http2.ErrCodeFlowControl, false
+			}
+			c.wakeWritersLocked()
+			return 0, true
+		}
+		st := c.streams[f.StreamID]
+		if st == nil {
+			if f.StreamID > c.maxClientID {
+				return http2.ErrCodeProtocol, false
+			}
+			return 0, true
+		}
+		st.sendWindow += int64(f.Increment)
+		if st.sendWindow > 1<<31-1 {
+			c.resetLocked(f.StreamID, http2.ErrCodeFlowControl)
+			return 0, true
+		}
+		st.wake.Broadcast()
+	case *http2.RSTStreamFrame:
+		if f.StreamID > c.maxClientID {
+			return http2.ErrCodeProtocol, false
+		}
+		if st := c.streams[f.StreamID]; st != nil {
+			st.closeLocked(fmt.Errorf("h2server: stream reset by the client (%v)", f.ErrCode))
+		}
+	case *http2.GoAwayFrame:
+		c.goingAway = true
+	case *http2.PriorityFrame:
+		if f.StreamDep == f.StreamID {
+			c.resetLocked(f.StreamID, http2.ErrCodeProtocol)
+		}
+	case *http2.PushPromiseFrame:
+		return http2.ErrCodeProtocol, false
+	case *http2.MetaHeadersFrame:
+		return c.headersLocked(f)
+	case *http2.DataFrame:
+		return c.dataLocked(f)
+	}
+	return 0, true
+}
+
+// resetLocked sends RST_STREAM for id and forgets the stream.
+func (c *conn) resetLocked(id uint32, code http2.ErrCode) {
+	_ = c.fr.WriteRSTStream(id, code)
+	if st := c.streams[id]; st != nil {
+		st.closeLocked(fmt.Errorf("h2server: stream reset (%v)", code))
+	}
+}
+
+func (c *conn) wakeWritersLocked() {
+	for _, st := range c.streams {
+		st.wake.Broadcast()
+	}
+}
+
+// giveBackLocked returns n bytes of connection window to the client; the
+// update is batched until a quarter of the window is due.
+func (c *conn) giveBackLocked(n int) {
+	c.recvUnsent += n
+	if c.recvUnsent >= connWindow/4 {
+		_ = c.fr.WriteWindowUpdate(0, uint32(c.recvUnsent))
+		c.recvUnsent = 0
+	}
+}
+
+func (c *conn) dataLocked(f *http2.DataFrame) (http2.ErrCode, bool) {
+	n := int(f.Length)
+	st := c.streams[f.StreamID]
+	if st == nil || st.remoteDone {
+		if st == nil && f.StreamID > c.maxClientID {
+			return http2.ErrCodeProtocol, false
+		}
+		c.giveBackLocked(n)
+		c.resetLocked(f.StreamID, http2.ErrCodeStreamClosed)
+		return 0, true
+	}
+	if n > st.recvWindow {
+		c.giveBackLocked(n)
+		c.resetLocked(st.id, http2.ErrCodeFlowControl)
+		return 0, true
+	}
+	data := f.Data()
+	st.recvWindow -= n
+	if pad := n - len(data); pad > 0 {
+		c.giveBackLocked(pad)
+		st.giveBackLocked(pad)
+	}
+	st.received += int64(len(data))
+	if st.declared >= 0 && st.received > st.declared {
+		c.giveBackLocked(len(data))
+		c.resetLocked(st.id, http2.ErrCodeProtocol)
+		return 0, true
+	}
+	if st.bodyClosed || st.err != nil {
+		c.giveBackLocked(len(data))
+	} else if len(data) > 0 {
+		st.buf = append(st.buf, data...)
+		st.wake.Broadcast()
+	}
+	if f.StreamEnded() {
+		if st.declared >= 0 && st.received != st.declared {
+			c.resetLocked(st.id, http2.ErrCodeProtocol)
+			return 0, true
+		}
+		st.endRemoteLocked()
+	}
+	return 0, true
+}
+
+func (c *conn) headersLocked(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
+	id := f.StreamID
+	if id%2 == 0 {
+		return http2.ErrCodeProtocol, false
+	}
+	if st := c.streams[id]; st != nil {
+		// Trailers.
+		if st.remoteDone {
+			c.resetLocked(id, http2.ErrCodeStreamClosed)
+			return 0, true
+		}
+		if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
+			c.resetLocked(id, http2.ErrCodeProtocol)
+			return 0, true
+		}
+		if st.req.Trailer == nil {
+			st.req.Trailer = http.Header{}
+		}
+		for _, hf := range f.RegularFields() {
+			k := c.canonical(hf.Name)
+			if !httpguts.ValidTrailerHeader(k) {
+				c.resetLocked(id, http2.ErrCodeProtocol)
+				return 0, true
+			}
+			st.req.Trailer[k] = append(st.req.Trailer[k], hf.Value)
+		}
+		if st.declared >= 0 && st.received != st.declared {
+			c.resetLocked(id, http2.ErrCodeProtocol)
+			return 0, true
+		}
+		st.endRemoteLocked()
+		return 0, true
+	}
+	if id <= c.maxClientID {
+		return http2.ErrCodeProtocol, false
+	}
+	c.maxClientID = id
+	if c.goingAway {
+		return 0, true // after our GOAWAY: not taken
+	}
+	if f.HasPriority() && f.Priority.StreamDep == id {
+		_ = c.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
+		return 0, true
+	}
+	if uint32(len(c.streams)) >= c.s.maxStreams {
+		_ = c.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
+		return 0, true
+	}
+	st := &stream{c: c, id: id, recvWindow: streamWindow, sendWindow: int64(c.peerWindow), declared: -1}
+	st.wake.L = &c.mu
+	st.remoteDone = f.StreamEnded()
+	req, status, ok := c.newRequest(st, f)
+	if !ok {
+		_ = c.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
+		return 0, true
+	}
+	c.streams[id] = st
+	st.req = req
+	st.ctx, st.cancel = context.WithCancel(c.ctx)
+	st.req = req.WithContext(st.ctx)
+	st.rwv = responseWriter{st: st, refuse: status, refuseMsg: st.refuseMsg}
+	st.rw = &st.rwv
+	if c.running < int(c.s.maxStreams) {
+		c.startLocked(st)
+		return 0, true
+	}
+	if len(c.queued) > 4*int(c.s.maxStreams) {
+		return http2.ErrCodeEnhanceYourCalm, false // rapid reset
+	}
+	c.queued = append(c.queued, st)
+	return 0, true
+}
+
+func (c *conn) startLocked(st *stream) {
+	c.running++
+	c.handlers.Add(1)
+	go st.run()
+}
+
+// handlerDoneLocked starts queued handlers whose streams are still open.
+func (c *conn) handlerDoneLocked() {
+	c.running--
+	for len(c.queued) > 0 && c.running < int(c.s.maxStreams) {
+		st := c.queued[0]
+		c.queued[0] = nil
+		c.queued = c.queued[1:]
+		if st.closed {
+			continue
+		}
+		c.startLocked(st)
+	}
+}
+
+// canonical is a request field name in http.Header's form.
+func (c *conn) canonical(name string) string {
+	if k, ok := commonCanonical[name]; ok {
+		return k
+	}
+	if k, ok := c.headerKey[name]; ok {
+		return k
+	}
+	k := http.CanonicalHeaderKey(name)
+	if c.headerKey == nil {
+		c.headerKey = map[string]string{}
+	}
+	if len(c.headerKey) < 64 {
+		c.headerKey[name] = k
+	}
+	return k
+}
+
+var connectionSpecific = map[string]bool{
+	"connection": true, "keep-alive": true, "proxy-connection": true, "transfer-encoding": true, "upgrade": true,
+}
+
+// newRequest builds a stream's request; false for a malformed one (the
+// stream is reset). status is non-zero when the request is answered
+// without its handler (431: the header list is over the limit).
+func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request, int, bool) {
+	method := f.PseudoValue("method")
+	path := f.PseudoValue("path")
+	scheme := f.PseudoValue("scheme")
+	authority := f.PseudoValue("authority")
+	if method == "" || f.PseudoValue("protocol") != "" {
+		return nil, 0, false
+	}
+	if method == http.MethodConnect {
+		if path != "" || scheme != "" || authority == "" {
+			return nil, 0, false
+		}
+	} else if path == "" || scheme == "" {
+		return nil, 0, false
+	}
+	regular := f.RegularFields()
+	hdr := make(http.Header, len(regular))
+	// One backing array for the values; a repeated field gets its own.
+	vals := make([]string, len(regular))
+	var cookies []string
+	for i, hf := range regular {
+		if hf.Name == "cookie" {
+			cookies = append(cookies, hf.Value)
+			continue
+		}
+		k := c.canonical(hf.Name)
+		if vv, ok := hdr[k]; ok {
+			hdr[k] = append(vv[:len(vv):len(vv)], hf.Value)
+			continue
+		}
+		vals[i] = hf.Value
+		hdr[k] = vals[i : i+1 : i+1]
+	}
+	if len(cookies) > 0 {
+		hdr["Cookie"] = []string{strings.Join(cookies, "; ")}
+	}
+	status := 0
+	if f.Truncated {
+		status = http.StatusRequestHeaderFieldsTooLarge
+	} else if err := checkFields(hdr); err != nil {
+		status, st.refuseMsg = http.StatusBadRequest, err.Error()
+	}
+	req := &http.Request{
+		Method:     method,
+		Proto:      "HTTP/2.0",
+		ProtoMajor: 2,
+		Header:     hdr,
+		RemoteAddr: c.remote,
+		TLS:        c.tlsState,
+		RequestURI: path,
+		Host:       authority,
+	}
+	if req.Host == "" {
+		req.Host = hdr.Get("Host")
+	}
+	var err error
+	if method == http.MethodConnect {
+		req.URL = &url.URL{Host: authority}
+		req.RequestURI = authority
+	} else if req.URL, err = url.ParseRequestURI(path); err != nil {
+		return nil, 0, false
+	}
+	if vv := hdr["Content-Length"]; len(vv) > 0 {
+		if len(vv) > 1 {
+			return nil, 0, false
+		}
+		n, err := strconv.ParseUint(vv[0], 10, 63)
+		if err != nil {
+			return nil, 0, false
+		}
+		st.declared = int64(n)
+	}
+	for _, v := range hdr["Trailer"] {
+		for _, k := range strings.Split(v, ",") {
+			k = http.CanonicalHeaderKey(textTrim(k))
+			if k != "" && httpguts.ValidTrailerHeader(k) {
+				if req.Trailer == nil {
+					req.Trailer = http.Header{}
+				}
+				req.Trailer[k] = nil
+			}
+		}
+	}
+	if st.remoteDone {
+		if st.declared > 0 {
+			return nil, 0, false
+		}
+		req.Body = http.NoBody
+		req.ContentLength = 0
+	} else {
+		st.bodyv = body{st: st}
+		req.Body = &st.bodyv
+		req.ContentLength = -1
+		if st.declared >= 0 {
+			req.ContentLength = st.declared
+		}
+	}
+	return req, status, true
+}
+
+// checkFields refuses what net/http's HTTP/2 server answers 400 to:
+// connection-specific fields, and TE other than "trailers".
+func checkFields(h http.Header) error {
+	for _, k := range [...]string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade"} {
+		if _, ok := h[k]; ok {
+			return fmt.Errorf("request header %q is not valid in HTTP/2", k)
+		}
+	}
+	if te := h["Te"]; len(te) > 0 && (len(te) > 1 || te[0] != "trailers" && te[0] != "") {
+		return errors.New(`request header "TE" may only be "trailers" in HTTP/2`)
+	}
+	return nil
+}
+
+func textTrim(s string) string { return strings.Trim(s, " \t") }
+
+// stream is one request and its response. Its fields are guarded by the
+// connection's mu.
+type stream struct {
+	c      *conn
+	id     uint32
+	req    *http.Request
+	rw     *responseWriter
+	ctx    context.Context
+	cancel context.CancelFunc
+	wake   sync.Cond // a body reader or a writer waiting
+
+	sendWindow int64
+	recvWindow int
+	recvUnsent int
+	declared   int64 // Content-Length, -1 if none
+	received   int64
+
+	buf        []byte // request body received, not read
+	remoteDone bool   // END_STREAM received
+	bodyClosed bool   // the handler closed the body
+	err        error  // reset or connection gone
+	closed     bool   // forgotten by the connection
+	localDone  bool   // END_STREAM sent
+
+	refuseMsg string
+	rwv       responseWriter
+	bodyv     body
+	// vals back the fields the server adds to a response (Date,
+	// Content-Length, Content-Type).
+	vals [3]string
+
+	readTimer, writeTimer *time.Timer
+	readPast, writePast   bool
+}
+
+// giveBackLocked returns n bytes of stream window, batched.
+func (st *stream) giveBackLocked(n int) {
+	st.recvUnsent += n
+	st.recvWindow += n
+	if st.remoteDone {
+		st.recvUnsent = 0
+		return
+	}
+	if st.recvUnsent >= streamWindow/4 || len(st.buf) == 0 && st.recvUnsent >= 16<<10 {
+		_ = st.c.fr.WriteWindowUpdate(st.id, uint32(st.recvUnsent))
+		st.recvUnsent = 0
+	}
+}
+
+func (st *stream) endRemoteLocked() {
+	st.remoteDone = true
+	st.wake.Broadcast()
+	if st.localDone {
+		st.forgetLocked()
+	}
+}
+
+// closeLocked ends the stream with err: its reader and writer are woken
+// and its context cancelled.
+func (st *stream) closeLocked(err error) {
+	if st.err == nil {
+		st.err = err
+	}
+	if n := len(st.buf); n > 0 {
+		st.c.giveBackLocked(n)
+		st.buf = st.buf[:0]
+	}
+	st.wake.Broadcast()
+	if st.cancel != nil {
+		st.cancel()
+	}
+	st.forgetLocked()
+}
+
+func (st *stream) forgetLocked() {
+	if st.closed {
+		return
+	}
+	st.closed = true
+	delete(st.c.streams, st.id)
+	if len(st.c.streams) == 0 && st.c.goingAway && !st.c.closed {
+		// The last stream after GOAWAY: the read loop ends the connection.
+		st.c.flushLocked()
+		_ = st.c.nc.SetReadDeadline(time.Now())
+	} else if len(st.c.streams) == 0 && st.c.s.idle > 0 {
+		st.c.idleArmed = true
+		_ = st.c.nc.SetReadDeadline(time.Now().Add(st.c.s.idle))
+	}
+}
+
+// run is the stream's handler goroutine.
+func (st *stream) run() {
+	c := st.c
+	defer c.handlers.Done()
+	rw := st.rw
+	defer func() {
+		if e := recover(); e != nil {
+			if e != http.ErrAbortHandler {
+				buf := make([]byte, 64<<10)
+				buf = buf[:runtime.Stack(buf, false)]
+				c.s.logf("http2: panic serving %v: %v\n%s", c.remote, e, buf)
+			}
+			c.mu.Lock()
+			if !st.closed {
+				c.resetLocked(st.id, http2.ErrCodeInternal)
+			}
+			c.flushLocked()
+			c.handlerDoneLocked()
+			c.mu.Unlock()
+			st.stopTimers()
+			st.cancel()
+			return
+		}
+	}()
+	switch rw.refuse {
+	case 0:
+		c.handler.ServeHTTP(rw, st.req)
+	case http.StatusRequestHeaderFieldsTooLarge:
+		rw.WriteHeader(rw.refuse)
+		_, _ = io.WriteString(rw, "<h1>HTTP Error 431</h1><p>Request Header Field(s) Too Large</p>")
+	default:
+		http.Error(rw, rw.refuseMsg, rw.refuse)
+	}
+	rw.finish()
+	st.stopTimers()
+	st.cancel()
+}
+
+func (st *stream) stopTimers() {
+	c := st.c
+	c.mu.Lock()
+	if st.readTimer != nil {
+		st.readTimer.Stop()
+	}
+	if st.writeTimer != nil {
+		st.writeTimer.Stop()
+	}
+	c.mu.Unlock()
+}
+
+// body is a request body: what the stream's DATA frames carried, read with
+// backpressure.
+type body struct {
+	st         *stream
+	sawEOF     bool
+	sentContin bool
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	st := b.st
+	c := st.c
+	if b.sawEOF {
+		return 0, io.EOF
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !b.sentContin {
+		b.sentContin = true
+		if st.err == nil && !st.remoteDone && len(st.buf) == 0 && st.rw != nil && !st.rw.sentHeader &&
+			strings.EqualFold(st.req.Header.Get("Expect"), "100-continue") {
+			c.writeHeadersLocked(st, 100, nil, false)
+			c.flushLocked()
+		}
+	}
+	for len(st.buf) == 0 {
+		switch {
+		case st.bodyClosed:
+			return 0, http.ErrBodyReadAfterClose
+		case st.readPast:
+			return 0, os.ErrDeadlineExceeded
+		case st.remoteDone:
+			b.sawEOF = true
+			return 0, io.EOF
+		case st.err != nil:
+			return 0, st.err
+		}
+		if len(c.out) > 0 && !c.writing {
+			c.flushLocked() // window updates due; mu was let go: look again
+			continue
+		}
+		st.wake.Wait()
+	}
+	n := copy(p, st.buf)
+	st.buf = st.buf[:copy(st.buf, st.buf[n:])]
+	c.giveBackLocked(n)
+	st.giveBackLocked(n)
+	if len(st.buf) == 0 {
+		c.flushLocked()
+	}
+	return n, nil
+}
+
+func (b *body) Close() error {
+	st := b.st
+	c := st.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !st.bodyClosed {
+		st.bodyClosed = true
+		if n := len(st.buf); n > 0 {
+			c.giveBackLocked(n)
+			st.buf = st.buf[:0]
+		}
+		st.wake.Broadcast()
+	}
+	return nil
+}
+
+// writeHeadersLocked encodes and writes a HEADERS frame (and
+// CONTINUATION frames) with :status and h's fields; trailers (status 0)
+// carry h's fields only.
+func (c *conn) writeHeadersLocked(st *stream, status int, h http.Header, end bool) {
+	c.hbuf = c.hbuf[:0]
+	if status != 0 {
+		_ = c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: statusText(status)})
+	}
+	for k, vv := range h {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			if status != 0 {
+				continue
+			}
+			k = k[len(http.TrailerPrefix):]
+		}
+		if !httpguts.ValidHeaderFieldName(k) {
+			continue
+		}
+		lk := lower(k)
+		if connectionSpecific[lk] {
+			continue
+		}
+		if lk == "te" {
+			continue
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				continue
+			}
+			_ = c.henc.WriteField(hpack.HeaderField{Name: lk, Value: v})
+		}
+	}
+	if end {
+		st.localDone = true
+	}
+	block := c.hbuf
+	first := true
+	for first || len(block) > 0 {
+		n := min(len(block), int(c.peerFrame))
+		frag := block[:n]
+		block = block[n:]
+		if first {
+			_ = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: st.id, BlockFragment: frag, EndStream: end, EndHeaders: len(block) == 0})
+			first = false
+		} else {
+			_ = c.fr.WriteContinuation(st.id, len(block) == 0, frag)
+		}
+	}
+}
+
+var statusCodes [600]string
+
+func statusText(code int) string {
+	if code >= 100 && code < len(statusCodes) {
+		if s := statusCodes[code]; s != "" {
+			return s
+		}
+	}
+	return strconv.Itoa(code)
+}
+
+func init() {
+	for i := 100; i < len(statusCodes); i++ {
+		statusCodes[i] = strconv.Itoa(i)
+	}
+}
+
+// writeDataLocked sends p on st within the flow-control windows, waiting
+// for window as it must; end sets END_STREAM on the last frame.
+func (c *conn) writeDataLocked(st *stream, p []byte, end bool) error {
+	for {
+		if st.err != nil {
+			return st.err
+		}
+		if st.writePast {
+			return os.ErrDeadlineExceeded
+		}
+		if c.writeErr != nil {
+			return c.writeErr
+		}
+		if len(p) == 0 {
+			if end {
+				st.localDone = true
+				_ = c.fr.WriteData(st.id, true, nil)
+			}
+			return nil
+		}
+		n := int64(len(p))
+		n = min(n, st.sendWindow, c.sendWindow, int64(c.peerFrame), writeBufSize)
+		if n <= 0 {
+			if len(c.out) > 0 && !c.writing {
+				c.flushLocked() // mu was let go: look again
+				continue
+			}
+			st.wake.Wait()
+			continue
+		}
+		if len(c.out) >= outLimit {
+			c.waitRoomLocked()
+			continue
+		}
+		last := end && n == int64(len(p))
+		if last {
+			st.localDone = true
+		}
+		if err := c.fr.WriteData(st.id, last, p[:n]); err != nil {
+			c.writeErr = err
+			return err
+		}
+		st.sendWindow -= n
+		c.sendWindow -= n
+		p = p[n:]
+		if last {
+			return nil
+		}
+	}
+}
