@@ -11,6 +11,5 @@
 // endpoint (Handlers), the wrappers that make a read wait for the index a
 // client asks for and send a write to the leader, the token and the host
 // names it answers to (Config). The routes, JSON shapes, status codes and
-// headers are the admin API's contract, described in README.md, "Admin API
-// and client commands".
+// headers are the admin API's contract, described in docs/API.md.
 package admin
