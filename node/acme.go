@@ -306,10 +306,10 @@ func (n *Node) acmeEvents(seen map[string]AcmeStatus, quiet bool) {
 		}
 		switch {
 		case !s.LastSuccess.IsZero() && (!had || !s.LastSuccess.Equal(old.LastSuccess)):
-			n.ev.bus.publish(EventAcme, s.LastSuccess, map[string]any{"domains": s.Domains, "result": "obtained",
+			n.ev.bus.Publish(EventAcme, s.LastSuccess, map[string]any{"domains": s.Domains, "result": "obtained",
 				"not_after": s.NotAfter, "renew_at": s.RenewAt, "by": s.ObtainedBy})
 		case s.Failures > 0 && (!had || s.Failures != old.Failures):
-			n.ev.bus.publish(EventAcme, s.LastAttempt, map[string]any{"domains": s.Domains, "result": "failed",
+			n.ev.bus.Publish(EventAcme, s.LastAttempt, map[string]any{"domains": s.Domains, "result": "failed",
 				"failures": s.Failures, "error": s.LastError, "next_attempt": s.NextAttempt})
 		}
 	}

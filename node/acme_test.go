@@ -152,7 +152,7 @@ func TestAcmeFailedOrderKeepsTheCertificateAndShowsInStatusMetricsAndEvents(t *t
 		return !ok
 	})
 	testutil.Eventually(t, 10*time.Second, "an acme event on the page's stream", func() bool {
-		for _, e := range n.ev.bus.recent() {
+		for _, e := range n.ev.bus.Recent() {
 			if e.Type == EventAcme && e.Data["result"] == "failed" {
 				return true
 			}

@@ -3,12 +3,11 @@ package node
 import (
 	"cmp"
 	"context"
-	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tether-proxy/tether/keyring"
+	adminapi "github.com/tether-proxy/tether/node/admin"
 	"github.com/tether-proxy/tether/store"
 )
 
@@ -55,91 +55,55 @@ func isLoopback(a net.Addr) bool {
 }
 
 func (n *Node) adminHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", n.handleReady)
-	// The cluster page (ui.go) holds no data: it is served without the
-	// token and asks for it.
-	mux.Handle("GET /ui/", uiHandler())
-	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
-	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
-
-	authed := http.NewServeMux()
-	authed.Handle("GET /metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
-	authed.HandleFunc("GET /v1/status", n.atIndex(n.handleStatus))
-	authed.HandleFunc("GET /v1/members", n.atIndex(n.handleMembers))
-	authed.HandleFunc("GET /v1/events", n.handleEvents)
-	authed.HandleFunc("POST /v1/join", n.sameSite(n.handleJoin))
-	authed.HandleFunc("POST /v1/leave", n.sameSite(n.handleLeave))
-	authed.HandleFunc("DELETE /v1/members/{id}", n.sameSite(n.onLeader(n.handleRemove)))
-	authed.HandleFunc("GET /v1/keyring", n.atIndex(n.handleKeyringList))
-	authed.HandleFunc("POST /v1/keyring/rotate", n.sameSite(n.onLeader(n.handleKeyringRotate)))
-	authed.HandleFunc("POST /v1/keyring/{id}/revoke", n.sameSite(n.onLeader(n.handleKeyringRevoke)))
-	authed.HandleFunc("GET /v1/secrets", n.atIndex(n.handleSecretsList))
-	authed.HandleFunc("POST /v1/secrets/install", n.sameSite(n.handleSecret(store.SecretInstall)))
-	authed.HandleFunc("POST /v1/secrets/use", n.sameSite(n.handleSecret(store.SecretUse)))
-	authed.HandleFunc("POST /v1/secrets/remove", n.sameSite(n.handleSecret(store.SecretRemove)))
-	authed.HandleFunc("GET /v1/snapshot", n.handleSnapshotSave)
-	authed.HandleFunc("POST /v1/snapshot/restore", n.sameSite(n.onLeader(n.handleSnapshotRestore)))
-	authed.HandleFunc("GET /v1/clusters", n.atIndex(n.handleClusters))
-	authed.HandleFunc("GET /v1/clusters/{cluster}/destinations", n.atIndex(n.handleDestinations))
-	authed.HandleFunc("POST /v1/clusters/{cluster}/destinations/{id}/drain", n.sameSite(n.onLeader(n.handleDrain(true))))
-	authed.HandleFunc("DELETE /v1/clusters/{cluster}/destinations/{id}/drain", n.sameSite(n.onLeader(n.handleDrain(false))))
-	authed.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
-	})
-	mux.Handle("/", n.requireToken(authed))
-	return mux
-}
-
-// requireToken enforces the bearer token when one is configured. Without
-// one, reads get the writes' Host/Origin rule (sameSite): a web page must
-// not read members, keys or metrics through a DNS name rebound to the admin
-// address (README.md, "Admin API and client commands").
-func (n *Node) requireToken(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(n.token) == 0 {
-			if err := n.checkSameSite(r); err != nil {
-				writeError(w, http.StatusForbidden, err.Error())
-				return
-			}
+	names := []string{n.cfg.NodeID}
+	if hn, err := os.Hostname(); err == nil {
+		names = append(names, hn)
+	}
+	if adv := n.cfg.Advertise; adv != "" {
+		if h, _, err := net.SplitHostPort(adv); err == nil {
+			adv = h
 		}
-		if len(n.token) > 0 {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), n.token) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="tether"`)
-				writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
-				return
-			}
-		}
-		h.ServeHTTP(w, r)
+		names = append(names, adv)
+	}
+	return adminapi.Handler(adminapi.Config{Token: n.token, Names: names, AtIndex: n.atIndex, OnLeader: n.onLeader}, adminapi.Handlers{
+		Ready:           n.handleReady,
+		Metrics:         promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}),
+		Status:          n.handleStatus,
+		Members:         n.handleMembers,
+		Events:          n.handleEvents,
+		Join:            n.handleJoin,
+		Leave:           n.handleLeave,
+		Remove:          n.handleRemove,
+		KeyringList:     n.handleKeyringList,
+		KeyringRotate:   n.handleKeyringRotate,
+		KeyringRevoke:   n.handleKeyringRevoke,
+		SecretsList:     n.handleSecretsList,
+		SecretInstall:   n.handleSecret(store.SecretInstall),
+		SecretUse:       n.handleSecret(store.SecretUse),
+		SecretRemove:    n.handleSecret(store.SecretRemove),
+		SnapshotSave:    n.handleSnapshotSave,
+		SnapshotRestore: n.handleSnapshotRestore,
+		Clusters:        n.handleClusters,
+		Destinations:    n.handleDestinations,
+		Drain:           n.handleDrain(true),
+		Undrain:         n.handleDrain(false),
 	})
 }
 
 func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
-	if why := n.gate.reason(); why != "" {
-		writeError(w, http.StatusServiceUnavailable, "proxy listeners closed until this node is in the cluster and holds the active key: "+why)
-		return
-	}
-	if id, _ := n.store.Leader(); id == "" {
-		writeError(w, http.StatusServiceUnavailable, "no Raft leader known yet")
-		return
-	}
-	if n.ring.ActiveKeyID(time.Now()) == "" {
-		writeError(w, http.StatusServiceUnavailable, "no active key yet")
+	if why := n.NotReady(); why != "" {
+		adminapi.WriteError(w, http.StatusServiceUnavailable, why)
 		return
 	}
 	if idx, need := n.store.Stopped(); idx != 0 { // its state falls behind the cluster's
-		writeError(w, http.StatusServiceUnavailable, need)
+		adminapi.WriteError(w, http.StatusServiceUnavailable, need)
 		return
 	}
 	body := map[string]any{"status": "ready"}
 	if warn := n.storeWarnings(); len(warn) > 0 {
 		body["warnings"] = warn
 	}
-	writeJSON(w, http.StatusOK, body)
+	adminapi.WriteJSON(w, http.StatusOK, body)
 }
 
 // readWaitMax bounds how long a read waits for this node to apply the
@@ -162,7 +126,7 @@ func (n *Node) atIndex(h http.HandlerFunc) http.HandlerFunc {
 			}
 			i, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
 			if err != nil {
-				writeError(w, http.StatusBadRequest, fmt.Sprintf("index %q: want a Raft index (a non-negative integer, as X-Tether-Index answers)", v))
+				adminapi.WriteError(w, http.StatusBadRequest, fmt.Sprintf("index %q: want a Raft index (a non-negative integer, as X-Tether-Index answers)", v))
 				return
 			}
 			want = max(want, i)
@@ -176,7 +140,7 @@ func (n *Node) atIndex(h http.HandlerFunc) http.HandlerFunc {
 				applied := n.store.AppliedIndex()
 				setIndex(w, applied)
 				w.Header().Set("Retry-After", "1")
-				writeJSON(w, http.StatusServiceUnavailable, map[string]any{
+				adminapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{
 					"error":         fmt.Sprintf("this node has applied up to index %d, not index %d asked for (waited up to %s): read from another node, or retry: %v", applied, want, wait, err),
 					"applied_index": applied,
 					"index":         want,
@@ -199,7 +163,7 @@ func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
 	leader, _ := n.store.Leader()
 	// The term is read before the state (elements evaluate in order): a
 	// node seen as Leader led in that term or a later one.
-	writeJSON(w, http.StatusOK, map[string]any{
+	adminapi.WriteJSON(w, http.StatusOK, map[string]any{
 		"node_id":        n.cfg.NodeID,
 		"version":        Version,
 		"uptime_seconds": int64(time.Since(n.started).Seconds()),
@@ -225,7 +189,7 @@ func (n *Node) handleKeyringList(w http.ResponseWriter, r *http.Request) {
 		setIndex(w, index)
 		mds, active = n.ring.List(now), n.ring.ActiveKeyID(now)
 	})
-	writeJSON(w, http.StatusOK, map[string]any{"active_key_id": active, "keys": n.keyViewsOf(mds, now)})
+	adminapi.WriteJSON(w, http.StatusOK, map[string]any{"active_key_id": active, "keys": n.keyViewsOf(mds, now)})
 }
 
 func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
@@ -249,7 +213,7 @@ func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	setCommitted(w, index)
-	writeJSON(w, http.StatusOK, map[string]any{"id": md.ID, "state": md.State})
+	adminapi.WriteJSON(w, http.StatusOK, map[string]any{"id": md.ID, "state": md.State})
 }
 
 func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
@@ -263,7 +227,7 @@ func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
 	res, err := n.revoke(r.Context(), at, id, requestID(r), requestBinding(r))
 	if err != nil {
 		if errors.Is(err, keyring.ErrUnknownKey) {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("no key with id %q", id))
+			adminapi.WriteError(w, http.StatusNotFound, fmt.Sprintf("no key with id %q", id))
 			return
 		}
 		n.writeApplyError(w, "key revocation", err)
@@ -278,12 +242,12 @@ func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
 	if len(res.passedOver) > 0 {
 		body["passed_over"] = res.passedOver
 	}
-	writeJSON(w, http.StatusOK, body)
+	adminapi.WriteJSON(w, http.StatusOK, body)
 }
 
 func (n *Node) handleClusters(w http.ResponseWriter, r *http.Request) {
 	setIndex(w, n.store.AppliedIndex())
-	writeJSON(w, http.StatusOK, map[string]any{"clusters": n.proxy.ClusterIDs()})
+	adminapi.WriteJSON(w, http.StatusOK, map[string]any{"clusters": n.proxy.ClusterIDs()})
 }
 
 type destHealth struct {
@@ -325,7 +289,7 @@ func (n *Node) handleDestinations(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("cluster")
 	c := n.proxy.Cluster(id)
 	if c == nil {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no cluster %q", id))
+		adminapi.WriteError(w, http.StatusNotFound, fmt.Sprintf("no cluster %q", id))
 		return
 	}
 	now := time.Now()
@@ -385,7 +349,7 @@ func (n *Node) handleDestinations(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, v)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"cluster": id, "destinations": out, "affinity": affinityView(affinity[id])})
+	adminapi.WriteJSON(w, http.StatusOK, map[string]any{"cluster": id, "destinations": out, "affinity": affinityView(affinity[id])})
 }
 
 // drainState is a drain's state at now: "draining" until its deadline,
@@ -409,7 +373,7 @@ func (n *Node) handleDrain(on bool) http.HandlerFunc {
 		clusterID, id := r.PathValue("cluster"), r.PathValue("id")
 		timeout, err := n.proxy.DrainTimeout(clusterID, id)
 		if err != nil {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("no destination %q in cluster %q", id, clusterID))
+			adminapi.WriteError(w, http.StatusNotFound, fmt.Sprintf("no destination %q in cluster %q", id, clusterID))
 			return
 		}
 		body := map[string]any{"cluster": clusterID, "id": id, "draining": on}
@@ -451,18 +415,6 @@ func (n *Node) handleDrain(on bool) http.HandlerFunc {
 			n.log.Info("drain changed", "cluster", clusterID, "destination", id, "draining", on, "applied_by", applied)
 		}
 		setCommitted(w, c.Index)
-		writeJSON(w, http.StatusOK, body)
+		adminapi.WriteJSON(w, http.StatusOK, body)
 	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]string{"error": msg})
 }

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +20,8 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/node/apiclient"
+	demobackend "github.com/tether-proxy/tether/node/demo/backend"
 	"github.com/tether-proxy/tether/proxy/upstream"
 	"github.com/tether-proxy/tether/test/testutil"
 )
@@ -82,7 +83,7 @@ func newTestCluster(t *testing.T, backends int) *testCluster {
 	dir := t.TempDir()
 	dests := []string{}
 	for i := 1; i <= backends; i++ {
-		b := httptest.NewServer(DemoBackend(fmt.Sprintf("b%d", i)))
+		b := httptest.NewServer(demobackend.Handler(fmt.Sprintf("b%d", i)))
 		t.Cleanup(b.Close)
 		dests = append(dests, fmt.Sprintf(`"d%d": { "Address": "%s/" }`, i, b.URL))
 	}
@@ -260,20 +261,31 @@ func (tc *testCluster) waitIdentical() {
 // admin calls a node's admin API.
 func admin(t *testing.T, n *Node, method, path string, body any) (int, map[string]any) {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
+	resp := adminSend(t, n, method, path, nil, body)
+	return resp.StatusCode, jsonMap(resp)
+}
+
+// adminSend calls a node's admin API through the API client with extra
+// headers, failing the test when the node does not answer.
+func adminSend(t *testing.T, n *Node, method, path string, hdr map[string]string, body any) *apiclient.Response {
+	t.Helper()
+	h := http.Header{}
+	for k, v := range hdr {
+		h.Set(k, v)
 	}
-	req, _ := http.NewRequest(method, "http://"+n.AdminAddr().String()+path, rd)
-	resp, err := http.DefaultClient.Do(req)
+	c := apiclient.Client{Base: n.AdminAddr().String(), HTTP: http.DefaultClient}
+	resp, err := c.Send(context.Background(), method, path, body, h)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	return resp
+}
+
+// jsonMap is an answer's JSON object (nil when it is not one).
+func jsonMap(resp *apiclient.Response) map[string]any {
 	var m map[string]any
-	json.NewDecoder(resp.Body).Decode(&m)
-	return resp.StatusCode, m
+	json.Unmarshal(resp.Body, &m)
+	return m
 }
 
 // adminWrite is admin for a write, retried while the answer is a 503 (an

@@ -8,12 +8,13 @@
 // accepting, let in-flight requests finish within the shutdown timeout),
 // reload watcher, admin API, data path, keyring.
 //
-// The admin API (admin.go) serves what README.md, "Admin API and client
-// commands", lists: /healthz, /readyz, /metrics,
-// /v1/status, the keyring endpoints and destination drain, and GET /v1/events
-// (events.go): a watcher compares the node's view (leader, members, keys,
-// drains, health) after every change and publishes the differences to a
-// bus that replays its recent events and never waits for a slow reader.
+// The admin API's routes, guards and page live in package node/admin; the
+// node hands it the endpoints' handlers (admin.go builds it): /readyz,
+// /metrics, /v1/status, the keyring endpoints and destination drain, and
+// GET /v1/events (events.go): a watcher compares the node's view (leader, members, keys,
+// drains, health) after every change and publishes the differences to the
+// admin package's bus, which replays its recent events and never waits for
+// a slow reader.
 //
 // readiness.go: a node started to join with no state binds its proxy
 // listeners without accepting until it is in the Raft configuration and
@@ -34,6 +35,8 @@
 // Acme blocks with mholt/acmez, keeping the account, certificates and
 // pending challenges in the replicated ACME state; every node serves them
 // (acmeView, the proxy's AcmeSource) and reports their status.
-// Package cmd only
-// wires flags into Config and calls Start and Shutdown.
+// Package cmd only wires flags into Config and calls Start and Shutdown;
+// the demo (node/demo) and the admin API client (node/apiclient) are
+// packages of their own. node/DESIGN.md draws the packages and the
+// leader's rules.
 package node

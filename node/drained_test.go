@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	demobackend "github.com/tether-proxy/tether/node/demo/backend"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // A drain past its deadline reads as drained, since the deadline, on the
 // API and in the events, until it is undone.
 func TestDrainPastItsDeadlineReadsAsDrained(t *testing.T) {
-	backend := httptest.NewServer(DemoBackend("b"))
+	backend := httptest.NewServer(demobackend.Handler("b"))
 	t.Cleanup(backend.Close)
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "tether.json")

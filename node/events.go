@@ -1,18 +1,14 @@
 package node
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	adminapi "github.com/tether-proxy/tether/node/admin"
 	"github.com/tether-proxy/tether/proxy/upstream"
 )
 
@@ -39,12 +35,6 @@ const (
 )
 
 const (
-	// eventRing is how many recent events a new subscriber is replayed.
-	eventRing = 256
-	// subscriberBuffer is how many events a subscriber may fall behind
-	// before it is cut off (it reconnects with Last-Event-ID and is
-	// replayed what it missed): a slow reader never stalls the node.
-	subscriberBuffer = 64
 	// watchInterval is the backstop of the change watcher: most changes
 	// wake it at once; leader changes and time-driven key states are seen
 	// within it.
@@ -53,146 +43,15 @@ const (
 	statsInterval = 2 * time.Second
 	// staleSample: an earlier traffic sample older than this gives no rate.
 	staleSample = 10 * time.Second
-	// sseHeartbeat keeps idle streams alive through proxies and lets the
-	// server notice a reader that went away.
-	sseHeartbeat = 15 * time.Second
-	// sseRetry is the reconnection delay the stream suggests (ms).
-	sseRetry = 2000
 )
 
-// Event is one server-sent event.
-type Event struct {
-	// ID is "<boot>-<seq>": boot tells a restarted node's ids from the
-	// previous process's, so a stale Last-Event-ID replays everything.
-	ID   string         `json:"id,omitempty"`
-	Type string         `json:"type"`
-	Time time.Time      `json:"time"`
-	Node string         `json:"node"`
-	Data map[string]any `json:"data,omitempty"`
-
-	seq uint64
-}
-
-// eventBus fans events out to subscribers without ever blocking the
-// publisher, and keeps the last eventRing for replay.
-type eventBus struct {
-	node string
-	boot string
-
-	mu   sync.Mutex
-	seq  uint64
-	ring []Event // oldest first, at most eventRing
-	subs map[*subscriber]struct{}
-}
-
-type subscriber struct {
-	ch chan Event
-	// closed is set (under the bus lock) when the bus cut the subscriber
-	// off or it unsubscribed; ch is closed then.
-	closed bool
-}
-
-func newEventBus(node string) *eventBus {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return &eventBus{node: node, boot: hex.EncodeToString(b), subs: map[*subscriber]struct{}{}}
-}
-
-// publish records an event and hands it to every subscriber; a subscriber
-// whose buffer is full is cut off (its channel closed) instead of waited
-// for.
-func (b *eventBus) publish(typ string, at time.Time, data map[string]any) Event {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.seq++
-	e := Event{ID: b.boot + "-" + strconv.FormatUint(b.seq, 10), Type: typ, Time: at.UTC(), Node: b.node, Data: data, seq: b.seq}
-	if len(b.ring) == eventRing {
-		copy(b.ring, b.ring[1:])
-		b.ring = b.ring[:eventRing-1]
-	}
-	b.ring = append(b.ring, e)
-	for s := range b.subs {
-		select {
-		case s.ch <- e:
-		default:
-			b.dropLocked(s)
-		}
-	}
-	return e
-}
-
-// sample hands a transient event (stats) to subscribers with room for it;
-// it is not kept, and a full subscriber just misses it.
-func (b *eventBus) sample(typ string, at time.Time, data map[string]any) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	e := Event{Type: typ, Time: at.UTC(), Node: b.node, Data: data}
-	for s := range b.subs {
-		select {
-		case s.ch <- e:
-		default:
-		}
-	}
-}
-
-// subscribe registers a subscriber and returns, atomically with it, the
-// recorded events after lastID (all of them when lastID is empty, from
-// another process, or older than the ring: gap is then true when lastID
-// was given, so the reader knows it missed events and must reload).
-func (b *eventBus) subscribe(lastID string) (s *subscriber, replay []Event, gap bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s = &subscriber{ch: make(chan Event, subscriberBuffer)}
-	b.subs[s] = struct{}{}
-	from := uint64(0)
-	if lastID != "" {
-		gap = true
-		if boot, seq, ok := strings.Cut(lastID, "-"); ok && boot == b.boot {
-			if n, err := strconv.ParseUint(seq, 10, 64); err == nil && n <= b.seq {
-				from = n
-				// No gap when the event after lastID is still in the ring.
-				gap = len(b.ring) > 0 && b.ring[0].seq > n+1
-			}
-		}
-	}
-	for _, e := range b.ring {
-		if e.seq > from {
-			replay = append(replay, e)
-		}
-	}
-	return s, replay, gap
-}
-
-func (b *eventBus) unsubscribe(s *subscriber) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.dropLocked(s)
-}
-
-func (b *eventBus) dropLocked(s *subscriber) {
-	if !s.closed {
-		s.closed = true
-		close(s.ch)
-		delete(b.subs, s)
-	}
-}
-
-func (b *eventBus) subscribers() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.subs)
-}
-
-// recent is a copy of the recorded events (tests, dumps).
-func (b *eventBus) recent() []Event {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]Event(nil), b.ring...)
-}
+// Event is one server-sent event of GET /v1/events (package admin keeps
+// the bus and serves the stream).
+type Event = adminapi.Event
 
 // eventState is the node's share of the event machinery.
 type eventState struct {
-	bus  *eventBus
+	bus  *adminapi.Bus
 	wake chan struct{}
 	// traffic turns counters into rates between samples.
 	traffic trafficRates
@@ -253,9 +112,9 @@ func (n *Node) watchEvents(stop <-chan struct{}) {
 		// Stats only for a reader: a sample gathers the whole metrics
 		// registry, which with 10,000 destinations is a burst of CPU that
 		// showed in the data path's p99 every 2 s.
-		if now := time.Now(); now.Sub(lastStats) >= statsInterval && n.ev.bus.subscribers() > 0 {
+		if now := time.Now(); now.Sub(lastStats) >= statsInterval && n.ev.bus.Subscribers() > 0 {
 			lastStats = now
-			n.ev.bus.sample(EventStats, now, n.trafficSample(now))
+			n.ev.bus.Sample(EventStats, now, n.trafficSample(now))
 		}
 	}
 }
@@ -318,22 +177,22 @@ func observeHealth(p clusterSource, prev *observed) (health map[string][2]string
 func (n *Node) emitDiff(a, b observed, now time.Time) {
 	bus := n.ev.bus
 	if a.leader != b.leader {
-		bus.publish(EventLeader, now, map[string]any{"leader": b.leader, "previous": a.leader})
+		bus.Publish(EventLeader, now, map[string]any{"leader": b.leader, "previous": a.leader})
 	}
 	for _, id := range unionKeys(a.members, b.members) {
 		was, had := a.members[id]
 		is, has := b.members[id]
 		switch {
 		case !had:
-			bus.publish(EventMember, now, map[string]any{"id": id, "change": "joined", "state": is.State, "raft": is.Raft, "address": is.Address, "version": is.Version})
+			bus.Publish(EventMember, now, map[string]any{"id": id, "change": "joined", "state": is.State, "raft": is.Raft, "address": is.Address, "version": is.Version})
 		case !has:
-			bus.publish(EventMember, now, map[string]any{"id": id, "change": "removed", "state": "removed", "previous": was.State})
+			bus.Publish(EventMember, now, map[string]any{"id": id, "change": "removed", "state": "removed", "previous": was.State})
 		case was.State != is.State:
-			bus.publish(EventMember, now, map[string]any{"id": id, "change": "state", "state": is.State, "previous": was.State, "raft": is.Raft})
+			bus.Publish(EventMember, now, map[string]any{"id": id, "change": "state", "state": is.State, "previous": was.State, "raft": is.Raft})
 		case was.Raft != is.Raft:
-			bus.publish(EventMember, now, map[string]any{"id": id, "change": "raft", "state": is.State, "raft": is.Raft, "previous_raft": was.Raft})
+			bus.Publish(EventMember, now, map[string]any{"id": id, "change": "raft", "state": is.State, "raft": is.Raft, "previous_raft": was.Raft})
 		case was.Version != is.Version || was.Address != is.Address:
-			bus.publish(EventMember, now, map[string]any{"id": id, "change": "updated", "state": is.State, "version": is.Version, "address": is.Address})
+			bus.Publish(EventMember, now, map[string]any{"id": id, "change": "updated", "state": is.State, "version": is.Version, "address": is.Address})
 		}
 	}
 	for _, id := range unionKeys(a.keys, b.keys) {
@@ -341,9 +200,9 @@ func (n *Node) emitDiff(a, b observed, now time.Time) {
 		is, has := b.keys[id]
 		switch {
 		case !has:
-			bus.publish(EventKey, now, map[string]any{"id": id, "state": "pruned", "previous": was})
+			bus.Publish(EventKey, now, map[string]any{"id": id, "state": "pruned", "previous": was})
 		case !had || was != is:
-			bus.publish(EventKey, now, map[string]any{"id": id, "state": is, "previous": was})
+			bus.Publish(EventKey, now, map[string]any{"id": id, "state": is, "previous": was})
 		}
 	}
 	for _, k := range unionKeys(a.drains, b.drains) {
@@ -353,11 +212,11 @@ func (n *Node) emitDiff(a, b observed, now time.Time) {
 		changed := has && (!had || !was.deadline.Equal(is.deadline) || was.drained != is.drained)
 		switch {
 		case changed && is.drained:
-			bus.publish(EventDrain, now, map[string]any{"cluster": cid, "destination": did, "draining": false, "state": "drained", "since": is.deadline.UTC()})
+			bus.Publish(EventDrain, now, map[string]any{"cluster": cid, "destination": did, "draining": false, "state": "drained", "since": is.deadline.UTC()})
 		case changed:
-			bus.publish(EventDrain, now, map[string]any{"cluster": cid, "destination": did, "draining": true, "state": "draining", "deadline": is.deadline.UTC()})
+			bus.Publish(EventDrain, now, map[string]any{"cluster": cid, "destination": did, "draining": true, "state": "draining", "deadline": is.deadline.UTC()})
 		case had && !has:
-			bus.publish(EventDrain, now, map[string]any{"cluster": cid, "destination": did, "draining": false, "state": "undrained"})
+			bus.Publish(EventDrain, now, map[string]any{"cluster": cid, "destination": did, "draining": false, "state": "undrained"})
 		}
 	}
 	if b.healthReused {
@@ -375,7 +234,7 @@ func (n *Node) emitDiff(a, b observed, now time.Time) {
 		cid, did, _ := strings.Cut(k, "/")
 		for i, view := range []string{"local", "cluster"} {
 			if was[i] != is[i] {
-				bus.publish(EventHealth, now, map[string]any{"cluster": cid, "destination": did, "view": view, "state": is[i], "previous": was[i]})
+				bus.Publish(EventHealth, now, map[string]any{"cluster": cid, "destination": did, "view": view, "state": is[i], "previous": was[i]})
 			}
 		}
 	}
@@ -527,97 +386,17 @@ func roundRate(r float64) float64 { return float64(int64(r*10+0.5)) / 10 }
 // events, starting with a hello, then the recorded events after the
 // Last-Event-ID header (all of them without one), then live ones.
 func (n *Node) handleEvents(w http.ResponseWriter, r *http.Request) {
-	rc := http.NewResponseController(w)
-	// Streams outlive any write timeout the server may have.
-	_ = rc.SetWriteDeadline(time.Time{})
-	s, replay, gap := n.ev.bus.subscribe(r.Header.Get("Last-Event-ID"))
-	defer n.ev.bus.unsubscribe(s)
-
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
-	w.WriteHeader(http.StatusOK)
-	leader, _ := n.store.Leader()
-	hello := Event{Type: EventHello, Time: time.Now().UTC(), Node: n.cfg.NodeID, Data: map[string]any{
-		"version":    Version,
-		"boot":       n.ev.bus.boot,
-		"started":    n.started.UTC(),
-		"admin":      n.advertisedAdmin(),
-		"leader":     leader,
-		"raft_state": n.store.State(),
-		"replayed":   len(replay),
-		"gap":        gap,
-	}}
-	if _, err := fmt.Fprintf(w, "retry: %d\n\n", sseRetry); err != nil {
-		return
-	}
-	if writeEvent(w, hello) != nil {
-		return
-	}
-	for _, e := range replay {
-		if writeEvent(w, e) != nil {
-			return
-		}
-	}
-	if rc.Flush() != nil {
-		return
-	}
-	beat := time.NewTicker(sseHeartbeat)
-	defer beat.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-n.stop:
-			return // the node stops: the reader reconnects to its successor
-		case <-beat.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
-				return
-			}
-		case e, ok := <-s.ch:
-			if !ok {
-				return // too slow: cut off; it reconnects with Last-Event-ID
-			}
-			if writeEvent(w, e) != nil {
-				return
-			}
-			// Send what else is queued in the same flush.
-			for drained := false; !drained; {
-				select {
-				case e, ok := <-s.ch:
-					if !ok {
-						_ = rc.Flush()
-						return
-					}
-					if writeEvent(w, e) != nil {
-						return
-					}
-				default:
-					drained = true
-				}
-			}
-		}
-		if rc.Flush() != nil {
-			return
-		}
-	}
-}
-
-// writeEvent writes one event in the text/event-stream framing: the JSON
-// never holds a raw newline, so it is one data line.
-func writeEvent(w http.ResponseWriter, e Event) error {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
-	var sb strings.Builder
-	if e.ID != "" {
-		sb.WriteString("id: " + e.ID + "\n")
-	}
-	sb.WriteString("event: " + e.Type + "\ndata: ")
-	sb.Write(b)
-	sb.WriteString("\n\n")
-	_, err = fmt.Fprint(w, sb.String())
-	return err
+	n.ev.bus.Serve(w, r, n.stop, func(replayed int, gap bool) Event {
+		leader, _ := n.store.Leader()
+		return Event{Type: EventHello, Time: time.Now().UTC(), Node: n.cfg.NodeID, Data: map[string]any{
+			"version":    Version,
+			"boot":       n.ev.bus.Boot(),
+			"started":    n.started.UTC(),
+			"admin":      n.advertisedAdmin(),
+			"leader":     leader,
+			"raft_state": n.store.State(),
+			"replayed":   replayed,
+			"gap":        gap,
+		}}
+	})
 }

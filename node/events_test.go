@@ -17,104 +17,10 @@ import (
 	"testing"
 	"time"
 
+	adminapi "github.com/tether-proxy/tether/node/admin"
 	"github.com/tether-proxy/tether/proxy/upstream"
 	"github.com/tether-proxy/tether/test/testutil"
 )
-
-func TestEventBusReplaysTheRingAfterLastEventID(t *testing.T) {
-	b := newEventBus("n1")
-	var ids []string
-	for i := 1; i <= eventRing+44; i++ {
-		ids = append(ids, b.publish(EventKey, time.Now(), map[string]any{"i": i}).ID)
-	}
-	cases := []struct {
-		name      string
-		lastID    string
-		wantFirst int // the "i" of the first replayed event
-		wantLen   int
-		wantGap   bool
-	}{
-		{"no Last-Event-ID: the whole ring", "", 45, eventRing, false},
-		{"an id inside the ring: what came after", ids[eventRing+40-1], eventRing + 41, 4, false},
-		{"the newest id: nothing", ids[len(ids)-1], 0, 0, false},
-		{"the event just before the ring's first: no gap", ids[43], 45, eventRing, false},
-		{"an id older than the ring: everything, with a gap", ids[10], 45, eventRing, true},
-		{"an id of a previous process: everything, with a gap", "0123456789ab-300", 45, eventRing, true},
-		{"garbage: everything, with a gap", "garbage", 45, eventRing, true},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			s, replay, gap := b.subscribe(c.lastID)
-			defer b.unsubscribe(s)
-			if len(replay) != c.wantLen || gap != c.wantGap {
-				t.Fatalf("replayed %d events (gap %v), want %d (gap %v)", len(replay), gap, c.wantLen, c.wantGap)
-			}
-			if c.wantLen > 0 && replay[0].Data["i"] != c.wantFirst {
-				t.Fatalf("first replayed event i=%v, want %d", replay[0].Data["i"], c.wantFirst)
-			}
-			for i := 1; i < len(replay); i++ {
-				if replay[i].seq != replay[i-1].seq+1 {
-					t.Fatalf("replay out of order at %d", i)
-				}
-			}
-		})
-	}
-}
-
-func TestEventBusSlowSubscriberDoesNotBlockPublisher(t *testing.T) {
-	b := newEventBus("n1")
-	slow, _, _ := b.subscribe("")
-	fast, _, _ := b.subscribe("")
-	got := make(chan int)
-	go func() {
-		n := 0
-		for range fast.ch {
-			n++
-		}
-		got <- n
-	}()
-	const events = subscriberBuffer * 20
-	done := make(chan struct{})
-	go func() {
-		for i := 0; i < events; i++ {
-			b.publish(EventHealth, time.Now(), nil)
-			// Paced so the fast reader keeps up; the slow one never reads.
-			if i%(subscriberBuffer/2) == 0 {
-				waitDrained(t, fast)
-			}
-		}
-		b.sample(EventStats, time.Now(), nil) // never blocks either
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("publish blocked on a subscriber that does not read")
-	}
-	// The slow subscriber was cut off (its channel closed after the
-	// buffered events), the fast one was not.
-	n := 0
-	for range slow.ch {
-		n++
-	}
-	if n != subscriberBuffer {
-		t.Fatalf("slow subscriber got %d events before being cut off, want its buffer (%d)", n, subscriberBuffer)
-	}
-	if b.subscribers() != 1 {
-		t.Fatalf("%d subscribers left, want the fast one", b.subscribers())
-	}
-	b.unsubscribe(fast)
-	if n := <-got; n != events+1 {
-		t.Fatalf("fast subscriber got %d events, want %d (every event and the sample)", n, events+1)
-	}
-}
-
-func waitDrained(t *testing.T, s *subscriber) {
-	deadline := time.Now().Add(20 * time.Second)
-	for len(s.ch) > 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-}
 
 // sseStream is a reader of GET /v1/events.
 type sseStream struct {
@@ -255,14 +161,14 @@ func TestEventsStalledReaderDoesNotStallTheNode(t *testing.T) {
 	}
 	defer c.Close()
 	fmt.Fprintf(c, "GET /v1/events HTTP/1.1\r\nHost: %s\r\n\r\n", n.AdminAddr())
-	testutil.Eventually(t, 10*time.Second, "the stalled reader subscribed", func() bool { return n.ev.bus.subscribers() == 1 })
+	testutil.Eventually(t, 10*time.Second, "the stalled reader subscribed", func() bool { return n.ev.bus.Subscribers() == 1 })
 
 	big := strings.Repeat("x", 4096)
 	done := make(chan struct{})
 	go func() {
 		// Far more than a socket buffer and the subscriber buffer.
 		for i := 0; i < 4000; i++ {
-			n.ev.bus.publish(EventHealth, time.Now(), map[string]any{"pad": big})
+			n.ev.bus.Publish(EventHealth, time.Now(), map[string]any{"pad": big})
 		}
 		close(done)
 	}()
@@ -271,7 +177,7 @@ func TestEventsStalledReaderDoesNotStallTheNode(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("publishing blocked on a stalled reader")
 	}
-	testutil.Eventually(t, 10*time.Second, "the stalled reader cut off", func() bool { return n.ev.bus.subscribers() == 0 })
+	testutil.Eventually(t, 10*time.Second, "the stalled reader cut off", func() bool { return n.ev.bus.Subscribers() == 0 })
 	// The node still serves, and a new reader gets the next change.
 	if st, _ := call("GET", "/v1/status"); st != 200 {
 		t.Fatalf("status after a stalled reader: %d", st)
@@ -310,7 +216,7 @@ func TestEventsStreamEndsWhenTheNodeStops(t *testing.T) {
 }
 
 func TestEventsEmitDiffNamesEveryChange(t *testing.T) {
-	n := &Node{ev: eventState{bus: newEventBus("n1")}}
+	n := &Node{ev: eventState{bus: adminapi.NewBus("n1")}}
 	t0 := time.Now()
 	a := observed{
 		leader:  "n1",
@@ -328,7 +234,7 @@ func TestEventsEmitDiffNamesEveryChange(t *testing.T) {
 	}
 	n.emitDiff(a, b, t0)
 	var got []string
-	for _, e := range n.ev.bus.recent() {
+	for _, e := range n.ev.bus.Recent() {
 		d := e.Data
 		got = append(got, fmt.Sprintf("%s %v %v %v %v", e.Type, d["id"], d["change"], d["state"], d["previous"]))
 	}
@@ -349,7 +255,7 @@ func TestEventsEmitDiffNamesEveryChange(t *testing.T) {
 	}
 	// No change, no event.
 	n.emitDiff(b, b, t0)
-	if len(n.ev.bus.recent()) != len(want) {
+	if len(n.ev.bus.Recent()) != len(want) {
 		t.Fatal("an unchanged view produced events")
 	}
 }
@@ -439,7 +345,7 @@ func idleViews(n int) (a, b observed) {
 // garbage and 1.7 % of the data path's core). A health change still
 // makes its event.
 func TestEmitDiffSkipsUnchangedHealth(t *testing.T) {
-	n := &Node{ev: eventState{bus: newEventBus("n1")}}
+	n := &Node{ev: eventState{bus: adminapi.NewBus("n1")}}
 	a, b := idleViews(10000)
 	t0 := time.Now()
 	var before, after runtime.MemStats
@@ -453,7 +359,7 @@ func TestEmitDiffSkipsUnchangedHealth(t *testing.T) {
 	if least > 16<<10 {
 		t.Errorf("an unchanged round over 10,000 destinations allocated %d bytes", least)
 	}
-	if got := len(n.ev.bus.recent()); got != 0 {
+	if got := len(n.ev.bus.Recent()); got != 0 {
 		t.Fatalf("an unchanged round made %d events", got)
 	}
 	changed := b
@@ -461,7 +367,7 @@ func TestEmitDiffSkipsUnchangedHealth(t *testing.T) {
 	changed.health = maps.Clone(a.health)
 	changed.health["big/d00042"] = [2]string{"unhealthy", "unknown"}
 	n.emitDiff(a, changed, t0)
-	ev := n.ev.bus.recent()
+	ev := n.ev.bus.Recent()
 	if len(ev) != 1 || ev[0].Type != EventHealth || ev[0].Data["destination"] != "d00042" || ev[0].Data["state"] != "unhealthy" {
 		t.Fatalf("a health change made %+v", ev)
 	}
@@ -471,7 +377,7 @@ func TestEmitDiffSkipsUnchangedHealth(t *testing.T) {
 // with 10,000 destinations (twice a second): "reused" as it runs,
 // "walked" as it ran before the diff skipped an unchanged health map.
 func BenchmarkEmitDiffIdle10k(b *testing.B) {
-	n := &Node{ev: eventState{bus: newEventBus("n1")}}
+	n := &Node{ev: eventState{bus: adminapi.NewBus("n1")}}
 	x, y := idleViews(10000)
 	t0 := time.Now()
 	b.Run("reused", func(b *testing.B) {

@@ -6,14 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	adminapi "github.com/tether-proxy/tether/node/admin"
 	"github.com/tether-proxy/tether/store"
 )
 
@@ -83,7 +82,7 @@ func (n *Node) onLeader(h http.HandlerFunc) http.HandlerFunc {
 		requestID(r)
 		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
+			adminapi.WriteError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
 			return
 		}
 		// The request id is bound to the request: the same id with another
@@ -108,7 +107,7 @@ func (n *Node) onLeader(h http.HandlerFunc) http.HandlerFunc {
 				// The forwarding follower looks the leader up again and
 				// retries with the same request id (one hop per attempt).
 				w.Header().Set(hdrNotLeader, "1")
-				writeError(w, http.StatusServiceUnavailable, "this node no longer leads the cluster (leadership moved while the write was forwarded): retry")
+				adminapi.WriteError(w, http.StatusServiceUnavailable, "this node no longer leads the cluster (leadership moved while the write was forwarded): retry")
 				return
 			default:
 				if id, _ := n.store.Leader(); id != "" {
@@ -118,7 +117,7 @@ func (n *Node) onLeader(h http.HandlerFunc) http.HandlerFunc {
 				if attempt == 0 && n.waitLeader(ctx) == nil {
 					continue
 				}
-				writeError(w, http.StatusServiceUnavailable, n.noLeaderError())
+				adminapi.WriteError(w, http.StatusServiceUnavailable, n.noLeaderError())
 				return
 			}
 		}
@@ -150,7 +149,7 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, leaderID string, 
 			if err == nil {
 				defer resp.Body.Close()
 				if err := n.catchUp(ctx, resp); err != nil {
-					writeError(w, http.StatusGatewayTimeout, err.Error())
+					adminapi.WriteError(w, http.StatusGatewayTimeout, err.Error())
 					return
 				}
 				w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
@@ -168,7 +167,7 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, leaderID string, 
 		}
 		select {
 		case <-ctx.Done():
-			writeError(w, http.StatusBadGateway, lastErr.Error())
+			adminapi.WriteError(w, http.StatusBadGateway, lastErr.Error())
 			return
 		case <-time.After(200 * time.Millisecond):
 		}
@@ -176,7 +175,7 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, leaderID string, 
 			leaderID = id
 		}
 		if n.store.IsLeader() {
-			writeError(w, http.StatusServiceUnavailable, "leadership moved to this node while forwarding: retry")
+			adminapi.WriteError(w, http.StatusServiceUnavailable, "leadership moved to this node while forwarding: retry")
 			return
 		}
 	}
@@ -261,20 +260,20 @@ func (n *Node) writeApplyError(w http.ResponseWriter, what string, err error) {
 		if rw, ok := w.(*retryRecorder); ok {
 			rw.lostLeadership = true
 		}
-		writeError(w, http.StatusServiceUnavailable, what+": leadership was lost during the write (it may have been applied): retry")
+		adminapi.WriteError(w, http.StatusServiceUnavailable, what+": leadership was lost during the write (it may have been applied): retry")
 	case errors.Is(err, errBehind), errors.As(err, new(*keysNotHeldError)):
-		writeError(w, http.StatusServiceUnavailable, what+": "+err.Error())
+		adminapi.WriteError(w, http.StatusServiceUnavailable, what+": "+err.Error())
 	case errors.Is(err, store.ErrNotLeader):
-		writeError(w, http.StatusServiceUnavailable, what+": "+n.noLeaderError())
+		adminapi.WriteError(w, http.StatusServiceUnavailable, what+": "+n.noLeaderError())
 	case errors.Is(err, store.ErrUnsupported): // a rolling upgrade under way
-		writeError(w, http.StatusConflict, what+": "+err.Error())
+		adminapi.WriteError(w, http.StatusConflict, what+": "+err.Error())
 	case errors.Is(err, store.ErrRequestReused):
-		writeError(w, http.StatusConflict, what+": "+err.Error())
+		adminapi.WriteError(w, http.StatusConflict, what+": "+err.Error())
 	case errors.Is(err, store.ErrNoClusterID):
-		writeError(w, http.StatusServiceUnavailable, what+": "+err.Error()+": retry")
+		adminapi.WriteError(w, http.StatusServiceUnavailable, what+": "+err.Error()+": retry")
 	default:
 		n.log.Error(what+" failed", "error", err)
-		writeError(w, http.StatusInternalServerError, what+" failed: "+err.Error())
+		adminapi.WriteError(w, http.StatusInternalServerError, what+" failed: "+err.Error())
 	}
 }
 
@@ -314,61 +313,4 @@ func (r *retryRecorder) flush() {
 	}
 	r.ResponseWriter.WriteHeader(r.status)
 	_, _ = r.ResponseWriter.Write(r.body.Bytes())
-}
-
-// sameSite refuses cross-site writes, so a web page a tokenless admin's
-// operator visits cannot drive the admin API (CSRF), nor through a DNS name
-// that resolves to loopback (DNS rebinding): an Origin must be the admin
-// address itself, and Host an IP, localhost, or this node's name.
-func (n *Node) sameSite(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if err := n.checkSameSite(r); err != nil {
-			writeError(w, http.StatusForbidden, err.Error())
-			return
-		}
-		h(w, r)
-	}
-}
-
-func (n *Node) checkSameSite(r *http.Request) error {
-	host := r.Host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
-	if !n.allowedHost(host) {
-		return fmt.Errorf("refused: Host %q is not an IP address, localhost or this node's name (DNS rebinding defence); call the admin API by its address", r.Host)
-	}
-	if origin := r.Header.Get("Origin"); origin != "" {
-		u, err := url.Parse(origin)
-		if err != nil || !strings.EqualFold(u.Host, r.Host) {
-			return fmt.Errorf("refused: cross-site request from Origin %q (only the admin API's own origin may call it)", origin)
-		}
-	}
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
-		return fmt.Errorf("refused: cross-site request (Sec-Fetch-Site: %s)", site)
-	}
-	return nil
-}
-
-func (n *Node) allowedHost(host string) bool {
-	if host == "" || net.ParseIP(host) != nil || strings.EqualFold(host, "localhost") {
-		return true
-	}
-	if strings.EqualFold(host, n.cfg.NodeID) {
-		return true
-	}
-	if hn, err := os.Hostname(); err == nil && strings.EqualFold(host, hn) {
-		return true
-	}
-	if n.cfg.Advertise != "" {
-		adv := n.cfg.Advertise
-		if h, _, err := net.SplitHostPort(adv); err == nil {
-			adv = h
-		}
-		if strings.EqualFold(host, adv) {
-			return true
-		}
-	}
-	return false
 }

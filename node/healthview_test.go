@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	demobackend "github.com/tether-proxy/tether/node/demo/backend"
 	"github.com/tether-proxy/tether/proxy/upstream"
 	"github.com/tether-proxy/tether/test/testutil"
 )
@@ -36,7 +37,7 @@ func TestHealthWithoutMajorityGoesByLocalVerdictAndViewsConverge(t *testing.T) {
 	hA, hB := healthSrv(&sickA), healthSrv(&sickB)
 	var dests []string
 	for i := 1; i <= 4; i++ {
-		b := httptest.NewServer(DemoBackend(fmt.Sprintf("b%d", i)))
+		b := httptest.NewServer(demobackend.Handler(fmt.Sprintf("b%d", i)))
 		t.Cleanup(b.Close)
 		dests = append(dests, fmt.Sprintf(`"d%d": { "Address": "%s/", "Health": "%%s" }`, i, b.URL))
 	}

@@ -2,7 +2,6 @@ package node
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -16,17 +15,7 @@ import (
 // X-Tether-Index too (-1: none).
 func adminIndexed(t *testing.T, n *Node, method, path string, hdr map[string]string) (int, int64, http.Header, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(method, "http://"+n.AdminAddr().String()+path, nil)
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var m map[string]any
-	json.NewDecoder(resp.Body).Decode(&m)
+	resp := adminSend(t, n, method, path, hdr, nil)
 	idx := int64(-1)
 	if v := resp.Header.Get(hdrIndex); v != "" {
 		i, err := strconv.ParseInt(v, 10, 64)
@@ -35,7 +24,7 @@ func adminIndexed(t *testing.T, n *Node, method, path string, hdr map[string]str
 		}
 		idx = i
 	}
-	return resp.StatusCode, idx, resp.Header, m
+	return resp.StatusCode, idx, resp.Header, jsonMap(resp)
 }
 
 // TestClusterAnswersCarryTheIndexOfWhatTheyName: revoking the active key

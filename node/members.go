@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/cluster"
+	adminapi "github.com/tether-proxy/tether/node/admin"
 )
 
 // memberView is one row of GET /v1/members.
@@ -114,7 +115,7 @@ func (n *Node) memberViews() []memberView {
 
 func (n *Node) handleMembers(w http.ResponseWriter, r *http.Request) {
 	setIndex(w, n.store.AppliedIndex())
-	writeJSON(w, http.StatusOK, map[string]any{"members": n.memberViews()})
+	adminapi.WriteJSON(w, http.StatusOK, map[string]any{"members": n.memberViews()})
 }
 
 func (n *Node) handleJoin(w http.ResponseWriter, r *http.Request) {
@@ -122,15 +123,15 @@ func (n *Node) handleJoin(w http.ResponseWriter, r *http.Request) {
 		Addresses []string `json:"addresses"`
 	}
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, `body: want {"addresses": ["host:port", ...]}: `+err.Error())
+		adminapi.WriteError(w, http.StatusBadRequest, `body: want {"addresses": ["host:port", ...]}: `+err.Error())
 		return
 	}
 	if len(req.Addresses) == 0 {
-		writeError(w, http.StatusBadRequest, `addresses: give at least one host[:port] to join`)
+		adminapi.WriteError(w, http.StatusBadRequest, `addresses: give at least one host[:port] to join`)
 		return
 	}
 	if n.members == nil {
-		writeError(w, http.StatusConflict, "this node runs alone without --cluster-secret-file and cannot join a cluster: restart it with the cluster's secret")
+		adminapi.WriteError(w, http.StatusConflict, "this node runs alone without --cluster-secret-file and cannot join a cluster: restart it with the cluster's secret")
 		return
 	}
 	joined, err := n.members.Join(req.Addresses)
@@ -139,11 +140,11 @@ func (n *Node) handleJoin(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, cluster.ErrClusterMismatch) {
 			status = http.StatusConflict
 		}
-		writeError(w, status, fmt.Sprintf("joining %v failed: %v", req.Addresses, err))
+		adminapi.WriteError(w, status, fmt.Sprintf("joining %v failed: %v", req.Addresses, err))
 		return
 	}
 	n.log.Info("joined", "addresses", req.Addresses, "nodes", joined)
-	writeJSON(w, http.StatusOK, map[string]any{"joined": joined})
+	adminapi.WriteJSON(w, http.StatusOK, map[string]any{"joined": joined})
 }
 
 func (n *Node) handleLeave(w http.ResponseWriter, r *http.Request) {
@@ -151,13 +152,13 @@ func (n *Node) handleLeave(w http.ResponseWriter, r *http.Request) {
 		Force bool `json:"force"`
 	}
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
-		writeError(w, http.StatusBadRequest, `body: want {"force": true|false} or none: `+err.Error())
+		adminapi.WriteError(w, http.StatusBadRequest, `body: want {"force": true|false} or none: `+err.Error())
 		return
 	}
 	if v := r.URL.Query().Get("force"); v != "" {
 		f, err := strconv.ParseBool(v)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("force=%q: want true or false", v))
+			adminapi.WriteError(w, http.StatusBadRequest, fmt.Sprintf("force=%q: want true or false", v))
 			return
 		}
 		req.Force = req.Force || f
@@ -170,10 +171,10 @@ func (n *Node) handleLeave(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &refused) {
 			status = http.StatusConflict
 		}
-		writeError(w, status, err.Error())
+		adminapi.WriteError(w, status, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"node_id": n.cfg.NodeID, "left": true})
+	adminapi.WriteJSON(w, http.StatusOK, map[string]any{"node_id": n.cfg.NodeID, "left": true})
 	// The node stops once the answer is out: a node that left serves on
 	// as a proxy no more than memberlist lets it gossip.
 	go func() {
@@ -184,7 +185,7 @@ func (n *Node) handleLeave(w http.ResponseWriter, r *http.Request) {
 func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if id == n.cfg.NodeID {
-		writeError(w, http.StatusConflict, "this node leads the cluster: run `tether leave` on it, or remove it from another node once leadership moved")
+		adminapi.WriteError(w, http.StatusConflict, "this node leads the cluster: run `tether leave` on it, or remove it from another node once leadership moved")
 		return
 	}
 	// A removal is a Raft configuration change, not an FSM command: its
@@ -217,10 +218,10 @@ func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 			// try committed, under this leader or an earlier one, or a
 			// second removal): the same answer. DELETE is idempotent.
 			setCommitted(w, idx)
-			writeJSON(w, http.StatusOK, map[string]any{"id": id, "removed": true})
+			adminapi.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "removed": true})
 			return
 		}
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no member %q in the Raft configuration", id))
+		adminapi.WriteError(w, http.StatusNotFound, fmt.Sprintf("no member %q in the Raft configuration", id))
 		return
 	}
 	// A node gossip sees alive would be added back by the next round of
@@ -228,7 +229,7 @@ func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 	if n.members != nil {
 		for _, m := range n.members.Members() {
 			if m.ID == id && m.State == cluster.StateAlive {
-				writeError(w, http.StatusConflict, fmt.Sprintf("%s is alive: run `tether leave` on it (remove is for failed nodes)", id))
+				adminapi.WriteError(w, http.StatusConflict, fmt.Sprintf("%s is alive: run `tether leave` on it (remove is for failed nodes)", id))
 				return
 			}
 		}
@@ -242,5 +243,5 @@ func (n *Node) handleRemove(w http.ResponseWriter, r *http.Request) {
 	// reads "left" on every node from here (removedFromRaft).
 	setCommitted(w, n.store.CommitIndex())
 	n.log.Info("member removed", "id", id)
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "removed": true})
+	adminapi.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "removed": true})
 }

@@ -19,6 +19,8 @@ import (
 
 	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/keyring"
+	adminapi "github.com/tether-proxy/tether/node/admin"
+	"github.com/tether-proxy/tether/node/apiclient"
 	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/store"
@@ -232,7 +234,7 @@ type Node struct {
 }
 
 // DefaultAdminAddr is the admin listener's default address.
-const DefaultAdminAddr = "127.0.0.1:9901"
+const DefaultAdminAddr = apiclient.DefaultAddr
 
 // New checks cfg and fills its defaults; nothing starts until Start.
 func New(cfg Config) (*Node, error) {
@@ -281,7 +283,7 @@ func New(cfg Config) (*Node, error) {
 		leaderWake: make(chan struct{}, 1),
 		failed:     make(chan struct{}),
 		idClaims:   make(chan cluster.IDConflict, 4),
-		ev:         eventState{bus: newEventBus(cfg.NodeID), wake: make(chan struct{}, 1)},
+		ev:         eventState{bus: adminapi.NewBus(cfg.NodeID), wake: make(chan struct{}, 1)},
 		activationLag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tether_keyring_activation_lag_seconds",
 			Help:    "Time from a key's installation to its activation, waiting for every member to hold it.",

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	demobackend "github.com/tether-proxy/tether/node/demo/backend"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/test/testutil"
 )
@@ -58,7 +59,7 @@ func testConfig(backendURL string, extraRoute string) string {
 // that calls its admin API.
 func startNode(t *testing.T, token string) (*Node, func(method, path string) (int, map[string]any)) {
 	t.Helper()
-	backend := httptest.NewServer(DemoBackend("b"))
+	backend := httptest.NewServer(demobackend.Handler("b"))
 	t.Cleanup(backend.Close)
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "tether.json")
@@ -216,7 +217,7 @@ func TestReloadRejectsInvalidConfigAndKeepsOld(t *testing.T) {
 }
 
 func TestKeyringSurvivesRestartEncryptedWithClusterSecret(t *testing.T) {
-	backend := httptest.NewServer(DemoBackend("b"))
+	backend := httptest.NewServer(demobackend.Handler("b"))
 	defer backend.Close()
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "tether.json")
@@ -267,40 +268,6 @@ func TestKeyringSurvivesRestartEncryptedWithClusterSecret(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-func TestDemoStartsNodesThatStickSessionsAcrossNodes(t *testing.T) {
-	d, err := StartDemo(DemoOptions{Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Stop(context.Background())
-	lines := d.Lines()
-	if len(lines) != 7 || !strings.HasPrefix(lines[6], "leader=n") || !strings.HasPrefix(lines[0], "n1 proxy=http://127.0.0.1:") || !strings.Contains(lines[0], " admin=http://127.0.0.1:") {
-		t.Fatalf("demo lines: %q", lines)
-	}
-	resp, err := http.Get("http://" + d.Nodes[0].ProxyAddrs()[0].String() + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	backend := resp.Header.Get("X-Demo-Backend")
-	cookie := strings.Split(resp.Header.Get("Set-Cookie"), ";")[0]
-	if backend == "" || cookie == "" {
-		t.Fatalf("first demo response: backend %q cookie %q", backend, cookie)
-	}
-	for _, n := range d.Nodes {
-		req, _ := http.NewRequest("GET", "http://"+n.ProxyAddrs()[0].String()+"/", nil)
-		req.Header.Set("Cookie", cookie)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if got := resp.Header.Get("X-Demo-Backend"); got != backend {
-			t.Fatalf("node %s sent the session to %s, want %s", n.ID(), got, backend)
-		}
-	}
 }
 
 func TestNewRefusesBadNodeFlags(t *testing.T) {
@@ -386,7 +353,7 @@ func selfSigned(t *testing.T, certPath, keyPath string) []byte {
 // TestReloadRotatesCertificateRewrittenInPlace, as cert-manager does: the
 // same paths, new contents, a reload (SIGHUP) and new handshakes use it.
 func TestReloadRotatesCertificateRewrittenInPlace(t *testing.T) {
-	backend := httptest.NewServer(DemoBackend("b"))
+	backend := httptest.NewServer(demobackend.Handler("b"))
 	defer backend.Close()
 	dir := t.TempDir()
 	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
@@ -443,7 +410,7 @@ func TestReloadRotatesCertificateRewrittenInPlace(t *testing.T) {
 // TestWatcherReloadsWhenSymlinkedDirectoryIsRepointed, as git-sync and
 // similar tools publish a new config: no event names the file itself.
 func TestWatcherReloadsWhenSymlinkedDirectoryIsRepointed(t *testing.T) {
-	backend := httptest.NewServer(DemoBackend("b"))
+	backend := httptest.NewServer(demobackend.Handler("b"))
 	defer backend.Close()
 	dir := t.TempDir()
 	for _, v := range []string{"v1", "v2"} {
@@ -522,7 +489,7 @@ func TestShutdownTimeoutHonoursAGivenZero(t *testing.T) {
 // TestWatcherDoesNotReloadAnUnchangedFile, given a relative path too: the
 // fingerprint poll must not see a change where there is none.
 func TestWatcherDoesNotReloadAnUnchangedFile(t *testing.T) {
-	backend := httptest.NewServer(DemoBackend("b"))
+	backend := httptest.NewServer(demobackend.Handler("b"))
 	defer backend.Close()
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "tether.json"), []byte(testConfig(backend.URL+"/", "")), 0o600)

@@ -34,6 +34,22 @@ func (g *proxyGate) reason() string {
 	return ""
 }
 
+// NotReady says why the node does not serve yet ("" when it does): its
+// proxy listeners wait to join, no Raft leader is known, or it holds no
+// active key.
+func (n *Node) NotReady() string {
+	if why := n.gate.reason(); why != "" {
+		return "proxy listeners closed until this node is in the cluster and holds the active key: " + why
+	}
+	if id, _ := n.store.Leader(); id == "" {
+		return "no Raft leader known yet"
+	}
+	if n.ring.ActiveKeyID(time.Now()) == "" {
+		return "no active key yet"
+	}
+	return ""
+}
+
 // joinGateInterval is how often a gated node looks at its state.
 const joinGateInterval = 50 * time.Millisecond
 

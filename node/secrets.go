@@ -19,6 +19,7 @@ import (
 
 	"github.com/tether-proxy/tether/internal/atomicfile"
 	"github.com/tether-proxy/tether/keyring"
+	adminapi "github.com/tether-proxy/tether/node/admin"
 	"github.com/tether-proxy/tether/store"
 )
 
@@ -308,7 +309,7 @@ func (n *Node) handleSecretsList(w http.ResponseWriter, r *http.Request) {
 	if removed == nil {
 		removed = []string{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	adminapi.WriteJSON(w, http.StatusOK, map[string]any{
 		"primary": primary, "secrets": n.secretStates(), "removed": removed,
 		"node": n.secrets.List(),
 	})
@@ -332,29 +333,29 @@ func (n *Node) handleSecret(op string) http.HandlerFunc {
 	inner := n.onLeader(n.secretOnLeader(op))
 	return func(w http.ResponseWriter, r *http.Request) {
 		if n.cfg.ClusterSecretFile == "" {
-			writeError(w, http.StatusConflict, "this node runs without --cluster-secret-file: it has no cluster secret to rotate")
+			adminapi.WriteError(w, http.StatusConflict, "this node runs without --cluster-secret-file: it has no cluster secret to rotate")
 			return
 		}
 		var req secretRequest
 		if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&req); err != nil {
-			writeError(w, http.StatusBadRequest, `body: want {"secret": "..."} (or {"id": "..."} to use or remove a secret by its id): `+err.Error())
+			adminapi.WriteError(w, http.StatusBadRequest, `body: want {"secret": "..."} (or {"id": "..."} to use or remove a secret by its id): `+err.Error())
 			return
 		}
 		if r.Header.Get(hdrForwardedBy) == "" && (len(req.Wrapped) > 0 || req.Under != "") {
-			writeError(w, http.StatusBadRequest, `body: give the secret itself: {"secret": "..."}`)
+			adminapi.WriteError(w, http.StatusBadRequest, `body: give the secret itself: {"secret": "..."}`)
 			return
 		}
 		if req.Secret != "" {
 			secret := []byte(strings.TrimSpace(req.Secret))
 			if len(secret) < keyring.MinClusterSecretLen {
-				writeError(w, http.StatusBadRequest, fmt.Sprintf("secret: %d bytes, need at least %d (make one with: openssl rand -hex 32)", len(secret), keyring.MinClusterSecretLen))
+				adminapi.WriteError(w, http.StatusBadRequest, fmt.Sprintf("secret: %d bytes, need at least %d (make one with: openssl rand -hex 32)", len(secret), keyring.MinClusterSecretLen))
 				return
 			}
 			req.ID = keyring.SecretID(secret)
 			if op == store.SecretInstall {
 				wrapped, under, err := n.secrets.WrapSecret(secret)
 				if err != nil {
-					writeError(w, http.StatusInternalServerError, "wrapping the secret: "+err.Error())
+					adminapi.WriteError(w, http.StatusInternalServerError, "wrapping the secret: "+err.Error())
 					return
 				}
 				req.Wrapped, req.Under = wrapped, under
@@ -363,11 +364,11 @@ func (n *Node) handleSecret(op string) http.HandlerFunc {
 			req.Secret = ""
 		}
 		if !keyring.ValidSecretID(req.ID) {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf(`id: %q is not a secret id (16 hex digits, as tether secret list shows)`, req.ID))
+			adminapi.WriteError(w, http.StatusBadRequest, fmt.Sprintf(`id: %q is not a secret id (16 hex digits, as tether secret list shows)`, req.ID))
 			return
 		}
 		if op == store.SecretInstall && len(req.Wrapped) == 0 {
-			writeError(w, http.StatusBadRequest, `install: give the secret: {"secret": "..."}`)
+			adminapi.WriteError(w, http.StatusBadRequest, `install: give the secret: {"secret": "..."}`)
 			return
 		}
 		if r.URL.Query().Get("force") == "true" {
@@ -386,7 +387,7 @@ func (n *Node) secretOnLeader(op string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req secretRequest
 		if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&req); err != nil || !keyring.ValidSecretID(req.ID) {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("%s: a malformed request (%v)", what, err))
+			adminapi.WriteError(w, http.StatusBadRequest, fmt.Sprintf("%s: a malformed request (%v)", what, err))
 			return
 		}
 		if !n.caughtUp() {
@@ -412,22 +413,22 @@ func (n *Node) secretOnLeader(op string) http.HandlerFunc {
 			}
 			secret, err := n.secrets.UnwrapSecret(req.ID, req.Wrapped)
 			if err != nil {
-				writeError(w, http.StatusBadRequest, what+": the wrapped secret does not open with the cluster's secrets: "+err.Error())
+				adminapi.WriteError(w, http.StatusBadRequest, what+": the wrapped secret does not open with the cluster's secrets: "+err.Error())
 				return
 			}
 			if len(recs) >= keyring.MaxSecrets {
-				writeError(w, http.StatusConflict, fmt.Sprintf("%s: the cluster holds %d secrets, at most %d: remove one first (tether secret remove)", what, len(recs), keyring.MaxSecrets))
+				adminapi.WriteError(w, http.StatusConflict, fmt.Sprintf("%s: the cluster holds %d secrets, at most %d: remove one first (tether secret remove)", what, len(recs), keyring.MaxSecrets))
 				return
 			}
 			cmd.Wrapped, cmd.Under, err = n.secrets.WrapSecret(secret)
 			clear(secret)
 			if err != nil {
-				writeError(w, http.StatusInternalServerError, what+": "+err.Error())
+				adminapi.WriteError(w, http.StatusInternalServerError, what+": "+err.Error())
 				return
 			}
 		case store.SecretUse:
 			if i < 0 {
-				writeError(w, http.StatusNotFound, fmt.Sprintf("%s: the cluster holds no secret %s: install it first (tether secret install FILE)", what, req.ID))
+				adminapi.WriteError(w, http.StatusNotFound, fmt.Sprintf("%s: the cluster holds no secret %s: install it first (tether secret install FILE)", what, req.ID))
 				return
 			}
 			if recs[i].State == keyring.SecretPrimary {
@@ -435,7 +436,7 @@ func (n *Node) secretOnLeader(op string) http.HandlerFunc {
 				return
 			}
 			if behind := n.waitSecretMembers(r.Context(), func(acc []string) bool { return slices.Contains(acc, req.ID) }); len(behind) > 0 {
-				writeError(w, http.StatusConflict, fmt.Sprintf("%s: secret %s is not held yet by %s (they gossip the secrets they accept): wait for them, or remove them from the cluster", what, req.ID, strings.Join(behind, ", ")))
+				adminapi.WriteError(w, http.StatusConflict, fmt.Sprintf("%s: secret %s is not held yet by %s (they gossip the secrets they accept): wait for them, or remove them from the cluster", what, req.ID, strings.Join(behind, ", ")))
 				return
 			}
 		case store.SecretRemove:
@@ -444,27 +445,27 @@ func (n *Node) secretOnLeader(op string) http.HandlerFunc {
 					n.answerSecret(w, req.ID, 0, "the secret was removed already")
 					return
 				}
-				writeError(w, http.StatusNotFound, fmt.Sprintf("%s: the cluster holds no secret %s", what, req.ID))
+				adminapi.WriteError(w, http.StatusNotFound, fmt.Sprintf("%s: the cluster holds no secret %s", what, req.ID))
 				return
 			}
 			if recs[i].State == keyring.SecretPrimary {
-				writeError(w, http.StatusConflict, fmt.Sprintf("%s: secret %s is the one in use: make another one primary first (tether secret use FILE)", what, req.ID))
+				adminapi.WriteError(w, http.StatusConflict, fmt.Sprintf("%s: secret %s is the one in use: make another one primary first (tether secret use FILE)", what, req.ID))
 				return
 			}
 			primary := recs[slices.IndexFunc(recs, func(rec store.SecretRecord) bool { return rec.State == keyring.SecretPrimary })].ID
 			if behind := n.waitSecretMembers(r.Context(), func(acc []string) bool { return len(acc) > 0 && acc[0] == primary }); len(behind) > 0 {
-				writeError(w, http.StatusConflict, fmt.Sprintf("%s: %s do not use secret %s yet: wait for them, or remove them from the cluster", what, strings.Join(behind, ", "), primary))
+				adminapi.WriteError(w, http.StatusConflict, fmt.Sprintf("%s: %s do not use secret %s yet: wait for them, or remove them from the cluster", what, strings.Join(behind, ", "), primary))
 				return
 			}
 			if down := n.downServers(); len(down) > 0 && !req.Force {
-				writeError(w, http.StatusConflict, fmt.Sprintf("%s: Raft servers %s are down: they catch up with the new secret once started (the old one is still accepted until it is removed); start them first, remove them from the cluster, or force the removal (--force), after which each needs the new secret in its --cluster-secret-file", what, strings.Join(down, ", ")))
+				adminapi.WriteError(w, http.StatusConflict, fmt.Sprintf("%s: Raft servers %s are down: they catch up with the new secret once started (the old one is still accepted until it is removed); start them first, remove them from the cluster, or force the removal (--force), after which each needs the new secret in its --cluster-secret-file", what, strings.Join(down, ", ")))
 				return
 			}
 		}
 		c, err := n.store.CommitRequest(cmd, bind)
 		if err != nil {
 			if errors.Is(err, store.ErrUnknownSecret) || errors.Is(err, store.ErrSecretInUse) || errors.Is(err, store.ErrTooManySecrets) {
-				writeError(w, http.StatusConflict, what+": "+err.Error())
+				adminapi.WriteError(w, http.StatusConflict, what+": "+err.Error())
 				return
 			}
 			n.writeApplyError(w, what, err)
@@ -498,7 +499,7 @@ func (n *Node) answerSecret(w http.ResponseWriter, id string, index uint64, note
 	if note != "" {
 		body["note"] = note
 	}
-	writeJSON(w, http.StatusOK, body)
+	adminapi.WriteJSON(w, http.StatusOK, body)
 }
 
 // waitSecretMembers waits (secretWait at most) until every alive member's

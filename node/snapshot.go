@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	adminapi "github.com/tether-proxy/tether/node/admin"
 	"github.com/tether-proxy/tether/store"
 )
 
@@ -21,7 +22,7 @@ func (n *Node) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
 	info, err := n.store.SaveBackup(&buf, time.Now())
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "snapshot: "+err.Error())
+		adminapi.WriteError(w, http.StatusServiceUnavailable, "snapshot: "+err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -38,7 +39,7 @@ func (n *Node) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) {
 	now, _ := n.clusterNow()
 	res, err := n.store.RestoreBackup(r.Body, now, restoreTimeout)
 	if errors.Is(err, store.ErrBackup) {
-		writeError(w, http.StatusUnprocessableEntity, err.Error())
+		adminapi.WriteError(w, http.StatusUnprocessableEntity, err.Error())
 		return
 	}
 	if err != nil {
@@ -49,7 +50,7 @@ func (n *Node) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) {
 	// The restored state is applied here from this index on: a follower
 	// that forwarded the restore answers once it installed it too.
 	setCommitted(w, n.store.AppliedIndex())
-	writeJSON(w, http.StatusOK, map[string]any{"restored": res.BackupInfo, "kept_revoked": nonNil(res.KeptRevoked),
+	adminapi.WriteJSON(w, http.StatusOK, map[string]any{"restored": res.BackupInfo, "kept_revoked": nonNil(res.KeptRevoked),
 		"kept_keys": nonNil(res.KeptKeys), "active_key_id": n.ring.ActiveKeyID(time.Now())})
 }
 

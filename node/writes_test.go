@@ -1,10 +1,6 @@
 package node
 
 import (
-	"bytes"
-	"encoding/json"
-	"io"
-	"net/http"
 	"testing"
 	"time"
 
@@ -14,23 +10,8 @@ import (
 // adminWith calls a node's admin API with extra headers.
 func adminWith(t *testing.T, n *Node, method, path string, hdr map[string]string, body any) (int, map[string]any) {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, "http://"+n.AdminAddr().String()+path, rd)
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var m map[string]any
-	json.NewDecoder(resp.Body).Decode(&m)
-	return resp.StatusCode, m
+	resp := adminSend(t, n, method, path, hdr, body)
+	return resp.StatusCode, jsonMap(resp)
 }
 
 // keyIDs lists the ids GET /v1/keyring shows on n.

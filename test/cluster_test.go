@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-proxy/tether/node/apiclient"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
@@ -110,17 +112,17 @@ func (e *clusterEnv) form(n int) []*clusterAgent {
 	return out
 }
 
-// adminJSON calls an agent's admin API and decodes the answer.
+// adminJSON calls an agent's admin API through the API client and decodes
+// the answer (0, nil: the agent did not answer).
 func adminJSON(t *testing.T, method, url string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, nil)
-	resp, err := http.DefaultClient.Do(req)
+	c := apiclient.Client{Base: url, HTTP: http.DefaultClient}
+	resp, err := c.Send(context.Background(), method, "", nil, nil)
 	if err != nil {
 		return 0, nil
 	}
-	defer resp.Body.Close()
 	var m map[string]any
-	json.NewDecoder(resp.Body).Decode(&m)
+	json.Unmarshal(resp.Body, &m)
 	return resp.StatusCode, m
 }
 

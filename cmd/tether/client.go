@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tether-proxy/tether/node"
+	"github.com/tether-proxy/tether/node/apiclient"
 )
 
 // clientFlags are shared by every command that talks to the admin API.
@@ -25,22 +25,22 @@ type clientFlags struct {
 }
 
 func (cf *clientFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&cf.admin, "admin", "http://"+node.DefaultAdminAddr, "admin API URL (env TETHER_ADMIN)")
+	cmd.Flags().StringVar(&cf.admin, "admin", "http://"+apiclient.DefaultAddr, "admin API URL (env TETHER_ADMIN)")
 	cmd.Flags().BoolVar(&cf.asJSON, "json", false, "print the API's JSON answer")
 	cmd.Flags().DurationVar(&cf.timeout, "timeout", 30*time.Second, "give up after this long")
 	cmd.Flags().StringVar(&cf.tokenFile, "token-file", "", "file holding the admin API bearer token (default: env TETHER_ADMIN_TOKEN)")
 }
 
 // client is the admin API client and the deadline of one command.
-func (cf *clientFlags) client(cmd *cobra.Command) (node.Client, context.Context, context.CancelFunc, error) {
+func (cf *clientFlags) client(cmd *cobra.Command) (apiclient.Client, context.Context, context.CancelFunc, error) {
 	if err := bindEnv(cmd); err != nil {
-		return node.Client{}, nil, nil, err
+		return apiclient.Client{}, nil, nil, err
 	}
 	token, err := cf.token()
 	if err != nil {
-		return node.Client{}, nil, nil, err
+		return apiclient.Client{}, nil, nil, err
 	}
-	c := node.Client{Base: cf.admin, Token: token, HTTP: &http.Client{Timeout: cf.timeout}}
+	c := apiclient.Client{Base: cf.admin, Token: token, HTTP: &http.Client{Timeout: cf.timeout}}
 	ctx, cancel := context.WithTimeout(cmd.Context(), cf.timeout)
 	return c, ctx, cancel, nil
 }
@@ -52,7 +52,7 @@ func (cf *clientFlags) print(v any, listKey string, columns ...string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
 	}
-	return node.WriteTable(os.Stdout, v, listKey, columns...)
+	return writeTable(os.Stdout, v, listKey, columns...)
 }
 
 // call sends one admin request and prints its answer as JSON or a table.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tether-proxy/tether/internal/logging"
 	"github.com/tether-proxy/tether/node"
+	"github.com/tether-proxy/tether/node/demo"
 )
 
 func demoCmd() *cobra.Command {
@@ -31,7 +32,7 @@ func demoCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
 			node.TuneGC(ctx)
-			d, err := node.StartDemo(node.DemoOptions{Nodes: nodes, Backends: backends, Logger: logger})
+			d, err := demo.Start(demo.Options{Nodes: nodes, Backends: backends, Logger: logger})
 			if err != nil {
 				return err
 			}

@@ -3,14 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/tether-proxy/tether/node"
+	"github.com/tether-proxy/tether/node/apiclient"
 )
 
 // healthCmd is the container health check: a scratch image has no curl, so
@@ -38,26 +37,16 @@ func healthCmd() *cobra.Command {
 			return checkHealth(ctx, strings.TrimSuffix(admin, "/"), path)
 		},
 	}
-	cmd.Flags().StringVar(&admin, "admin", "http://"+node.DefaultAdminAddr, "admin API URL (env TETHER_ADMIN)")
+	cmd.Flags().StringVar(&admin, "admin", "http://"+apiclient.DefaultAddr, "admin API URL (env TETHER_ADMIN)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "give up after this long")
 	cmd.Flags().BoolVar(&live, "live", false, "check only that the process answers (GET /healthz), not readiness")
 	return cmd
 }
 
 func checkHealth(ctx context.Context, base, path string) error {
-	url := base + path
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
+	c := apiclient.Client{Base: base, HTTP: http.DefaultClient}
+	if err := c.Check(ctx, path); err != nil {
 		return fmt.Errorf("health: %w", err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("health: %w", node.AdminUnreachable(base, err))
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("health: %s answered %d: %s", url, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	fmt.Println("ok")
 	return nil

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -13,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tether-proxy/tether/internal/atomicfile"
-	"github.com/tether-proxy/tether/node"
 )
 
 // snapshotCmd saves the cluster's replicated state (keyring, drains, ACME
@@ -123,41 +120,9 @@ func (cf *clientFlags) raw(cmd *cobra.Command, method, path string, body []byte)
 		return nil, err
 	}
 	defer cancel()
-	base := strings.TrimRight(c.Base, "/")
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
+	b, err := c.Raw(ctx, method, path, body)
 	if err != nil {
-		return nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return nil, node.AdminUnreachable(base, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-	if err != nil {
-		return nil, node.AdminUnreachable(base, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			return nil, explain(fmt.Errorf("%s (HTTP %d)", e.Error, resp.StatusCode))
-		}
-		return nil, explain(fmt.Errorf("admin API answered %s (HTTP %d)", resp.Status, resp.StatusCode))
+		return nil, explain(err)
 	}
 	return b, nil
 }

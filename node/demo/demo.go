@@ -1,4 +1,4 @@
-package node
+package demo
 
 import (
 	"context"
@@ -14,10 +14,13 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/tether-proxy/tether/node"
+	"github.com/tether-proxy/tether/node/demo/backend"
 )
 
-// DemoOptions size the demo.
-type DemoOptions struct {
+// Options size the demo.
+type Options struct {
 	Nodes    int // default 3
 	Backends int // default 3
 	Logger   *slog.Logger
@@ -27,30 +30,15 @@ type DemoOptions struct {
 
 // Demo is a loopback cluster of tether nodes in front of demo backends.
 type Demo struct {
-	Nodes    []*Node
+	Nodes    []*node.Node
 	Backends []string // base URLs
 	servers  []*http.Server
 	dir      string
 }
 
-// DemoBackend answers every request naming itself in the X-Demo-Backend
-// header and in the body; /healthz answers 200.
-func DemoBackend(name string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Demo-Backend", name)
-		if r.URL.Path == "/healthz" {
-			fmt.Fprintln(w, "ok")
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintf(w, "hello from %s\npath: %s\nx-forwarded-for: %s\ntrace id: %s\n",
-			name, r.URL.RequestURI(), r.Header.Get("X-Forwarded-For"), r.Header.Get("X-Tether-Trace-Id"))
-	})
-}
-
-// StartDemo starts the backends, then the nodes, all on 127.0.0.1 with
+// Start starts the backends, then the nodes, all on 127.0.0.1 with
 // ports chosen by the system.
-func StartDemo(opts DemoOptions) (d *Demo, err error) {
+func Start(opts Options) (d *Demo, err error) {
 	if opts.Nodes <= 0 {
 		opts.Nodes = 3
 	}
@@ -80,7 +68,7 @@ func StartDemo(opts DemoOptions) (d *Demo, err error) {
 		if err != nil {
 			return d, fmt.Errorf("demo backend: %w", err)
 		}
-		srv := &http.Server{Handler: DemoBackend(name), ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: backend.Handler(name), ReadHeaderTimeout: 10 * time.Second}
 		go srv.Serve(ln)
 		d.servers = append(d.servers, srv)
 		url := "http://" + ln.Addr().String() + "/"
@@ -126,7 +114,7 @@ func StartDemo(opts DemoOptions) (d *Demo, err error) {
 	var join []string
 	for i := 1; i <= opts.Nodes; i++ {
 		id := fmt.Sprintf("n%d", i)
-		n, err := New(Config{
+		n, err := node.New(node.Config{
 			ConfigPath:        cfgPath,
 			NodeID:            id,
 			DataDir:           filepath.Join(dir, id),
@@ -135,7 +123,7 @@ func StartDemo(opts DemoOptions) (d *Demo, err error) {
 			GossipAddr:        "127.0.0.1:0",
 			Join:              join,
 			BootstrapExpect:   opts.Nodes,
-			RaftVoters:        max(opts.Nodes|1, DefaultRaftVoters),
+			RaftVoters:        max(opts.Nodes|1, node.DefaultRaftVoters),
 			ClusterSecretFile: secretPath,
 			FastTimings:       true,
 			Logger:            opts.Logger,
@@ -161,9 +149,11 @@ func StartDemo(opts DemoOptions) (d *Demo, err error) {
 	return d, nil
 }
 
+// ready is when every node serves: a leader is known, it holds an active
+// key and its proxy listeners are open.
 func (d *Demo) ready() bool {
 	for _, n := range d.Nodes {
-		if id, _ := n.store.Leader(); id == "" || n.ring.ActiveKeyID(time.Now()) == "" || n.gate.reason() != "" {
+		if n.NotReady() != "" {
 			return false
 		}
 	}
@@ -173,7 +163,7 @@ func (d *Demo) ready() bool {
 // Leader is the id of the node that leads the demo cluster now.
 func (d *Demo) Leader() string {
 	for _, n := range d.Nodes {
-		if id, _ := n.store.Leader(); id != "" {
+		if id := n.Leader(); id != "" {
 			return id
 		}
 	}

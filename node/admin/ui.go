@@ -1,4 +1,4 @@
-package node
+package admin
 
 import (
 	"crypto/sha256"
