@@ -20,7 +20,7 @@ import (
 	"github.com/tether-proxy/tether/store"
 )
 
-// Defaults of the cluster flags (README.md, "Running a node").
+// Defaults of the cluster flags (docs/CONFIGURATION.md, "The agent's command line").
 const (
 	DefaultRaftAddr    = ":7000"
 	DefaultGossipAddr  = ":7946"
@@ -39,7 +39,7 @@ const (
 	// activationWait bounds how long a failed member delays the activation
 	// of a new key: after it the key activates without the failed members,
 	// which are named in the log and counted in a metric. Alive and
-	// suspect members are never passed over (README.md, "Keys").
+	// suspect members are never passed over (docs/OPERATIONS.md, "Rotate keys").
 	activationWait = 10 * time.Second
 	// pendingActivation is the activation time a rotated key is installed
 	// with. The leader activates it explicitly (once every alive or suspect

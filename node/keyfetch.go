@@ -20,7 +20,7 @@ import (
 	"github.com/tether-proxy/tether/store"
 )
 
-// The data path's wait for a key it does not hold (README.md, "Keys").
+// The data path's wait for a key it does not hold (docs/OPERATIONS.md, "Rotate keys").
 const (
 	// unknownKeyWait bounds how long a request waits for a key this node
 	// does not hold: its log catching up, or the leader's answer (Nomad

@@ -23,7 +23,7 @@ import (
 	"github.com/tether-proxy/tether/store"
 )
 
-// Rotating the cluster secret (README.md, "Rotate the cluster secret";
+// Rotating the cluster secret (docs/OPERATIONS.md, "Rotate the cluster secret";
 // docs/OPERATIONS.md has the procedure), as Consul rotates its gossip
 // keyring: install a new secret on every node, use it, remove the old one.
 //
