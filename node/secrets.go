@@ -23,8 +23,8 @@ import (
 	"github.com/tether-proxy/tether/store"
 )
 
-// Rotating the cluster secret (docs/OPERATIONS.md, "Rotate the cluster secret";
-// docs/OPERATIONS.md has the procedure), as Consul rotates its gossip
+// Rotating the cluster secret (docs/OPERATIONS.md, "Rotate the cluster
+// secret", has the procedure), as Consul rotates its gossip
 // keyring: install a new secret on every node, use it, remove the old one.
 //
 // The change travels through Raft (store.ClusterSecret): the new secret is
