@@ -1,15 +1,11 @@
 package h2server
 
 import (
-	"context"
-	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
-
-	"golang.org/x/net/http2"
 )
 
 // BenchmarkServe: GETs answered with 1 KiB over one h2c connection, 8
@@ -38,9 +34,8 @@ func BenchmarkServe(b *testing.B) {
 			}
 			go func() { _ = srv.Serve(ln) }()
 			defer srv.Close()
-			tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-				return net.Dial(network, addr)
-			}}
+			tr := &http.Transport{Protocols: new(http.Protocols)}
+			tr.Protocols.SetUnencryptedHTTP2(true)
 			defer tr.CloseIdleConnections()
 			url := "http://" + ln.Addr().String() + "/"
 			b.SetParallelism(8)

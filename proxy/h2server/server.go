@@ -38,8 +38,6 @@ const (
 	respBufSize = 8 << 10
 )
 
-var clientPreface = []byte(http2.ClientPreface)
-
 // Server serves the HTTP/2 connections of one http.Server.
 type Server struct {
 	srv        *http.Server

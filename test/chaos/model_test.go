@@ -431,7 +431,7 @@ func checkLiveness(h *History) []Violation {
 			}
 			probes++
 			if o.Type != "ok" || o.End.Sub(o.Start) > liveBound {
-				out = append(out, Violation{Rule: RuleLiveness, Detail: fmt.Sprintf("%s", o), At: o.Start, Node: o.Node})
+				out = append(out, Violation{Rule: RuleLiveness, Detail: o.String(), At: o.Start, Node: o.Node})
 			}
 		}
 		if probes == 0 {
