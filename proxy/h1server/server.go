@@ -807,10 +807,21 @@ func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 	req := r
 	w := &c.rq.w
 	w.reset(req)
+	// A byte the watch read while an earlier request ran, and no read has
+	// taken yet, means the client is still there, and the stash has room
+	// for no other: no watch then (as net/http's background read, which
+	// does not start while it holds a byte). A second watch's byte would
+	// take the place of the first, and the next request would lose it.
+	watch := !c.stashed
 	c.wmu.Lock()
-	c.rctx, c.wstate = ctx, watchArmed
+	c.rctx, c.wstate = ctx, watchOff
+	if watch {
+		c.wstate = watchArmed
+	}
 	c.wmu.Unlock()
-	c.watch.Reset(c.s.watch)
+	if watch {
+		c.watch.Reset(c.s.watch)
+	}
 	defer func() {
 		c.endWatch()
 		ctx.Cancel(context.Canceled)

@@ -1076,3 +1076,91 @@ func TestH1WorkersAreReused(t *testing.T) {
 	}
 	testutil.Eventually(t, 5*time.Second, "condition", func() bool { return p.ownSrv.idleWorkers.Load() == 0 })
 }
+
+// watchReadDone polls until the server's one connection's client watch is
+// reading, then waits for that read to end.
+func watchReadDone(t *testing.T, s *Server) {
+	t.Helper()
+	waitWatch(t, s, watchReading)
+	var done chan struct{}
+	s.mu.Lock()
+	for c := range s.conns {
+		c.wmu.Lock()
+		done = c.wdone
+		c.wmu.Unlock()
+	}
+	s.mu.Unlock()
+	if done == nil {
+		return // the request ended: its watch with it
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch read nothing")
+	}
+}
+
+// TestH1ServerKeepsTheWatchByteWhileARequestIsBuffered: a request served
+// from the buffer while the watch's byte of a later one waits starts no
+// second watch, whose byte would take the first one's place.
+func TestH1ServerKeepsTheWatchByteWhileARequestIsBuffered(t *testing.T) {
+	release := map[string]chan struct{}{"/one": make(chan struct{}), "/two": make(chan struct{})}
+	started := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/two" {
+			close(started)
+		}
+		if ch := release[r.URL.Path]; ch != nil {
+			<-ch
+		}
+		io.WriteString(w, r.Method+" "+r.URL.Path)
+	})
+	p := newPair(t, h, nil)
+	c, err := net.Dial("tcp", p.own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req := func(path string) string { return "GET " + path + " HTTP/1.1\r\nHost: h\r\n\r\n" }
+	io.WriteString(c, req("/one")+req("/two"))
+	waitWatch(t, p.ownSrv, watchReading)
+	io.WriteString(c, req("/three")) // the watch of /one reads its "G"
+	watchReadDone(t, p.ownSrv)
+	close(release["/one"])
+	// /two comes from the buffer, the "G" of /three still in the stash.
+	<-started
+	io.WriteString(c, req("/four"))
+	// A watch of /two would start after watchDelay (5 ms): given 200 times
+	// that, it reads the "G" of /four.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		p.ownSrv.mu.Lock()
+		var done chan struct{}
+		for cc := range p.ownSrv.conns {
+			cc.wmu.Lock()
+			if cc.wstate == watchReading {
+				done = cc.wdone
+			}
+			cc.wmu.Unlock()
+		}
+		p.ownSrv.mu.Unlock()
+		if done != nil {
+			<-done
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release["/two"])
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	for _, want := range []string{"GET /one", "GET /two", "GET /three", "GET /four"} {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("response for %s: %v", want, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || string(b) != want {
+			t.Fatalf("%d %q, want 200 %q", resp.StatusCode, b, want)
+		}
+	}
+}
