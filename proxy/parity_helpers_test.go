@@ -159,21 +159,29 @@ func (e *modeEnv) mustDo(method, path string, body io.Reader, hdr http.Header) (
 	return resp, b
 }
 
-// dial opens a raw connection to the listener (TLS with the mode's ALPN);
-// only for the HTTP/1.1 modes.
-func (e *modeEnv) dial() net.Conn {
+// connect opens a raw connection to the listener with d, TLS offering
+// proto by ALPN in the TLS modes, closed when the test ends.
+func (e *modeEnv) connect(d *net.Dialer, proto string) net.Conn {
 	e.t.Helper()
 	var c net.Conn
 	var err error
 	if e.mode.tls {
-		c, err = tls.Dial("tcp", e.addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+		c, err = tls.DialWithDialer(d, "tcp", e.addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{proto}})
 	} else {
-		c, err = net.Dial("tcp", e.addr)
+		c, err = d.Dial("tcp", e.addr)
 	}
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// dial opens a raw connection to the listener (TLS with the mode's ALPN);
+// only for the HTTP/1.1 modes.
+func (e *modeEnv) dial() net.Conn {
+	e.t.Helper()
+	c := e.connect(&net.Dialer{}, "http/1.1")
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	return c
 }
@@ -191,18 +199,7 @@ func (e *modeEnv) dialSmallWindow() net.Conn {
 		}
 		return serr
 	}}
-	var c net.Conn
-	var err error
-	if e.mode.tls {
-		c, err = tls.DialWithDialer(d, "tcp", e.addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
-	} else {
-		c, err = d.Dial("tcp", e.addr)
-	}
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { c.Close() })
-	return c
+	return e.connect(d, "http/1.1")
 }
 
 // raw writes req on a new raw connection and reads one response (its body
@@ -344,12 +341,7 @@ func (e *modeEnv) dialMode() net.Conn {
 	if e.mode.h2 {
 		proto = "h2"
 	}
-	c, err := tls.Dial("tcp", e.addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{proto}})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { c.Close() })
-	return c
+	return e.connect(&net.Dialer{}, proto)
 }
 
 // closedWithin reads c until the server closes it and returns how long

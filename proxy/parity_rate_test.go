@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -288,17 +287,7 @@ type h2Client struct {
 
 func (e *modeEnv) h2Dial() *h2Client {
 	e.t.Helper()
-	var conn net.Conn
-	var err error
-	if e.mode.tls {
-		conn, err = tls.Dial("tcp", e.addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
-	} else {
-		conn, err = net.Dial("tcp", e.addr)
-	}
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { conn.Close() })
+	conn := e.connect(&net.Dialer{}, "h2")
 	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
 	h := &h2Client{t: e.t, conn: conn, fr: http2.NewFramer(conn, conn), data: map[uint32]*bytes.Buffer{}}
 	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
