@@ -1,14 +1,11 @@
 package node
 
 import (
-	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -65,7 +62,7 @@ func (n *Node) adminHandler() http.Handler {
 		}
 		names = append(names, adv)
 	}
-	return adminapi.Handler(adminapi.Config{Token: n.token, Names: names, AtIndex: n.atIndex, OnLeader: n.onLeader}, adminapi.Handlers{
+	return adminapi.Handler(adminapi.Config{Token: n.token, Names: names, AtIndex: adminapi.AtIndex(n.store, func() time.Duration { return n.readWait }), OnLeader: n.writes.OnLeader}, adminapi.Handlers{
 		Ready:           n.handleReady,
 		Metrics:         promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}),
 		Status:          n.handleStatus,
@@ -104,57 +101,6 @@ func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 		body["warnings"] = warn
 	}
 	adminapi.WriteJSON(w, http.StatusOK, body)
-}
-
-// readWaitMax bounds how long a read waits for this node to apply the
-// index it asks for.
-const readWaitMax = 10 * time.Second
-
-// atIndex runs a read once this node has applied the index the client asks
-// for: the X-Tether-Index of an earlier answer, sent back as the request
-// header X-Tether-Index or as ?index=N (the larger when both). So a client
-// reads its own writes, and never goes back in time, on any node. A node
-// that does not reach it within readWaitMax (or the request's own end)
-// answers 503 with its applied index. Every read answer carries
-// X-Tether-Index: the applied index it reflects.
-func (n *Node) atIndex(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		var want uint64
-		for _, v := range []string{r.Header.Get(hdrIndex), r.URL.Query().Get("index")} {
-			if v == "" {
-				continue
-			}
-			i, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				adminapi.WriteError(w, http.StatusBadRequest, fmt.Sprintf("index %q: want a Raft index (a non-negative integer, as X-Tether-Index answers)", v))
-				return
-			}
-			want = max(want, i)
-		}
-		if want > 0 {
-			wait := cmp.Or(n.readWait, readWaitMax)
-			ctx, cancel := context.WithTimeout(r.Context(), wait)
-			err := n.store.WaitApplied(ctx, want)
-			cancel()
-			if err != nil {
-				applied := n.store.AppliedIndex()
-				setIndex(w, applied)
-				w.Header().Set("Retry-After", "1")
-				adminapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{
-					"error":         fmt.Sprintf("this node has applied up to index %d, not index %d asked for (waited up to %s): read from another node, or retry: %v", applied, want, wait, err),
-					"applied_index": applied,
-					"index":         want,
-				})
-				return
-			}
-		}
-		h(w, r)
-	}
-}
-
-// setIndex marks a read's answer with the applied index it reflects.
-func setIndex(w http.ResponseWriter, index uint64) {
-	w.Header().Set(hdrIndex, strconv.FormatUint(index, 10))
 }
 
 func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {

@@ -231,6 +231,8 @@ type Node struct {
 	gate proxyGate
 	// confirms are members' confirmations of applied writes (confirm.go).
 	confirms applyConfirms
+	// writes runs writes on the leader (node/admin).
+	writes *adminapi.Writes
 }
 
 // DefaultAdminAddr is the admin listener's default address.
@@ -347,6 +349,7 @@ func (n *Node) Start() (err error) {
 	if err := n.openCluster(); err != nil {
 		return err
 	}
+	n.writes = newWrites(n)
 	if err := n.openApplyConfirms(); err != nil {
 		return fmt.Errorf("gossip: %w", err)
 	}
