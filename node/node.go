@@ -21,6 +21,7 @@ import (
 	"github.com/tether-proxy/tether/keyring"
 	adminapi "github.com/tether-proxy/tether/node/admin"
 	"github.com/tether-proxy/tether/node/apiclient"
+	"github.com/tether-proxy/tether/node/confirm"
 	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/store"
@@ -229,10 +230,13 @@ type Node struct {
 	idClaims chan cluster.IDConflict
 	// gate says what the proxy listeners wait for (readiness.go).
 	gate proxyGate
-	// confirms are members' confirmations of applied writes (confirm.go).
-	confirms applyConfirms
-	// writes runs writes on the leader (node/admin).
+	// confirms are members' confirmations of applied writes (node/confirm);
+	// nil without gossip.
+	confirms *confirm.Confirms
+	// writes runs writes on the leader; api serves the admin API and
+	// watches for events (node/admin).
 	writes *adminapi.Writes
+	api    *adminapi.API
 }
 
 // DefaultAdminAddr is the admin listener's default address.
@@ -350,8 +354,10 @@ func (n *Node) Start() (err error) {
 		return err
 	}
 	n.writes = newWrites(n)
-	if err := n.openApplyConfirms(); err != nil {
-		return fmt.Errorf("gossip: %w", err)
+	if n.members != nil {
+		if n.confirms, err = confirm.New(n.cfg.NodeID, n.members, n.store, n.applyDrains, n.stop, n.log); err != nil {
+			return fmt.Errorf("gossip: %w", err)
+		}
 	}
 	if err := n.openHealth(); err != nil {
 		return fmt.Errorf("health gossip: %w", err)
@@ -425,7 +431,7 @@ func (n *Node) Start() (err error) {
 	go n.form(ctx)
 	go n.watchStore(ctx)
 	go n.leaderLoop(ctx)
-	go n.watchEvents(ctx.Done())
+	go func() { defer n.bg.Done(); n.api.Watch(ctx.Done()) }()
 	if n.keys != nil {
 		n.bg.Add(1)
 		go n.keys.serve(ctx.Done())
