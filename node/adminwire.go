@@ -7,9 +7,8 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/keyring"
-	"github.com/tether-proxy/tether/store"
-
 	adminapi "github.com/tether-proxy/tether/node/admin"
+	"github.com/tether-proxy/tether/store"
 )
 
 // The write path (forwarding to the leader, request ids, the answers'
@@ -23,7 +22,6 @@ const (
 var forwardClient = adminapi.ForwardClient
 
 func requestID(r *http.Request) string             { return adminapi.RequestID(r) }
-func requestBinding(r *http.Request) string        { return adminapi.RequestBinding(r) }
 func setCommitted(w http.ResponseWriter, i uint64) { adminapi.SetCommitted(w, i) }
 func setIndex(w http.ResponseWriter, i uint64)     { adminapi.SetIndex(w, i) }
 
@@ -124,7 +122,10 @@ func (a adminNode) Leave(ctx context.Context, force bool, auth string) (func(), 
 
 func (a adminNode) Probers(clusterID string) func(destID string) ([]string, []adminapi.ProberVerdict) {
 	n := a.n
-	if !n.activeHealthEnabled(clusterID) {
+	n.reloadMu.Lock()
+	c := n.current.ReverseProxy.Clusters[clusterID]
+	n.reloadMu.Unlock()
+	if c == nil || !c.HealthCheck.Active.Enabled {
 		return nil
 	}
 	sh := n.health
@@ -139,12 +140,4 @@ func (a adminNode) Probers(clusterID string) func(destID string) ([]string, []ad
 		}
 		return sh.gossip.Probers(clusterID, destID, fanout), vs
 	}
-}
-
-// activeHealthEnabled says whether the cluster's destinations are probed.
-func (n *Node) activeHealthEnabled(clusterID string) bool {
-	n.reloadMu.Lock()
-	defer n.reloadMu.Unlock()
-	c := n.current.ReverseProxy.Clusters[clusterID]
-	return c != nil && c.HealthCheck.Active.Enabled
 }

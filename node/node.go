@@ -22,6 +22,7 @@ import (
 	adminapi "github.com/tether-proxy/tether/node/admin"
 	"github.com/tether-proxy/tether/node/apiclient"
 	"github.com/tether-proxy/tether/node/confirm"
+	"github.com/tether-proxy/tether/node/gate"
 	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/store"
@@ -94,7 +95,7 @@ type Config struct {
 	// ServeBeforeJoin opens the proxy listeners at start on a node started
 	// to join (--join, --bootstrap-expect) with no state of its own, which
 	// otherwise accepts no connection until it is in the cluster and holds
-	// the active key (readiness.go).
+	// the active key (node/gate).
 	ServeBeforeJoin bool
 
 	// FastTimings shortens gossip timings (failure detection) for
@@ -228,8 +229,8 @@ type Node struct {
 	dirLock *dataDirLock
 	// idClaims are live claims on this node's id (idconflict.go).
 	idClaims chan cluster.IDConflict
-	// gate says what the proxy listeners wait for (readiness.go).
-	gate proxyGate
+	// gate says what the proxy listeners wait for (node/gate).
+	gate gate.Gate
 	// confirms are members' confirmations of applied writes (node/confirm);
 	// nil without gossip.
 	confirms *confirm.Confirms
@@ -417,7 +418,9 @@ func (n *Node) Start() (err error) {
 		n.server.UseTicketKeys(ticketKeySource{n})
 	}
 	n.server.UseAcme(n.acmeView)
-	if err := n.openListeners(); err != nil {
+	// A node started to join with no state waits to be in the cluster.
+	gated := n.cfg.clustered() && !n.cfg.ServeBeforeJoin && !n.store.HadState()
+	if err := n.gate.Open(n.server, gated, n.joinWait); err != nil {
 		return err
 	}
 
@@ -425,7 +428,7 @@ func (n *Node) Start() (err error) {
 	n.cancel = cancel
 	n.bg.Add(8)
 	go n.followSecrets(ctx)
-	go n.serveWhenJoined(ctx)
+	go func() { defer n.bg.Done(); n.gate.Serve(ctx, n.server, n.joinWait, n.log, n.fail) }()
 	go n.watchIDClaims(ctx)
 	go n.acmeLoop(ctx)
 	go n.form(ctx)
@@ -460,7 +463,7 @@ func (n *Node) Start() (err error) {
 	for _, a := range n.server.Addrs() {
 		addrs = append(addrs, a.String())
 	}
-	n.log.Info("node started", "proxy", strings.Join(addrs, ","), "proxy_open", n.gate.reason() == "", "admin", n.adminLn.Addr().String(), "raft", n.store.Addr(), "gossip", n.GossipAddr(), "data_dir", n.cfg.DataDir)
+	n.log.Info("node started", "proxy", strings.Join(addrs, ","), "proxy_open", n.gate.Reason() == "", "admin", n.adminLn.Addr().String(), "raft", n.store.Addr(), "gossip", n.GossipAddr(), "data_dir", n.cfg.DataDir)
 	return nil
 }
 
