@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -254,4 +255,65 @@ func (keyNode) Revoke(_ context.Context, id, reqID, bind string) (Revoked, error
 		return Revoked{}, keyring.ErrUnknownKey
 	}
 	return Revoked{Index: 11, Active: "k0", Replacement: "k3", PassedOver: []string{"n4"}}, nil
+}
+
+type readyNode struct {
+	Node
+	why  string
+	warn []string
+}
+
+func (r readyNode) NotReady() string   { return r.why }
+func (r readyNode) Warnings() []string { return r.warn }
+
+type stoppedStore struct {
+	*fakeStore
+	index uint64
+}
+
+func (s stoppedStore) Stopped() (uint64, string) { return s.index, "a snapshot from a newer release" }
+
+// /readyz: 503 naming why the node does not serve, or why its state stopped
+// following the cluster's; else ready, with the store's warnings.
+func TestReady(t *testing.T) {
+	a, st, _, _ := newTestAPI(t)
+	for _, c := range []struct {
+		why     string
+		stopped uint64
+		warn    []string
+		status  int
+		want    string
+	}{
+		{"no Raft leader known yet", 0, nil, 503, "no Raft leader known yet"},
+		{"", 9, nil, 503, "a snapshot from a newer release"},
+		{"", 0, []string{"disk nearly full"}, 200, "disk nearly full"},
+		{"", 0, nil, 200, "ready"},
+	} {
+		a.Node, a.Store = readyNode{why: c.why, warn: c.warn}, stoppedStore{st, c.stopped}
+		resp, body := answer(t, a.Handler(), "GET", "/readyz", nil, "")
+		if resp.StatusCode != c.status || !strings.Contains(fmt.Sprint(body), c.want) || (c.warn == nil && body["warnings"] != nil) {
+			t.Errorf("%+v: %d %v", c, resp.StatusCode, body)
+		}
+	}
+}
+
+type backupStore struct{ *fakeStore }
+
+func (backupStore) SaveBackup(w io.Writer, _ time.Time) (store.BackupInfo, error) {
+	_, err := io.WriteString(w, `{"format":"tether-backup"}`)
+	return store.BackupInfo{Index: 42}, err
+}
+
+// GET /v1/snapshot answers the backup as an attachment named after the
+// node and the index it reflects.
+func TestSnapshotSave(t *testing.T) {
+	a, st, _, _ := newTestAPI(t)
+	a.Store = backupStore{st}
+	req := httptest.NewRequest("GET", "/v1/snapshot", nil)
+	rec := httptest.NewRecorder()
+	a.Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK || rec.Header().Get("Content-Disposition") != `attachment; filename="tether-n1-42.snapshot"` ||
+		rec.Header().Get("Content-Type") != "application/json" || rec.Body.String() != `{"format":"tether-backup"}` {
+		t.Fatalf("snapshot: %d %v %q", rec.Code, rec.Header(), rec.Body)
+	}
 }
