@@ -196,7 +196,7 @@ func (tc *testCluster) waitSettled() {
 		leader := ""
 		for _, n := range tc.live() {
 			l := n.Leader()
-			if l == "" || (leader != "" && l != leader) || n.ring.ActiveKeyID(time.Now()) == "" || n.gate.reason() != "" {
+			if l == "" || (leader != "" && l != leader) || n.ring.ActiveKeyID(time.Now()) == "" || n.gate.Reason() != "" {
 				return false
 			}
 			leader = l

@@ -8,21 +8,17 @@
 // accepting, let in-flight requests finish within the shutdown timeout),
 // reload watcher, admin API, data path, keyring.
 //
-// The admin API's routes, guards and page live in package node/admin; the
-// node hands it the endpoints' handlers (admin.go builds it): /readyz,
-// /metrics, /v1/status, the keyring endpoints and destination drain, and
-// GET /v1/events (events.go): a watcher compares the node's view (leader, members, keys,
-// drains, health) after every change and publishes the differences to the
-// admin package's bus, which replays its recent events and never waits for
-// a slow reader.
+// The admin API (its routes, guards, handlers, write forwarding, events and
+// page) lives in package node/admin, behind the interfaces it declares;
+// admin.go builds it over the node's store and proxy, and adminwire.go
+// adapts the node to it. A drain's wait for every live member to apply it
+// lives in node/confirm.
 //
-// readiness.go: a node started to join with no state binds its proxy
+// node/gate: a node started to join with no state binds its proxy
 // listeners without accepting until it is in the Raft configuration and
-// holds the active key (--serve-before-join opens them at start).
-// confirm.go: a drain answers once every live member confirmed, over
-// gossip's direct messages, that it applied the drain's index to its data
-// path (at most 2 s; the answer names the others). lock.go: the data dir's
-// flock. idconflict.go: a live claim on this node's id stops the node that
+// holds the active key (--serve-before-join opens them at start);
+// readiness.go says what it waits for.
+// lock.go: the data dir's flock. idconflict.go: a live claim on this node's id stops the node that
 // holds no state.
 // ticketseed.go: the leader makes a random TLS session ticket seed per
 // UTC day of the cluster time, held in memory only; members ask it for

@@ -21,6 +21,8 @@ import (
 	"github.com/tether-proxy/tether/keyring"
 	adminapi "github.com/tether-proxy/tether/node/admin"
 	"github.com/tether-proxy/tether/node/apiclient"
+	"github.com/tether-proxy/tether/node/confirm"
+	"github.com/tether-proxy/tether/node/gate"
 	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/store"
@@ -93,7 +95,7 @@ type Config struct {
 	// ServeBeforeJoin opens the proxy listeners at start on a node started
 	// to join (--join, --bootstrap-expect) with no state of its own, which
 	// otherwise accepts no connection until it is in the cluster and holds
-	// the active key (readiness.go).
+	// the active key (node/gate).
 	ServeBeforeJoin bool
 
 	// FastTimings shortens gossip timings (failure detection) for
@@ -227,10 +229,15 @@ type Node struct {
 	dirLock *dataDirLock
 	// idClaims are live claims on this node's id (idconflict.go).
 	idClaims chan cluster.IDConflict
-	// gate says what the proxy listeners wait for (readiness.go).
-	gate proxyGate
-	// confirms are members' confirmations of applied writes (confirm.go).
-	confirms applyConfirms
+	// gate says what the proxy listeners wait for (node/gate).
+	gate gate.Gate
+	// confirms are members' confirmations of applied writes (node/confirm);
+	// nil without gossip.
+	confirms *confirm.Confirms
+	// writes runs writes on the leader; api serves the admin API and
+	// watches for events (node/admin).
+	writes *adminapi.Writes
+	api    *adminapi.API
 }
 
 // DefaultAdminAddr is the admin listener's default address.
@@ -347,8 +354,11 @@ func (n *Node) Start() (err error) {
 	if err := n.openCluster(); err != nil {
 		return err
 	}
-	if err := n.openApplyConfirms(); err != nil {
-		return fmt.Errorf("gossip: %w", err)
+	n.writes = newWrites(n)
+	if n.members != nil {
+		if n.confirms, err = confirm.New(n.cfg.NodeID, n.members, n.store, n.applyDrains, n.stop, n.log); err != nil {
+			return fmt.Errorf("gossip: %w", err)
+		}
 	}
 	if err := n.openHealth(); err != nil {
 		return fmt.Errorf("health gossip: %w", err)
@@ -408,7 +418,9 @@ func (n *Node) Start() (err error) {
 		n.server.UseTicketKeys(ticketKeySource{n})
 	}
 	n.server.UseAcme(n.acmeView)
-	if err := n.openListeners(); err != nil {
+	// A node started to join with no state waits to be in the cluster.
+	gated := n.cfg.clustered() && !n.cfg.ServeBeforeJoin && !n.store.HadState()
+	if err := n.gate.Open(n.server, gated, n.joinWait); err != nil {
 		return err
 	}
 
@@ -416,13 +428,13 @@ func (n *Node) Start() (err error) {
 	n.cancel = cancel
 	n.bg.Add(8)
 	go n.followSecrets(ctx)
-	go n.serveWhenJoined(ctx)
+	go func() { defer n.bg.Done(); n.gate.Serve(ctx, n.server, n.joinWait, n.log, n.fail) }()
 	go n.watchIDClaims(ctx)
 	go n.acmeLoop(ctx)
 	go n.form(ctx)
 	go n.watchStore(ctx)
 	go n.leaderLoop(ctx)
-	go n.watchEvents(ctx.Done())
+	go func() { defer n.bg.Done(); n.api.Watch(ctx.Done()) }()
 	if n.keys != nil {
 		n.bg.Add(1)
 		go n.keys.serve(ctx.Done())
@@ -451,7 +463,7 @@ func (n *Node) Start() (err error) {
 	for _, a := range n.server.Addrs() {
 		addrs = append(addrs, a.String())
 	}
-	n.log.Info("node started", "proxy", strings.Join(addrs, ","), "proxy_open", n.gate.reason() == "", "admin", n.adminLn.Addr().String(), "raft", n.store.Addr(), "gossip", n.GossipAddr(), "data_dir", n.cfg.DataDir)
+	n.log.Info("node started", "proxy", strings.Join(addrs, ","), "proxy_open", n.gate.Reason() == "", "admin", n.adminLn.Addr().String(), "raft", n.store.Addr(), "gossip", n.GossipAddr(), "data_dir", n.cfg.DataDir)
 	return nil
 }
 
