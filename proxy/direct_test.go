@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
+	"os"
+	"os/exec"
 	"reflect"
 	"slices"
 	"sort"
@@ -407,4 +409,60 @@ func TestCopyFields(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestQueryReencodingFollowsGODEBUG: with Go's GODEBUG urlmaxqueryparams
+// set, httputil.ReverseProxy re-encodes every query it forwards; the
+// direct path (requests without a body) then leaves them to it, so a GET
+// and a POST reach the backend with the same query, in every server mode.
+// Run in a child process: GODEBUG is read at start.
+func TestQueryReencodingFollowsGODEBUG(t *testing.T) {
+	if want, ok := os.LookupEnv("TETHER_TEST_QUERY_WANT"); ok {
+		queryReencodingChild(t, want)
+		return
+	}
+	cases := []struct{ desc, godebug, want string }{
+		{"Go's default: the query as the client sent it", "", "b=2&a=1"},
+		{"urlmaxqueryparams set: re-encoded on every path", "urlmaxqueryparams=100", "a=1&b=2"},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestQueryReencodingFollowsGODEBUG$", "-test.count=1", "-test.v")
+			cmd.Env = append(os.Environ(), "GODEBUG="+c.godebug, "TETHER_TEST_QUERY_WANT="+c.want)
+			out, err := cmd.CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "--- PASS") {
+				t.Fatalf("child with GODEBUG=%q: %v\n%s", c.godebug, err, out)
+			}
+		})
+	}
+}
+
+func queryReencodingChild(t *testing.T, want string) {
+	var mu sync.Mutex
+	var got []string
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.RawQuery)
+		mu.Unlock()
+	})
+	forEachMode(t, func(t *testing.T, m serverMode) {
+		e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			var body io.Reader
+			if method == http.MethodPost {
+				body = strings.NewReader("x")
+			}
+			mu.Lock()
+			got = nil
+			mu.Unlock()
+			if resp, _ := e.mustDo(method, "/q?b=2&a=1", body, nil); resp.StatusCode != 200 {
+				t.Fatalf("%s: %d", method, resp.StatusCode)
+			}
+			mu.Lock()
+			if len(got) != 1 || got[0] != method+" "+want {
+				t.Errorf("the backend saw %q, want %q", got, method+" "+want)
+			}
+			mu.Unlock()
+		}
+	})
 }

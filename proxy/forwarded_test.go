@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -207,4 +208,17 @@ func TestPortString(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { portString(8443) }); n != 0 {
 		t.Errorf("portString of the same port allocates %.0f times", n)
 	}
+}
+
+func FuzzClientPort(f *testing.F) {
+	f.Add("example.com:8080")
+	f.Add("[::1]")
+	f.Add("[::1]:443")
+	f.Fuzz(func(t *testing.T, host string) {
+		req := httptest.NewRequest("GET", "/", nil)
+		req.Host = host
+		if p := clientPort(req, "http"); p == "" {
+			t.Fatalf("empty port for %q", host)
+		}
+	})
 }

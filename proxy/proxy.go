@@ -755,7 +755,6 @@ var (
 	_ http.ResponseWriter  = (*respWriter)(nil)
 	_ http.Flusher         = (*respWriter)(nil)
 	_ httputil.BufferPool  = (*bufferPool)(nil)
-	_ http.Handler         = (*redirect)(nil)
 	_ prometheus.Collector = (*stateCollector)(nil)
 	_ affinity.Keyring     = compileKeyring{}
 )

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/health"
 	"github.com/tether-proxy/tether/proxy/upstream"
 	"github.com/tether-proxy/tether/test/testutil"
@@ -745,5 +747,30 @@ func TestUpdateForgetsRemovedDestinationSeries(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestHTTPSProxyEndToEnd: an HTTP/2 client through an HTTPS listener to an
+// HTTP/1.1 backend; the affinity cookie is Secure because the client used
+// TLS (SecurePolicy SameAsRequest) and X-Forwarded-Proto says https.
+func TestHTTPSProxyEndToEnd(t *testing.T) {
+	b := newBackend(t, nil)
+	cert, key, pool := testutil.CertFiles(t)
+	cfg := mustParse(t, simpleConfig(map[string]string{"d1": b.URL},
+		`"SessionAffinity": {"Enabled": true, "AffinityKeyName": ".T"}`, "", ""))
+	cfg.Listeners = []config.Listener{{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: cert, KeyPath: key}}}
+	h := newHarness(t, cfg, nil)
+	s := startServer(t, cfg, h.p)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
+	defer client.CloseIdleConnections()
+	resp, body := get(t, client, "https://"+s.Addrs()[0].String()+"/x", nil)
+	if resp.StatusCode != 200 || body != "ok" || resp.ProtoMajor != 2 {
+		t.Fatalf("got %s %d %q", resp.Proto, resp.StatusCode, body)
+	}
+	if sc := resp.Header.Get("Set-Cookie"); !strings.Contains(strings.ToLower(sc), "; secure") {
+		t.Errorf("Set-Cookie %q lacks Secure", sc)
+	}
+	if p := b.lastRequest().Header.Get("X-Forwarded-Proto"); p != "https" {
+		t.Errorf("X-Forwarded-Proto = %q", p)
 	}
 }

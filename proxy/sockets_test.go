@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"context"
 	"net"
-	"net/http"
 	"testing"
 
-	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/internal/sockio"
 )
 
@@ -49,36 +47,7 @@ func TestTetherSocketsAreSockConns(t *testing.T) {
 	if _, ok := ac.(*sockio.Conn); !ok {
 		t.Errorf("sockListener accepted %T, want *sockio.Conn", ac)
 	}
-	if sockio.RawConnOf(&limitConn{Conn: ac}) == nil {
-		t.Error("the own loop cannot reach the socket under limitConn and sockConn")
-	}
 	if want, _ := ic.Conn.(*sockio.Conn).SyscallConn(); sockio.RawConnOf(ic) != want {
 		t.Error("sockio.RawConnOf built a new RawConn where the sockConn holds one")
-	}
-}
-
-// TestServerListensThroughSockListener: every listener Start binds
-// (under the connection cap when there is one) accepts sockConns.
-func TestServerListensThroughSockListener(t *testing.T) {
-	cfg := &config.Config{Listeners: []config.Listener{{Address: "127.0.0.1:0"}}}
-	for _, capped := range []bool{false, true} {
-		if capped {
-			cfg.Limits.MaxConcurrentConnections = 10
-		}
-		s := startServer(t, cfg, http.HandlerFunc(okHandler))
-		for _, ln := range s.lns {
-			if l, ok := ln.(*limitListener); ok {
-				ln = l.Listener
-			} else if capped {
-				t.Errorf("capped: listener %T, want *limitListener", ln)
-			}
-			if _, ok := ln.(sockio.Listener); !ok {
-				t.Errorf("capped=%v: listener %T, want sockListener", capped, ln)
-			}
-		}
-		resp, err := rawRequest(t, s.Addrs()[0].String(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("capped=%v: %v %v", capped, resp, err)
-		}
 	}
 }

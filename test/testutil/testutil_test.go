@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"crypto/tls"
 	"net"
 	"os"
 	"path/filepath"
@@ -78,5 +79,15 @@ func TestWriteFileReplaces(t *testing.T) {
 	}
 	if _, err := os.Stat(p + ".tmp"); !os.IsNotExist(err) {
 		t.Fatal("the temporary file was left behind")
+	}
+}
+
+func TestCertFilesLoad(t *testing.T) {
+	certFile, keyFile, pool := CertFiles(t)
+	if _, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil {
+		t.Fatal(err)
+	}
+	if pool == nil {
+		t.Fatal("no pool")
 	}
 }

@@ -1,14 +1,11 @@
-package proxy
+package frontdoor
 
 import (
 	"context"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,8 +38,8 @@ func TestHTTP1ServerSetting(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), c.value) {
 					t.Fatalf("ParseHTTP1Server(%q) = %v, want an error naming the value", c.value, err)
 				}
-				if _, err := NewServer(&config.Config{}, http.NotFoundHandler(), nil, WithHTTP1Server(HTTP1Server(c.value))); err == nil {
-					t.Fatalf("NewServer took http1 server %q", c.value)
+				if _, err := New(&config.Config{}, http.NotFoundHandler(), nil, WithHTTP1Server(HTTP1Server(c.value))); err == nil {
+					t.Fatalf("New took http1 server %q", c.value)
 				}
 				return
 			}
@@ -50,11 +47,11 @@ func TestHTTP1ServerSetting(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg := &config.Config{Listeners: []config.Listener{{Address: "127.0.0.1:0"}}}
-			s, err := NewServer(cfg, http.NotFoundHandler(), nil, WithHTTP1Server(v))
+			s, err := New(cfg, http.NotFoundHandler(), nil, WithHTTP1Server(v))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if own := s.h1[0] != nil; own != c.wantOwn {
+			if own := s.ls[0].h1 != nil; own != c.wantOwn {
 				t.Fatalf("own loop on = %v, want %v", own, c.wantOwn)
 			}
 		})
@@ -106,62 +103,6 @@ func TestWriteYieldSetting(t *testing.T) {
 	}
 }
 
-// TestQueryReencodingFollowsGODEBUG: with Go's GODEBUG urlmaxqueryparams
-// set, httputil.ReverseProxy re-encodes every query it forwards; the
-// direct path (requests without a body) then leaves them to it, so a GET
-// and a POST reach the backend with the same query, in every server mode.
-// Run in a child process: GODEBUG is read at start.
-func TestQueryReencodingFollowsGODEBUG(t *testing.T) {
-	if want, ok := os.LookupEnv("TETHER_TEST_QUERY_WANT"); ok {
-		queryReencodingChild(t, want)
-		return
-	}
-	cases := []struct{ desc, godebug, want string }{
-		{"Go's default: the query as the client sent it", "", "b=2&a=1"},
-		{"urlmaxqueryparams set: re-encoded on every path", "urlmaxqueryparams=100", "a=1&b=2"},
-	}
-	for _, c := range cases {
-		t.Run(c.desc, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestQueryReencodingFollowsGODEBUG$", "-test.count=1", "-test.v")
-			cmd.Env = append(os.Environ(), "GODEBUG="+c.godebug, "TETHER_TEST_QUERY_WANT="+c.want)
-			out, err := cmd.CombinedOutput()
-			if err != nil || !strings.Contains(string(out), "--- PASS") {
-				t.Fatalf("child with GODEBUG=%q: %v\n%s", c.godebug, err, out)
-			}
-		})
-	}
-}
-
-func queryReencodingChild(t *testing.T, want string) {
-	var mu sync.Mutex
-	var got []string
-	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		got = append(got, r.Method+" "+r.URL.RawQuery)
-		mu.Unlock()
-	})
-	forEachMode(t, func(t *testing.T, m serverMode) {
-		e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
-		for _, method := range []string{http.MethodGet, http.MethodPost} {
-			var body io.Reader
-			if method == http.MethodPost {
-				body = strings.NewReader("x")
-			}
-			mu.Lock()
-			got = nil
-			mu.Unlock()
-			if resp, _ := e.mustDo(method, "/q?b=2&a=1", body, nil); resp.StatusCode != 200 {
-				t.Fatalf("%s: %d", method, resp.StatusCode)
-			}
-			mu.Lock()
-			if len(got) != 1 || got[0] != method+" "+want {
-				t.Errorf("the backend saw %q, want %q", got, method+" "+want)
-			}
-			mu.Unlock()
-		}
-	})
-}
-
 // TestHTTP2ServerSetting: --http2-server chooses who serves HTTP/2 (stdlib,
 // the default, or own); any other value is refused with its name. Who
 // answers is seen on the wire: the own server's SETTINGS name a 16 KiB
@@ -189,8 +130,8 @@ func TestHTTP2ServerSetting(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), c.value) {
 					t.Fatalf("ParseHTTP2Server(%q) = %v, want an error naming the value", c.value, err)
 				}
-				if _, err := NewServer(&config.Config{}, http.NotFoundHandler(), nil, WithHTTP2Server(HTTP2Server(c.value))); err == nil {
-					t.Fatalf("NewServer took http2 server %q", c.value)
+				if _, err := New(&config.Config{}, http.NotFoundHandler(), nil, WithHTTP2Server(HTTP2Server(c.value))); err == nil {
+					t.Fatalf("New took http2 server %q", c.value)
 				}
 				return
 			}
@@ -200,7 +141,7 @@ func TestHTTP2ServerSetting(t *testing.T) {
 			l := config.Listener{Address: "127.0.0.1:0"}
 			l.Protocols = config.ProtocolsHttp2
 			cfg := &config.Config{Listeners: []config.Listener{l}}
-			s, err := NewServer(cfg, http.NotFoundHandler(), nil, WithHTTP2Server(v))
+			s, err := New(cfg, http.NotFoundHandler(), nil, WithHTTP2Server(v))
 			if err != nil {
 				t.Fatal(err)
 			}

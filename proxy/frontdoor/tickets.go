@@ -1,4 +1,4 @@
-package proxy
+package frontdoor
 
 import (
 	"crypto/tls"
@@ -97,16 +97,16 @@ func (s *Server) UseTicketKeys(src TicketKeySource) {
 	if p, ok := src.(TicketPauser); ok {
 		pause = p.PausesTickets()
 	}
-	for i, tc := range s.tlsConfig {
-		if tc == nil {
+	for _, l := range s.ls {
+		if l.tls == nil {
 			continue
 		}
-		t.install(tc)
-		for _, r := range s.sni[i] {
+		t.install(l.tls)
+		for _, r := range l.sni {
 			t.install(r.cfg)
 		}
 		if pause {
-			t.pauseWithoutKeys(tc, s.servers[i].Protocols, s.sni[i])
+			t.pauseWithoutKeys(l.tls, l.srv.Protocols, l.sni)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package frontdoor
 
 import (
 	"log/slog"

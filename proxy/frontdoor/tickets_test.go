@@ -1,4 +1,4 @@
-package proxy
+package frontdoor
 
 import (
 	"crypto/tls"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // ticketSource is a TicketKeySource whose keys the test sets.
@@ -48,7 +49,7 @@ func startTicketServer(t *testing.T, certFile, keyFile string, sni bool, src Tic
 	if sni {
 		l.Sni = []config.SniRule{{Pattern: "*"}}
 	}
-	s, err := NewServer(&config.Config{Listeners: []config.Listener{l}}, http.HandlerFunc(okHandler), nil)
+	s, err := New(&config.Config{Listeners: []config.Listener{l}}, http.HandlerFunc(okHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func resumes(t *testing.T, addr string, version uint16, pool *x509.CertPool, cac
 }
 
 func TestSessionTicketResumesOnEveryListenerSharingTheKeys(t *testing.T) {
-	certFile, keyFile, pool := writeCert(t)
+	certFile, keyFile, pool := testutil.CertFiles(t)
 	for _, v := range []struct {
 		desc    string
 		version uint16
@@ -195,7 +196,7 @@ func resumesProto(t *testing.T, addr string, version uint16, pool *x509.CertPool
 }
 
 func TestATicketPauserWithoutKeysIssuesNoTicketAndLeavesTheClientsOne(t *testing.T) {
-	certFile, keyFile, pool := writeCert(t)
+	certFile, keyFile, pool := testutil.CertFiles(t)
 	for _, v := range []struct {
 		desc    string
 		version uint16
@@ -236,13 +237,13 @@ func TestATicketPauserWithoutKeysIssuesNoTicketAndLeavesTheClientsOne(t *testing
 }
 
 func TestATicketPauserKeepsTheListenersProtocols(t *testing.T) {
-	certFile, keyFile, pool := writeCert(t)
+	certFile, keyFile, pool := testutil.CertFiles(t)
 	for _, c := range []struct {
 		protocols, want string
 	}{{config.ProtocolsHttp1, "HTTP/1.1"}, {config.ProtocolsHttp2, "HTTP/2.0"}, {"", "HTTP/2.0"}} {
 		l := config.Listener{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: certFile, KeyPath: keyFile}}
 		l.Protocols = c.protocols
-		s, err := NewServer(&config.Config{Listeners: []config.Listener{l}}, http.HandlerFunc(okHandler), nil)
+		s, err := New(&config.Config{Listeners: []config.Listener{l}}, http.HandlerFunc(okHandler), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,8 +1,9 @@
-package proxy
+package frontdoor
 
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"syscall"
@@ -19,30 +20,27 @@ import (
 func (s *Server) Reserve() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lns != nil || s.reserved != nil {
+	if s.lns != nil || s.reserved {
 		return errors.New("server already reserved or started")
 	}
 	if !canReserve {
 		return nil
 	}
-	reserved := make([][]*reservation, len(s.servers))
 	var addrs []net.Addr
-	for i := range s.servers {
-		rs, err := reserveAll(s.listeners[i].Address, s.logger)
+	for i, l := range s.ls {
+		rs, err := reserveAll(l.cfg.Address, s.logger)
 		if err != nil {
-			for _, l := range reserved {
-				for _, r := range l {
-					r.close()
-				}
+			for _, done := range s.ls[:i] {
+				done.release()
 			}
 			return err
 		}
-		reserved[i] = rs
+		l.reserved = rs
 		for _, r := range rs {
 			addrs = append(addrs, r.addr)
 		}
 	}
-	s.reserved, s.addrs = reserved, addrs
+	s.reserved, s.addrs = true, addrs
 	return nil
 }
 
@@ -53,24 +51,32 @@ func (s *Server) Serving() bool {
 	return s.lns != nil
 }
 
-// bind opens listener i's sockets: its reserved ones when Reserve ran.
-func (s *Server) bind(i int) ([]net.Listener, error) {
-	if s.reserved == nil || s.reserved[i] == nil {
-		return listenAll(s.listeners[i].Address, s.logger)
+// bind opens the listener's sockets: its reserved ones when Reserve ran.
+func (l *listener) bind(logger *slog.Logger) ([]net.Listener, error) {
+	if l.reserved == nil {
+		return listenAll(l.cfg.Address, logger)
 	}
 	var lns []net.Listener
-	for _, r := range s.reserved[i] {
+	for _, r := range l.reserved {
 		ln, err := r.listen()
 		if err != nil {
-			for _, l := range lns {
-				_ = l.Close()
+			for _, x := range lns {
+				_ = x.Close()
 			}
-			return nil, fmt.Errorf("listen on %s: %w", s.listeners[i].Address, err)
+			return nil, fmt.Errorf("listen on %s: %w", l.cfg.Address, err)
 		}
 		lns = append(lns, ln)
 	}
-	s.reserved[i] = nil
+	l.reserved = nil
 	return lns, nil
+}
+
+// release closes the listener's reservations.
+func (l *listener) release() {
+	for _, r := range l.reserved {
+		r.close()
+	}
+	l.reserved = nil
 }
 
 // releaseReserved closes the reservations Start did not use; Start
@@ -79,12 +85,10 @@ func (s *Server) releaseReserved() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.shut = true
-	for _, l := range s.reserved {
-		for _, r := range l {
-			r.close()
-		}
+	for _, l := range s.ls {
+		l.release()
 	}
-	s.reserved = nil
+	s.reserved = false
 }
 
 // reserveAll reserves addr as listenAll binds it: "localhost:port" is both

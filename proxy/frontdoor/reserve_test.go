@@ -1,6 +1,6 @@
 //go:build unix
 
-package proxy
+package frontdoor
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func TestReservedListenersRefuseUntilStarted(t *testing.T) {
 	for _, addr := range []string{"127.0.0.1:0", ":0", "[::1]:0", "localhost:" + strconv.Itoa(freeTCPPort(t))} {
 		t.Run(addr, func(t *testing.T) {
 			cfg := &config.Config{Listeners: []config.Listener{{Address: addr}}}
-			s, err := NewServer(cfg, http.HandlerFunc(okHandler), nil)
+			s, err := New(cfg, http.HandlerFunc(okHandler), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,7 +85,7 @@ func TestReserveNamesAddressInUse(t *testing.T) {
 	}
 	defer ln.Close()
 	cfg := &config.Config{Listeners: []config.Listener{{Address: "127.0.0.1:0"}, {Address: ln.Addr().String()}}}
-	s, err := NewServer(cfg, http.HandlerFunc(okHandler), nil)
+	s, err := New(cfg, http.HandlerFunc(okHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestReserveTakesAPortAnEarlierProcessLeftInTimeWait(t *testing.T) {
 	ln.Close()
 
 	cfg := &config.Config{Listeners: []config.Listener{{Address: addr}}}
-	s, err := NewServer(cfg, http.HandlerFunc(okHandler), nil)
+	s, err := New(cfg, http.HandlerFunc(okHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,10 @@
-package proxy
+package frontdoor
 
 import (
 	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -74,7 +72,7 @@ func TestRedirectLocation(t *testing.T) {
 // startServer runs a Server for cfg on 127.0.0.1:0 listeners.
 func startServer(t *testing.T, cfg *config.Config, h http.Handler) *Server {
 	t.Helper()
-	s, err := NewServer(cfg, h, nil)
+	s, err := New(cfg, h, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +186,7 @@ func TestServerStartNamesAddressInUse(t *testing.T) {
 	}
 	defer ln.Close()
 	cfg := &config.Config{Listeners: []config.Listener{{Address: "127.0.0.1:0"}, {Address: ln.Addr().String()}}}
-	s, err := NewServer(cfg, http.HandlerFunc(okHandler), nil)
+	s, err := New(cfg, http.HandlerFunc(okHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,41 +196,23 @@ func TestServerStartNamesAddressInUse(t *testing.T) {
 	}
 }
 
-// writeCert writes a self-signed certificate for 127.0.0.1 and returns the
-// file names and a pool trusting it.
-func writeCert(t *testing.T) (string, string, *x509.CertPool) {
-	t.Helper()
-	certPEM, keyPEM, leaf := testutil.SelfSignedCert(t)
-	dir := t.TempDir()
-	cert, keyf := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(cert, certPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyf, keyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(leaf)
-	return cert, keyf, pool
-}
-
 func TestHTTPSListenerServesHTTP2(t *testing.T) {
-	cert, key, pool := writeCert(t)
+	cert, key, pool := testutil.CertFiles(t)
 	cfg := &config.Config{Listeners: []config.Listener{{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: cert, KeyPath: key}}}}
 	s := startServer(t, cfg, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s %v", r.Proto, r.TLS != nil)
 	}))
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
 	defer client.CloseIdleConnections()
-	resp, body := get(t, client, "https://"+s.Addrs()[0].String()+"/", nil)
-	if resp.StatusCode != 200 || body != "HTTP/2.0 true" {
-		t.Fatalf("got %d %q, want HTTP/2.0 over TLS", resp.StatusCode, body)
+	status, _, body := testutil.Get(t, client, "https://"+s.Addrs()[0].String()+"/", nil)
+	if status != 200 || body != "HTTP/2.0 true" {
+		t.Fatalf("got %d %q, want HTTP/2.0 over TLS", status, body)
 	}
 }
 
 func TestNewServerNamesBadCertificate(t *testing.T) {
 	cfg := &config.Config{Listeners: []config.Listener{{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: "/nonexistent.pem", KeyPath: "/nonexistent.key"}}}}
-	_, err := NewServer(cfg, http.HandlerFunc(okHandler), nil)
+	_, err := New(cfg, http.HandlerFunc(okHandler), nil)
 	var ces config.Errors
 	if !errors.As(err, &ces) || ces[0].Path != "Listeners[0].Certificate" || !strings.Contains(ces[0].Message, "/nonexistent.pem") {
 		t.Fatalf("err = %v", err)
@@ -245,7 +225,7 @@ func TestGracefulShutdown(t *testing.T) {
 	started := make(chan struct{})
 	release := make(chan struct{})
 	cfg := &config.Config{Listeners: []config.Listener{{Address: "127.0.0.1:0"}}}
-	s, err := NewServer(cfg, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s, err := New(cfg, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			close(started)
 			<-release
@@ -304,7 +284,7 @@ func TestShutdownClosesAfterDeadline(t *testing.T) {
 	block := make(chan struct{})
 	defer close(block)
 	cfg := &config.Config{Listeners: []config.Listener{{Address: "127.0.0.1:0"}}}
-	s, _ := NewServer(cfg, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s, _ := New(cfg, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(started)
 		select {
 		case <-block:
@@ -351,50 +331,12 @@ func FuzzRedirectLocation(f *testing.F) {
 	})
 }
 
-func FuzzClientPort(f *testing.F) {
-	f.Add("example.com:8080")
-	f.Add("[::1]")
-	f.Add("[::1]:443")
-	f.Fuzz(func(t *testing.T, host string) {
-		req := httptest.NewRequest("GET", "/", nil)
-		req.Host = host
-		if p := clientPort(req, "http"); p == "" {
-			t.Fatalf("empty port for %q", host)
-		}
-	})
-}
-
-// TestHTTPSProxyEndToEnd: an HTTP/2 client through an HTTPS listener to an
-// HTTP/1.1 backend; the affinity cookie is Secure because the client used
-// TLS (SecurePolicy SameAsRequest) and X-Forwarded-Proto says https.
-func TestHTTPSProxyEndToEnd(t *testing.T) {
-	b := newBackend(t, nil)
-	cert, key, pool := writeCert(t)
-	cfg := mustParse(t, simpleConfig(map[string]string{"d1": b.URL},
-		`"SessionAffinity": {"Enabled": true, "AffinityKeyName": ".T"}`, "", ""))
-	cfg.Listeners = []config.Listener{{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: cert, KeyPath: key}}}
-	h := newHarness(t, cfg, nil)
-	s := startServer(t, cfg, h.p)
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
-	defer client.CloseIdleConnections()
-	resp, body := get(t, client, "https://"+s.Addrs()[0].String()+"/x", nil)
-	if resp.StatusCode != 200 || body != "ok" || resp.ProtoMajor != 2 {
-		t.Fatalf("got %s %d %q", resp.Proto, resp.StatusCode, body)
-	}
-	if sc := resp.Header.Get("Set-Cookie"); !strings.Contains(strings.ToLower(sc), "; secure") {
-		t.Errorf("Set-Cookie %q lacks Secure", sc)
-	}
-	if p := b.lastRequest().Header.Get("X-Forwarded-Proto"); p != "https" {
-		t.Errorf("X-Forwarded-Proto = %q", p)
-	}
-}
-
 // TestPrepareCertificatesRotatesWithoutRestart: a reload swaps an HTTPS
 // listener's certificate for new handshakes; a certificate that fails to
 // load swaps nothing.
 func TestPrepareCertificatesRotatesWithoutRestart(t *testing.T) {
-	certA, keyA, _ := writeCert(t)
-	certB, keyB, _ := writeCert(t)
+	certA, keyA, _ := testutil.CertFiles(t)
+	certB, keyB, _ := testutil.CertFiles(t)
 	cfg := &config.Config{Listeners: []config.Listener{{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: certA, KeyPath: keyA}}}}
 	s := startServer(t, cfg, http.HandlerFunc(okHandler))
 	leaf := func() []byte {

@@ -1,4 +1,32 @@
-package proxy
+package frontdoor
+
+import "net/http"
+
+// headerLimit answers 431 when the request line plus header block exceeds
+// max bytes. net/http enforces MaxHeaderBytes with 4 KiB of slack; this
+// makes the configured figure exact.
+func headerLimit(max int, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 2 {
+			growStack() // a new goroutine per stream (below)
+		}
+		n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				n += len(k) + len(v) + 4
+			}
+		}
+		if r.Host != "" && r.Header["Host"] == nil {
+			n += len("Host") + len(r.Host) + 4
+		}
+		if n > max {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "request header fields too large", statusHeaderFieldsTooBig)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
 
 // An HTTP/2 request's handler runs on a goroutine net/http starts for its
 // stream, with the smallest stack, which the request path then outgrows:

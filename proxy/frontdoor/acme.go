@@ -1,4 +1,4 @@
-package proxy
+package frontdoor
 
 import (
 	"crypto/tls"
@@ -121,9 +121,9 @@ func (s *Server) checkAcme() error {
 	if s.acme.source() != nil {
 		return nil
 	}
-	for i, l := range s.listeners {
-		if l.Acme != nil {
-			return fmt.Errorf("%s.Acme: this node has no ACME certificate manager", listenerPath(i, l))
+	for _, l := range s.ls {
+		if l.cfg.Acme != nil {
+			return fmt.Errorf("%s.Acme: this node has no ACME certificate manager", l.path)
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package proxy
+package frontdoor
 
 import (
 	"bufio"
@@ -53,13 +53,13 @@ func TestPFXListenerServesTLS(t *testing.T) {
 	s := startServer(t, cfg, http.HandlerFunc(protoHandler))
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
 	defer client.CloseIdleConnections()
-	resp, body := get(t, client, "https://"+s.Addrs()[0].String()+"/", nil)
-	if resp.StatusCode != 200 || body != "HTTP/2.0 true" {
-		t.Fatalf("got %d %q", resp.StatusCode, body)
+	status, _, body := testutil.Get(t, client, "https://"+s.Addrs()[0].String()+"/", nil)
+	if status != 200 || body != "HTTP/2.0 true" {
+		t.Fatalf("got %d %q", status, body)
 	}
 
 	bad := &config.Config{Listeners: []config.Listener{{Address: "127.0.0.1:0", ListenerOptions: config.ListenerOptions{Source: "Kestrel.Endpoints.Https"}, Certificate: &config.Certificate{Path: path, Password: "wrong"}}}}
-	if _, err := NewServer(bad, http.HandlerFunc(okHandler), nil); err == nil || !strings.Contains(err.Error(), "Kestrel.Endpoints.Https.Certificate: loading "+path+": wrong Password") {
+	if _, err := New(bad, http.HandlerFunc(okHandler), nil); err == nil || !strings.Contains(err.Error(), "Kestrel.Endpoints.Https.Certificate: loading "+path+": wrong Password") {
 		t.Fatalf("NewServer with a wrong password: %v", err)
 	}
 }

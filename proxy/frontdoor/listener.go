@@ -1,17 +1,11 @@
-package proxy
+package frontdoor
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"strings"
@@ -25,8 +19,8 @@ import (
 )
 
 // Listener settings from Kestrel's endpoint configuration (config.Kestrel):
-// protocols, TLS versions, client certificates, the self-signed stand-in
-// for ASP.NET's development certificate, and MaxConcurrentConnections.
+// protocols and MaxConcurrentConnections; binding an address; the bound on
+// an HTTPS connection's first request. The TLS settings are in tls.go.
 
 // httpProtocols is what a listener serves, as Kestrel's HttpProtocols: over
 // TLS the client picks by ALPN; in cleartext Http2 means h2c with prior
@@ -51,61 +45,6 @@ func httpProtocols(l config.Listener, tlsOn bool) (*http.Protocols, []string) {
 		}
 		return p, []string{"h2", "http/1.1"}
 	}
-}
-
-// listenerTLS is the TLS configuration of an HTTPS listener whose current
-// certificate is cur.
-func listenerTLS(l config.Listener, cur *atomic.Pointer[tls.Certificate]) *tls.Config {
-	_, next := httpProtocols(l, true)
-	tc := &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return cur.Load(), nil
-		},
-		NextProtos: next,
-	}
-	if v := l.SslProtocols; v.Set && v.Min != 0 {
-		tc.MinVersion, tc.MaxVersion = v.Min, v.Max
-	}
-	if l.ClientCertificateMode == "AllowCertificate" {
-		// Asked for, not verified: Kestrel's AllowCertificate hands it to
-		// the application (here the ClientCert transform) as it is.
-		tc.ClientAuth = tls.RequestClientCert
-	}
-	return tc
-}
-
-// selfSigned makes the certificate an https listener without one serves:
-// for localhost, 127.0.0.1 and ::1, valid for a year, new at every start.
-func selfSigned() (*tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "localhost", Organization: []string{"tether self-signed"}},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(365 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, err
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
 }
 
 // connLimit counts open client connections over all listeners
@@ -150,88 +89,6 @@ func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.lim.open.Add(-1) })
 	return err
-}
-
-// sniRule is a listener's Sni entry, ready for handshakes.
-type sniRule struct {
-	pattern string // host name, "*.suffix" or "*"
-	// cur is the entry's own certificate, or the listener's.
-	cur *atomic.Pointer[tls.Certificate]
-	own bool // cur is the entry's own (PrepareCertificates swaps it)
-	cfg *tls.Config
-}
-
-// sniRules builds l.Sni's rules; listenerCert is the listener's current
-// certificate, used by entries without their own. http1/http2 say whether
-// any rule or the listener itself may speak that protocol.
-func sniRules(path string, l config.Listener, listenerCert *atomic.Pointer[tls.Certificate]) ([]*sniRule, *config.FieldError) {
-	var rules []*sniRule
-	for _, r := range l.Sni {
-		sr := &sniRule{pattern: r.Pattern, cur: listenerCert}
-		if r.Certificate != nil {
-			cert, ferr := loadCertificate(path+".Sni."+r.Pattern, r.Certificate)
-			if ferr != nil {
-				return nil, ferr
-			}
-			sr.cur, sr.own = new(atomic.Pointer[tls.Certificate]), true
-			sr.cur.Store(cert)
-		}
-		var rl config.Listener
-		rl.KestrelEndpointDefaults = r.KestrelEndpointDefaults
-		sr.cfg = listenerTLS(rl, sr.cur)
-		rules = append(rules, sr)
-	}
-	return rules, nil
-}
-
-// withSni makes tc pick each handshake's settings by its server name, as
-// Kestrel's SNI selection does: the exact name, else the longest matching
-// "*.suffix", else "*"; no match refuses the handshake.
-func withSni(tc *tls.Config, rules []*sniRule) {
-	tc.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-		if r := matchSni(rules, hello.ServerName); r != nil {
-			return r.cfg, nil
-		}
-		return nil, errNoSniMatch
-	}
-}
-
-var errNoSniMatch = errors.New("no Sni entry matches the server name")
-
-func matchSni(rules []*sniRule, name string) *sniRule {
-	name = strings.TrimSuffix(strings.ToLower(name), ".")
-	var best, any *sniRule
-	for _, r := range rules {
-		switch {
-		case r.pattern == "*":
-			any = r
-		case strings.HasPrefix(r.pattern, "*."):
-			if strings.HasSuffix(name, r.pattern[1:]) && (best == nil || len(r.pattern) > len(best.pattern)) {
-				best = r
-			}
-		case r.pattern == name && name != "":
-			return r
-		}
-	}
-	if best != nil {
-		return best
-	}
-	return any
-}
-
-// sniProtocols widens p to what any Sni entry may speak over TLS.
-func sniProtocols(p *http.Protocols, l config.Listener) {
-	for _, r := range l.Sni {
-		var rl config.Listener
-		rl.KestrelEndpointDefaults = r.KestrelEndpointDefaults
-		rp, _ := httpProtocols(rl, true)
-		if rp.HTTP1() {
-			p.SetHTTP1(true)
-		}
-		if rp.HTTP2() {
-			p.SetHTTP2(true)
-		}
-	}
 }
 
 // listenAll binds addr. "localhost:port" binds both loopbacks, as Kestrel

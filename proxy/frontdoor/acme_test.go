@@ -1,4 +1,4 @@
-package proxy
+package frontdoor
 
 import (
 	"crypto/tls"
@@ -40,7 +40,7 @@ func TestAcmeListenerServesTheReplicatedCertificateAndAnswersChallenges(t *testi
 	}}
 
 	t.Run("without an ACME source the listener is refused, naming it", func(t *testing.T) {
-		s, err := NewServer(cfg, http.HandlerFunc(okHandler), nil)
+		s, err := New(cfg, http.HandlerFunc(okHandler), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +50,7 @@ func TestAcmeListenerServesTheReplicatedCertificateAndAnswersChallenges(t *testi
 	})
 
 	var have atomic.Bool
-	s, err := NewServer(cfg, http.HandlerFunc(okHandler), nil)
+	s, err := New(cfg, http.HandlerFunc(okHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
