@@ -36,7 +36,7 @@ func (p *Proxy) logAccess(r *http.Request, st *reqState, status int, end time.Ti
 		// to the batch instead of a write(2) of its own.
 		bp := linePool.Get().(*[]byte)
 		b := appendAccessLine((*bp)[:0], end, accessLine{
-			traceID: st.traceID, spanID: spanID(st), remote: st.clientHost, method: r.Method,
+			traceID: st.client.TraceID, spanID: spanID(st), remote: st.client.Host, method: r.Method,
 			host: r.Host, path: r.URL.Path, status: status, bytes: st.rw.bytes,
 			durationMs: float64(dur.Microseconds()) / 1000, route: routeID, cluster: clusterID,
 			destination: destID, affinity: aff, aborted: st.aborted,
@@ -47,9 +47,9 @@ func (p *Proxy) logAccess(r *http.Request, st *reqState, status int, end time.Ti
 		return
 	}
 	p.access.LogAttrs(r.Context(), slog.LevelInfo, "request",
-		slog.String("trace_id", st.traceID),
+		slog.String("trace_id", st.client.TraceID),
 		slog.String("span_id", spanID(st)),
-		slog.String("remote", st.clientHost),
+		slog.String("remote", st.client.Host),
 		slog.String("method", r.Method),
 		slog.String("host", r.Host),
 		slog.String("path", r.URL.Path),

@@ -3,10 +3,14 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
+
+	"github.com/tether-proxy/tether/proxy/affinity"
+	"github.com/tether-proxy/tether/proxy/forwarded"
 )
 
 // errKind labels tether_proxy_errors_total{kind}.
@@ -123,7 +127,7 @@ func writeErrorBody(w http.ResponseWriter, status int, body, traceID string) {
 	h["Content-Type"] = []string{"text/plain; charset=utf-8"}
 	h["X-Content-Type-Options"] = []string{"nosniff"}
 	if traceID != "" {
-		h[hdrTraceID] = []string{traceID}
+		h[forwarded.TraceHeader] = []string{traceID}
 	}
 	// The length the server would compute, said up front: the rate
 	// watch's flush at the end (flushWatched) then leaves the framing as it
@@ -152,6 +156,22 @@ func logProxyError(l *slog.Logger, r *http.Request, st *reqState, kind errKind, 
 		return
 	}
 	l.LogAttrs(r.Context(), level, msg,
-		slog.String("trace_id", st.traceID), slog.String("cluster", st.cluster.id),
+		slog.String("trace_id", st.client.TraceID), slog.String("cluster", st.cluster.id),
 		slog.String("destination", st.dest.ID), slog.Int("status", status), slog.String("err", err.Error()))
+}
+
+// failAffinity answers a Return503Error refusal: FailureStatusCode with
+// affinity's own body (not the "no healthy destination" of a 503).
+func (p *Proxy) failAffinity(st *reqState, status int) {
+	st.kind = kindAffinityClosed
+	st.cluster.errCount[kindAffinityClosed].Inc()
+	h := st.rw.Header()
+	st.route.tf.ApplyError(h, status) // as on tether's other errors
+	h["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	h["X-Content-Type-Options"] = []string{"nosniff"}
+	if st.client.TraceID != "" {
+		h[forwarded.TraceHeader] = []string{st.client.TraceID}
+	}
+	st.rw.WriteHeader(status)
+	_, _ = io.WriteString(&st.rw, affinity.RefusalBody)
 }

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/tether-proxy/tether/proxy/forwarded"
 )
 
 // gRPC clients read a call's outcome from grpc-status, not from the HTTP
@@ -71,7 +73,7 @@ func writeGRPCError(w http.ResponseWriter, status int, body, traceID string) {
 	h["Grpc-Status"] = []string{strconv.Itoa(grpcStatusOf(status))}
 	h["Grpc-Message"] = []string{grpcMessage(strings.TrimSuffix(body, "\n"))}
 	if traceID != "" {
-		h[hdrTraceID] = []string{traceID}
+		h[forwarded.TraceHeader] = []string{traceID}
 	}
 	w.WriteHeader(http.StatusOK)
 	if rw, ok := w.(*respWriter); ok {

@@ -6,7 +6,6 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
-	"github.com/tether-proxy/tether/proxy/lean"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/proxy/lean"
 )
 
 // leanProbe is a cluster's lean transport and the count of the requests

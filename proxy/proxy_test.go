@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/proxy/forwarded"
 	"github.com/tether-proxy/tether/proxy/health"
 	"github.com/tether-proxy/tether/proxy/upstream"
 	"github.com/tether-proxy/tether/test/testutil"
@@ -36,8 +37,8 @@ func TestProxyForwardsToDestination(t *testing.T) {
 	if got.Host != bu.Host {
 		t.Errorf("Host = %q, want the destination's %q", got.Host, bu.Host)
 	}
-	if id := resp.Header.Get(hdrTraceID); !validTraceID(id) || id != got.Header.Get(hdrTraceID) {
-		t.Errorf("response trace id %q, backend %q: want the same valid id", id, got.Header.Get(hdrTraceID))
+	if id := resp.Header.Get(forwarded.TraceHeader); !forwarded.ValidTraceID(id) || id != got.Header.Get(forwarded.TraceHeader) {
+		t.Errorf("response trace id %q, backend %q: want the same valid id", id, got.Header.Get(forwarded.TraceHeader))
 	}
 }
 
@@ -180,7 +181,7 @@ func TestErrorStatuses(t *testing.T) {
 			if strings.Contains(string(body), "127.0.0.1") || strings.Contains(string(body), "dial") {
 				t.Errorf("error body leaks internals: %q", body)
 			}
-			if !validTraceID(resp.Header.Get(hdrTraceID)) {
+			if !forwarded.ValidTraceID(resp.Header.Get(forwarded.TraceHeader)) {
 				t.Errorf("error response without trace id")
 			}
 			cluster := "c"
@@ -441,7 +442,7 @@ func TestAccessLogLine(t *testing.T) {
 		t.Fatalf("%d access lines, want 1", len(lines))
 	}
 	l := lines[0]
-	want := map[string]any{"trace_id": resp.Header.Get(hdrTraceID), "remote": "127.0.0.1", "method": "GET",
+	want := map[string]any{"trace_id": resp.Header.Get(forwarded.TraceHeader), "remote": "127.0.0.1", "method": "GET",
 		"path": "/p", "status": float64(200), "bytes": float64(2), "route": "r", "cluster": "c",
 		"destination": "d1", "affinity": "disabled"}
 	for k, v := range want {

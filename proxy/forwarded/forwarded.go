@@ -1,4 +1,4 @@
-package proxy
+package forwarded
 
 import (
 	"math/rand/v2"
@@ -15,26 +15,27 @@ import (
 // Canonical header keys, assigned into header maps directly so the hot path
 // does not canonicalise.
 const (
-	hdrXFF           = "X-Forwarded-For"
-	hdrXFProto       = "X-Forwarded-Proto"
-	hdrXFHost        = "X-Forwarded-Host"
-	hdrXFPort        = "X-Forwarded-Port"
-	hdrOriginalHost  = "X-Original-Host"
-	hdrOriginalURL   = "X-Original-Url" // canonical form of X-Original-URL
-	hdrTraceID       = "X-Tether-Trace-Id"
-	traceIDLen       = 32
-	forwardedHeaders = 7
+	XFF          = "X-Forwarded-For"
+	XFProto      = "X-Forwarded-Proto"
+	XFHost       = "X-Forwarded-Host"
+	XFPort       = "X-Forwarded-Port"
+	OriginalHost = "X-Original-Host"
+	OriginalURL  = "X-Original-Url" // canonical form of X-Original-URL
+	TraceHeader  = "X-Tether-Trace-Id"
+	TraceIDLen   = 32
+	// Headers is how many headers Set writes without transforms.
+	Headers = 7
 )
 
-// trustSet is the compiled TrustedProxies list.
-type trustSet struct {
+// Trust is the compiled TrustedProxies list.
+type Trust struct {
 	prefixes []netip.Prefix
 }
 
-// parseTrusted compiles addresses and CIDRs; bad entries are returned by
+// ParseTrusted compiles addresses and CIDRs; bad entries are returned by
 // index so the caller can name them.
-func parseTrusted(list []string) (trustSet, map[int]string) {
-	var ts trustSet
+func ParseTrusted(list []string) (Trust, map[int]string) {
+	var ts Trust
 	var bad map[int]string
 	for i, s := range list {
 		s = strings.TrimSpace(s)
@@ -56,7 +57,7 @@ func parseTrusted(list []string) (trustSet, map[int]string) {
 }
 
 // contains reports whether the peer ip is trusted.
-func (ts *trustSet) contains(ip netip.Addr) bool {
+func (ts *Trust) contains(ip netip.Addr) bool {
 	if !ip.IsValid() {
 		return false
 	}
@@ -71,7 +72,7 @@ func (ts *trustSet) contains(ip netip.Addr) bool {
 
 // trusts reports whether the peer host (an IP literal) is trusted; with no
 // TrustedProxies it does not parse anything.
-func (ts *trustSet) trusts(host string) bool {
+func (ts *Trust) Trusts(host string) bool {
 	if len(ts.prefixes) == 0 {
 		return false
 	}
@@ -79,8 +80,8 @@ func (ts *trustSet) trusts(host string) bool {
 	return err == nil && ts.contains(ip)
 }
 
-// hostOf is the host part of r.RemoteAddr.
-func hostOf(remoteAddr string) string {
+// HostOf is the host part of r.RemoteAddr.
+func HostOf(remoteAddr string) string {
 	host, _, err := net.SplitHostPort(remoteAddr)
 	if err != nil {
 		return remoteAddr
@@ -88,11 +89,11 @@ func hostOf(remoteAddr string) string {
 	return host
 }
 
-// newTraceID returns 32 lowercase hex characters. Trace ids need to be
+// NewTraceID returns 32 lowercase hex characters. Trace ids need to be
 // unique, not secret, so math/rand/v2's per-thread ChaCha8 source will do.
-func newTraceID() string {
+func NewTraceID() string {
 	const hex = "0123456789abcdef"
-	var b [traceIDLen]byte
+	var b [TraceIDLen]byte
 	a, c := rand.Uint64(), rand.Uint64()
 	for i := 0; i < 16; i++ {
 		b[i] = hex[(a>>(60-4*i))&0xf]
@@ -101,9 +102,9 @@ func newTraceID() string {
 	return string(b[:])
 }
 
-// validTraceID accepts exactly 32 lowercase hex characters.
-func validTraceID(s string) bool {
-	if len(s) != traceIDLen {
+// ValidTraceID accepts exactly 32 lowercase hex characters.
+func ValidTraceID(s string) bool {
+	if len(s) != TraceIDLen {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
@@ -123,13 +124,13 @@ func firstHeader(h http.Header, key string) string {
 	return ""
 }
 
-// clientProto is the scheme the client used: the incoming X-Forwarded-Proto
+// ClientProto is the scheme the client used: the incoming X-Forwarded-Proto
 // from a trusted peer, else what this listener saw.
-func clientProto(r *http.Request, trusted bool) string {
+func ClientProto(r *http.Request, trusted bool) string {
 	if trusted {
 		// A chain of proxies may send "https, http": the first is the
 		// client's own scheme.
-		v, _, _ := strings.Cut(firstHeader(r.Header, hdrXFProto), ",")
+		v, _, _ := strings.Cut(firstHeader(r.Header, XFProto), ",")
 		switch v = strings.TrimSpace(v); {
 		case strings.EqualFold(v, "https"):
 			return "https"
@@ -143,66 +144,67 @@ func clientProto(r *http.Request, trusted bool) string {
 	return "http"
 }
 
-// setForwarded writes the forwarded headers on out from the client request
-// in. It runs inside Rewrite, after ReverseProxy removed hop-by-hop headers
-// (including any a client named in Connection) and the client's
-// Forwarded, X-Forwarded-For, -Host and -Proto, so a client cannot make
-// tether drop these. A route's X-Forwarded or Forwarded transform changes
-// what is written (forwardTransforms.apply); without one, all values share
-// one backing array: one allocation for the slices, none when direct (the
-// direct path's outgoing header ends with the request: st.fwdVals).
-func setForwarded(in *http.Request, h http.Header, st *reqState, direct bool) {
-	dropSpoofable(h, st.trusted, st.route.underscore)
-	if f := st.route.fwd; f != nil {
-		f.apply(in, h, st)
+// Set writes the forwarded headers on h, the outgoing header, from the
+// client request in. It runs inside Rewrite, after ReverseProxy removed
+// hop-by-hop headers (including any a client named in Connection) and the
+// client's Forwarded, X-Forwarded-For, -Host and -Proto, so a client
+// cannot make tether drop these. The route's X-Forwarded or Forwarded
+// transforms f change what is written; without them (f nil), all values
+// share one backing array: vals when given (the direct path's outgoing
+// header ends with the request, and its values with it), else one
+// allocation. drops counts the underscore spellings dropped.
+func Set(in *http.Request, h http.Header, c *Client, f *Transforms, drops Drops, vals *[Headers]string) {
+	dropSpoofable(h, c.Trusted, drops)
+	if f != nil {
+		f.apply(in, h, c)
 		return
 	}
-	var vals []string
-	if direct {
-		vals = st.fwdVals[:]
+	var vs []string
+	if vals != nil {
+		vs = vals[:]
 	} else {
-		vals = make([]string, forwardedHeaders)
+		vs = make([]string, Headers)
 	}
 	set := func(i int, key, v string) {
-		vals[i] = v
-		h[key] = vals[i : i+1 : i+1]
+		vs[i] = v
+		h[key] = vs[i : i+1 : i+1]
 	}
-	clientIP := st.clientHost
+	clientIP := c.Host
 	xff := clientIP
 	host := in.Host
 	var port string
-	if st.trusted {
-		if prior := in.Header[hdrXFF]; len(prior) > 0 {
+	if c.Trusted {
+		if prior := in.Header[XFF]; len(prior) > 0 {
 			xff = joinValues(prior, clientIP)
 		}
-		if v := firstHeader(in.Header, hdrXFHost); v != "" {
+		if v := firstHeader(in.Header, XFHost); v != "" {
 			host = v
 		}
-		port = firstHeader(in.Header, hdrXFPort)
+		port = firstHeader(in.Header, XFPort)
 	}
 	if port == "" {
-		port = clientPort(in, st.proto)
+		port = clientPort(in, c.Proto)
 	}
-	set(0, hdrXFF, xff)
-	set(1, hdrXFProto, st.proto)
-	set(2, hdrXFHost, host)
-	set(3, hdrXFPort, port)
-	setOriginal(in, h, st, vals[4:4:forwardedHeaders])
+	set(0, XFF, xff)
+	set(1, XFProto, c.Proto)
+	set(2, XFHost, host)
+	set(3, XFPort, port)
+	setOriginal(in, h, c, vs[4:4:Headers])
 }
 
 // setOriginal writes X-Original-Host, X-Original-URL and the trace id, which
 // no transform changes. vals, when it has room, backs the values.
-func setOriginal(in *http.Request, h http.Header, st *reqState, vals []string) {
+func setOriginal(in *http.Request, h http.Header, c *Client, vals []string) {
 	uri := in.RequestURI
 	if !strings.HasPrefix(uri, "/") {
 		// Absolute-form ("GET http://h/x") or a request built in-process:
 		// record origin form.
 		uri = in.URL.RequestURI()
 	}
-	vals = append(vals, in.Host, uri, st.traceID)
-	h[hdrOriginalHost] = vals[0:1:1]
-	h[hdrOriginalURL] = vals[1:2:2]
-	h[hdrTraceID] = vals[2:3:3]
+	vals = append(vals, in.Host, uri, c.TraceID)
+	h[OriginalHost] = vals[0:1:1]
+	h[OriginalURL] = vals[1:2:2]
+	h[TraceHeader] = vals[2:3:3]
 }
 
 // joinValues joins a header's values and one more into one
@@ -266,7 +268,7 @@ var underscoreFolded = func() map[string]bool {
 		"Transfer-Encoding", "Content-Length", "Connection", "Keep-Alive", "Proxy-Connection",
 		"Te", "Trailer", "Upgrade", "Host", "Http2-Settings", "Proxy-Authorization", "Proxy-Authenticate",
 		// The forwarding fields tether sets.
-		hdrXFF, hdrXFProto, hdrXFHost, hdrXFPort, hdrOriginalHost, hdrOriginalURL, hdrTraceID, "Forwarded",
+		XFF, XFProto, XFHost, XFPort, OriginalHost, OriginalURL, TraceHeader, "Forwarded",
 	} {
 		m[k] = true
 	}
@@ -276,11 +278,21 @@ var underscoreFolded = func() map[string]bool {
 	return m
 }()
 
-// underscoreDrops counts the fields dropped for their underscore spelling,
+// Drops counts the fields dropped for their underscore spelling,
 // by the name they fold into; nil counts nothing.
-type underscoreDrops map[string]prometheus.Counter
+type Drops map[string]prometheus.Counter
 
-func (d underscoreDrops) add(name string, n int) {
+// NewDrops counts each field an underscore spelling folds into in the
+// counter of its name.
+func NewDrops(counter func(name string) prometheus.Counter) Drops {
+	d := make(Drops, len(underscoreFolded))
+	for k := range underscoreFolded {
+		d[k] = counter(k)
+	}
+	return d
+}
+
+func (d Drops) add(name string, n int) {
 	if c := d[name]; c != nil {
 		c.Add(float64(n))
 	}
@@ -289,7 +301,7 @@ func (d underscoreDrops) add(name string, n int) {
 // dropSpoofable removes the spoofable headers unless a trusted proxy sent
 // them; and, from anyone, the underscore spellings of framing, hop-by-hop
 // and forwarding fields (underscoreFolded), counted in drops.
-func dropSpoofable(h http.Header, trusted bool, drops underscoreDrops) {
+func dropSpoofable(h http.Header, trusted bool, drops Drops) {
 	byName := !trusted && len(h) > 2*len(spoofable)
 	if byName {
 		for _, k := range spoofable {

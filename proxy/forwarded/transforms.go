@@ -1,4 +1,4 @@
-package proxy
+package forwarded
 
 import (
 	"fmt"
@@ -13,13 +13,13 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// This file implements YARP's X-Forwarded and Forwarded (RFC 7239)
-// transforms. They are compiled here rather than in package transform
-// because they read what only the data path knows: the peer's trust, the
-// connection's addresses, the client's scheme.
+// YARP's X-Forwarded and Forwarded (RFC 7239) transforms. They are
+// compiled here rather than in package transform because they read what
+// only the data path knows: the peer's trust, the connection's addresses,
+// the client's scheme.
 //
 // Departures from YARP, all because tether trusts forwarding information only
-// from TrustedProxies (DESIGN.md, "Forwarded headers and trust"): Append and
+// from TrustedProxies (proxy/DESIGN.md, "Forwarded headers and trust"): Append and
 // Off keep an incoming value only when the peer is trusted (from anyone else
 // Append is Set, and Off sends nothing); X-Forwarded-Port, which tether sends
 // and YARP does not, follows the X-Forwarded action; the headers are written
@@ -67,9 +67,9 @@ type xfHeader struct {
 	act  fwdAction
 }
 
-// forwardTransforms is a route's compiled X-Forwarded and Forwarded
+// Transforms are a route's compiled X-Forwarded and Forwarded
 // transforms; nil when it has neither (tether's defaults apply).
-type forwardTransforms struct {
+type Transforms struct {
 	// xfFor .. xfPort are the X-Forwarded-* headers; with only a Forwarded
 	// transform they are the default names with actRemove.
 	xfFor, xfProto, xfHost, xfPrefix, xfPort xfHeader
@@ -82,9 +82,10 @@ type forwardTransforms struct {
 	forFmt, byFmt     nodeFormat
 }
 
-// compileForwarded finds a route's X-Forwarded and Forwarded transforms.
+// Compile finds a route's X-Forwarded and Forwarded transforms (nil when
+// it has neither).
 // path is the JSON path of the route's Transforms list.
-func compileForwarded(path string, dicts []map[string]string) (*forwardTransforms, config.Errors) {
+func Compile(path string, dicts []map[string]string) (*Transforms, config.Errors) {
 	var errs config.Errors
 	fail := func(p, format string, args ...any) {
 		errs = append(errs, config.FieldError{Path: p, Message: fmt.Sprintf(format, args...)})
@@ -111,7 +112,7 @@ func compileForwarded(path string, dicts []map[string]string) (*forwardTransform
 	if xf == nil && fw == nil {
 		return nil, errs
 	}
-	f := &forwardTransforms{}
+	f := &Transforms{}
 	if xf != nil {
 		get := func(key string, def fwdAction) fwdAction {
 			k, v, ok := lookupFold(xf, key)
@@ -141,11 +142,11 @@ func compileForwarded(path string, dicts []map[string]string) (*forwardTransform
 	} else {
 		// As in YARP, a route enabling Forwarded without configuring
 		// X-Forwarded sends no X-Forwarded-* headers.
-		f.xfFor = xfHeader{hdrXFF, actRemove}
-		f.xfProto = xfHeader{hdrXFProto, actRemove}
-		f.xfHost = xfHeader{hdrXFHost, actRemove}
+		f.xfFor = xfHeader{XFF, actRemove}
+		f.xfProto = xfHeader{XFProto, actRemove}
+		f.xfHost = xfHeader{XFHost, actRemove}
 		f.xfPrefix = xfHeader{"X-Forwarded-Prefix", actRemove}
-		f.xfPort = xfHeader{hdrXFPort, actRemove}
+		f.xfPort = xfHeader{XFPort, actRemove}
 	}
 	if fw != nil {
 		k, v, _ := lookupFold(fw, "Forwarded")
@@ -226,36 +227,36 @@ func lookupFold(d map[string]string, key string) (string, string, bool) {
 }
 
 // apply writes the route's forwarding headers on h, the outgoing header.
-func (f *forwardTransforms) apply(in *http.Request, h http.Header, st *reqState) {
-	f.xf(in, h, st, f.xfFor, st.clientHost)
-	f.xf(in, h, st, f.xfProto, st.proto)
-	f.xf(in, h, st, f.xfHost, in.Host)
-	f.xf(in, h, st, f.xfPrefix, "") // tether has no PathBase
-	f.xf(in, h, st, f.xfPort, clientPort(in, st.proto))
+func (f *Transforms) apply(in *http.Request, h http.Header, c *Client) {
+	f.xf(in, h, c, f.xfFor, c.Host)
+	f.xf(in, h, c, f.xfProto, c.Proto)
+	f.xf(in, h, c, f.xfHost, in.Host)
+	f.xf(in, h, c, f.xfPrefix, "") // tether has no PathBase
+	f.xf(in, h, c, f.xfPort, clientPort(in, c.Proto))
 	delete(h, "Forwarded")
 	switch {
 	case !f.hasFwd:
 	case f.fwd == actSet:
-		h["Forwarded"] = []string{f.element(in, st)}
+		h["Forwarded"] = []string{f.element(in, c)}
 	case f.fwd == actAppend:
-		if prior := in.Header["Forwarded"]; st.trusted && len(prior) > 0 {
-			h["Forwarded"] = []string{joinValues(prior, f.element(in, st))}
+		if prior := in.Header["Forwarded"]; c.Trusted && len(prior) > 0 {
+			h["Forwarded"] = []string{joinValues(prior, f.element(in, c))}
 		} else {
-			h["Forwarded"] = []string{f.element(in, st)}
+			h["Forwarded"] = []string{f.element(in, c)}
 		}
 	case f.fwd == actOff:
-		if v := in.Header["Forwarded"]; st.trusted && len(v) > 0 {
+		if v := in.Header["Forwarded"]; c.Trusted && len(v) > 0 {
 			h["Forwarded"] = v
 		}
 	}
-	setOriginal(in, h, st, nil)
+	setOriginal(in, h, c, nil)
 }
 
 // xf applies one X-Forwarded-* header; own is this hop's value ("" for
 // none). Incoming values count only from a trusted peer.
-func (f *forwardTransforms) xf(in *http.Request, h http.Header, st *reqState, x xfHeader, own string) {
+func (f *Transforms) xf(in *http.Request, h http.Header, c *Client, x xfHeader, own string) {
 	var prior []string
-	if st.trusted {
+	if c.Trusted {
 		prior = in.Header[x.name]
 	}
 	delete(h, x.name)
@@ -280,7 +281,7 @@ func (f *forwardTransforms) xf(in *http.Request, h http.Header, st *reqState, x 
 
 // element is this hop's Forwarded element (RFC 7239 §4), in YARP's order:
 // proto, host, for, by.
-func (f *forwardTransforms) element(in *http.Request, st *reqState) string {
+func (f *Transforms) element(in *http.Request, c *Client) string {
 	var b strings.Builder
 	sep := func() {
 		if b.Len() > 0 {
@@ -289,7 +290,7 @@ func (f *forwardTransforms) element(in *http.Request, st *reqState) string {
 	}
 	if f.fwdProto {
 		b.WriteString("proto=")
-		b.WriteString(st.proto)
+		b.WriteString(c.Proto)
 	}
 	if f.fwdHost {
 		sep()
