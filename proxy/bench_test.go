@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-proxy/tether/proxy/accesslog"
 	"github.com/tether-proxy/tether/proxy/affinity"
 	"github.com/tether-proxy/tether/proxy/forwarded"
 )
@@ -110,7 +111,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 func BenchmarkServeHTTPAccessLog(b *testing.B) {
 	for _, mode := range []string{"slog", "batched"} {
 		b.Run(mode, func(b *testing.B) {
-			al := NewAccessLog(io.Discard)
+			al := accesslog.New(io.Discard)
 			defer al.Close()
 			h := newHarness(b, mustParse(b, benchConfig), func(o *Options) {
 				if mode == "slog" {
@@ -202,7 +203,7 @@ func BenchmarkServeHTTPLoopback(b *testing.B) {
 	be := newBackend(b, func(w http.ResponseWriter, r *http.Request) { w.Write(make([]byte, 1024)) })
 	for _, lean := range []bool{true, false} {
 		b.Run(fmt.Sprintf("lean=%v", lean), func(b *testing.B) {
-			al := NewAccessLog(io.Discard)
+			al := accesslog.New(io.Discard)
 			defer al.Close()
 			cfg := regexp.MustCompile(`"http://10\.1\.2\.\d:8080/"`).ReplaceAllString(affinityBenchConfig, strconv.Quote(be.URL+"/"))
 			hooks := &testHooks{}

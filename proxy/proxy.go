@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tether-proxy/tether/proxy/accesslog"
 	"github.com/tether-proxy/tether/proxy/affinity"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/dnscache"
@@ -36,7 +37,7 @@ var ErrNotFound = errors.New("not found")
 type Options struct {
 	Logger *slog.Logger
 	// AccessLog receives one JSON line per request; nil disables it. An
-	// AccessLog's Logger gets the lines without slog's per-record cost,
+	// accesslog.Log's Logger gets the lines without slog's per-record cost,
 	// in batches.
 	AccessLog *slog.Logger
 	// Registerer receives the data path's metrics; nil: not registered.
@@ -84,9 +85,9 @@ type Proxy struct {
 	opts   Options
 	logger *slog.Logger
 	access *slog.Logger
-	// fastAccess is set when access is an AccessLog's logger: lines are
+	// fastAccess is set when access is an accesslog.Log's logger: lines are
 	// encoded straight into its batch.
-	fastAccess *AccessLog
+	fastAccess *accesslog.Log
 	now        func() time.Time
 	dial       func(ctx context.Context, network, addr string) (net.Conn, error)
 	// watch is the minimum data rates' heartbeat (rate.go).
@@ -140,9 +141,7 @@ func New(cfg *config.Config, opts Options) (*Proxy, error) {
 	}
 	p.warmCtx, p.warmCancel = context.WithCancel(context.Background())
 	if opts.AccessLog != nil {
-		if h, ok := opts.AccessLog.Handler().(*accessHandler); ok {
-			p.fastAccess = h.log
-		}
+		p.fastAccess = accesslog.Of(opts.AccessLog)
 	}
 	p.buffers = &bufferPool{}
 	p.errLog = slog.NewLogLogger(p.logger.Handler(), slog.LevelDebug)
@@ -810,4 +809,57 @@ func keepTrailers(resp *http.Response) {
 	}
 	delete(resp.Header, "Content-Length")
 	resp.ContentLength = -1
+}
+
+// logAccess writes one line per request (its trace_id is the request's
+// X-Tether-Trace-Id: proxy/DESIGN.md, "Forwarded headers and trust"). The
+// line's time is end, the request's (the clock read once for both).
+func (p *Proxy) logAccess(r *http.Request, st *reqState, status int, end time.Time, dur time.Duration) {
+	var routeID, clusterID, destID string
+	aff := "disabled"
+	if st.route != nil {
+		routeID, clusterID = st.route.id, st.cluster.id
+		if st.route.aff != nil {
+			aff = st.dec.Outcome.String()
+		}
+	}
+	if st.dest != nil {
+		destID = st.dest.ID
+	}
+	if al := p.fastAccess; al != nil {
+		// The same line slog's JSONHandler writes (15 attributes), encoded
+		// without building a slog.Record.
+		al.WriteLine(end, accesslog.Line{
+			TraceID: st.client.TraceID, SpanID: spanID(st), Remote: st.client.Host, Method: r.Method,
+			Host: r.Host, Path: r.URL.Path, Status: status, Bytes: st.rw.bytes,
+			DurationMs: float64(dur.Microseconds()) / 1000, Route: routeID, Cluster: clusterID,
+			Destination: destID, Affinity: aff, Aborted: st.aborted,
+		})
+		return
+	}
+	p.access.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("trace_id", st.client.TraceID),
+		slog.String("span_id", spanID(st)),
+		slog.String("remote", st.client.Host),
+		slog.String("method", r.Method),
+		slog.String("host", r.Host),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Int64("bytes", st.rw.bytes),
+		slog.Float64("duration_ms", float64(dur.Microseconds())/1000),
+		slog.String("route", routeID),
+		slog.String("cluster", clusterID),
+		slog.String("destination", destID),
+		slog.String("affinity", aff),
+		slog.Bool("aborted", st.aborted),
+	)
+}
+
+// spanID is tether's own span id for the request (the parent-id of the
+// traceparent it sent the backend).
+func spanID(st *reqState) string {
+	if tp := st.trace.parent(); len(tp) >= 52 {
+		return tp[36:52]
+	}
+	return ""
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-proxy/tether/proxy/accesslog"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/forwarded"
 	"github.com/tether-proxy/tether/proxy/health"
@@ -773,5 +774,49 @@ func TestHTTPSProxyEndToEnd(t *testing.T) {
 	}
 	if p := b.lastRequest().Header.Get("X-Forwarded-Proto"); p != "https" {
 		t.Errorf("X-Forwarded-Proto = %q", p)
+	}
+}
+
+// Through the data path: the accesslog.Log's lines are the slog path's, in
+// request order, and complete once the log is closed.
+func TestAccessLogThroughProxy(t *testing.T) {
+	be := newBackend(t, nil)
+	cfg := simpleConfig(map[string]string{"d1": be.URL}, "", "", "")
+	slow := newHarness(t, mustParse(t, cfg), nil)
+	var w testutil.SyncBuffer
+	al := accesslog.New(&w)
+	fast := newHarness(t, mustParse(t, cfg), func(o *Options) { o.AccessLog = al.Logger() })
+	if fast.p.fastAccess != al {
+		t.Fatal("the accesslog.Log's logger did not select the fast path")
+	}
+	paths := []string{"/a", "/b?q=1", "/c%22d"}
+	for _, p := range paths {
+		get(t, nil, slow.front.URL+p, nil)
+		get(t, nil, fast.front.URL+p, nil)
+	}
+	al.Close()
+	fast.mu.Lock()
+	fast.access.WriteString(w.String()) // decode with the harness's reader
+	fast.mu.Unlock()
+	sl, fl := slow.accessLines(t), fast.accessLines(t)
+	if len(sl) != len(paths) || len(fl) != len(paths) {
+		t.Fatalf("lines: slog %d, fast %d, want %d", len(sl), len(fl), len(paths))
+	}
+	for i := range sl {
+		for _, k := range []string{"time", "duration_ms", "trace_id", "span_id", "host"} {
+			if _, ok := fl[i][k]; !ok {
+				t.Fatalf("fast line %d lacks %q: %v", i, k, fl[i])
+			}
+			delete(sl[i], k)
+			delete(fl[i], k)
+		}
+		if len(sl[i]) != len(fl[i]) {
+			t.Fatalf("line %d: slog %v, fast %v", i, sl[i], fl[i])
+		}
+		for k, v := range sl[i] {
+			if fl[i][k] != v {
+				t.Fatalf("line %d key %q: slog %v, fast %v", i, k, v, fl[i][k])
+			}
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/tether-proxy/tether/internal/logging"
 	"github.com/tether-proxy/tether/node"
 	"github.com/tether-proxy/tether/proxy"
+	"github.com/tether-proxy/tether/proxy/accesslog"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/frontdoor"
 )
@@ -48,7 +49,7 @@ func agentCmd() *cobra.Command {
 				// Batched: a request does not pay a write(2) of its
 				// own; runAgent returns after the node has shut down
 				// (every request logged), then Close writes the rest.
-				al := proxy.NewAccessLog(os.Stdout)
+				al := accesslog.New(os.Stdout)
 				defer al.Close()
 				cfg.AccessLog = al.Logger()
 			}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/tether-proxy/tether/node"
 	"github.com/tether-proxy/tether/proxy"
+	"github.com/tether-proxy/tether/proxy/accesslog"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/frontdoor"
 )
@@ -190,7 +191,7 @@ func runProfile(args []string) error {
 		return err
 	}
 	defer af.Close()
-	al := proxy.NewAccessLog(af) // as tether agent writes it
+	al := accesslog.New(af) // as tether agent writes it
 	defer al.Close()
 	p, err := proxy.New(cfg, proxy.Options{
 		AccessLog:  al.Logger(),

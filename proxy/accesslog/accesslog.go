@@ -1,4 +1,4 @@
-package proxy
+package accesslog
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,112 +13,73 @@ import (
 	"unicode/utf8"
 )
 
-// logAccess writes one line per request (its trace_id is the request's
-// X-Tether-Trace-Id: proxy/DESIGN.md, "Forwarded headers and trust"). The
-// line's time is end, the request's (the clock read once for both).
-func (p *Proxy) logAccess(r *http.Request, st *reqState, status int, end time.Time, dur time.Duration) {
-	var routeID, clusterID, destID string
-	aff := "disabled"
-	if st.route != nil {
-		routeID, clusterID = st.route.id, st.cluster.id
-		if st.route.aff != nil {
-			aff = st.dec.Outcome.String()
-		}
-	}
-	if st.dest != nil {
-		destID = st.dest.ID
-	}
-	if al := p.fastAccess; al != nil {
-		// The same line slog's JSONHandler writes, encoded here without
-		// building a slog.Record (15 attributes: one allocation and
-		// reflection-free but generic encoding per request), and handed
-		// to the batch instead of a write(2) of its own.
-		bp := linePool.Get().(*[]byte)
-		b := appendAccessLine((*bp)[:0], end, accessLine{
-			traceID: st.client.TraceID, spanID: spanID(st), remote: st.client.Host, method: r.Method,
-			host: r.Host, path: r.URL.Path, status: status, bytes: st.rw.bytes,
-			durationMs: float64(dur.Microseconds()) / 1000, route: routeID, cluster: clusterID,
-			destination: destID, affinity: aff, aborted: st.aborted,
-		})
-		al.Write(b)
-		*bp = b
-		linePool.Put(bp)
-		return
-	}
-	p.access.LogAttrs(r.Context(), slog.LevelInfo, "request",
-		slog.String("trace_id", st.client.TraceID),
-		slog.String("span_id", spanID(st)),
-		slog.String("remote", st.client.Host),
-		slog.String("method", r.Method),
-		slog.String("host", r.Host),
-		slog.String("path", r.URL.Path),
-		slog.Int("status", status),
-		slog.Int64("bytes", st.rw.bytes),
-		slog.Float64("duration_ms", float64(dur.Microseconds())/1000),
-		slog.String("route", routeID),
-		slog.String("cluster", clusterID),
-		slog.String("destination", destID),
-		slog.String("affinity", aff),
-		slog.Bool("aborted", st.aborted),
-	)
-}
-
-// spanID is tether's own span id for the request (the parent-id of the
-// traceparent it sent the backend).
-func spanID(st *reqState) string {
-	if tp := st.trace.parent(); len(tp) >= 52 {
-		return tp[36:52]
-	}
-	return ""
-}
-
 // linePool holds the encoding buffers of access lines.
 var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
-// accessLine is one request's access log fields.
-type accessLine struct {
-	traceID, spanID, remote, method, host, path string
-	status                                      int
-	bytes                                       int64
-	durationMs                                  float64
-	route, cluster, destination, affinity       string
-	aborted                                     bool
+// WriteLine adds one request's line, encoded at time t, to the batch: the
+// line slog's JSONHandler writes for the same attributes, without building
+// a slog.Record (one allocation and reflection-free but generic encoding
+// per request), and without a write(2) of its own.
+func (a *Log) WriteLine(t time.Time, l Line) {
+	bp := linePool.Get().(*[]byte)
+	b := AppendLine((*bp)[:0], t, l)
+	a.Write(b)
+	*bp = b
+	linePool.Put(bp)
 }
 
-// appendAccessLine appends the line exactly as slog.NewJSONHandler(w,
+// Of is the Log whose Logger l is, nil when l is not one.
+func Of(l *slog.Logger) *Log {
+	if h, ok := l.Handler().(*lineHandler); ok {
+		return h.log
+	}
+	return nil
+}
+
+// Line is one request's access log fields.
+type Line struct {
+	TraceID, SpanID, Remote, Method, Host, Path string
+	Status                                      int
+	Bytes                                       int64
+	DurationMs                                  float64
+	Route, Cluster, Destination, Affinity       string
+	Aborted                                     bool
+}
+
+// AppendLine appends the line exactly as slog.NewJSONHandler(w,
 // nil) writes LogAttrs(ctx, LevelInfo, "request", the attributes of
 // logAccess) at time t (TestAccessLineMatchesSlog holds it to that).
-func appendAccessLine(b []byte, t time.Time, l accessLine) []byte {
+func AppendLine(b []byte, t time.Time, l Line) []byte {
 	b = append(b, `{"time":"`...)
 	b = appendLogTime(b, t)
 	b = append(b, `","level":"INFO","msg":"request","trace_id":`...)
-	b = appendJSONString(b, l.traceID)
+	b = appendJSONString(b, l.TraceID)
 	b = append(b, `,"span_id":`...)
-	b = appendJSONString(b, l.spanID)
+	b = appendJSONString(b, l.SpanID)
 	b = append(b, `,"remote":`...)
-	b = appendJSONString(b, l.remote)
+	b = appendJSONString(b, l.Remote)
 	b = append(b, `,"method":`...)
-	b = appendJSONString(b, l.method)
+	b = appendJSONString(b, l.Method)
 	b = append(b, `,"host":`...)
-	b = appendJSONString(b, l.host)
+	b = appendJSONString(b, l.Host)
 	b = append(b, `,"path":`...)
-	b = appendJSONString(b, l.path)
+	b = appendJSONString(b, l.Path)
 	b = append(b, `,"status":`...)
-	b = strconv.AppendInt(b, int64(l.status), 10)
+	b = strconv.AppendInt(b, int64(l.Status), 10)
 	b = append(b, `,"bytes":`...)
-	b = strconv.AppendInt(b, l.bytes, 10)
+	b = strconv.AppendInt(b, l.Bytes, 10)
 	b = append(b, `,"duration_ms":`...)
-	b = appendJSONFloat(b, l.durationMs)
+	b = appendJSONFloat(b, l.DurationMs)
 	b = append(b, `,"route":`...)
-	b = appendJSONString(b, l.route)
+	b = appendJSONString(b, l.Route)
 	b = append(b, `,"cluster":`...)
-	b = appendJSONString(b, l.cluster)
+	b = appendJSONString(b, l.Cluster)
 	b = append(b, `,"destination":`...)
-	b = appendJSONString(b, l.destination)
+	b = appendJSONString(b, l.Destination)
 	b = append(b, `,"affinity":`...)
-	b = appendJSONString(b, l.affinity)
+	b = appendJSONString(b, l.Affinity)
 	b = append(b, `,"aborted":`...)
-	b = strconv.AppendBool(b, l.aborted)
+	b = strconv.AppendBool(b, l.Aborted)
 	return append(b, "}\n"...)
 }
 
@@ -241,13 +201,13 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// AccessLog is the access log's writer: JSON lines, as slog's
+// Log is the access log's writer: JSON lines, as slog's
 // JSONHandler writes them, collected in memory and written in batches (a
-// full 64 KiB batch at once, else within accessFlushDelay of its first
+// full 64 KiB batch at once, else within flushDelay of its first
 // line), so a request does not pay a write(2) of its own. Close writes
 // what is pending: after the server has shut down (every handler
 // returned) no line is lost.
-type AccessLog struct {
+type Log struct {
 	w io.Writer
 	// wmu serialises writes to w and keeps batches in order; mu guards
 	// the pending batch and is never held during a write.
@@ -262,46 +222,46 @@ type AccessLog struct {
 }
 
 const (
-	accessBatchSize  = 64 << 10
-	accessFlushDelay = 100 * time.Millisecond
+	batchSize  = 64 << 10
+	flushDelay = 100 * time.Millisecond
 )
 
-// NewAccessLog batches lines for w.
-func NewAccessLog(w io.Writer) *AccessLog {
-	a := &AccessLog{w: w, pending: make([]byte, 0, accessBatchSize)}
+// New batches lines for w.
+func New(w io.Writer) *Log {
+	a := &Log{w: w, pending: make([]byte, 0, batchSize)}
 	a.timer = time.AfterFunc(time.Hour, a.flushLater)
 	a.timer.Stop()
-	a.handler = &accessHandler{Handler: slog.NewJSONHandler(a, nil), log: a}
+	a.handler = &lineHandler{Handler: slog.NewJSONHandler(a, nil), log: a}
 	return a
 }
 
-// Logger is a logger over the batch for Options.AccessLog: the data path
-// writes its lines to the batch directly; any other record goes through
-// slog's JSONHandler into the same batch.
-func (a *AccessLog) Logger() *slog.Logger { return slog.New(a.handler) }
+// Logger is a logger over the batch for proxy.Options.AccessLog: the data
+// path writes its lines to the batch directly (WriteLine); any other
+// record goes through slog's JSONHandler into the same batch.
+func (a *Log) Logger() *slog.Logger { return slog.New(a.handler) }
 
-// accessHandler marks a logger as an AccessLog's (the data path's fast
-// path finds it with a type assertion).
-type accessHandler struct {
+// lineHandler marks a logger as a Log's (Of finds it with a type
+// assertion).
+type lineHandler struct {
 	slog.Handler
-	log *AccessLog
+	log *Log
 }
 
-func (h *accessHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+func (h *lineHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	return h.Handler.WithAttrs(attrs) // not the fast path's: its lines lack these
 }
 
-func (h *accessHandler) WithGroup(name string) slog.Handler { return h.Handler.WithGroup(name) }
+func (h *lineHandler) WithGroup(name string) slog.Handler { return h.Handler.WithGroup(name) }
 
 // Handle forwards (the embedded Handle would do; it is spelled out so
 // the interface guard below reads as the intent).
-func (h *accessHandler) Handle(ctx context.Context, r slog.Record) error {
+func (h *lineHandler) Handle(ctx context.Context, r slog.Record) error {
 	return h.Handler.Handle(ctx, r)
 }
 
 // Write adds p (whole lines) to the batch. It never fails: like slog's
 // handlers, the data path does not act on a log write's error.
-func (a *AccessLog) Write(p []byte) (int, error) {
+func (a *Log) Write(p []byte) (int, error) {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -311,10 +271,10 @@ func (a *AccessLog) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	a.pending = append(a.pending, p...)
-	full := len(a.pending) >= accessBatchSize
+	full := len(a.pending) >= batchSize
 	if !full && !a.armed {
 		a.armed = true
-		a.timer.Reset(accessFlushDelay)
+		a.timer.Reset(flushDelay)
 	}
 	a.mu.Unlock()
 	if full {
@@ -323,10 +283,10 @@ func (a *AccessLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (a *AccessLog) flushLater() { a.Flush() }
+func (a *Log) flushLater() { a.Flush() }
 
 // Flush writes the pending batch now.
-func (a *AccessLog) Flush() {
+func (a *Log) Flush() {
 	a.wmu.Lock()
 	defer a.wmu.Unlock()
 	a.mu.Lock()
@@ -340,7 +300,7 @@ func (a *AccessLog) Flush() {
 	if len(batch) > 0 {
 		a.w.Write(batch)
 	}
-	if cap(batch) > 4*accessBatchSize {
+	if cap(batch) > 4*batchSize {
 		batch = nil // an outsized burst: do not keep its buffer
 	}
 	a.mu.Lock()
@@ -349,7 +309,7 @@ func (a *AccessLog) Flush() {
 }
 
 // Close writes the pending lines; later lines are written at once.
-func (a *AccessLog) Close() error {
+func (a *Log) Close() error {
 	a.mu.Lock()
 	a.closed = true
 	a.mu.Unlock()
@@ -358,6 +318,6 @@ func (a *AccessLog) Close() error {
 }
 
 var (
-	_ io.Writer    = (*AccessLog)(nil)
-	_ slog.Handler = (*accessHandler)(nil)
+	_ io.Writer    = (*Log)(nil)
+	_ slog.Handler = (*lineHandler)(nil)
 )
