@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/forwarded"
+	"github.com/tether-proxy/tether/proxy/hygiene"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -217,7 +218,7 @@ func (hf *handlerFuzz) backend(w http.ResponseWriter, r *http.Request) {
 			bad = append(bad, "Upgrade: "+v+" reached the backend")
 		}
 	}
-	if !visibleASCII(r.RequestURI) {
+	if !hygiene.VisibleASCII(r.RequestURI) {
 		bad = append(bad, fmt.Sprintf("request target %q is not visible ASCII", r.RequestURI))
 	}
 	one := func(k, want string) {

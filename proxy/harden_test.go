@@ -119,28 +119,6 @@ func TestH2CUpgradeIsNeverForwarded(t *testing.T) {
 	}
 }
 
-func TestDropH2CKeepsOtherProtocols(t *testing.T) {
-	cases := []struct {
-		desc string
-		in   []string
-		want []string // nil: no Upgrade header left
-	}{
-		{"only h2c: header removed", []string{"h2c"}, nil},
-		{"h2c among others: only h2c removed", []string{"h2c, websocket"}, []string{"websocket"}},
-		{"several values", []string{"H2C/2", "foo/1, h2c"}, []string{"foo/1"}},
-		{"no h2c: unchanged", []string{"websocket"}, []string{"websocket"}},
-	}
-	for _, c := range cases {
-		t.Run(c.desc, func(t *testing.T) {
-			h := http.Header{"Upgrade": c.in, "Http2-Settings": {"x"}}
-			dropH2C(h, c.in)
-			if fmt.Sprint(h["Upgrade"]) != fmt.Sprint(c.want) {
-				t.Errorf("Upgrade = %q, want %q", h["Upgrade"], c.want)
-			}
-		})
-	}
-}
-
 // TestContentLengthWithTransferEncodingClosesConnection: a request with
 // both is answered and its connection closed (RFC 9112 §6.1), so a request
 // pipelined behind it is never served.

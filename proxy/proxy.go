@@ -24,6 +24,7 @@ import (
 	"github.com/tether-proxy/tether/proxy/dnscache"
 	"github.com/tether-proxy/tether/proxy/forwarded"
 	"github.com/tether-proxy/tether/proxy/health"
+	"github.com/tether-proxy/tether/proxy/hygiene"
 	"github.com/tether-proxy/tether/proxy/lean"
 	"github.com/tether-proxy/tether/proxy/tracing"
 	"github.com/tether-proxy/tether/proxy/upstream"
@@ -336,14 +337,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.startTrace(r, st)
 	defer p.finish(rt, st, r, start)
 
-	sanitize(w, r)
-	if status := checkRequest(r); status != 0 {
+	hygiene.Sanitize(w, r)
+	if status := hygiene.Check(r); status != 0 {
 		st.kind = kindBadRequest
 		rt.noRouteErrs[kindBadRequest].Inc()
 		writeError(&st.rw, status, st.client.TraceID)
 		return
 	}
-	cleanPath(r)
+	hygiene.CleanPath(r)
 	rr := rt.match(r)
 	if rr == nil {
 		st.kind = kindNoRoute
