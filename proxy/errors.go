@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 
 	"github.com/tether-proxy/tether/proxy/affinity"
+	"github.com/tether-proxy/tether/proxy/errpage"
 	"github.com/tether-proxy/tether/proxy/forwarded"
 )
 
@@ -80,30 +80,9 @@ func classify(ctx context.Context, err error) (int, errKind) {
 	return http.StatusBadGateway, kindBadGateway
 }
 
-// errorBody is the fixed text answered for a status: never an address, an
-// error string or a stack trace (DESIGN.md, "Errors").
-func errorBody(status int) string {
-	switch status {
-	case http.StatusNotFound:
-		return "no route\n"
-	case http.StatusBadGateway:
-		return "bad gateway\n"
-	case http.StatusGatewayTimeout:
-		return "gateway timeout\n"
-	case http.StatusServiceUnavailable:
-		return "no healthy destination\n"
-	case http.StatusRequestEntityTooLarge:
-		return "request body too large\n"
-	}
-	if t := http.StatusText(status); t != "" {
-		return t + "\n"
-	}
-	return "error\n"
-}
-
 // writeError answers status with its fixed body and the trace id.
 func writeError(w http.ResponseWriter, status int, traceID string) {
-	writeErrorBody(w, status, errorBody(status), traceID)
+	writeErrorBody(w, status, errpage.Body(status), traceID)
 }
 
 // writeKindError is writeError for a failed round trip, whose kind may have
@@ -116,25 +95,17 @@ func writeKindError(w http.ResponseWriter, status int, kind errKind, traceID str
 	writeError(w, status, traceID)
 }
 
-// writeErrorBody answers status with body (fixed text, never an error
-// string) and the trace id.
+// writeErrorBody answers status with body (errpage.Write), as a gRPC
+// status when the request is a gRPC call.
 func writeErrorBody(w http.ResponseWriter, status int, body, traceID string) {
-	if rw, ok := w.(*respWriter); ok && rw.grpc {
-		writeGRPCError(w, status, body, traceID)
-		return
+	rw, _ := w.(*respWriter)
+	grpc := rw != nil && rw.grpc
+	errpage.Write(w, status, body, traceID, grpc)
+	if grpc {
+		// Metrics and the access log keep the HTTP status tether would
+		// have answered: a gRPC failure is not counted as a success.
+		rw.status = status
 	}
-	h := w.Header()
-	h["Content-Type"] = []string{"text/plain; charset=utf-8"}
-	h["X-Content-Type-Options"] = []string{"nosniff"}
-	if traceID != "" {
-		h[forwarded.TraceHeader] = []string{traceID}
-	}
-	// The length the server would compute, said up front: the rate
-	// watch's flush at the end (flushWatched) then leaves the framing as it
-	// was.
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	w.WriteHeader(status)
-	_, _ = w.Write([]byte(body))
 }
 
 // clientFault reports whether an error of this kind is the client's doing

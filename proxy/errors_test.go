@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tether-proxy/tether/proxy/affinity"
+	"github.com/tether-proxy/tether/proxy/errpage"
 	"github.com/tether-proxy/tether/proxy/forwarded"
 )
 
@@ -82,7 +83,7 @@ func TestReturn503ErrorHasItsOwnBody(t *testing.T) {
 		})
 	}
 	// A cluster with no healthy destination keeps the 503 body of its own.
-	if errorBody(503) == affinity.RefusalBody {
+	if errpage.Body(503) == affinity.RefusalBody {
 		t.Fatal("the refusal body is the no-healthy-destination body")
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/tether-proxy/tether/proxy/affinity"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/dnscache"
+	"github.com/tether-proxy/tether/proxy/errpage"
 	"github.com/tether-proxy/tether/proxy/forwarded"
 	"github.com/tether-proxy/tether/proxy/health"
 	"github.com/tether-proxy/tether/proxy/hygiene"
@@ -101,7 +102,7 @@ type Proxy struct {
 	buffers     *bufferPool
 	errLog      *log.Logger
 	states      sync.Pool
-	dp          dpCache // dataprotection.go
+	dp          affinity.YarpRing
 	// tracing exports spans; nil when export is off. ownTracing: New made
 	// it, so Close shuts it down.
 	tracing    *tracing.Exporter
@@ -329,7 +330,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.client.Host = forwarded.HostOf(r.RemoteAddr)
 	st.client.Trusted = rt.trust.Trusts(st.client.Host)
 	st.client.Proto = forwarded.ClientProto(r, st.client.Trusted)
-	st.rw.grpc = isGRPC(r)
+	st.rw.grpc = errpage.IsGRPC(r)
 	st.rw.rate = rt.respRate
 	if st.rw.rate.on() {
 		p.watch.add(st) // tether's own answers are held to the rate too

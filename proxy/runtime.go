@@ -205,7 +205,13 @@ func build(cfg *config.Config, p *Proxy, old *runtime) (*runtime, config.Errors)
 			affOpts.Keyring = p.opts.Keyring
 		}
 	}
-	yarp, yerrs := dataProtection(cfg, p)
+	var yarp affinity.Yarp
+	var yerrs config.Errors
+	if p != nil {
+		yarp, yerrs = affinity.OpenYarp(cfg, &p.dp, p.now, p.logger)
+	} else {
+		yarp, yerrs = affinity.OpenYarp(cfg, nil, nil, nil)
+	}
 	errs = append(errs, yerrs...)
 	affOpts.Yarp = yarp
 

@@ -1,4 +1,4 @@
-package proxy
+package errpage
 
 import (
 	"net/http"
@@ -16,9 +16,9 @@ import (
 // the fixed error text as grpc-message. gRPC-Web (application/grpc-web)
 // frames its status differently and keeps the plain HTTP error.
 
-// isGRPC reports whether r is a gRPC call (application/grpc, optionally
+// IsGRPC reports whether r is a gRPC call (application/grpc, optionally
 // with a +codec or parameters).
-func isGRPC(r *http.Request) bool {
+func IsGRPC(r *http.Request) bool {
 	v := r.Header["Content-Type"]
 	if len(v) == 0 {
 		return false
@@ -66,8 +66,8 @@ func grpcStatusOf(status int) int {
 	return grpcUnknown
 }
 
-// writeGRPCError answers a gRPC request with a trailers-only status.
-func writeGRPCError(w http.ResponseWriter, status int, body, traceID string) {
+// writeGRPC answers a gRPC request with a trailers-only status.
+func writeGRPC(w http.ResponseWriter, status int, body, traceID string) {
 	h := w.Header()
 	h["Content-Type"] = []string{"application/grpc"}
 	h["Grpc-Status"] = []string{strconv.Itoa(grpcStatusOf(status))}
@@ -76,11 +76,6 @@ func writeGRPCError(w http.ResponseWriter, status int, body, traceID string) {
 		h[forwarded.TraceHeader] = []string{traceID}
 	}
 	w.WriteHeader(http.StatusOK)
-	if rw, ok := w.(*respWriter); ok {
-		// Metrics and the access log keep the HTTP status tether would
-		// have answered: a gRPC failure is not counted as a success.
-		rw.status = status
-	}
 }
 
 // grpcMessage percent-encodes what grpc-message may not carry as is

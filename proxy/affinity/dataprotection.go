@@ -1,38 +1,46 @@
-package proxy
+package affinity
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
 
 	"github.com/tether-proxy/tether/keyring/dataprotection"
-	"github.com/tether-proxy/tether/proxy/affinity"
 	"github.com/tether-proxy/tether/proxy/config"
 )
 
-// dpCache keeps the Data Protection key ring across config reloads while
+// YarpRing keeps the Data Protection key ring across config reloads while
 // its section and certificate files are unchanged: the ring re-reads its
 // directory by itself, so reopening it on every reload would only repeat
 // the certificate work.
-type dpCache struct {
+type YarpRing struct {
 	mu  sync.Mutex
-	key dpKey
+	key ringKey
 	app *dataprotection.Application
 }
 
-// dpKey is what the opened ring depends on: the directory, the
+// ringKey is what the opened ring depends on: the directory, the
 // discriminator, and every certificate with its files' modification times.
-type dpKey string
+type ringKey string
 
-// dataProtection opens cfg.DataProtection's key ring for the affinity
-// providers (docs/YARP.md, "Moving live sessions"). p is nil when only
-// compiling: the ring is then opened and dropped, so `config validate`
-// reports a key ring it cannot read.
-func dataProtection(cfg *config.Config, p *Proxy) (affinity.Yarp, config.Errors) {
+// Application is the ring's application opened last, nil before.
+func (r *YarpRing) Application() *dataprotection.Application {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.app
+}
+
+// OpenYarp opens cfg.DataProtection's key ring for the providers
+// (docs/YARP.md, "Moving live sessions"), or keeps the one r holds. r is
+// nil when only compiling: the ring is then opened and dropped, so
+// `config validate` reports a key ring it cannot read. now (nil: the
+// ring's clock) and logger (for the ring's warnings) serve only with r.
+func OpenYarp(cfg *config.Config, r *YarpRing, now func() time.Time, logger *slog.Logger) (Yarp, config.Errors) {
 	d := cfg.DataProtection
 	if d == nil {
-		return affinity.Yarp{}, nil
+		return Yarp{}, nil
 	}
 	type certAt struct {
 		path string
@@ -49,16 +57,16 @@ func dataProtection(cfg *config.Config, p *Proxy) (affinity.Yarp, config.Errors)
 	for _, c := range certs {
 		k += fmt.Sprintf("%q %q %q %v %v;", c.c.Path, c.c.KeyPath, c.c.Password, modTime(c.c.Path), modTime(c.c.KeyPath))
 	}
-	if p != nil {
-		p.dp.mu.Lock()
-		defer p.dp.mu.Unlock()
-		if p.dp.app != nil && p.dp.key == dpKey(k) {
-			return affinity.Yarp{Protection: p.dp.app, Issue: d.IssueYarpValues}, nil
+	if r != nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.app != nil && r.key == ringKey(k) {
+			return Yarp{Protection: r.app, Issue: d.IssueYarpValues}, nil
 		}
 	}
 	opts := dataprotection.Options{}
-	if p != nil {
-		opts.Now = p.now
+	if r != nil {
+		opts.Now = now
 	}
 	var errs config.Errors
 	for _, c := range certs {
@@ -73,20 +81,20 @@ func dataProtection(cfg *config.Config, p *Proxy) (affinity.Yarp, config.Errors)
 		opts.Certificates = append(opts.Certificates, cert)
 	}
 	if errs != nil {
-		return affinity.Yarp{}, errs
+		return Yarp{}, errs
 	}
 	ring, err := dataprotection.Open(d.KeyRingPath, opts)
 	if err != nil {
-		return affinity.Yarp{}, config.Errors{{Path: "DataProtection.KeyRingPath", Message: err.Error()}}
+		return Yarp{}, config.Errors{{Path: "DataProtection.KeyRingPath", Message: err.Error()}}
 	}
 	app := ring.Application(d.ApplicationDiscriminator)
-	if p != nil {
+	if r != nil {
 		for _, w := range ring.Warnings() {
-			p.logger.Warn("data protection key ring", "warning", w)
+			logger.Warn("data protection key ring", "warning", w)
 		}
-		p.dp.key, p.dp.app = dpKey(k), app
+		r.key, r.app = ringKey(k), app
 	}
-	return affinity.Yarp{Protection: app, Issue: d.IssueYarpValues}, nil
+	return Yarp{Protection: app, Issue: d.IssueYarpValues}, nil
 }
 
 func modTime(path string) time.Time {
