@@ -13,13 +13,15 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // TestReservedListenersRefuseUntilStarted: Reserve holds each listener's
 // port (":0" resolved, nobody else may bind it) while a connection to it is
 // refused; Start then serves on the same port.
 func TestReservedListenersRefuseUntilStarted(t *testing.T) {
-	for _, addr := range []string{"127.0.0.1:0", ":0", "[::1]:0", "localhost:" + strconv.Itoa(freeTCPPort(t))} {
+	_, free, _ := net.SplitHostPort(testutil.FreeAddr(t))
+	for _, addr := range []string{"127.0.0.1:0", ":0", "[::1]:0", "localhost:" + free} {
 		t.Run(addr, func(t *testing.T) {
 			cfg := &config.Config{Listeners: []config.Listener{{Address: addr}}}
 			s, err := New(cfg, http.HandlerFunc(okHandler), nil)
@@ -92,15 +94,6 @@ func TestReserveNamesAddressInUse(t *testing.T) {
 	if err := s.Reserve(); err == nil || !errors.Is(err, syscall.EADDRINUSE) {
 		t.Fatalf("Reserve = %v, want address in use", err)
 	}
-}
-
-func freeTCPPort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // TestReserveTakesAPortAnEarlierProcessLeftInTimeWait: a node restarted on

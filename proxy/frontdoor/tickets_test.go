@@ -67,11 +67,28 @@ func startTicketServer(t *testing.T, certFile, keyFile string, sni bool, src Tic
 // cache and reports whether the session was resumed.
 func resumes(t *testing.T, addr string, version uint16, pool *x509.CertPool, cache tls.ClientSessionCache) bool {
 	t.Helper()
+	did, _ := getOverTLS(t, addr, version, pool, cache, false)
+	return did
+}
+
+// resumesProto is resumes, offering h2 and http/1.1, and also returns the
+// protocol the response came in.
+func resumesProto(t *testing.T, addr string, version uint16, pool *x509.CertPool, cache tls.ClientSessionCache) (bool, string) {
+	t.Helper()
+	return getOverTLS(t, addr, version, pool, cache, true)
+}
+
+// getOverTLS makes a GET on a new TLS connection to addr (offering h2 too
+// when h2) and returns whether the session was resumed and the response's
+// protocol.
+func getOverTLS(t *testing.T, addr string, version uint16, pool *x509.CertPool, cache tls.ClientSessionCache, h2 bool) (bool, string) {
+	t.Helper()
 	tr := &http.Transport{
 		TLSClientConfig: &tls.Config{
 			RootCAs: pool, ServerName: "127.0.0.1", ClientSessionCache: cache,
 			MinVersion: version, MaxVersion: version,
 		},
+		ForceAttemptHTTP2: h2,
 		DisableKeepAlives: true,
 	}
 	defer tr.CloseIdleConnections()
@@ -84,7 +101,7 @@ func resumes(t *testing.T, addr string, version uint16, pool *x509.CertPool, cac
 	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
 		t.Fatal(err)
 	}
-	return resp.TLS.DidResume
+	return resp.TLS.DidResume, resp.Proto
 }
 
 func TestSessionTicketResumesOnEveryListenerSharingTheKeys(t *testing.T) {
@@ -169,30 +186,6 @@ func (c *countingCache) count() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.puts
-}
-
-// resumesProto is resumes, offering h2 and http/1.1, and also returns the
-// protocol the response came in.
-func resumesProto(t *testing.T, addr string, version uint16, pool *x509.CertPool, cache tls.ClientSessionCache) (bool, string) {
-	t.Helper()
-	tr := &http.Transport{
-		TLSClientConfig: &tls.Config{
-			RootCAs: pool, ServerName: "127.0.0.1", ClientSessionCache: cache,
-			MinVersion: version, MaxVersion: version,
-		},
-		ForceAttemptHTTP2: true,
-		DisableKeepAlives: true,
-	}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("https://" + addr + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		t.Fatal(err)
-	}
-	return resp.TLS.DidResume, resp.Proto
 }
 
 func TestATicketPauserWithoutKeysIssuesNoTicketAndLeavesTheClientsOne(t *testing.T) {
