@@ -18,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // The direct path must be indistinguishable from httputil.ReverseProxy,
@@ -215,7 +217,7 @@ func TestDirectPathMatchesReverseProxy(t *testing.T) {
 // that is not there: the client sees the same from both paths, and the
 // access log the same status.
 func TestDirectPathFailuresMatchReverseProxy(t *testing.T) {
-	raw := newRawBackend(t, func(_ int, c net.Conn, br *bufio.Reader) {
+	raw := testutil.NewRawServer(t, func(_ int, c net.Conn, br *bufio.Reader) {
 		req, err := http.ReadRequest(br)
 		if err != nil {
 			return
@@ -236,9 +238,9 @@ func TestDirectPathFailuresMatchReverseProxy(t *testing.T) {
 	gone := "http://" + ln.Addr().String()
 	ln.Close()
 	for _, c := range []struct{ name, addr, path string }{
-		{"body cut short", raw.url(), "/cut"},
-		{"not HTTP", raw.url(), "/garbage"},
-		{"two Content-Lengths", raw.url(), "/smuggle"},
+		{"body cut short", raw.URL(), "/cut"},
+		{"not HTTP", raw.URL(), "/garbage"},
+		{"two Content-Lengths", raw.URL(), "/smuggle"},
 		{"nobody listening", gone, "/"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -465,4 +467,38 @@ func queryReencodingChild(t *testing.T, want string) {
 			mu.Unlock()
 		}
 	})
+}
+
+// TestProxySendsBodylessHTTP1OverTheLeanPath: the data path hands a
+// bodyless request to an http:// destination to the cluster's lean
+// transport and an upload to http.Transport (package lean's tests hold
+// the transport to its rules).
+func TestProxySendsBodylessHTTP1OverTheLeanPath(t *testing.T) {
+	be := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %s", r.Method, b)
+	})
+	var trips atomic.Uint64
+	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": be.URL}, "", "", "")),
+		withHooks(&testHooks{onLeanTrip: func() { trips.Add(1) }}))
+	if h.p.rt.Load().clusters["c"].lean == nil {
+		t.Fatal("cluster has no lean path")
+	}
+	for _, c := range []struct {
+		method, body, want string
+		lean               bool
+	}{{"GET", "", "GET ", true}, {"DELETE", "", "DELETE ", true}, {"POST", "hello", "POST hello", false}} {
+		before := trips.Load()
+		var body io.Reader
+		if c.body != "" {
+			body = strings.NewReader(c.body)
+		}
+		resp, got := send(t, nil, c.method, h.front.URL+"/", body, nil)
+		if resp.StatusCode != 200 || got != c.want {
+			t.Fatalf("%s: %d %q, want 200 %q", c.method, resp.StatusCode, got, c.want)
+		}
+		if took := trips.Load() != before; took != c.lean {
+			t.Fatalf("%s: lean path took it: %v, want %v", c.method, took, c.lean)
+		}
+	}
 }

@@ -7,16 +7,17 @@ import (
 	"testing"
 
 	"github.com/tether-proxy/tether/proxy/internal/sockio"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // TestTetherSocketsAreSockConns: the connections the proxy accepts and the
 // ones its transport dials do their I/O through sockConn, under the
 // wrappers that give them their timeouts and limits.
 func TestTetherSocketsAreSockConns(t *testing.T) {
-	b := newRawBackend(t, func(int, net.Conn, *bufio.Reader) {})
-	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.url()}, "", "", "")), nil)
+	b := testutil.NewRawServer(t, func(int, net.Conn, *bufio.Reader) {})
+	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL()}, "", "", "")), nil)
 	tr := h.p.rt.Load().clusters["c"].transport
-	c, err := tr.DialContext(context.Background(), "tcp", b.ln.Addr().String())
+	c, err := tr.DialContext(context.Background(), "tcp", b.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,12 @@
 package testutil
 
 import (
+	"bufio"
 	"crypto/tls"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -89,5 +93,25 @@ func TestCertFilesLoad(t *testing.T) {
 	}
 	if pool == nil {
 		t.Fatal("no pool")
+	}
+}
+
+func TestRawServerHandsOutConnectionsInOrder(t *testing.T) {
+	s := NewRawServer(t, func(i int, c net.Conn, br *bufio.Reader) {
+		Answer(br, c, fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: close\r\n\r\n%d", i))
+	})
+	for want := range 2 {
+		resp, err := http.Get(s.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != fmt.Sprint(want) {
+			t.Fatalf("connection %d answered %q", want, b)
+		}
+	}
+	if s.Conns() != 2 {
+		t.Fatalf("%d connections", s.Conns())
 	}
 }
