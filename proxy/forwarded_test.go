@@ -52,19 +52,7 @@ func TestForwardedHeaders(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
-			b := newBackend(t, nil)
-			h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, "", "", c.trusted)), nil)
-			req, _ := http.NewRequest("GET", h.front.URL+"/a/b?c=d", nil)
-			req.Host = "front.example:8080"
-			for k, v := range c.hdr {
-				req.Header[k] = v
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			got := b.lastRequest().Header
+			_, got, port := forwardOnce(t, "", c.trusted, "/a/b?c=d", c.hdr)
 			for k, want := range c.want {
 				v := got[k]
 				if len(v) != 1 {
@@ -72,7 +60,7 @@ func TestForwardedHeaders(t *testing.T) {
 					continue
 				}
 				if want == "listener" {
-					_, want, _ = net.SplitHostPort(h.front.Listener.Addr().String())
+					want = port
 				}
 				if want == "*" {
 					if !forwarded.ValidTraceID(v[0]) || v[0] == fixedTrace {
@@ -152,27 +140,14 @@ func runFwdCases(t *testing.T, cases []fwdCase) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
-			b := newBackend(t, nil)
 			top := ""
 			if c.trusted {
 				top = fwdTrusted
 			}
-			h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, "", `"Transforms": [`+c.tf+`]`, top)), nil)
-			_, port, _ := net.SplitHostPort(h.front.Listener.Addr().String())
-			req, _ := http.NewRequest("GET", h.front.URL+"/a", nil)
-			req.Host = "front.example:8080"
-			for k, v := range c.hdr {
-				req.Header[k] = v
+			status, got, port := forwardOnce(t, `"Transforms": [`+c.tf+`]`, top, "/a", c.hdr)
+			if status != 200 {
+				t.Fatalf("status %d", status)
 			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				t.Fatalf("status %d", resp.StatusCode)
-			}
-			got := b.lastRequest().Header
 			for k, want := range c.want {
 				v := strings.Join(got.Values(k), " | ")
 				want = strings.ReplaceAll(want, "$port", port)
@@ -293,4 +268,26 @@ func TestForwardedTransformErrors(t *testing.T) {
 			t.Fatalf("errors %v, want %s: %s", errs, c.wantPath, c.wantMsg)
 		})
 	}
+}
+
+// forwardOnce sends one GET for path, with hdr and the Host
+// front.example:8080, through a proxy in front of one backend (route
+// fields rf, top-level fields top), and returns the response's status, the
+// header the backend saw and the listener's port.
+func forwardOnce(t *testing.T, rf, top, path string, hdr http.Header) (int, http.Header, string) {
+	t.Helper()
+	b := newBackend(t, nil)
+	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, "", rf, top)), nil)
+	req, _ := http.NewRequest("GET", h.front.URL+path, nil)
+	req.Host = "front.example:8080"
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	_, port, _ := net.SplitHostPort(h.front.Listener.Addr().String())
+	return resp.StatusCode, b.lastRequest().Header, port
 }

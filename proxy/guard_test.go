@@ -45,7 +45,7 @@ func TestClientFaultsDoNotExcludeDestination(t *testing.T) {
 			// Enough of them that, were they counted as failures, the failure
 			// rate would exclude the destination.
 			for i := 0; i < 2*health.DefaultMinRequests; i++ {
-				resp, err := rawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), c.req)
+				resp, err := testutil.RawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), c.req)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -74,7 +74,7 @@ func TestDotSegmentsCannotEscapeARoute(t *testing.T) {
 	  "Clusters": {"c": {"Destinations": {"d1": {"Address": "`+b.URL+`"}}}}}}`)
 	h := newHarness(t, cfg, nil)
 	for _, p := range []string{"/public/../admin", "/public/%2e%2e/admin", "/public/./../admin"} {
-		resp, err := rawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), "GET "+p+" HTTP/1.1\r\nHost: h\r\n\r\n")
+		resp, err := testutil.RawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), "GET "+p+" HTTP/1.1\r\nHost: h\r\n\r\n")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func TestDotSegmentsCannotEscapeARoute(t *testing.T) {
 	if b.hitCount() != 0 {
 		t.Fatalf("backend reached %d times", b.hitCount())
 	}
-	resp, err := rawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), "GET /public/x/../y HTTP/1.1\r\nHost: h\r\n\r\n")
+	resp, err := testutil.RawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), "GET /public/x/../y HTTP/1.1\r\nHost: h\r\n\r\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestSpoofableForwardingHeadersDropped(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
 			h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, "", "", c.top)), nil)
-			resp, err := rawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), spoof)
+			resp, err := testutil.RawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), spoof)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -397,7 +397,7 @@ func TestPathTransformsKeepEncodedSlashesEncoded(t *testing.T) {
 		{"/PUBLIC/a%20b", "/static/a%20b"},
 	}
 	for _, c := range cases {
-		resp, err := rawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), "GET "+c.sent+" HTTP/1.1\r\nHost: h\r\n\r\n")
+		resp, err := testutil.RawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), "GET "+c.sent+" HTTP/1.1\r\nHost: h\r\n\r\n")
 		if err != nil {
 			t.Fatal(err)
 		}

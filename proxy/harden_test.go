@@ -66,7 +66,7 @@ func TestForwardedPortIsTheConnectionsPort(t *testing.T) {
 		{"absolute-form target with a port", "GET http://x:7777/ HTTP/1.1\r\nHost: x:7777\r\nConnection: close\r\n\r\n"},
 	} {
 		t.Run(c.desc, func(t *testing.T) {
-			resp, err := rawRequest(t, addr, c.req)
+			resp, err := testutil.RawRequest(t, addr, c.req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +101,7 @@ func TestH2CUpgradeIsNeverForwarded(t *testing.T) {
 		{"h2c with a version, mixed case", "Connection: upgrade, http2-settings\r\nUpgrade: H2C/1.0\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n"},
 	} {
 		t.Run(c.desc, func(t *testing.T) {
-			resp, err := rawRequest(t, h.front.Listener.Addr().String(), "GET / HTTP/1.1\r\nHost: h\r\n"+c.hdr+"\r\n")
+			resp, err := testutil.RawRequest(t, h.front.Listener.Addr().String(), "GET / HTTP/1.1\r\nHost: h\r\n"+c.hdr+"\r\n")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,7 +159,7 @@ func TestContentLengthWithTransferEncodingClosesConnection(t *testing.T) {
 func TestKeepAliveWithContentLengthOnly(t *testing.T) {
 	b := newBackend(t, nil)
 	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, "", "", "")), nil)
-	resp, err := rawRequest(t, h.front.Listener.Addr().String(), "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi")
+	resp, err := testutil.RawRequest(t, h.front.Listener.Addr().String(), "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestClientMistakesAreNotProxyErrors(t *testing.T) {
 		"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
 		"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n0123456789abcdef\r\n0\r\n\r\n",
 	} {
-		resp, err := rawRequest(t, h.front.Listener.Addr().String(), req)
+		resp, err := testutil.RawRequest(t, h.front.Listener.Addr().String(), req)
 		if err != nil {
 			t.Fatal(err)
 		}

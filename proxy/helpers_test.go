@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -260,20 +259,4 @@ func startServer(t *testing.T, cfg *config.Config, h http.Handler) *frontdoor.Se
 		_ = s.Shutdown(ctx)
 	})
 	return s
-}
-
-// rawRequest sends req as it is on a new connection to addr and reads the
-// response.
-func rawRequest(t *testing.T, addr, req string) (*http.Response, error) {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(conn, req); err != nil {
-		return nil, err
-	}
-	return http.ReadResponse(bufio.NewReader(conn), nil)
 }

@@ -314,7 +314,7 @@ func TestLocalhostBindsBothLoopbacks(t *testing.T) {
 		t.Fatalf("bound %v, want %v", got, want)
 	}
 	for _, a := range got {
-		resp, err := rawRequest(t, a, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+		resp, err := testutil.RawRequest(t, a, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
 		if err != nil {
 			t.Fatalf("%s: %v", a, err)
 		}

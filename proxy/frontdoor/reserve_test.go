@@ -81,16 +81,7 @@ func TestReservedListenersRefuseUntilStarted(t *testing.T) {
 
 // TestReserveNamesAddressInUse: a port in use fails Reserve, as Start.
 func TestReserveNamesAddressInUse(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	cfg := &config.Config{Listeners: []config.Listener{{Address: "127.0.0.1:0"}, {Address: ln.Addr().String()}}}
-	s, err := New(cfg, http.HandlerFunc(okHandler), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := serverOnAPortInUse(t)
 	if err := s.Reserve(); err == nil || !errors.Is(err, syscall.EADDRINUSE) {
 		t.Fatalf("Reserve = %v, want address in use", err)
 	}

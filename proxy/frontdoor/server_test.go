@@ -1,7 +1,6 @@
 package frontdoor
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -89,20 +88,6 @@ func startServer(t *testing.T, cfg *config.Config, h http.Handler) *Server {
 
 func okHandler(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }
 
-func rawRequest(t *testing.T, addr, req string) (*http.Response, error) {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(conn, req); err != nil {
-		return nil, err
-	}
-	return http.ReadResponse(bufio.NewReader(conn), nil)
-}
-
 func TestServerLimits(t *testing.T) {
 	cfg := &config.Config{
 		Listeners: []config.Listener{{Address: "127.0.0.1:0"}},
@@ -123,7 +108,7 @@ func TestServerLimits(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
-			resp, err := rawRequest(t, addr, c.req)
+			resp, err := testutil.RawRequest(t, addr, c.req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -161,7 +146,7 @@ func TestServerRedirectListener(t *testing.T) {
 	if len(s.Addrs()) != 2 {
 		t.Fatalf("Addrs = %v", s.Addrs())
 	}
-	resp, err := rawRequest(t, s.Addrs()[1].String(), "GET /p?q=1 HTTP/1.1\r\nHost: example.com\r\n\r\n")
+	resp, err := testutil.RawRequest(t, s.Addrs()[1].String(), "GET /p?q=1 HTTP/1.1\r\nHost: example.com\r\n\r\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +154,7 @@ func TestServerRedirectListener(t *testing.T) {
 	if resp.StatusCode != 308 || resp.Header.Get("Location") != "https://example.com:8443/p?q=1" {
 		t.Fatalf("got %d %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	resp, err = rawRequest(t, s.Addrs()[0].String(), "GET / HTTP/1.1\r\nHost: example.com\r\n\r\n")
+	resp, err = testutil.RawRequest(t, s.Addrs()[0].String(), "GET / HTTP/1.1\r\nHost: example.com\r\n\r\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,20 +164,28 @@ func TestServerRedirectListener(t *testing.T) {
 	}
 }
 
-func TestServerStartNamesAddressInUse(t *testing.T) {
+// serverOnAPortInUse is a Server whose second listener's address (inUse)
+// another socket listens on until the test ends.
+func serverOnAPortInUse(t *testing.T) (s *Server, inUse string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	cfg := &config.Config{Listeners: []config.Listener{{Address: "127.0.0.1:0"}, {Address: ln.Addr().String()}}}
-	s, err := New(cfg, http.HandlerFunc(okHandler), nil)
+	s, err = New(cfg, http.HandlerFunc(okHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.Start()
-	if err == nil || !strings.Contains(err.Error(), ln.Addr().String()) {
-		t.Fatalf("Start = %v, want an error naming %s", err, ln.Addr())
+	return s, ln.Addr().String()
+}
+
+func TestServerStartNamesAddressInUse(t *testing.T) {
+	s, inUse := serverOnAPortInUse(t)
+	err := s.Start()
+	if err == nil || !strings.Contains(err.Error(), inUse) {
+		t.Fatalf("Start = %v, want an error naming %s", err, inUse)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/internal/sockio"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // TestOwnLoopReachesTheSocketUnderTheCap: the own loop reaches an
@@ -51,7 +52,7 @@ func TestServerListensThroughSockListener(t *testing.T) {
 				t.Errorf("capped=%v: listener %T, want sockListener", capped, ln)
 			}
 		}
-		resp, err := rawRequest(t, s.Addrs()[0].String(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := testutil.RawRequest(t, s.Addrs()[0].String(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("capped=%v: %v %v", capped, resp, err)
 		}

@@ -104,8 +104,9 @@ func getOverTLS(t *testing.T, addr string, version uint16, pool *x509.CertPool, 
 	return resp.TLS.DidResume, resp.Proto
 }
 
-func TestSessionTicketResumesOnEveryListenerSharingTheKeys(t *testing.T) {
-	certFile, keyFile, pool := testutil.CertFiles(t)
+// forEachTicketSetup runs f for TLS 1.2 and TLS 1.3, each on listeners
+// without and with Sni entries.
+func forEachTicketSetup(t *testing.T, f func(t *testing.T, version uint16, sni bool)) {
 	for _, v := range []struct {
 		desc    string
 		version uint16
@@ -115,47 +116,52 @@ func TestSessionTicketResumesOnEveryListenerSharingTheKeys(t *testing.T) {
 			if sni {
 				name += " with Sni entries"
 			}
-			t.Run(name, func(t *testing.T) {
-				shared := &ticketSource{}
-				shared.set(ticketKey(1))
-				a := startTicketServer(t, certFile, keyFile, sni, shared)
-				b := startTicketServer(t, certFile, keyFile, sni, shared)
-				other := &ticketSource{}
-				other.set(ticketKey(9))
-				foreign := startTicketServer(t, certFile, keyFile, sni, other)
-				empty := startTicketServer(t, certFile, keyFile, sni, &ticketSource{})
-				empty2 := startTicketServer(t, certFile, keyFile, sni, &ticketSource{})
-
-				steps := []struct {
-					desc   string
-					before func()
-					addr   string
-					want   bool
-				}{
-					{"a first connection is a full handshake", nil, a, false},
-					{"a ticket from one listener resumes on another with the same keys", nil, b, true},
-					{"a listener with other keys falls back to a full handshake", nil, foreign, false},
-					{"its own ticket resumes there", nil, foreign, true},
-					{"a fresh ticket from the first listener", nil, a, false},
-					{"after a rotation (new key first, old one kept) the old ticket still resumes", func() { shared.set(ticketKey(2), ticketKey(1)) }, b, true},
-					{"the ticket issued after the rotation is under the new key: it resumes once the old key is gone", func() { shared.set(ticketKey(2)) }, a, true},
-					{"once its key is dropped a ticket no longer resumes", func() { shared.set(ticketKey(3)) }, b, false},
-					{"without shared keys a listener's own ticket resumes on itself", nil, empty, false},
-					{"its own ticket resumes there", nil, empty, true},
-					{"but not on another listener without shared keys", nil, empty2, false},
-				}
-				cache := tls.NewLRUClientSessionCache(8)
-				for _, s := range steps {
-					if s.before != nil {
-						s.before()
-					}
-					if got := resumes(t, s.addr, v.version, pool, cache); got != s.want {
-						t.Fatalf("%s: resumed %t, want %t", s.desc, got, s.want)
-					}
-				}
-			})
+			t.Run(name, func(t *testing.T) { f(t, v.version, sni) })
 		}
 	}
+}
+
+func TestSessionTicketResumesOnEveryListenerSharingTheKeys(t *testing.T) {
+	certFile, keyFile, pool := testutil.CertFiles(t)
+	forEachTicketSetup(t, func(t *testing.T, version uint16, sni bool) {
+		shared := &ticketSource{}
+		shared.set(ticketKey(1))
+		a := startTicketServer(t, certFile, keyFile, sni, shared)
+		b := startTicketServer(t, certFile, keyFile, sni, shared)
+		other := &ticketSource{}
+		other.set(ticketKey(9))
+		foreign := startTicketServer(t, certFile, keyFile, sni, other)
+		empty := startTicketServer(t, certFile, keyFile, sni, &ticketSource{})
+		empty2 := startTicketServer(t, certFile, keyFile, sni, &ticketSource{})
+
+		steps := []struct {
+			desc   string
+			before func()
+			addr   string
+			want   bool
+		}{
+			{"a first connection is a full handshake", nil, a, false},
+			{"a ticket from one listener resumes on another with the same keys", nil, b, true},
+			{"a listener with other keys falls back to a full handshake", nil, foreign, false},
+			{"its own ticket resumes there", nil, foreign, true},
+			{"a fresh ticket from the first listener", nil, a, false},
+			{"after a rotation (new key first, old one kept) the old ticket still resumes", func() { shared.set(ticketKey(2), ticketKey(1)) }, b, true},
+			{"the ticket issued after the rotation is under the new key: it resumes once the old key is gone", func() { shared.set(ticketKey(2)) }, a, true},
+			{"once its key is dropped a ticket no longer resumes", func() { shared.set(ticketKey(3)) }, b, false},
+			{"without shared keys a listener's own ticket resumes on itself", nil, empty, false},
+			{"its own ticket resumes there", nil, empty, true},
+			{"but not on another listener without shared keys", nil, empty2, false},
+		}
+		cache := tls.NewLRUClientSessionCache(8)
+		for _, s := range steps {
+			if s.before != nil {
+				s.before()
+			}
+			if got := resumes(t, s.addr, version, pool, cache); got != s.want {
+				t.Fatalf("%s: resumed %t, want %t", s.desc, got, s.want)
+			}
+		}
+	})
 }
 
 // pausingSource is a ticketSource that pauses tickets while it has none.
@@ -190,43 +196,32 @@ func (c *countingCache) count() int {
 
 func TestATicketPauserWithoutKeysIssuesNoTicketAndLeavesTheClientsOne(t *testing.T) {
 	certFile, keyFile, pool := testutil.CertFiles(t)
-	for _, v := range []struct {
-		desc    string
-		version uint16
-	}{{"TLS 1.2", tls.VersionTLS12}, {"TLS 1.3", tls.VersionTLS13}} {
-		for _, sni := range []bool{false, true} {
-			name := v.desc
-			if sni {
-				name += " with Sni entries"
-			}
-			t.Run(name, func(t *testing.T) {
-				shared := &ticketSource{}
-				shared.set(ticketKey(1))
-				a := startTicketServer(t, certFile, keyFile, sni, shared)
-				paused := &pausingSource{}
-				p := startTicketServer(t, certFile, keyFile, sni, paused)
+	forEachTicketSetup(t, func(t *testing.T, version uint16, sni bool) {
+		shared := &ticketSource{}
+		shared.set(ticketKey(1))
+		a := startTicketServer(t, certFile, keyFile, sni, shared)
+		paused := &pausingSource{}
+		p := startTicketServer(t, certFile, keyFile, sni, paused)
 
-				cache := &countingCache{ClientSessionCache: tls.NewLRUClientSessionCache(8)}
-				if resumed, _ := resumesProto(t, a, v.version, pool, cache); resumed || cache.count() != 1 {
-					t.Fatalf("a first connection: resumed %t with %d tickets, want a full handshake and one ticket", resumed, cache.count())
-				}
-				resumed, proto := resumesProto(t, p, v.version, pool, cache)
-				if resumed || cache.count() != 1 {
-					t.Fatalf("a listener without keys: resumed %t, %d tickets in all; want a full handshake and no new ticket", resumed, cache.count())
-				}
-				if proto != "HTTP/2.0" {
-					t.Fatalf("a listener without keys served %s, want HTTP/2.0 as with tickets on", proto)
-				}
-				if resumed, _ := resumesProto(t, a, v.version, pool, cache); !resumed {
-					t.Fatal("the client's ticket no longer resumes on the listener that gave it: the paused listener replaced it")
-				}
-				paused.set(ticketKey(1))
-				if resumed, _ := resumesProto(t, p, v.version, pool, cache); !resumed {
-					t.Fatal("once the keys came the shared ticket did not resume")
-				}
-			})
+		cache := &countingCache{ClientSessionCache: tls.NewLRUClientSessionCache(8)}
+		if resumed, _ := resumesProto(t, a, version, pool, cache); resumed || cache.count() != 1 {
+			t.Fatalf("a first connection: resumed %t with %d tickets, want a full handshake and one ticket", resumed, cache.count())
 		}
-	}
+		resumed, proto := resumesProto(t, p, version, pool, cache)
+		if resumed || cache.count() != 1 {
+			t.Fatalf("a listener without keys: resumed %t, %d tickets in all; want a full handshake and no new ticket", resumed, cache.count())
+		}
+		if proto != "HTTP/2.0" {
+			t.Fatalf("a listener without keys served %s, want HTTP/2.0 as with tickets on", proto)
+		}
+		if resumed, _ := resumesProto(t, a, version, pool, cache); !resumed {
+			t.Fatal("the client's ticket no longer resumes on the listener that gave it: the paused listener replaced it")
+		}
+		paused.set(ticketKey(1))
+		if resumed, _ := resumesProto(t, p, version, pool, cache); !resumed {
+			t.Fatal("once the keys came the shared ticket did not resume")
+		}
+	})
 }
 
 func TestATicketPauserKeepsTheListenersProtocols(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // RawServer accepts TCP connections on a loopback port and hands the i-th
@@ -68,4 +69,20 @@ func Answer(br *bufio.Reader, c net.Conn, resp string) bool {
 	_, _ = io.Copy(io.Discard, req.Body)
 	_, err = io.WriteString(c, resp)
 	return err == nil
+}
+
+// RawRequest sends req, as it is, on a new connection to addr and reads
+// the response (the connection closes at the test's end).
+func RawRequest(t testing.TB, addr, req string) (*http.Response, error) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(conn, req); err != nil {
+		return nil, err
+	}
+	return http.ReadResponse(bufio.NewReader(conn), nil)
 }
