@@ -27,8 +27,8 @@ import (
 	"github.com/mholt/acmez/v3/acme"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/proxy/frontdoor"
 	"github.com/tether-proxy/tether/store"
 )
 
@@ -128,7 +128,7 @@ func mind(a, b time.Duration) time.Duration {
 }
 
 // acmeView is this node's reading of the replicated ACME state: it
-// implements proxy.AcmeSource, rebuilding what it serves only when the
+// implements frontdoor.AcmeSource, rebuilding what it serves only when the
 // state changed.
 type acmeView struct {
 	st  *store.Store
@@ -137,7 +137,7 @@ type acmeView struct {
 	cur atomic.Pointer[acmeServed]
 }
 
-var _ proxy.AcmeSource = (*acmeView)(nil)
+var _ frontdoor.AcmeSource = (*acmeView)(nil)
 
 type acmeServed struct {
 	version uint64

@@ -25,6 +25,7 @@ import (
 	"github.com/tether-proxy/tether/node/gate"
 	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/proxy/frontdoor"
 	"github.com/tether-proxy/tether/store"
 )
 
@@ -124,7 +125,7 @@ type Node struct {
 	// its local node under its own lock).
 	gossipAddr string
 	proxy      *proxy.Proxy
-	server     *proxy.Server
+	server     *frontdoor.Server
 	admin      *http.Server
 	adminLn    net.Listener
 	token      []byte
@@ -273,13 +274,13 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.checkHandshakeV1(); err != nil {
 		return nil, err
 	}
-	if _, err := proxy.ParseHTTP1Server(cfg.HTTP1Server); err != nil {
+	if _, err := frontdoor.ParseHTTP1Server(cfg.HTTP1Server); err != nil {
 		return nil, fmt.Errorf("--http1-server: %w", err)
 	}
-	if _, err := proxy.ParseHTTP2Server(cfg.HTTP2Server); err != nil {
+	if _, err := frontdoor.ParseHTTP2Server(cfg.HTTP2Server); err != nil {
 		return nil, fmt.Errorf("--http2-server: %w", err)
 	}
-	if _, err := proxy.ParseWriteYield(cfg.WriteYield); err != nil {
+	if _, err := frontdoor.ParseWriteYield(cfg.WriteYield); err != nil {
 		return nil, fmt.Errorf("--write-yield: %w", err)
 	}
 	return &Node{
@@ -402,11 +403,11 @@ func (n *Node) Start() (err error) {
 
 	n.serveAdmin()
 
-	h1, _ := proxy.ParseHTTP1Server(n.cfg.HTTP1Server) // checked by New
-	h2, _ := proxy.ParseHTTP2Server(n.cfg.HTTP2Server) // checked by New
-	wy, _ := proxy.ParseWriteYield(n.cfg.WriteYield)
-	_ = proxy.SetWriteYield(wy)
-	n.server, err = proxy.NewServer(cfg, n.proxy, n.log, proxy.WithHTTP1Server(h1), proxy.WithHTTP2Server(h2))
+	h1, _ := frontdoor.ParseHTTP1Server(n.cfg.HTTP1Server) // checked by New
+	h2, _ := frontdoor.ParseHTTP2Server(n.cfg.HTTP2Server) // checked by New
+	wy, _ := frontdoor.ParseWriteYield(n.cfg.WriteYield)
+	_ = frontdoor.SetWriteYield(wy)
+	n.server, err = frontdoor.New(cfg, n.proxy, n.log, frontdoor.WithHTTP1Server(h1), frontdoor.WithHTTP2Server(h2))
 	if err != nil {
 		return fmt.Errorf("listeners: %w", err)
 	}

@@ -3,7 +3,7 @@ package node
 import (
 	"time"
 
-	"github.com/tether-proxy/tether/proxy"
+	"github.com/tether-proxy/tether/proxy/frontdoor"
 )
 
 // ticketKeySource gives the listeners the TLS session ticket keys derived
@@ -14,7 +14,7 @@ import (
 // yet, no active key) the listeners issue no ticket.
 type ticketKeySource struct{ n *Node }
 
-var _ proxy.TicketPauser = ticketKeySource{}
+var _ frontdoor.TicketPauser = ticketKeySource{}
 
 func (s ticketKeySource) TicketKeys(now time.Time) [][32]byte {
 	n := s.n

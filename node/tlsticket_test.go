@@ -16,11 +16,11 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/keyring"
-	"github.com/tether-proxy/tether/proxy"
+	"github.com/tether-proxy/tether/proxy/frontdoor"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
-var _ proxy.TicketKeySource = (*keyring.Ring)(nil)
+var _ frontdoor.TicketKeySource = (*keyring.Ring)(nil)
 
 // httpsClusterConfig rewrites tc's config so that its listener serves HTTPS
 // with one certificate for 127.0.0.1, as every node of a cluster would, and

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tether-proxy/tether/proxy/accesslog"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
@@ -94,7 +95,7 @@ func directPathRig(tb testing.TB, nethttp bool) (send func()) {
 		go acceptCanned(ln, canned)
 	}
 	cfg := regexp.MustCompile(`"http://10\.1\.2\.\d:8080/"`).ReplaceAllString(affinityBenchConfig, strconv.Quote("http://"+ln.Addr().String()+"/"))
-	al := NewAccessLog(io.Discard)
+	al := accesslog.New(io.Discard)
 	tb.Cleanup(func() { al.Close() })
 	h := newHarness(tb, mustParse(tb, cfg), func(o *Options) { o.AccessLog = al.Logger() })
 	c, err := net.Dial("tcp", ownLoopFront(tb, h.p))

@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-proxy/tether/proxy/accesslog"
 	"github.com/tether-proxy/tether/proxy/affinity"
+	"github.com/tether-proxy/tether/proxy/forwarded"
 )
 
 const benchConfig = `{
@@ -43,9 +45,9 @@ func BenchmarkRewrite(b *testing.B) {
 		b.Fatal("no route")
 	}
 	st := &reqState{route: rr, cluster: rr.cluster, dest: rr.cluster.up.Destinations[0]}
-	st.clientHost = hostOf(in.RemoteAddr)
-	st.trusted = rt.trust.trusts(st.clientHost)
-	st.proto = clientProto(in, st.trusted)
+	st.client.Host = forwarded.HostOf(in.RemoteAddr)
+	st.client.Trusted = rt.trust.Trusts(st.client.Host)
+	st.client.Proto = forwarded.ClientProto(in, st.client.Trusted)
 	h.p.startTrace(in, st)
 	ctx := context.WithValue(in.Context(), stateKey{}, st)
 	outs := make([]*http.Request, 0, 1)
@@ -109,7 +111,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 func BenchmarkServeHTTPAccessLog(b *testing.B) {
 	for _, mode := range []string{"slog", "batched"} {
 		b.Run(mode, func(b *testing.B) {
-			al := NewAccessLog(io.Discard)
+			al := accesslog.New(io.Discard)
 			defer al.Close()
 			h := newHarness(b, mustParse(b, benchConfig), func(o *Options) {
 				if mode == "slog" {
@@ -149,7 +151,7 @@ func affinityPath(tb testing.TB) func() {
 	in.RemoteAddr = "192.0.2.1:5555"
 	rr := rt.match(in)
 	cl := rr.cluster
-	st := &reqState{route: rr, cluster: cl, clientHost: "192.0.2.1"}
+	st := &reqState{route: rr, cluster: cl, client: forwarded.Client{Host: "192.0.2.1"}}
 	// The key of d2, as its first response set it.
 	first := rr.aff.ResolveClient(in, "192.0.2.1", cl.up, time.Now(), nil)
 	resp := &http.Response{Header: http.Header{}, Request: in}
@@ -163,7 +165,7 @@ func affinityPath(tb testing.TB) func() {
 	resp = &http.Response{Header: http.Header{}, Request: out}
 	now := time.Now()
 	return func() {
-		st.dec = rr.aff.ResolveClient(in, affinityClient(in, st), cl.up, now, st.buf[:0])
+		st.dec = rr.aff.ResolveClient(in, st.client.Address(in), cl.up, now, st.buf[:0])
 		if st.dec.Outcome != affinity.Routed || len(st.dec.Candidates) != 1 {
 			tb.Fatalf("decision %v with %d candidates, want routed to one", st.dec.Outcome, len(st.dec.Candidates))
 		}
@@ -201,7 +203,7 @@ func BenchmarkServeHTTPLoopback(b *testing.B) {
 	be := newBackend(b, func(w http.ResponseWriter, r *http.Request) { w.Write(make([]byte, 1024)) })
 	for _, lean := range []bool{true, false} {
 		b.Run(fmt.Sprintf("lean=%v", lean), func(b *testing.B) {
-			al := NewAccessLog(io.Discard)
+			al := accesslog.New(io.Discard)
 			defer al.Close()
 			cfg := regexp.MustCompile(`"http://10\.1\.2\.\d:8080/"`).ReplaceAllString(affinityBenchConfig, strconv.Quote(be.URL+"/"))
 			hooks := &testHooks{}

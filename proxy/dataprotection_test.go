@@ -161,14 +161,14 @@ func TestDataProtectionRingKeptAcrossReloads(t *testing.T) {
 	cookie := `"LoadBalancingPolicy": "RoundRobin", ` + affBlock("Cookie", ".A", "")
 	js := func(section string) string { return affConfig("c", addrs, cookie, "", section) }
 	h := affHarness(t, js(dpSection(pfx, false)), affRing(t, nil, affKey(t, time.Now().Add(-time.Hour), 0)), nil)
-	first := h.p.dp.app
+	first := h.p.dp.Application()
 	if first == nil {
 		t.Fatal("no ring opened")
 	}
 	if err := h.p.Update(mustParse(t, js(dpSection(pfx, true)))); err != nil {
 		t.Fatal(err)
 	}
-	if h.p.dp.app != first {
+	if h.p.dp.Application() != first {
 		t.Fatal("an unchanged key ring section reopened the ring")
 	}
 	rotated := fmt.Sprintf(`"DataProtection": { "KeyRingPath": %q, "ApplicationDiscriminator": "/app2",
@@ -176,10 +176,10 @@ func TestDataProtectionRingKeptAcrossReloads(t *testing.T) {
 	if err := h.p.Update(mustParse(t, js(rotated))); err != nil {
 		t.Fatal(err)
 	}
-	if h.p.dp.app == first {
+	if h.p.dp.Application() == first {
 		t.Fatal("another discriminator kept the old ring")
 	}
-	if k := h.p.dp.app.Ring().DefaultKey(); k == nil || !k.Usable() {
+	if k := h.p.dp.Application().Ring().DefaultKey(); k == nil || !k.Usable() {
 		t.Fatal("Certificates did not decrypt the key")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/tether-proxy/tether/proxy/forwarded"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -52,7 +53,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	out.Close = false
 	h := st.outHeader
 	if h == nil {
-		h = make(http.Header, len(r.Header)+forwardedHeaders+2)
+		h = make(http.Header, len(r.Header)+forwarded.Headers+2)
 	}
 	// The client's fields less the hop-by-hop ones and the forwarding
 	// ones, which ReverseProxy deletes after copying all: skipped here,
@@ -165,7 +166,7 @@ func copyFields(dst, src http.Header) {
 // the name's bytes for the names responses usually carry, each canonical.
 func canonicalName(k string) string {
 	switch k {
-	case "Content-Length", "Content-Type", "Date", "Server", "Set-Cookie", hdrTraceID,
+	case "Content-Length", "Content-Type", "Date", "Server", "Set-Cookie", forwarded.TraceHeader,
 		"Cache-Control", "Content-Encoding", "Etag", "Expires", "Last-Modified", "Location",
 		"Vary", "Accept-Ranges", "Age", "Strict-Transport-Security", "X-Content-Type-Options":
 		return k

@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
+	"os"
+	"os/exec"
 	"reflect"
 	"slices"
 	"sort"
@@ -16,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // The direct path must be indistinguishable from httputil.ReverseProxy,
@@ -213,7 +217,7 @@ func TestDirectPathMatchesReverseProxy(t *testing.T) {
 // that is not there: the client sees the same from both paths, and the
 // access log the same status.
 func TestDirectPathFailuresMatchReverseProxy(t *testing.T) {
-	raw := newRawBackend(t, func(_ int, c net.Conn, br *bufio.Reader) {
+	raw := testutil.NewRawServer(t, func(_ int, c net.Conn, br *bufio.Reader) {
 		req, err := http.ReadRequest(br)
 		if err != nil {
 			return
@@ -234,9 +238,9 @@ func TestDirectPathFailuresMatchReverseProxy(t *testing.T) {
 	gone := "http://" + ln.Addr().String()
 	ln.Close()
 	for _, c := range []struct{ name, addr, path string }{
-		{"body cut short", raw.url(), "/cut"},
-		{"not HTTP", raw.url(), "/garbage"},
-		{"two Content-Lengths", raw.url(), "/smuggle"},
+		{"body cut short", raw.URL(), "/cut"},
+		{"not HTTP", raw.URL(), "/garbage"},
+		{"two Content-Lengths", raw.URL(), "/smuggle"},
 		{"nobody listening", gone, "/"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -405,6 +409,96 @@ func TestCopyFields(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("%s: %v, want %v", c.name, got, want)
 			}
+		}
+	}
+}
+
+// TestQueryReencodingFollowsGODEBUG: with Go's GODEBUG urlmaxqueryparams
+// set, httputil.ReverseProxy re-encodes every query it forwards; the
+// direct path (requests without a body) then leaves them to it, so a GET
+// and a POST reach the backend with the same query, in every server mode.
+// Run in a child process: GODEBUG is read at start.
+func TestQueryReencodingFollowsGODEBUG(t *testing.T) {
+	if want, ok := os.LookupEnv("TETHER_TEST_QUERY_WANT"); ok {
+		queryReencodingChild(t, want)
+		return
+	}
+	cases := []struct{ desc, godebug, want string }{
+		{"Go's default: the query as the client sent it", "", "b=2&a=1"},
+		{"urlmaxqueryparams set: re-encoded on every path", "urlmaxqueryparams=100", "a=1&b=2"},
+	}
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestQueryReencodingFollowsGODEBUG$", "-test.count=1", "-test.v")
+			cmd.Env = append(os.Environ(), "GODEBUG="+c.godebug, "TETHER_TEST_QUERY_WANT="+c.want)
+			out, err := cmd.CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "--- PASS") {
+				t.Fatalf("child with GODEBUG=%q: %v\n%s", c.godebug, err, out)
+			}
+		})
+	}
+}
+
+func queryReencodingChild(t *testing.T, want string) {
+	var mu sync.Mutex
+	var got []string
+	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.RawQuery)
+		mu.Unlock()
+	})
+	forEachMode(t, func(t *testing.T, m serverMode) {
+		e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			var body io.Reader
+			if method == http.MethodPost {
+				body = strings.NewReader("x")
+			}
+			mu.Lock()
+			got = nil
+			mu.Unlock()
+			if resp, _ := e.mustDo(method, "/q?b=2&a=1", body, nil); resp.StatusCode != 200 {
+				t.Fatalf("%s: %d", method, resp.StatusCode)
+			}
+			mu.Lock()
+			if len(got) != 1 || got[0] != method+" "+want {
+				t.Errorf("the backend saw %q, want %q", got, method+" "+want)
+			}
+			mu.Unlock()
+		}
+	})
+}
+
+// TestProxySendsBodylessHTTP1OverTheLeanPath: the data path hands a
+// bodyless request to an http:// destination to the cluster's lean
+// transport and an upload to http.Transport (package lean's tests hold
+// the transport to its rules).
+func TestProxySendsBodylessHTTP1OverTheLeanPath(t *testing.T) {
+	be := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %s", r.Method, b)
+	})
+	var trips atomic.Uint64
+	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": be.URL}, "", "", "")),
+		withHooks(&testHooks{onLeanTrip: func() { trips.Add(1) }}))
+	if h.p.rt.Load().clusters["c"].lean == nil {
+		t.Fatal("cluster has no lean path")
+	}
+	for _, c := range []struct {
+		method, body, want string
+		lean               bool
+	}{{"GET", "", "GET ", true}, {"DELETE", "", "DELETE ", true}, {"POST", "hello", "POST hello", false}} {
+		before := trips.Load()
+		var body io.Reader
+		if c.body != "" {
+			body = strings.NewReader(c.body)
+		}
+		resp, got := send(t, nil, c.method, h.front.URL+"/", body, nil)
+		if resp.StatusCode != 200 || got != c.want {
+			t.Fatalf("%s: %d %q, want 200 %q", c.method, resp.StatusCode, got, c.want)
+		}
+		if took := trips.Load() != before; took != c.lean {
+			t.Fatalf("%s: lean path took it: %v, want %v", c.method, took, c.lean)
 		}
 	}
 }

@@ -1,15 +1,17 @@
 // Package proxy owns the data path of one tether node: the http.Handler
 // that matches a request to a route, resolves session affinity, picks a
-// destination and forwards the request, and the listeners that serve it
-// (TLS, ACME, limits, graceful shutdown). Forwarding goes through Go's
-// httputil.ReverseProxy (with Rewrite, never Director) and one shared
-// transport per cluster; a request without a body to an http://
+// destination and forwards the request. The listeners that serve it (TLS,
+// ACME, limits, graceful shutdown) are package proxy/frontdoor's, which
+// takes any http.Handler; node puts this one behind it. Forwarding goes
+// through Go's httputil.ReverseProxy (with Rewrite, never Director) and one
+// shared transport per cluster; a request without a body to an http://
 // destination takes the direct path instead: ReverseProxy's steps in its
 // order, through the same hooks, on the handler's pooled request state,
 // sent by the lean transport (package proxy/lean) with its explicit
 // direct-path call. Every rule of the contract in DESIGN.md (forwarded
 // headers and trust, the one retry, errors, affinity, passive health,
-// metrics, the access log, the WAF) is kept here.
+// metrics, the access log, the WAF) is kept here or in the package named
+// for it.
 //
 // Everything a request needs lives in one immutable runtime snapshot (route
 // table, per-cluster destinations, load balancer, affinity providers, one
@@ -20,10 +22,11 @@
 // and only then stops the old health checkers and closes the old
 // transports' idle connections; in-flight requests finish on the old ones.
 //
-// The parts it uses have packages of their own: the own HTTP/1.1 server
-// loop on cleartext listeners (proxy/h1server), the lean backend transport
-// (proxy/lean), and below them the sockets (proxy/internal/sockio), the
-// HTTP/1.1 head codec (proxy/internal/h1wire) and the close-on-cancel hook
-// the loop and the transport share (proxy/internal/cancelhook). DESIGN.md
-// walks one request through them.
+// The parts it uses have packages of their own: the forwarding headers
+// and trust (proxy/forwarded), the checks before routing (proxy/hygiene),
+// the error answers (proxy/errpage), the access log's writer
+// (proxy/accesslog), the lean backend transport (proxy/lean), and the
+// route table, load balancing, affinity, health, transforms, WAF, DNS
+// cache and tracing under proxy/. DESIGN.md walks one request through
+// them.
 package proxy

@@ -3,10 +3,14 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
+
+	"github.com/tether-proxy/tether/proxy/affinity"
+	"github.com/tether-proxy/tether/proxy/errpage"
+	"github.com/tether-proxy/tether/proxy/forwarded"
 )
 
 // errKind labels tether_proxy_errors_total{kind}.
@@ -76,30 +80,9 @@ func classify(ctx context.Context, err error) (int, errKind) {
 	return http.StatusBadGateway, kindBadGateway
 }
 
-// errorBody is the fixed text answered for a status: never an address, an
-// error string or a stack trace (DESIGN.md, "Errors").
-func errorBody(status int) string {
-	switch status {
-	case http.StatusNotFound:
-		return "no route\n"
-	case http.StatusBadGateway:
-		return "bad gateway\n"
-	case http.StatusGatewayTimeout:
-		return "gateway timeout\n"
-	case http.StatusServiceUnavailable:
-		return "no healthy destination\n"
-	case http.StatusRequestEntityTooLarge:
-		return "request body too large\n"
-	}
-	if t := http.StatusText(status); t != "" {
-		return t + "\n"
-	}
-	return "error\n"
-}
-
 // writeError answers status with its fixed body and the trace id.
 func writeError(w http.ResponseWriter, status int, traceID string) {
-	writeErrorBody(w, status, errorBody(status), traceID)
+	writeErrorBody(w, status, errpage.Body(status), traceID)
 }
 
 // writeKindError is writeError for a failed round trip, whose kind may have
@@ -112,25 +95,17 @@ func writeKindError(w http.ResponseWriter, status int, kind errKind, traceID str
 	writeError(w, status, traceID)
 }
 
-// writeErrorBody answers status with body (fixed text, never an error
-// string) and the trace id.
+// writeErrorBody answers status with body (errpage.Write), as a gRPC
+// status when the request is a gRPC call.
 func writeErrorBody(w http.ResponseWriter, status int, body, traceID string) {
-	if rw, ok := w.(*respWriter); ok && rw.grpc {
-		writeGRPCError(w, status, body, traceID)
-		return
+	rw, _ := w.(*respWriter)
+	grpc := rw != nil && rw.grpc
+	errpage.Write(w, status, body, traceID, grpc)
+	if grpc {
+		// Metrics and the access log keep the HTTP status tether would
+		// have answered: a gRPC failure is not counted as a success.
+		rw.status = status
 	}
-	h := w.Header()
-	h["Content-Type"] = []string{"text/plain; charset=utf-8"}
-	h["X-Content-Type-Options"] = []string{"nosniff"}
-	if traceID != "" {
-		h[hdrTraceID] = []string{traceID}
-	}
-	// The length the server would compute, said up front: the rate
-	// watch's flush at the end (flushWatched) then leaves the framing as it
-	// was.
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	w.WriteHeader(status)
-	_, _ = w.Write([]byte(body))
 }
 
 // clientFault reports whether an error of this kind is the client's doing
@@ -152,6 +127,22 @@ func logProxyError(l *slog.Logger, r *http.Request, st *reqState, kind errKind, 
 		return
 	}
 	l.LogAttrs(r.Context(), level, msg,
-		slog.String("trace_id", st.traceID), slog.String("cluster", st.cluster.id),
+		slog.String("trace_id", st.client.TraceID), slog.String("cluster", st.cluster.id),
 		slog.String("destination", st.dest.ID), slog.Int("status", status), slog.String("err", err.Error()))
+}
+
+// failAffinity answers a Return503Error refusal: FailureStatusCode with
+// affinity's own body (not the "no healthy destination" of a 503).
+func (p *Proxy) failAffinity(st *reqState, status int) {
+	st.kind = kindAffinityClosed
+	st.cluster.errCount[kindAffinityClosed].Inc()
+	h := st.rw.Header()
+	st.route.tf.ApplyError(h, status) // as on tether's other errors
+	h["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	h["X-Content-Type-Options"] = []string{"nosniff"}
+	if st.client.TraceID != "" {
+		h[forwarded.TraceHeader] = []string{st.client.TraceID}
+	}
+	st.rw.WriteHeader(status)
+	_, _ = io.WriteString(&st.rw, affinity.RefusalBody)
 }

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
-	"strconv"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/proxy/forwarded"
 )
 
 const fixedTrace = "0123456789abcdef0123456789abcdef"
@@ -50,19 +52,7 @@ func TestForwardedHeaders(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
-			b := newBackend(t, nil)
-			h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, "", "", c.trusted)), nil)
-			req, _ := http.NewRequest("GET", h.front.URL+"/a/b?c=d", nil)
-			req.Host = "front.example:8080"
-			for k, v := range c.hdr {
-				req.Header[k] = v
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			got := b.lastRequest().Header
+			_, got, port := forwardOnce(t, "", c.trusted, "/a/b?c=d", c.hdr)
 			for k, want := range c.want {
 				v := got[k]
 				if len(v) != 1 {
@@ -70,10 +60,10 @@ func TestForwardedHeaders(t *testing.T) {
 					continue
 				}
 				if want == "listener" {
-					_, want, _ = net.SplitHostPort(h.front.Listener.Addr().String())
+					want = port
 				}
 				if want == "*" {
-					if !validTraceID(v[0]) || v[0] == fixedTrace {
+					if !forwarded.ValidTraceID(v[0]) || v[0] == fixedTrace {
 						t.Errorf("%s = %q, want a new trace id", k, v[0])
 					}
 					continue
@@ -133,78 +123,171 @@ func TestAbsoluteFormRequest(t *testing.T) {
 	}
 }
 
-func TestTrustSet(t *testing.T) {
-	ts, bad := parseTrusted([]string{"10.0.0.1", "192.168.0.0/16", "::1", "nonsense"})
-	if len(bad) != 1 || bad[3] != "nonsense" {
-		t.Fatalf("bad = %v", bad)
+const fwdTrusted = `"TrustedProxies": ["127.0.0.0/8"]`
+
+// fwdCase sends one request with hdr through a route with the given
+// Transforms and checks the headers the backend saw. In want, "" means
+// absent, "$port" the listener's port, and "~re" a regular expression.
+type fwdCase struct {
+	desc    string
+	tf      string
+	trusted bool
+	hdr     http.Header
+	want    map[string]string
+}
+
+func runFwdCases(t *testing.T, cases []fwdCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.desc, func(t *testing.T) {
+			top := ""
+			if c.trusted {
+				top = fwdTrusted
+			}
+			status, got, port := forwardOnce(t, `"Transforms": [`+c.tf+`]`, top, "/a", c.hdr)
+			if status != 200 {
+				t.Fatalf("status %d", status)
+			}
+			for k, want := range c.want {
+				v := strings.Join(got.Values(k), " | ")
+				want = strings.ReplaceAll(want, "$port", port)
+				switch {
+				case strings.HasPrefix(want, "~"):
+					if !regexp.MustCompile("^" + want[1:] + "$").MatchString(v) {
+						t.Errorf("%s = %q, want match %s", k, v, want[1:])
+					}
+				case v != want:
+					t.Errorf("%s = %q, want %q", k, v, want)
+				}
+			}
+		})
 	}
-	cases := []struct {
-		desc string
-		host string
-		want bool
-	}{
-		{desc: "exact address", host: "10.0.0.1", want: true},
-		{desc: "other address", host: "10.0.0.2"},
-		{desc: "inside CIDR", host: "192.168.3.4", want: true},
-		{desc: "IPv6 loopback", host: "::1", want: true},
-		{desc: "IPv4-mapped IPv6 matches the IPv4 entry", host: "::ffff:10.0.0.1", want: true},
-		{desc: "not an IP", host: "example.com"},
+}
+
+var clientFwd = http.Header{
+	"X-Forwarded-For":    {"6.6.6.6"},
+	"X-Forwarded-Proto":  {"https"},
+	"X-Forwarded-Host":   {"evil.example"},
+	"X-Forwarded-Prefix": {"/p"},
+	"X-Forwarded-Port":   {"9999"},
+	"Forwarded":          {"for=6.6.6.6"},
+}
+
+// TestXForwardedTransform: YARP's X-Forwarded transform, with its actions
+// per header and its HeaderPrefix; incoming values count only from trusted
+// peers.
+func TestXForwardedTransform(t *testing.T) {
+	runFwdCases(t, []fwdCase{
+		{desc: "Set replaces the client's values with this hop's (the scheme is the client's, as a trusted peer said)", tf: `{"X-Forwarded": "Set"}`, trusted: true, hdr: clientFwd, want: map[string]string{
+			"X-Forwarded-For": "127.0.0.1", "X-Forwarded-Proto": "https", "X-Forwarded-Host": "front.example:8080",
+			"X-Forwarded-Port": "$port", "X-Forwarded-Prefix": "", "Forwarded": "", "X-Original-Host": "front.example:8080"}},
+		{desc: "Append from a trusted peer appends this hop", tf: `{"X-Forwarded": "Append"}`, trusted: true, hdr: clientFwd, want: map[string]string{
+			"X-Forwarded-For": "6.6.6.6, 127.0.0.1", "X-Forwarded-Proto": "https, https", "X-Forwarded-Host": "evil.example, front.example:8080",
+			"X-Forwarded-Port": "9999, $port", "X-Forwarded-Prefix": "/p", "Forwarded": ""}},
+		{desc: "Append from an untrusted peer is Set", tf: `{"X-Forwarded": "Append"}`, hdr: clientFwd, want: map[string]string{
+			"X-Forwarded-For": "127.0.0.1", "X-Forwarded-Proto": "http", "X-Forwarded-Host": "front.example:8080",
+			"X-Forwarded-Port": "$port", "X-Forwarded-Prefix": ""}},
+		{desc: "Remove sends none", tf: `{"X-Forwarded": "Remove"}`, trusted: true, hdr: clientFwd, want: map[string]string{
+			"X-Forwarded-For": "", "X-Forwarded-Proto": "", "X-Forwarded-Host": "", "X-Forwarded-Port": "", "X-Forwarded-Prefix": "",
+			"X-Original-Host": "front.example:8080", "X-Tether-Trace-Id": "~[0-9a-f]{32}"}},
+		{desc: "Off passes a trusted peer's headers as they came", tf: `{"X-Forwarded": "Off"}`, trusted: true, hdr: clientFwd, want: map[string]string{
+			"X-Forwarded-For": "6.6.6.6", "X-Forwarded-Proto": "https", "X-Forwarded-Host": "evil.example", "X-Forwarded-Port": "9999", "X-Forwarded-Prefix": "/p"}},
+		{desc: "Off from an untrusted peer sends none", tf: `{"X-Forwarded": "Off"}`, hdr: clientFwd, want: map[string]string{
+			"X-Forwarded-For": "", "X-Forwarded-Proto": "", "X-Forwarded-Host": "", "X-Forwarded-Port": "", "X-Forwarded-Prefix": ""}},
+		{desc: "per-header actions override the default one", tf: `{"X-Forwarded": "Set", "For": "Remove", "Proto": "Append", "prefix": "Off"}`, trusted: true, hdr: clientFwd,
+			want: map[string]string{"X-Forwarded-For": "", "X-Forwarded-Proto": "https, https", "X-Forwarded-Host": "front.example:8080", "X-Forwarded-Prefix": "/p"}},
+		{desc: "HeaderPrefix renames every header; the client's own are not trusted", tf: `{"X-Forwarded": "Set", "HeaderPrefix": "X-Fwd-"}`,
+			hdr: http.Header{"X-Fwd-For": {"6.6.6.6"}, "X-Forwarded-For": {"6.6.6.6"}, "X-Forwarded-Port": {"9999"}}, want: map[string]string{
+				"X-Fwd-For": "127.0.0.1", "X-Fwd-Proto": "http", "X-Fwd-Host": "front.example:8080", "X-Fwd-Port": "$port",
+				"X-Forwarded-For": "", "X-Forwarded-Port": ""}},
+		{desc: "HeaderPrefix with Append: a trusted peer's prefixed values are kept", tf: `{"X-Forwarded": "Append", "HeaderPrefix": "X-Fwd-"}`, trusted: true,
+			hdr: http.Header{"X-Fwd-For": {"10.1.1.1"}}, want: map[string]string{"X-Fwd-For": "10.1.1.1, 127.0.0.1"}},
+	})
+}
+
+// TestForwardedTransform: YARP's Forwarded transform (RFC 7239) with
+// ForFormat and ByFormat; enabling it drops the default X-Forwarded headers
+// unless the route also configures X-Forwarded.
+func TestForwardedTransform(t *testing.T) {
+	runFwdCases(t, []fwdCase{
+		{desc: "for, proto, host: obfuscated for by default; no X-Forwarded headers", tf: `{"Forwarded": "for,proto,host"}`, hdr: clientFwd, want: map[string]string{
+			"Forwarded": `~proto=http;host="front.example:8080";for=_[A-Za-z0-9._-]{9}`, "X-Forwarded-For": "", "X-Forwarded-Proto": "",
+			"X-Forwarded-Host": "", "X-Forwarded-Port": "", "X-Forwarded-Prefix": "", "X-Original-Host": "front.example:8080",
+			"X-Tether-Trace-Id": "~[0-9a-f]{32}"}},
+		{desc: "ForFormat Ip", tf: `{"Forwarded": "for", "ForFormat": "Ip"}`, want: map[string]string{"Forwarded": "for=127.0.0.1"}},
+		{desc: "ForFormat IpAndPort is quoted", tf: `{"Forwarded": "for", "ForFormat": "IpAndPort"}`, want: map[string]string{"Forwarded": `~for="127\.0\.0\.1:[0-9]+"`}},
+		{desc: "ForFormat RandomAndPort", tf: `{"Forwarded": "for", "ForFormat": "RandomAndPort"}`, want: map[string]string{"Forwarded": `~for="_[A-Za-z0-9._-]{9}:[0-9]+"`}},
+		{desc: "ForFormat UnknownAndRandomPort", tf: `{"Forwarded": "for", "ForFormat": "unknownandrandomport"}`, want: map[string]string{"Forwarded": `~for="unknown:_[A-Za-z0-9._-]{9}"`}},
+		{desc: "ForFormat Unknown", tf: `{"Forwarded": "for", "ForFormat": "Unknown"}`, want: map[string]string{"Forwarded": "for=unknown"}},
+		{desc: "by is the listener's address", tf: `{"Forwarded": "by", "ByFormat": "IpAndPort"}`, want: map[string]string{"Forwarded": `by="127.0.0.1:$port"`}},
+		{desc: "YARP's order is proto, host, for, by", tf: `{"Forwarded": "by, for, host, proto", "ForFormat": "Ip", "ByFormat": "Unknown"}`,
+			want: map[string]string{"Forwarded": `proto=http;host="front.example:8080";for=127.0.0.1;by=unknown`}},
+		{desc: "Append from a trusted peer keeps its element", tf: `{"Forwarded": "for", "ForFormat": "Ip", "Action": "Append"}`, trusted: true, hdr: clientFwd,
+			want: map[string]string{"Forwarded": "for=6.6.6.6, for=127.0.0.1"}},
+		{desc: "Append from an untrusted peer is Set", tf: `{"Forwarded": "for", "ForFormat": "Ip", "Action": "Append"}`, hdr: clientFwd,
+			want: map[string]string{"Forwarded": "for=127.0.0.1"}},
+		{desc: "Set replaces a trusted peer's element", tf: `{"Forwarded": "proto"}`, trusted: true, hdr: clientFwd,
+			want: map[string]string{"Forwarded": "proto=https"}},
+		{desc: "Remove sends no Forwarded and still drops the X-Forwarded defaults", tf: `{"Forwarded": "for", "Action": "Remove"}`, trusted: true, hdr: clientFwd,
+			want: map[string]string{"Forwarded": "", "X-Forwarded-For": ""}},
+		{desc: "Off passes a trusted peer's Forwarded and drops the X-Forwarded defaults", tf: `{"Forwarded": "for", "Action": "Off"}`, trusted: true, hdr: clientFwd,
+			want: map[string]string{"Forwarded": "for=6.6.6.6", "X-Forwarded-For": ""}},
+		{desc: "with X-Forwarded configured too, both are sent", tf: `{"Forwarded": "for", "ForFormat": "Ip"}, {"X-Forwarded": "Set"}`, hdr: clientFwd,
+			want: map[string]string{"Forwarded": "for=127.0.0.1", "X-Forwarded-For": "127.0.0.1", "X-Forwarded-Proto": "http"}},
+	})
+}
+
+// TestForwardedTransformErrors: bad values are refused with their path,
+// through config.Parse and Compile as `config validate` runs them.
+func TestForwardedTransformErrors(t *testing.T) {
+	cases := []struct{ desc, tf, wantPath, wantMsg string }{
+		{"unknown X-Forwarded action", `{"X-Forwarded": "Sometimes"}`, "Transforms[0].X-Forwarded", "unknown action"},
+		{"unknown per-header action", `{"X-Forwarded": "Set", "Proto": "Maybe"}`, "Transforms[0].Proto", "unknown action"},
+		{"bad HeaderPrefix", `{"X-Forwarded": "Set", "HeaderPrefix": "X Bad"}`, "Transforms[0].HeaderPrefix", "not a header name prefix"},
+		{"unknown Forwarded token", `{"Forwarded": "for,server"}`, "Transforms[0].Forwarded", `unexpected "server"`},
+		{"unknown Forwarded action", `{"Forwarded": "for", "Action": "Sometimes"}`, "Transforms[0].Action", "unknown action"},
+		{"unknown node format", `{"Forwarded": "for", "ForFormat": "Hostname"}`, "Transforms[0].ForFormat", "unknown format"},
+		{"ByFormat without by", `{"Forwarded": "for", "ByFormat": "Ip"}`, "Transforms[0].ByFormat", "does not include by"},
+		{"two X-Forwarded transforms", `{"X-Forwarded": "Set"}, {"X-Forwarded": "Append"}`, "Transforms[1]", "second X-Forwarded"},
 	}
 	for _, c := range cases {
-		if got := ts.trusts(c.host); got != c.want {
-			t.Errorf("%s: trusts(%q) = %v", c.desc, c.host, got)
-		}
-	}
-	if (&trustSet{}).contains(netip.Addr{}) {
-		t.Error("invalid address trusted")
-	}
-}
-
-func TestTraceIDFormat(t *testing.T) {
-	seen := map[string]bool{}
-	for i := 0; i < 100; i++ {
-		id := newTraceID()
-		if !validTraceID(id) || seen[id] {
-			t.Fatalf("trace id %q invalid or repeated", id)
-		}
-		seen[id] = true
-	}
-	for _, bad := range []string{"", "0123456789ABCDEF0123456789ABCDEF", fixedTrace + "0", "g123456789abcdef0123456789abcdef"} {
-		if validTraceID(bad) {
-			t.Errorf("validTraceID(%q) = true", bad)
-		}
+		t.Run(c.desc, func(t *testing.T) {
+			js := simpleConfig(map[string]string{"d1": "http://127.0.0.1:1"}, "", `"Transforms": [`+c.tf+`]`, "")
+			cfg, _, err := config.Parse([]byte(js), "json")
+			var errs config.Errors
+			if err == nil {
+				errs = Compile(cfg)
+			} else {
+				errs = err.(config.Errors)
+			}
+			for _, e := range errs {
+				if strings.HasSuffix(e.Path, c.wantPath) && strings.Contains(e.Message, c.wantMsg) {
+					return
+				}
+			}
+			t.Fatalf("errors %v, want %s: %s", errs, c.wantPath, c.wantMsg)
+		})
 	}
 }
 
-func FuzzTraceID(f *testing.F) {
-	f.Add(fixedTrace)
-	f.Add("")
-	f.Add("\x00\xff")
-	f.Fuzz(func(t *testing.T, s string) {
-		if validTraceID(s) && (len(s) != 32 || strings.ToLower(s) != s) {
-			t.Fatalf("accepted %q", s)
-		}
-	})
-}
-
-func FuzzParseTrusted(f *testing.F) {
-	f.Add("10.0.0.0/8", "127.0.0.1")
-	f.Add("::1", "::ffff:1.2.3.4")
-	f.Add("garbage", "")
-	f.Fuzz(func(t *testing.T, entry, host string) {
-		ts, _ := parseTrusted([]string{entry})
-		_ = ts.trusts(host)
-	})
-}
-
-// portString is strconv.Itoa, whatever the order of the ports it is asked.
-func TestPortString(t *testing.T) {
-	for _, p := range []int{8080, 8080, 443, 8080, 0, 65535, 443} {
-		if got := portString(p); got != strconv.Itoa(p) {
-			t.Fatalf("portString(%d) = %q", p, got)
-		}
+// forwardOnce sends one GET for path, with hdr and the Host
+// front.example:8080, through a proxy in front of one backend (route
+// fields rf, top-level fields top), and returns the response's status, the
+// header the backend saw and the listener's port.
+func forwardOnce(t *testing.T, rf, top, path string, hdr http.Header) (int, http.Header, string) {
+	t.Helper()
+	b := newBackend(t, nil)
+	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, "", rf, top)), nil)
+	req, _ := http.NewRequest("GET", h.front.URL+path, nil)
+	req.Host = "front.example:8080"
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
-	if n := testing.AllocsPerRun(100, func() { portString(8443) }); n != 0 {
-		t.Errorf("portString of the same port allocates %.0f times", n)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
+	resp.Body.Close()
+	_, port, _ := net.SplitHostPort(h.front.Listener.Addr().String())
+	return resp.StatusCode, b.lastRequest().Header, port
 }

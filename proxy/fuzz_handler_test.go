@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-proxy/tether/proxy/forwarded"
+	"github.com/tether-proxy/tether/proxy/hygiene"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -97,7 +99,7 @@ var mustNotReach = []string{
 // forwardingNames are the headers whose underscore spelling (X_Forwarded_For)
 // must not reach a backend either: CGI-style servers fold it into the same
 // variable.
-var forwardingNames = append([]string{hdrXFF, hdrXFProto, hdrXFHost, hdrXFPort, hdrOriginalHost, hdrOriginalURL, hdrTraceID}, mustNotReach[7:]...)
+var forwardingNames = append([]string{forwarded.XFF, forwarded.XFProto, forwarded.XFHost, forwarded.XFPort, forwarded.OriginalHost, forwarded.OriginalURL, forwarded.TraceHeader}, mustNotReach[7:]...)
 
 // handlerFuzz is one proxy, its front listener and its backend, shared by
 // every input of a fuzz worker.
@@ -216,7 +218,7 @@ func (hf *handlerFuzz) backend(w http.ResponseWriter, r *http.Request) {
 			bad = append(bad, "Upgrade: "+v+" reached the backend")
 		}
 	}
-	if !visibleASCII(r.RequestURI) {
+	if !hygiene.VisibleASCII(r.RequestURI) {
 		bad = append(bad, fmt.Sprintf("request target %q is not visible ASCII", r.RequestURI))
 	}
 	one := func(k, want string) {
@@ -229,7 +231,7 @@ func (hf *handlerFuzz) backend(w http.ResponseWriter, r *http.Request) {
 	one("X-Forwarded-Port", hf.port)
 	one("X-Forwarded-Host", r.Header.Get("X-Original-Host"))
 	one("X-Original-Url", "")
-	if v := r.Header.Values("X-Tether-Trace-Id"); len(v) != 1 || !validTraceID(v[0]) {
+	if v := r.Header.Values("X-Tether-Trace-Id"); len(v) != 1 || !forwarded.ValidTraceID(v[0]) {
 		bad = append(bad, fmt.Sprintf("X-Tether-Trace-Id = %q", v))
 	}
 	if len(bad) > 0 {

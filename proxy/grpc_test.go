@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -211,4 +213,84 @@ func TestGRPCThroughTether(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestGRPCErrorsAreGRPCStatuses: a gRPC client that tether cannot serve
+// reads a gRPC status (not "unexpected content-type"), and the access log
+// keeps the HTTP status.
+func TestGRPCErrorsAreGRPCStatuses(t *testing.T) {
+	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": "http://" + deadAddr(t)}, "", "", "")), nil)
+	conn, err := grpc.NewClient(h2cFront(t, h), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodecV2{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	in, out := []byte("x"), []byte(nil)
+	err = conn.Invoke(ctx, "/tether.test.Echo/Unary", &in, &out)
+	if st := status.Convert(err); st.Code() != codes.Unavailable || st.Message() != "bad gateway" {
+		t.Fatalf("status %v, want UNAVAILABLE \"bad gateway\"", st)
+	}
+	if lines := h.accessLines(t); len(lines) != 1 || lines[0]["status"] != 502.0 {
+		t.Fatalf("access log %v, want status 502", lines)
+	}
+}
+
+// TestGRPCTimeoutBoundsTheCall: a backend that ignores its deadline is cut
+// at the call's grpc-timeout; the client reads DEADLINE_EXCEEDED from
+// tether and the backend's request is released. (A raw HTTP/2 client sends
+// the header, so no client-side timer answers in tether's place.)
+func TestGRPCTimeoutBoundsTheCall(t *testing.T) {
+	hang := make(chan struct{})
+	defer close(hang)
+	released := make(chan struct{}, 1)
+	stuck := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		// net/http sees the connection close (and ends the context) only
+		// once the body was read.
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+			released <- struct{}{}
+		}
+	})
+	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": stuck.URL}, "", "", "")), nil)
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	client := &http.Client{Transport: &http.Transport{Protocols: &p}, Timeout: 10 * time.Second}
+	req, _ := http.NewRequest("POST", "http://"+h2cFront(t, h)+"/tether.test.Echo/Unary", strings.NewReader("\x00\x00\x00\x00\x01x"))
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("Te", "trailers")
+	req.Header.Set("Grpc-Timeout", "300m")
+	start := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/grpc" ||
+		resp.Header.Get("Grpc-Status") != "4" || resp.Header.Get("Grpc-Message") != "gateway timeout" {
+		t.Fatalf("answer %d %v", resp.StatusCode, resp.Header)
+	}
+	if el := time.Since(start); el < 300*time.Millisecond {
+		t.Fatalf("answered after %v, before the call's deadline", el)
+	}
+	select {
+	case <-released:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the backend's request was not released at the deadline")
+	}
+	if lines := h.accessLines(t); len(lines) != 1 || lines[0]["status"] != 504.0 {
+		t.Fatalf("access log %v, want status 504", lines)
+	}
+}
+
+// h2cFront serves h's proxy on an h2c listener (Kestrel's Protocols Http2).
+func h2cFront(t *testing.T, h *harness) string {
+	t.Helper()
+	l := config.Listener{Address: "127.0.0.1:0"}
+	l.Protocols = config.ProtocolsHttp2
+	return startServer(t, &config.Config{Listeners: []config.Listener{l}}, h.p).Addrs()[0].String()
 }

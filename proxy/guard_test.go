@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -46,7 +45,7 @@ func TestClientFaultsDoNotExcludeDestination(t *testing.T) {
 			// Enough of them that, were they counted as failures, the failure
 			// rate would exclude the destination.
 			for i := 0; i < 2*health.DefaultMinRequests; i++ {
-				resp, err := rawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), c.req)
+				resp, err := testutil.RawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), c.req)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -66,65 +65,6 @@ func TestClientFaultsDoNotExcludeDestination(t *testing.T) {
 	}
 }
 
-func TestCheckRequestRules(t *testing.T) {
-	cases := []struct {
-		desc   string
-		method string
-		host   string
-		hdr    http.Header
-		want   int
-	}{
-		{desc: "ordinary request passes", method: "GET", host: "example.com:8080", want: 0},
-		{desc: "bracketed IPv6 host passes", method: "GET", host: "[::1]:80", want: 0},
-		{desc: "websocket upgrade passes", method: "GET", host: "h", hdr: http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}}, want: 0},
-		{desc: "versioned upgrade list passes", method: "GET", host: "h", hdr: http.Header{"Connection": {"upgrade"}, "Upgrade": {"h2c, foo/1.1"}}, want: 0},
-		{desc: "HTTP/2 authority with a space is refused", method: "GET", host: "a b", want: 400},
-		{desc: "HTTP/2 authority with angle brackets is refused", method: "GET", host: "<x>", want: 400},
-		{desc: "upgrade with a non-ASCII byte is refused", method: "GET", host: "h",
-			hdr: http.Header{"Connection": {"keep-alive, Upgrade"}, "Upgrade": {"web\x80socket"}}, want: 400},
-		{desc: "an odd Upgrade without Connection: upgrade is only a hop-by-hop header to drop", method: "GET", host: "h",
-			hdr: http.Header{"Upgrade": {"web\x80socket"}}, want: 0},
-		{desc: "CONNECT is refused", method: "CONNECT", host: "h:443", want: 405},
-	}
-	for _, c := range cases {
-		t.Run(c.desc, func(t *testing.T) {
-			r := &http.Request{Method: c.method, Host: c.host, Header: c.hdr, URL: &url.URL{Path: "/"}}
-			if got := checkRequest(r); got != c.want {
-				t.Fatalf("checkRequest = %d, want %d", got, c.want)
-			}
-		})
-	}
-}
-
-func TestCleanPathRemovesDotSegments(t *testing.T) {
-	cases := []struct {
-		desc, in, wantPath, wantEscaped string
-	}{
-		{"plain path unchanged", "/a/b", "/a/b", "/a/b"},
-		{"dot segment removed", "/a/./b", "/a/b", "/a/b"},
-		{"dot-dot removes its parent", "/public/../admin", "/admin", "/admin"},
-		{"encoded dot-dot too", "/public/%2e%2E/admin", "/admin", "/admin"},
-		{"dot-dot above the root stays at the root", "/../x", "/x", "/x"},
-		{"trailing dot-dot keeps a trailing slash", "/a/b/..", "/a/", "/a/"},
-		{"encoded slash stays encoded", "/a%2Fb/../c%2Fd", "/c/d", "/c%2Fd"},
-		{"empty segment after dot-dot is a path, not a host", "/a/..//x", "//x", "//x"},
-		{"names starting with dots are not dot segments", "/a/.well-known/...", "/a/.well-known/...", "/a/.well-known/..."},
-	}
-	for _, c := range cases {
-		t.Run(c.desc, func(t *testing.T) {
-			u, err := url.Parse("http://h" + c.in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := &http.Request{URL: u}
-			cleanPath(r)
-			if r.URL.Path != c.wantPath || r.URL.EscapedPath() != c.wantEscaped || r.URL.Host != "h" {
-				t.Fatalf("got path %q escaped %q host %q, want %q %q h", r.URL.Path, r.URL.EscapedPath(), r.URL.Host, c.wantPath, c.wantEscaped)
-			}
-		})
-	}
-}
-
 // TestDotSegmentsCannotEscapeARoute: "/public/../admin" neither matches the
 // /public route nor reaches a backend as such.
 func TestDotSegmentsCannotEscapeARoute(t *testing.T) {
@@ -134,7 +74,7 @@ func TestDotSegmentsCannotEscapeARoute(t *testing.T) {
 	  "Clusters": {"c": {"Destinations": {"d1": {"Address": "`+b.URL+`"}}}}}}`)
 	h := newHarness(t, cfg, nil)
 	for _, p := range []string{"/public/../admin", "/public/%2e%2e/admin", "/public/./../admin"} {
-		resp, err := rawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), "GET "+p+" HTTP/1.1\r\nHost: h\r\n\r\n")
+		resp, err := testutil.RawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), "GET "+p+" HTTP/1.1\r\nHost: h\r\n\r\n")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +86,7 @@ func TestDotSegmentsCannotEscapeARoute(t *testing.T) {
 	if b.hitCount() != 0 {
 		t.Fatalf("backend reached %d times", b.hitCount())
 	}
-	resp, err := rawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), "GET /public/x/../y HTTP/1.1\r\nHost: h\r\n\r\n")
+	resp, err := testutil.RawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), "GET /public/x/../y HTTP/1.1\r\nHost: h\r\n\r\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +110,7 @@ func TestSpoofableForwardingHeadersDropped(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
 			h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, "", "", c.top)), nil)
-			resp, err := rawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), spoof)
+			resp, err := testutil.RawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), spoof)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -457,7 +397,7 @@ func TestPathTransformsKeepEncodedSlashesEncoded(t *testing.T) {
 		{"/PUBLIC/a%20b", "/static/a%20b"},
 	}
 	for _, c := range cases {
-		resp, err := rawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), "GET "+c.sent+" HTTP/1.1\r\nHost: h\r\n\r\n")
+		resp, err := testutil.RawRequest(t, strings.TrimPrefix(h.front.URL, "http://"), "GET "+c.sent+" HTTP/1.1\r\nHost: h\r\n\r\n")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,12 @@ package proxy
 import (
 	"fmt"
 	"os"
+
+	"github.com/tether-proxy/tether/proxy/frontdoor"
 )
+
+// testHTTP2 serves HTTP/2 wherever a test does not choose (newFrontDoor).
+var testHTTP2 = frontdoor.HTTP2Stdlib
 
 // TETHER_TEST_HTTP2_SERVER=own runs the package's tests with the own
 // HTTP/2 server wherever a test does not choose one: every HTTP/2 test,
@@ -13,9 +18,9 @@ func init() {
 	if v == "" {
 		return
 	}
-	h2, err := ParseHTTP2Server(v)
+	h2, err := frontdoor.ParseHTTP2Server(v)
 	if err != nil {
 		panic(fmt.Sprintf("TETHER_TEST_HTTP2_SERVER: %v", err))
 	}
-	defaultHTTP2 = h2
+	testHTTP2 = h2
 }

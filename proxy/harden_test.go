@@ -66,7 +66,7 @@ func TestForwardedPortIsTheConnectionsPort(t *testing.T) {
 		{"absolute-form target with a port", "GET http://x:7777/ HTTP/1.1\r\nHost: x:7777\r\nConnection: close\r\n\r\n"},
 	} {
 		t.Run(c.desc, func(t *testing.T) {
-			resp, err := rawRequest(t, addr, c.req)
+			resp, err := testutil.RawRequest(t, addr, c.req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +101,7 @@ func TestH2CUpgradeIsNeverForwarded(t *testing.T) {
 		{"h2c with a version, mixed case", "Connection: upgrade, http2-settings\r\nUpgrade: H2C/1.0\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n"},
 	} {
 		t.Run(c.desc, func(t *testing.T) {
-			resp, err := rawRequest(t, h.front.Listener.Addr().String(), "GET / HTTP/1.1\r\nHost: h\r\n"+c.hdr+"\r\n")
+			resp, err := testutil.RawRequest(t, h.front.Listener.Addr().String(), "GET / HTTP/1.1\r\nHost: h\r\n"+c.hdr+"\r\n")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,28 +114,6 @@ func TestH2CUpgradeIsNeverForwarded(t *testing.T) {
 			defer mu.Unlock()
 			if got := sawUpgrade[len(sawUpgrade)-1]; got != "|" {
 				t.Errorf("backend saw Upgrade|HTTP2-Settings = %q", got)
-			}
-		})
-	}
-}
-
-func TestDropH2CKeepsOtherProtocols(t *testing.T) {
-	cases := []struct {
-		desc string
-		in   []string
-		want []string // nil: no Upgrade header left
-	}{
-		{"only h2c: header removed", []string{"h2c"}, nil},
-		{"h2c among others: only h2c removed", []string{"h2c, websocket"}, []string{"websocket"}},
-		{"several values", []string{"H2C/2", "foo/1, h2c"}, []string{"foo/1"}},
-		{"no h2c: unchanged", []string{"websocket"}, []string{"websocket"}},
-	}
-	for _, c := range cases {
-		t.Run(c.desc, func(t *testing.T) {
-			h := http.Header{"Upgrade": c.in, "Http2-Settings": {"x"}}
-			dropH2C(h, c.in)
-			if fmt.Sprint(h["Upgrade"]) != fmt.Sprint(c.want) {
-				t.Errorf("Upgrade = %q, want %q", h["Upgrade"], c.want)
 			}
 		})
 	}
@@ -181,7 +159,7 @@ func TestContentLengthWithTransferEncodingClosesConnection(t *testing.T) {
 func TestKeepAliveWithContentLengthOnly(t *testing.T) {
 	b := newBackend(t, nil)
 	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL}, "", "", "")), nil)
-	resp, err := rawRequest(t, h.front.Listener.Addr().String(), "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi")
+	resp, err := testutil.RawRequest(t, h.front.Listener.Addr().String(), "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +248,7 @@ func TestClientMistakesAreNotProxyErrors(t *testing.T) {
 		"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
 		"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n0123456789abcdef\r\n0\r\n\r\n",
 	} {
-		resp, err := rawRequest(t, h.front.Listener.Addr().String(), req)
+		resp, err := testutil.RawRequest(t, h.front.Listener.Addr().String(), req)
 		if err != nil {
 			t.Fatal(err)
 		}

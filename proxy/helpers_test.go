@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/proxy/frontdoor"
 )
 
 // mustParse loads a JSON config through config.Parse (defaults filled).
@@ -234,4 +235,28 @@ func newTestProxy(t testing.TB, cfg *config.Config, reg *prometheus.Registry, ac
 	}
 	t.Cleanup(p.Close)
 	return p
+}
+
+// newFrontDoor serves h on cfg's listeners with HTTP/2 served by testHTTP2
+// unless opts choose.
+func newFrontDoor(cfg *config.Config, h http.Handler, opts ...frontdoor.Option) (*frontdoor.Server, error) {
+	return frontdoor.New(cfg, h, nil, append([]frontdoor.Option{frontdoor.WithHTTP2Server(testHTTP2)}, opts...)...)
+}
+
+// startServer runs a front door serving h for cfg on 127.0.0.1:0 listeners.
+func startServer(t *testing.T, cfg *config.Config, h http.Handler) *frontdoor.Server {
+	t.Helper()
+	s, err := newFrontDoor(cfg, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	return s
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tether-proxy/tether/proxy/affinity"
+	"github.com/tether-proxy/tether/proxy/forwarded"
 	"github.com/tether-proxy/tether/proxy/upstream"
 )
 
@@ -20,9 +21,9 @@ type metrics struct {
 	errors   *prometheus.CounterVec
 	affinity *prometheus.CounterVec
 	// underscore counts request fields dropped for their underscore
-	// spelling (dropSpoofable), by the field they fold into.
+	// spelling (package forwarded), by the field they fold into.
 	underscore      *prometheus.CounterVec
-	underscoreDrops underscoreDrops
+	underscoreDrops forwarded.Drops
 	// tooSlow counts requests ended for a client slower than a minimum
 	// data rate (rate.go), by direction.
 	tooSlow *prometheus.CounterVec
@@ -60,10 +61,7 @@ func newMetrics(reg prometheus.Registerer, p *Proxy, logger *slog.Logger) *metri
 	}
 	defer func() {
 		// Bound once: the names are a fixed set.
-		m.underscoreDrops = make(underscoreDrops, len(underscoreFolded))
-		for k := range underscoreFolded {
-			m.underscoreDrops[k] = m.underscore.WithLabelValues(k)
-		}
+		m.underscoreDrops = forwarded.NewDrops(func(k string) prometheus.Counter { return m.underscore.WithLabelValues(k) })
 	}()
 	if reg == nil {
 		return m

@@ -20,15 +20,16 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/proxy/frontdoor"
 )
 
 // serverMode is one way a client reaches tether's data path: each is a
 // listener configuration and the client that speaks to it.
 type serverMode struct {
 	name  string
-	http1 HTTP1Server // cleartext HTTP/1.1 modes: who serves them
-	http2 HTTP2Server // HTTP/2 modes: who serves them ("" is the default)
-	h2c   bool        // cleartext HTTP/2 with prior knowledge
+	http1 frontdoor.HTTP1Server // cleartext HTTP/1.1 modes: who serves them
+	http2 frontdoor.HTTP2Server // HTTP/2 modes: who serves them ("" is the default)
+	h2c   bool                  // cleartext HTTP/2 with prior knowledge
 	tls   bool
 	h2    bool // over TLS: ALPN h2 (else http/1.1)
 }
@@ -45,16 +46,16 @@ func (m serverMode) scheme() string {
 
 // serverModes are every server mode a user can reach.
 var serverModes = []serverMode{
-	{name: "own-loop", http1: HTTP1Own},
-	{name: "stdlib", http1: HTTP1Stdlib},
-	{name: "h2c", http1: HTTP1Own, h2c: true},
-	{name: "tls-h1", http1: HTTP1Own, tls: true},
-	{name: "tls-h1-stdlib", http1: HTTP1Stdlib, tls: true},
-	{name: "tls-h2", http1: HTTP1Own, tls: true, h2: true},
-	{name: "h2c-own", http1: HTTP1Own, http2: HTTP2Own, h2c: true},
-	{name: "tls-h2-own", http1: HTTP1Own, http2: HTTP2Own, tls: true, h2: true},
+	{name: "own-loop", http1: frontdoor.HTTP1Own},
+	{name: "stdlib", http1: frontdoor.HTTP1Stdlib},
+	{name: "h2c", http1: frontdoor.HTTP1Own, h2c: true},
+	{name: "tls-h1", http1: frontdoor.HTTP1Own, tls: true},
+	{name: "tls-h1-stdlib", http1: frontdoor.HTTP1Stdlib, tls: true},
+	{name: "tls-h2", http1: frontdoor.HTTP1Own, tls: true, h2: true},
+	{name: "h2c-own", http1: frontdoor.HTTP1Own, http2: frontdoor.HTTP2Own, h2c: true},
+	{name: "tls-h2-own", http1: frontdoor.HTTP1Own, http2: frontdoor.HTTP2Own, tls: true, h2: true},
 	// net/http's ServeTLS hands h2 to the own server (no own HTTP/1.1 loop).
-	{name: "tls-h2-own-stdlib1", http1: HTTP1Stdlib, http2: HTTP2Own, tls: true, h2: true},
+	{name: "tls-h2-own-stdlib1", http1: frontdoor.HTTP1Stdlib, http2: frontdoor.HTTP2Own, tls: true, h2: true},
 }
 
 // modeEnv is a proxy served by a real listening Server in one mode.
@@ -62,7 +63,7 @@ type modeEnv struct {
 	t      *testing.T
 	mode   serverMode
 	p      *Proxy
-	srv    *Server
+	srv    *frontdoor.Server
 	addr   string // host:port of the listener
 	base   string // scheme://addr
 	client *http.Client
@@ -86,13 +87,13 @@ func startMode(t *testing.T, mode serverMode, js string, mod func(*Options)) *mo
 	cfg.Listeners = []config.Listener{l}
 	e := &modeEnv{t: t, mode: mode, reg: prometheus.NewRegistry()}
 	e.p = newTestProxy(t, cfg, e.reg, lockedWriter{&e.mu, &e.access}, mod)
-	opts := []ServerOption{WithHTTP1Server(mode.http1)}
+	opts := []frontdoor.Option{frontdoor.WithHTTP1Server(mode.http1)}
 	if mode.http2 != "" {
-		opts = append(opts, WithHTTP2Server(mode.http2))
+		opts = append(opts, frontdoor.WithHTTP2Server(mode.http2))
 	}
-	s, err := NewServer(cfg, e.p, nil, opts...)
+	s, err := newFrontDoor(cfg, e.p, opts...)
 	if err != nil {
-		t.Fatalf("NewServer: %v", err)
+		t.Fatalf("frontdoor.New: %v", err)
 	}
 	if err := s.Start(); err != nil {
 		t.Fatalf("Start: %v", err)

@@ -6,8 +6,6 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/tether-proxy/tether/proxy/forwarded"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
@@ -810,9 +812,9 @@ func parityForwardedHeaders(t *testing.T, m serverMode) {
 			t.Errorf("the client's %s = %q reached the backend", k, g)
 		}
 	}
-	id := got.Get(hdrTraceID)
-	if !validTraceID(id) || len(id) != 32 || resp.Header.Get(hdrTraceID) != id {
-		t.Errorf("trace id %q to the backend, %q to the client; want the same 32 hex digits", id, resp.Header.Get(hdrTraceID))
+	id := got.Get(forwarded.TraceHeader)
+	if !forwarded.ValidTraceID(id) || len(id) != 32 || resp.Header.Get(forwarded.TraceHeader) != id {
+		t.Errorf("trace id %q to the backend, %q to the client; want the same 32 hex digits", id, resp.Header.Get(forwarded.TraceHeader))
 	}
 }
 
@@ -828,7 +830,7 @@ func parityAccessLog(t *testing.T, m serverMode) {
 		}
 		return false
 	})
-	want := map[string]any{"trace_id": resp.Header.Get(hdrTraceID), "remote": "127.0.0.1", "method": "GET",
+	want := map[string]any{"trace_id": resp.Header.Get(forwarded.TraceHeader), "remote": "127.0.0.1", "method": "GET",
 		"path": "/p", "status": float64(200), "bytes": float64(2), "route": "r", "cluster": "c", "destination": "d1"}
 	for k, v := range want {
 		if line[k] != v {

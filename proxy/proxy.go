@@ -18,10 +18,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tether-proxy/tether/proxy/accesslog"
 	"github.com/tether-proxy/tether/proxy/affinity"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/dnscache"
+	"github.com/tether-proxy/tether/proxy/errpage"
+	"github.com/tether-proxy/tether/proxy/forwarded"
 	"github.com/tether-proxy/tether/proxy/health"
+	"github.com/tether-proxy/tether/proxy/hygiene"
 	"github.com/tether-proxy/tether/proxy/lean"
 	"github.com/tether-proxy/tether/proxy/tracing"
 	"github.com/tether-proxy/tether/proxy/upstream"
@@ -35,7 +39,7 @@ var ErrNotFound = errors.New("not found")
 type Options struct {
 	Logger *slog.Logger
 	// AccessLog receives one JSON line per request; nil disables it. An
-	// AccessLog's Logger gets the lines without slog's per-record cost,
+	// accesslog.Log's Logger gets the lines without slog's per-record cost,
 	// in batches.
 	AccessLog *slog.Logger
 	// Registerer receives the data path's metrics; nil: not registered.
@@ -83,9 +87,9 @@ type Proxy struct {
 	opts   Options
 	logger *slog.Logger
 	access *slog.Logger
-	// fastAccess is set when access is an AccessLog's logger: lines are
+	// fastAccess is set when access is an accesslog.Log's logger: lines are
 	// encoded straight into its batch.
-	fastAccess *AccessLog
+	fastAccess *accesslog.Log
 	now        func() time.Time
 	dial       func(ctx context.Context, network, addr string) (net.Conn, error)
 	// watch is the minimum data rates' heartbeat (rate.go).
@@ -98,7 +102,7 @@ type Proxy struct {
 	buffers     *bufferPool
 	errLog      *log.Logger
 	states      sync.Pool
-	dp          dpCache // dataprotection.go
+	dp          affinity.YarpRing
 	// tracing exports spans; nil when export is off. ownTracing: New made
 	// it, so Close shuts it down.
 	tracing    *tracing.Exporter
@@ -139,9 +143,7 @@ func New(cfg *config.Config, opts Options) (*Proxy, error) {
 	}
 	p.warmCtx, p.warmCancel = context.WithCancel(context.Background())
 	if opts.AccessLog != nil {
-		if h, ok := opts.AccessLog.Handler().(*accessHandler); ok {
-			p.fastAccess = h.log
-		}
+		p.fastAccess = accesslog.Of(opts.AccessLog)
 	}
 	p.buffers = &bufferPool{}
 	p.errLog = slog.NewLogLogger(p.logger.Handler(), slog.LevelDebug)
@@ -240,6 +242,42 @@ func (p *Proxy) SetDraining(clusterID, destID string, on bool) (deadline time.Ti
 	return deadline, nil
 }
 
+// DrainTimeout is how long destination destID of cluster clusterID keeps
+// its affinitized sessions once draining (the cluster's DrainTimeout). The
+// leader turns it into the absolute deadline it replicates.
+func (p *Proxy) DrainTimeout(clusterID, destID string) (time.Duration, error) {
+	cl := p.rt.Load().clusters[clusterID]
+	if cl == nil {
+		return 0, fmt.Errorf("cluster %q: %w", clusterID, ErrNotFound)
+	}
+	if cl.up.Destination(destID) == nil {
+		return 0, fmt.Errorf("cluster %q destination %q: %w", clusterID, destID, ErrNotFound)
+	}
+	return cl.drainTimeout, nil
+}
+
+// ApplyDrains sets every destination's drain state from drain, which
+// reports the deadline of a draining destination (ok false: not draining).
+// The node calls it whenever the replicated drain state changes and after
+// each reload, so destinations a reload adds get their state too.
+func (p *Proxy) ApplyDrains(drain func(clusterID, destID string) (deadline time.Time, ok bool)) {
+	for id, cl := range p.rt.Load().clusters {
+		for _, d := range cl.up.Destinations {
+			deadline, ok := drain(id, d.ID)
+			cur, curDeadline := d.Draining()
+			switch {
+			case ok && (!cur || !curDeadline.Equal(deadline)):
+				if deadline.IsZero() {
+					deadline = time.Unix(0, 1) // drained at once
+				}
+				d.SetDraining(deadline)
+			case !ok && cur:
+				d.SetDraining(time.Time{})
+			}
+		}
+	}
+}
+
 // reqState travels from ServeHTTP to the ReverseProxy hooks in the request
 // context. Pooled: every hook runs before ServeHTTP returns.
 type reqState struct {
@@ -252,10 +290,7 @@ type reqState struct {
 	cluster      *clusterRT
 	dest         *upstream.Destination
 	dec          affinity.Decision
-	trusted      bool
-	proto        string
-	clientHost   string
-	traceID      string
+	client       forwarded.Client
 	traceVal     [1]string // the response's trace id field, without an allocation
 	trace        reqTrace
 	// upstream is the backend's status as seen by ModifyResponse.
@@ -276,7 +311,7 @@ type reqState struct {
 	direct    lean.Direct  // directOut's response parts and where its 1xx go
 	outHeader http.Header
 	outURL    url.URL
-	fwdVals   [forwardedHeaders]string // the direct path's forwarded values
+	fwdVals   [forwarded.Headers]string // the direct path's forwarded values
 }
 
 type stateKey struct{}
@@ -292,10 +327,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt := p.rt.Load()
 	st := p.states.Get().(*reqState)
 	st.rw.w = w
-	st.clientHost = hostOf(r.RemoteAddr)
-	st.trusted = rt.trust.trusts(st.clientHost)
-	st.proto = clientProto(r, st.trusted)
-	st.rw.grpc = isGRPC(r)
+	st.client.Host = forwarded.HostOf(r.RemoteAddr)
+	st.client.Trusted = rt.trust.Trusts(st.client.Host)
+	st.client.Proto = forwarded.ClientProto(r, st.client.Trusted)
+	st.rw.grpc = errpage.IsGRPC(r)
 	st.rw.rate = rt.respRate
 	if st.rw.rate.on() {
 		p.watch.add(st) // tether's own answers are held to the rate too
@@ -303,19 +338,19 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.startTrace(r, st)
 	defer p.finish(rt, st, r, start)
 
-	sanitize(w, r)
-	if status := checkRequest(r); status != 0 {
+	hygiene.Sanitize(w, r)
+	if status := hygiene.Check(r); status != 0 {
 		st.kind = kindBadRequest
 		rt.noRouteErrs[kindBadRequest].Inc()
-		writeError(&st.rw, status, st.traceID)
+		writeError(&st.rw, status, st.client.TraceID)
 		return
 	}
-	cleanPath(r)
+	hygiene.CleanPath(r)
 	rr := rt.match(r)
 	if rr == nil {
 		st.kind = kindNoRoute
 		rt.noRouteErrs[kindNoRoute].Inc()
-		writeError(&st.rw, http.StatusNotFound, st.traceID)
+		writeError(&st.rw, http.StatusNotFound, st.client.TraceID)
 		return
 	}
 	st.route, st.cluster = rr, rr.cluster
@@ -350,12 +385,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rr.waf != nil {
 		var blocked bool
-		if st.waf, body, blocked = rr.waf.Check(&st.rw, r, body, st.traceID); blocked {
+		if st.waf, body, blocked = rr.waf.Check(&st.rw, r, body, st.client.TraceID); blocked {
 			return
 		}
 	}
 	now := start
-	st.dec = rr.aff.ResolveClient(r, affinityClient(r, st), cl.up, now, st.buf[:0])
+	st.dec = rr.aff.ResolveClient(r, st.client.Address(r), cl.up, now, st.buf[:0])
 	if rr.aff != nil {
 		cl.affCount[st.dec.Outcome&3].Inc()
 	}
@@ -424,7 +459,7 @@ func (p *Proxy) fail(st *reqState, status int, kind errKind) {
 	st.kind = kind
 	st.cluster.errCount[kind].Inc()
 	st.route.tf.ApplyError(st.rw.Header(), status)
-	writeError(&st.rw, status, st.traceID)
+	writeError(&st.rw, status, st.client.TraceID)
 }
 
 // finish records metrics and the access log line, also when the
@@ -493,7 +528,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	tf := st.route.tf
 	src := out.Header // the client's headers, cleaned by ReverseProxy
 	if !tf.CopyRequestHeaders() {
-		h := make(http.Header, forwardedHeaders+2)
+		h := make(http.Header, forwarded.Headers+2)
 		for _, k := range [...]string{"Connection", "Upgrade", "Te"} {
 			if v, ok := out.Header[k]; ok {
 				h[k] = v
@@ -503,7 +538,11 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 	// The direct path's outgoing request is the state's own: its header
 	// lives no longer than the request, so its values may be the state's.
-	setForwarded(in, out.Header, st, out == &st.outReq)
+	var vals *[forwarded.Headers]string
+	if out == &st.outReq {
+		vals = &st.fwdVals
+	}
+	forwarded.Set(in, out.Header, &st.client, st.route.fwd, st.route.underscore, vals)
 	d := st.dest
 	switch {
 	case tf.OriginalHost():
@@ -563,9 +602,9 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	// route's: the affinity cookie survives ResponseHeadersCopy=false.
 	st.route.tf.ApplyResponse(resp)
 	keepTrailers(resp)
-	st.route.aff.Affinitize(resp, st.dest, st.dec, st.proto == "https")
-	st.traceVal[0] = st.traceID
-	resp.Header[hdrTraceID] = st.traceVal[:1:1] // an append copies
+	st.route.aff.Affinitize(resp, st.dest, st.dec, st.client.Proto == "https")
+	st.traceVal[0] = st.client.TraceID
+	resp.Header[forwarded.TraceHeader] = st.traceVal[:1:1] // an append copies
 	if st.cluster.passive != nil {
 		p.reportPassive(resp, st)
 	}
@@ -604,7 +643,7 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 		return // the response (or the hijacked connection) has started
 	}
 	st.route.tf.ApplyError(w.Header(), status)
-	writeKindError(w, status, kind, st.traceID)
+	writeKindError(w, status, kind, st.client.TraceID)
 }
 
 // respWriter records status and size. Hijack, Flush and the rest reach the
@@ -755,7 +794,74 @@ var (
 	_ http.ResponseWriter  = (*respWriter)(nil)
 	_ http.Flusher         = (*respWriter)(nil)
 	_ httputil.BufferPool  = (*bufferPool)(nil)
-	_ http.Handler         = (*redirect)(nil)
 	_ prometheus.Collector = (*stateCollector)(nil)
 	_ affinity.Keyring     = compileKeyring{}
 )
+
+// keepTrailers lets a response's trailers reach an HTTP/1 client. An
+// HTTP/2 backend may send Content-Length together with trailers (Go's own
+// HTTP/2 server does for short bodies); copied to an HTTP/1 client that
+// length rules out chunked encoding, and with it the trailers, which
+// ReverseProxy then drops (gRPC status, checksums). Without the length the
+// client gets a chunked body and the trailers; HTTP/2 clients see no
+// difference. Runs after the trailer transforms declared what is sent.
+func keepTrailers(resp *http.Response) {
+	if len(resp.Trailer) == 0 || resp.StatusCode == http.StatusSwitchingProtocols {
+		return
+	}
+	delete(resp.Header, "Content-Length")
+	resp.ContentLength = -1
+}
+
+// logAccess writes one line per request (its trace_id is the request's
+// X-Tether-Trace-Id: proxy/DESIGN.md, "Forwarded headers and trust"). The
+// line's time is end, the request's (the clock read once for both).
+func (p *Proxy) logAccess(r *http.Request, st *reqState, status int, end time.Time, dur time.Duration) {
+	var routeID, clusterID, destID string
+	aff := "disabled"
+	if st.route != nil {
+		routeID, clusterID = st.route.id, st.cluster.id
+		if st.route.aff != nil {
+			aff = st.dec.Outcome.String()
+		}
+	}
+	if st.dest != nil {
+		destID = st.dest.ID
+	}
+	if al := p.fastAccess; al != nil {
+		// The same line slog's JSONHandler writes (15 attributes), encoded
+		// without building a slog.Record.
+		al.WriteLine(end, accesslog.Line{
+			TraceID: st.client.TraceID, SpanID: spanID(st), Remote: st.client.Host, Method: r.Method,
+			Host: r.Host, Path: r.URL.Path, Status: status, Bytes: st.rw.bytes,
+			DurationMs: float64(dur.Microseconds()) / 1000, Route: routeID, Cluster: clusterID,
+			Destination: destID, Affinity: aff, Aborted: st.aborted,
+		})
+		return
+	}
+	p.access.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("trace_id", st.client.TraceID),
+		slog.String("span_id", spanID(st)),
+		slog.String("remote", st.client.Host),
+		slog.String("method", r.Method),
+		slog.String("host", r.Host),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Int64("bytes", st.rw.bytes),
+		slog.Float64("duration_ms", float64(dur.Microseconds())/1000),
+		slog.String("route", routeID),
+		slog.String("cluster", clusterID),
+		slog.String("destination", destID),
+		slog.String("affinity", aff),
+		slog.Bool("aborted", st.aborted),
+	)
+}
+
+// spanID is tether's own span id for the request (the parent-id of the
+// traceparent it sent the backend).
+func spanID(st *reqState) string {
+	if tp := st.trace.parent(); len(tp) >= 52 {
+		return tp[36:52]
+	}
+	return ""
+}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-proxy/tether/proxy/accesslog"
+	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/proxy/forwarded"
 	"github.com/tether-proxy/tether/proxy/health"
 	"github.com/tether-proxy/tether/proxy/upstream"
 	"github.com/tether-proxy/tether/test/testutil"
@@ -34,8 +38,8 @@ func TestProxyForwardsToDestination(t *testing.T) {
 	if got.Host != bu.Host {
 		t.Errorf("Host = %q, want the destination's %q", got.Host, bu.Host)
 	}
-	if id := resp.Header.Get(hdrTraceID); !validTraceID(id) || id != got.Header.Get(hdrTraceID) {
-		t.Errorf("response trace id %q, backend %q: want the same valid id", id, got.Header.Get(hdrTraceID))
+	if id := resp.Header.Get(forwarded.TraceHeader); !forwarded.ValidTraceID(id) || id != got.Header.Get(forwarded.TraceHeader) {
+		t.Errorf("response trace id %q, backend %q: want the same valid id", id, got.Header.Get(forwarded.TraceHeader))
 	}
 }
 
@@ -178,7 +182,7 @@ func TestErrorStatuses(t *testing.T) {
 			if strings.Contains(string(body), "127.0.0.1") || strings.Contains(string(body), "dial") {
 				t.Errorf("error body leaks internals: %q", body)
 			}
-			if !validTraceID(resp.Header.Get(hdrTraceID)) {
+			if !forwarded.ValidTraceID(resp.Header.Get(forwarded.TraceHeader)) {
 				t.Errorf("error response without trace id")
 			}
 			cluster := "c"
@@ -439,7 +443,7 @@ func TestAccessLogLine(t *testing.T) {
 		t.Fatalf("%d access lines, want 1", len(lines))
 	}
 	l := lines[0]
-	want := map[string]any{"trace_id": resp.Header.Get(hdrTraceID), "remote": "127.0.0.1", "method": "GET",
+	want := map[string]any{"trace_id": resp.Header.Get(forwarded.TraceHeader), "remote": "127.0.0.1", "method": "GET",
 		"path": "/p", "status": float64(200), "bytes": float64(2), "route": "r", "cluster": "c",
 		"destination": "d1", "affinity": "disabled"}
 	for k, v := range want {
@@ -743,6 +747,75 @@ func TestUpdateForgetsRemovedDestinationSeries(t *testing.T) {
 				if l.GetName() == "destination" && l.GetValue() == "d2" {
 					t.Errorf("%s still has a d2 series", mf.GetName())
 				}
+			}
+		}
+	}
+}
+
+// TestHTTPSProxyEndToEnd: an HTTP/2 client through an HTTPS listener to an
+// HTTP/1.1 backend; the affinity cookie is Secure because the client used
+// TLS (SecurePolicy SameAsRequest) and X-Forwarded-Proto says https.
+func TestHTTPSProxyEndToEnd(t *testing.T) {
+	b := newBackend(t, nil)
+	cert, key, pool := testutil.CertFiles(t)
+	cfg := mustParse(t, simpleConfig(map[string]string{"d1": b.URL},
+		`"SessionAffinity": {"Enabled": true, "AffinityKeyName": ".T"}`, "", ""))
+	cfg.Listeners = []config.Listener{{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: cert, KeyPath: key}}}
+	h := newHarness(t, cfg, nil)
+	s := startServer(t, cfg, h.p)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
+	defer client.CloseIdleConnections()
+	resp, body := get(t, client, "https://"+s.Addrs()[0].String()+"/x", nil)
+	if resp.StatusCode != 200 || body != "ok" || resp.ProtoMajor != 2 {
+		t.Fatalf("got %s %d %q", resp.Proto, resp.StatusCode, body)
+	}
+	if sc := resp.Header.Get("Set-Cookie"); !strings.Contains(strings.ToLower(sc), "; secure") {
+		t.Errorf("Set-Cookie %q lacks Secure", sc)
+	}
+	if p := b.lastRequest().Header.Get("X-Forwarded-Proto"); p != "https" {
+		t.Errorf("X-Forwarded-Proto = %q", p)
+	}
+}
+
+// Through the data path: the accesslog.Log's lines are the slog path's, in
+// request order, and complete once the log is closed.
+func TestAccessLogThroughProxy(t *testing.T) {
+	be := newBackend(t, nil)
+	cfg := simpleConfig(map[string]string{"d1": be.URL}, "", "", "")
+	slow := newHarness(t, mustParse(t, cfg), nil)
+	var w testutil.SyncBuffer
+	al := accesslog.New(&w)
+	fast := newHarness(t, mustParse(t, cfg), func(o *Options) { o.AccessLog = al.Logger() })
+	if fast.p.fastAccess != al {
+		t.Fatal("the accesslog.Log's logger did not select the fast path")
+	}
+	paths := []string{"/a", "/b?q=1", "/c%22d"}
+	for _, p := range paths {
+		get(t, nil, slow.front.URL+p, nil)
+		get(t, nil, fast.front.URL+p, nil)
+	}
+	al.Close()
+	fast.mu.Lock()
+	fast.access.WriteString(w.String()) // decode with the harness's reader
+	fast.mu.Unlock()
+	sl, fl := slow.accessLines(t), fast.accessLines(t)
+	if len(sl) != len(paths) || len(fl) != len(paths) {
+		t.Fatalf("lines: slog %d, fast %d, want %d", len(sl), len(fl), len(paths))
+	}
+	for i := range sl {
+		for _, k := range []string{"time", "duration_ms", "trace_id", "span_id", "host"} {
+			if _, ok := fl[i][k]; !ok {
+				t.Fatalf("fast line %d lacks %q: %v", i, k, fl[i])
+			}
+			delete(sl[i], k)
+			delete(fl[i], k)
+		}
+		if len(sl[i]) != len(fl[i]) {
+			t.Fatalf("line %d: slog %v, fast %v", i, sl[i], fl[i])
+		}
+		for k, v := range sl[i] {
+			if fl[i][k] != v {
+				t.Fatalf("line %d key %q: slog %v, fast %v", i, k, v, fl[i][k])
 			}
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tether-proxy/tether/proxy/affinity"
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/proxy/forwarded"
 	"github.com/tether-proxy/tether/proxy/health"
 	"github.com/tether-proxy/tether/proxy/internal/sockio"
 	"github.com/tether-proxy/tether/proxy/lb"
@@ -43,7 +44,7 @@ type runtime struct {
 	routesByID map[string]*routeRT
 	clusters   map[string]*clusterRT
 	clusterIDs []string
-	trust      trustSet
+	trust      forwarded.Trust
 	// noRoute counts requests that matched no route.
 	noRoute     *destStats
 	noRouteErrs [numKinds]prometheus.Counter
@@ -61,7 +62,7 @@ type routeRT struct {
 	// cluster's; nil when affinity is disabled for this route.
 	aff     *affinity.Provider
 	tf      *transform.Transforms
-	fwd     *forwardTransforms // X-Forwarded and Forwarded; nil: the defaults
+	fwd     *forwarded.Transforms // X-Forwarded and Forwarded; nil: the defaults
 	maxBody int64
 	timeout time.Duration // Route.Timeout; 0: none
 	stats   map[*upstream.Destination]*destStats
@@ -71,7 +72,7 @@ type routeRT struct {
 	waf *waf.Policy
 	// underscore counts the fields dropped for their underscore
 	// spelling; nil counts nothing.
-	underscore underscoreDrops
+	underscore forwarded.Drops
 }
 
 // clusterRT is a cluster's runtime state.
@@ -186,7 +187,7 @@ func build(cfg *config.Config, p *Proxy, old *runtime) (*runtime, config.Errors)
 	var bad map[int]string
 	rt.reqRate = newDataRate(cfg.Limits.MinRequestBodyDataRate)
 	rt.respRate = newDataRate(cfg.Limits.MinResponseDataRate)
-	rt.trust, bad = parseTrusted(cfg.TrustedProxies)
+	rt.trust, bad = forwarded.ParseTrusted(cfg.TrustedProxies)
 	for i, s := range bad {
 		fail(fmt.Sprintf("TrustedProxies[%d]", i), "%q is not an IP address or CIDR", s)
 	}
@@ -204,7 +205,13 @@ func build(cfg *config.Config, p *Proxy, old *runtime) (*runtime, config.Errors)
 			affOpts.Keyring = p.opts.Keyring
 		}
 	}
-	yarp, yerrs := dataProtection(cfg, p)
+	var yarp affinity.Yarp
+	var yerrs config.Errors
+	if p != nil {
+		yarp, yerrs = affinity.OpenYarp(cfg, &p.dp, p.now, p.logger)
+	} else {
+		yarp, yerrs = affinity.OpenYarp(cfg, nil, nil, nil)
+	}
 	errs = append(errs, yerrs...)
 	affOpts.Yarp = yarp
 
@@ -289,7 +296,7 @@ func build(cfg *config.Config, p *Proxy, old *runtime) (*runtime, config.Errors)
 		tf, terrs := transform.CompileRoute(path+".Transforms", r.Transforms, r.Match.Path)
 		errs = append(errs, terrs...)
 		rr.tf = tf
-		rr.fwd, terrs = compileForwarded(path+".Transforms", r.Transforms)
+		rr.fwd, terrs = forwarded.Compile(path+".Transforms", r.Transforms)
 		errs = append(errs, terrs...)
 		if p != nil {
 			rr.underscore = p.metrics.underscoreDrops
@@ -310,6 +317,23 @@ func build(cfg *config.Config, p *Proxy, old *runtime) (*runtime, config.Errors)
 		rt.noRouteErrs = p.metrics.errorCounters("")
 	}
 	return rt, nil
+}
+
+// Compile checks everything about cfg that building the data path needs
+// (route templates, policies, affinity, transforms, destination addresses,
+// TrustedProxies) without starting anything. Errors carry JSON paths. Used
+// by `tether config validate` and before a reload.
+func Compile(cfg *config.Config) config.Errors {
+	_, errs := build(cfg, nil, nil)
+	return errs
+}
+
+// Parse runs Compile on every config it decodes, also one with other
+// errors, so that `tether config validate` and a reload list the data
+// path's errors (route templates, transforms, affinity) together with the
+// rest instead of only once the rest is fixed.
+func init() {
+	config.AddCheck(func(c *config.Config) config.Errors { return Compile(c) })
 }
 
 // destination returns the old cluster's destination when its configuration
@@ -487,4 +511,35 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// buildWaf compiles the snapshot's web application firewall (nil when no
+// route runs it), keeping the old snapshot's rule set when its settings
+// and rule files are unchanged. Compile (p nil) only checks.
+func buildWaf(cfg *config.Config, p *Proxy, old *runtime) (*waf.Firewall, config.Errors) {
+	var prev *waf.Firewall
+	var opts waf.Options
+	if old != nil {
+		prev = old.waf
+	}
+	if p != nil {
+		opts.Registerer = p.opts.Registerer
+		opts.Audit = p.opts.WafLog
+		if opts.Audit == nil {
+			opts.Audit = p.logger.With("log", "waf")
+		}
+	}
+	return waf.New(cfg, prev, opts)
+}
+
+// stopWaf drops the WAF series of routes that are gone.
+func (rt *runtime) stopWaf(next *runtime) {
+	if rt.waf == nil {
+		return
+	}
+	for id := range rt.routesByID {
+		if next == nil || next.routesByID[id] == nil || next.routesByID[id].waf == nil {
+			rt.waf.Forget(id)
+		}
+	}
 }

@@ -111,7 +111,7 @@ func timedOut(ctx context.Context) bool {
 // grpc-timeout: past the client's deadline nobody waits for the answer, so
 // the backend's connection is released then, and the client is told
 // DEADLINE_EXCEEDED (as Envoy does with max_grpc_timeout). The header still
-// reaches the backend unchanged. grpc is isGRPC(r), known by then.
+// reaches the backend unchanged. grpc is errpage.IsGRPC(r), known by then.
 func requestTimeout(d time.Duration, r *http.Request, grpc bool) time.Duration {
 	if !grpc {
 		return d

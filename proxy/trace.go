@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tether-proxy/tether/proxy/forwarded"
 	"github.com/tether-proxy/tether/proxy/tracing"
 )
 
@@ -86,9 +87,9 @@ func (p *Proxy) startTrace(r *http.Request, st *reqState) {
 	switch {
 	case ok:
 		traceID = in.TraceID
-	case st.trusted:
-		if v := firstHeader(r.Header, hdrTraceID); validTraceID(v) {
-			traceID = v
+	case st.client.Trusted:
+		if v := r.Header[forwarded.TraceHeader]; len(v) > 0 && forwarded.ValidTraceID(v[0]) {
+			traceID = v[0]
 		}
 	}
 	if p.tracing != nil {
@@ -96,13 +97,13 @@ func (p *Proxy) startTrace(r *http.Request, st *reqState) {
 			strings.Join(r.Header[tracing.HeaderTracestate], ","), traceID,
 			attribute.String("http.request.method", r.Method),
 			attribute.String("url.path", r.URL.Path),
-			attribute.String("url.scheme", st.proto),
+			attribute.String("url.scheme", st.client.Proto),
 			attribute.String("server.address", r.Host),
-			attribute.String("client.address", st.clientHost))
+			attribute.String("client.address", st.client.Host))
 	} else {
 		st.trace.header = tracing.FormatHeader(traceID, "", in.Flags&tracing.Sampled)
 	}
-	st.traceID = st.trace.parent()[3:35]
+	st.client.TraceID = st.trace.parent()[3:35]
 }
 
 // setTrace writes the backend's traceparent, and the client's tracestate

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/proxy/frontdoor"
 )
 
 // TestYARPTransformsThroughTheDataPath drives the route-value, query,
@@ -232,14 +233,14 @@ func TestClientCertReachesTheBackendInEveryTLSMode(t *testing.T) {
 	want := base64.StdEncoding.EncodeToString(der)
 	for _, c := range []struct {
 		desc   string
-		http1  HTTP1Server
+		http1  frontdoor.HTTP1Server
 		h2     bool
 		method string
 	}{
-		{"the own loop over TLS", HTTP1Own, false, http.MethodGet},
-		{"handed to net/http by the own loop", HTTP1Own, false, http.MethodPost},
-		{"net/http's HTTP/1.1 server", HTTP1Stdlib, false, http.MethodGet},
-		{"HTTP/2", HTTP1Own, true, http.MethodGet},
+		{"the own loop over TLS", frontdoor.HTTP1Own, false, http.MethodGet},
+		{"handed to net/http by the own loop", frontdoor.HTTP1Own, false, http.MethodPost},
+		{"net/http's HTTP/1.1 server", frontdoor.HTTP1Stdlib, false, http.MethodGet},
+		{"HTTP/2", frontdoor.HTTP1Own, true, http.MethodGet},
 	} {
 		t.Run(c.desc, func(t *testing.T) {
 			b := newBackend(t, nil)
@@ -249,7 +250,7 @@ func TestClientCertReachesTheBackendInEveryTLSMode(t *testing.T) {
 			l.ClientCertificateMode = "AllowCertificate"
 			cfg.Listeners = []config.Listener{l}
 			p := newTestProxy(t, cfg, prometheus.NewRegistry(), io.Discard, nil)
-			s, err := NewServer(cfg, p, nil, WithHTTP1Server(c.http1))
+			s, err := newFrontDoor(cfg, p, frontdoor.WithHTTP1Server(c.http1))
 			if err != nil {
 				t.Fatal(err)
 			}

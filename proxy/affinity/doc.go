@@ -104,6 +104,8 @@
 // format (percent-escaped in a cookie, as Response.Cookies writes it),
 // reused while the ring's default key stays the same, and tether's own when
 // the ring has no default key. Hash and envelope policies ignore Yarp.
+// OpenYarp opens the section's key ring; a YarpRing keeps it across
+// reloads while the section and its certificate files are unchanged.
 //
 // Envelope policies (Envoy's envelope session state). EnvelopeCookie and
 // EnvelopeHeader name the backend's own session cookie or header in

@@ -1,12 +1,13 @@
 package h1server
 
 import (
-	"github.com/tether-proxy/tether/proxy/internal/monotime"
 	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/tether-proxy/tether/proxy/internal/monotime"
 )
 
 // A parked connection (h1Conn.park) waits on an epoll instance of the

@@ -16,7 +16,7 @@ import (
 )
 
 // tlsFront serves h on the loop's ServeTLS with a self-signed certificate,
-// HTTP/2 and HTTP/1.1 by ALPN, as proxy.NewServer wires an HTTPS listener,
+// HTTP/2 and HTTP/1.1 by ALPN, as frontdoor.New wires an HTTPS listener,
 // and returns its address.
 func tlsFront(t *testing.T, h http.Handler, headers time.Duration) string {
 	t.Helper()

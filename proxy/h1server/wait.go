@@ -1,9 +1,10 @@
 package h1server
 
 import (
-	"github.com/tether-proxy/tether/proxy/internal/monotime"
 	"syscall"
 	"time"
+
+	"github.com/tether-proxy/tether/proxy/internal/monotime"
 )
 
 // A connection that keeps coming back waits for its next request on a

@@ -31,6 +31,7 @@ import (
 
 	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/proxy/frontdoor"
 )
 
 // The CRS test format (go-ftw's schema, the fields these tests use).
@@ -304,7 +305,7 @@ func startTether(t *testing.T, li *logIndex) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	srv, err := proxy.NewServer(cfg, p, slog.New(slog.DiscardHandler))
+	srv, err := frontdoor.New(cfg, p, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,12 @@
 package testutil
 
 import (
+	"bufio"
+	"crypto/tls"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -78,5 +83,35 @@ func TestWriteFileReplaces(t *testing.T) {
 	}
 	if _, err := os.Stat(p + ".tmp"); !os.IsNotExist(err) {
 		t.Fatal("the temporary file was left behind")
+	}
+}
+
+func TestCertFilesLoad(t *testing.T) {
+	certFile, keyFile, pool := CertFiles(t)
+	if _, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil {
+		t.Fatal(err)
+	}
+	if pool == nil {
+		t.Fatal("no pool")
+	}
+}
+
+func TestRawServerHandsOutConnectionsInOrder(t *testing.T) {
+	s := NewRawServer(t, func(i int, c net.Conn, br *bufio.Reader) {
+		Answer(br, c, fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: close\r\n\r\n%d", i))
+	})
+	for want := range 2 {
+		resp, err := http.Get(s.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != fmt.Sprint(want) {
+			t.Fatalf("connection %d answered %q", want, b)
+		}
+	}
+	if s.Conns() != 2 {
+		t.Fatalf("%d connections", s.Conns())
 	}
 }

@@ -25,7 +25,9 @@ import (
 
 	"github.com/tether-proxy/tether/node"
 	"github.com/tether-proxy/tether/proxy"
+	"github.com/tether-proxy/tether/proxy/accesslog"
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/proxy/frontdoor"
 )
 
 // bodySize is the response size a backend sends for a path: its last
@@ -167,7 +169,7 @@ func runFloor(args []string) error {
 
 // runProfile serves a tether config with the data path as `tether agent`
 // builds it (proxy.New with a Prometheus registry and its batched JSON
-// access log to a file, proxy.NewServer, node.TuneGC), without the cluster, and writes a CPU profile
+// access log to a file, frontdoor.New, node.TuneGC), without the cluster, and writes a CPU profile
 // from SIGUSR1 to SIGUSR2 (and its allocations to <o>.allocs), or a
 // runtime trace when o ends in .trace: the harness profiles the request
 // path under wrk with it.
@@ -189,7 +191,7 @@ func runProfile(args []string) error {
 		return err
 	}
 	defer af.Close()
-	al := proxy.NewAccessLog(af) // as tether agent writes it
+	al := accesslog.New(af) // as tether agent writes it
 	defer al.Close()
 	p, err := proxy.New(cfg, proxy.Options{
 		AccessLog:  al.Logger(),
@@ -199,7 +201,7 @@ func runProfile(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := proxy.NewServer(cfg, p, slog.New(slog.DiscardHandler))
+	srv, err := frontdoor.New(cfg, p, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}

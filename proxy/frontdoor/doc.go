@@ -1,0 +1,13 @@
+// Package frontdoor owns a node's front door: the listeners that take
+// clients' connections and serve them with any http.Handler. It binds the
+// configured addresses (or reserves them first, refusing connections until
+// the node is ready), caps the open connections, serves TLS (certificate
+// files, self-signed, SNI selection, reload without restart), seals TLS
+// session tickets with the cluster's shared keys (TicketKeySource), serves
+// the certificates and challenge answers of ACME (AcmeSource), answers
+// redirect listeners and bounds request heads, and stops gracefully.
+// HTTP/1.1 is served by the own loop (proxy/h1server) in front of
+// net/http's server, HTTP/2 by net/http's or the own one (proxy/h2server),
+// chosen by an Option. It knows nothing of routes or backends: the handler
+// behind it is the proxy's (package proxy), and node wires the two.
+package frontdoor

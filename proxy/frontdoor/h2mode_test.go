@@ -1,0 +1,21 @@
+package frontdoor
+
+import (
+	"fmt"
+	"os"
+)
+
+// TETHER_TEST_HTTP2_SERVER=own runs the package's tests with the own
+// HTTP/2 server wherever a test does not choose one: every HTTP/2 test,
+// not only the parity suite's modes.
+func init() {
+	v := os.Getenv("TETHER_TEST_HTTP2_SERVER")
+	if v == "" {
+		return
+	}
+	h2, err := ParseHTTP2Server(v)
+	if err != nil {
+		panic(fmt.Sprintf("TETHER_TEST_HTTP2_SERVER: %v", err))
+	}
+	defaultHTTP2 = h2
+}

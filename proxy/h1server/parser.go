@@ -1,0 +1,154 @@
+package h1server
+
+import (
+	"bytes"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/tether-proxy/tether/proxy/internal/h1wire"
+	"golang.org/x/net/http/httpguts"
+)
+
+// parseRequestHead builds the request net/http's server would read from
+// head, for the requests Server takes: "GET <origin-form> HTTP/1.1",
+// CRLF line ends, token field names, field values of visible ASCII,
+// spaces and tabs, no folded line, exactly one valid Host, a Connection
+// of only "keep-alive" or "close", and none of the fields that give a
+// request a body, an upgrade or an expectation. nil for anything else,
+// which net/http then reads from the same bytes. It fills r, which has
+// no context yet.
+func parseRequestHead(head []byte, r *http.Request) bool {
+	return parseRequestHeadInto(head, r, nil)
+}
+
+// headScratch is what a connection's requests reuse, one after another:
+// the header map, the slots of its values and the URL. A request's
+// strings stay its own (one string per head); only these containers are
+// refilled, once the handler of the request before has returned.
+type headScratch struct {
+	fields h1wire.Fields
+	url    url.URL
+}
+
+// parseRequestHeadInto is parseRequestHead with s's containers, when s is
+// not nil.
+func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
+	if !bytes.HasSuffix(head, h1wire.CRLFCRLF) {
+		return false // a head ended by a bare LF (headEnd allows it)
+	}
+	eol := bytes.IndexByte(head, '\n')
+	if eol < 1 || head[eol-1] != '\r' {
+		return false
+	}
+	line := head[:eol-1]
+	const proto = " HTTP/1.1"
+	if len(line) < 4+1+len(proto) || string(line[:4]) != "GET " || string(line[len(line)-len(proto):]) != proto {
+		return false
+	}
+	target := line[4 : len(line)-len(proto)]
+	if target[0] != '/' {
+		return false
+	}
+	for _, b := range target {
+		if b <= ' ' || b >= 0x7f {
+			return false
+		}
+	}
+	all := head[eol+1:]
+	n := bytes.Count(all, h1wire.CRLF) - 1
+	if n <= 0 {
+		return false // no Host
+	}
+	// One string holds the target and every field (one allocation).
+	blk := string(head[4:])
+	uri := blk[:len(target)]
+	off := eol + 1 - 4 // all[i] is blk[off+i]
+	var u *url.URL
+	var fs *h1wire.Fields
+	if s != nil {
+		u, fs = &s.url, &s.fields
+	} else {
+		u = new(url.URL)
+	}
+	if !plainRequestURI(uri, u) {
+		var err error
+		if u, err = url.ParseRequestURI(uri); err != nil {
+			return false
+		}
+	}
+	h, vals := fs.Get(n)
+	var host string
+	hosts := 0
+	fr := h1wire.NewFieldReader(all, blk, off)
+	for {
+		key, value, done, ok := fr.Next(true)
+		if !ok {
+			return false
+		}
+		if done {
+			break
+		}
+		switch key {
+		case "Content-Length", "Transfer-Encoding", "Upgrade", "Expect", "Http2-Settings", "Trailer":
+			return false
+		case "Host":
+			hosts++
+			host = value
+			continue
+		case "Connection":
+			if !strings.EqualFold(value, "keep-alive") && !strings.EqualFold(value, "close") {
+				return false
+			}
+		}
+		vals = h1wire.AddField(h, vals, key, value)
+	}
+	if hosts != 1 || !httpguts.ValidHostHeader(host) {
+		return false
+	}
+	if pv, ok := h["Pragma"]; ok && len(pv) > 0 && pv[0] == "no-cache" {
+		if _, ok := h["Cache-Control"]; !ok {
+			h["Cache-Control"] = noCache // as net/http's fixPragmaCacheControl
+		}
+	}
+	*r = http.Request{
+		Method: http.MethodGet, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: http.NoBody, Host: host, RequestURI: uri,
+		Close: httpguts.HeaderValuesContainsToken(h["Connection"], "close"),
+	}
+	return true
+}
+
+var noCache = []string{"no-cache"}
+
+// plainRequestURI fills u as url.ParseRequestURI would from an
+// origin-form target whose path needs no escaping (letters, digits and
+// "-._~/$&+,:;=@"), without its allocation; false for any other target,
+// which url.ParseRequestURI then reads. The caller has checked that uri
+// starts with "/" and holds no control byte, space or non-ASCII byte.
+func plainRequestURI(uri string, u *url.URL) bool {
+	path, query, hasQuery := strings.Cut(uri, "?")
+	for i := 0; i < len(path); i++ {
+		if !plainPathByte[path[i]] {
+			return false
+		}
+	}
+	*u = url.URL{Path: path, RawQuery: query}
+	if hasQuery && query == "" {
+		u.ForceQuery = true // "/a?": as url.parse, a lone "?" at the end
+	}
+	return true
+}
+
+var plainPathByte = func() (t [256]bool) {
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for _, c := range "-._~/$&+,:;=@" {
+		t[c] = true
+	}
+	return t
+}()

@@ -1,0 +1,529 @@
+package h1server
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tether-proxy/tether/proxy/internal/h1wire"
+	"golang.org/x/net/http/httpguts"
+)
+
+// h1Writer is the http.ResponseWriter of Server's requests, reused by
+// the connection. It writes what net/http's response writer writes for
+// the same handler calls, for a GET in HTTP/1.1 with keep-alives on.
+type h1Writer struct {
+	c      *h1Conn
+	req    *http.Request
+	header http.Header
+	// snap is the header as it was at WriteHeader, when the head is
+	// written later (net/http's clone); nil when the head went out at
+	// WriteHeader already or the handler never touched the header.
+	snap          http.Header
+	wroteHeader   bool // a final status was set
+	committed     bool // the head is in the connection's buffer
+	chunking      bool
+	handlerDone   bool
+	closeAfter    bool
+	status        int
+	contentLength int64
+	written       int64
+	trailers      []string
+	// pending holds the body written before the head is committed, as
+	// net/http's 2 KiB buffer in front of its chunk writer; pbuf is its
+	// array, from pendingBufs while a response needs one (a response
+	// whose head went out at WriteHeader never does).
+	pending []byte
+	pbuf    *[bufferBeforeChunking]byte
+	werr    error
+	scratch [64]byte
+	sbuf    [8]byte
+}
+
+const bufferBeforeChunking = 2048
+
+func (w *h1Writer) reset(req *http.Request) {
+	hdr := w.header
+	if hdr == nil || len(hdr) > 64 {
+		hdr = make(http.Header, 16)
+	}
+	*w = h1Writer{c: w.c, req: req, header: hdr, contentLength: -1, trailers: w.trailers[:0]}
+}
+
+var pendingBufs = sync.Pool{New: func() any { return new([bufferBeforeChunking]byte) }}
+
+// release returns the pending buffer at the response's end.
+func (w *h1Writer) release() {
+	if w.pbuf != nil {
+		pendingBufs.Put(w.pbuf)
+		w.pbuf, w.pending = nil, nil
+	}
+}
+
+func (w *h1Writer) Header() http.Header {
+	if w.snap == nil && w.wroteHeader && !w.committed {
+		w.snap = w.header.Clone()
+	}
+	return w.header
+}
+
+func (w *h1Writer) WriteHeader(code int) {
+	if w.wroteHeader {
+		w.c.s.logf("http: superfluous response.WriteHeader call")
+		return
+	}
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		bw := w.c.bw
+		writeStatus(bw, code, w.sbuf[:])
+		writeFields(bw, w.header, excludeNoBody, w.c)
+		bw.WriteString("\r\n")
+		w.noteErr(bw.Flush())
+		return
+	}
+	w.wroteHeader = true
+	w.status = code
+	cl := headerGet(w.header, "Content-Length")
+	if cl != "" {
+		if v, err := strconv.ParseInt(cl, 10, 64); err == nil && v >= 0 {
+			w.contentLength = v
+		}
+	}
+	// When nothing written later can change the head (a length, a type
+	// or an encoding, no Transfer-Encoding), it goes out now: the same
+	// bytes as later, without net/http's clone of the header.
+	_, haveType := w.header["Content-Type"]
+	if w.contentLength != -1 && headerGet(w.header, "Transfer-Encoding") == "" &&
+		(haveType || headerGet(w.header, "Content-Encoding") != "" || !bodyAllowedForStatus(code)) {
+		w.commit(nil)
+		return
+	}
+	w.snap = w.header.Clone()
+	if cl != "" && w.contentLength == -1 {
+		// As net/http: dropped from the handler's map, not from the
+		// snapshot taken just before.
+		w.c.s.logf("http: invalid Content-Length of %q", cl)
+		delete(w.header, "Content-Length")
+	}
+}
+
+func (w *h1Writer) bodyAllowed() bool { return bodyAllowedForStatus(w.status) }
+
+func (w *h1Writer) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if !w.bodyAllowed() {
+		return 0, http.ErrBodyNotAllowed
+	}
+	w.written += int64(len(p))
+	if w.contentLength != -1 && w.written > w.contentLength {
+		return 0, http.ErrContentLength
+	}
+	if w.committed && len(w.pending) == 0 && !w.chunking {
+		return w.c.bw.Write(p)
+	}
+	// net/http's bufio.Writer of 2 KiB: what does not fit flushes it.
+	if w.pbuf == nil {
+		w.pbuf = pendingBufs.Get().(*[bufferBeforeChunking]byte)
+		w.pending = w.pbuf[:0]
+	}
+	n := 0
+	for len(p) > cap(w.pending)-len(w.pending) {
+		if len(w.pending) == 0 {
+			w.out(p)
+			return n + len(p), w.werr
+		}
+		k := copy(w.pending[len(w.pending):cap(w.pending)], p)
+		w.pending = w.pending[:len(w.pending)+k]
+		n += k
+		p = p[k:]
+		w.flushPending()
+	}
+	w.pending = append(w.pending, p...)
+	return n + len(p), w.werr
+}
+
+// out sends body bytes to the chunk writer: commit first, then a chunk.
+func (w *h1Writer) out(p []byte) {
+	if !w.committed {
+		w.commit(p)
+	}
+	bw := w.c.bw
+	if w.chunking {
+		bw.Write(strconv.AppendInt(w.scratch[:0], int64(len(p)), 16))
+		bw.WriteString("\r\n")
+	}
+	_, err := bw.Write(p)
+	if w.chunking && err == nil {
+		_, err = bw.WriteString("\r\n")
+	}
+	w.noteErr(err)
+}
+
+func (w *h1Writer) flushPending() {
+	if len(w.pending) > 0 {
+		w.out(w.pending)
+		w.pending = w.pending[:0]
+	}
+}
+
+func (w *h1Writer) noteErr(err error) {
+	if err != nil && w.werr == nil {
+		w.werr = err
+		_ = w.c.rwc.Close()
+	}
+}
+
+// FlushError sends what was written so far (http.ResponseController).
+func (w *h1Writer) FlushError() error {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	w.flushPending()
+	if !w.committed {
+		w.commit(nil)
+	}
+	w.noteErr(w.c.bw.Flush())
+	return w.werr
+}
+
+func (w *h1Writer) Flush() { _ = w.FlushError() }
+
+// SetWriteDeadline sets the connection's write deadline, as net/http's
+// response does for http.ResponseController; it may be called from another
+// goroutine while the handler runs (a deadline in the past ends a write
+// blocked on a client that does not read).
+func (w *h1Writer) SetWriteDeadline(t time.Time) error { return w.c.rwc.SetWriteDeadline(t) }
+
+// finish ends the response as net/http's finishRequest does.
+func (w *h1Writer) finish() {
+	w.handlerDone = true
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	w.flushPending()
+	if !w.committed {
+		w.commit(nil)
+	}
+	if w.chunking {
+		bw := w.c.bw
+		bw.WriteString("0\r\n")
+		w.writeTrailers(bw)
+		bw.WriteString("\r\n")
+	}
+}
+
+func (w *h1Writer) writeTrailers(bw *bufio.Writer) {
+	var t http.Header
+	for k, vv := range w.header {
+		if kk, found := strings.CutPrefix(k, http.TrailerPrefix); found {
+			if t == nil {
+				t = make(http.Header)
+			}
+			t[kk] = vv
+		}
+	}
+	for _, k := range w.trailers {
+		if t == nil {
+			t = make(http.Header)
+		}
+		for _, v := range w.header[k] {
+			t.Add(k, v)
+		}
+	}
+	if t != nil {
+		writeFields(bw, t, nil, w.c)
+	}
+}
+
+// commit writes the status line and fields, deciding the framing, as
+// net/http's chunkWriter.writeHeader does for a GET in HTTP/1.1; p is the
+// first body bytes, sniffed for a Content-Type when none is set. One walk
+// of the header map finds the fields the decisions read and the names to
+// write (net/http walks it, then looks each of those up, then copies and
+// sorts it).
+func (w *h1Writer) commit(p []byte) {
+	w.committed = true
+	header := w.header
+	if w.snap != nil {
+		header = w.snap
+	}
+	c := w.c
+	rq := c.rq
+	keys := rq.keys[:0]
+	trailers := false
+	var te, ce, conn string
+	var haveCL, haveType, haveDate bool
+	var declared []string
+	for k, vs := range header {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			trailers = true // a trailer, never a field of the head
+			continue
+		}
+		switch k {
+		case "Transfer-Encoding":
+			te = first(vs)
+		case "Content-Length":
+			haveCL = true
+		case "Content-Type":
+			haveType = true
+		case "Content-Encoding":
+			ce = first(vs)
+		case "Connection":
+			conn = first(vs)
+		case "Date":
+			haveDate = true
+		case "Trailer":
+			declared = vs
+		}
+		keys = append(keys, headerKV{k, vs})
+	}
+	for _, v := range declared {
+		trailers = true
+		for f := range strings.SplitSeq(v, ",") {
+			if f = textproto.TrimString(f); f != "" {
+				if k := http.CanonicalHeaderKey(f); httpguts.ValidTrailerHeader(k) {
+					w.trailers = append(w.trailers, k)
+				}
+			}
+		}
+	}
+	del := func(k string) {
+		if i := slices.IndexFunc(keys, func(f headerKV) bool { return f.k == k }); i >= 0 {
+			keys = slices.Delete(keys, i, i+1)
+		}
+	}
+	hasTE := te != ""
+	var clen []byte
+	code := w.status
+	if w.handlerDone && !trailers && !hasTE && bodyAllowedForStatus(code) && !haveCL {
+		w.contentLength = int64(len(p))
+		clen = strconv.AppendInt(w.scratch[:0], int64(len(p)), 10)
+	}
+	hasCL := w.contentLength != -1
+	closing := c.s.closing.Load()
+	if w.req.Close || conn == "close" || closing {
+		w.closeAfter = true
+	}
+	var ctype, connection, tenc string
+	if bodyAllowedForStatus(code) {
+		if ce == "" && !haveType && !hasTE && len(p) > 0 {
+			ctype = http.DetectContentType(p)
+		}
+	} else {
+		del("Content-Length")
+		del("Transfer-Encoding")
+		if code == http.StatusNotModified {
+			del("Content-Type")
+		}
+	}
+	var date []byte
+	if !haveDate {
+		date = time.Now().UTC().AppendFormat(w.scratch[32:32], http.TimeFormat)
+	}
+	if hasCL && hasTE && te != "identity" {
+		c.s.logf("http: WriteHeader called with both Transfer-Encoding of %q and a Content-Length of %d", te, w.contentLength)
+		del("Content-Length")
+		hasCL = false
+	}
+	switch {
+	case !bodyAllowedForStatus(code) || code == http.StatusNoContent:
+		del("Transfer-Encoding")
+	case hasCL:
+		del("Transfer-Encoding")
+	case hasTE && te == "identity":
+		w.chunking = false
+		w.closeAfter = true
+		del("Transfer-Encoding")
+	default:
+		w.chunking = true
+		tenc = "chunked"
+		if hasTE && te == "chunked" {
+			del("Transfer-Encoding")
+		}
+	}
+	if w.chunking {
+		del("Content-Length")
+	}
+	switching := code == http.StatusSwitchingProtocols && header.Get("Upgrade") != "" &&
+		httpguts.HeaderValuesContainsToken(header["Connection"], "Upgrade")
+	if w.closeAfter && (closing || !hasToken(conn, "close")) && !switching {
+		del("Connection")
+		connection = "close"
+	}
+	bw := c.bw
+	writeStatus(bw, code, w.sbuf[:])
+	writeKeys(bw, keys)
+	clear(keys)
+	rq.keys = keys[:0]
+	if date != nil {
+		bw.WriteString("Date: ")
+		bw.Write(date)
+		bw.WriteString("\r\n")
+	}
+	if clen != nil {
+		bw.WriteString("Content-Length: ")
+		bw.Write(clen)
+		bw.WriteString("\r\n")
+	}
+	for i, v := range [...]string{ctype, connection, tenc} {
+		if v != "" {
+			bw.WriteString(extraKeys[i])
+			bw.WriteString(v)
+			bw.WriteString("\r\n")
+		}
+	}
+	bw.WriteString("\r\n")
+}
+
+func first(vs []string) string {
+	if len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+var extraKeys = [...]string{"Content-Type: ", "Connection: ", "Transfer-Encoding: "}
+
+var excludeNoBody = map[string]bool{"Content-Length": true, "Transfer-Encoding": true}
+
+// headerGet is Header.Get for a canonical key, without canonicalising.
+func headerGet(h http.Header, k string) string { return first(h[k]) }
+
+// hasToken is net/http's: whether token appears in v, case-insensitively,
+// at a token boundary.
+func hasToken(v, token string) bool {
+	if len(token) > len(v) || token == "" {
+		return false
+	}
+	if v == token {
+		return true
+	}
+	for sp := 0; sp <= len(v)-len(token); sp++ {
+		if b := v[sp]; b != token[0] && b|0x20 != token[0] {
+			continue
+		}
+		if sp > 0 && !isTokenBoundary(v[sp-1]) {
+			continue
+		}
+		if endPos := sp + len(token); endPos != len(v) && !isTokenBoundary(v[endPos]) {
+			continue
+		}
+		if strings.EqualFold(v[sp:sp+len(token)], token) {
+			return true
+		}
+	}
+	return false
+}
+
+func isTokenBoundary(b byte) bool { return b == ' ' || b == ',' || b == '\t' }
+
+func bodyAllowedForStatus(status int) bool {
+	return !(status >= 100 && status <= 199 || status == 204 || status == 304)
+}
+
+// writeStatus is net/http's status line for HTTP/1.1.
+func writeStatus(bw *bufio.Writer, code int, scratch []byte) {
+	bw.WriteString("HTTP/1.1 ")
+	if text := http.StatusText(code); text != "" {
+		bw.Write(strconv.AppendInt(scratch[:0], int64(code), 10))
+		bw.WriteByte(' ')
+		bw.WriteString(text)
+		bw.WriteString("\r\n")
+	} else {
+		fmt.Fprintf(bw, "%03d status code %d\r\n", code, code)
+	}
+}
+
+// writeFields is Header.WriteSubset: sorted by name, invalid names
+// dropped, CR and LF in values turned to spaces, values trimmed. The
+// sort uses the connection's scratch slice.
+func writeFields(bw *bufio.Writer, h http.Header, exclude map[string]bool, c *h1Conn) {
+	rq := c.rq
+	keys := rq.keys[:0]
+	for k, vs := range h {
+		if !exclude[k] {
+			keys = append(keys, headerKV{k, vs})
+		}
+	}
+	writeKeys(bw, keys)
+	clear(keys)
+	rq.keys = keys[:0]
+}
+
+// headerKV is a field of a header map: its name and values.
+type headerKV struct {
+	k  string
+	vs []string
+}
+
+// writeKeys writes the fields, which it sorts by name, as net/http does.
+// A value without CR, LF or spaces and tabs at its ends (what the lean
+// parser and tether's own fields give) goes out as it is; any other takes
+// WriteSubset's steps. Each line is one append to the buffer.
+func writeKeys(bw *bufio.Writer, keys []headerKV) {
+	sortKeys(keys)
+	for _, f := range keys {
+		k := f.k
+		if !httpguts.ValidHeaderFieldName(k) {
+			continue
+		}
+		for _, v := range f.vs {
+			if !plainValue(v) {
+				if strings.ContainsAny(v, "\r\n") {
+					v = headerNewlineToSpace.Replace(v)
+				}
+				v = textproto.TrimString(v)
+			}
+			h1wire.WriteField(bw, k, v)
+		}
+	}
+}
+
+// sortKeys sorts fields by name: an insertion sort for the few fields of
+// a usual head, without the comparison function's call per step.
+func sortKeys(keys []headerKV) {
+	if len(keys) > 12 {
+		slices.SortFunc(keys, func(a, b headerKV) int { return strings.Compare(a.k, b.k) })
+		return
+	}
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j].k < keys[j-1].k; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+}
+
+// plainValue: v has no CR or LF and no space or tab at either end, so
+// WriteSubset would write it unchanged.
+func plainValue(v string) bool {
+	if v == "" {
+		return true
+	}
+	if c := v[0]; c == ' ' || c == '\t' {
+		return false
+	}
+	if c := v[len(v)-1]; c == ' ' || c == '\t' {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c == '\r' || c == '\n' {
+			return false
+		}
+	}
+	return true
+}
+
+var headerNewlineToSpace = strings.NewReplacer("\n", " ", "\r", " ")
