@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/cluster"
+	"github.com/tether-proxy/tether/internal/atomicfile"
 	"github.com/tether-proxy/tether/keyring"
 	"github.com/tether-proxy/tether/store"
 )
@@ -290,7 +291,7 @@ func (n *Node) clusterSecret() ([]byte, error) {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
 	s := []byte(hex.EncodeToString(b))
-	if err := os.WriteFile(path, s, 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, s, 0o600); err != nil {
 		return nil, fmt.Errorf("local secret: %w", err)
 	}
 	return s, nil

@@ -87,3 +87,28 @@ func TestSecretsSurviveARestartWithTheOldFile(t *testing.T) {
 		t.Fatalf("a foreign secrets file: %v", err)
 	}
 }
+
+// TestLocalSecretIsWrittenWholeWithMode0600: a node without
+// --cluster-secret-file makes a secret of its own and writes it through
+// atomicfile (a temporary file renamed over the name, mode 0600 whatever
+// the umask), leaving no temporary file; a restart reads the same secret.
+func TestLocalSecretIsWrittenWholeWithMode0600(t *testing.T) {
+	dir := t.TempDir()
+	n := &Node{cfg: Config{DataDir: dir}, log: slog.New(slog.DiscardHandler)}
+	s, err := n.clusterSecret()
+	if err != nil || len(s) != 64 {
+		t.Fatalf("local secret: %q, %v", s, err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "local-secret"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("local-secret: %v, %v", fi, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("the data dir holds %d entries, want the secret alone (no temporary file)", len(entries))
+	}
+	again, err := n.clusterSecret()
+	if err != nil || !bytes.Equal(again, s) {
+		t.Fatalf("read again: %q, %v; want %q", again, err, s)
+	}
+}
