@@ -18,6 +18,7 @@ import (
 	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/internal/atomicfile"
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/node/keyshare"
 	"github.com/tether-proxy/tether/store"
 )
 
@@ -136,7 +137,7 @@ func (n *Node) openCluster() error {
 				Version:   Version,
 				Expect:    n.cfg.BootstrapExpect,
 				Voters:    n.cfg.RaftVoters,
-				Tickets:   n.ticketSchemeAdvertised(),
+				Tickets:   keyshare.SchemeAdvertised(n.legacyTickets),
 			},
 			Timing:    n.gossipTiming(),
 			Clock:     n.wallNow,
@@ -157,12 +158,6 @@ func (n *Node) openCluster() error {
 		if err := n.members.SetSecrets(n.secrets.Primary(), n.secrets.Accepted()); err != nil {
 			return fmt.Errorf("gossip: %w", err)
 		}
-		if err := n.openKeyTransfer(); err != nil {
-			return fmt.Errorf("gossip: %w", err)
-		}
-	}
-	if err := n.openTicketSeeds(secret); err != nil {
-		return fmt.Errorf("gossip: %w", err)
 	}
 
 	raftBind, advertise := "127.0.0.1:0", ""
@@ -196,6 +191,9 @@ func (n *Node) openCluster() error {
 		return fmt.Errorf("raft on %s: %w", raftBind, err)
 	}
 	n.store.SetLegacyHandshake(n.raftV1Allowed)
+	if err := n.openKeyShare(secret); err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
 	// Restoring the state may have changed the secrets: in step before
 	// anything is served.
 	n.applySecrets()

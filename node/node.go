@@ -21,6 +21,7 @@ import (
 	"github.com/tether-proxy/tether/keyring"
 	adminapi "github.com/tether-proxy/tether/node/admin"
 	"github.com/tether-proxy/tether/node/apiclient"
+	"github.com/tether-proxy/tether/node/keyshare"
 	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/store"
@@ -154,10 +155,10 @@ type Node struct {
 	// may come before).
 	healthReady atomic.Pointer[sharedHealth]
 	// keys sends keys to members that lack them and asks the leader for
-	// ours (keyfetch.go); nil without gossip.
-	keys *keyTransfer
+	// ours (keyshare.go); nil without gossip.
+	keys *keyshare.Transfer
 	// dataKeys is the data path's keyring.
-	dataKeys *dataKeys
+	dataKeys *keyshare.DataKeys
 	// manualLeader (tests): no leader loop; the test calls leaderRound.
 	manualLeader bool
 	// commands (tests): the Raft command set this node applies, to act as
@@ -175,14 +176,9 @@ type Node struct {
 	ticketShift atomic.Int64
 	// seeds are the TLS session ticket seeds this node holds, in memory
 	// only; seeder makes them (leading) or takes them from the leader
-	// (ticketseed.go).
+	// (keyshare.go).
 	seeds  *keyring.TicketSeeds
-	seeder *ticketSeeder
-	// ticketsMixed: an alive member seals tickets from the keyring alone
-	// (a release before seeds); keyringTicketsUntil (Unix ns): until when
-	// this node still opens such tickets.
-	ticketsMixed        atomic.Bool
-	keyringTicketsUntil atomic.Int64
+	seeder *keyshare.Seeder
 	// legacyTickets (tests): act as a release before ticket seeds.
 	legacyTickets bool
 	// seedRecord (tests) sees every seed request and answer this node
@@ -357,14 +353,14 @@ func (n *Node) Start() (err error) {
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n), newClockCollector(n), newSecretCollector(n))
-	n.registry.MustRegister(n.seeder.requests, n.seeder.made, newTicketSeedCollector(n))
-	var fetch func(context.Context, []string, string) (*leaderKeys, error)
+	n.registry.MustRegister(n.seeder.Collectors()...)
+	var fetch keyshare.Fetch
 	if n.keys != nil {
-		fetch = n.keys.fetch
-		n.registry.MustRegister(n.keys.sent)
+		fetch = n.keys.Fetch
+		n.registry.MustRegister(n.keys.Sent)
 	}
-	n.dataKeys = newDataKeys(n.ring, n.store, fetch, n.log)
-	n.registry.MustRegister(n.dataKeys.failures, n.dataKeys.resolved)
+	n.dataKeys = keyshare.NewDataKeys(n.ring, n.store, fetch, n.log)
+	n.registry.MustRegister(n.dataKeys.Failures, n.dataKeys.Resolved)
 	n.acme, n.acmeView = newAcmeManager(n), &acmeView{st: n.store, log: n.log}
 	n.registry.MustRegister(n.acme.orders, newAcmeCollector(n.acmeView))
 
@@ -402,11 +398,7 @@ func (n *Node) Start() (err error) {
 	}
 	// Session tickets under the keyring and the day's seed resume on
 	// every node.
-	if n.legacyTickets {
-		n.server.UseTicketKeys(keyringTicketSource{n})
-	} else {
-		n.server.UseTicketKeys(ticketKeySource{n})
-	}
+	n.server.UseTicketKeys(n.seeder.TicketSource())
 	n.server.UseAcme(n.acmeView)
 	if err := n.openListeners(); err != nil {
 		return err
@@ -425,16 +417,10 @@ func (n *Node) Start() (err error) {
 	go n.watchEvents(ctx.Done())
 	if n.keys != nil {
 		n.bg.Add(1)
-		go n.keys.serve(ctx.Done())
+		go func() { defer n.bg.Done(); n.keys.Serve(ctx.Done()) }()
 	}
-	if !n.legacyTickets {
-		n.bg.Add(1)
-		go n.seeder.loop(ctx)
-		if n.seeder.crypto != nil {
-			n.bg.Add(1)
-			go n.seeder.serve(ctx.Done())
-		}
-	}
+	n.bg.Add(1)
+	go func() { defer n.bg.Done(); n.seeder.Run(ctx) }()
 	if !n.cfg.clustered() && !n.manualLeader {
 		// A node of its own elects itself at once; serving before it has
 		// a key would hand out sessions without affinity values.

@@ -1,4 +1,4 @@
-package node
+package keyshare
 
 import (
 	"crypto/aes"
