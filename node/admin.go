@@ -65,6 +65,7 @@ func (n *Node) adminHandler() http.Handler {
 		}
 		names = append(names, adv)
 	}
+	secret := n.secretRotation()
 	return adminapi.Handler(adminapi.Config{Token: n.token, Names: names, AtIndex: n.atIndex, OnLeader: n.onLeader}, adminapi.Handlers{
 		Ready:           n.handleReady,
 		Metrics:         promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}),
@@ -77,10 +78,10 @@ func (n *Node) adminHandler() http.Handler {
 		KeyringList:     n.handleKeyringList,
 		KeyringRotate:   n.handleKeyringRotate,
 		KeyringRevoke:   n.handleKeyringRevoke,
-		SecretsList:     n.handleSecretsList,
-		SecretInstall:   n.handleSecret(store.SecretInstall),
-		SecretUse:       n.handleSecret(store.SecretUse),
-		SecretRemove:    n.handleSecret(store.SecretRemove),
+		SecretsList:     secret.List,
+		SecretInstall:   secret.Write(store.SecretInstall),
+		SecretUse:       secret.Write(store.SecretUse),
+		SecretRemove:    secret.Write(store.SecretRemove),
 		SnapshotSave:    n.handleSnapshotSave,
 		SnapshotRestore: n.handleSnapshotRestore,
 		Clusters:        n.handleClusters,

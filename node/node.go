@@ -22,6 +22,7 @@ import (
 	adminapi "github.com/tether-proxy/tether/node/admin"
 	"github.com/tether-proxy/tether/node/apiclient"
 	"github.com/tether-proxy/tether/node/keyshare"
+	"github.com/tether-proxy/tether/node/secrets"
 	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/store"
@@ -113,12 +114,10 @@ type Node struct {
 	ring     *keyring.Ring
 	store    *store.Store
 	members  *cluster.Membership // nil on a node without a cluster secret
-	// secrets are the cluster secrets the node holds (secrets.go);
-	// fileSecretID is the id of --cluster-secret-file's; secretsWake
-	// wakes followSecrets after a change.
-	secrets      *keyring.Secrets
-	fileSecretID string
-	secretsWake  chan struct{}
+	// secrets are the cluster secrets the node holds; keeper keeps them
+	// in the data dir and gossip (package node/secrets).
+	secrets *keyring.Secrets
+	keeper  *secrets.Keeper
 	// gossipAddr is members.Addr() read once at start (memberlist changes
 	// its local node under its own lock).
 	gossipAddr string
@@ -352,7 +351,7 @@ func (n *Node) Start() (err error) {
 
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n), newClockCollector(n), newSecretCollector(n))
+	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n), newClockCollector(n), secretCollector(n))
 	n.registry.MustRegister(n.seeder.Collectors()...)
 	var fetch keyshare.Fetch
 	if n.keys != nil {
@@ -407,7 +406,7 @@ func (n *Node) Start() (err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	n.bg.Add(8)
-	go n.followSecrets(ctx)
+	go func() { defer n.bg.Done(); n.keeper.Follow(ctx) }()
 	go n.serveWhenJoined(ctx)
 	go n.watchIDClaims(ctx)
 	go n.acmeLoop(ctx)
@@ -617,14 +616,4 @@ func (n *Node) closeAll(ctx context.Context) error {
 }
 
 // readSecretFile reads a secret, trimming surrounding white space.
-func readSecretFile(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return nil, fmt.Errorf("%s is empty", path)
-	}
-	return []byte(s), nil
-}
+func readSecretFile(path string) ([]byte, error) { return secrets.ReadFile(path) }

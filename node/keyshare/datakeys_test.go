@@ -309,24 +309,6 @@ func counterValue(t *testing.T, c *prometheus.CounterVec, label string) float64 
 	return 0
 }
 
-// counterTotal is the sum of c's series.
-func counterTotal(t *testing.T, c prometheus.Collector) float64 {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
-}
-
 // counterSeries is how many series c has.
 func counterSeries(t *testing.T, c *prometheus.CounterVec) int {
 	t.Helper()

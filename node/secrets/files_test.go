@@ -1,4 +1,4 @@
-package node
+package secrets
 
 import (
 	"bytes"
@@ -19,27 +19,27 @@ import (
 func TestSecretsSurviveARestartWithTheOldFile(t *testing.T) {
 	dir := t.TempDir()
 	var logs bytes.Buffer
-	node := func() *Node {
-		return &Node{cfg: Config{DataDir: dir, ClusterSecretFile: "secret"}, log: slog.New(slog.NewTextHandler(&logs, nil))}
+	open := func(fileSecret []byte) (*Keeper, error) {
+		return Open(dir, "secret", fileSecret, slog.New(slog.NewTextHandler(&logs, nil)))
 	}
 	oldS, newS := []byte("old-cluster-secret-0123456789"), []byte("new-cluster-secret-0123456789")
 	oldID, newID := keyring.SecretID(oldS), keyring.SecretID(newS)
-	path := filepath.Join(dir, secretsFile)
+	path := filepath.Join(dir, File)
 
-	n := node()
-	if err := n.openSecrets(oldS); err != nil {
+	n, err := open(oldS)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := n.saveSecrets(); err != nil {
+	if err := n.Save(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Fatalf("a node that never rotated keeps its secret in the data dir: %v", err)
 	}
 	// The rotation: install, use, remove.
-	w, _, _ := n.secrets.WrapSecret(newS)
-	_ = n.secrets.Sync([]keyring.SecretRecord{{ID: newID, State: keyring.SecretPrimary, Wrapped: w}}, []keyring.RemovedSecret{{ID: oldID, Index: 5}})
-	if err := n.saveSecrets(); err != nil {
+	w, _, _ := n.Secrets().WrapSecret(newS)
+	_ = n.Secrets().Sync([]keyring.SecretRecord{{ID: newID, State: keyring.SecretPrimary, Wrapped: w}}, []keyring.RemovedSecret{{ID: oldID, Index: 5}})
+	if err := n.Save(); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(path)
@@ -49,33 +49,33 @@ func TestSecretsSurviveARestartWithTheOldFile(t *testing.T) {
 
 	// Restarted with the old file: the new secret is primary, the old one
 	// retired, and the log says the file holds a removed secret.
-	n = node()
-	if err := n.openSecrets(oldS); err != nil {
+	n, err = open(oldS)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if n.secrets.PrimaryID() != newID || n.secrets.State(oldID) != keyring.SecretRetired || len(n.secrets.Accepted()) != 1 {
-		t.Fatalf("restarted with the old file: %+v", n.secrets.List())
+	if n.Secrets().PrimaryID() != newID || n.Secrets().State(oldID) != keyring.SecretRetired || len(n.Secrets().Accepted()) != 1 {
+		t.Fatalf("restarted with the old file: %+v", n.Secrets().List())
 	}
 	if !strings.Contains(logs.String(), "holds a secret the cluster removed") {
 		t.Fatalf("log: %s", logs.String())
 	}
 	// A third secret in the file: accepted beside the kept ones.
 	third := []byte("third-cluster-secret-0123456789")
-	n = node()
-	if err := n.openSecrets(third); err != nil {
+	n, err = open(third)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if n.secrets.PrimaryID() != newID || n.secrets.State(keyring.SecretID(third)) != keyring.SecretInstalled {
-		t.Fatalf("restarted with a new file: %+v", n.secrets.List())
+	if n.Secrets().PrimaryID() != newID || n.Secrets().State(keyring.SecretID(third)) != keyring.SecretInstalled {
+		t.Fatalf("restarted with a new file: %+v", n.Secrets().List())
 	}
 	// The file holds the secret in use and the removed one is forgotten:
 	// the data dir's copy goes.
-	n = node()
-	if err := n.openSecrets(newS); err != nil {
+	n, err = open(newS)
+	if err != nil {
 		t.Fatal(err)
 	}
-	n.secrets.Purge(5)
-	if err := n.saveSecrets(); err != nil {
+	n.Secrets().Purge(5)
+	if err := n.Save(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
@@ -83,7 +83,7 @@ func TestSecretsSurviveARestartWithTheOldFile(t *testing.T) {
 	}
 	// A file that is not ours is refused, naming it.
 	os.WriteFile(path, []byte(`{"version": 7}`), 0o600)
-	if err := node().openSecrets(newS); err == nil || !strings.Contains(err.Error(), path) {
+	if _, err := open(newS); err == nil || !strings.Contains(err.Error(), path) {
 		t.Fatalf("a foreign secrets file: %v", err)
 	}
 }
@@ -94,8 +94,7 @@ func TestSecretsSurviveARestartWithTheOldFile(t *testing.T) {
 // the umask), leaving no temporary file; a restart reads the same secret.
 func TestLocalSecretIsWrittenWholeWithMode0600(t *testing.T) {
 	dir := t.TempDir()
-	n := &Node{cfg: Config{DataDir: dir}, log: slog.New(slog.DiscardHandler)}
-	s, err := n.clusterSecret()
+	s, err := Load("", dir, slog.New(slog.DiscardHandler))
 	if err != nil || len(s) != 64 {
 		t.Fatalf("local secret: %q, %v", s, err)
 	}
@@ -107,7 +106,7 @@ func TestLocalSecretIsWrittenWholeWithMode0600(t *testing.T) {
 	if len(entries) != 1 {
 		t.Fatalf("the data dir holds %d entries, want the secret alone (no temporary file)", len(entries))
 	}
-	again, err := n.clusterSecret()
+	again, err := Load("", dir, slog.New(slog.DiscardHandler))
 	if err != nil || !bytes.Equal(again, s) {
 		t.Fatalf("read again: %q, %v; want %q", again, err, s)
 	}
