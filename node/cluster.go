@@ -157,6 +157,9 @@ func (n *Node) openCluster() error {
 			return fmt.Errorf("gossip: %w", err)
 		}
 	}
+	if err := n.openKeyShare(secret); err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
 
 	raftBind, advertise := "127.0.0.1:0", ""
 	if gossip {
@@ -189,9 +192,6 @@ func (n *Node) openCluster() error {
 		return fmt.Errorf("raft on %s: %w", raftBind, err)
 	}
 	n.store.SetLegacyHandshake(raftV1Allowed(n))
-	if err := n.openKeyShare(secret); err != nil {
-		return fmt.Errorf("gossip: %w", err)
-	}
 	// Restoring the state may have changed the secrets: in step before
 	// anything is served.
 	n.keeper.Apply()
