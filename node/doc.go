@@ -26,7 +26,7 @@
 // holds no state.
 //
 // Keys and TLS session ticket seeds move between nodes in package
-// node/keyshare, which keyshare.go opens once the store is open.
+// node/keyshare, which keyshare.go opens with gossip.
 //
 // acme.go: the leader obtains and renews the certificates of listeners'
 // Acme blocks with mholt/acmez, keeping the account, certificates and
