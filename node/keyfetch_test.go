@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tether-proxy/tether/keyring"
 	"github.com/tether-proxy/tether/node/keyshare"
@@ -202,12 +201,20 @@ func TestAFloodOfUnknownKeyIDsIsBoundedAndStarvesNoRealFetch(t *testing.T) {
 	t.Logf("%d values in %s: %v key requests to the leader, %d log lines", total, took.Round(time.Millisecond), sent, lines)
 }
 
-// counterOf is c's value.
-func counterOf(t *testing.T, c prometheus.Counter) float64 {
+// counterOf is the sum of c's series.
+func counterOf(t *testing.T, c prometheus.Collector) float64 {
 	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return m.GetCounter().GetValue()
+	var sum float64
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
 }
