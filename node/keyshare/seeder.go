@@ -511,7 +511,7 @@ func (s *Seeder) answer(msg []byte) error {
 	return s.send(req.From, seedAnswerTag, out)
 }
 
-// noteTicketScheme follows the members' ticket schemes: while an alive
+// noteScheme follows the members' ticket schemes: while an alive
 // member seals tickets from the keyring alone (a release before seeds),
 // this node does too, and it opens such tickets for keyringTicketsAfter
 // after it last saw one.
