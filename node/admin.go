@@ -60,6 +60,7 @@ func (n *Node) newAPI() *adminapi.API {
 		}
 		names = append(names, adv)
 	}
+	secret := n.secretRotation()
 	return &adminapi.API{
 		NodeID:    n.cfg.NodeID,
 		Version:   Version,
@@ -75,10 +76,10 @@ func (n *Node) newAPI() *adminapi.API {
 		Ring:      n.ring,
 		Registry:  n.registry,
 		Secrets: adminapi.SecretHandlers{
-			List:    n.handleSecretsList,
-			Install: n.handleSecret(store.SecretInstall),
-			Use:     n.handleSecret(store.SecretUse),
-			Remove:  n.handleSecret(store.SecretRemove),
+			List:    secret.List,
+			Install: secret.Write(store.SecretInstall),
+			Use:     secret.Write(store.SecretUse),
+			Remove:  secret.Write(store.SecretRemove),
 		},
 		Log:  n.log,
 		Bus:  n.ev.bus,

@@ -3,13 +3,10 @@ package node
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +14,8 @@ import (
 
 	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/node/keyshare"
+	"github.com/tether-proxy/tether/node/secrets"
 	"github.com/tether-proxy/tether/store"
 )
 
@@ -113,14 +112,14 @@ func (c *Config) checkClusterFlags() error {
 // can join: its Raft listens on loopback only and it runs no gossip.
 func (n *Node) openCluster() error {
 	gossip := n.cfg.ClusterSecretFile != ""
-	secret, err := n.clusterSecret()
+	secret, err := secrets.Load(n.cfg.ClusterSecretFile, n.cfg.DataDir, n.log)
 	if err != nil {
 		return err
 	}
-	if err := n.openSecrets(secret); err != nil {
+	if n.keeper, err = secrets.Open(n.cfg.DataDir, n.cfg.ClusterSecretFile, secret, n.log); err != nil {
 		return err
 	}
-	n.secrets.Watch(n.noteSecretsChanged)
+	n.secrets = n.keeper.Secrets()
 	n.ring = keyring.NewRing(keyring.Options{})
 
 	if gossip {
@@ -135,7 +134,7 @@ func (n *Node) openCluster() error {
 				Version:   Version,
 				Expect:    n.cfg.BootstrapExpect,
 				Voters:    n.cfg.RaftVoters,
-				Tickets:   n.ticketSchemeAdvertised(),
+				Tickets:   keyshare.SchemeAdvertised(n.legacyTickets),
 			},
 			Timing:    n.gossipTiming(),
 			Clock:     n.wallNow,
@@ -150,17 +149,15 @@ func (n *Node) openCluster() error {
 			return fmt.Errorf("gossip on %s: %w", n.cfg.GossipAddr, err)
 		}
 		n.gossipAddr = n.members.Addr()
+		n.keeper.UseGossip(n.members, n.fillStateMeta)
 		if err := n.members.Register(durableTag, cluster.Handler{Msg: n.durableReport}); err != nil {
 			return fmt.Errorf("gossip: %w", err)
 		}
 		if err := n.members.SetSecrets(n.secrets.Primary(), n.secrets.Accepted()); err != nil {
 			return fmt.Errorf("gossip: %w", err)
 		}
-		if err := n.openKeyTransfer(); err != nil {
-			return fmt.Errorf("gossip: %w", err)
-		}
 	}
-	if err := n.openTicketSeeds(secret); err != nil {
+	if err := n.openKeyShare(secret); err != nil {
 		return fmt.Errorf("gossip: %w", err)
 	}
 
@@ -194,10 +191,10 @@ func (n *Node) openCluster() error {
 	if err != nil {
 		return fmt.Errorf("raft on %s: %w", raftBind, err)
 	}
-	n.store.SetLegacyHandshake(n.raftV1Allowed)
+	n.store.SetLegacyHandshake(raftV1Allowed(n))
 	// Restoring the state may have changed the secrets: in step before
 	// anything is served.
-	n.applySecrets()
+	n.keeper.Apply()
 	if n.members != nil {
 		n.store.SetCommandGate(n.commandGate)
 		if err := n.members.UpdateMeta(func(m *cluster.Meta) {
@@ -265,37 +262,6 @@ func (n *Node) advertisedAdmin() string {
 	return net.JoinHostPort(host, strconv.Itoa(addr.Port))
 }
 
-// clusterSecret reads --cluster-secret-file, or, for a node without one,
-// a secret of its own kept in its data dir (it wraps key material in the
-// Raft log; with the secret beside the log that is no protection at rest,
-// which the start-up warning says).
-func (n *Node) clusterSecret() ([]byte, error) {
-	if n.cfg.ClusterSecretFile != "" {
-		s, err := readSecretFile(n.cfg.ClusterSecretFile)
-		if err != nil {
-			return nil, fmt.Errorf("cluster secret: %w", err)
-		}
-		if len(s) < 16 {
-			return nil, fmt.Errorf("cluster secret in %s is %d bytes: use at least 16 (e.g. `openssl rand -hex 32`)", n.cfg.ClusterSecretFile, len(s))
-		}
-		return s, nil
-	}
-	n.log.Warn("no --cluster-secret-file: this node runs alone (no other node can join it) and its keys are stored unprotected (mode 0600) in the data dir")
-	path := filepath.Join(n.cfg.DataDir, "local-secret")
-	if s, err := readSecretFile(path); err == nil {
-		return s, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("local secret: %w", err)
-	}
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	s := []byte(hex.EncodeToString(b))
-	if err := os.WriteFile(path, s, 0o600); err != nil {
-		return nil, fmt.Errorf("local secret: %w", err)
-	}
-	return s, nil
-}
-
 // fillStateMeta puts the store's state into gossip metadata.
 func (n *Node) fillStateMeta(m *cluster.Meta) {
 	m.ClusterID = n.store.ClusterID()
@@ -309,7 +275,7 @@ func (n *Node) fillStateMeta(m *cluster.Meta) {
 	m.Stopped, _ = n.store.Stopped()
 	m.Fanout = n.fanoutDigest()
 	m.Secrets = strings.Join(n.secrets.AcceptedIDs(), ",")
-	m.RaftAuth = raftHandshakeVersion
+	m.RaftAuth = secrets.RaftHandshakeVersion
 }
 
 // form brings the node into a cluster: a node with Raft state simply runs

@@ -20,12 +20,9 @@
 // readiness.go says what it waits for.
 // lock.go: the data dir's flock. idconflict.go: a live claim on this node's id stops the node that
 // holds no state.
-// ticketseed.go: the leader makes a random TLS session ticket seed per
-// UTC day of the cluster time, held in memory only; members ask it for
-// them over gossip (HMAC-authenticated requests, answers sealed under a
-// one-time X25519 agreement and a key from the cluster secret), a new
-// leader first takes the seeds the members hold, and the listeners'
-// ticket keys (tlsticket.go) come from the keyring keys and the day's seed.
+//
+// Keys and TLS session ticket seeds move between nodes in package
+// node/keyshare, which keyshare.go opens with gossip.
 //
 // acme.go: the leader obtains and renews the certificates of listeners'
 // Acme blocks with mholt/acmez, keeping the account, certificates and

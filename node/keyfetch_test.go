@@ -3,14 +3,16 @@ package node
 import (
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/node/keyshare"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
@@ -51,85 +53,28 @@ func TestFollowerAsksTheLeaderForAKeyItDoesNotHold(t *testing.T) {
 	}{
 		{desc: "a key only the leader holds: fetched, the session stays", cookie: cookie, wantStatus: 200, wantBackend: backend},
 		{desc: "again: the fetched key opens it without asking", cookie: cookie, wantStatus: 200, wantBackend: backend},
-		{desc: "a key nobody holds: the failure policy (503), counted", cookie: "aff=" + sealWithNewKey(t), wantStatus: 503, wantReason: reasonUnknownToLeader},
+		{desc: "a key nobody holds: the failure policy (503), counted", cookie: "aff=" + sealWithNewKey(t), wantStatus: 503, wantReason: keyshare.ReasonUnknownToLeader},
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
 			start := time.Now()
 			st, b, again := proxyGet(t, f, c.cookie)
-			if took := time.Since(start); took > unknownKeyWait+time.Second {
+			if took := time.Since(start); took > keyshare.UnknownKeyWait+time.Second {
 				t.Errorf("took %s", took)
 			}
 			if st != c.wantStatus || (c.wantBackend != "" && (b != c.wantBackend || again != "")) {
 				t.Fatalf("follower answered %d from %q (new cookie %q), want %d from %q", st, b, again, c.wantStatus, c.wantBackend)
 			}
 			if c.wantReason != "" {
-				if v := counterValue(t, f.dataKeys.failures, c.wantReason); v < 1 {
+				if v := counterOf(t, f.dataKeys.Failures.WithLabelValues(c.wantReason)); v < 1 {
 					t.Fatalf("tether_keyring_unknown_key_failures_total{reason=%q} = %v, want 1", c.wantReason, v)
 				}
 			}
 		})
 	}
-	if v := counterValue(t, f.dataKeys.resolved, "leader"); v != 1 {
+	if v := counterOf(t, f.dataKeys.Resolved.WithLabelValues("leader")); v != 1 {
 		t.Fatalf("keys fetched from the leader = %v, want 1", v)
 	}
-
-	// What the leader answers, to this release (every key the asker
-	// lacks, every key id it holds) and to an earlier one (the named key).
-	revoked, err := keyring.GenerateKey(time.Now(), 0, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := leader.ring.Install(revoked); err != nil {
-		t.Fatal(err)
-	}
-	if err := leader.ring.Revoke(revoked.ID); err != nil {
-		t.Fatal(err)
-	}
-	var have, all []string
-	for _, md := range f.ring.List(time.Now()) {
-		have = append(have, md.ID)
-	}
-	for _, md := range leader.ring.List(time.Now()) {
-		if md.ID != revoked.ID {
-			all = append(all, md.ID)
-		}
-	}
-	unwrap := func(b []byte) []string {
-		t.Helper()
-		keys, err := keyring.UnwrapKeys(leader.secrets.KEK(keyring.InfoTransfer), b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ids []string
-		for _, k := range keys {
-			ids = append(ids, k.ID)
-		}
-		return ids
-	}
-	t.Run("to this release: every key the asker lacks and every key id held", func(t *testing.T) {
-		rep := leader.keys.answer(keyRequest{From: f.ID(), ID: "0000000000000000", Nonce: "x", V: keyTransferVersion, Have: have})
-		slices.Sort(rep.Held)
-		slices.Sort(all)
-		if rep.V != keyTransferVersion || rep.Behind || !slices.Equal(rep.Held, all) || !slices.Equal(rep.Revoked, []string{revoked.ID}) {
-			t.Fatalf("answer v%d, behind %t, held %v, revoked %v; want v%d, held %v, revoked [%s]", rep.V, rep.Behind, rep.Held, rep.Revoked, keyTransferVersion, all, revoked.ID)
-		}
-		if got := unwrap(rep.Lacking); !slices.Equal(got, []string{k.ID}) {
-			t.Fatalf("sent keys %v, want [%s] (the one the follower lacks)", got, k.ID)
-		}
-	})
-	t.Run("to an earlier release: the named key only", func(t *testing.T) {
-		rep := leader.keys.answer(keyRequest{From: f.ID(), ID: k.ID, Nonce: "x"})
-		if rep.V != 0 || rep.State != "ok" || len(rep.Lacking) != 0 || len(rep.Held) != 0 {
-			t.Fatalf("answer %+v, want state ok and no version-2 fields", rep)
-		}
-		if got := unwrap(rep.Keys); !slices.Equal(got, []string{k.ID}) {
-			t.Fatalf("sent keys %v, want [%s]", got, k.ID)
-		}
-		if rep := leader.keys.answer(keyRequest{From: f.ID(), ID: revoked.ID, Nonce: "x"}); rep.State != "revoked" || len(rep.Keys) != 0 {
-			t.Fatalf("answer about a revoked key: state %s with %d key bytes, want revoked and none", rep.State, len(rep.Keys))
-		}
-	})
 }
 
 // sealWithNewKey seals a Cookie-policy value of cluster app under a key no
@@ -229,18 +174,18 @@ func TestAFloodOfUnknownKeyIDsIsBoundedAndStarvesNoRealFetch(t *testing.T) {
 		t.Errorf("%d of %d values under unknown key ids were not answered 503 (the failure policy)", n, total)
 	}
 	var counted float64
-	for _, reason := range []string{reasonUnknownToLeader, reasonRevoked, reasonTimeout, reasonNoLeader, reasonWaitLimit} {
-		counted += counterValue(t, f.dataKeys.failures, reason)
+	for _, reason := range []string{keyshare.ReasonUnknownToLeader, keyshare.ReasonRevoked, keyshare.ReasonTimeout, keyshare.ReasonNoLeader, keyshare.ReasonWaitLimit} {
+		counted += counterOf(t, f.dataKeys.Failures.WithLabelValues(reason))
 	}
 	if counted != total {
 		t.Errorf("failures counted by reason: %v, want %d", counted, total)
 	}
-	if v := counterValue(t, f.dataKeys.failures, reasonWaitLimit); v != 0 {
+	if v := counterOf(t, f.dataKeys.Failures.WithLabelValues(keyshare.ReasonWaitLimit)); v != 0 {
 		t.Errorf("%v values failed without their wait (wait_limit): the flood crowds out real ones", v)
 	}
 	// A node asks the leader at most ten times a second, one request at a
 	// time, whatever the number of key ids.
-	sent := counterTotal(t, f.keys.sent)
+	sent := counterOf(t, f.keys.Sent)
 	if budget := 5 + took.Seconds()*10; sent > budget {
 		t.Errorf("the follower sent the leader %v key requests in %s, want at most %v", sent, took.Round(time.Millisecond), budget)
 	}
@@ -254,4 +199,22 @@ func TestAFloodOfUnknownKeyIDsIsBoundedAndStarvesNoRealFetch(t *testing.T) {
 		t.Errorf("the follower logged %d lines about unknown key ids in %s, want at most %d (one a minute, with a count)", lines, took.Round(time.Millisecond), budget)
 	}
 	t.Logf("%d values in %s: %v key requests to the leader, %d log lines", total, took.Round(time.Millisecond), sent, lines)
+}
+
+// counterOf is the sum of c's series.
+func counterOf(t *testing.T, c prometheus.Collector) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
 }

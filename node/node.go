@@ -23,6 +23,8 @@ import (
 	"github.com/tether-proxy/tether/node/apiclient"
 	"github.com/tether-proxy/tether/node/confirm"
 	"github.com/tether-proxy/tether/node/gate"
+	"github.com/tether-proxy/tether/node/keyshare"
+	"github.com/tether-proxy/tether/node/secrets"
 	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/frontdoor"
@@ -115,12 +117,10 @@ type Node struct {
 	ring     *keyring.Ring
 	store    *store.Store
 	members  *cluster.Membership // nil on a node without a cluster secret
-	// secrets are the cluster secrets the node holds (secrets.go);
-	// fileSecretID is the id of --cluster-secret-file's; secretsWake
-	// wakes followSecrets after a change.
-	secrets      *keyring.Secrets
-	fileSecretID string
-	secretsWake  chan struct{}
+	// secrets are the cluster secrets the node holds; keeper keeps them
+	// in the data dir and gossip (package node/secrets).
+	secrets *keyring.Secrets
+	keeper  *secrets.Keeper
 	// gossipAddr is members.Addr() read once at start (memberlist changes
 	// its local node under its own lock).
 	gossipAddr string
@@ -157,10 +157,10 @@ type Node struct {
 	// may come before).
 	healthReady atomic.Pointer[sharedHealth]
 	// keys sends keys to members that lack them and asks the leader for
-	// ours (keyfetch.go); nil without gossip.
-	keys *keyTransfer
+	// ours (keyshare.go); nil without gossip.
+	keys *keyshare.Transfer
 	// dataKeys is the data path's keyring.
-	dataKeys *dataKeys
+	dataKeys *keyshare.DataKeys
 	// manualLeader (tests): no leader loop; the test calls leaderRound.
 	manualLeader bool
 	// commands (tests): the Raft command set this node applies, to act as
@@ -178,14 +178,9 @@ type Node struct {
 	ticketShift atomic.Int64
 	// seeds are the TLS session ticket seeds this node holds, in memory
 	// only; seeder makes them (leading) or takes them from the leader
-	// (ticketseed.go).
+	// (keyshare.go).
 	seeds  *keyring.TicketSeeds
-	seeder *ticketSeeder
-	// ticketsMixed: an alive member seals tickets from the keyring alone
-	// (a release before seeds); keyringTicketsUntil (Unix ns): until when
-	// this node still opens such tickets.
-	ticketsMixed        atomic.Bool
-	keyringTicketsUntil atomic.Int64
+	seeder *keyshare.Seeder
 	// legacyTickets (tests): act as a release before ticket seeds.
 	legacyTickets bool
 	// seedRecord (tests) sees every seed request and answer this node
@@ -367,15 +362,15 @@ func (n *Node) Start() (err error) {
 
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n), newClockCollector(n), newSecretCollector(n))
-	n.registry.MustRegister(n.seeder.requests, n.seeder.made, newTicketSeedCollector(n))
-	var fetch func(context.Context, []string, string) (*leaderKeys, error)
+	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n), newClockCollector(n), secretCollector(n))
+	n.registry.MustRegister(n.seeder.Collectors()...)
+	var fetch keyshare.Fetch
 	if n.keys != nil {
-		fetch = n.keys.fetch
-		n.registry.MustRegister(n.keys.sent)
+		fetch = n.keys.Fetch
+		n.registry.MustRegister(n.keys.Sent)
 	}
-	n.dataKeys = newDataKeys(n.ring, n.store, fetch, n.log)
-	n.registry.MustRegister(n.dataKeys.failures, n.dataKeys.resolved)
+	n.dataKeys = keyshare.NewDataKeys(n.ring, n.store, fetch, n.log)
+	n.registry.MustRegister(n.dataKeys.Failures, n.dataKeys.Resolved)
 	n.acme, n.acmeView = newAcmeManager(n), &acmeView{st: n.store, log: n.log}
 	n.registry.MustRegister(n.acme.orders, newAcmeCollector(n.acmeView))
 
@@ -413,11 +408,7 @@ func (n *Node) Start() (err error) {
 	}
 	// Session tickets under the keyring and the day's seed resume on
 	// every node.
-	if n.legacyTickets {
-		n.server.UseTicketKeys(keyringTicketSource{n})
-	} else {
-		n.server.UseTicketKeys(ticketKeySource{n})
-	}
+	n.server.UseTicketKeys(n.seeder.TicketSource())
 	n.server.UseAcme(n.acmeView)
 	// A node started to join with no state waits to be in the cluster.
 	gated := n.cfg.clustered() && !n.cfg.ServeBeforeJoin && !n.store.HadState()
@@ -428,7 +419,7 @@ func (n *Node) Start() (err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	n.bg.Add(8)
-	go n.followSecrets(ctx)
+	go func() { defer n.bg.Done(); n.keeper.Follow(ctx) }()
 	go func() { defer n.bg.Done(); n.gate.Serve(ctx, n.server, n.joinWait, n.log, n.fail) }()
 	go n.watchIDClaims(ctx)
 	go n.acmeLoop(ctx)
@@ -438,16 +429,10 @@ func (n *Node) Start() (err error) {
 	go func() { defer n.bg.Done(); n.api.Watch(ctx.Done()) }()
 	if n.keys != nil {
 		n.bg.Add(1)
-		go n.keys.serve(ctx.Done())
+		go func() { defer n.bg.Done(); n.keys.Serve(ctx.Done()) }()
 	}
-	if !n.legacyTickets {
-		n.bg.Add(1)
-		go n.seeder.loop(ctx)
-		if n.seeder.crypto != nil {
-			n.bg.Add(1)
-			go n.seeder.serve(ctx.Done())
-		}
-	}
+	n.bg.Add(1)
+	go func() { defer n.bg.Done(); n.seeder.Run(ctx) }()
 	if !n.cfg.clustered() && !n.manualLeader {
 		// A node of its own elects itself at once; serving before it has
 		// a key would hand out sessions without affinity values.
@@ -644,14 +629,4 @@ func (n *Node) closeAll(ctx context.Context) error {
 }
 
 // readSecretFile reads a secret, trimming surrounding white space.
-func readSecretFile(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return nil, fmt.Errorf("%s is empty", path)
-	}
-	return []byte(s), nil
-}
+func readSecretFile(path string) ([]byte, error) { return secrets.ReadFile(path) }

@@ -2,15 +2,10 @@ package node
 
 import (
 	"bytes"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/ecdh"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/node/keyshare"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
@@ -219,27 +215,22 @@ func transferTo(t *testing.T, from, to *Node) {
 // gossipRecorder keeps the seed messages nodes send, as they go on gossip.
 type gossipRecorder struct {
 	mu   sync.Mutex
-	msgs []recordedMsg
-}
-
-type recordedMsg struct {
-	tag byte
-	msg []byte
+	msgs []keyshare.Recorded
 }
 
 func (r *gossipRecorder) hook() *func(byte, []byte) {
 	f := func(tag byte, msg []byte) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		r.msgs = append(r.msgs, recordedMsg{tag, bytes.Clone(msg)})
+		r.msgs = append(r.msgs, keyshare.Recorded{Tag: tag, Msg: bytes.Clone(msg)})
 	}
 	return &f
 }
 
-func (r *gossipRecorder) all() []recordedMsg {
+func (r *gossipRecorder) all() []keyshare.Recorded {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]recordedMsg(nil), r.msgs...)
+	return append([]keyshare.Recorded(nil), r.msgs...)
 }
 
 // The day's seed is the leader's: a new leader takes the one the members
@@ -263,7 +254,7 @@ func TestClusterTLSTicketSeedsFollowTheLeaderAndReachARestartedNode(t *testing.T
 			b = n
 		}
 	}
-	today := keyring.TicketDay(l.ticketTime(time.Now()).Add(-keyring.TicketKeyGrace))
+	today := keyring.TicketDay(l.seeder.Time(time.Now()).Add(-keyring.TicketKeyGrace))
 	original, _ := sealingSeed(l, today)
 	before := &heldSession{}
 	tlsResumed(t, l, pool, tls.VersionTLS12, before)
@@ -297,8 +288,8 @@ func TestClusterTLSTicketSeedsFollowTheLeaderAndReachARestartedNode(t *testing.T
 
 	// Two seeds of one day (leaders raced it): l holds one a never had.
 	testutil.Eventually(t, 10*time.Second, l.ID()+" took the new leader's seeds", func() bool {
-		s := l.seeder.took.Load()
-		return s != nil && s.leader == a.ID() && s.complete
+		lead, complete := l.seeder.Took()
+		return lead == a.ID() && complete
 	})
 	l.seeds.Adopt([]keyring.DaySeeds{{Day: today, Seeds: []keyring.TicketSeed{keyring.NewTicketSeed()}}})
 	other, _ := sealingSeed(l, today)
@@ -320,8 +311,8 @@ func TestClusterTLSTicketSeedsFollowTheLeaderAndReachARestartedNode(t *testing.T
 	l.seedRecord.Store(rec.hook())
 	b = tc.startWith(tc.cfgs[b.ID()], func(n *Node) { n.seedRecord.Store(rec.hook()) })
 	testutil.Eventually(t, 10*time.Second, "the restarted node took the leader's seeds", func() bool {
-		s := b.seeder.took.Load()
-		return s != nil && s.leader == l.ID() && s.complete
+		lead, complete := b.seeder.Took()
+		return lead == l.ID() && complete
 	})
 	waitTicketSeeds(t, tc.live())
 	if !resumes(b, before) {
@@ -336,143 +327,18 @@ func TestClusterTLSTicketSeedsFollowTheLeaderAndReachARestartedNode(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	opened := recordedSeedExchanges(t, secret, rec.all(), b.ID(), l.ID())
+	opened, err := keyshare.Eavesdrop(secret, rec.all(), b.ID(), l.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
 	if opened == 0 {
 		t.Fatal("no request of the restarted node and answer of the leader were recorded")
 	}
 	seeds := heldSeeds(l, a, b)
 	for _, m := range rec.all() {
-		if containsSeed(m.msg, seeds) {
-			t.Fatalf("a seed message on gossip (tag %q) carries a seed in the clear", m.tag)
+		if containsSeed(m.Msg, seeds) {
+			t.Fatalf("a seed message on gossip (tag %q) carries a seed in the clear", m.Tag)
 		}
-	}
-}
-
-// recordedSeedExchanges plays whoever recorded the gossip between asker
-// and answerer and holds the cluster secret: it reads every request asker
-// sent and tries to open the answers to them. It fails the test when one
-// opens, and returns how many exchanges it tried.
-func recordedSeedExchanges(t *testing.T, secret []byte, msgs []recordedMsg, asker, answerer string) int {
-	t.Helper()
-	thief, err := newSeedCrypto(secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	requests := map[string][]byte{}
-	for _, m := range msgs {
-		if m.tag != seedRequestTag {
-			continue
-		}
-		req, _, err := thief.openRequest(m.msg)
-		if err != nil {
-			t.Fatalf("a recorded request does not read with the secret: %v", err)
-		}
-		if req.From == asker && req.To == answerer {
-			requests[hex.EncodeToString(req.Nonce)] = m.msg
-		}
-	}
-	tried := 0
-	for _, m := range msgs {
-		var ans seedAnswerMsg
-		if m.tag != seedAnswerTag || json.Unmarshal(m.msg, &ans) != nil {
-			continue
-		}
-		reqMsg, ok := requests[hex.EncodeToString(ans.Nonce)]
-		if !ok {
-			continue
-		}
-		tried++
-		req, _, _ := thief.openRequest(reqMsg)
-		key := thief.fixed[0]
-		// A key pair of the thief's own in place of the asker's, dropped
-		// after the exchange.
-		mine, _ := ecdh.X25519().GenerateKey(rand.Reader)
-		if _, err := thief.openAnswer(&seedAsk{req: req, msg: reqMsg, priv: mine}, ans); err == nil {
-			t.Fatal("a recorded seed answer opened with the cluster secret and a key pair of the thief's")
-		}
-		// The secret-derived key alone, as key, as the shared secret, or
-		// as the key-encryption key of the keyring's own wrapping.
-		for _, shared := range [][]byte{nil, key.kek, make([]byte, 32)} {
-			if aead, err := key.answerAEAD(shared, reqMsg, ans.Pub); err == nil {
-				if _, err := aead.Open(nil, make([]byte, aead.NonceSize()), ans.Box, seedAnswerAD(ans.Nonce, ans.Pub)); err == nil {
-					t.Fatal("a recorded seed answer opened under a key derived from the cluster secret alone")
-				}
-			}
-		}
-		block, _ := aes.NewCipher(key.kek)
-		gcm, _ := cipher.NewGCM(block)
-		if _, err := gcm.Open(nil, make([]byte, gcm.NonceSize()), ans.Box, seedAnswerAD(ans.Nonce, ans.Pub)); err == nil {
-			t.Fatal("a recorded seed answer opened under the secret-derived key")
-		}
-		if _, err := keyring.UnwrapKeys(key.kek, ans.Box); err == nil {
-			t.Fatal("a recorded seed answer unwrapped as keys under the secret-derived key")
-		}
-	}
-	return tried
-}
-
-// The exchange is authenticated as a whole: a request under another
-// secret or altered is refused, and an answer opens only for the request
-// it answers, from the node asked, to the node that asked.
-func TestTicketSeedExchangeIsBoundToTheClusterAndToItsRequest(t *testing.T) {
-	c, err := newSeedCrypto([]byte("the-test-cluster-secret-0123456789"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	foreign, _ := newSeedCrypto([]byte("another-cluster-secret-0123456789"))
-	seed := keyring.NewTicketSeed()
-	ans := seedAnswer{From: "n2", To: "n1", Cluster: "cid-1", Leader: true, Term: 3, Complete: true, Days: []keyring.DaySeeds{{Day: 7, Seeds: []keyring.TicketSeed{seed}}}}
-
-	ask, err := c.newRequest("n1", "n2", "cid-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, key, err := c.openRequest(ask.msg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := key.sealAnswer(ask.msg, req, ans)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m seedAnswerMsg
-	json.Unmarshal(out, &m)
-	got, err := c.openAnswer(ask, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if days := got.Days; len(days) != 1 || days[0].Day != 7 || len(days[0].Seeds) != 1 || days[0].Seeds[0] != seed {
-		t.Fatal("the asker did not read the seed it was sent")
-	}
-
-	if _, _, err := foreign.openRequest(ask.msg); !errors.Is(err, errSeedAuth) {
-		t.Errorf("a request under another cluster secret: %v, want %v", err, errSeedAuth)
-	}
-	var rm seedRequestMsg
-	json.Unmarshal(ask.msg, &rm)
-	rm.Body = bytes.Replace(rm.Body, []byte(`"t":"n2"`), []byte(`"t":"n3"`), 1)
-	altered, _ := json.Marshal(rm)
-	if _, _, err := c.openRequest(altered); !errors.Is(err, errSeedAuth) {
-		t.Errorf("a request altered on the way: %v, want %v", err, errSeedAuth)
-	}
-
-	again, _ := c.newRequest("n1", "n2", "cid-1")
-	if _, err := c.openAnswer(again, m); !errors.Is(err, errSeedAnswer) {
-		t.Errorf("an answer to another request of the same node: %v, want %v", err, errSeedAnswer)
-	}
-	if _, err := foreign.openAnswer(ask, m); !errors.Is(err, errSeedAnswer) {
-		t.Errorf("an answer opened under another cluster secret: %v, want %v", err, errSeedAnswer)
-	}
-	for _, wrong := range []seedAnswer{{From: "n3", To: "n1"}, {From: "n2", To: "n9"}, {From: "n2", To: "n1", Cluster: "cid-2"}} {
-		out, _ := key.sealAnswer(ask.msg, req, wrong)
-		var wm seedAnswerMsg
-		json.Unmarshal(out, &wm)
-		if _, err := c.openAnswer(ask, wm); !errors.Is(err, errSeedAnswer) {
-			t.Errorf("an answer from %s of cluster %q to %s opened for n1's request (cluster cid-1) to n2: %v", wrong.From, wrong.Cluster, wrong.To, err)
-		}
-	}
-	if containsSeed(out, []keyring.TicketSeed{seed}) || containsSeed(ask.msg, []keyring.TicketSeed{seed}) {
-		t.Error("the exchange carries the seed in the clear")
 	}
 }
 
@@ -500,7 +366,7 @@ func decryptsFromKeyring(t *testing.T, n *Node, held *heldSession) bool {
 		t.Fatal(err)
 	}
 	c := &tls.Config{}
-	c.SetSessionTicketKeys(n.ring.TicketKeys(n.ticketTime(time.Now())))
+	c.SetSessionTicketKeys(n.ring.TicketKeys(n.seeder.Time(time.Now())))
 	ss, _ := c.DecryptTicket(ticket, tls.ConnectionState{})
 	return ss != nil
 }
@@ -522,7 +388,7 @@ func TestClusterTLSTicketsResumeOnEveryNodeThroughAnUpgrade(t *testing.T) {
 	nodes := tc.live()
 	n1, n2 := nodes[0], nodes[1]
 	testutil.Eventually(t, 10*time.Second, "n1 and n2 seal from the keyring alone while n3 runs the earlier release", func() bool {
-		return n1.ticketScheme(time.Now()) == keyring.TicketsFromKeyring && n2.ticketScheme(time.Now()) == keyring.TicketsFromKeyring
+		return n1.seeder.Scheme(time.Now()) == keyring.TicketsFromKeyring && n2.seeder.Scheme(time.Now()) == keyring.TicketsFromKeyring
 	})
 	crossResumeAll(t, nodes, pool)
 	// With the earlier release leading, no node makes seeds: still the same.
@@ -546,7 +412,7 @@ func TestClusterTLSTicketsResumeOnEveryNodeThroughAnUpgrade(t *testing.T) {
 	nodes = tc.live()
 	testutil.Eventually(t, 15*time.Second, "every node seals under the day's seed once n3 is upgraded", func() bool {
 		for _, n := range nodes {
-			if n.ticketScheme(time.Now()) == keyring.TicketsFromKeyring {
+			if n.seeder.Scheme(time.Now()) == keyring.TicketsFromKeyring {
 				return false
 			}
 		}
@@ -608,70 +474,6 @@ func TestClusterTLSTicketsAfterAWholeClusterRestart(t *testing.T) {
 	crossResumeAll(t, nodes, pool)
 }
 
-func FuzzSeedMessages(f *testing.F) {
-	c, err := newSeedCrypto([]byte("the-test-cluster-secret-0123456789"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	ask, _ := c.newRequest("n1", "n2", "cid-1")
-	f.Add(ask.msg)
-	plain, _ := encodeSeedAnswer(seedAnswer{From: "n2", To: "n1", Days: []keyring.DaySeeds{{Day: 7, Seeds: []keyring.TicketSeed{keyring.NewTicketSeed()}}}})
-	f.Add(plain)
-	f.Add([]byte{0, 0, 0, 2, '{', '}', 1, 0, 0, 0, 0, 0, 0, 0, 7, 9})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if req, _, err := c.openRequest(b); err == nil && (req.From == "" || len(req.Pub) != 32) {
-			t.Fatalf("openRequest accepted %q", b)
-		}
-		if a, err := decodeSeedAnswer(b); err == nil {
-			again, err := encodeSeedAnswer(a)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if b2, err := decodeSeedAnswer(again); err != nil || len(b2.Days) != len(a.Days) {
-				t.Fatalf("an answer decoded, encoded again, does not decode the same: %v", err)
-			}
-		}
-	})
-}
-
-// While the cluster secret is being replaced nodes hold both: a request
-// signed with either is answered, under the secret that verified it, and
-// the asker opens the answer.
-func TestTicketSeedExchangeAcceptsEitherSecretDuringAChange(t *testing.T) {
-	oldSecret, newSecret := []byte("the-old-cluster-secret-0123456789"), []byte("the-new-cluster-secret-0123456789")
-	onlyOld, _ := newSeedCrypto(oldSecret)
-	both, _ := newSeedCrypto(newSecret, oldSecret)
-	onlyNew, _ := newSeedCrypto(newSecret)
-	seed := keyring.NewTicketSeed()
-	for _, c := range []struct {
-		desc            string
-		asker, answerer *seedCrypto
-		ok              bool
-	}{
-		{"a node on the old secret asks one holding both", onlyOld, both, true},
-		{"a node holding both asks one on the old secret", both, onlyOld, false},
-		{"a node on the new secret asks one holding both", onlyNew, both, true},
-		{"a node on the old secret asks one on the new only", onlyOld, onlyNew, false},
-	} {
-		ask, _ := c.asker.newRequest("n1", "n2", "")
-		req, key, err := c.answerer.openRequest(ask.msg)
-		if (err == nil) != c.ok {
-			t.Errorf("%s: request: %v, want accepted %t", c.desc, err, c.ok)
-			continue
-		}
-		if err != nil {
-			continue
-		}
-		out, _ := key.sealAnswer(ask.msg, req, seedAnswer{From: "n2", To: "n1", Days: []keyring.DaySeeds{{Day: 1, Seeds: []keyring.TicketSeed{seed}}}})
-		var m seedAnswerMsg
-		json.Unmarshal(out, &m)
-		got, err := c.asker.openAnswer(ask, m)
-		if err != nil || len(got.Days) != 1 || got.Days[0].Seeds[0] != seed {
-			t.Errorf("%s: the asker did not open the answer: %v", c.desc, err)
-		}
-	}
-}
-
 // The seed exchange follows the cluster secret as it rotates: through
 // install, use and remove tickets keep resuming on every node, a node
 // restarted afterwards gets the seeds under the new secret, and a request
@@ -699,13 +501,14 @@ func TestClusterTicketSeedsFollowTheClusterSecretRotation(t *testing.T) {
 	}
 	crossResumeAll(t, nodes, pool)
 
-	thief, _ := newSeedCrypto(oldSecret)
 	leader := tc.waitLeader()
-	ask, _ := thief.newRequest("n9", leader.ID(), leader.store.ClusterID())
+	ask, err := keyshare.NewSeedRequest(oldSecret, "n9", leader.ID(), leader.store.ClusterID())
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range tc.live() {
 		testutil.Eventually(t, 10*time.Second, n.ID()+" refusing a seed request signed with the removed secret", func() bool {
-			_, _, err := n.seeder.crypto.openRequest(ask.msg)
-			return errors.Is(err, errSeedAuth)
+			return errors.Is(n.seeder.CheckRequest(ask), keyshare.ErrSeedAuth)
 		})
 	}
 

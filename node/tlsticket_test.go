@@ -198,7 +198,7 @@ func waitTicketSeeds(t *testing.T, nodes []*Node) {
 	testutil.Eventually(t, 10*time.Second, "every node seals tickets under the same seed of the day", func() bool {
 		var want keyring.TicketSeed
 		for i, n := range nodes {
-			day := keyring.TicketDay(n.ticketTime(time.Now()).Add(-keyring.TicketKeyGrace))
+			day := keyring.TicketDay(n.seeder.Time(time.Now()).Add(-keyring.TicketKeyGrace))
 			seed, ok := sealingSeed(n, day)
 			if !ok || (i > 0 && seed != want) {
 				return false
@@ -314,7 +314,7 @@ func TestClusterTLSTicketsGoByTheClusterTimeNotANodesClock(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "n1 reads its clock 50 hours off the cluster time", func() bool {
 		return time.Duration(n1.clockOffset.Load()) > 49*time.Hour
 	})
-	if d := n1.ticketTime(time.Now()).Sub(n2.ticketTime(time.Now())); d > 5*time.Second || d < -5*time.Second {
+	if d := n1.seeder.Time(time.Now()).Sub(n2.seeder.Time(time.Now())); d > 5*time.Second || d < -5*time.Second {
 		t.Fatalf("n1's ticket time is %s off n2's, want the same cluster time", d)
 	}
 	waitTicketSeeds(t, nodes)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tether-proxy/tether/internal/gcfloor"
 	"github.com/tether-proxy/tether/internal/logging"
 	"github.com/tether-proxy/tether/node"
 	"github.com/tether-proxy/tether/proxy"
@@ -95,7 +96,7 @@ func runAgent(cfg node.Config) error {
 	}
 	gcCtx, stopGC := context.WithCancel(context.Background())
 	defer stopGC()
-	node.TuneGC(gcCtx)
+	gcfloor.Tune(gcCtx)
 	// Listen before starting, so a signal during start-up is not fatal; a
 	// SIGHUP then reloads once the node is up.
 	sigs := make(chan os.Signal, 4)

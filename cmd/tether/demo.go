@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tether-proxy/tether/internal/gcfloor"
 	"github.com/tether-proxy/tether/internal/logging"
-	"github.com/tether-proxy/tether/node"
 	"github.com/tether-proxy/tether/node/demo"
 )
 
@@ -31,7 +31,7 @@ func demoCmd() *cobra.Command {
 			logger, _ := logging.New(os.Stderr, logging.FormatText, level)
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
-			node.TuneGC(ctx)
+			gcfloor.Tune(ctx)
 			d, err := demo.Start(demo.Options{Nodes: nodes, Backends: backends, Logger: logger})
 			if err != nil {
 				return err

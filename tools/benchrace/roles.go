@@ -23,7 +23,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tether-proxy/tether/node"
+	"github.com/tether-proxy/tether/internal/gcfloor"
 	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/accesslog"
 	"github.com/tether-proxy/tether/proxy/config"
@@ -169,7 +169,7 @@ func runFloor(args []string) error {
 
 // runProfile serves a tether config with the data path as `tether agent`
 // builds it (proxy.New with a Prometheus registry and its batched JSON
-// access log to a file, frontdoor.New, node.TuneGC), without the cluster, and writes a CPU profile
+// access log to a file, frontdoor.New, gcfloor.Tune), without the cluster, and writes a CPU profile
 // from SIGUSR1 to SIGUSR2 (and its allocations to <o>.allocs), or a
 // runtime trace when o ends in .trace: the harness profiles the request
 // path under wrk with it.
@@ -181,7 +181,7 @@ func runProfile(args []string) error {
 	fs.Parse(args)
 	gcCtx, stopGC := context.WithCancel(context.Background())
 	defer stopGC()
-	node.TuneGC(gcCtx) // as tether agent
+	gcfloor.Tune(gcCtx) // as tether agent
 	cfg, _, err := config.LoadWith(*cfgPath, config.LoadOptions{})
 	if err != nil {
 		return err

@@ -1,10 +1,8 @@
-package node
+package keyshare
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -15,17 +13,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/keyring"
 	"github.com/tether-proxy/tether/store"
 )
 
 // The data path's wait for a key it does not hold (docs/OPERATIONS.md, "Rotate keys").
 const (
-	// unknownKeyWait bounds how long a request waits for a key this node
+	// UnknownKeyWait bounds how long a request waits for a key this node
 	// does not hold: its log catching up, or the leader's answer (Nomad
 	// waits about as long).
-	unknownKeyWait = time.Second
+	UnknownKeyWait = time.Second
 	// keyFetchInterval spaces this node's requests to the leader: one at a
 	// time, at most one per interval. Each asks for every key this node
 	// lacks, so one request answers every key id waiting, whatever their
@@ -58,11 +55,11 @@ const (
 // Reasons a value under a key id this node does not hold is treated as
 // invalid (tether_keyring_unknown_key_failures_total{reason}).
 const (
-	reasonUnknownToLeader = "unknown_to_leader" // the leader holds no such key (said so now or within unknownKeyMemory): forged, another cluster's, or pruned
-	reasonRevoked         = "revoked"           // the leader revoked it; this node has not applied that yet
-	reasonTimeout         = "timeout"           // neither the log nor the leader brought it within unknownKeyWait
-	reasonNoLeader        = "no_leader"         // no leader to ask, and the log did not bring it
-	reasonWaitLimit       = "wait_limit"        // maxKeyWaits requests were waiting already
+	ReasonUnknownToLeader = "unknown_to_leader" // the leader holds no such key (said so now or within unknownKeyMemory): forged, another cluster's, or pruned
+	ReasonRevoked         = "revoked"           // the leader revoked it; this node has not applied that yet
+	ReasonTimeout         = "timeout"           // neither the log nor the leader brought it within UnknownKeyWait
+	ReasonNoLeader        = "no_leader"         // no leader to ask, and the log did not bring it
+	ReasonWaitLimit       = "wait_limit"        // maxKeyWaits requests were waiting already
 )
 
 // Errors of a key fetch.
@@ -71,27 +68,29 @@ var (
 	errLeaderIsSelf = errors.New("this node is the leader: it holds every key it applied")
 )
 
-// dataKeys is the keyring the data path sees: the replicated ring; for a
+// DataKeys is the keyring the data path sees: the replicated ring; for a
 // well-formed value under a key id it does not hold, a bounded wait
-// (unknownKeyWait) for the log to bring the key or the leader to send it,
+// (UnknownKeyWait) for the log to bring the key or the leader to send it,
 // before the value is treated as invalid, counted by reason and logged (at
 // once, then once per unknownKeyLogEvery with a count).
-type dataKeys struct {
+type DataKeys struct {
 	ring *keyring.Ring
-	st   raftProgress
+	st   Progress
 	// fetch asks the leader for every key this node lacks (have: the ids
 	// it holds; want: one id it waits for, all a leader of an earlier
 	// release answers about); nil when there is no one to ask (this node
 	// leads alone).
-	fetch func(ctx context.Context, have []string, want string) (*leaderKeys, error)
+	fetch Fetch
 	log   *slog.Logger
 	// logEvery is unknownKeyLogEvery; after is time.AfterFunc (tests end
 	// the periods themselves).
 	logEvery time.Duration
 	after    func(time.Duration, func())
 
-	failures *prometheus.CounterVec // reason
-	resolved *prometheus.CounterVec // via: log, leader
+	// Failures (by reason) and Resolved (by where the key came from: log,
+	// leader) are the node's to register.
+	Failures *prometheus.CounterVec
+	Resolved *prometheus.CounterVec
 	waits    atomic.Int64
 
 	mu        sync.Mutex
@@ -109,14 +108,14 @@ type dataKeys struct {
 type keyRound struct {
 	want string // the first waiting key id
 	done chan struct{}
-	ans  *leaderKeys // set before done closes; nil with err
+	ans  *LeaderKeys // set before done closes; nil with err
 	err  error
 }
 
-// leaderKeys is the leader's answer to a request for the keys this node
-// lacks. The keys it sent are in dataKeys.fetched by the time a wait reads
+// LeaderKeys is the leader's answer to a request for the keys this node
+// lacks. The keys it sent are in DataKeys.fetched by the time a wait reads
 // it.
-type leaderKeys struct {
+type LeaderKeys struct {
 	// held is every key id the leader holds: true for a revoked one.
 	held map[string]bool
 	// only, when set, is the one key id the answer speaks of (a leader
@@ -130,18 +129,18 @@ type leaderKeys struct {
 
 // about is the reason the answer gives that key id cannot be had; ok is
 // false when it does not settle id (look again, or ask again).
-func (a *leaderKeys) about(id string) (reason string, ok bool) {
+func (a *LeaderKeys) about(id string) (reason string, ok bool) {
 	if a.only != "" && a.only != id {
 		return "", false
 	}
 	revoked, held := a.held[id]
 	switch {
 	case revoked:
-		return reasonRevoked, true
+		return ReasonRevoked, true
 	case held || a.behind:
 		return "", false
 	}
-	return reasonUnknownToLeader, true
+	return ReasonUnknownToLeader, true
 }
 
 // failLog is the aggregation of the unknown-key log lines.
@@ -151,23 +150,30 @@ type failLog struct {
 	samples []string       // some of their key ids
 }
 
-// raftProgress is what dataKeys needs of the store.
-type raftProgress interface {
+// Progress is what DataKeys needs of the store.
+type Progress interface {
 	AppliedIndex() uint64
 	CommitIndex() uint64
 }
 
-var _ raftProgress = (*store.Store)(nil)
+var _ Progress = (*store.Store)(nil)
 
-func newDataKeys(ring *keyring.Ring, st raftProgress, fetch func(context.Context, []string, string) (*leaderKeys, error), log *slog.Logger) *dataKeys {
-	return &dataKeys{
+// Fetch asks the leader for every key this node lacks (have: the ids it
+// holds; want: one id it waits for, all a leader of an earlier release
+// answers about): Transfer.Fetch.
+type Fetch func(ctx context.Context, have []string, want string) (*LeaderKeys, error)
+
+// NewDataKeys is the data path's keyring over ring; fetch is nil when
+// there is no one to ask (a node without gossip).
+func NewDataKeys(ring *keyring.Ring, st Progress, fetch Fetch, log *slog.Logger) *DataKeys {
+	return &DataKeys{
 		ring: ring, st: st, fetch: fetch, log: log, logEvery: unknownKeyLogEvery,
 		after: func(d time.Duration, f func()) { time.AfterFunc(d, f) },
-		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_keyring_unknown_key_failures_total",
 			Help: "Affinity values under a key id this node did not hold, treated as invalid after the wait, by reason (unknown_to_leader, revoked, timeout, no_leader, wait_limit).",
 		}, []string{"reason"}),
-		resolved: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Resolved: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_keyring_unknown_key_resolved_total",
 			Help: "Affinity values under a key id this node did not hold that opened after the wait, by where the key came from (log, leader).",
 		}, []string{"via"}),
@@ -176,13 +182,14 @@ func newDataKeys(ring *keyring.Ring, st raftProgress, fetch func(context.Context
 	}
 }
 
-func (k *dataKeys) Seal(purpose, plaintext []byte) (string, error) {
+// Seal, ActiveKeyID and Open make DataKeys the proxy's keyring.
+func (k *DataKeys) Seal(purpose, plaintext []byte) (string, error) {
 	return k.ring.Seal(purpose, plaintext)
 }
 
-func (k *dataKeys) ActiveKeyID(now time.Time) string { return k.ring.ActiveKeyID(now) }
+func (k *DataKeys) ActiveKeyID(now time.Time) string { return k.ring.ActiveKeyID(now) }
 
-func (k *dataKeys) Open(purpose []byte, value string) ([]byte, error) {
+func (k *DataKeys) Open(purpose []byte, value string) ([]byte, error) {
 	pt, err := k.ring.Open(purpose, value)
 	if err == nil || !errors.Is(err, keyring.ErrUnknownKey) {
 		return pt, err
@@ -197,21 +204,21 @@ func (k *dataKeys) Open(purpose []byte, value string) ([]byte, error) {
 	reason := k.await(id)
 	if reason == "" {
 		if pt, err2 := k.ring.Open(purpose, value); !errors.Is(err2, keyring.ErrUnknownKey) {
-			k.resolved.WithLabelValues("log").Inc()
+			k.Resolved.WithLabelValues("log").Inc()
 			return pt, err2
 		}
 		if pt, ferr, ok := k.openFetched(id, purpose, value); ok {
-			k.resolved.WithLabelValues("leader").Inc()
+			k.Resolved.WithLabelValues("leader").Inc()
 			return pt, ferr
 		}
-		reason = reasonTimeout
+		reason = ReasonTimeout
 	}
 	k.fail(id, reason)
 	return nil, err
 }
 
 // openFetched opens value with a key the leader sent, while it is fresh.
-func (k *dataKeys) openFetched(id string, purpose []byte, value string) ([]byte, error, bool) {
+func (k *DataKeys) openFetched(id string, purpose []byte, value string) ([]byte, error, bool) {
 	if !k.holdsFetched(id) {
 		return nil, nil, false
 	}
@@ -221,7 +228,7 @@ func (k *dataKeys) openFetched(id string, purpose []byte, value string) ([]byte,
 
 // holdsFetched reports whether a key the leader sent for id is fresh,
 // dropping a stale one.
-func (k *dataKeys) holdsFetched(id string) bool {
+func (k *DataKeys) holdsFetched(id string) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	at, ok := k.fetchedAt[id]
@@ -233,24 +240,24 @@ func (k *dataKeys) holdsFetched(id string) bool {
 	return ok
 }
 
-// await waits (at most unknownKeyWait) for key id to reach the ring (the
+// await waits (at most UnknownKeyWait) for key id to reach the ring (the
 // log) or come from the leader, joining the next request to the leader
 // until one settles id; "" when the key is here, else the reason it is not.
-func (k *dataKeys) await(id string) string {
+func (k *DataKeys) await(id string) string {
 	k.mu.Lock()
 	until, known := k.unknown[id]
 	k.mu.Unlock()
 	if known && time.Now().Before(until) {
-		return reasonUnknownToLeader
+		return ReasonUnknownToLeader
 	}
 	if k.waits.Add(1) > maxKeyWaits {
 		k.waits.Add(-1)
-		return reasonWaitLimit
+		return ReasonWaitLimit
 	}
 	defer k.waits.Add(-1)
-	deadline := time.NewTimer(unknownKeyWait)
+	deadline := time.NewTimer(UnknownKeyWait)
 	defer deadline.Stop()
-	reason := reasonTimeout
+	reason := ReasonTimeout
 	for {
 		r := k.join(id)
 		select {
@@ -269,21 +276,21 @@ func (k *dataKeys) await(id string) string {
 		case errors.Is(r.err, errLeaderIsSelf):
 			// This node leads (or leads alone): what it lacks is unknown,
 			// once it applied everything committed.
-			reason = reasonUnknownToLeader
+			reason = ReasonUnknownToLeader
 			if !behind {
 				k.remember(id)
 				return reason
 			}
 		case errors.Is(r.err, errNoKeySource):
-			reason = reasonNoLeader
+			reason = ReasonNoLeader
 			if !behind {
 				return reason
 			}
 		case r.err != nil:
-			reason = reasonTimeout
+			reason = ReasonTimeout
 		default:
 			if rsn, ok := r.ans.about(id); ok {
-				if rsn == reasonUnknownToLeader {
+				if rsn == ReasonUnknownToLeader {
 					k.remember(id)
 				}
 				return rsn
@@ -294,7 +301,7 @@ func (k *dataKeys) await(id string) string {
 }
 
 // remember notes that the leader holds no key id, for unknownKeyMemory.
-func (k *dataKeys) remember(id string) {
+func (k *DataKeys) remember(id string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if len(k.unknown) >= maxRemembered {
@@ -305,7 +312,7 @@ func (k *dataKeys) remember(id string) {
 
 // join returns the round a wait for id joins: the next one to be sent,
 // starting the rounds' goroutine when it does not run.
-func (k *dataKeys) join(id string) *keyRound {
+func (k *DataKeys) join(id string) *keyRound {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.next == nil {
@@ -320,7 +327,7 @@ func (k *dataKeys) join(id string) *keyRound {
 
 // rounds sends the rounds waits join, one at a time and at most one per
 // keyFetchInterval, until none is waiting.
-func (k *dataKeys) rounds() {
+func (k *DataKeys) rounds() {
 	for {
 		k.mu.Lock()
 		r := k.next
@@ -344,11 +351,11 @@ func (k *dataKeys) rounds() {
 
 // ask asks the leader for every key this node lacks and keeps those it
 // sends in fetched.
-func (k *dataKeys) ask(want string) (*leaderKeys, error) {
+func (k *DataKeys) ask(want string) (*LeaderKeys, error) {
 	if k.fetch == nil {
 		return nil, errLeaderIsSelf
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), unknownKeyWait)
+	ctx, cancel := context.WithTimeout(context.Background(), UnknownKeyWait)
 	defer cancel()
 	have := make([]string, 0, k.ring.Len())
 	for _, md := range k.ring.List(time.Now()) {
@@ -379,8 +386,8 @@ func (k *dataKeys) ask(want string) (*leaderKeys, error) {
 
 // fail counts a value treated as invalid and logs it: at once when nothing
 // was logged within logEvery, else in the next line, with a count.
-func (k *dataKeys) fail(id, reason string) {
-	k.failures.WithLabelValues(reason).Inc()
+func (k *DataKeys) fail(id, reason string) {
+	k.Failures.WithLabelValues(reason).Inc()
 	k.mu.Lock()
 	if k.quiet.open {
 		if k.quiet.counts == nil {
@@ -405,7 +412,7 @@ func (k *dataKeys) fail(id, reason string) {
 // flushFailLog logs the failures counted since the last line, in one line,
 // and keeps counting for another period; with none, the next failure is
 // logged at once.
-func (k *dataKeys) flushFailLog() {
+func (k *DataKeys) flushFailLog() {
 	k.mu.Lock()
 	total := 0
 	for _, n := range k.quiet.counts {
@@ -430,256 +437,4 @@ func (k *dataKeys) flushFailLog() {
 	}
 	k.log.Warn("more affinity values named keys this node does not hold; each was treated as invalid",
 		"count", total, "period", k.logEvery.String(), slog.Group("by_reason", byReason...), "key_ids", strings.Join(samples, ","))
-}
-
-// Key transfer: a node that meets a value under a key id it does not hold
-// asks the leader over gossip (memberlist's encryption, keyed from the
-// cluster secret), and the leader answers with the keys wrapped with a KEK
-// derived from the cluster secret in use (keyring.InfoTransfer; the asker
-// opens it with any secret it accepts, so it works during a rotation): the material
-// never travels in clear. A request names the keys the asker holds; the
-// answer (version 2) carries every key it lacks and every key id the
-// leader holds, so one request settles any number of key ids. A leader of
-// an earlier release answers about the one key id named (ID), and a node
-// of an earlier release asks without a version and reads only that.
-const (
-	keyRequestTag = 'k'
-	keyReplyTag   = 'K'
-	// keyTransferVersion is the version of the request and answer.
-	keyTransferVersion = 2
-)
-
-type keyRequest struct {
-	From  string `json:"f"`
-	ID    string `json:"id"`
-	Nonce string `json:"n"`
-	// V is keyTransferVersion; 0 from a node of an earlier release.
-	V int `json:"v,omitempty"`
-	// Have lists the key ids the asker holds (version 2).
-	Have []string `json:"h,omitempty"`
-}
-
-type keyReply struct {
-	Nonce string `json:"n"`
-	State string `json:"s"` // about ID: "ok", "unknown", "revoked"; "not_leader"
-	// Keys is ID's key, wrapped, for a request of an earlier release.
-	Keys []byte `json:"k,omitempty"`
-	// Version 2: every key the asker lacks, wrapped; every key id the
-	// leader holds (Held) or holds revoked (Revoked); Behind when the
-	// leader has not caught up with its log (it may lack a key yet).
-	V       int      `json:"v,omitempty"`
-	Lacking []byte   `json:"l,omitempty"`
-	Held    []string `json:"a,omitempty"`
-	Revoked []string `json:"r,omitempty"`
-	Behind  bool     `json:"b,omitempty"`
-}
-
-// keyTransfer serves and sends key requests.
-type keyTransfer struct {
-	n    *Node
-	work chan keyRequest // requests to serve, on one goroutine
-	// sent counts the requests this node sent the leader.
-	sent prometheus.Counter
-
-	mu      sync.Mutex
-	waiting map[string]chan keyReply // nonce -> the asker
-}
-
-// openKeyTransfer registers the gossip handlers; the server goroutine
-// starts with the node's background work (serveKeyRequests).
-func (n *Node) openKeyTransfer() error {
-	kt := &keyTransfer{n: n, work: make(chan keyRequest, 64), waiting: map[string]chan keyReply{},
-		sent: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tether_keyring_key_requests_total",
-			Help: "Requests this node sent the leader (over gossip) for keys it did not hold; each asks for every key it lacks.",
-		})}
-	if err := n.members.Register(keyRequestTag, cluster.Handler{Msg: kt.request}); err != nil {
-		return err
-	}
-	if err := n.members.Register(keyReplyTag, cluster.Handler{Msg: kt.reply}); err != nil {
-		return err
-	}
-	n.keys = kt
-	return nil
-}
-
-// request runs on memberlist's goroutine: it only queues (dropped when
-// full; the asker times out).
-func (kt *keyTransfer) request(msg []byte) {
-	var req keyRequest
-	if json.Unmarshal(msg, &req) != nil || req.From == "" || req.Nonce == "" {
-		return
-	}
-	select {
-	case kt.work <- req:
-	default:
-	}
-}
-
-// reply runs on memberlist's goroutine: it hands the answer to its asker.
-func (kt *keyTransfer) reply(msg []byte) {
-	var rep keyReply
-	if json.Unmarshal(msg, &rep) != nil {
-		return
-	}
-	kt.mu.Lock()
-	ch := kt.waiting[rep.Nonce]
-	kt.mu.Unlock()
-	if ch != nil {
-		select {
-		case ch <- rep:
-		default:
-		}
-	}
-}
-
-// serve answers key requests until stop.
-func (kt *keyTransfer) serve(stop <-chan struct{}) {
-	defer kt.n.bg.Done()
-	for {
-		select {
-		case <-stop:
-			return
-		case req := <-kt.work:
-			rep := kt.answer(req)
-			b, err := json.Marshal(rep)
-			if err == nil {
-				err = kt.n.members.Send(req.From, keyReplyTag, b, true)
-			}
-			if err != nil {
-				kt.n.log.Debug("answering a key request failed", "to", req.From, "error", err)
-			}
-		}
-	}
-}
-
-// answer is the leader's answer to one request.
-func (kt *keyTransfer) answer(req keyRequest) keyReply {
-	rep := keyReply{Nonce: req.Nonce, State: "unknown"}
-	if !kt.n.store.IsLeader() {
-		rep.State = "not_leader"
-		return rep
-	}
-	keys := kt.n.ring.Snapshot()
-	defer func() {
-		for _, k := range keys {
-			clear(k.Material)
-		}
-	}()
-	v2 := req.V >= keyTransferVersion
-	var lacking []keyring.Key
-	for _, k := range keys {
-		if k.ID == req.ID {
-			rep.State = "ok"
-			if k.Revoked {
-				rep.State = "revoked"
-			} else if !v2 {
-				w, err := keyring.WrapKeys(kt.n.secrets.KEK(keyring.InfoTransfer), []keyring.Key{k})
-				if err != nil {
-					kt.n.log.Warn("wrapping a key for a member failed", "error", err)
-					rep.State = "unknown"
-					return rep
-				}
-				rep.Keys = w
-			}
-		}
-		if !v2 {
-			continue
-		}
-		if k.Revoked {
-			rep.Revoked = append(rep.Revoked, k.ID)
-			continue
-		}
-		rep.Held = append(rep.Held, k.ID)
-		if !slices.Contains(req.Have, k.ID) {
-			lacking = append(lacking, k)
-		}
-	}
-	if !v2 {
-		return rep
-	}
-	rep.V, rep.Behind = keyTransferVersion, !kt.n.leaderCaughtUp()
-	if len(lacking) > 0 {
-		w, err := keyring.WrapKeys(kt.n.secrets.KEK(keyring.InfoTransfer), lacking)
-		if err != nil {
-			kt.n.log.Warn("wrapping keys for a member failed", "error", err)
-			return keyReply{Nonce: req.Nonce, State: "not_leader"}
-		}
-		rep.Lacking = w
-	}
-	return rep
-}
-
-// fetch asks the leader for every key this node lacks (it holds have;
-// want is the key id an earlier release's leader answers about) and waits
-// for its answer or ctx.
-func (kt *keyTransfer) fetch(ctx context.Context, have []string, want string) (*leaderKeys, error) {
-	leader, _ := kt.n.store.Leader()
-	switch leader {
-	case "":
-		return nil, errNoKeySource
-	case kt.n.cfg.NodeID:
-		return nil, errLeaderIsSelf
-	}
-	nonce := newID()
-	ch := make(chan keyReply, 1)
-	kt.mu.Lock()
-	kt.waiting[nonce] = ch
-	kt.mu.Unlock()
-	defer func() {
-		kt.mu.Lock()
-		delete(kt.waiting, nonce)
-		kt.mu.Unlock()
-	}()
-	b, _ := json.Marshal(keyRequest{From: kt.n.cfg.NodeID, ID: want, Nonce: nonce, V: keyTransferVersion, Have: have})
-	if err := kt.n.members.Send(leader, keyRequestTag, b, true); err != nil {
-		return nil, fmt.Errorf("%w: %v", errNoKeySource, err)
-	}
-	kt.sent.Inc()
-	var rep keyReply
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case rep = <-ch:
-	}
-	if rep.State == "not_leader" {
-		return nil, fmt.Errorf("%w: %s answered %s", errNoKeySource, leader, rep.State)
-	}
-	ans := &leaderKeys{held: map[string]bool{}}
-	if rep.V >= keyTransferVersion {
-		for _, id := range rep.Held {
-			ans.held[id] = false
-		}
-		for _, id := range rep.Revoked {
-			ans.held[id] = true
-		}
-		ans.behind = rep.Behind
-		if len(rep.Lacking) > 0 {
-			keys, err := keyring.UnwrapKeysAny(kt.n.secrets.AcceptedKEKs(keyring.InfoTransfer), rep.Lacking)
-			if err != nil {
-				return nil, err
-			}
-			ans.keys = keys
-		}
-		return ans, nil
-	}
-	// A leader of an earlier release: about want only.
-	ans.only = want
-	switch rep.State {
-	case "ok":
-		keys, err := keyring.UnwrapKeysAny(kt.n.secrets.AcceptedKEKs(keyring.InfoTransfer), rep.Keys)
-		if err != nil {
-			return nil, err
-		}
-		if len(keys) != 1 || keys[0].ID != want {
-			return nil, fmt.Errorf("the leader sent %d keys, not key %s", len(keys), want)
-		}
-		ans.keys = keys
-	case "revoked":
-		ans.held[want] = true
-	case "unknown":
-	default:
-		return nil, fmt.Errorf("%w: %s answered %s", errNoKeySource, leader, rep.State)
-	}
-	return ans, nil
 }

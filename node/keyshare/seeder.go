@@ -1,10 +1,10 @@
-package node
+package keyshare
 
 import (
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
+	"log/slog"
 	mrand "math/rand/v2"
 	"slices"
 	"sync"
@@ -13,7 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/keyring"
 )
 
@@ -77,20 +76,16 @@ const (
 	seedQueue = 16
 )
 
-// ticketSeeder keeps this node's seeds: it makes them while this node
-// leads, asks the leader for them otherwise, and answers other nodes'
-// requests.
-type ticketSeeder struct {
-	n      *Node
+// Seeder keeps this node's seeds: it makes them while this node leads,
+// asks the leader for them otherwise, and answers other nodes' requests.
+type Seeder struct {
+	cfg    SeederConfig
 	crypto *seedCrypto // nil without gossip
-	work   chan []byte // requests to answer, on one goroutine
+	ex     *exchange[[]byte, seedAnswerMsg]
 	wake   chan struct{}
 	// settled is the Raft term whose leader round this node ran (taking
 	// the members' seeds or making new ones); 0 while not leading.
 	settled atomic.Uint64
-
-	mu      sync.Mutex
-	waiting map[string]chan seedAnswerMsg // request nonce (hex) -> its asker
 
 	// took is the last answer this node took from a leader; lastAsk and
 	// lastPeerAsk (the loop's own) when it last asked the leader, and a
@@ -98,8 +93,37 @@ type ticketSeeder struct {
 	took                 atomic.Pointer[seedSource]
 	lastAsk, lastPeerAsk time.Time
 
+	// ticketsMixed: an alive member seals tickets from the keyring alone
+	// (a release before seeds); keyringTicketsUntil (Unix ns): until when
+	// this node still opens such tickets.
+	ticketsMixed        atomic.Bool
+	keyringTicketsUntil atomic.Int64
+
 	requests *prometheus.CounterVec // result
 	made     prometheus.Counter
+}
+
+// SeederConfig is what the seeds need of the node.
+type SeederConfig struct {
+	NodeID string
+	Gossip Gossip // nil without gossip
+	Store  Store
+	Ring   *keyring.Ring
+	Seeds  *keyring.TicketSeeds
+	// Secrets are the cluster secrets the node holds (the exchange follows
+	// them as they rotate); without them, the fixed Secret.
+	Secrets *keyring.Secrets
+	Secret  []byte
+	// Time is the cluster time at the local instant now: ticket keys
+	// change with its UTC day.
+	Time func(now time.Time) time.Time
+	// Legacy (tests): act as a release before ticket seeds.
+	Legacy bool
+	// Record (tests) sees every seed request and answer this node sends,
+	// as it goes on gossip; FetchOff (tests): ask no leader.
+	Record   *atomic.Pointer[func(tag byte, msg []byte)]
+	FetchOff *atomic.Bool
+	Log      *slog.Logger
 }
 
 // seedSource is an answer a member took from the leader.
@@ -110,12 +134,14 @@ type seedSource struct {
 	at       time.Time
 }
 
-// openTicketSeeds sets up the seeds' exchange (with gossip) and metrics;
-// the loop starts with the node's background work. newSeedCrypto takes
-// every cluster secret the node accepts, the one in use first.
-func (n *Node) openTicketSeeds(secret []byte) error {
-	s := &ticketSeeder{
-		n: n, work: make(chan []byte, seedQueue), wake: make(chan struct{}, 1), waiting: map[string]chan seedAnswerMsg{},
+// OpenSeeder sets up the seeds' exchange (with gossip) and metrics; Run
+// runs it. The exchange takes every cluster secret the node accepts, the
+// one in use first.
+func OpenSeeder(cfg SeederConfig) (*Seeder, error) {
+	s := &Seeder{
+		cfg: cfg, wake: make(chan struct{}, 1),
+		ex: newExchange(seedQueue, func(msg []byte) ([]byte, bool) { return msg, true },
+			func(m seedAnswerMsg) string { return hex.EncodeToString(m.Nonce) }),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_tls_ticket_seed_requests_total",
 			Help: "Requests for TLS session ticket seeds this node sent (to the leader, or to the members as a new leader), by result (ok, failed).",
@@ -125,27 +151,58 @@ func (n *Node) openTicketSeeds(secret []byte) error {
 			Help: "TLS session ticket seeds this node made while leading (one a day; more after a whole-cluster restart).",
 		}),
 	}
-	n.seeder = s
-	if n.members == nil || n.legacyTickets {
-		return nil
+	if cfg.Gossip == nil || cfg.Legacy {
+		return s, nil
 	}
-	if n.secrets != nil {
-		s.crypto = newSeedCryptoFrom(n.secrets)
+	if cfg.Secrets != nil {
+		s.crypto = newSeedCryptoFrom(cfg.Secrets)
 	} else {
-		c, err := newSeedCrypto(secret)
+		c, err := newSeedCrypto(cfg.Secret)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		s.crypto = c
 	}
-	if err := n.members.Register(seedRequestTag, cluster.Handler{Msg: s.request}); err != nil {
-		return err
+	if err := s.ex.register(cfg.Gossip, seedRequestTag, seedAnswerTag); err != nil {
+		return nil, err
 	}
-	return n.members.Register(seedAnswerTag, cluster.Handler{Msg: s.reply})
+	return s, nil
 }
 
+// Run makes, fetches and serves the seeds until ctx ends (nothing for a
+// release before seeds).
+func (s *Seeder) Run(ctx context.Context) {
+	if s.cfg.Legacy {
+		return
+	}
+	var wg sync.WaitGroup
+	if s.crypto != nil {
+		wg.Go(func() { s.serve(ctx.Done()) })
+	}
+	s.loop(ctx)
+	wg.Wait()
+}
+
+// Collectors are the seeds' metrics, for the node to register.
+func (s *Seeder) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.requests, s.made, newTicketSeedCollector(s)}
+}
+
+// Took is the last answer this node took from a leader: whose, and
+// whether it was authoritative.
+func (s *Seeder) Took() (leader string, complete bool) {
+	if t := s.took.Load(); t != nil {
+		return t.leader, t.complete
+	}
+	return "", false
+}
+
+// Time is the cluster time at the local instant now, which ticket keys go
+// by.
+func (s *Seeder) Time(now time.Time) time.Time { return s.cfg.Time(now) }
+
 // wakeUp asks the loop for a round now (never blocks).
-func (s *ticketSeeder) wakeUp() {
+func (s *Seeder) wakeUp() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -155,8 +212,7 @@ func (s *ticketSeeder) wakeUp() {
 // loop runs the rounds until ctx ends. A wake (a handshake found no key)
 // brings the next round forward, to no less than seedWakeSpacing after
 // the last: handshakes while tickets are off cost no more rounds.
-func (s *ticketSeeder) loop(ctx context.Context) {
-	defer s.n.bg.Done()
+func (s *Seeder) loop(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	var last time.Time
@@ -177,14 +233,13 @@ func (s *ticketSeeder) loop(ctx context.Context) {
 }
 
 // round is one look at the seeds; it returns when the next is due.
-func (s *ticketSeeder) round(ctx context.Context) time.Duration {
-	n := s.n
+func (s *Seeder) round(ctx context.Context) time.Duration {
 	now := time.Now()
-	today := keyring.TicketDay(n.ticketTime(now))
-	n.seeds.Prune(today)
-	n.noteTicketScheme(now)
-	if n.store.IsLeader() {
-		term := n.store.Term()
+	today := keyring.TicketDay(s.cfg.Time(now))
+	s.cfg.Seeds.Prune(today)
+	s.noteScheme(now)
+	if s.cfg.Store.IsLeader() {
+		term := s.cfg.Store.Term()
 		if s.settled.Load() != term {
 			if s.lacks(today) {
 				s.gather(ctx, today)
@@ -192,9 +247,9 @@ func (s *ticketSeeder) round(ctx context.Context) time.Duration {
 			s.settled.Store(term)
 		}
 		for _, day := range []int64{today, today + 1} {
-			if n.seeds.Generate(day) {
+			if s.cfg.Seeds.Generate(day) {
 				s.made.Inc()
-				n.log.Debug("made the TLS session ticket seed of a day", "day", keyring.TicketDayStart(day).Format(time.DateOnly))
+				s.cfg.Log.Debug("made the TLS session ticket seed of a day", "day", keyring.TicketDayStart(day).Format(time.DateOnly))
 			}
 		}
 		return seedRound
@@ -207,13 +262,13 @@ func (s *ticketSeeder) round(ctx context.Context) time.Duration {
 	return seedRound
 }
 
-func (s *ticketSeeder) lacks(today int64) bool {
-	return !s.n.seeds.Has(today) || !s.n.seeds.Has(today+1)
+func (s *Seeder) lacks(today int64) bool {
+	return !s.cfg.Seeds.Has(today) || !s.cfg.Seeds.Has(today+1)
 }
 
 // speaks reports whether member id is alive and exchanges seeds.
-func (s *ticketSeeder) speaks(id string) bool {
-	for _, m := range s.n.members.Members() {
+func (s *Seeder) speaks(id string) bool {
+	for _, m := range s.cfg.Gossip.Members() {
 		if m.ID == id {
 			return m.Alive() && m.Tickets >= ticketSeedScheme
 		}
@@ -224,20 +279,19 @@ func (s *ticketSeeder) speaks(id string) bool {
 // fetch asks the leader for its seeds when this node has not taken a
 // complete answer from this leader in this term, lacks today's or
 // tomorrow's seed, or asked longer than seedRefresh ago.
-func (s *ticketSeeder) fetch(ctx context.Context, today int64, now time.Time) {
-	n := s.n
-	if s.crypto == nil || n.seedFetchOff.Load() {
+func (s *Seeder) fetch(ctx context.Context, today int64, now time.Time) {
+	if s.crypto == nil || (s.cfg.FetchOff != nil && s.cfg.FetchOff.Load()) {
 		return
 	}
-	leader, _ := n.store.Leader()
-	if leader == n.cfg.NodeID {
+	leader, _ := s.cfg.Store.Leader()
+	if leader == s.cfg.NodeID {
 		return
 	}
 	if leader == "" || !s.speaks(leader) {
 		s.fetchFromPeer(ctx, today, now)
 		return
 	}
-	term := n.store.Term()
+	term := s.cfg.Store.Term()
 	last := s.took.Load()
 	stale := last == nil || last.leader != leader || last.term != term || !last.complete || s.lacks(today) || now.Sub(last.at) >= seedRefresh
 	if !stale || now.Sub(s.lastAsk) < seedRetry {
@@ -247,7 +301,7 @@ func (s *ticketSeeder) fetch(ctx context.Context, today int64, now time.Time) {
 	ans, err := s.ask(ctx, leader, seedAskTimeout)
 	if err != nil {
 		s.requests.WithLabelValues("failed").Inc()
-		n.log.Debug("asking the leader for the TLS session ticket seeds failed", "leader", leader, "error", err)
+		s.cfg.Log.Debug("asking the leader for the TLS session ticket seeds failed", "leader", leader, "error", err)
 		return
 	}
 	s.requests.WithLabelValues("ok").Inc()
@@ -255,30 +309,35 @@ func (s *ticketSeeder) fetch(ctx context.Context, today int64, now time.Time) {
 	defer clearDays(days)
 	took := &seedSource{leader: leader, term: term, at: now}
 	if ans.Leader && ans.Complete && ans.Term == term {
-		n.seeds.Adopt(days)
+		s.cfg.Seeds.Adopt(days)
 		took.complete = true
 	} else {
-		n.seeds.Fill(days)
+		s.cfg.Seeds.Fill(days)
 	}
 	s.took.Store(took)
-	n.seeds.Prune(today)
+	s.cfg.Seeds.Prune(today)
+}
+
+// peers are the other alive members that exchange seeds.
+func (s *Seeder) peers() []string {
+	var peers []string
+	for _, m := range s.cfg.Gossip.Members() {
+		if m.ID != s.cfg.NodeID && m.Alive() && m.Tickets >= ticketSeedScheme {
+			peers = append(peers, m.ID)
+		}
+	}
+	return peers
 }
 
 // fetchFromPeer: with no leader to ask (a restarted node before it hears
 // from one), a member's seeds let this node seal tickets the others open
 // until the leader's answer comes. At most one request a round (lost
 // quorum may last).
-func (s *ticketSeeder) fetchFromPeer(ctx context.Context, today int64, now time.Time) {
-	n := s.n
+func (s *Seeder) fetchFromPeer(ctx context.Context, today int64, now time.Time) {
 	if !s.lacks(today) || now.Sub(s.lastPeerAsk) < seedRound {
 		return
 	}
-	var peers []string
-	for _, m := range n.members.Members() {
-		if m.ID != n.cfg.NodeID && m.Alive() && m.Tickets >= ticketSeedScheme {
-			peers = append(peers, m.ID)
-		}
-	}
+	peers := s.peers()
 	if len(peers) == 0 {
 		return
 	}
@@ -287,30 +346,24 @@ func (s *ticketSeeder) fetchFromPeer(ctx context.Context, today int64, now time.
 	ans, err := s.ask(ctx, peer, seedAskTimeout)
 	if err != nil {
 		s.requests.WithLabelValues("failed").Inc()
-		n.log.Debug("asking a member for the TLS session ticket seeds failed", "member", peer, "error", err)
+		s.cfg.Log.Debug("asking a member for the TLS session ticket seeds failed", "member", peer, "error", err)
 		return
 	}
 	s.requests.WithLabelValues("ok").Inc()
-	n.seeds.Fill(ans.Days)
+	s.cfg.Seeds.Fill(ans.Days)
 	clearDays(ans.Days)
-	n.seeds.Prune(today)
+	s.cfg.Seeds.Prune(today)
 }
 
 // gather runs when this node became leader lacking today's or tomorrow's
 // seed: it asks every alive member that exchanges seeds for theirs (for at
 // most seedGatherWait) and takes, for each day it lacks, the seed most of
 // them seal with (ties: the least), with the others they hold to open.
-func (s *ticketSeeder) gather(ctx context.Context, today int64) {
-	n := s.n
+func (s *Seeder) gather(ctx context.Context, today int64) {
 	if s.crypto == nil {
 		return
 	}
-	var peers []string
-	for _, m := range n.members.Members() {
-		if m.ID != n.cfg.NodeID && m.Alive() && m.Tickets >= ticketSeedScheme {
-			peers = append(peers, m.ID)
-		}
-	}
+	peers := s.peers()
 	if len(peers) == 0 {
 		return
 	}
@@ -340,14 +393,14 @@ func (s *ticketSeeder) gather(ctx context.Context, today int64) {
 	}
 	var took []keyring.DaySeeds
 	for day, lists := range byDay {
-		if day <= today-int64(keyring.TicketKeyLifetime/keyring.TicketKeyRotation) || day > today+1 || n.seeds.Has(day) {
+		if day <= today-int64(keyring.TicketKeyLifetime/keyring.TicketKeyRotation) || day > today+1 || s.cfg.Seeds.Has(day) {
 			continue
 		}
 		took = append(took, keyring.DaySeeds{Day: day, Seeds: pickSeeds(lists)})
 	}
-	n.seeds.Fill(took)
+	s.cfg.Seeds.Fill(took)
 	if len(took) > 0 {
-		n.log.Info("took the TLS session ticket seeds the members hold", "days", len(took))
+		s.cfg.Log.Info("took the TLS session ticket seeds the members hold", "days", len(took))
 	}
 	for _, lists := range byDay {
 		for _, l := range lists {
@@ -395,101 +448,61 @@ func pickSeeds(lists [][]keyring.TicketSeed) []keyring.TicketSeed {
 
 // ask sends a request to node to and waits for its answer (at most
 // wait).
-func (s *ticketSeeder) ask(ctx context.Context, to string, wait time.Duration) (seedAnswer, error) {
-	a, err := s.crypto.newRequest(s.n.cfg.NodeID, to, s.n.store.ClusterID())
+func (s *Seeder) ask(ctx context.Context, to string, wait time.Duration) (seedAnswer, error) {
+	a, err := s.crypto.newRequest(s.cfg.NodeID, to, s.cfg.Store.ClusterID())
 	if err != nil {
 		return seedAnswer{}, err
 	}
-	key := hex.EncodeToString(a.req.Nonce)
-	ch := make(chan seedAnswerMsg, 1)
-	s.mu.Lock()
-	s.waiting[key] = ch
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.waiting, key)
-		s.mu.Unlock()
-	}()
+	replies, done := s.ex.expect(hex.EncodeToString(a.req.Nonce))
+	defer done()
 	if err := s.send(to, seedRequestTag, a.msg); err != nil {
 		return seedAnswer{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	select {
-	case <-ctx.Done():
-		return seedAnswer{}, fmt.Errorf("no answer from %s: %w", to, ctx.Err())
-	case m := <-ch:
-		return s.crypto.openAnswer(a, m)
+	m, err := await(ctx, replies)
+	if err != nil {
+		return seedAnswer{}, fmt.Errorf("no answer from %s: %w", to, err)
 	}
+	return s.crypto.openAnswer(a, m)
 }
 
-func (s *ticketSeeder) send(to string, tag byte, msg []byte) error {
-	if f := s.n.seedRecord.Load(); f != nil {
-		(*f)(tag, msg)
-	}
-	return s.n.members.Send(to, tag, msg, true)
-}
-
-// request runs on memberlist's goroutine: it only queues (dropped when
-// full; the asker times out).
-func (s *ticketSeeder) request(msg []byte) {
-	select {
-	case s.work <- msg:
-	default:
-	}
-}
-
-// reply runs on memberlist's goroutine: it hands the answer to its asker.
-func (s *ticketSeeder) reply(msg []byte) {
-	var m seedAnswerMsg
-	if json.Unmarshal(msg, &m) != nil {
-		return
-	}
-	s.mu.Lock()
-	ch := s.waiting[hex.EncodeToString(m.Nonce)]
-	s.mu.Unlock()
-	if ch != nil {
-		select {
-		case ch <- m:
-		default:
+func (s *Seeder) send(to string, tag byte, msg []byte) error {
+	if s.cfg.Record != nil {
+		if f := s.cfg.Record.Load(); f != nil {
+			(*f)(tag, msg)
 		}
 	}
+	return s.cfg.Gossip.Send(to, tag, msg, true)
 }
 
 // serve answers requests until stop.
-func (s *ticketSeeder) serve(stop <-chan struct{}) {
-	defer s.n.bg.Done()
-	for {
-		select {
-		case <-stop:
-			return
-		case msg := <-s.work:
-			if err := s.answer(msg); err != nil {
-				s.n.log.Debug("a TLS session ticket seed request was not answered", "error", err)
-			}
+func (s *Seeder) serve(stop <-chan struct{}) {
+	s.ex.serve(stop, func(msg []byte) {
+		if err := s.answer(msg); err != nil {
+			s.cfg.Log.Debug("a TLS session ticket seed request was not answered", "error", err)
 		}
-	}
+	})
 }
 
 // answer answers one request with every seed this node holds.
-func (s *ticketSeeder) answer(msg []byte) error {
-	n := s.n
+func (s *Seeder) answer(msg []byte) error {
 	req, key, err := s.crypto.openRequest(msg)
 	if err != nil {
 		return err
 	}
-	if req.To != n.cfg.NodeID {
-		return fmt.Errorf("a request for %s reached %s", req.To, n.cfg.NodeID)
+	if req.To != s.cfg.NodeID {
+		return fmt.Errorf("a request for %s reached %s", req.To, s.cfg.NodeID)
 	}
-	own := n.store.ClusterID()
+	own := s.cfg.Store.ClusterID()
 	if !sameCluster(req.Cluster, own) {
 		return fmt.Errorf("a request of %s from cluster %s reached cluster %s", req.From, req.Cluster, own)
 	}
-	today := keyring.TicketDay(n.ticketTime(time.Now()))
-	days := n.seeds.Days()
+	today := keyring.TicketDay(s.cfg.Time(time.Now()))
+	days := s.cfg.Seeds.Days()
 	defer clearDays(days)
-	leader, term := n.store.IsLeader(), n.store.Term()
-	ans := seedAnswer{From: n.cfg.NodeID, To: req.From, Cluster: own, Leader: leader, Term: term, Days: days,
+	leader, term := s.cfg.Store.IsLeader(), s.cfg.Store.Term()
+	ans := seedAnswer{From: s.cfg.NodeID, To: req.From, Cluster: own, Leader: leader, Term: term, Days: days,
 		Complete: !s.lacks(today) && (!leader || s.settled.Load() == term)}
 	out, err := key.sealAnswer(msg, req, ans)
 	if err != nil {
@@ -498,14 +511,14 @@ func (s *ticketSeeder) answer(msg []byte) error {
 	return s.send(req.From, seedAnswerTag, out)
 }
 
-// noteTicketScheme follows the members' ticket schemes: while an alive
+// noteScheme follows the members' ticket schemes: while an alive
 // member seals tickets from the keyring alone (a release before seeds),
 // this node does too, and it opens such tickets for keyringTicketsAfter
 // after it last saw one.
-func (n *Node) noteTicketScheme(now time.Time) {
+func (s *Seeder) noteScheme(now time.Time) {
 	mixed, older := false, ""
-	if n.members != nil {
-		for _, m := range n.members.Members() {
+	if s.cfg.Gossip != nil {
+		for _, m := range s.cfg.Gossip.Members() {
 			if m.Alive() && m.Tickets < ticketSeedScheme {
 				mixed, older = true, m.ID
 				break
@@ -513,24 +526,24 @@ func (n *Node) noteTicketScheme(now time.Time) {
 		}
 	}
 	if mixed {
-		n.keyringTicketsUntil.Store(now.Add(keyringTicketsAfter).UnixNano())
+		s.keyringTicketsUntil.Store(now.Add(keyringTicketsAfter).UnixNano())
 	}
-	if was := n.ticketsMixed.Swap(mixed); was != mixed {
+	if was := s.ticketsMixed.Swap(mixed); was != mixed {
 		if mixed {
-			n.log.Info("a member runs a release that seals TLS session tickets under keys from the keyring alone: this node does too until every member is upgraded",
+			s.cfg.Log.Info("a member runs a release that seals TLS session tickets under keys from the keyring alone: this node does too until every member is upgraded",
 				"member", older)
 		} else {
-			n.log.Info("every member seals TLS session tickets under the day's seed: so does this node; tickets sealed from the keyring alone keep resuming here for 7 days")
+			s.cfg.Log.Info("every member seals TLS session tickets under the day's seed: so does this node; tickets sealed from the keyring alone keep resuming here for 7 days")
 		}
 	}
 }
 
-// ticketScheme is the scheme this node's tickets follow at now.
-func (n *Node) ticketScheme(now time.Time) keyring.TicketScheme {
+// Scheme is the scheme this node's tickets follow at now.
+func (s *Seeder) Scheme(now time.Time) keyring.TicketScheme {
 	switch {
-	case n.ticketsMixed.Load():
+	case s.ticketsMixed.Load():
 		return keyring.TicketsFromKeyring
-	case now.UnixNano() < n.keyringTicketsUntil.Load():
+	case now.UnixNano() < s.keyringTicketsUntil.Load():
 		return keyring.TicketsSeededOpenKeyring
 	}
 	return keyring.TicketsSeeded
@@ -538,12 +551,12 @@ func (n *Node) ticketScheme(now time.Time) keyring.TicketScheme {
 
 // ticketSeedCollector reports the seeds this node holds and the scheme.
 type ticketSeedCollector struct {
-	n                 *Node
+	s                 *Seeder
 	days, fromKeyring *prometheus.Desc
 }
 
-func newTicketSeedCollector(n *Node) *ticketSeedCollector {
-	return &ticketSeedCollector{n: n,
+func newTicketSeedCollector(s *Seeder) *ticketSeedCollector {
+	return &ticketSeedCollector{s: s,
 		days: prometheus.NewDesc("tether_tls_ticket_seed_days",
 			"Days (of the last seven and tomorrow) whose TLS session ticket seed this node holds; 0: it issues no session ticket.", nil, nil),
 		fromKeyring: prometheus.NewDesc("tether_tls_tickets_from_keyring",
@@ -557,12 +570,59 @@ func (c *ticketSeedCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *ticketSeedCollector) Collect(ch chan<- prometheus.Metric) {
-	days := c.n.seeds.Days()
+	days := c.s.cfg.Seeds.Days()
 	clearDays(days)
 	v := 0.0
-	if c.n.ticketScheme(time.Now()) == keyring.TicketsFromKeyring {
+	if c.s.Scheme(time.Now()) == keyring.TicketsFromKeyring {
 		v = 1
 	}
 	ch <- prometheus.MustNewConstMetric(c.days, prometheus.GaugeValue, float64(len(days)))
 	ch <- prometheus.MustNewConstMetric(c.fromKeyring, prometheus.GaugeValue, v)
+}
+
+// TicketSource gives the listeners the TLS session ticket keys derived
+// from the replicated keyring and the day's seed, by the cluster time:
+// ticket keys change with the UTC day, and the members' median clock is
+// one every node reads within seconds of the others (keyring.TicketKeyGrace
+// covers that), which no single node's clock moves. Without keys (no seed
+// yet, no active key) the listeners issue no ticket. A release before
+// seeds (Legacy) took keys from the keyring alone, and local tickets
+// without them.
+func (s *Seeder) TicketSource() interface {
+	TicketKeys(now time.Time) [][32]byte
+} {
+	if s.cfg.Legacy {
+		return keyringTicketSource{s}
+	}
+	return ticketKeySource{s}
+}
+
+type ticketKeySource struct{ s *Seeder }
+
+func (t ticketKeySource) TicketKeys(now time.Time) [][32]byte {
+	s := t.s
+	keys := s.cfg.Ring.TicketKeysWith(s.cfg.Time(now), s.cfg.Seeds, s.Scheme(now))
+	if len(keys) == 0 {
+		s.wakeUp()
+	}
+	return keys
+}
+
+// PausesTickets: without keys the listeners issue no ticket
+// (frontdoor.TicketPauser).
+func (ticketKeySource) PausesTickets() bool { return true }
+
+type keyringTicketSource struct{ s *Seeder }
+
+func (t keyringTicketSource) TicketKeys(now time.Time) [][32]byte {
+	return t.s.cfg.Ring.TicketKeys(t.s.cfg.Time(now))
+}
+
+// SchemeAdvertised is what a node gossips in cluster.Meta.Tickets
+// (legacy: a release before ticket seeds, in tests).
+func SchemeAdvertised(legacy bool) int {
+	if legacy {
+		return 0
+	}
+	return ticketSeedScheme
 }

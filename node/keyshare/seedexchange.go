@@ -1,4 +1,4 @@
-package node
+package keyshare
 
 import (
 	"crypto/aes"
@@ -18,11 +18,11 @@ import (
 	"github.com/tether-proxy/tether/keyring"
 )
 
-// The ticket seed exchange (ticketseed.go): a request authenticated with
+// The ticket seed exchange (seeder.go): a request authenticated with
 // an HMAC under a key from the cluster secret, carrying the asker's
 // ephemeral X25519 public key; an answer sealed under HKDF(the X25519
 // shared secret, salt: the secret-derived key, info: the whole request and
-// the answerer's public key). See ticketseed.go for who asks whom.
+// the answerer's public key). See seeder.go for who asks whom.
 
 // HKDF infos of the seed exchange, under the key derived with
 // keyring.InfoTicketSeeds.

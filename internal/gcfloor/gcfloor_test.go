@@ -1,4 +1,4 @@
-package node
+package gcfloor
 
 import (
 	"context"
@@ -21,22 +21,22 @@ func TestGCPercentFor(t *testing.T) {
 		{1 * MiB, maxGCPercent}, // 6,300 wanted, capped
 		{8 * MiB, 700},          // goal 8 × 8 = 64 MiB
 		{16 * MiB, 300},         // goal 64 MiB
-		{GCFloor / 2, 100},      // the default already reaches the floor
-		{GCFloor/2 + 1, 100},    // above: the default
+		{MaxFloor / 2, 100},     // the default already reaches the floor
+		{MaxFloor/2 + 1, 100},   // above: the default
 		{200 * MiB, 100},        // 10,000 idle connections: untouched
-		{GCFloor * 100, 100},
+		{MaxFloor * 100, 100},
 	} {
-		if got := gcPercentFor(c.live, GCFloor); got != c.want {
+		if got := gcPercentFor(c.live, MaxFloor); got != c.want {
 			t.Errorf("gcPercentFor(%d) = %d, want %d", c.live, got, c.want)
 		}
-		if g := c.live * uint64(100+gcPercentFor(c.live, GCFloor)) / 100; c.live > 0 && c.live <= GCFloor/2 && gcPercentFor(c.live, GCFloor) < maxGCPercent && g != GCFloor {
-			t.Errorf("live %d: goal %d, want the floor %d", c.live, g, uint64(GCFloor))
+		if g := c.live * uint64(100+gcPercentFor(c.live, MaxFloor)) / 100; c.live > 0 && c.live <= MaxFloor/2 && gcPercentFor(c.live, MaxFloor) < maxGCPercent && g != MaxFloor {
+			t.Errorf("live %d: goal %d, want the floor %d", c.live, g, uint64(MaxFloor))
 		}
 	}
 }
 
 // TestFloorFollowsTheLoad: under load the floor is what floorSpan of
-// allocation fills (at most GCFloor), it stays up through a lull shorter
+// allocation fills (at most MaxFloor), it stays up through a lull shorter
 // than the window, and once the load has gone GOGC is back at the default
 // and the node gives memory back, once per load, not again within
 // releaseEvery, never under load and never without a load before.
@@ -94,7 +94,7 @@ func TestFloorFollowsTheLoad(t *testing.T) {
 	if len(at) != 1 || at[0].Sub(first) != releaseEvery {
 		t.Fatalf("second burst: released at %v after the first, want once, %v after", at, releaseEvery)
 	}
-	if floorFor(1e12) != GCFloor || floorFor(0) != 0 || floorFor(4*MiB) != 8*MiB {
+	if floorFor(1e12) != MaxFloor || floorFor(0) != 0 || floorFor(4*MiB) != 8*MiB {
 		t.Fatalf("floorFor: %d %d %d", floorFor(1e12), floorFor(0), floorFor(4*MiB))
 	}
 }
@@ -109,8 +109,8 @@ func gogc(t *testing.T) int {
 func TestTuneGCLeavesAnOperatorsGOGC(t *testing.T) {
 	t.Setenv("GOGC", "150")
 	before := gogc(t)
-	if TuneGC(context.Background()) {
-		t.Fatal("TuneGC ran with GOGC set in the environment")
+	if Tune(context.Background()) {
+		t.Fatal("Tune ran with GOGC set in the environment")
 	}
 	if got := gogc(t); got != before {
 		t.Fatalf("GOGC changed from %d to %d", before, got)
@@ -127,11 +127,11 @@ func TestTuneGCLiftsASmallHeapAndRestores(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if !TuneGC(ctx) {
-		t.Fatal("TuneGC did nothing without GOGC in the environment")
+	if !Tune(ctx) {
+		t.Fatal("Tune did nothing without GOGC in the environment")
 	}
 	// This test binary's live heap is far below the floor.
-	if live := liveHeap(); live >= GCFloor/2 {
+	if live := liveHeap(); live >= MaxFloor/2 {
 		t.Skipf("live heap %d is not small here", live)
 	}
 	if got := gogc(t); got <= 100 {

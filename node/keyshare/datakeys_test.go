@@ -1,4 +1,4 @@
-package node
+package keyshare
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // fakeProgress is a store's progress.
@@ -42,8 +43,8 @@ func sealedUnder(t *testing.T) (keyring.Key, string) {
 }
 
 // answer is a leader's answer holding keys (a revoked one is only named).
-func answer(keys ...keyring.Key) *leaderKeys {
-	a := &leaderKeys{held: map[string]bool{}}
+func answer(keys ...keyring.Key) *LeaderKeys {
+	a := &LeaderKeys{held: map[string]bool{}}
 	for _, k := range keys {
 		a.held[k.ID] = k.Revoked
 		if !k.Revoked {
@@ -60,7 +61,7 @@ func TestDataKeysWaitBrieflyForAnUnknownKeyThenCountTheFailure(t *testing.T) {
 	revoked := k
 	revoked.Revoked = true
 	purpose := keyring.Purpose("Cookie", "app", "aff")
-	blocks := func(ctx context.Context, have []string, want string) (*leaderKeys, error) {
+	blocks := func(ctx context.Context, have []string, want string) (*LeaderKeys, error) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
@@ -68,45 +69,45 @@ func TestDataKeysWaitBrieflyForAnUnknownKeyThenCountTheFailure(t *testing.T) {
 		desc       string
 		behind     bool
 		logBrings  bool // the key is applied while the request waits
-		fetch      func(ctx context.Context, have []string, want string) (*leaderKeys, error)
+		fetch      func(ctx context.Context, have []string, want string) (*LeaderKeys, error)
 		value      string
 		wantReason string // "" opens
 		minAsks    int64
 		maxAsks    int64
 		maxTook    time.Duration
 	}{
-		{desc: "alone and caught up: fails at once", value: value, wantReason: reasonUnknownToLeader, maxTook: 100 * time.Millisecond},
-		{desc: "alone and behind: the log brings the key", behind: true, logBrings: true, value: value, maxTook: unknownKeyWait},
-		{desc: "behind: the log brings the key while the leader is asked", behind: true, logBrings: true, value: value, minAsks: 1, maxAsks: 10, maxTook: unknownKeyWait,
-			fetch: func(ctx context.Context, have []string, want string) (*leaderKeys, error) {
-				return &leaderKeys{behind: true}, nil
+		{desc: "alone and caught up: fails at once", value: value, wantReason: ReasonUnknownToLeader, maxTook: 100 * time.Millisecond},
+		{desc: "alone and behind: the log brings the key", behind: true, logBrings: true, value: value, maxTook: UnknownKeyWait},
+		{desc: "behind: the log brings the key while the leader is asked", behind: true, logBrings: true, value: value, minAsks: 1, maxAsks: 10, maxTook: UnknownKeyWait,
+			fetch: func(ctx context.Context, have []string, want string) (*LeaderKeys, error) {
+				return &LeaderKeys{behind: true}, nil
 			}},
-		{desc: "caught up: the leader sends the key", value: value, minAsks: 1, maxAsks: 1, maxTook: unknownKeyWait,
-			fetch: func(ctx context.Context, have []string, want string) (*leaderKeys, error) {
+		{desc: "caught up: the leader sends the key", value: value, minAsks: 1, maxAsks: 1, maxTook: UnknownKeyWait,
+			fetch: func(ctx context.Context, have []string, want string) (*LeaderKeys, error) {
 				return answer(other, k), nil
 			}},
-		{desc: "the leader holds no such key", value: value, wantReason: reasonUnknownToLeader, minAsks: 1, maxAsks: 1, maxTook: 100 * time.Millisecond,
-			fetch: func(ctx context.Context, have []string, want string) (*leaderKeys, error) { return answer(other), nil }},
-		{desc: "the leader revoked it", value: value, wantReason: reasonRevoked, minAsks: 1, maxAsks: 1, maxTook: 100 * time.Millisecond,
-			fetch: func(ctx context.Context, have []string, want string) (*leaderKeys, error) {
+		{desc: "the leader holds no such key", value: value, wantReason: ReasonUnknownToLeader, minAsks: 1, maxAsks: 1, maxTook: 100 * time.Millisecond,
+			fetch: func(ctx context.Context, have []string, want string) (*LeaderKeys, error) { return answer(other), nil }},
+		{desc: "the leader revoked it", value: value, wantReason: ReasonRevoked, minAsks: 1, maxAsks: 1, maxTook: 100 * time.Millisecond,
+			fetch: func(ctx context.Context, have []string, want string) (*LeaderKeys, error) {
 				return answer(other, revoked), nil
 			}},
-		{desc: "the leader has not caught up with its log: asked again until the wait ends", value: value, wantReason: reasonTimeout, minAsks: 2, maxAsks: 11,
-			maxTook: unknownKeyWait + 500*time.Millisecond,
-			fetch: func(ctx context.Context, have []string, want string) (*leaderKeys, error) {
-				return &leaderKeys{held: map[string]bool{}, behind: true}, nil
+		{desc: "the leader has not caught up with its log: asked again until the wait ends", value: value, wantReason: ReasonTimeout, minAsks: 2, maxAsks: 11,
+			maxTook: UnknownKeyWait + 500*time.Millisecond,
+			fetch: func(ctx context.Context, have []string, want string) (*LeaderKeys, error) {
+				return &LeaderKeys{held: map[string]bool{}, behind: true}, nil
 			}},
-		{desc: "a leader of an earlier release sends the one key asked for", value: value, minAsks: 1, maxAsks: 1, maxTook: unknownKeyWait,
-			fetch: func(ctx context.Context, have []string, want string) (*leaderKeys, error) {
+		{desc: "a leader of an earlier release sends the one key asked for", value: value, minAsks: 1, maxAsks: 1, maxTook: UnknownKeyWait,
+			fetch: func(ctx context.Context, have []string, want string) (*LeaderKeys, error) {
 				a := answer(k)
 				a.only = want
 				return a, nil
 			}},
-		{desc: "nobody answers: bounded wait", value: value, wantReason: reasonTimeout, minAsks: 1, maxAsks: 1, maxTook: unknownKeyWait + 500*time.Millisecond, fetch: blocks},
-		{desc: "no leader, caught up: fails at once", value: value, wantReason: reasonNoLeader, minAsks: 1, maxAsks: 1, maxTook: 100 * time.Millisecond,
-			fetch: func(ctx context.Context, have []string, want string) (*leaderKeys, error) { return nil, errNoKeySource }},
-		{desc: "this node leads, caught up: fails at once", value: value, wantReason: reasonUnknownToLeader, minAsks: 1, maxAsks: 1, maxTook: 100 * time.Millisecond,
-			fetch: func(ctx context.Context, have []string, want string) (*leaderKeys, error) {
+		{desc: "nobody answers: bounded wait", value: value, wantReason: ReasonTimeout, minAsks: 1, maxAsks: 1, maxTook: UnknownKeyWait + 500*time.Millisecond, fetch: blocks},
+		{desc: "no leader, caught up: fails at once", value: value, wantReason: ReasonNoLeader, minAsks: 1, maxAsks: 1, maxTook: 100 * time.Millisecond,
+			fetch: func(ctx context.Context, have []string, want string) (*LeaderKeys, error) { return nil, errNoKeySource }},
+		{desc: "this node leads, caught up: fails at once", value: value, wantReason: ReasonUnknownToLeader, minAsks: 1, maxAsks: 1, maxTook: 100 * time.Millisecond,
+			fetch: func(ctx context.Context, have []string, want string) (*LeaderKeys, error) {
 				return nil, errLeaderIsSelf
 			}},
 		{desc: "a tampered value under a known key never waits", value: value[:len(value)-2] + "AA", wantReason: "-", maxTook: 100 * time.Millisecond, fetch: blocks},
@@ -126,9 +127,9 @@ func TestDataKeysWaitBrieflyForAnUnknownKeyThenCountTheFailure(t *testing.T) {
 				fp.applied.Store(5)
 			}
 			var asks atomic.Int64
-			var fetch func(ctx context.Context, have []string, want string) (*leaderKeys, error)
+			var fetch func(ctx context.Context, have []string, want string) (*LeaderKeys, error)
 			if c.fetch != nil {
-				fetch = func(ctx context.Context, have []string, want string) (*leaderKeys, error) {
+				fetch = func(ctx context.Context, have []string, want string) (*LeaderKeys, error) {
 					asks.Add(1)
 					if want != k.ID || !slices.Contains(have, other.ID) {
 						t.Errorf("asked with want %q, have %v; want %q, and %s among those held", want, have, k.ID, other.ID)
@@ -143,7 +144,7 @@ func TestDataKeysWaitBrieflyForAnUnknownKeyThenCountTheFailure(t *testing.T) {
 					fp.applied.Store(7)
 				}()
 			}
-			dk := newDataKeys(ring, fp, fetch, quietLogger())
+			dk := NewDataKeys(ring, fp, fetch, quietLogger())
 			start := time.Now()
 			got, err := dk.Open(purpose, c.value)
 			took := time.Since(start)
@@ -167,14 +168,14 @@ func TestDataKeysWaitBrieflyForAnUnknownKeyThenCountTheFailure(t *testing.T) {
 				if err == nil || errors.Is(err, keyring.ErrUnknownKey) {
 					t.Fatalf("Open err %v, want a non-key failure", err)
 				}
-				if n := counterSeries(t, dk.failures); n != 0 {
+				if n := counterSeries(t, dk.Failures); n != 0 {
 					t.Fatalf("%d failure series counted for a value whose key is known", n)
 				}
 			default:
 				if !errors.Is(err, keyring.ErrUnknownKey) {
 					t.Fatalf("Open err %v, want ErrUnknownKey", err)
 				}
-				if v := counterValue(t, dk.failures, c.wantReason); v != 1 {
+				if v := counterValue(t, dk.Failures, c.wantReason); v != 1 {
 					t.Fatalf("failures{reason=%q} = %v, want 1", c.wantReason, v)
 				}
 			}
@@ -187,7 +188,7 @@ func TestDataKeysRememberKeysTheLeaderDoesNotHoldAndBoundTheWaits(t *testing.T) 
 	purpose := keyring.Purpose("Cookie", "app", "aff")
 	fp := &fakeProgress{}
 	var asks atomic.Int64
-	dk := newDataKeys(keyring.NewRing(keyring.Options{}), fp, func(ctx context.Context, have []string, want string) (*leaderKeys, error) {
+	dk := NewDataKeys(keyring.NewRing(keyring.Options{}), fp, func(ctx context.Context, have []string, want string) (*LeaderKeys, error) {
 		asks.Add(1)
 		return answer(), nil
 	}, quietLogger())
@@ -199,7 +200,7 @@ func TestDataKeysRememberKeysTheLeaderDoesNotHoldAndBoundTheWaits(t *testing.T) 
 	if asks.Load() != 1 {
 		t.Fatalf("asked the leader %d times for one key id it does not hold, want 1 (remembered)", asks.Load())
 	}
-	if v := counterValue(t, dk.failures, reasonUnknownToLeader); v != 3 {
+	if v := counterValue(t, dk.Failures, ReasonUnknownToLeader); v != 3 {
 		t.Fatalf("failures = %v, want 3 (each counted)", v)
 	}
 
@@ -210,7 +211,7 @@ func TestDataKeysRememberKeysTheLeaderDoesNotHoldAndBoundTheWaits(t *testing.T) 
 	if _, err := dk.Open(purpose, value2); !errors.Is(err, keyring.ErrUnknownKey) || time.Since(start) > 100*time.Millisecond {
 		t.Fatalf("Open with every wait slot taken: %v after %s, want an immediate failure", err, time.Since(start))
 	}
-	if v := counterValue(t, dk.failures, reasonWaitLimit); v != 1 {
+	if v := counterValue(t, dk.Failures, ReasonWaitLimit); v != 1 {
 		t.Fatalf("failures{wait_limit} = %v, want 1", v)
 	}
 }
@@ -228,7 +229,7 @@ func TestDataKeysOneRequestAtATimeSettlesEveryWaitingKeyID(t *testing.T) {
 		maxIn    int
 		sentAt   []time.Time
 	)
-	dk := newDataKeys(keyring.NewRing(keyring.Options{}), &fakeProgress{}, func(ctx context.Context, have []string, want string) (*leaderKeys, error) {
+	dk := NewDataKeys(keyring.NewRing(keyring.Options{}), &fakeProgress{}, func(ctx context.Context, have []string, want string) (*LeaderKeys, error) {
 		mu.Lock()
 		inFlight++
 		maxIn = max(maxIn, inFlight)
@@ -269,7 +270,7 @@ func TestDataKeysOneRequestAtATimeSettlesEveryWaitingKeyID(t *testing.T) {
 	if opened.Load() != 1 || unknown.Load() != made {
 		t.Errorf("opened %d, unknown %d; want 1 (the key the leader sent) and %d", opened.Load(), unknown.Load(), made)
 	}
-	if v := counterValue(t, dk.failures, reasonUnknownToLeader); v != made {
+	if v := counterValue(t, dk.Failures, ReasonUnknownToLeader); v != made {
 		t.Errorf("failures{unknown_to_leader} = %v, want %d", v, made)
 	}
 	mu.Lock()
@@ -308,24 +309,6 @@ func counterValue(t *testing.T, c *prometheus.CounterVec, label string) float64 
 	return 0
 }
 
-// counterTotal is the sum of c's series.
-func counterTotal(t *testing.T, c prometheus.Collector) float64 {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
-}
-
 // counterSeries is how many series c has.
 func counterSeries(t *testing.T, c *prometheus.CounterVec) int {
 	t.Helper()
@@ -346,8 +329,8 @@ func counterSeries(t *testing.T, c *prometheus.CounterVec) int {
 // one line per period with their count by reason; once a period passes
 // without any, the next is logged at once again.
 func TestDataKeysLogUnknownKeysAtOnceThenOneLineAPeriodWithACount(t *testing.T) {
-	var buf logBuffer
-	dk := newDataKeys(keyring.NewRing(keyring.Options{}), &fakeProgress{}, nil, slog.New(slog.NewTextHandler(&buf, nil)))
+	var buf testutil.SyncBuffer
+	dk := NewDataKeys(keyring.NewRing(keyring.Options{}), &fakeProgress{}, nil, slog.New(slog.NewTextHandler(&buf, nil)))
 	// The test ends each period itself.
 	var periodEnd []func()
 	dk.after = func(d time.Duration, f func()) {
@@ -375,9 +358,9 @@ func TestDataKeysLogUnknownKeysAtOnceThenOneLineAPeriodWithACount(t *testing.T) 
 		return out
 	}
 	for i, id := range []string{"a1", "a1", "b2", "c3", "a1", "d4"} {
-		reason := reasonUnknownToLeader
+		reason := ReasonUnknownToLeader
 		if i == 3 {
-			reason = reasonTimeout
+			reason = ReasonTimeout
 		}
 		dk.fail(id, reason)
 	}
@@ -396,7 +379,7 @@ func TestDataKeysLogUnknownKeysAtOnceThenOneLineAPeriodWithACount(t *testing.T) 
 	}
 	// The next period, quiet, logs nothing and closes the window: the next
 	// failure is logged at once.
-	dk.fail("c3", reasonUnknownToLeader)
+	dk.fail("c3", ReasonUnknownToLeader)
 	endPeriod()
 	endPeriod()
 	if n := len(lines()); n != 3 {
@@ -405,11 +388,13 @@ func TestDataKeysLogUnknownKeysAtOnceThenOneLineAPeriodWithACount(t *testing.T) 
 	if len(periodEnd) != 0 {
 		t.Fatalf("a quiet period left %d periods under way, want none", len(periodEnd))
 	}
-	dk.fail("e5", reasonNoLeader)
+	dk.fail("e5", ReasonNoLeader)
 	if got := lines(); len(got) != 4 || !strings.Contains(got[3], "key_id=e5") {
 		t.Fatalf("a failure after a quiet period: %d lines, want a fourth naming e5:\n%s", len(got), strings.Join(got, "\n"))
 	}
-	if v := counterValue(t, dk.failures, reasonUnknownToLeader); v != 6 {
+	if v := counterValue(t, dk.Failures, ReasonUnknownToLeader); v != 6 {
 		t.Errorf("failures = %v, want 6: every failure counts", v)
 	}
 }
+
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -1,4 +1,4 @@
-package node
+package gcfloor
 
 import (
 	"context"
@@ -21,12 +21,12 @@ import (
 // resident, and with nothing allocating no collection comes to lower it.
 //
 // So the floor follows the load: it is the heap the last few seconds'
-// allocation rate fills in floorSpan (at most GCFloor), so that under load a
+// allocation rate fills in floorSpan (at most MaxFloor), so that under load a
 // collection comes about every floorSpan whatever the rate, and an idle node
 // is collected at Go's default goal. While the live heap is below the floor,
 // GOGC is raised so that the next goal is the floor; at or above it GOGC
 // stays at 100. When the load has gone (the floor fell below an eighth of
-// GCFloor for the whole window after it was at a quarter or more), the node
+// MaxFloor for the whole window after it was at a quarter or more), the node
 // collects twice (the first collection moves sync.Pool contents, a burst's
 // buffers among them, aside; the second drops them) and gives the free
 // memory back to the operating system (debug.FreeOSMemory), once per load,
@@ -34,8 +34,8 @@ import (
 // hold, not its peak. A GOGC in the environment is the operator's choice and
 // turns all this off; GOMEMLIMIT still caps the heap either way.
 
-// GCFloor is the largest heap-goal floor TuneGC keeps.
-const GCFloor = 64 << 20
+// MaxFloor is the largest heap-goal floor Tune keeps.
+const MaxFloor = 64 << 20
 
 const (
 	gcTuneEvery  = time.Second
@@ -64,23 +64,23 @@ func gcPercentFor(live, floor uint64) int {
 }
 
 // floorFor is the floor for an allocation rate (bytes per second): what
-// floorSpan of it fills, at most GCFloor.
+// floorSpan of it fills, at most MaxFloor.
 func floorFor(rate float64) uint64 {
 	f := rate * floorSpan.Seconds()
-	if f >= GCFloor {
-		return GCFloor
+	if f >= MaxFloor {
+		return MaxFloor
 	}
 	return uint64(max(f, 0))
 }
 
-// gcTuner is TuneGC's state from one tick to the next.
+// gcTuner is Tune's state from one tick to the next.
 type gcTuner struct {
 	cur         int       // the GOGC set
 	rates       []float64 // the last rateWindow ticks' allocation rates
 	allocs      uint64    // cumulative allocated bytes at the last tick
 	at          time.Time
 	lastRelease time.Time
-	// loaded: the floor reached GCFloor/4 since the last release.
+	// loaded: the floor reached MaxFloor/4 since the last release.
 	loaded bool
 	// release gives memory back (releaseMemory; a test's counter).
 	release func()
@@ -107,10 +107,10 @@ func (g *gcTuner) tick(now time.Time, s heapStats) (gogc int, release bool) {
 		peak = slices.Max(g.rates)
 	}
 	floor := floorFor(peak)
-	if floor >= GCFloor/4 {
+	if floor >= MaxFloor/4 {
 		g.loaded = true
 	}
-	quiet := floor < GCFloor/8 && len(g.rates) == rateWindow
+	quiet := floor < MaxFloor/8 && len(g.rates) == rateWindow
 	if quiet && g.loaded && now.Sub(g.lastRelease) >= releaseEvery {
 		g.lastRelease, g.loaded = now, false
 		release = true
@@ -123,17 +123,17 @@ func (g *gcTuner) tick(now time.Time, s heapStats) (gogc int, release bool) {
 	return gogc, release
 }
 
-// TuneGC keeps the heap-goal floor until ctx ends, then puts GOGC back. It
-// is process-wide: the binary calls it once (cmd/tether), never a Node, since
+// Tune keeps the heap-goal floor until ctx ends, then puts GOGC back. It
+// is process-wide: the binary calls it once (cmd/tether), never a node, since
 // tests run several nodes in one process. It returns false, doing nothing,
 // when GOGC is set in the environment.
-func TuneGC(ctx context.Context) bool {
+func Tune(ctx context.Context) bool {
 	if _, set := os.LookupEnv("GOGC"); set {
 		return false
 	}
 	s := readHeap()
 	// Until a rate is known, the full floor: a node starts into its load.
-	g := &gcTuner{cur: gcPercentFor(s.live, GCFloor), allocs: s.allocs, at: time.Now(), release: releaseMemory}
+	g := &gcTuner{cur: gcPercentFor(s.live, MaxFloor), allocs: s.allocs, at: time.Now(), release: releaseMemory}
 	prev := debug.SetGCPercent(g.cur)
 	go func() {
 		t := time.NewTicker(gcTuneEvery)
