@@ -201,8 +201,8 @@ func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
 		n.writeApplyError(w, "key rotation", err)
 		return
 	}
-	now, _ := n.clusterNow()
-	at, err := n.commitTime(now)
+	now, _ := n.clock.Now()
+	at, err := n.clock.CommitTime(now)
 	if err != nil {
 		n.writeApplyError(w, "key rotation", err)
 		return
@@ -218,8 +218,8 @@ func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
 
 func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	now, _ := n.clusterNow()
-	at, err := n.commitTime(now)
+	now, _ := n.clock.Now()
+	at, err := n.clock.CommitTime(now)
 	if err != nil {
 		n.writeApplyError(w, "key revocation", err)
 		return
@@ -382,7 +382,7 @@ func (n *Node) handleDrain(on bool) http.HandlerFunc {
 			// The leader picks the absolute deadline, so every node ends
 			// the drain at the same moment; it counts from the cluster
 			// time, which no one node's clock moves.
-			now, _ := n.clusterNow()
+			now, _ := n.clock.Now()
 			cmd = store.SetDrain{ReqID: requestID(r), Cluster: clusterID, Destination: id, Deadline: now.Add(timeout).UTC()}
 		}
 		c, err := n.store.CommitRequest(cmd, requestBinding(r))

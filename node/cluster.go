@@ -138,7 +138,7 @@ func (n *Node) openCluster() error {
 				Tickets:   n.ticketSchemeAdvertised(),
 			},
 			Timing:    n.gossipTiming(),
-			Clock:     n.wallNow,
+			Clock:     n.clock.Wall,
 			Logger:    n.log.With("component", "gossip"),
 			VoteFile:  filepath.Join(n.cfg.DataDir, "formation-vote"),
 			PeersFile: filepath.Join(n.cfg.DataDir, "gossip-peers"),
@@ -195,6 +195,11 @@ func (n *Node) openCluster() error {
 		return fmt.Errorf("raft on %s: %w", raftBind, err)
 	}
 	n.store.SetLegacyHandshake(n.raftV1Allowed)
+	if n.members != nil {
+		n.clock.Bind(n.store, n.members)
+	} else {
+		n.clock.Bind(n.store, nil)
+	}
 	// Restoring the state may have changed the secrets: in step before
 	// anything is served.
 	n.applySecrets()
@@ -302,7 +307,7 @@ func (n *Node) fillStateMeta(m *cluster.Meta) {
 	m.HasState = n.store.HadState() || n.store.AppliedIndex() > 0
 	m.Durable = n.store.DurableIndex()
 	m.Commands = string(n.store.Commands())
-	now := n.wallNow().Unix()
+	now := n.clock.Wall().Unix()
 	m.Clock, m.ClockMin = now/3600, now/60
 	pf, _ := n.store.PersistFailure()
 	m.NoPersist = pf != nil

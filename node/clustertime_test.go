@@ -35,11 +35,10 @@ func keyTimes(t *testing.T, n *Node) map[string]keyring.Metadata {
 // run off by offset; 0 puts it back.
 func setClock(n *Node, offset time.Duration) {
 	if offset == 0 {
-		n.metaClock.Store(nil)
+		n.clock.SetWall(nil)
 		return
 	}
-	clock := func() time.Time { return time.Now().Add(offset) }
-	n.metaClock.Store(&clock)
+	n.clock.SetWall(func() time.Time { return time.Now().Add(offset) })
 }
 
 // near reports whether got is within tol of want.

@@ -119,40 +119,6 @@ func addressConflicts(servers []store.Server, members []cluster.Member) map[stri
 	return out
 }
 
-// clockSlack covers a member's meta update and its gossip after its clock
-// passes an hour.
-const clockSlack = time.Minute
-
-// agreedTime is the cluster time now, bounded by every alive member's clock
-// as it gossips it (whole hours): the leader prunes keys only once every
-// member's clock says their retention is over, so no member is left with
-// values it still opens by its own clock under a pruned key. A member's
-// clock that lags holds pruning back, which only keeps keys longer.
-func (n *Node) agreedTime(now time.Time) time.Time {
-	if n.members == nil {
-		return now
-	}
-	t, slowest := now, ""
-	for _, m := range n.members.Members() {
-		if !m.Alive() || m.ID == n.cfg.NodeID || m.Clock == 0 {
-			continue
-		}
-		// The member's clock now is below the end of the hour it gossiped.
-		if bound := time.Unix((m.Clock+1)*3600, 0).Add(clockSlack); bound.Before(t) {
-			t, slowest = bound, m.ID
-		}
-	}
-	if ahead := now.Sub(t); slowest != "" && ahead > time.Hour {
-		if !n.clockAhead.Swap(true) {
-			n.log.Warn("the cluster time is ahead of a member's clock: keys are pruned by the slowest member's clock",
-				"member", slowest, "ahead_at_least", ahead.Round(time.Minute).String())
-		}
-	} else {
-		n.clockAhead.Store(false)
-	}
-	return t
-}
-
 // storeHealthCollector reports what keeps the replicated state from being
 // held durably or applied: a disk that cannot persist, an entry this
 // binary cannot apply.

@@ -220,8 +220,7 @@ func TestClusterLeaderClockAheadDoesNotPruneKeysOthersNeed(t *testing.T) {
 	// The other members' clocks get there too: now it may go.
 	for _, n := range tc.live() {
 		if n != l {
-			clock := func() time.Time { return jumped }
-			n.metaClock.Store(&clock)
+			n.clock.SetWall(func() time.Time { return jumped })
 		}
 	}
 	testutil.Eventually(t, 15*time.Second, "the key pruned everywhere once every clock agrees", func() bool {

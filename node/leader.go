@@ -20,6 +20,7 @@ import (
 
 	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/node/clustertime"
 	"github.com/tether-proxy/tether/store"
 )
 
@@ -73,7 +74,7 @@ func (n *Node) leaderLoop(ctx context.Context) {
 		}
 		// Every node keeps its reckoning of the cluster time current, so
 		// that a new leader counts on from it.
-		now, ready := n.clusterNow()
+		now, ready := n.clock.Now()
 		if !n.store.IsLeader() {
 			n.lead.mu.Lock()
 			n.lead.pending, n.lead.lag, n.lead.laggards = nil, 0, 0
@@ -107,7 +108,7 @@ func (n *Node) leaderRound(now time.Time) {
 	}
 	// The keyring's duties go by the time they commit (commitTime logs
 	// why there is none).
-	if at, err := n.commitTime(now); err == nil {
+	if at, err := n.clock.CommitTime(now); err == nil {
 		if err := n.ensureKey(at); err != nil {
 			n.log.Error("no active key and creating one failed", "error", err)
 		}
@@ -246,7 +247,7 @@ func (n *Node) rotationUnderWay(now time.Time) bool {
 // rotation back; the leader activates it like any installed key, once
 // every member holds it.
 func underWay(md keyring.Metadata, now time.Time) bool {
-	return md.State == keyring.Installed && !md.Activates.After(now.Add(pendingActivation+clockTolerance))
+	return md.State == keyring.Installed && !md.Activates.After(now.Add(pendingActivation+clustertime.Tolerance))
 }
 
 // rotate installs a new key that the leader activates once every alive
@@ -327,7 +328,7 @@ func (n *Node) activatePending(now time.Time) {
 	}
 	ahead := func(id string) bool {
 		i := slices.IndexFunc(mds, func(md keyring.Metadata) bool { return md.ID == id })
-		return mds[i].Created.After(now.Add(clockTolerance))
+		return mds[i].Created.After(now.Add(clustertime.Tolerance))
 	}
 	slices.SortStableFunc(ids, func(a, b string) int { // mds is in creation order
 		switch {
@@ -476,7 +477,7 @@ func (n *Node) maybeRotate(now time.Time) error {
 // command, so every FSM prunes the same keys), by the cluster time bounded
 // by every alive member's clock.
 func (n *Node) maybePrune(now time.Time) {
-	now = n.agreedTime(now)
+	now = n.clock.Agreed(now)
 	retention := n.ring.Retention()
 	for _, md := range n.ring.List(now) {
 		if !now.Before(md.Expires.Add(retention)) {
@@ -605,8 +606,8 @@ func (n *Node) revoke(ctx context.Context, now time.Time, id, reqID, bind string
 		n.activationTimeouts.Add(1)
 	}
 	// The wait took up to activationWait: activate at the time it ended.
-	if t, _ := n.clusterNow(); t.After(now) {
-		if at, err := n.commitTime(t); err == nil {
+	if t, _ := n.clock.Now(); t.After(now) {
+		if at, err := n.clock.CommitTime(t); err == nil {
 			now = at
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/tether-proxy/tether/keyring"
 	adminapi "github.com/tether-proxy/tether/node/admin"
 	"github.com/tether-proxy/tether/node/apiclient"
+	"github.com/tether-proxy/tether/node/clustertime"
 	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/store"
@@ -166,11 +167,6 @@ type Node struct {
 	// readWait (tests): how long a read waits for the index it asks for;
 	// 0: readWaitMax.
 	readWait time.Duration
-	// clockAhead: the cluster time was last seen ahead of a member's clock
-	// (logged once per episode).
-	clockAhead atomic.Bool
-	// metaClock (tests): this node's wall clock (wallNow); nil: time.Now.
-	metaClock atomic.Pointer[func() time.Time]
 	// ticketShift (tests): added to the time TLS session tickets go by.
 	ticketShift atomic.Int64
 	// seeds are the TLS session ticket seeds this node holds, in memory
@@ -189,19 +185,8 @@ type Node struct {
 	// sends, as it goes on gossip; seedFetchOff (tests): ask no leader.
 	seedRecord   atomic.Pointer[func(tag byte, msg []byte)]
 	seedFetchOff atomic.Bool
-	// clock reckons the cluster time (clustertime.go); clockOffset is this
-	// node's wall clock minus it, in nanoseconds (metric); clockApart,
-	// clockOff and clockBlocked: a jumped median, this node's clock far
-	// off, a committed time that cannot be set back (each logged once per
-	// episode).
-	clock       clusterClock
-	clockOffset atomic.Int64
-	// clusterAt is the last reading of the cluster time, which the data
-	// path counts on from (nil before the first).
-	clusterAt    atomic.Pointer[clockPoint]
-	clockApart   atomic.Bool
-	clockOff     atomic.Bool
-	clockBlocked atomic.Bool
+	// clock is the cluster time (node/clustertime).
+	clock *clustertime.Clock
 	// settingsLogged is the last settings mismatch the leader logged.
 	settingsLogged atomic.Pointer[string]
 	// conflictsLogged is the last Raft address conflict the leader logged.
@@ -279,6 +264,7 @@ func New(cfg Config) (*Node, error) {
 		cfg:        cfg,
 		log:        cfg.Logger.With("node", cfg.NodeID),
 		seeds:      keyring.NewTicketSeeds(),
+		clock:      clustertime.New(cfg.NodeID, cfg.Logger.With("node", cfg.NodeID)),
 		stop:       make(chan struct{}),
 		leaderWake: make(chan struct{}, 1),
 		failed:     make(chan struct{}),
@@ -356,7 +342,7 @@ func (n *Node) Start() (err error) {
 
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n), newClockCollector(n), newSecretCollector(n))
+	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n), n.clock.Collector(), newSecretCollector(n))
 	n.registry.MustRegister(n.seeder.requests, n.seeder.made, newTicketSeedCollector(n))
 	var fetch func(context.Context, []string, string) (*leaderKeys, error)
 	if n.keys != nil {

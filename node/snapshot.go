@@ -36,7 +36,7 @@ func (n *Node) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
 // checked against the cluster's time. The answer says what the decoded
 // state held and which keys the running cluster revoked stay revoked.
 func (n *Node) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) {
-	now, _ := n.clusterNow()
+	now, _ := n.clock.Now()
 	res, err := n.store.RestoreBackup(r.Body, now, restoreTimeout)
 	if errors.Is(err, store.ErrBackup) {
 		adminapi.WriteError(w, http.StatusUnprocessableEntity, err.Error())

@@ -48,8 +48,8 @@ func (n *Node) ticketSchemeAdvertised() int {
 // first reading.
 func (n *Node) ticketTime(now time.Time) time.Time {
 	t := now
-	if p := n.clusterAt.Load(); p != nil {
-		t = p.at.Add(now.Sub(p.mono))
+	if p := n.clock.Last(); p != nil {
+		t = p.At.Add(now.Sub(p.Mono))
 	}
 	return t.Add(time.Duration(n.ticketShift.Load()))
 }
