@@ -16,6 +16,7 @@ import (
 
 	"github.com/tether-proxy/tether/keyring"
 	adminapi "github.com/tether-proxy/tether/node/admin"
+	"github.com/tether-proxy/tether/node/leader"
 	"github.com/tether-proxy/tether/store"
 )
 
@@ -177,7 +178,7 @@ func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
 		"members":        len(n.memberViews()),
 		"active_key_id":  n.ring.ActiveKeyID(time.Now()),
 		"clusters":       n.proxy.ClusterIDs(),
-		"acme":           n.acmeView.statuses(),
+		"acme":           n.lead.AcmeView().Statuses(),
 	})
 }
 
@@ -189,12 +190,12 @@ func (n *Node) handleKeyringList(w http.ResponseWriter, r *http.Request) {
 		setIndex(w, index)
 		mds, active = n.ring.List(now), n.ring.ActiveKeyID(now)
 	})
-	adminapi.WriteJSON(w, http.StatusOK, map[string]any{"active_key_id": active, "keys": n.keyViewsOf(mds, now)})
+	adminapi.WriteJSON(w, http.StatusOK, map[string]any{"active_key_id": active, "keys": n.lead.KeyViews(mds, now)})
 }
 
 func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
-	if !n.caughtUp() {
-		n.writeApplyError(w, "key rotation", errBehind)
+	if !n.lead.CaughtUp() {
+		n.writeApplyError(w, "key rotation", leader.ErrBehind)
 		return
 	}
 	if err := n.store.CheckRequest(requestID(r), requestBinding(r)); err != nil {
@@ -207,7 +208,7 @@ func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
 		n.writeApplyError(w, "key rotation", err)
 		return
 	}
-	md, index, err := n.rotate(at, requestID(r), requestBinding(r))
+	md, index, err := n.lead.Rotate(at, requestID(r), requestBinding(r))
 	if err != nil {
 		n.writeApplyError(w, "key rotation", err)
 		return
@@ -224,7 +225,7 @@ func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
 		n.writeApplyError(w, "key revocation", err)
 		return
 	}
-	res, err := n.revoke(r.Context(), at, id, requestID(r), requestBinding(r))
+	res, err := n.lead.Revoke(r.Context(), at, id, requestID(r), requestBinding(r))
 	if err != nil {
 		if errors.Is(err, keyring.ErrUnknownKey) {
 			adminapi.WriteError(w, http.StatusNotFound, fmt.Sprintf("no key with id %q", id))
@@ -233,14 +234,14 @@ func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
 		n.writeApplyError(w, "key revocation", err)
 		return
 	}
-	n.log.Info("key revoked", "id", id, "active_key_id", res.active, "replacement_id", res.replacement)
-	setCommitted(w, res.index)
-	body := map[string]any{"id": id, "state": "revoked", "active_key_id": res.active}
-	if res.replacement != "" {
-		body["replacement_id"] = res.replacement
+	n.log.Info("key revoked", "id", id, "active_key_id", res.Active, "replacement_id", res.Replacement)
+	setCommitted(w, res.Index)
+	body := map[string]any{"id": id, "state": "revoked", "active_key_id": res.Active}
+	if res.Replacement != "" {
+		body["replacement_id"] = res.Replacement
 	}
-	if len(res.passedOver) > 0 {
-		body["passed_over"] = res.passedOver
+	if len(res.PassedOver) > 0 {
+		body["passed_over"] = res.PassedOver
 	}
 	adminapi.WriteJSON(w, http.StatusOK, body)
 }

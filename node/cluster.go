@@ -17,6 +17,7 @@ import (
 
 	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/node/leader"
 	"github.com/tether-proxy/tether/store"
 )
 
@@ -33,19 +34,10 @@ const (
 const (
 	// formationInterval is how often a forming node looks at who it sees.
 	formationInterval = 500 * time.Millisecond
-	// leaderInterval is how often the leader reconciles voters, activates
-	// installed keys, rotates and prunes, besides being woken by changes.
-	leaderInterval = time.Second
-	// activationWait bounds how long a failed member delays the activation
-	// of a new key: after it the key activates without the failed members,
-	// which are named in the log and counted in a metric. Alive and
-	// suspect members are never passed over (docs/OPERATIONS.md, "Rotate keys").
-	activationWait = 10 * time.Second
-	// pendingActivation is the activation time a rotated key is installed
-	// with. The leader activates it explicitly (once every alive or suspect
-	// member holds it), long before; the far time only bounds a key whose
-	// activation every leader missed.
-	pendingActivation = 24 * time.Hour
+	// The leader's timings (node/leader).
+	leaderInterval    = leader.Interval
+	activationWait    = leader.ActivationWait
+	pendingActivation = leader.PendingActivation
 	// leaveWait bounds a graceful leave's wait for the leader to drop this
 	// node from the Raft configuration.
 	leaveWait = 10 * time.Second
@@ -200,11 +192,12 @@ func (n *Node) openCluster() error {
 	} else {
 		n.clock.Bind(n.store, nil)
 	}
+	n.lead = n.newLeader()
 	// Restoring the state may have changed the secrets: in step before
 	// anything is served.
 	n.applySecrets()
 	if n.members != nil {
-		n.store.SetCommandGate(n.commandGate)
+		n.store.SetCommandGate(n.lead.CommandGate)
 		if err := n.members.UpdateMeta(func(m *cluster.Meta) {
 			m.RaftAddr = n.store.Addr()
 			n.fillStateMeta(m)
@@ -474,23 +467,8 @@ func (n *Node) durableReport(msg []byte) {
 	if k <= 0 {
 		return
 	}
-	id := string(msg[:i])
-	n.durMu.Lock()
-	if n.durables == nil {
-		n.durables = map[string]uint64{}
-	}
-	if index > n.durables[id] {
-		n.durables[id] = index
-	}
-	n.durMu.Unlock()
+	n.durables.Note(string(msg[:i]), index)
 	n.wakeLeader()
-}
-
-// reportedDurable is the highest durable index member id reported directly.
-func (n *Node) reportedDurable(id string) uint64 {
-	n.durMu.Lock()
-	defer n.durMu.Unlock()
-	return n.durables[id]
 }
 
 // applyDrains makes the data path's drain state the replicated one.

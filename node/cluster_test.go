@@ -751,7 +751,7 @@ func TestLeaderRotatesBeforeExpiryAndPrunesAfterRetention(t *testing.T) {
 	now := time.Now()
 	testutil.Eventually(t, 10*time.Second, "the first key", func() bool {
 		if n.store.IsLeader() {
-			n.leaderRound(now)
+			n.lead.Round(now)
 		}
 		return n.ring.ActiveKeyID(now) != ""
 	})
@@ -784,7 +784,7 @@ func TestLeaderRotatesBeforeExpiryAndPrunesAfterRetention(t *testing.T) {
 		t.Run(c.desc, func(t *testing.T) {
 			deadline := time.Now().Add(5 * time.Second)
 			for {
-				n.leaderRound(c.at)
+				n.lead.Round(c.at)
 				if c.want() {
 					break
 				}

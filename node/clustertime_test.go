@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/node/leader"
 	"github.com/tether-proxy/tether/store"
 	"github.com/tether-proxy/tether/test/testutil"
 )
@@ -293,7 +294,7 @@ func TestAutomaticRotationKeepsItsScheduleBesideAFarFutureKey(t *testing.T) {
 	now := time.Now()
 	testutil.Eventually(t, 10*time.Second, "the first key", func() bool {
 		if n.store.IsLeader() {
-			n.leaderRound(now)
+			n.lead.Round(now)
 		}
 		return n.ring.ActiveKeyID(now) != ""
 	})
@@ -314,7 +315,7 @@ func TestAutomaticRotationKeepsItsScheduleBesideAFarFutureKey(t *testing.T) {
 	for _, at := range []time.Time{firstMD.Expires.Add(-time.Hour), firstMD.Expires.Add(time.Hour)} {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			n.leaderRound(at)
+			n.lead.Round(at)
 			id := n.ring.ActiveKeyID(at)
 			var left time.Duration
 			for _, md := range n.ring.List(at) {
@@ -322,7 +323,7 @@ func TestAutomaticRotationKeepsItsScheduleBesideAFarFutureKey(t *testing.T) {
 					left = md.Expires.Sub(at)
 				}
 			}
-			if id != "" && left > keyring.DefaultLifetime/rotateFraction {
+			if id != "" && left > keyring.DefaultLifetime/leader.RotateFraction {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -372,7 +373,7 @@ func TestClusterSetsACommittedTimeBackOnlyOnceEveryMemberAppliesIt(t *testing.T)
 			_ = old.store.TransferLeadership()
 			return false
 		}
-		return l != nil && l.commandGate(store.SetClock{At: time.Now()}) != nil
+		return l != nil && l.lead.CommandGate(store.SetClock{At: time.Now()}) != nil
 	})
 	l := tc.leader()
 	far := time.Now().Add(2500 * time.Hour)
@@ -434,7 +435,7 @@ func startSolo(t *testing.T, tc *testCluster, now time.Time) *Node {
 	tc.mu.Unlock()
 	testutil.Eventually(t, 10*time.Second, "the first key", func() bool {
 		if n.store.IsLeader() {
-			n.leaderRound(now)
+			n.lead.Round(now)
 		}
 		return n.ring.ActiveKeyID(now) != ""
 	})
@@ -456,13 +457,13 @@ func TestARotationActivatedWithAFarKeyIsTheOneThatEncrypts(t *testing.T) {
 	if _, err := n.store.Apply(store.InstallKey{ReqID: "old-far", Key: far}); err != nil {
 		t.Fatal(err)
 	}
-	md, _, err := n.rotate(now, "rotate-1", "")
+	md, _, err := n.lead.Rotate(now, "rotate-1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 10*time.Second, "both keys activated", func() bool {
 		now = now.Add(time.Second) // each round a second later
-		n.leaderRound(now)
+		n.lead.Round(now)
 		for _, k := range n.ring.List(now) {
 			if k.State == keyring.Installed {
 				return false

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -60,7 +59,7 @@ func TestClusterLeaderWritesACommandOnlyOnceEveryMemberAppliesIt(t *testing.T) {
 	})
 	testutil.Eventually(t, 10*time.Second, "the leader to see n3's command set", func() bool {
 		l := tc.leader()
-		return l != nil && l.commandGate(storeSetDrain()) != nil
+		return l != nil && l.lead.CommandGate(storeSetDrain()) != nil
 	})
 	for _, n := range tc.live() {
 		status, body := adminWrite(t, n, "POST", "/v1/clusters/app/destinations/d1/drain", nil)
@@ -181,7 +180,7 @@ func TestClusterLeaderClockAheadDoesNotPruneKeysOthersNeed(t *testing.T) {
 	var first keyring.Metadata
 	testutil.Eventually(t, 30*time.Second, "a first key active on every node", func() bool {
 		if l := tc.leader(); l != nil {
-			l.leaderRound(now)
+			l.lead.Round(now)
 		}
 		for _, n := range tc.live() {
 			id := n.ring.ActiveKeyID(now)
@@ -210,7 +209,7 @@ func TestClusterLeaderClockAheadDoesNotPruneKeysOthersNeed(t *testing.T) {
 		return slices.ContainsFunc(n.ring.List(now), func(md keyring.Metadata) bool { return md.ID == first.ID })
 	}
 	for range 5 { // rounds at the jumped clock: it rotates, but must not prune
-		l.leaderRound(jumped)
+		l.lead.Round(jumped)
 	}
 	for _, n := range tc.live() {
 		if !has(n) {
@@ -224,7 +223,7 @@ func TestClusterLeaderClockAheadDoesNotPruneKeysOthersNeed(t *testing.T) {
 		}
 	}
 	testutil.Eventually(t, 15*time.Second, "the key pruned everywhere once every clock agrees", func() bool {
-		l.leaderRound(jumped)
+		l.lead.Round(jumped)
 		for _, n := range tc.live() {
 			if has(n) {
 				return false
@@ -381,65 +380,6 @@ func TestClusterMismatchedSettingsAreLoggedAndShown(t *testing.T) {
 	}
 }
 
-// TestGateCountsEveryRaftServer: the gate's rule over one view of the Raft
-// configuration and gossip.
-func TestGateCountsEveryRaftServer(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	drain := store.SetDrain{Cluster: "app", Destination: "d1", Deadline: now}
-	clock := store.SetClock{At: now}
-	full, old := string(store.Commands), "1111001" // old: no SetDrain, no ClearDrain
-	member := func(id, set string, st cluster.State) cluster.Member {
-		return cluster.Member{Meta: cluster.Meta{ID: id, Commands: set, Version: "v"}, State: st}
-	}
-	servers := []store.Server{{ID: "n1"}, {ID: "n2"}, {ID: "n3"}}
-	for _, tc := range []struct {
-		name    string
-		cmd     store.Command
-		servers []store.Server
-		members []cluster.Member
-		refuse  []string // substrings of the refusal; none: allowed
-	}{
-		{"every server current", drain, servers,
-			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive), member("n3", full, cluster.StateDead)}, nil},
-		{"alive server behind", drain, servers,
-			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive), member("n3", old, cluster.StateAlive)},
-			[]string{"n3 (version v", "SetDrain v1"}},
-		{"dead server behind", drain, servers,
-			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive), member("n3", old, cluster.StateDead)},
-			[]string{"n3 (dead, a Raft server that would stop at it once started", "SetDrain v1"}},
-		{"left member out of Raft does not count", drain, servers[:2],
-			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive), member("n3", old, cluster.StateLeft)}, nil},
-		{"alive member not yet in Raft counts", drain, servers[:2],
-			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive), member("n4", old, cluster.StateAlive)},
-			[]string{"n4 (version v"}},
-		{"unknown server: a baseline command passes", drain, servers,
-			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive)}, nil},
-		{"unknown server: a newer command is refused", clock, servers,
-			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive)},
-			[]string{"n3 (a Raft server that is down and whose command set is unknown", "tether remove n3", "SetClock v1"}},
-		{"this node's own set is the store's to check", drain, servers,
-			[]cluster.Member{member("n1", old, cluster.StateAlive), member("n2", full, cluster.StateAlive), member("n3", full, cluster.StateAlive)}, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := gateCheck(tc.cmd, "n1", tc.servers, tc.members)
-			if len(tc.refuse) == 0 {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			if err == nil || !errors.Is(err, store.ErrUnsupported) {
-				t.Fatalf("got %v, want ErrUnsupported", err)
-			}
-			for _, s := range tc.refuse {
-				if !strings.Contains(err.Error(), s) {
-					t.Errorf("refusal %q does not say %q", err, s)
-				}
-			}
-		})
-	}
-}
-
 // TestClusterGateCountsADownServerOnAnOlderCommandSet: a Raft server that
 // runs an older command set and is down when a drain is first written
 // would stop at it once started. The drain is refused (409 naming it) on
@@ -505,7 +445,7 @@ func TestClusterGateCountsADownServerOnAnOlderCommandSet(t *testing.T) {
 	}
 	l := tc.waitLeader()
 	l.members.Forget("n3")
-	err := l.commandGate(store.SetClock{At: time.Now()})
+	err := l.lead.CommandGate(store.SetClock{At: time.Now()})
 	if err == nil || !strings.Contains(err.Error(), "n3 (a Raft server that is down and whose command set is unknown") {
 		t.Fatalf("SetClock with n3 down and unknown to gossip: %v; want a refusal naming n3's unknown command set", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	adminapi "github.com/tether-proxy/tether/node/admin"
+	"github.com/tether-proxy/tether/node/leader"
 	"github.com/tether-proxy/tether/store"
 )
 
@@ -261,7 +262,7 @@ func (n *Node) writeApplyError(w http.ResponseWriter, what string, err error) {
 			rw.lostLeadership = true
 		}
 		adminapi.WriteError(w, http.StatusServiceUnavailable, what+": leadership was lost during the write (it may have been applied): retry")
-	case errors.Is(err, errBehind), errors.As(err, new(*keysNotHeldError)):
+	case errors.Is(err, leader.ErrBehind), errors.As(err, new(*leader.KeysNotHeldError)):
 		adminapi.WriteError(w, http.StatusServiceUnavailable, what+": "+err.Error())
 	case errors.Is(err, store.ErrNotLeader):
 		adminapi.WriteError(w, http.StatusServiceUnavailable, what+": "+n.noLeaderError())

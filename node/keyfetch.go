@@ -598,7 +598,7 @@ func (kt *keyTransfer) answer(req keyRequest) keyReply {
 	if !v2 {
 		return rep
 	}
-	rep.V, rep.Behind = keyTransferVersion, !kt.n.leaderCaughtUp()
+	rep.V, rep.Behind = keyTransferVersion, !kt.n.lead.IsCaughtUp()
 	if len(lacking) > 0 {
 		w, err := keyring.WrapKeys(kt.n.secrets.KEK(keyring.InfoTransfer), lacking)
 		if err != nil {

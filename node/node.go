@@ -22,6 +22,7 @@ import (
 	adminapi "github.com/tether-proxy/tether/node/admin"
 	"github.com/tether-proxy/tether/node/apiclient"
 	"github.com/tether-proxy/tether/node/clustertime"
+	"github.com/tether-proxy/tether/node/leader"
 	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/store"
@@ -143,14 +144,14 @@ type Node struct {
 	cancel   context.CancelFunc
 	bg       sync.WaitGroup
 
+	// lead runs the leader's duties (node/leader); leaderWake wakes its
+	// rounds.
+	lead       *leader.Leader
 	leaderWake chan struct{}
-	lead       leaderState
-	pilot      cluster.Autopilot
 	health     *sharedHealth // nil without gossip
 	// durables are members' durable indexes as they reported them to this
 	// node directly (when it leads); gossip meta carries them too.
-	durMu    sync.Mutex
-	durables map[string]uint64
+	durables leader.Reports
 	// healthReady is health once the data path exists (membership events
 	// may come before).
 	healthReady atomic.Pointer[sharedHealth]
@@ -159,7 +160,7 @@ type Node struct {
 	keys *keyTransfer
 	// dataKeys is the data path's keyring.
 	dataKeys *dataKeys
-	// manualLeader (tests): no leader loop; the test calls leaderRound.
+	// manualLeader (tests): no leader loop; the test calls lead.Round.
 	manualLeader bool
 	// commands (tests): the Raft command set this node applies, to act as
 	// an older binary; "": this binary's.
@@ -187,26 +188,14 @@ type Node struct {
 	seedFetchOff atomic.Bool
 	// clock is the cluster time (node/clustertime).
 	clock *clustertime.Clock
-	// settingsLogged is the last settings mismatch the leader logged.
-	settingsLogged atomic.Pointer[string]
-	// conflictsLogged is the last Raft address conflict the leader logged.
-	conflictsLogged atomic.Pointer[string]
 	// failed is closed (once) when the node must stop after Start: it
 	// left the cluster, or formation hit a fatal error (failErr).
 	failed   chan struct{}
 	failOnce sync.Once
 	failErr  error
 
-	activationLag      prometheus.Histogram
-	activationTimeouts prometheus.Counter
-
 	// ev is the event bus of GET /v1/events and its change watcher.
 	ev eventState
-
-	// acme orders certificates when this node leads; acmeView serves the
-	// replicated ones (acme.go).
-	acme     *acmeManager
-	acmeView *acmeView
 
 	// dirLock holds the data dir for this process (lock.go).
 	dirLock *dataDirLock
@@ -270,15 +259,6 @@ func New(cfg Config) (*Node, error) {
 		failed:     make(chan struct{}),
 		idClaims:   make(chan cluster.IDConflict, 4),
 		ev:         eventState{bus: adminapi.NewBus(cfg.NodeID), wake: make(chan struct{}, 1)},
-		activationLag: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "tether_keyring_activation_lag_seconds",
-			Help:    "Time from a key's installation to its activation, waiting for every member to hold it.",
-			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}),
-		activationTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tether_keyring_activation_timeouts_total",
-			Help: "Keys activated while failed members did not hold them (passed over after the bound, named in the log).",
-		}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_config_reloads_total",
 			Help: "Configuration reloads by result (applied, rejected).",
@@ -342,7 +322,7 @@ func (n *Node) Start() (err error) {
 
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n), n.clock.Collector(), newSecretCollector(n))
+	n.registry.MustRegister(n.reloads, newClusterCollector(n), newStoreHealthCollector(n), n.clock.Collector(), newSecretCollector(n))
 	n.registry.MustRegister(n.seeder.requests, n.seeder.made, newTicketSeedCollector(n))
 	var fetch func(context.Context, []string, string) (*leaderKeys, error)
 	if n.keys != nil {
@@ -351,8 +331,7 @@ func (n *Node) Start() (err error) {
 	}
 	n.dataKeys = newDataKeys(n.ring, n.store, fetch, n.log)
 	n.registry.MustRegister(n.dataKeys.failures, n.dataKeys.resolved)
-	n.acme, n.acmeView = newAcmeManager(n), &acmeView{st: n.store, log: n.log}
-	n.registry.MustRegister(n.acme.orders, newAcmeCollector(n.acmeView))
+	n.registry.MustRegister(n.lead.Collectors()...)
 
 	opts := proxy.Options{
 		Logger:     n.log,
@@ -393,22 +372,23 @@ func (n *Node) Start() (err error) {
 	} else {
 		n.server.UseTicketKeys(ticketKeySource{n})
 	}
-	n.server.UseAcme(n.acmeView)
+	n.server.UseAcme(n.lead.AcmeView())
 	if err := n.openListeners(); err != nil {
 		return err
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.bg.Add(8)
+	n.bg.Add(6)
 	go n.followSecrets(ctx)
 	go n.serveWhenJoined(ctx)
 	go n.watchIDClaims(ctx)
-	go n.acmeLoop(ctx)
 	go n.form(ctx)
 	go n.watchStore(ctx)
-	go n.leaderLoop(ctx)
 	go n.watchEvents(ctx.Done())
+	n.bg.Add(2)
+	go func() { defer n.bg.Done(); n.lead.AcmeLoop(ctx) }()
+	go func() { defer n.bg.Done(); n.lead.Loop(ctx) }()
 	if n.keys != nil {
 		n.bg.Add(1)
 		go n.keys.serve(ctx.Done())

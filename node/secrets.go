@@ -20,6 +20,7 @@ import (
 	"github.com/tether-proxy/tether/internal/atomicfile"
 	"github.com/tether-proxy/tether/keyring"
 	adminapi "github.com/tether-proxy/tether/node/admin"
+	"github.com/tether-proxy/tether/node/leader"
 	"github.com/tether-proxy/tether/store"
 )
 
@@ -390,8 +391,8 @@ func (n *Node) secretOnLeader(op string) http.HandlerFunc {
 			adminapi.WriteError(w, http.StatusBadRequest, fmt.Sprintf("%s: a malformed request (%v)", what, err))
 			return
 		}
-		if !n.caughtUp() {
-			n.writeApplyError(w, what, errBehind)
+		if !n.lead.CaughtUp() {
+			n.writeApplyError(w, what, leader.ErrBehind)
 			return
 		}
 		recs, removed := n.clusterSecrets()

@@ -1,21 +1,15 @@
-package node
+package leader
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/store"
 )
 
-// commandGate is the store's check before the leader writes a command: a
+// CommandGate is the store's check before the leader writes a command: a
 // command some server of the Raft configuration, or some alive or suspect
 // member, does not advertise (an older binary in a rolling upgrade) is
 // refused, since that node would stop applying at it until upgraded
@@ -25,19 +19,19 @@ import (
 // this node's gossip met it) may run any release: it refuses every command
 // beyond store.BaselineCommands. A member that advertises no set runs a
 // binary from before sets were gossiped: store.BaselineCommands.
-func (n *Node) commandGate(cmd store.Command) error {
-	if n.members == nil {
+func (l *Leader) CommandGate(cmd store.Command) error {
+	if l.cfg.Members == nil {
 		return nil
 	}
-	servers, err := n.store.Servers()
+	servers, err := l.cfg.Store.Servers()
 	if err != nil {
 		return fmt.Errorf("%w: command %s: the Raft configuration, whose every server must apply it, is unknown: %v",
 			store.ErrUnsupported, store.Requirement(cmd), err)
 	}
-	return gateCheck(cmd, n.cfg.NodeID, servers, n.members.Members())
+	return gateCheck(cmd, l.cfg.Self, servers, l.cfg.Members.Members())
 }
 
-// gateCheck is commandGate's rule over one view of the Raft configuration
+// gateCheck is CommandGate's rule over one view of the Raft configuration
 // and the gossip members.
 func gateCheck(cmd store.Command, self string, servers []store.Server, members []cluster.Member) error {
 	byID := make(map[string]cluster.Member, len(members))
@@ -80,11 +74,15 @@ func gateCheck(cmd store.Command, self string, servers []store.Server, members [
 		store.ErrUnsupported, store.Requirement(cmd), strings.Join(behind, ", "))
 }
 
-// addressConflicts finds Raft addresses claimed by more than one node: the
+// AddressConflicts finds Raft addresses claimed by more than one node: the
 // Raft server that holds one and any alive member that advertises it, or
 // two alive members. The leader never evicts the holder for it
 // (store.ErrAddressTaken); /v1/members shows the conflict on every node
 // involved, keyed by id.
+func (l *Leader) AddressConflicts(servers []store.Server, members []cluster.Member) map[string]string {
+	return addressConflicts(servers, members)
+}
+
 func addressConflicts(servers []store.Server, members []cluster.Member) map[string]string {
 	holder := map[string]string{}
 	claims := map[string][]string{}
@@ -119,105 +117,23 @@ func addressConflicts(servers []store.Server, members []cluster.Member) map[stri
 	return out
 }
 
-// storeHealthCollector reports what keeps the replicated state from being
-// held durably or applied: a disk that cannot persist, an entry this
-// binary cannot apply.
-type storeHealthCollector struct {
-	n                           *Node
-	persisting, failures, stops *prometheus.Desc
-}
-
-func newStoreHealthCollector(n *Node) *storeHealthCollector {
-	return &storeHealthCollector{
-		n: n,
-		persisting: prometheus.NewDesc("tether_raft_persist_failing",
-			"1 while this node cannot write its Raft state to disk (snapshots fail: disk full, read-only, gone).", nil, nil),
-		failures: prometheus.NewDesc("tether_raft_persist_failures_total", "Failed tries to write this node's Raft state to disk.", nil, nil),
-		stops: prometheus.NewDesc("tether_raft_stopped_index",
-			"The Raft entry this node stopped applying at because it needs a newer tether (0: none).", nil, nil),
-	}
-}
-
-func (c *storeHealthCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.persisting
-	ch <- c.failures
-	ch <- c.stops
-}
-
-func (c *storeHealthCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.n.store
-	if st == nil {
-		return
-	}
-	pf, failures := st.PersistFailure()
-	v := 0.0
-	if pf != nil {
-		v = 1
-	}
-	stop, _ := st.Stopped()
-	ch <- prometheus.MustNewConstMetric(c.persisting, prometheus.GaugeValue, v)
-	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(failures))
-	ch <- prometheus.MustNewConstMetric(c.stops, prometheus.GaugeValue, float64(stop))
-}
-
-// storeWarnings are what /readyz says beside "ready": the node serves from
-// its local state, but cannot hold it durably (a restart without a quorum
-// would lose what it applied since).
-func (n *Node) storeWarnings() []string {
-	if pf, _ := n.store.PersistFailure(); pf != nil {
-		return []string{fmt.Sprintf("cannot persist Raft state since %s: %s", pf.Since.UTC().Format(time.RFC3339), pf.Err)}
-	}
-	return nil
-}
-
-// fanoutDigest is the ProbeFanout of this node's clusters as gossiped: the
-// number when every cluster has the same, else "h" and a digest of the
-// sorted cluster=fanout pairs ("" before the configuration is loaded).
-func (n *Node) fanoutDigest() string {
-	n.reloadMu.Lock()
-	cfg := n.current
-	n.reloadMu.Unlock()
-	if cfg == nil {
-		return ""
-	}
-	var pairs []string
-	values := map[int]bool{}
-	for id, c := range cfg.ReverseProxy.Clusters {
-		if c != nil {
-			f := c.HealthCheck.Active.ProbeFanout
-			pairs = append(pairs, fmt.Sprintf("%s=%d", id, f))
-			values[f] = true
-		}
-	}
-	if len(values) == 0 {
-		return ""
-	}
-	if len(values) == 1 {
-		for f := range values {
-			return strconv.Itoa(f)
-		}
-	}
-	slices.Sort(pairs)
-	h := sha256.Sum256([]byte(strings.Join(pairs, ",")))
-	return "h" + hex.EncodeToString(h[:4])
-}
-
-// settingsMismatch names the cluster settings in which member m differs
+// SettingsMismatch names the cluster settings in which member m differs
 // from this node ("" when they agree or m does not gossip them):
 // --raft-voters, --bootstrap-expect and ProbeFanout come from whichever
 // node leads (or probes), so they must be the same everywhere.
-func (n *Node) settingsMismatch(m cluster.Meta) string {
-	if n.members == nil || m.ID == n.cfg.NodeID {
+func (l *Leader) SettingsMismatch(m cluster.Meta) string {
+	if l.cfg.Members == nil || m.ID == l.cfg.Self {
 		return ""
 	}
+	p := l.cfg.Policy
 	var diffs []string
-	if m.Voters != 0 && m.Voters != n.cfg.RaftVoters {
-		diffs = append(diffs, fmt.Sprintf("--raft-voters %d (this node %d)", m.Voters, n.cfg.RaftVoters))
+	if m.Voters != 0 && m.Voters != p.MaxVoters {
+		diffs = append(diffs, fmt.Sprintf("--raft-voters %d (this node %d)", m.Voters, p.MaxVoters))
 	}
-	if m.Voters != 0 && m.Expect != n.cfg.BootstrapExpect {
-		diffs = append(diffs, fmt.Sprintf("--bootstrap-expect %d (this node %d)", m.Expect, n.cfg.BootstrapExpect))
+	if m.Voters != 0 && m.Expect != p.Expect {
+		diffs = append(diffs, fmt.Sprintf("--bootstrap-expect %d (this node %d)", m.Expect, p.Expect))
 	}
-	if own := n.fanoutDigest(); m.Fanout != "" && own != "" && m.Fanout != own {
+	if own := l.cfg.Fanout(); m.Fanout != "" && own != "" && m.Fanout != own {
 		diffs = append(diffs, fmt.Sprintf("ProbeFanout %s (this node %s)", m.Fanout, own))
 	}
 	return strings.Join(diffs, ", ")
@@ -226,12 +142,12 @@ func (n *Node) settingsMismatch(m cluster.Meta) string {
 // checkSettings runs on the leader each round: it logs the members whose
 // cluster settings differ from its own, and Raft addresses claimed by two
 // nodes, once per change of either list.
-func (n *Node) checkSettings() {
-	if n.members == nil {
+func (l *Leader) checkSettings() {
+	if l.cfg.Members == nil {
 		return
 	}
-	members := n.members.Members()
-	if servers, err := n.store.Servers(); err == nil {
+	members := l.cfg.Members.Members()
+	if servers, err := l.cfg.Store.Servers(); err == nil {
 		seen := map[string]bool{}
 		var conflicts []string
 		for _, c := range addressConflicts(servers, members) {
@@ -242,12 +158,12 @@ func (n *Node) checkSettings() {
 		}
 		slices.Sort(conflicts)
 		now := strings.Join(conflicts, "; ")
-		if last := n.conflictsLogged.Swap(&now); (last == nil && now != "") || (last != nil && *last != now) {
+		if last := l.conflictsLogged.Swap(&now); (last == nil && now != "") || (last != nil && *last != now) {
 			if now != "" {
-				n.log.Warn("raft address conflict: a live member keeps its address and the other is not added; give each node its own address",
+				l.log.Warn("raft address conflict: a live member keeps its address and the other is not added; give each node its own address",
 					"conflicts", now)
 			} else {
-				n.log.Info("no raft address conflict any more")
+				l.log.Info("no raft address conflict any more")
 			}
 		}
 	}
@@ -256,21 +172,21 @@ func (n *Node) checkSettings() {
 		if !m.Alive() {
 			continue
 		}
-		if d := n.settingsMismatch(m.Meta); d != "" {
+		if d := l.SettingsMismatch(m.Meta); d != "" {
 			lines = append(lines, m.ID+": "+d)
 		}
 	}
 	slices.Sort(lines)
 	now := strings.Join(lines, "; ")
-	last := n.settingsLogged.Load()
+	last := l.settingsLogged.Load()
 	if last != nil && *last == now || last == nil && now == "" {
 		return
 	}
-	n.settingsLogged.Store(&now)
+	l.settingsLogged.Store(&now)
 	if now == "" {
-		n.log.Info("every member's cluster settings agree with the leader's again")
+		l.log.Info("every member's cluster settings agree with the leader's again")
 		return
 	}
-	n.log.Warn("members run with cluster settings other than the leader's: the voter count and probing change with each leader; start every node with the same flags and configuration",
+	l.log.Warn("members run with cluster settings other than the leader's: the voter count and probing change with each leader; start every node with the same flags and configuration",
 		"mismatches", now)
 }
