@@ -26,24 +26,11 @@ import (
 // with this binary's set) the drain goes through on every node.
 func TestClusterLeaderWritesACommandOnlyOnceEveryMemberAppliesIt(t *testing.T) {
 	tc := newTestCluster(t, 2)
-	var join []string
-	for i, id := range []string{"n1", "n2", "n3"} {
-		cfg := tc.config(id, 3, join)
-		n, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+	tc.startThree(func(i int, n *Node) {
 		if i == 2 {
 			n.commands = "1111001" // no SetDrain, no ClearDrain
 		}
-		if err := n.Start(); err != nil {
-			t.Fatal(err)
-		}
-		tc.mu.Lock()
-		tc.nodes[id], tc.cfgs[id] = n, cfg
-		tc.mu.Unlock()
-		join = append(join, n.GossipAddr())
-	}
+	})
 	tc.waitSettled()
 	old := tc.nodes["n3"]
 	// The older member may win the first election; as leader it would
@@ -147,35 +134,13 @@ func TestClusterAddressClaimedTwiceEvictsNobodyAndShowsInMembers(t *testing.T) {
 	}
 }
 
-// startManual starts nodes n1..n3 forming one cluster with no leader loop:
-// the test runs leaderRound with its own clock.
-func startManual(t *testing.T, tc *testCluster) {
-	t.Helper()
-	var join []string
-	for _, id := range []string{"n1", "n2", "n3"} {
-		cfg := tc.config(id, 3, join)
-		n, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.manualLeader = true
-		if err := n.Start(); err != nil {
-			t.Fatal(err)
-		}
-		tc.mu.Lock()
-		tc.nodes[id], tc.cfgs[id] = n, cfg
-		tc.mu.Unlock()
-		join = append(join, n.GossipAddr())
-	}
-}
-
 // TestClusterLeaderClockAheadDoesNotPruneKeysOthersNeed: the time the
 // leader's rounds go by passes the first key's expiry plus retention while
 // the members' clocks (as they gossip them) do not: the key stays on every
 // node. Once every member's clock agrees, the key is pruned.
 func TestClusterLeaderClockAheadDoesNotPruneKeysOthersNeed(t *testing.T) {
 	tc := newTestCluster(t, 1)
-	startManual(t, tc)
+	tc.startThree(func(_ int, n *Node) { manual(n) })
 	now := time.Now()
 	var first keyring.Metadata
 	testutil.Eventually(t, 30*time.Second, "a first key active on every node", func() bool {
@@ -390,24 +355,11 @@ func TestClusterGateCountsADownServerOnAnOlderCommandSet(t *testing.T) {
 		t.Skip("multi-node")
 	}
 	tc := newTestCluster(t, 2)
-	var join []string
-	for i, id := range []string{"n1", "n2", "n3"} {
-		cfg := tc.config(id, 3, join)
-		n, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+	tc.startThree(func(i int, n *Node) {
 		if i == 2 {
 			n.commands = "1111001" // no SetDrain, no ClearDrain
 		}
-		if err := n.Start(); err != nil {
-			t.Fatal(err)
-		}
-		tc.mu.Lock()
-		tc.nodes[id], tc.cfgs[id] = n, cfg
-		tc.mu.Unlock()
-		join = append(join, n.GossipAddr())
-	}
+	})
 	tc.waitSettled()
 	testutil.Eventually(t, 20*time.Second, "a leader other than n3", func() bool {
 		l := tc.leader()

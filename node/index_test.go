@@ -40,7 +40,7 @@ func TestClusterAnswersCarryTheIndexOfWhatTheyName(t *testing.T) {
 		t.Skip("multi-node")
 	}
 	tc := newTestCluster(t, 2)
-	startManual(t, tc)
+	tc.startThree(func(_ int, n *Node) { manual(n) })
 	round := func(what string, done func() bool) {
 		t.Helper()
 		testutil.Eventually(t, 30*time.Second, what, func() bool {
