@@ -378,15 +378,7 @@ func (n *Node) handleDrain(on bool) http.HandlerFunc {
 			return
 		}
 		body := map[string]any{"cluster": clusterID, "id": id, "draining": on}
-		var cmd store.Command = store.ClearDrain{ReqID: requestID(r), Cluster: clusterID, Destination: id}
-		if on {
-			// The leader picks the absolute deadline, so every node ends
-			// the drain at the same moment; it counts from the cluster
-			// time, which no one node's clock moves.
-			now, _ := n.clock.Now()
-			cmd = store.SetDrain{ReqID: requestID(r), Cluster: clusterID, Destination: id, Deadline: now.Add(timeout).UTC()}
-		}
-		c, err := n.store.CommitRequest(cmd, requestBinding(r))
+		c, err := n.lead.Drain(on, clusterID, id, timeout, requestID(r), requestBinding(r))
 		if err != nil {
 			n.writeApplyError(w, "drain change", err)
 			return

@@ -273,6 +273,20 @@ func (l *Leader) Round(now time.Time) {
 	}
 }
 
+// Drain commits the drain of destination id of cluster clusterID (on) or
+// its end. The leader picks the absolute deadline, timeout from now, so
+// every node ends the drain at the same moment; it counts from the
+// cluster time, which no one node's clock moves. A retry answers with what
+// the first try committed (for a drain, its deadline in Value).
+func (l *Leader) Drain(on bool, clusterID, id string, timeout time.Duration, reqID, bind string) (store.Committed, error) {
+	var cmd store.Command = store.ClearDrain{ReqID: reqID, Cluster: clusterID, Destination: id}
+	if on {
+		now, _ := l.cfg.Clock.Now()
+		cmd = store.SetDrain{ReqID: reqID, Cluster: clusterID, Destination: id, Deadline: now.Add(timeout).UTC()}
+	}
+	return l.cfg.Store.CommitRequest(cmd, bind)
+}
+
 // IsCaughtUp reports, without waiting, whether this leader's state caught
 // up with its log in the current term (CaughtUp did).
 func (l *Leader) IsCaughtUp() bool {
