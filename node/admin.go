@@ -16,7 +16,6 @@ import (
 
 	"github.com/tether-proxy/tether/keyring"
 	adminapi "github.com/tether-proxy/tether/node/admin"
-	"github.com/tether-proxy/tether/node/leader"
 	"github.com/tether-proxy/tether/store"
 )
 
@@ -194,21 +193,7 @@ func (n *Node) handleKeyringList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
-	if !n.lead.CaughtUp() {
-		n.writeApplyError(w, "key rotation", leader.ErrBehind)
-		return
-	}
-	if err := n.store.CheckRequest(requestID(r), requestBinding(r)); err != nil {
-		n.writeApplyError(w, "key rotation", err)
-		return
-	}
-	now, _ := n.clock.Now()
-	at, err := n.clock.CommitTime(now)
-	if err != nil {
-		n.writeApplyError(w, "key rotation", err)
-		return
-	}
-	md, index, err := n.lead.Rotate(at, requestID(r), requestBinding(r))
+	md, index, err := n.lead.RotateNow(requestID(r), requestBinding(r))
 	if err != nil {
 		n.writeApplyError(w, "key rotation", err)
 		return
@@ -219,13 +204,7 @@ func (n *Node) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
 
 func (n *Node) handleKeyringRevoke(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	now, _ := n.clock.Now()
-	at, err := n.clock.CommitTime(now)
-	if err != nil {
-		n.writeApplyError(w, "key revocation", err)
-		return
-	}
-	res, err := n.lead.Revoke(r.Context(), at, id, requestID(r), requestBinding(r))
+	res, err := n.lead.Revoke(r.Context(), id, requestID(r), requestBinding(r))
 	if err != nil {
 		if errors.Is(err, keyring.ErrUnknownKey) {
 			adminapi.WriteError(w, http.StatusNotFound, fmt.Sprintf("no key with id %q", id))

@@ -98,6 +98,24 @@ func underWay(md keyring.Metadata, now time.Time) bool {
 	return md.State == keyring.Installed && !md.Activates.After(now.Add(PendingActivation+clustertime.Tolerance))
 }
 
+// RotateNow is a client's rotation: Rotate at the cluster time, on a
+// state that caught up with the log, refusing a request id already used
+// for another request before anything is written.
+func (l *Leader) RotateNow(reqID, bind string) (keyring.Metadata, uint64, error) {
+	if !l.CaughtUp() {
+		return keyring.Metadata{}, 0, ErrBehind
+	}
+	if err := l.cfg.Store.CheckRequest(reqID, bind); err != nil {
+		return keyring.Metadata{}, 0, err
+	}
+	now, _ := l.cfg.Clock.Now()
+	at, err := l.cfg.Clock.CommitTime(now)
+	if err != nil {
+		return keyring.Metadata{}, 0, err
+	}
+	return l.Rotate(at, reqID, bind)
+}
+
 // Rotate installs a new key that the leader activates once every alive
 // member holds it durably. It returns once the key is committed, with the
 // key that was committed and its index: a retry of a rotation that
@@ -391,12 +409,17 @@ type Revoked struct {
 // that activates as a rotated one does; with no earlier key, the new key
 // takes over only once the members hold it (or, after ActivationWait, only
 // failed members lack it), activated before the revocation so that
-// sealing never stops. now is the time it commits (Clock.CommitTime); bind
-// is the client request's binding (store.BindRequest), which every write
-// of the revocation carries: an id used for another request is refused
-// before any of them.
-func (l *Leader) Revoke(ctx context.Context, now time.Time, id, reqID, bind string) (Revoked, error) {
+// sealing never stops. It commits at the cluster time; bind is the client
+// request's binding (store.BindRequest), which every write of the
+// revocation carries: an id used for another request is refused before
+// any of them.
+func (l *Leader) Revoke(ctx context.Context, id, reqID, bind string) (Revoked, error) {
 	st, ring := l.cfg.Store, l.cfg.Ring
+	now, _ := l.cfg.Clock.Now()
+	now, err := l.cfg.Clock.CommitTime(now)
+	if err != nil {
+		return Revoked{}, err
+	}
 	if !l.CaughtUp() {
 		return Revoked{}, ErrBehind
 	}
