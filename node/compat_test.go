@@ -125,7 +125,14 @@ func TestClusterAddressClaimedTwiceEvictsNobodyAndShowsInMembers(t *testing.T) {
 	})
 	// Give the leader a few rounds to do the wrong thing: n2 must still be
 	// a voter, n4 not in Raft.
-	time.Sleep(3 * leaderInterval)
+	rounds := func() (r uint64) {
+		for _, n := range tc.live() {
+			r += n.lead.Rounds()
+		}
+		return r
+	}
+	before := rounds()
+	testutil.Eventually(t, 10*time.Second, "three more leader rounds", func() bool { return rounds() >= before+3 })
 	if r := raftRole(nodes[0], victim.ID()); r != "voter" {
 		t.Errorf("n2 is %q after another node claimed its address, want voter (members %v)", r, rows)
 	}

@@ -146,6 +146,8 @@ type Leader struct {
 	// and Raft address conflict logged.
 	settingsLogged  atomic.Pointer[string]
 	conflictsLogged atomic.Pointer[string]
+	// rounds counts the rounds that ran to the end.
+	rounds atomic.Uint64
 
 	activationLag      prometheus.Histogram
 	activationTimeouts prometheus.Counter
@@ -271,7 +273,11 @@ func (l *Leader) Round(now time.Time) {
 			l.log.Warn("voter reconciliation", "error", err)
 		}
 	}
+	l.rounds.Add(1)
 }
+
+// Rounds is how many rounds ran to the end on this node (while it led).
+func (l *Leader) Rounds() uint64 { return l.rounds.Load() }
 
 // Drain commits the drain of destination id of cluster clusterID (on) or
 // its end. The leader picks the absolute deadline, timeout from now, so
