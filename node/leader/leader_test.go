@@ -99,3 +99,44 @@ func TestGateCountsEveryRaftServer(t *testing.T) {
 		})
 	}
 }
+
+// drainStore records the command a drain commits; the rest of Store is
+// not used.
+type drainStore struct {
+	Store
+	cmd store.Command
+}
+
+func (s *drainStore) CommitRequest(cmd store.Command, bind string) (store.Committed, error) {
+	s.cmd = cmd
+	return store.Committed{Index: 7}, nil
+}
+
+// fixedClock is a cluster time that does not move.
+type fixedClock struct{ now time.Time }
+
+func (c fixedClock) Now() (time.Time, bool)                    { return c.now, true }
+func (c fixedClock) CommitTime(t time.Time) (time.Time, error) { return t, nil }
+func (c fixedClock) Agreed(t time.Time) time.Time              { return t }
+
+// TestDrainDeadlineCountsFromTheClusterTime: the leader turns a drain's
+// timeout into an absolute deadline from the cluster time, not from its
+// own clock; ending a drain carries no deadline.
+func TestDrainDeadlineCountsFromTheClusterTime(t *testing.T) {
+	clusterNow := time.Date(2026, 12, 6, 10, 0, 0, 0, time.FixedZone("x", 3600))
+	st := &drainStore{}
+	l := New(Config{Self: "n1", Store: st, Clock: fixedClock{clusterNow}})
+	if _, err := l.Drain(true, "app", "d1", 30*time.Second, "r1", ""); err != nil {
+		t.Fatal(err)
+	}
+	want := store.SetDrain{ReqID: "r1", Cluster: "app", Destination: "d1", Deadline: clusterNow.Add(30 * time.Second).UTC()}
+	if st.cmd != store.Command(want) {
+		t.Fatalf("drain committed %+v, want %+v", st.cmd, want)
+	}
+	if _, err := l.Drain(false, "app", "d1", 30*time.Second, "r2", ""); err != nil {
+		t.Fatal(err)
+	}
+	if want := (store.ClearDrain{ReqID: "r2", Cluster: "app", Destination: "d1"}); st.cmd != store.Command(want) {
+		t.Fatalf("undrain committed %+v, want %+v", st.cmd, want)
+	}
+}
