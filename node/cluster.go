@@ -187,11 +187,6 @@ func (n *Node) openCluster() error {
 		return fmt.Errorf("raft on %s: %w", raftBind, err)
 	}
 	n.store.SetLegacyHandshake(n.raftV1Allowed)
-	if n.members != nil {
-		n.clock.Bind(n.store, n.members)
-	} else {
-		n.clock.Bind(n.store, nil)
-	}
 	n.lead = n.newLeader()
 	// Restoring the state may have changed the secrets: in step before
 	// anything is served.

@@ -17,8 +17,9 @@ import (
 	"github.com/tether-proxy/tether/proxy/config"
 )
 
-// newLeader wires the leader's duties (node/leader) to this node's store,
-// gossip, keyring and cluster time; the store and gossip are open.
+// newLeader binds the cluster clock to this node's store and gossip, and
+// wires the leader's duties (node/leader) to them, the keyring and the
+// clock; the store and gossip are open.
 func (n *Node) newLeader() *leader.Leader {
 	cfg := leader.Config{
 		Self:      n.cfg.NodeID,
@@ -50,6 +51,9 @@ func (n *Node) newLeader() *leader.Leader {
 	}
 	if n.members != nil {
 		cfg.Members = n.members
+		n.clock.Bind(n.store, n.members)
+	} else {
+		n.clock.Bind(n.store, nil) // not a nil *cluster.Membership
 	}
 	if n.cfg.ClusterSecretFile != "" {
 		cfg.KeyringKEK = func() ([]byte, error) {
