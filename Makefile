@@ -28,7 +28,7 @@ test-norace: ## the tests that change a live Raft server's address in place, wit
 	$(GO) test -count=1 -run 'TestMembershipChangesAreIdempotent|TestAddressChangesInPlaceAndNeverEvictsALiveVoter' ./store/
 
 test-chaosclock: ## the node tests of the fault test's build (-tags chaosclock): its clock hook moves only the wall clock
-	$(GO) test -race -count=1 -tags chaosclock -run 'ChaosClock' ./node/
+	$(GO) test -race -count=1 -tags chaosclock -run 'ChaosClock' ./node/...
 
 test-race: ## go test -race over every package of both modules (e2e tests build the binary themselves)
 	$(GO) test -race -count=1 -timeout 10m ./...

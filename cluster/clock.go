@@ -14,7 +14,7 @@ import (
 // gives the peer's clock, measured within half the round trip. memberlist
 // probes one member per ProbeInterval, so every member's reading is
 // renewed every few seconds. The leader's cluster time is the median of
-// these clocks (node/clustertime.go); a member of an earlier release sends
+// these clocks (node/clustertime); a member of an earlier release sends
 // no clock and has no reading.
 
 // clockPayloadVersion opens an ack's payload: the version, then the wall

@@ -16,39 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-proxy/tether/node/leader"
 	"github.com/tether-proxy/tether/store"
 	"github.com/tether-proxy/tether/test/testutil"
 )
-
-func TestAcmeRenewsWithAThirdOfTheLifetimeLeftAndBacksOffOnFailures(t *testing.T) {
-	nb := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, tc := range []struct {
-		desc     string
-		lifetime time.Duration
-		want     time.Duration // after nb
-	}{
-		{"Let's Encrypt's 90 days: renewed at day 60", 90 * 24 * time.Hour, 60 * 24 * time.Hour},
-		{"six days: renewed at day 4", 6 * 24 * time.Hour, 4 * 24 * time.Hour},
-		{"45 s: renewed at 30 s", 45 * time.Second, 30 * time.Second},
-	} {
-		if got := renewAt(nb, nb.Add(tc.lifetime)); !got.Equal(nb.Add(tc.want)) {
-			t.Errorf("%s: renews at %s, want %s", tc.desc, got.Sub(nb), tc.want)
-		}
-	}
-	for _, tc := range []struct {
-		desc     string
-		failures int
-		want     time.Duration
-	}{
-		{"the first failure waits the minimum", 1, time.Minute},
-		{"each failure in a row doubles it", 3, 4 * time.Minute},
-		{"up to the maximum", 30, acmeBackoffMax},
-	} {
-		if got := acmeBackoff(tc.failures, time.Minute); got != tc.want {
-			t.Errorf("%s: %s, want %s", tc.desc, got, tc.want)
-		}
-	}
-}
 
 // acmeNode starts a node of its own whose HTTPS listener asks the ACME
 // directory at dirURL (trusting caFile) for domain; commands, when set,
@@ -90,16 +61,16 @@ func TestAcmeFailedOrderKeepsTheCertificateAndShowsInStatusMetricsAndEvents(t *t
 
 	// A certificate obtained earlier, as the replicated state holds it.
 	certPEM, keyPEM, leaf := testutil.SelfSignedCert(t, domain)
-	rec := acmeCertRecord{Name: n.acmeBlocks()[0].Name(), Domains: []string{domain}, ChainPEM: certPEM, KeyPEM: keyPEM,
+	rec := leader.AcmeCertRecord{Name: n.acmeBlocks()[0].Name(), Domains: []string{domain}, ChainPEM: certPEM, KeyPEM: keyPEM,
 		NotBefore: leaf.NotBefore, NotAfter: leaf.NotAfter}
 	b, _ := json.Marshal(rec)
-	if _, err := n.store.Apply(store.AcmeWrite{Put: []store.AcmeEntry{{Name: acmeCertPrefix + acmeID(rec.Name), Secret: true, Value: b}}}); err != nil {
+	if _, err := n.store.Apply(store.AcmeWrite{Put: []store.AcmeEntry{{Name: leader.AcmeCertPrefix + leader.AcmeID(rec.Name), Secret: true, Value: b}}}); err != nil {
 		t.Fatal(err)
 	}
 
-	var st AcmeStatus
+	var st leader.AcmeStatus
 	testutil.Eventually(t, 10*time.Second, "the failed order in the status", func() bool {
-		s := n.acmeView.statuses()
+		s := n.lead.AcmeView().Statuses()
 		if len(s) != 1 || s[0].Failures == 0 {
 			return false
 		}
@@ -132,7 +103,7 @@ func TestAcmeFailedOrderKeepsTheCertificateAndShowsInStatusMetricsAndEvents(t *t
 		}
 	}
 	var status struct {
-		Acme []AcmeStatus `json:"acme"`
+		Acme []leader.AcmeStatus `json:"acme"`
 	}
 	resp, err = http.Get("http://" + n.AdminAddr().String() + "/v1/status")
 	if err != nil {
@@ -144,16 +115,16 @@ func TestAcmeFailedOrderKeepsTheCertificateAndShowsInStatusMetricsAndEvents(t *t
 		t.Errorf("GET /v1/status acme: %+v", status.Acme)
 	}
 	// A challenge left by an order whose leader stopped mid-way is dropped.
-	if _, err := n.store.Apply(store.AcmeWrite{Put: []store.AcmeEntry{{Name: acmeHTTP01Prefix + "stale", Value: []byte("stale.thumb")}}}); err != nil {
+	if _, err := n.store.Apply(store.AcmeWrite{Put: []store.AcmeEntry{{Name: leader.AcmeHTTP01Prefix + "stale", Value: []byte("stale.thumb")}}}); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 10*time.Second, "the stale challenge deleted", func() bool {
-		_, ok := n.store.AcmeEntry(acmeHTTP01Prefix + "stale")
+		_, ok := n.store.AcmeEntry(leader.AcmeHTTP01Prefix + "stale")
 		return !ok
 	})
 	testutil.Eventually(t, 10*time.Second, "an acme event on the page's stream", func() bool {
 		for _, e := range n.ev.bus.Recent() {
-			if e.Type == EventAcme && e.Data["result"] == "failed" {
+			if e.Type == leader.EventAcme && e.Data["result"] == "failed" {
 				return true
 			}
 		}
@@ -190,7 +161,7 @@ func TestAcmeOrderIsNotPlacedWhileTheStateCannotBeWritten(t *testing.T) {
 	if h := hits.Load(); h != 0 {
 		t.Fatalf("the CA was asked %d times for what the cluster could not keep", h)
 	}
-	if st := n.acmeView.statuses(); len(st) != 0 {
+	if st := n.lead.AcmeView().Statuses(); len(st) != 0 {
 		t.Fatalf("status: %+v", st)
 	}
 }

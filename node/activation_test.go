@@ -3,7 +3,6 @@ package node
 import (
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -155,34 +154,4 @@ func metricValue(t *testing.T, n *Node, name string) float64 {
 	}
 	t.Fatalf("no %s on /metrics", name)
 	return 0
-}
-
-func TestKeyLaggardsHoldUpAliveAndSuspectMembersAndPassOverOnlyFailedOnes(t *testing.T) {
-	member := func(id string, st cluster.State, durable uint64) cluster.Member {
-		return cluster.Member{Meta: cluster.Meta{ID: id, Durable: durable}, State: st}
-	}
-	cases := []struct {
-		desc        string
-		members     []cluster.Member
-		wantLacking []string
-		wantFailed  []string
-	}{
-		{desc: "every member holds it", members: []cluster.Member{member("a", cluster.StateAlive, 9), member("b", cluster.StateSuspect, 9)}},
-		{desc: "an alive member lacks it", members: []cluster.Member{member("a", cluster.StateAlive, 9), member("b", cluster.StateAlive, 4)}, wantLacking: []string{"b"}},
-		{desc: "a suspect member lacks it: it holds the key up too", members: []cluster.Member{member("a", cluster.StateAlive, 9), member("b", cluster.StateSuspect, 4)}, wantLacking: []string{"b"}},
-		{desc: "a dead member lacks it: passed over after the bound", members: []cluster.Member{member("a", cluster.StateAlive, 9), member("c", cluster.StateDead, 1)}, wantFailed: []string{"c"}},
-		{desc: "a member that left is not counted", members: []cluster.Member{member("a", cluster.StateAlive, 9), member("d", cluster.StateLeft, 0)}},
-		{desc: "a member that cannot persist is passed over at once", members: []cluster.Member{member("a", cluster.StateAlive, 9),
-			{Meta: cluster.Meta{ID: "e", Durable: 1, NoPersist: true}, State: cluster.StateAlive}}},
-		{desc: "a member that stopped applying (it needs a newer tether) is passed over at once", members: []cluster.Member{member("a", cluster.StateAlive, 9),
-			{Meta: cluster.Meta{ID: "f", Durable: 5, Stopped: 6}, State: cluster.StateAlive}}},
-	}
-	for _, c := range cases {
-		t.Run(c.desc, func(t *testing.T) {
-			lacking, failed := laggardsOf(c.members, func(m cluster.Member) uint64 { return m.Durable }, 9)
-			if !slices.Equal(lacking, c.wantLacking) || !slices.Equal(failed, c.wantFailed) {
-				t.Fatalf("lacking %v failed %v, want %v %v", lacking, failed, c.wantLacking, c.wantFailed)
-			}
-		})
-	}
 }

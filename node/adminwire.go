@@ -8,6 +8,7 @@ import (
 
 	"github.com/tether-proxy/tether/keyring"
 	adminapi "github.com/tether-proxy/tether/node/admin"
+	"github.com/tether-proxy/tether/node/leader"
 	"github.com/tether-proxy/tether/store"
 )
 
@@ -32,7 +33,7 @@ func newWrites(n *Node) *adminapi.Writes {
 		Store:   n.store,
 		Applied: n.applyDrains,
 		Unavailable: func(err error) bool {
-			return errors.Is(err, errBehind) || errors.As(err, new(*keysNotHeldError))
+			return errors.Is(err, leader.ErrBehind) || errors.As(err, new(*leader.KeysNotHeldError))
 		},
 		Log: n.log,
 	}
@@ -55,9 +56,9 @@ func (a adminNode) NotReady() string                 { return a.n.NotReady() }
 func (a adminNode) Warnings() []string               { return a.n.storeWarnings() }
 func (a adminNode) Members() []adminapi.Member       { return a.n.memberViews() }
 func (a adminNode) ActiveKeyID(now time.Time) string { return a.n.ring.ActiveKeyID(now) }
-func (a adminNode) ClusterNow() time.Time            { now, _ := a.n.clusterNow(); return now }
+func (a adminNode) ClusterNow() time.Time            { now, _ := a.n.clock.Now(); return now }
 func (a adminNode) ApplyDrains()                     { a.n.applyDrains() }
-func (a adminNode) Acme() any                        { return a.n.acmeView.statuses() }
+func (a adminNode) Acme() any                        { return a.n.lead.AcmeView().Statuses() }
 func (a adminNode) ConfirmApplied(ctx context.Context, index uint64, within time.Duration) (applied, pending []string) {
 	if a.n.confirms == nil {
 		return []string{a.n.cfg.NodeID}, nil
@@ -72,34 +73,16 @@ func (a adminNode) Keys(now time.Time) (index uint64, active string, keys any) {
 		index = i
 		mds, active = n.ring.List(now), n.ring.ActiveKeyID(now)
 	})
-	return index, active, n.keyViewsOf(mds, now)
+	return index, active, n.lead.KeyViews(mds, now)
 }
 
 func (a adminNode) Rotate(reqID, bind string) (keyring.Metadata, uint64, error) {
-	n := a.n
-	if !n.caughtUp() {
-		return keyring.Metadata{}, 0, errBehind
-	}
-	if err := n.store.CheckRequest(reqID, bind); err != nil {
-		return keyring.Metadata{}, 0, err
-	}
-	now, _ := n.clusterNow()
-	at, err := n.commitTime(now)
-	if err != nil {
-		return keyring.Metadata{}, 0, err
-	}
-	return n.rotate(at, reqID, bind)
+	return a.n.lead.RotateNow(reqID, bind)
 }
 
 func (a adminNode) Revoke(ctx context.Context, id, reqID, bind string) (adminapi.Revoked, error) {
-	n := a.n
-	now, _ := n.clusterNow()
-	at, err := n.commitTime(now)
-	if err != nil {
-		return adminapi.Revoked{}, err
-	}
-	res, err := n.revoke(ctx, at, id, reqID, bind)
-	return adminapi.Revoked{Index: res.index, Active: res.active, Replacement: res.replacement, PassedOver: res.passedOver}, err
+	res, err := a.n.lead.Revoke(ctx, id, reqID, bind)
+	return adminapi.Revoked{Index: res.Index, Active: res.Active, Replacement: res.Replacement, PassedOver: res.PassedOver}, err
 }
 
 func (a adminNode) Join(addrs []string) (int, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/keyring"
 	"github.com/tether-proxy/tether/node/keyshare"
+	"github.com/tether-proxy/tether/node/leader"
 	"github.com/tether-proxy/tether/node/secrets"
 	"github.com/tether-proxy/tether/store"
 )
@@ -32,19 +33,10 @@ const (
 const (
 	// formationInterval is how often a forming node looks at who it sees.
 	formationInterval = 500 * time.Millisecond
-	// leaderInterval is how often the leader reconciles voters, activates
-	// installed keys, rotates and prunes, besides being woken by changes.
-	leaderInterval = time.Second
-	// activationWait bounds how long a failed member delays the activation
-	// of a new key: after it the key activates without the failed members,
-	// which are named in the log and counted in a metric. Alive and
-	// suspect members are never passed over (docs/OPERATIONS.md, "Rotate keys").
-	activationWait = 10 * time.Second
-	// pendingActivation is the activation time a rotated key is installed
-	// with. The leader activates it explicitly (once every alive or suspect
-	// member holds it), long before; the far time only bounds a key whose
-	// activation every leader missed.
-	pendingActivation = 24 * time.Hour
+	// The leader's timings (node/leader).
+	leaderInterval    = leader.Interval
+	activationWait    = leader.ActivationWait
+	pendingActivation = leader.PendingActivation
 	// leaveWait bounds a graceful leave's wait for the leader to drop this
 	// node from the Raft configuration.
 	leaveWait = 10 * time.Second
@@ -137,7 +129,7 @@ func (n *Node) openCluster() error {
 				Tickets:   keyshare.SchemeAdvertised(n.legacyTickets),
 			},
 			Timing:    n.gossipTiming(),
-			Clock:     n.wallNow,
+			Clock:     n.clock.Wall,
 			Logger:    n.log.With("component", "gossip"),
 			VoteFile:  filepath.Join(n.cfg.DataDir, "formation-vote"),
 			PeersFile: filepath.Join(n.cfg.DataDir, "gossip-peers"),
@@ -192,11 +184,12 @@ func (n *Node) openCluster() error {
 		return fmt.Errorf("raft on %s: %w", raftBind, err)
 	}
 	n.store.SetLegacyHandshake(raftV1Allowed(n))
+	n.lead = n.newLeader()
 	// Restoring the state may have changed the secrets: in step before
 	// anything is served.
 	n.keeper.Apply()
 	if n.members != nil {
-		n.store.SetCommandGate(n.commandGate)
+		n.store.SetCommandGate(n.lead.CommandGate)
 		if err := n.members.UpdateMeta(func(m *cluster.Meta) {
 			m.RaftAddr = n.store.Addr()
 			n.fillStateMeta(m)
@@ -268,7 +261,7 @@ func (n *Node) fillStateMeta(m *cluster.Meta) {
 	m.HasState = n.store.HadState() || n.store.AppliedIndex() > 0
 	m.Durable = n.store.DurableIndex()
 	m.Commands = string(n.store.Commands())
-	now := n.wallNow().Unix()
+	now := n.clock.Wall().Unix()
 	m.Clock, m.ClockMin = now/3600, now/60
 	pf, _ := n.store.PersistFailure()
 	m.NoPersist = pf != nil
@@ -435,23 +428,8 @@ func (n *Node) durableReport(msg []byte) {
 	if k <= 0 {
 		return
 	}
-	id := string(msg[:i])
-	n.durMu.Lock()
-	if n.durables == nil {
-		n.durables = map[string]uint64{}
-	}
-	if index > n.durables[id] {
-		n.durables[id] = index
-	}
-	n.durMu.Unlock()
+	n.durables.Note(string(msg[:i]), index)
 	n.wakeLeader()
-}
-
-// reportedDurable is the highest durable index member id reported directly.
-func (n *Node) reportedDurable(id string) uint64 {
-	n.durMu.Lock()
-	defer n.durMu.Unlock()
-	return n.durables[id]
 }
 
 // applyDrains makes the data path's drain state the replicated one.

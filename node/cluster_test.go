@@ -122,11 +122,15 @@ func (tc *testCluster) config(id string, expect int, join []string) Config {
 	}
 }
 
-func (tc *testCluster) start(cfg Config) *Node {
+// start starts a node with cfg, after prep (if any) set it up.
+func (tc *testCluster) start(cfg Config, prep ...func(*Node)) *Node {
 	tc.t.Helper()
 	n, err := New(cfg)
 	if err != nil {
 		tc.t.Fatal(err)
+	}
+	for _, p := range prep {
+		p(n)
 	}
 	if err := n.Start(); err != nil {
 		tc.t.Fatalf("start %s: %v", cfg.NodeID, err)
@@ -134,6 +138,44 @@ func (tc *testCluster) start(cfg Config) *Node {
 	tc.mu.Lock()
 	tc.nodes[cfg.NodeID], tc.cfgs[cfg.NodeID] = n, cfg
 	tc.mu.Unlock()
+	return n
+}
+
+// startThree starts n1, n2 and n3, each joining those before it, after
+// prep (if not nil) set each up by its place (0, 1, 2).
+func (tc *testCluster) startThree(prep func(i int, n *Node)) []*Node {
+	tc.t.Helper()
+	var join []string
+	var nodes []*Node
+	for i, id := range []string{"n1", "n2", "n3"} {
+		n := tc.start(tc.config(id, 3, join), func(n *Node) {
+			if prep != nil {
+				prep(i, n)
+			}
+		})
+		nodes = append(nodes, n)
+		join = append(join, n.GossipAddr())
+	}
+	return nodes
+}
+
+// manual makes a node run no leader loop: the test runs its leader's
+// rounds (lead.Round) with its own clock.
+func manual(n *Node) { n.manualLeader = true }
+
+// startSolo starts a node of its own whose leader rounds the test drives,
+// and waits for its first key at now.
+func startSolo(t *testing.T, tc *testCluster, now time.Time) *Node {
+	t.Helper()
+	cfg := tc.config("solo", 0, nil)
+	cfg.ClusterSecretFile = ""
+	n := tc.start(cfg, manual)
+	testutil.Eventually(t, 10*time.Second, "the first key", func() bool {
+		if n.store.IsLeader() {
+			n.lead.Round(now)
+		}
+		return n.ring.ActiveKeyID(now) != ""
+	})
 	return n
 }
 
@@ -671,23 +713,14 @@ func TestClusterSevenNodesKeepFiveVotersWhenOneFails(t *testing.T) {
 	// Non-voters replicate the state too.
 	_, body := adminWrite(t, tc.waitLeader(), "POST", "/v1/keyring/rotate", nil)
 	id, _ := body["id"].(string)
-	deadline := time.Now().Add(60 * time.Second)
-	for !func() bool {
-		for _, n := range tc.live() {
-			if n.ring.ActiveKeyID(time.Now()) != id {
-				return false
-			}
-		}
-		return true
-	}() {
-		if time.Now().After(deadline) {
+	defer func() {
+		if t.Failed() {
 			for _, n := range tc.live() {
 				t.Logf("%s: leader %q active %q durable %d applied %d", n.ID(), n.Leader(), n.ring.ActiveKeyID(time.Now()), n.store.DurableIndex(), n.store.AppliedIndex())
 			}
-			t.Fatalf("rotation %s not active on all six after 60 s", id)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
+	tc.activeOnEvery(id, 60*time.Second)
 	tc.waitIdentical()
 }
 
@@ -735,26 +768,8 @@ func TestAdminRefusesCrossSiteWrites(t *testing.T) {
 // leader's round with a clock moved ahead: no real time passes.
 func TestLeaderRotatesBeforeExpiryAndPrunesAfterRetention(t *testing.T) {
 	tc := newTestCluster(t, 1)
-	cfg := tc.config("solo", 0, nil)
-	cfg.ClusterSecretFile = ""
-	n, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.manualLeader = true
-	if err := n.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tc.mu.Lock()
-	tc.nodes["solo"] = n
-	tc.mu.Unlock()
 	now := time.Now()
-	testutil.Eventually(t, 10*time.Second, "the first key", func() bool {
-		if n.store.IsLeader() {
-			n.leaderRound(now)
-		}
-		return n.ring.ActiveKeyID(now) != ""
-	})
+	n := startSolo(t, tc, now)
 	first := n.ring.ActiveKeyID(now)
 	var firstMD keyring.Metadata
 	for _, md := range n.ring.List(now) {
@@ -782,17 +797,15 @@ func TestLeaderRotatesBeforeExpiryAndPrunesAfterRetention(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				n.leaderRound(c.at)
-				if c.want() {
-					break
+			defer func() {
+				if t.Failed() {
+					t.Logf("keys at %s: %+v", c.at, n.ring.List(c.at))
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("keys at %s: %+v", c.at, n.ring.List(c.at))
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			}()
+			testutil.Eventually(t, 5*time.Second, "the leader's round to get there", func() bool {
+				n.lead.Round(c.at)
+				return c.want()
+			})
 		})
 	}
 }

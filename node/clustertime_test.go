@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/node/leader"
 	"github.com/tether-proxy/tether/store"
 	"github.com/tether-proxy/tether/test/testutil"
 )
@@ -35,11 +36,10 @@ func keyTimes(t *testing.T, n *Node) map[string]keyring.Metadata {
 // run off by offset; 0 puts it back.
 func setClock(n *Node, offset time.Duration) {
 	if offset == 0 {
-		n.metaClock.Store(nil)
+		n.clock.SetWall(nil)
 		return
 	}
-	clock := func() time.Time { return time.Now().Add(offset) }
-	n.metaClock.Store(&clock)
+	n.clock.SetWall(func() time.Time { return time.Now().Add(offset) })
 }
 
 // near reports whether got is within tol of want.
@@ -278,26 +278,8 @@ func TestClusterHealsACommittedTimeAnEarlierReleasePushedAhead(t *testing.T) {
 // expires a key takes over, and after its expiry one still encrypts.
 func TestAutomaticRotationKeepsItsScheduleBesideAFarFutureKey(t *testing.T) {
 	tc := newTestCluster(t, 1)
-	cfg := tc.config("solo", 0, nil)
-	cfg.ClusterSecretFile = ""
-	n, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.manualLeader = true
-	if err := n.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tc.mu.Lock()
-	tc.nodes["solo"] = n
-	tc.mu.Unlock()
 	now := time.Now()
-	testutil.Eventually(t, 10*time.Second, "the first key", func() bool {
-		if n.store.IsLeader() {
-			n.leaderRound(now)
-		}
-		return n.ring.ActiveKeyID(now) != ""
-	})
+	n := startSolo(t, tc, now)
 	firstID := n.ring.ActiveKeyID(now)
 	var firstMD keyring.Metadata
 	for _, md := range n.ring.List(now) {
@@ -313,29 +295,28 @@ func TestAutomaticRotationKeepsItsScheduleBesideAFarFutureKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, at := range []time.Time{firstMD.Expires.Add(-time.Hour), firstMD.Expires.Add(time.Hour)} {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			n.leaderRound(at)
-			id := n.ring.ActiveKeyID(at)
-			var left time.Duration
-			for _, md := range n.ring.List(at) {
-				if md.ID == id {
-					left = md.Expires.Sub(at)
+		func() {
+			defer func() {
+				if t.Failed() {
+					var rows []string
+					for _, md := range n.ring.List(at) {
+						rows = append(rows, fmt.Sprintf("%s %s activates %s expires %s", md.ID, md.State, md.Activates.Format(time.RFC3339), md.Expires.Format(time.RFC3339)))
+					}
+					t.Logf("at %s (the first key expires %s) the active key is %q\n%s",
+						at.Format(time.RFC3339), firstMD.Expires.Format(time.RFC3339), n.ring.ActiveKeyID(at), strings.Join(rows, "\n"))
 				}
-			}
-			if id != "" && left > keyring.DefaultLifetime/rotateFraction {
-				break
-			}
-			if time.Now().After(deadline) {
-				var rows []string
+			}()
+			testutil.Eventually(t, 10*time.Second, "a rotation (the active key more than a tenth of its lifetime from expiry)", func() bool {
+				n.lead.Round(at)
+				id := n.ring.ActiveKeyID(at)
 				for _, md := range n.ring.List(at) {
-					rows = append(rows, fmt.Sprintf("%s %s activates %s expires %s", md.ID, md.State, md.Activates.Format(time.RFC3339), md.Expires.Format(time.RFC3339)))
+					if md.ID == id && md.Expires.Sub(at) > keyring.DefaultLifetime/leader.RotateFraction {
+						return true
+					}
 				}
-				t.Fatalf("at %s (the first key expires %s) the active key is %q with %s left: no rotation\n%s",
-					at.Format(time.RFC3339), firstMD.Expires.Format(time.RFC3339), id, left.Round(time.Hour), strings.Join(rows, "\n"))
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+				return false
+			})
+		}()
 	}
 }
 
@@ -347,24 +328,11 @@ func TestAutomaticRotationKeepsItsScheduleBesideAFarFutureKey(t *testing.T) {
 // back and a rotation activates everywhere.
 func TestClusterSetsACommittedTimeBackOnlyOnceEveryMemberAppliesIt(t *testing.T) {
 	tc := newTestCluster(t, 1)
-	var join []string
-	for i, id := range []string{"n1", "n2", "n3"} {
-		cfg := tc.config(id, 3, join)
-		n, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+	tc.startThree(func(i int, n *Node) {
 		if i == 2 {
 			n.commands = store.Commands[:8] // the release before SetClock
 		}
-		if err := n.Start(); err != nil {
-			t.Fatal(err)
-		}
-		tc.mu.Lock()
-		tc.nodes[id], tc.cfgs[id] = n, cfg
-		tc.mu.Unlock()
-		join = append(join, n.GossipAddr())
-	}
+	})
 	tc.waitSettled()
 	old := tc.nodes["n3"]
 	testutil.Eventually(t, 20*time.Second, "a leader other than n3 that sees n3's command set", func() bool {
@@ -373,7 +341,7 @@ func TestClusterSetsACommittedTimeBackOnlyOnceEveryMemberAppliesIt(t *testing.T)
 			_ = old.store.TransferLeadership()
 			return false
 		}
-		return l != nil && l.commandGate(store.SetClock{At: time.Now()}) != nil
+		return l != nil && l.lead.CommandGate(store.SetClock{At: time.Now()}) != nil
 	})
 	l := tc.leader()
 	far := time.Now().Add(2500 * time.Hour)
@@ -416,32 +384,6 @@ func TestClusterSetsACommittedTimeBackOnlyOnceEveryMemberAppliesIt(t *testing.T)
 	tc.sameCommittedTime(time.Minute)
 }
 
-// startSolo starts a node of its own whose leader rounds the test drives,
-// and waits for its first key at now.
-func startSolo(t *testing.T, tc *testCluster, now time.Time) *Node {
-	t.Helper()
-	cfg := tc.config("solo", 0, nil)
-	cfg.ClusterSecretFile = ""
-	n, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.manualLeader = true
-	if err := n.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tc.mu.Lock()
-	tc.nodes["solo"] = n
-	tc.mu.Unlock()
-	testutil.Eventually(t, 10*time.Second, "the first key", func() bool {
-		if n.store.IsLeader() {
-			n.leaderRound(now)
-		}
-		return n.ring.ActiveKeyID(now) != ""
-	})
-	return n
-}
-
 // TestARotationActivatedWithAFarKeyIsTheOneThatEncrypts: a key an earlier
 // release created 2500 h ahead and a rotation's key activate in the same
 // round: the rotation's key encrypts, though the far key's creation time
@@ -457,13 +399,13 @@ func TestARotationActivatedWithAFarKeyIsTheOneThatEncrypts(t *testing.T) {
 	if _, err := n.store.Apply(store.InstallKey{ReqID: "old-far", Key: far}); err != nil {
 		t.Fatal(err)
 	}
-	md, _, err := n.rotate(now, "rotate-1", "")
+	md, _, err := n.lead.Rotate(now, "rotate-1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 10*time.Second, "both keys activated", func() bool {
 		now = now.Add(time.Second) // each round a second later
-		n.leaderRound(now)
+		n.lead.Round(now)
 		for _, k := range n.ring.List(now) {
 			if k.State == keyring.Installed {
 				return false

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,24 +26,11 @@ import (
 // with this binary's set) the drain goes through on every node.
 func TestClusterLeaderWritesACommandOnlyOnceEveryMemberAppliesIt(t *testing.T) {
 	tc := newTestCluster(t, 2)
-	var join []string
-	for i, id := range []string{"n1", "n2", "n3"} {
-		cfg := tc.config(id, 3, join)
-		n, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+	tc.startThree(func(i int, n *Node) {
 		if i == 2 {
 			n.commands = "1111001" // no SetDrain, no ClearDrain
 		}
-		if err := n.Start(); err != nil {
-			t.Fatal(err)
-		}
-		tc.mu.Lock()
-		tc.nodes[id], tc.cfgs[id] = n, cfg
-		tc.mu.Unlock()
-		join = append(join, n.GossipAddr())
-	}
+	})
 	tc.waitSettled()
 	old := tc.nodes["n3"]
 	// The older member may win the first election; as leader it would
@@ -60,7 +46,7 @@ func TestClusterLeaderWritesACommandOnlyOnceEveryMemberAppliesIt(t *testing.T) {
 	})
 	testutil.Eventually(t, 10*time.Second, "the leader to see n3's command set", func() bool {
 		l := tc.leader()
-		return l != nil && l.commandGate(storeSetDrain()) != nil
+		return l != nil && l.lead.CommandGate(storeSetDrain()) != nil
 	})
 	for _, n := range tc.live() {
 		status, body := adminWrite(t, n, "POST", "/v1/clusters/app/destinations/d1/drain", nil)
@@ -139,34 +125,19 @@ func TestClusterAddressClaimedTwiceEvictsNobodyAndShowsInMembers(t *testing.T) {
 	})
 	// Give the leader a few rounds to do the wrong thing: n2 must still be
 	// a voter, n4 not in Raft.
-	time.Sleep(3 * leaderInterval)
+	rounds := func() (r uint64) {
+		for _, n := range tc.live() {
+			r += n.lead.Rounds()
+		}
+		return r
+	}
+	before := rounds()
+	testutil.Eventually(t, 10*time.Second, "three more leader rounds", func() bool { return rounds() >= before+3 })
 	if r := raftRole(nodes[0], victim.ID()); r != "voter" {
 		t.Errorf("n2 is %q after another node claimed its address, want voter (members %v)", r, rows)
 	}
 	if r := raftRole(nodes[0], "n4"); r != "" && r != "none" {
 		t.Errorf("n4 was added as %q at an address a live voter holds", r)
-	}
-}
-
-// startManual starts nodes n1..n3 forming one cluster with no leader loop:
-// the test runs leaderRound with its own clock.
-func startManual(t *testing.T, tc *testCluster) {
-	t.Helper()
-	var join []string
-	for _, id := range []string{"n1", "n2", "n3"} {
-		cfg := tc.config(id, 3, join)
-		n, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.manualLeader = true
-		if err := n.Start(); err != nil {
-			t.Fatal(err)
-		}
-		tc.mu.Lock()
-		tc.nodes[id], tc.cfgs[id] = n, cfg
-		tc.mu.Unlock()
-		join = append(join, n.GossipAddr())
 	}
 }
 
@@ -176,12 +147,12 @@ func startManual(t *testing.T, tc *testCluster) {
 // node. Once every member's clock agrees, the key is pruned.
 func TestClusterLeaderClockAheadDoesNotPruneKeysOthersNeed(t *testing.T) {
 	tc := newTestCluster(t, 1)
-	startManual(t, tc)
+	tc.startThree(func(_ int, n *Node) { manual(n) })
 	now := time.Now()
 	var first keyring.Metadata
 	testutil.Eventually(t, 30*time.Second, "a first key active on every node", func() bool {
 		if l := tc.leader(); l != nil {
-			l.leaderRound(now)
+			l.lead.Round(now)
 		}
 		for _, n := range tc.live() {
 			id := n.ring.ActiveKeyID(now)
@@ -210,7 +181,7 @@ func TestClusterLeaderClockAheadDoesNotPruneKeysOthersNeed(t *testing.T) {
 		return slices.ContainsFunc(n.ring.List(now), func(md keyring.Metadata) bool { return md.ID == first.ID })
 	}
 	for range 5 { // rounds at the jumped clock: it rotates, but must not prune
-		l.leaderRound(jumped)
+		l.lead.Round(jumped)
 	}
 	for _, n := range tc.live() {
 		if !has(n) {
@@ -220,12 +191,11 @@ func TestClusterLeaderClockAheadDoesNotPruneKeysOthersNeed(t *testing.T) {
 	// The other members' clocks get there too: now it may go.
 	for _, n := range tc.live() {
 		if n != l {
-			clock := func() time.Time { return jumped }
-			n.metaClock.Store(&clock)
+			n.clock.SetWall(func() time.Time { return jumped })
 		}
 	}
 	testutil.Eventually(t, 15*time.Second, "the key pruned everywhere once every clock agrees", func() bool {
-		l.leaderRound(jumped)
+		l.lead.Round(jumped)
 		for _, n := range tc.live() {
 			if has(n) {
 				return false
@@ -382,65 +352,6 @@ func TestClusterMismatchedSettingsAreLoggedAndShown(t *testing.T) {
 	}
 }
 
-// TestGateCountsEveryRaftServer: the gate's rule over one view of the Raft
-// configuration and gossip.
-func TestGateCountsEveryRaftServer(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	drain := store.SetDrain{Cluster: "app", Destination: "d1", Deadline: now}
-	clock := store.SetClock{At: now}
-	full, old := string(store.Commands), "1111001" // old: no SetDrain, no ClearDrain
-	member := func(id, set string, st cluster.State) cluster.Member {
-		return cluster.Member{Meta: cluster.Meta{ID: id, Commands: set, Version: "v"}, State: st}
-	}
-	servers := []store.Server{{ID: "n1"}, {ID: "n2"}, {ID: "n3"}}
-	for _, tc := range []struct {
-		name    string
-		cmd     store.Command
-		servers []store.Server
-		members []cluster.Member
-		refuse  []string // substrings of the refusal; none: allowed
-	}{
-		{"every server current", drain, servers,
-			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive), member("n3", full, cluster.StateDead)}, nil},
-		{"alive server behind", drain, servers,
-			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive), member("n3", old, cluster.StateAlive)},
-			[]string{"n3 (version v", "SetDrain v1"}},
-		{"dead server behind", drain, servers,
-			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive), member("n3", old, cluster.StateDead)},
-			[]string{"n3 (dead, a Raft server that would stop at it once started", "SetDrain v1"}},
-		{"left member out of Raft does not count", drain, servers[:2],
-			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive), member("n3", old, cluster.StateLeft)}, nil},
-		{"alive member not yet in Raft counts", drain, servers[:2],
-			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive), member("n4", old, cluster.StateAlive)},
-			[]string{"n4 (version v"}},
-		{"unknown server: a baseline command passes", drain, servers,
-			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive)}, nil},
-		{"unknown server: a newer command is refused", clock, servers,
-			[]cluster.Member{member("n1", full, cluster.StateAlive), member("n2", full, cluster.StateAlive)},
-			[]string{"n3 (a Raft server that is down and whose command set is unknown", "tether remove n3", "SetClock v1"}},
-		{"this node's own set is the store's to check", drain, servers,
-			[]cluster.Member{member("n1", old, cluster.StateAlive), member("n2", full, cluster.StateAlive), member("n3", full, cluster.StateAlive)}, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := gateCheck(tc.cmd, "n1", tc.servers, tc.members)
-			if len(tc.refuse) == 0 {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			if err == nil || !errors.Is(err, store.ErrUnsupported) {
-				t.Fatalf("got %v, want ErrUnsupported", err)
-			}
-			for _, s := range tc.refuse {
-				if !strings.Contains(err.Error(), s) {
-					t.Errorf("refusal %q does not say %q", err, s)
-				}
-			}
-		})
-	}
-}
-
 // TestClusterGateCountsADownServerOnAnOlderCommandSet: a Raft server that
 // runs an older command set and is down when a drain is first written
 // would stop at it once started. The drain is refused (409 naming it) on
@@ -451,24 +362,11 @@ func TestClusterGateCountsADownServerOnAnOlderCommandSet(t *testing.T) {
 		t.Skip("multi-node")
 	}
 	tc := newTestCluster(t, 2)
-	var join []string
-	for i, id := range []string{"n1", "n2", "n3"} {
-		cfg := tc.config(id, 3, join)
-		n, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+	tc.startThree(func(i int, n *Node) {
 		if i == 2 {
 			n.commands = "1111001" // no SetDrain, no ClearDrain
 		}
-		if err := n.Start(); err != nil {
-			t.Fatal(err)
-		}
-		tc.mu.Lock()
-		tc.nodes[id], tc.cfgs[id] = n, cfg
-		tc.mu.Unlock()
-		join = append(join, n.GossipAddr())
-	}
+	})
 	tc.waitSettled()
 	testutil.Eventually(t, 20*time.Second, "a leader other than n3", func() bool {
 		l := tc.leader()
@@ -506,7 +404,7 @@ func TestClusterGateCountsADownServerOnAnOlderCommandSet(t *testing.T) {
 	}
 	l := tc.waitLeader()
 	l.members.Forget("n3")
-	err := l.commandGate(store.SetClock{At: time.Now()})
+	err := l.lead.CommandGate(store.SetClock{At: time.Now()})
 	if err == nil || !strings.Contains(err.Error(), "n3 (a Raft server that is down and whose command set is unknown") {
 		t.Fatalf("SetClock with n3 down and unknown to gossip: %v; want a refusal naming n3's unknown command set", err)
 	}

@@ -24,10 +24,10 @@
 // Keys and TLS session ticket seeds move between nodes in package
 // node/keyshare, which keyshare.go opens with gossip.
 //
-// acme.go: the leader obtains and renews the certificates of listeners'
-// Acme blocks with mholt/acmez, keeping the account, certificates and
-// pending challenges in the replicated ACME state; every node serves them
-// (acmeView, the proxy's AcmeSource) and reports their status.
+// The leader's duties (rotation, activation, revocation, pruning, voter
+// reconciliation, the command-set gate, ACME orders) live in node/leader,
+// which leader.go builds; the cluster time in node/clustertime. leave.go
+// takes this node out of the cluster.
 // Package cmd only wires flags into Config and calls Start and Shutdown;
 // the demo (node/demo) and the admin API client (node/apiclient) are
 // packages of their own. node/DESIGN.md draws the packages and the

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/tether-proxy/tether/keyring"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
@@ -38,12 +40,12 @@ func TestClusterAnswersCarryTheIndexOfWhatTheyName(t *testing.T) {
 		t.Skip("multi-node")
 	}
 	tc := newTestCluster(t, 2)
-	startManual(t, tc)
+	tc.startThree(func(_ int, n *Node) { manual(n) })
 	round := func(what string, done func() bool) {
 		t.Helper()
 		testutil.Eventually(t, 30*time.Second, what, func() bool {
 			if l := tc.leader(); l != nil {
-				l.leaderRound(time.Now())
+				l.lead.Round(time.Now())
 			}
 			return done()
 		})
@@ -83,16 +85,14 @@ func TestClusterAnswersCarryTheIndexOfWhatTheyName(t *testing.T) {
 		t.Fatalf("revoke %s via %s: %d %v; want %s active and a replacement", k2, f.ID(), status, body, k1)
 	}
 	l = tc.waitLeader()
-	l.lead.mu.Lock()
-	p, ok := l.lead.pending[k3]
-	l.lead.mu.Unlock()
+	pIndex, ok := l.lead.PendingIndex(k3)
 	if !ok {
 		t.Fatalf("the leader has no pending entry for the replacement %s", k3)
 	}
-	if idx < int64(p.index) {
-		t.Fatalf("the revocation answered with X-Tether-Index %d, but the replacement %s it names is installed at index %d", idx, k3, p.index)
+	if idx < int64(pIndex) {
+		t.Fatalf("the revocation answered with X-Tether-Index %d, but the replacement %s it names is installed at index %d", idx, k3, pIndex)
 	}
-	if _, held := f.keyMetadata(k3, time.Now()); !held {
+	if !slices.ContainsFunc(f.ring.List(time.Now()), func(md keyring.Metadata) bool { return md.ID == k3 }) {
 		t.Fatalf("%s answered the revocation naming %s, which it does not hold", f.ID(), k3)
 	}
 

@@ -16,7 +16,7 @@ func (n *Node) openKeyShare(secret []byte) error {
 		gossip = n.members
 		kt, err := keyshare.OpenTransfer(keyshare.TransferConfig{
 			NodeID: n.cfg.NodeID, Gossip: n.members, Store: openStore{n}, Ring: n.ring, Secrets: n.secrets,
-			CaughtUp: n.leaderCaughtUp, Log: n.log,
+			CaughtUp: func() bool { return n.lead.IsCaughtUp() }, Log: n.log,
 		})
 		if err != nil {
 			return err
@@ -32,8 +32,8 @@ func (n *Node) openKeyShare(secret []byte) error {
 		// first reading.
 		Time: func(now time.Time) time.Time {
 			t := now
-			if p := n.clusterAt.Load(); p != nil {
-				t = p.at.Add(now.Sub(p.mono))
+			if p := n.clock.Last(); p != nil {
+				t = p.At.Add(now.Sub(p.Mono))
 			}
 			return t.Add(time.Duration(n.ticketShift.Load()))
 		},

@@ -52,7 +52,7 @@ func TestKeyringListSaysWhatAnInstalledKeyWaitsFor(t *testing.T) {
 	}
 	testutil.Eventually(t, 10*time.Second, "the first key", func() bool {
 		if n.store.IsLeader() {
-			n.leaderRound(time.Now())
+			n.lead.Round(time.Now())
 		}
 		return n.ring.ActiveKeyID(time.Now()) != ""
 	})
@@ -69,7 +69,7 @@ func TestKeyringListSaysWhatAnInstalledKeyWaitsFor(t *testing.T) {
 	// The leader's own snapshot of the key may still be on its way (no
 	// wait worth naming): its next rounds activate the key.
 	testutil.Eventually(t, 10*time.Second, "the leader's round activates the key", func() bool {
-		n.leaderRound(time.Now())
+		n.lead.Round(time.Now())
 		for _, k := range call("GET", "/v1/keyring")["keys"].([]any) {
 			if k := k.(map[string]any); k["id"] == id {
 				return k["state"] == "active" && k["pending"] == nil

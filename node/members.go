@@ -64,7 +64,7 @@ func (n *Node) memberViews() []memberView {
 			State: "alive",
 		}}
 	}
-	conflicts := addressConflicts(servers, gossip)
+	conflicts := n.lead.AddressConflicts(servers, gossip)
 	out := make([]memberView, 0, len(gossip))
 	seen := map[string]bool{}
 	for _, m := range gossip {
@@ -73,7 +73,7 @@ func (n *Node) memberViews() []memberView {
 			ID: m.ID, Address: m.Addr, State: string(m.State), Raft: "none",
 			RaftAddress: m.RaftAddr, AdminAddress: m.AdminAddr, Version: m.Version,
 			DurableIndex: m.Durable, Leader: m.ID == leader, Conflict: conflicts[m.ID],
-			Settings: n.settingsMismatch(m.Meta),
+			Settings: n.lead.SettingsMismatch(m.Meta),
 		}
 		if m.ID == n.cfg.NodeID {
 			v.DurableIndex = n.store.DurableIndex()

@@ -21,9 +21,11 @@ import (
 	"github.com/tether-proxy/tether/keyring"
 	adminapi "github.com/tether-proxy/tether/node/admin"
 	"github.com/tether-proxy/tether/node/apiclient"
+	"github.com/tether-proxy/tether/node/clustertime"
 	"github.com/tether-proxy/tether/node/confirm"
 	"github.com/tether-proxy/tether/node/gate"
 	"github.com/tether-proxy/tether/node/keyshare"
+	"github.com/tether-proxy/tether/node/leader"
 	"github.com/tether-proxy/tether/node/secrets"
 	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/config"
@@ -145,14 +147,14 @@ type Node struct {
 	cancel   context.CancelFunc
 	bg       sync.WaitGroup
 
+	// lead runs the leader's duties (node/leader); leaderWake wakes its
+	// rounds.
+	lead       *leader.Leader
 	leaderWake chan struct{}
-	lead       leaderState
-	pilot      cluster.Autopilot
 	health     *sharedHealth // nil without gossip
 	// durables are members' durable indexes as they reported them to this
 	// node directly (when it leads); gossip meta carries them too.
-	durMu    sync.Mutex
-	durables map[string]uint64
+	durables leader.Reports
 	// healthReady is health once the data path exists (membership events
 	// may come before).
 	healthReady atomic.Pointer[sharedHealth]
@@ -161,7 +163,7 @@ type Node struct {
 	keys *keyshare.Transfer
 	// dataKeys is the data path's keyring.
 	dataKeys *keyshare.DataKeys
-	// manualLeader (tests): no leader loop; the test calls leaderRound.
+	// manualLeader (tests): no leader loop; the test calls lead.Round.
 	manualLeader bool
 	// commands (tests): the Raft command set this node applies, to act as
 	// an older binary; "": this binary's.
@@ -169,11 +171,6 @@ type Node struct {
 	// readWait (tests): how long a read waits for the index it asks for;
 	// 0: readWaitMax.
 	readWait time.Duration
-	// clockAhead: the cluster time was last seen ahead of a member's clock
-	// (logged once per episode).
-	clockAhead atomic.Bool
-	// metaClock (tests): this node's wall clock (wallNow); nil: time.Now.
-	metaClock atomic.Pointer[func() time.Time]
 	// ticketShift (tests): added to the time TLS session tickets go by.
 	ticketShift atomic.Int64
 	// seeds are the TLS session ticket seeds this node holds, in memory
@@ -187,39 +184,16 @@ type Node struct {
 	// sends, as it goes on gossip; seedFetchOff (tests): ask no leader.
 	seedRecord   atomic.Pointer[func(tag byte, msg []byte)]
 	seedFetchOff atomic.Bool
-	// clock reckons the cluster time (clustertime.go); clockOffset is this
-	// node's wall clock minus it, in nanoseconds (metric); clockApart,
-	// clockOff and clockBlocked: a jumped median, this node's clock far
-	// off, a committed time that cannot be set back (each logged once per
-	// episode).
-	clock       clusterClock
-	clockOffset atomic.Int64
-	// clusterAt is the last reading of the cluster time, which the data
-	// path counts on from (nil before the first).
-	clusterAt    atomic.Pointer[clockPoint]
-	clockApart   atomic.Bool
-	clockOff     atomic.Bool
-	clockBlocked atomic.Bool
-	// settingsLogged is the last settings mismatch the leader logged.
-	settingsLogged atomic.Pointer[string]
-	// conflictsLogged is the last Raft address conflict the leader logged.
-	conflictsLogged atomic.Pointer[string]
+	// clock is the cluster time (node/clustertime).
+	clock *clustertime.Clock
 	// failed is closed (once) when the node must stop after Start: it
 	// left the cluster, or formation hit a fatal error (failErr).
 	failed   chan struct{}
 	failOnce sync.Once
 	failErr  error
 
-	activationLag      prometheus.Histogram
-	activationTimeouts prometheus.Counter
-
 	// ev is the event bus of GET /v1/events and its change watcher.
 	ev eventState
-
-	// acme orders certificates when this node leads; acmeView serves the
-	// replicated ones (acme.go).
-	acme     *acmeManager
-	acmeView *acmeView
 
 	// dirLock holds the data dir for this process (lock.go).
 	dirLock *dataDirLock
@@ -282,20 +256,12 @@ func New(cfg Config) (*Node, error) {
 		cfg:        cfg,
 		log:        cfg.Logger.With("node", cfg.NodeID),
 		seeds:      keyring.NewTicketSeeds(),
+		clock:      clustertime.New(cfg.NodeID, cfg.Logger.With("node", cfg.NodeID)),
 		stop:       make(chan struct{}),
 		leaderWake: make(chan struct{}, 1),
 		failed:     make(chan struct{}),
 		idClaims:   make(chan cluster.IDConflict, 4),
 		ev:         eventState{bus: adminapi.NewBus(cfg.NodeID), wake: make(chan struct{}, 1)},
-		activationLag: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "tether_keyring_activation_lag_seconds",
-			Help:    "Time from a key's installation to its activation, waiting for every member to hold it.",
-			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}),
-		activationTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tether_keyring_activation_timeouts_total",
-			Help: "Keys activated while failed members did not hold them (passed over after the bound, named in the log).",
-		}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_config_reloads_total",
 			Help: "Configuration reloads by result (applied, rejected).",
@@ -362,7 +328,7 @@ func (n *Node) Start() (err error) {
 
 	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	n.registry.MustRegister(n.reloads, newKeyringCollector(n), newClusterCollector(n), n.activationLag, n.activationTimeouts, newStoreHealthCollector(n), newClockCollector(n), secretCollector(n))
+	n.registry.MustRegister(n.reloads, newClusterCollector(n), newStoreHealthCollector(n), n.clock.Collector(), secretCollector(n))
 	n.registry.MustRegister(n.seeder.Collectors()...)
 	var fetch keyshare.Fetch
 	if n.keys != nil {
@@ -371,8 +337,7 @@ func (n *Node) Start() (err error) {
 	}
 	n.dataKeys = keyshare.NewDataKeys(n.ring, n.store, fetch, n.log)
 	n.registry.MustRegister(n.dataKeys.Failures, n.dataKeys.Resolved)
-	n.acme, n.acmeView = newAcmeManager(n), &acmeView{st: n.store, log: n.log}
-	n.registry.MustRegister(n.acme.orders, newAcmeCollector(n.acmeView))
+	n.registry.MustRegister(n.lead.Collectors()...)
 
 	opts := proxy.Options{
 		Logger:     n.log,
@@ -409,7 +374,7 @@ func (n *Node) Start() (err error) {
 	// Session tickets under the keyring and the day's seed resume on
 	// every node.
 	n.server.UseTicketKeys(n.seeder.TicketSource())
-	n.server.UseAcme(n.acmeView)
+	n.server.UseAcme(n.lead.AcmeView())
 	// A node started to join with no state waits to be in the cluster.
 	gated := n.cfg.clustered() && !n.cfg.ServeBeforeJoin && !n.store.HadState()
 	if err := n.gate.Open(n.server, gated, n.joinWait); err != nil {
@@ -418,15 +383,16 @@ func (n *Node) Start() (err error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.bg.Add(8)
+	n.bg.Add(6)
 	go func() { defer n.bg.Done(); n.keeper.Follow(ctx) }()
 	go func() { defer n.bg.Done(); n.gate.Serve(ctx, n.server, n.joinWait, n.log, n.fail) }()
 	go n.watchIDClaims(ctx)
-	go n.acmeLoop(ctx)
 	go n.form(ctx)
 	go n.watchStore(ctx)
-	go n.leaderLoop(ctx)
 	go func() { defer n.bg.Done(); n.api.Watch(ctx.Done()) }()
+	n.bg.Add(2)
+	go func() { defer n.bg.Done(); n.lead.AcmeLoop(ctx) }()
+	go func() { defer n.bg.Done(); n.lead.Loop(ctx) }()
 	if n.keys != nil {
 		n.bg.Add(1)
 		go func() { defer n.bg.Done(); n.keys.Serve(ctx.Done()) }()

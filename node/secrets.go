@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tether-proxy/tether/cluster"
+	"github.com/tether-proxy/tether/node/leader"
 	"github.com/tether-proxy/tether/node/secrets"
 )
 
@@ -67,8 +68,8 @@ func (n *Node) secretRotation() *secrets.Rotation {
 		Writes: secrets.Writes{
 			OnLeader:     n.onLeader,
 			Forwarded:    func(r *http.Request) bool { return r.Header.Get(hdrForwardedBy) != "" },
-			CaughtUp:     n.caughtUp,
-			ErrBehind:    errBehind,
+			CaughtUp:     func() bool { return n.lead.CaughtUp() },
+			ErrBehind:    leader.ErrBehind,
 			ApplyError:   n.writeApplyError,
 			RequestID:    requestID,
 			SetIndex:     setIndex,

@@ -312,7 +312,7 @@ func TestClusterTLSTicketsGoByTheClusterTimeNotANodesClock(t *testing.T) {
 	setClock(n1, 50*time.Hour)
 	t.Cleanup(func() { setClock(n1, 0) })
 	testutil.Eventually(t, 10*time.Second, "n1 reads its clock 50 hours off the cluster time", func() bool {
-		return time.Duration(n1.clockOffset.Load()) > 49*time.Hour
+		return n1.clock.Offset() > 49*time.Hour
 	})
 	if d := n1.seeder.Time(time.Now()).Sub(n2.seeder.Time(time.Now())); d > 5*time.Second || d < -5*time.Second {
 		t.Fatalf("n1's ticket time is %s off n2's, want the same cluster time", d)

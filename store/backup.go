@@ -212,7 +212,7 @@ func (s *Store) checkBackup(r io.Reader, now time.Time) (BackupInfo, *fsmSnapsho
 }
 
 // acmeSecretName reports whether an ACME entry of this name holds a
-// private key (the account, a certificate with its key: node/acme.go names
+// private key (the account, a certificate with its key: node/leader/acme.go names
 // them so) and so must be secret.
 func acmeSecretName(name string) bool {
 	return strings.HasPrefix(name, "account/") || strings.HasPrefix(name, "cert/")

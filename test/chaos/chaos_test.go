@@ -68,7 +68,7 @@ func TestChaos(t *testing.T) {
 		}
 	})
 	bin := filepath.Join(dir, "tether")
-	// -tags chaosclock: a node's wall clock can be jumped (node/clock_chaos.go).
+	// -tags chaosclock: a node's wall clock can be jumped (node/clustertime/offset_chaos.go).
 	build := exec.Command("go", "build", "-tags", "chaosclock", "-o", bin, "../../cmd/tether")
 	if os.Getenv("TETHER_CHAOS_RACE") != "" {
 		build = exec.Command("go", "build", "-tags", "chaosclock", "-race", "-o", bin, "../../cmd/tether")

@@ -1,4 +1,4 @@
-package node
+package leader
 
 import (
 	"context"
@@ -42,9 +42,9 @@ import (
 // name (directory and domains) or of the account (directory and email).
 const (
 	acmeAccountPrefix = "account/"
-	acmeCertPrefix    = "cert/"
+	AcmeCertPrefix    = "cert/"
 	acmeStatusPrefix  = "status/"
-	acmeHTTP01Prefix  = "http-01/"     // + token: the key authorization
+	AcmeHTTP01Prefix  = "http-01/"     // + token: the key authorization
 	acmeALPN01Prefix  = "tls-alpn-01/" // + domain: the key authorization
 )
 
@@ -64,13 +64,15 @@ const (
 	acmeBackoffMax = 6 * time.Hour
 )
 
-func acmeID(s string) string {
+// AcmeID names an entry of the ACME state: a hash of the Acme block's
+// name, or of the account's directory and email.
+func AcmeID(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:12])
 }
 
-// acmeCertRecord is a certificate entry (secret: it holds the key).
-type acmeCertRecord struct {
+// AcmeCertRecord is a certificate entry (secret: it holds the key).
+type AcmeCertRecord struct {
 	Name      string    `json:"name"`
 	Domains   []string  `json:"domains"`
 	ChainPEM  []byte    `json:"chain"`
@@ -127,17 +129,17 @@ func mind(a, b time.Duration) time.Duration {
 	return b
 }
 
-// acmeView is this node's reading of the replicated ACME state: it
+// AcmeView is this node's reading of the replicated ACME state: it
 // implements frontdoor.AcmeSource, rebuilding what it serves only when the
 // state changed.
-type acmeView struct {
-	st  *store.Store
+type AcmeView struct {
+	st  AcmeStore
 	log *slog.Logger
 	mu  sync.Mutex
 	cur atomic.Pointer[acmeServed]
 }
 
-var _ frontdoor.AcmeSource = (*acmeView)(nil)
+var _ frontdoor.AcmeSource = (*AcmeView)(nil)
 
 type acmeServed struct {
 	version uint64
@@ -146,7 +148,7 @@ type acmeServed struct {
 	alpn01  map[string]*tls.Certificate // domain: challenge certificate
 }
 
-func (v *acmeView) served() *acmeServed {
+func (v *AcmeView) served() *acmeServed {
 	ver := v.st.AcmeVersion()
 	if s := v.cur.Load(); s != nil && s.version == ver {
 		return s
@@ -160,8 +162,8 @@ func (v *acmeView) served() *acmeServed {
 	s := &acmeServed{version: ver, certs: map[string]*tls.Certificate{}, http01: map[string]string{}, alpn01: map[string]*tls.Certificate{}}
 	for _, e := range entries {
 		switch {
-		case strings.HasPrefix(e.Name, acmeCertPrefix):
-			var rec acmeCertRecord
+		case strings.HasPrefix(e.Name, AcmeCertPrefix):
+			var rec AcmeCertRecord
 			if err := json.Unmarshal(e.Value, &rec); err != nil {
 				v.log.Error("acme: unreadable certificate entry", "entry", e.Name, "err", err)
 				continue
@@ -172,8 +174,8 @@ func (v *acmeView) served() *acmeServed {
 				continue
 			}
 			s.certs[rec.Name] = &c
-		case strings.HasPrefix(e.Name, acmeHTTP01Prefix):
-			s.http01[strings.TrimPrefix(e.Name, acmeHTTP01Prefix)] = string(e.Value)
+		case strings.HasPrefix(e.Name, AcmeHTTP01Prefix):
+			s.http01[strings.TrimPrefix(e.Name, AcmeHTTP01Prefix)] = string(e.Value)
 		case strings.HasPrefix(e.Name, acmeALPN01Prefix):
 			domain := strings.TrimPrefix(e.Name, acmeALPN01Prefix)
 			c, err := acmez.TLSALPN01ChallengeCert(acme.Challenge{
@@ -190,20 +192,20 @@ func (v *acmeView) served() *acmeServed {
 	return s
 }
 
-func (v *acmeView) AcmeCertificate(name string) *tls.Certificate { return v.served().certs[name] }
+func (v *AcmeView) AcmeCertificate(name string) *tls.Certificate { return v.served().certs[name] }
 
-func (v *acmeView) AcmeHTTPChallenge(token string) (string, bool) {
+func (v *AcmeView) AcmeHTTPChallenge(token string) (string, bool) {
 	ka, ok := v.served().http01[token]
 	return ka, ok
 }
 
-func (v *acmeView) AcmeTLSALPNChallenge(serverName string) (*tls.Certificate, bool) {
+func (v *AcmeView) AcmeTLSALPNChallenge(serverName string) (*tls.Certificate, bool) {
 	c, ok := v.served().alpn01[serverName]
 	return c, ok
 }
 
-// statuses reads every certificate's status, sorted by domains.
-func (v *acmeView) statuses() []AcmeStatus {
+// Statuses reads every certificate's status, sorted by domains.
+func (v *AcmeView) Statuses() []AcmeStatus {
 	entries, _ := v.st.Acme(acmeStatusPrefix)
 	out := make([]AcmeStatus, 0, len(entries))
 	for _, e := range entries {
@@ -220,7 +222,7 @@ func (v *acmeView) statuses() []AcmeStatus {
 
 // acmeManager is the leader's side: it orders certificates.
 type acmeManager struct {
-	n *Node
+	l *Leader
 	// backoffMin is acmeBackoffMin (tests shorten it).
 	backoffMin time.Duration
 	orders     *prometheus.CounterVec
@@ -233,9 +235,9 @@ type acmeManager struct {
 	hold map[string]time.Time
 }
 
-func newAcmeManager(n *Node) *acmeManager {
+func newAcmeManager(l *Leader) *acmeManager {
 	return &acmeManager{
-		n: n, backoffMin: acmeBackoffMin, clients: map[string]*acme.Client{}, hold: map[string]time.Time{},
+		l: l, backoffMin: acmeBackoffMin, clients: map[string]*acme.Client{}, hold: map[string]time.Time{},
 		orders: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_acme_orders_total",
 			Help: "ACME orders this node placed as the leader, by result (success, failure; held: not placed, the replicated state could not be written).",
@@ -243,33 +245,13 @@ func newAcmeManager(n *Node) *acmeManager {
 	}
 }
 
-// acmeBlocks are the distinct Acme blocks of the current configuration.
-func (n *Node) acmeBlocks() []config.Acme {
-	n.reloadMu.Lock()
-	cfg := n.current
-	n.reloadMu.Unlock()
-	var out []config.Acme
-	seen := map[string]bool{}
-	if cfg == nil {
-		return nil
-	}
-	for _, l := range cfg.Listeners {
-		if l.Acme != nil && !seen[l.Acme.Name()] {
-			seen[l.Acme.Name()] = true
-			out = append(out, *l.Acme)
-		}
-	}
-	return out
-}
-
 // EventAcme: a certificate was obtained, or an order failed (the page
 // shows it on every node: each reports the replicated status's changes).
 const EventAcme = "acme"
 
-// acmeLoop runs on every node: the leader orders; every node turns changes
-// of the replicated status into events.
-func (n *Node) acmeLoop(ctx context.Context) {
-	defer n.bg.Done()
+// AcmeLoop runs on every node until ctx ends: the leader orders; every
+// node turns changes of the replicated status into events.
+func (l *Leader) AcmeLoop(ctx context.Context) {
 	t := time.NewTicker(acmeInterval)
 	defer t.Stop()
 	seen := map[string]AcmeStatus{}
@@ -279,25 +261,25 @@ func (n *Node) acmeLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		n.acmeEvents(seen, first)
-		blocks := n.acmeBlocks()
-		if len(blocks) == 0 || !n.store.IsLeader() || !n.caughtUp() {
+		l.acmeEvents(seen, first)
+		blocks := l.cfg.AcmeBlocks()
+		if len(blocks) == 0 || !l.cfg.Store.IsLeader() || !l.CaughtUp() {
 			continue
 		}
-		n.acme.dropStaleChallenges()
+		l.acme.dropStaleChallenges()
 		for _, a := range blocks {
 			if ctx.Err() != nil {
 				return
 			}
-			n.acme.maybeOrder(ctx, a, time.Now())
+			l.acme.maybeOrder(ctx, a, time.Now())
 		}
 	}
 }
 
 // acmeEvents publishes what changed in the replicated status since seen
 // (nothing the first time: the state a node starts with is not news).
-func (n *Node) acmeEvents(seen map[string]AcmeStatus, quiet bool) {
-	for _, s := range n.acmeView.statuses() {
+func (l *Leader) acmeEvents(seen map[string]AcmeStatus, quiet bool) {
+	for _, s := range l.acmeView.Statuses() {
 		key := s.Directory + " " + strings.Join(s.Domains, ",")
 		old, had := seen[key]
 		seen[key] = s
@@ -306,10 +288,10 @@ func (n *Node) acmeEvents(seen map[string]AcmeStatus, quiet bool) {
 		}
 		switch {
 		case !s.LastSuccess.IsZero() && (!had || !s.LastSuccess.Equal(old.LastSuccess)):
-			n.ev.bus.Publish(EventAcme, s.LastSuccess, map[string]any{"domains": s.Domains, "result": "obtained",
+			l.cfg.Publish(EventAcme, s.LastSuccess, map[string]any{"domains": s.Domains, "result": "obtained",
 				"not_after": s.NotAfter, "renew_at": s.RenewAt, "by": s.ObtainedBy})
 		case s.Failures > 0 && (!had || s.Failures != old.Failures):
-			n.ev.bus.Publish(EventAcme, s.LastAttempt, map[string]any{"domains": s.Domains, "result": "failed",
+			l.cfg.Publish(EventAcme, s.LastAttempt, map[string]any{"domains": s.Domains, "result": "failed",
 				"failures": s.Failures, "error": s.LastError, "next_attempt": s.NextAttempt})
 		}
 	}
@@ -320,8 +302,8 @@ func (n *Node) acmeEvents(seen map[string]AcmeStatus, quiet bool) {
 // one at a time on this goroutine, so between two none is pending.
 func (m *acmeManager) dropStaleChallenges() {
 	var names []string
-	for _, p := range []string{acmeHTTP01Prefix, acmeALPN01Prefix} {
-		entries, _ := m.n.store.Acme(p)
+	for _, p := range []string{AcmeHTTP01Prefix, acmeALPN01Prefix} {
+		entries, _ := m.l.cfg.AcmeStore.Acme(p)
 		for _, e := range entries {
 			names = append(names, e.Name)
 		}
@@ -330,14 +312,14 @@ func (m *acmeManager) dropStaleChallenges() {
 		return
 	}
 	// At most 64 changes a write (the store's bound); the rest next round.
-	if _, err := m.n.store.Apply(store.AcmeWrite{Delete: names[:min(len(names), 64)]}); err != nil {
-		m.n.log.Warn("acme: deleting stale challenges", "err", err)
+	if _, err := m.l.cfg.Store.Apply(store.AcmeWrite{Delete: names[:min(len(names), 64)]}); err != nil {
+		m.l.log.Warn("acme: deleting stale challenges", "err", err)
 	}
 }
 
 // status is the replicated status of a's certificate.
 func (m *acmeManager) status(a config.Acme) AcmeStatus {
-	e, ok := m.n.store.AcmeEntry(acmeStatusPrefix + acmeID(a.Name()))
+	e, ok := m.l.cfg.AcmeStore.AcmeEntry(acmeStatusPrefix + AcmeID(a.Name()))
 	var s AcmeStatus
 	if ok {
 		_ = json.Unmarshal(e.Value, &s)
@@ -350,7 +332,7 @@ func (m *acmeManager) status(a config.Acme) AcmeStatus {
 // holds it.
 func (m *acmeManager) maybeOrder(ctx context.Context, a config.Acme, now time.Time) {
 	s := m.status(a)
-	_, haveCert := m.n.store.AcmeEntry(acmeCertPrefix + acmeID(a.Name()))
+	_, haveCert := m.l.cfg.AcmeStore.AcmeEntry(AcmeCertPrefix + AcmeID(a.Name()))
 	if haveCert && now.Before(s.RenewAt) {
 		return
 	}
@@ -366,47 +348,47 @@ func (m *acmeManager) maybeOrder(ctx context.Context, a config.Acme, now time.Ti
 	if err := m.writeStatus(a, s, nil); err != nil {
 		m.orders.WithLabelValues("held").Inc()
 		m.hold[a.Name()] = now.Add(m.backoffMin)
-		m.n.log.Warn("acme: the replicated state cannot be written; not ordering", "domains", a.Domains,
+		m.l.log.Warn("acme: the replicated state cannot be written; not ordering", "domains", a.Domains,
 			"next_attempt", m.hold[a.Name()].Format(time.RFC3339), "err", err)
 		return
 	}
 	rec, err := m.order(octx, a)
 	if err != nil {
-		if ctx.Err() != nil || !m.n.store.IsLeader() {
+		if ctx.Err() != nil || !m.l.cfg.Store.IsLeader() {
 			return // stopping, or no longer the leader: the next one tries
 		}
 		m.orders.WithLabelValues("failure").Inc()
 		s.Failures++
 		s.LastError = err.Error()
 		s.NextAttempt = time.Now().Add(acmeBackoff(s.Failures, m.backoffMin))
-		m.n.log.Error("acme: obtaining a certificate failed; the current one (if any) is still served",
+		m.l.log.Error("acme: obtaining a certificate failed; the current one (if any) is still served",
 			"domains", a.Domains, "failures", s.Failures, "next_attempt", s.NextAttempt.Format(time.RFC3339), "err", err)
 		if werr := m.writeStatus(a, s, nil); werr != nil {
 			// Held here too, or an unwritable state would have the CA
 			// asked every round.
 			m.hold[a.Name()] = s.NextAttempt
-			m.n.log.Warn("acme: recording the failure", "err", werr)
+			m.l.log.Warn("acme: recording the failure", "err", werr)
 		}
 		return
 	}
 	m.orders.WithLabelValues("success").Inc()
 	s.Failures, s.LastError, s.NextAttempt = 0, "", time.Time{}
 	s.NotBefore, s.NotAfter, s.RenewAt = rec.NotBefore, rec.NotAfter, renewAt(rec.NotBefore, rec.NotAfter)
-	s.LastSuccess, s.ObtainedBy = time.Now(), m.n.cfg.NodeID
+	s.LastSuccess, s.ObtainedBy = time.Now(), m.l.cfg.Self
 	if err := m.writeStatus(a, s, rec); err != nil {
 		m.hold[a.Name()] = time.Now().Add(m.backoffMin)
-		m.n.log.Error("acme: storing the certificate failed; ordering again later", "domains", a.Domains,
+		m.l.log.Error("acme: storing the certificate failed; ordering again later", "domains", a.Domains,
 			"next_attempt", m.hold[a.Name()].Format(time.RFC3339), "err", err)
 		return
 	}
 	delete(m.hold, a.Name())
-	m.n.log.Info("acme: certificate obtained", "domains", a.Domains, "not_after", rec.NotAfter.Format(time.RFC3339), "renew_at", s.RenewAt.Format(time.RFC3339))
+	m.l.log.Info("acme: certificate obtained", "domains", a.Domains, "not_after", rec.NotAfter.Format(time.RFC3339), "renew_at", s.RenewAt.Format(time.RFC3339))
 }
 
 // writeStatus commits the status and, after a success, the certificate,
 // in one entry.
-func (m *acmeManager) writeStatus(a config.Acme, s AcmeStatus, rec *acmeCertRecord) error {
-	id := acmeID(a.Name())
+func (m *acmeManager) writeStatus(a config.Acme, s AcmeStatus, rec *AcmeCertRecord) error {
+	id := AcmeID(a.Name())
 	sb, err := json.Marshal(s)
 	if err != nil {
 		return err
@@ -417,9 +399,9 @@ func (m *acmeManager) writeStatus(a config.Acme, s AcmeStatus, rec *acmeCertReco
 		if err != nil {
 			return err
 		}
-		w.Put = append(w.Put, store.AcmeEntry{Name: acmeCertPrefix + id, Secret: true, Value: cb})
+		w.Put = append(w.Put, store.AcmeEntry{Name: AcmeCertPrefix + id, Secret: true, Value: cb})
 	}
-	_, err = m.n.store.Apply(w)
+	_, err = m.l.cfg.Store.Apply(w)
 	return err
 }
 
@@ -444,8 +426,8 @@ func (m *acmeManager) client(a config.Acme) (*acme.Client, error) {
 	c := &acme.Client{
 		Directory:  a.Directory,
 		HTTPClient: &http.Client{Transport: tr, Timeout: time.Minute},
-		UserAgent:  "tether/" + Version,
-		Logger:     m.n.log.With("component", "acme"),
+		UserAgent:  "tether/" + m.l.cfg.Version,
+		Logger:     m.l.log.With("component", "acme"),
 	}
 	m.clients[key] = c
 	return c, nil
@@ -454,12 +436,12 @@ func (m *acmeManager) client(a config.Acme) (*acme.Client, error) {
 // account loads the cluster's account at a's directory, registering one
 // (and committing it) the first time.
 func (m *acmeManager) account(ctx context.Context, c *acme.Client, a config.Acme) (acme.Account, error) {
-	name := acmeAccountPrefix + acmeID(a.Directory+"\x00"+a.Email)
+	name := acmeAccountPrefix + AcmeID(a.Directory+"\x00"+a.Email)
 	var contact []string
 	if a.Email != "" {
 		contact = []string{"mailto:" + a.Email}
 	}
-	if e, ok := m.n.store.AcmeEntry(name); ok {
+	if e, ok := m.l.cfg.AcmeStore.AcmeEntry(name); ok {
 		var rec acmeAccountRecord
 		if err := json.Unmarshal(e.Value, &rec); err != nil {
 			return acme.Account{}, fmt.Errorf("the stored account: %w", err)
@@ -487,10 +469,10 @@ func (m *acmeManager) account(ctx context.Context, c *acme.Client, a config.Acme
 	if err != nil {
 		return acme.Account{}, err
 	}
-	if _, err := m.n.store.Apply(store.AcmeWrite{Put: []store.AcmeEntry{{Name: name, Secret: true, Value: b}}}); err != nil {
+	if _, err := m.l.cfg.Store.Apply(store.AcmeWrite{Put: []store.AcmeEntry{{Name: name, Secret: true, Value: b}}}); err != nil {
 		return acme.Account{}, fmt.Errorf("storing the account: %w", err)
 	}
-	m.n.log.Info("acme: account registered", "directory", a.Directory, "account", acct.Location)
+	m.l.log.Info("acme: account registered", "directory", a.Directory, "account", acct.Location)
 	return acct, nil
 }
 
@@ -511,7 +493,7 @@ func parseKey(p []byte) (crypto.Signer, error) {
 }
 
 // order obtains a certificate for a: one order for all its domains.
-func (m *acmeManager) order(ctx context.Context, a config.Acme) (*acmeCertRecord, error) {
+func (m *acmeManager) order(ctx context.Context, a config.Acme) (*AcmeCertRecord, error) {
 	c, err := m.client(a)
 	if err != nil {
 		return nil, err
@@ -549,7 +531,7 @@ func (m *acmeManager) order(ctx context.Context, a config.Acme) (*acmeCertRecord
 	if err != nil {
 		return nil, err
 	}
-	return &acmeCertRecord{
+	return &AcmeCertRecord{
 		Name: a.Name(), Domains: slices.Clone(a.Domains), ChainPEM: chain,
 		KeyPEM:    pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}),
 		NotBefore: leaf.NotBefore, NotAfter: leaf.NotAfter,
@@ -572,7 +554,7 @@ var (
 func challengeEntry(chal acme.Challenge) (string, error) {
 	switch chal.Type {
 	case acme.ChallengeTypeHTTP01:
-		return acmeHTTP01Prefix + chal.Token, nil
+		return AcmeHTTP01Prefix + chal.Token, nil
 	case acme.ChallengeTypeTLSALPN01:
 		return acmeALPN01Prefix + strings.ToLower(chal.Identifier.Value), nil
 	}
@@ -584,22 +566,22 @@ func (s *acmeSolver) Present(ctx context.Context, chal acme.Challenge) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.m.n.store.Apply(store.AcmeWrite{Put: []store.AcmeEntry{{Name: name, Value: []byte(chal.KeyAuthorization)}}})
+	_, err = s.m.l.cfg.Store.Apply(store.AcmeWrite{Put: []store.AcmeEntry{{Name: name, Value: []byte(chal.KeyAuthorization)}}})
 	return err
 }
 
 func (s *acmeSolver) Wait(ctx context.Context, chal acme.Challenge) error {
-	index := s.m.n.store.AppliedIndex()
-	deadline := time.Now().Add(activationWait)
+	index := s.m.l.cfg.Store.AppliedIndex()
+	deadline := time.Now().Add(ActivationWait)
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
-		l, _ := s.m.n.keyLaggards(index)
+		l, _ := s.m.l.keyLaggards(index)
 		if len(l) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			s.m.n.log.Warn("acme: asking the CA to validate before every member holds the challenge", "laggards", l)
+			s.m.l.log.Warn("acme: asking the CA to validate before every member holds the challenge", "laggards", l)
 			return nil
 		}
 		select {
@@ -615,18 +597,21 @@ func (s *acmeSolver) CleanUp(ctx context.Context, chal acme.Challenge) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.m.n.store.Apply(store.AcmeWrite{Delete: []string{name}})
+	_, err = s.m.l.cfg.Store.Apply(store.AcmeWrite{Delete: []string{name}})
 	return err
 }
 
+// AcmeView is what this node serves of the replicated ACME state.
+func (l *Leader) AcmeView() *AcmeView { return l.acmeView }
+
 // acmeCollector exports the replicated ACME status on every node.
 type acmeCollector struct {
-	v                           *acmeView
+	v                           *AcmeView
 	notAfter, renewAt, failures *prometheus.Desc
 	lastSuccess                 *prometheus.Desc
 }
 
-func newAcmeCollector(v *acmeView) *acmeCollector {
+func newAcmeCollector(v *AcmeView) *acmeCollector {
 	l := []string{"domains"}
 	return &acmeCollector{
 		v:           v,
@@ -651,7 +636,7 @@ func (c *acmeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		return float64(t.UnixMilli()) / 1000
 	}
-	for _, s := range c.v.statuses() {
+	for _, s := range c.v.Statuses() {
 		d := strings.Join(s.Domains, ",")
 		ch <- prometheus.MustNewConstMetric(c.notAfter, prometheus.GaugeValue, unix(s.NotAfter), d)
 		ch <- prometheus.MustNewConstMetric(c.renewAt, prometheus.GaugeValue, unix(s.RenewAt), d)

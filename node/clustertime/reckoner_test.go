@@ -1,11 +1,11 @@
-package node
+package clustertime
 
 import (
 	"testing"
 	"time"
 )
 
-// TestClusterTimeIsTheMedianAndNoOneClockMovesIt drives a clusterClock with
+// TestClusterTimeIsTheMedianAndNoOneClockMovesIt drives a Reckoner with
 // a fake monotonic clock: each step is a moment (elapsed since the first),
 // the votes as offsets from the real time then, and the cluster time it
 // must read (as an offset from the real time).
@@ -82,19 +82,19 @@ func TestClusterTimeIsTheMedianAndNoOneClockMovesIt(t *testing.T) {
 	mono0 := time.Now()
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
-			var clk clusterClock
+			var clk Reckoner
 			for i, st := range c.steps {
 				real := real0.Add(st.at)
 				votes := make([]time.Time, len(st.votes))
 				for j, v := range st.votes {
 					votes[j] = real.Add(v)
 				}
-				r := clk.read(mono0.Add(st.at), votes, !st.partial)
-				if got := r.now.Sub(real); got != st.want {
+				r := clk.Read(mono0.Add(st.at), votes, !st.partial)
+				if got := r.Now.Sub(real); got != st.want {
 					t.Fatalf("step %d (at %s, votes %v): cluster time off by %s, want %s", i, st.at, st.votes, got, st.want)
 				}
-				if r.ready == st.notReady {
-					t.Fatalf("step %d: ready %t, want %t", i, r.ready, !st.notReady)
+				if r.Ready == st.notReady {
+					t.Fatalf("step %d: ready %t, want %t", i, r.Ready, !st.notReady)
 				}
 			}
 		})

@@ -1,6 +1,6 @@
 //go:build chaosclock
 
-package node
+package clustertime
 
 import (
 	"os"
@@ -12,10 +12,10 @@ import (
 // The fault test (test/chaos) builds tether with -tags chaosclock and jumps
 // one node's wall clock by writing a Go duration ("2500h", "-3h", "0") to
 // the file named by TETHER_CHAOS_CLOCK_FILE. Only the wall clock moves
-// (wallNow: the node's vote in the cluster time and the clock it gossips),
+// (Clock.Wall: the node's vote in the cluster time and the clock it gossips),
 // as in an NTP step: elapsed times, measured with time.Now's monotonic
 // reading, do not jump, and the data path keeps time.Now. Product builds
-// have no such hook (clock_default.go).
+// have no such hook (offset_default.go).
 
 var chaosClock struct {
 	sync.Mutex
@@ -23,7 +23,7 @@ var chaosClock struct {
 	offset time.Duration
 }
 
-func clockOffset() time.Duration {
+func wallOffset() time.Duration {
 	path := os.Getenv("TETHER_CHAOS_CLOCK_FILE")
 	if path == "" {
 		return 0
