@@ -43,12 +43,6 @@ func newWrites(n *Node) *adminapi.Writes {
 	return w
 }
 
-func (n *Node) onLeader(h http.HandlerFunc) http.HandlerFunc { return n.writes.OnLeader(h) }
-func (n *Node) leaderAdmin(id string) string                 { return n.writes.LeaderAdmin(id) }
-func (n *Node) writeApplyError(w http.ResponseWriter, what string, err error) {
-	n.writes.WriteApplyError(w, what, err)
-}
-
 // adminNode is the node as the admin API sees it (admin.Node).
 type adminNode struct{ n *Node }
 

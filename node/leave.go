@@ -151,7 +151,7 @@ func (n *Node) askRemoval(ctx context.Context, auth string, attempt int) (bool, 
 	// whose removal is in its log hears from no leader elected after it.
 	to, direct := "", false
 	if leader, _ := n.store.Leader(); leader != "" && leader != n.cfg.NodeID {
-		to, direct = n.leaderAdmin(leader), true
+		to, direct = n.writes.LeaderAdmin(leader), true
 	}
 	if to == "" {
 		var others []string
