@@ -135,7 +135,7 @@ func (n *Node) openCluster() error {
 			PeersFile: filepath.Join(n.cfg.DataDir, "gossip-peers"),
 			OnChange:  n.membershipChanged,
 			// Another live process under this id (idconflict.go).
-			OnIDConflict: n.idConflict,
+			OnIDConflict: n.idClaims.offer,
 		})
 		if err != nil {
 			return fmt.Errorf("gossip on %s: %w", n.cfg.GossipAddr, err)

@@ -198,7 +198,7 @@ type Node struct {
 	// dirLock holds the data dir for this process (lock.go).
 	dirLock *dataDirLock
 	// idClaims are live claims on this node's id (idconflict.go).
-	idClaims chan cluster.IDConflict
+	idClaims *idClaims
 	// gate says what the proxy listeners wait for (node/gate).
 	gate gate.Gate
 	// confirms are members' confirmations of applied writes (node/confirm);
@@ -252,15 +252,16 @@ func New(cfg Config) (*Node, error) {
 	if _, err := frontdoor.ParseWriteYield(cfg.WriteYield); err != nil {
 		return nil, fmt.Errorf("--write-yield: %w", err)
 	}
+	log := cfg.Logger.With("node", cfg.NodeID)
 	return &Node{
 		cfg:        cfg,
-		log:        cfg.Logger.With("node", cfg.NodeID),
+		log:        log,
 		seeds:      keyring.NewTicketSeeds(),
-		clock:      clustertime.New(cfg.NodeID, cfg.Logger.With("node", cfg.NodeID)),
+		clock:      clustertime.New(cfg.NodeID, log),
 		stop:       make(chan struct{}),
 		leaderWake: make(chan struct{}, 1),
 		failed:     make(chan struct{}),
-		idClaims:   make(chan cluster.IDConflict, 4),
+		idClaims:   newIDClaims(log),
 		ev:         eventState{bus: adminapi.NewBus(cfg.NodeID), wake: make(chan struct{}, 1)},
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_config_reloads_total",
@@ -386,7 +387,7 @@ func (n *Node) Start() (err error) {
 	n.bg.Add(6)
 	go func() { defer n.bg.Done(); n.keeper.Follow(ctx) }()
 	go func() { defer n.bg.Done(); n.gate.Serve(ctx, n.server, n.joinWait, n.log, n.fail) }()
-	go n.watchIDClaims(ctx)
+	go func() { defer n.bg.Done(); n.idClaims.watch(ctx, n.store, n.fail) }()
 	go n.form(ctx)
 	go n.watchStore(ctx)
 	go func() { defer n.bg.Done(); n.api.Watch(ctx.Done()) }()
