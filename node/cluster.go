@@ -1,9 +1,7 @@
 package node
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -142,7 +140,8 @@ func (n *Node) openCluster() error {
 		}
 		n.gossipAddr = n.members.Addr()
 		n.keeper.UseGossip(n.members, n.fillStateMeta)
-		if err := n.members.Register(durableTag, cluster.Handler{Msg: n.durableReport}); err != nil {
+		n.durables = durableReports{self: n.cfg.NodeID, members: n.members, wake: n.wakeLeader, log: n.log}
+		if err := n.members.Register(durableTag, cluster.Handler{Msg: n.durables.receive}); err != nil {
 			return fmt.Errorf("gossip: %w", err)
 		}
 		if err := n.members.SetSecrets(n.secrets.Primary(), n.secrets.Accepted()); err != nil {
@@ -377,7 +376,8 @@ func (n *Node) watchStore(ctx context.Context) {
 			var m cluster.Meta
 			n.fillStateMeta(&m)
 			if m.Durable != lastMeta.Durable {
-				n.reportDurable(m.Durable)
+				to, _ := n.store.Leader()
+				n.durables.report(to, m.Durable)
 			}
 			if m.ClusterID != lastMeta.ClusterID || m.HasState != lastMeta.HasState || m.Durable != lastMeta.Durable || m.Clock != lastMeta.Clock || m.ClockMin != lastMeta.ClockMin || m.NoPersist != lastMeta.NoPersist || m.Stopped != lastMeta.Stopped || m.Fanout != lastMeta.Fanout {
 				if err := n.members.UpdateMeta(n.fillStateMeta); err != nil {
@@ -398,38 +398,6 @@ func (n *Node) watchStore(ctx context.Context) {
 		case <-time.After(leaderInterval):
 		}
 	}
-}
-
-// durableTag is the gossip tag of a member's direct durable-index report.
-const durableTag = 'd'
-
-// reportDurable tells the leader at once how far this node holds the
-// replicated state durably (gossip meta carries it too, a gossip round
-// later): a key's activation waits for every member's report.
-func (n *Node) reportDurable(index uint64) {
-	leader, _ := n.store.Leader()
-	if leader == "" || leader == n.cfg.NodeID {
-		return
-	}
-	msg := binary.AppendUvarint([]byte(n.cfg.NodeID+"\x00"), index)
-	if err := n.members.Send(leader, durableTag, msg, false); err != nil {
-		n.log.Debug("durable index report to the leader failed; gossip carries it", "error", err)
-	}
-}
-
-// durableReport receives a member's report (on memberlist's goroutine:
-// it only records and wakes the leader loop).
-func (n *Node) durableReport(msg []byte) {
-	i := bytes.IndexByte(msg, 0)
-	if i <= 0 {
-		return
-	}
-	index, k := binary.Uvarint(msg[i+1:])
-	if k <= 0 {
-		return
-	}
-	n.durables.Note(string(msg[:i]), index)
-	n.wakeLeader()
 }
 
 // applyDrains makes the data path's drain state the replicated one.

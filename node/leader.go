@@ -29,7 +29,7 @@ func (n *Node) newLeader() *leader.Leader {
 		AcmeStore: n.store,
 		Clock:     n.clock,
 		Ring:      n.ring,
-		Reports:   &n.durables,
+		Reports:   &n.durables.got,
 		Policy: cluster.Policy{
 			MaxVoters:     n.cfg.RaftVoters,
 			Expect:        n.cfg.BootstrapExpect,

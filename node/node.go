@@ -152,9 +152,9 @@ type Node struct {
 	lead       *leader.Leader
 	leaderWake chan struct{}
 	health     *sharedHealth // nil without gossip
-	// durables are members' durable indexes as they reported them to this
-	// node directly (when it leads); gossip meta carries them too.
-	durables leader.Reports
+	// durables carries durable-index reports between this node and the
+	// leader (durable.go); gossip meta carries the indexes too.
+	durables durableReports
 	// healthReady is health once the data path exists (membership events
 	// may come before).
 	healthReady atomic.Pointer[sharedHealth]
