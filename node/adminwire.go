@@ -48,7 +48,7 @@ type adminNode struct{ n *Node }
 
 func (a adminNode) NotReady() string                 { return a.n.NotReady() }
 func (a adminNode) Warnings() []string               { return a.n.storeWarnings() }
-func (a adminNode) Members() []adminapi.Member       { return a.n.memberViews() }
+func (a adminNode) Members() []adminapi.Member       { return a.n.table.views() }
 func (a adminNode) ActiveKeyID(now time.Time) string { return a.n.ring.ActiveKeyID(now) }
 func (a adminNode) ClusterNow() time.Time            { now, _ := a.n.clock.Now(); return now }
 func (a adminNode) ApplyDrains()                     { a.n.applyDrains() }

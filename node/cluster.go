@@ -183,7 +183,9 @@ func (n *Node) openCluster() error {
 		return fmt.Errorf("raft on %s: %w", raftBind, err)
 	}
 	n.store.SetLegacyHandshake(raftV1Allowed(n))
+	n.table = &memberTable{self: n.cfg.NodeID, store: n.store, members: n.members, adminAddr: n.adminLn.Addr().String(), reapTimeout: n.cfg.ReapTimeout}
 	n.lead = n.newLeader()
+	n.table.lead = n.lead
 	// Restoring the state may have changed the secrets: in step before
 	// anything is served.
 	n.keeper.Apply()
@@ -371,7 +373,7 @@ func (n *Node) watchStore(ctx context.Context) {
 	for {
 		n.applyDrains()
 		n.noteChange()
-		n.forgetRemoved()
+		n.table.forgetRemoved()
 		if n.members != nil {
 			var m cluster.Meta
 			n.fillStateMeta(&m)

@@ -38,7 +38,7 @@ func (n *Node) newLeader() *leader.Leader {
 			MaxLag:        256,
 			Stabilization: 2 * time.Second,
 		},
-		RemovedFromRaft: n.removedFromRaft,
+		RemovedFromRaft: n.table.removedFromRaft,
 		Fanout:          n.fanoutDigest,
 		KeyringFile:     filepath.Join(n.cfg.DataDir, "keyring.json"),
 		AcmeBlocks:      n.acmeBlocks,

@@ -195,6 +195,9 @@ type Node struct {
 	// ev is the event bus of GET /v1/events and its change watcher.
 	ev eventState
 
+	// table is the members as this node sees them (members.go).
+	table *memberTable
+
 	// dirLock holds the data dir for this process (lock.go).
 	dirLock *dataDirLock
 	// idClaims are live claims on this node's id (idconflict.go).
