@@ -88,7 +88,7 @@ func (a adminNode) Join(addrs []string) (int, error) {
 
 func (a adminNode) Leave(ctx context.Context, force bool, auth string) (func(), error) {
 	n := a.n
-	if err := n.leave(ctx, force, auth); err != nil {
+	if err := n.leaver.leave(ctx, force, auth); err != nil {
 		if errors.As(err, new(*leaveRefused)) {
 			err = adminapi.Conflict{Err: err}
 		}

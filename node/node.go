@@ -211,6 +211,8 @@ type Node struct {
 	// watches for events (node/admin).
 	writes *adminapi.Writes
 	api    *adminapi.API
+	// leaver takes the node out of the cluster (leave.go).
+	leaver *leaver
 }
 
 // DefaultAdminAddr is the admin listener's default address.
@@ -321,6 +323,7 @@ func (n *Node) Start() (err error) {
 		return err
 	}
 	n.writes = newWrites(n)
+	n.leaver = &leaver{self: n.cfg.NodeID, store: n.store, members: n.members, writes: n.writes, expect: n.cfg.BootstrapExpect, log: n.log}
 	if n.members != nil {
 		if n.confirms, err = confirm.New(n.cfg.NodeID, n.members, n.store, n.applyDrains, n.stop, n.log); err != nil {
 			return fmt.Errorf("gossip: %w", err)
