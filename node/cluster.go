@@ -40,6 +40,14 @@ const (
 	leaveWait = 10 * time.Second
 )
 
+// gossipTiming picks memberlist's profile.
+func (c *Config) gossipTiming() cluster.Timing {
+	if c.FastTimings {
+		return cluster.Local
+	}
+	return cluster.LAN
+}
+
 // clustered reports whether the node was asked to form or join a cluster.
 func (c *Config) clustered() bool { return len(c.Join) > 0 || c.BootstrapExpect > 0 }
 
@@ -120,13 +128,13 @@ func (n *Node) openCluster() error {
 			Secret:    n.secrets.Primary(),
 			Meta: cluster.Meta{
 				ID:        n.cfg.NodeID,
-				AdminAddr: n.advertisedAdmin(),
+				AdminAddr: n.addrs.admin(),
 				Version:   Version,
 				Expect:    n.cfg.BootstrapExpect,
 				Voters:    n.cfg.RaftVoters,
 				Tickets:   keyshare.SchemeAdvertised(n.legacyTickets),
 			},
-			Timing:    n.gossipTiming(),
+			Timing:    n.cfg.gossipTiming(),
 			Clock:     n.clock.Wall,
 			Logger:    n.log.With("component", "gossip"),
 			VoteFile:  filepath.Join(n.cfg.DataDir, "formation-vote"),
@@ -138,7 +146,7 @@ func (n *Node) openCluster() error {
 		if err != nil {
 			return fmt.Errorf("gossip on %s: %w", n.cfg.GossipAddr, err)
 		}
-		n.gossipAddr = n.members.Addr()
+		n.addrs.gossip = n.members.Addr()
 		n.keeper.UseGossip(n.members, n.fillStateMeta)
 		n.durables = durableReports{self: n.cfg.NodeID, members: n.members, wake: n.wakeLeader, log: n.log}
 		if err := n.members.Register(durableTag, cluster.Handler{Msg: n.durables.receive}); err != nil {
@@ -154,7 +162,7 @@ func (n *Node) openCluster() error {
 
 	raftBind, advertise := "127.0.0.1:0", ""
 	if gossip {
-		raftBind, advertise = n.cfg.RaftAddr, n.raftAdvertise()
+		raftBind, advertise = n.cfg.RaftAddr, n.addrs.raft()
 	}
 	var tlsFiles *store.TLSFiles
 	if n.cfg.TLSCert != "" {
@@ -199,61 +207,6 @@ func (n *Node) openCluster() error {
 		}
 	}
 	return nil
-}
-
-// gossipTiming picks memberlist's profile.
-func (n *Node) gossipTiming() cluster.Timing {
-	if n.cfg.FastTimings {
-		return cluster.Local
-	}
-	return cluster.LAN
-}
-
-// raftAdvertise is the address peers dial for Raft: --advertise with the
-// Raft port, or, when Raft binds an unspecified address, the host gossip
-// advertises (memberlist finds a private IP).
-func (n *Node) raftAdvertise() string {
-	host, port, _ := net.SplitHostPort(n.cfg.RaftAddr)
-	if n.cfg.Advertise != "" {
-		h := n.cfg.Advertise
-		if hh, _, err := net.SplitHostPort(h); err == nil {
-			h = hh
-		}
-		return net.JoinHostPort(h, port)
-	}
-	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
-		return ""
-	}
-	if host != "" && net.ParseIP(host) == nil {
-		return "" // a host name: the store resolves it on every dial
-	}
-	if n.members != nil {
-		if h, _, err := net.SplitHostPort(n.gossipAddr); err == nil {
-			return net.JoinHostPort(h, port)
-		}
-	}
-	return ""
-}
-
-// advertisedAdmin is the admin address other nodes forward writes to.
-func (n *Node) advertisedAdmin() string {
-	addr := n.adminLn.Addr().(*net.TCPAddr)
-	if !addr.IP.IsUnspecified() {
-		return addr.String()
-	}
-	host := ""
-	if n.cfg.Advertise != "" {
-		host = n.cfg.Advertise
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
-	} else if n.members != nil {
-		host, _, _ = net.SplitHostPort(n.gossipAddr)
-	}
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, strconv.Itoa(addr.Port))
 }
 
 // fillStateMeta puts the store's state into gossip metadata.

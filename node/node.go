@@ -123,15 +123,14 @@ type Node struct {
 	// in the data dir and gossip (package node/secrets).
 	secrets *keyring.Secrets
 	keeper  *secrets.Keeper
-	// gossipAddr is members.Addr() read once at start (memberlist changes
-	// its local node under its own lock).
-	gossipAddr string
-	proxy      *proxy.Proxy
-	server     *frontdoor.Server
-	admin      *http.Server
-	adminLn    net.Listener
-	token      []byte
-	started    time.Time
+	// addrs are the addresses this node advertises (addrs.go).
+	addrs   advertised
+	proxy   *proxy.Proxy
+	server  *frontdoor.Server
+	admin   *http.Server
+	adminLn net.Listener
+	token   []byte
+	started time.Time
 
 	reloadMu sync.Mutex
 	current  *config.Config
@@ -451,7 +450,7 @@ func (n *Node) waitReady(timeout time.Duration) error {
 }
 
 // GossipAddr is the advertised gossip address ("" without gossip).
-func (n *Node) GossipAddr() string { return n.gossipAddr }
+func (n *Node) GossipAddr() string { return n.addrs.gossip }
 
 // Leader is the id of the Raft leader this node knows ("" when none).
 func (n *Node) Leader() string {
