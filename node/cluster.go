@@ -325,7 +325,7 @@ func (n *Node) watchStore(ctx context.Context) {
 	var lastMeta cluster.Meta
 	for {
 		n.applyDrains()
-		n.noteChange()
+		n.ev.noteChange()
 		n.table.forgetRemoved()
 		if n.members != nil {
 			var m cluster.Meta
@@ -371,7 +371,7 @@ func (n *Node) applyDrains() {
 // and who probes what may have moved.
 func (n *Node) membershipChanged() {
 	n.wakeLeader()
-	n.noteChange()
+	n.ev.noteChange()
 	if sh := n.healthReady.Load(); sh != nil {
 		sh.applyAll()
 	}
