@@ -1,7 +1,6 @@
 package node
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -116,11 +115,4 @@ func (n *Node) fanoutDigest() string {
 	slices.Sort(pairs)
 	h := sha256.Sum256([]byte(strings.Join(pairs, ",")))
 	return "h" + hex.EncodeToString(h[:4])
-}
-
-// newID is a random 128-bit id in hex.
-func newID() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
