@@ -21,6 +21,7 @@ func (n *Node) listenAdmin() error {
 		return fmt.Errorf("admin listener %s: %w", n.cfg.AdminAddr, err)
 	}
 	n.adminLn = ln
+	n.addrs = advertised{flag: n.cfg.Advertise, raftBind: n.cfg.RaftAddr, adminBound: ln.Addr().(*net.TCPAddr)}
 	if len(n.token) == 0 && !isLoopback(ln.Addr()) {
 		n.log.Warn("the admin API listens beyond loopback without --admin-token-file: anyone who reaches " +
 			ln.Addr().String() + " can rotate and revoke keys and drain destinations")
@@ -68,7 +69,7 @@ func (n *Node) newAPI() *adminapi.API {
 		Token:     n.token,
 		Names:     names,
 		ReadWait:  func() time.Duration { return n.readWait },
-		AdminAddr: n.advertisedAdmin,
+		AdminAddr: n.addrs.admin,
 		Store:     n.store,
 		Proxy:     n.proxy,
 		Node:      adminNode{n},

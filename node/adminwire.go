@@ -43,18 +43,12 @@ func newWrites(n *Node) *adminapi.Writes {
 	return w
 }
 
-func (n *Node) onLeader(h http.HandlerFunc) http.HandlerFunc { return n.writes.OnLeader(h) }
-func (n *Node) leaderAdmin(id string) string                 { return n.writes.LeaderAdmin(id) }
-func (n *Node) writeApplyError(w http.ResponseWriter, what string, err error) {
-	n.writes.WriteApplyError(w, what, err)
-}
-
 // adminNode is the node as the admin API sees it (admin.Node).
 type adminNode struct{ n *Node }
 
 func (a adminNode) NotReady() string                 { return a.n.NotReady() }
 func (a adminNode) Warnings() []string               { return a.n.storeWarnings() }
-func (a adminNode) Members() []adminapi.Member       { return a.n.memberViews() }
+func (a adminNode) Members() []adminapi.Member       { return a.n.table.views() }
 func (a adminNode) ActiveKeyID(now time.Time) string { return a.n.ring.ActiveKeyID(now) }
 func (a adminNode) ClusterNow() time.Time            { now, _ := a.n.clock.Now(); return now }
 func (a adminNode) ApplyDrains()                     { a.n.applyDrains() }
@@ -94,7 +88,7 @@ func (a adminNode) Join(addrs []string) (int, error) {
 
 func (a adminNode) Leave(ctx context.Context, force bool, auth string) (func(), error) {
 	n := a.n
-	if err := n.leave(ctx, force, auth); err != nil {
+	if err := n.leaver.leave(ctx, force, auth); err != nil {
 		if errors.As(err, new(*leaveRefused)) {
 			err = adminapi.Conflict{Err: err}
 		}

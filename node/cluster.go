@@ -1,9 +1,7 @@
 package node
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -41,6 +39,14 @@ const (
 	// node from the Raft configuration.
 	leaveWait = 10 * time.Second
 )
+
+// gossipTiming picks memberlist's profile.
+func (c *Config) gossipTiming() cluster.Timing {
+	if c.FastTimings {
+		return cluster.Local
+	}
+	return cluster.LAN
+}
 
 // clustered reports whether the node was asked to form or join a cluster.
 func (c *Config) clustered() bool { return len(c.Join) > 0 || c.BootstrapExpect > 0 }
@@ -122,27 +128,28 @@ func (n *Node) openCluster() error {
 			Secret:    n.secrets.Primary(),
 			Meta: cluster.Meta{
 				ID:        n.cfg.NodeID,
-				AdminAddr: n.advertisedAdmin(),
+				AdminAddr: n.addrs.admin(),
 				Version:   Version,
 				Expect:    n.cfg.BootstrapExpect,
 				Voters:    n.cfg.RaftVoters,
 				Tickets:   keyshare.SchemeAdvertised(n.legacyTickets),
 			},
-			Timing:    n.gossipTiming(),
+			Timing:    n.cfg.gossipTiming(),
 			Clock:     n.clock.Wall,
 			Logger:    n.log.With("component", "gossip"),
 			VoteFile:  filepath.Join(n.cfg.DataDir, "formation-vote"),
 			PeersFile: filepath.Join(n.cfg.DataDir, "gossip-peers"),
 			OnChange:  n.membershipChanged,
 			// Another live process under this id (idconflict.go).
-			OnIDConflict: n.idConflict,
+			OnIDConflict: n.idClaims.offer,
 		})
 		if err != nil {
 			return fmt.Errorf("gossip on %s: %w", n.cfg.GossipAddr, err)
 		}
-		n.gossipAddr = n.members.Addr()
+		n.addrs.gossip = n.members.Addr()
 		n.keeper.UseGossip(n.members, n.fillStateMeta)
-		if err := n.members.Register(durableTag, cluster.Handler{Msg: n.durableReport}); err != nil {
+		n.durables = durableReports{self: n.cfg.NodeID, members: n.members, wake: n.wakeLeader, log: n.log}
+		if err := n.members.Register(durableTag, cluster.Handler{Msg: n.durables.receive}); err != nil {
 			return fmt.Errorf("gossip: %w", err)
 		}
 		if err := n.members.SetSecrets(n.secrets.Primary(), n.secrets.Accepted()); err != nil {
@@ -155,7 +162,7 @@ func (n *Node) openCluster() error {
 
 	raftBind, advertise := "127.0.0.1:0", ""
 	if gossip {
-		raftBind, advertise = n.cfg.RaftAddr, n.raftAdvertise()
+		raftBind, advertise = n.cfg.RaftAddr, n.addrs.raft()
 	}
 	var tlsFiles *store.TLSFiles
 	if n.cfg.TLSCert != "" {
@@ -184,7 +191,9 @@ func (n *Node) openCluster() error {
 		return fmt.Errorf("raft on %s: %w", raftBind, err)
 	}
 	n.store.SetLegacyHandshake(raftV1Allowed(n))
+	n.table = &memberTable{self: n.cfg.NodeID, store: n.store, members: n.members, adminAddr: n.adminLn.Addr().String(), reapTimeout: n.cfg.ReapTimeout}
 	n.lead = n.newLeader()
+	n.table.lead = n.lead
 	// Restoring the state may have changed the secrets: in step before
 	// anything is served.
 	n.keeper.Apply()
@@ -198,61 +207,6 @@ func (n *Node) openCluster() error {
 		}
 	}
 	return nil
-}
-
-// gossipTiming picks memberlist's profile.
-func (n *Node) gossipTiming() cluster.Timing {
-	if n.cfg.FastTimings {
-		return cluster.Local
-	}
-	return cluster.LAN
-}
-
-// raftAdvertise is the address peers dial for Raft: --advertise with the
-// Raft port, or, when Raft binds an unspecified address, the host gossip
-// advertises (memberlist finds a private IP).
-func (n *Node) raftAdvertise() string {
-	host, port, _ := net.SplitHostPort(n.cfg.RaftAddr)
-	if n.cfg.Advertise != "" {
-		h := n.cfg.Advertise
-		if hh, _, err := net.SplitHostPort(h); err == nil {
-			h = hh
-		}
-		return net.JoinHostPort(h, port)
-	}
-	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
-		return ""
-	}
-	if host != "" && net.ParseIP(host) == nil {
-		return "" // a host name: the store resolves it on every dial
-	}
-	if n.members != nil {
-		if h, _, err := net.SplitHostPort(n.gossipAddr); err == nil {
-			return net.JoinHostPort(h, port)
-		}
-	}
-	return ""
-}
-
-// advertisedAdmin is the admin address other nodes forward writes to.
-func (n *Node) advertisedAdmin() string {
-	addr := n.adminLn.Addr().(*net.TCPAddr)
-	if !addr.IP.IsUnspecified() {
-		return addr.String()
-	}
-	host := ""
-	if n.cfg.Advertise != "" {
-		host = n.cfg.Advertise
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
-	} else if n.members != nil {
-		host, _, _ = net.SplitHostPort(n.gossipAddr)
-	}
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, strconv.Itoa(addr.Port))
 }
 
 // fillStateMeta puts the store's state into gossip metadata.
@@ -371,13 +325,14 @@ func (n *Node) watchStore(ctx context.Context) {
 	var lastMeta cluster.Meta
 	for {
 		n.applyDrains()
-		n.noteChange()
-		n.forgetRemoved()
+		n.ev.noteChange()
+		n.table.forgetRemoved()
 		if n.members != nil {
 			var m cluster.Meta
 			n.fillStateMeta(&m)
 			if m.Durable != lastMeta.Durable {
-				n.reportDurable(m.Durable)
+				to, _ := n.store.Leader()
+				n.durables.report(to, m.Durable)
 			}
 			if m.ClusterID != lastMeta.ClusterID || m.HasState != lastMeta.HasState || m.Durable != lastMeta.Durable || m.Clock != lastMeta.Clock || m.ClockMin != lastMeta.ClockMin || m.NoPersist != lastMeta.NoPersist || m.Stopped != lastMeta.Stopped || m.Fanout != lastMeta.Fanout {
 				if err := n.members.UpdateMeta(n.fillStateMeta); err != nil {
@@ -400,38 +355,6 @@ func (n *Node) watchStore(ctx context.Context) {
 	}
 }
 
-// durableTag is the gossip tag of a member's direct durable-index report.
-const durableTag = 'd'
-
-// reportDurable tells the leader at once how far this node holds the
-// replicated state durably (gossip meta carries it too, a gossip round
-// later): a key's activation waits for every member's report.
-func (n *Node) reportDurable(index uint64) {
-	leader, _ := n.store.Leader()
-	if leader == "" || leader == n.cfg.NodeID {
-		return
-	}
-	msg := binary.AppendUvarint([]byte(n.cfg.NodeID+"\x00"), index)
-	if err := n.members.Send(leader, durableTag, msg, false); err != nil {
-		n.log.Debug("durable index report to the leader failed; gossip carries it", "error", err)
-	}
-}
-
-// durableReport receives a member's report (on memberlist's goroutine:
-// it only records and wakes the leader loop).
-func (n *Node) durableReport(msg []byte) {
-	i := bytes.IndexByte(msg, 0)
-	if i <= 0 {
-		return
-	}
-	index, k := binary.Uvarint(msg[i+1:])
-	if k <= 0 {
-		return
-	}
-	n.durables.Note(string(msg[:i]), index)
-	n.wakeLeader()
-}
-
 // applyDrains makes the data path's drain state the replicated one.
 func (n *Node) applyDrains() {
 	drains := map[[2]string]time.Time{}
@@ -448,7 +371,7 @@ func (n *Node) applyDrains() {
 // and who probes what may have moved.
 func (n *Node) membershipChanged() {
 	n.wakeLeader()
-	n.noteChange()
+	n.ev.noteChange()
 	if sh := n.healthReady.Load(); sh != nil {
 		sh.applyAll()
 	}

@@ -332,16 +332,20 @@ func jsonMap(resp *apiclient.Response) map[string]any {
 
 // adminWrite is admin for a write, retried while the answer is a 503 (an
 // election under way: the API says to retry), as a client would.
-func adminWrite(t *testing.T, n *Node, method, path string, body any) (int, map[string]any) {
+func adminWrite(t *testing.T, n *Node, method, path string, body any) (status int, m map[string]any) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		status, m := admin(t, n, method, path, body)
-		if status != http.StatusServiceUnavailable || time.Now().After(deadline) {
-			return status, m
+	answered := false
+	defer func() {
+		if !answered {
+			t.Logf("%s %s last answered %d %v", method, path, status, m)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	}()
+	testutil.Eventually(t, 15*time.Second, method+" "+path+" answered other than 503", func() bool {
+		status, m = admin(t, n, method, path, body)
+		return status != http.StatusServiceUnavailable
+	})
+	answered = true
+	return status, m
 }
 
 // proxyGet sends GET / to a node's proxy with an optional cookie and

@@ -18,8 +18,11 @@
 // listeners without accepting until it is in the Raft configuration and
 // holds the active key (--serve-before-join opens them at start);
 // readiness.go says what it waits for.
-// lock.go: the data dir's flock. idconflict.go: a live claim on this node's id stops the node that
-// holds no state.
+// lock.go: the data dir's flock. idconflict.go: a live claim on this
+// node's id stops the node that holds no state. members.go: the members'
+// view (gossip joined with the Raft configuration); durable.go: the
+// members' durable-index reports to the leader; addrs.go: the addresses
+// this node advertises. node/DESIGN.md lists these types.
 //
 // Keys and TLS session ticket seeds move between nodes in package
 // node/keyshare, which keyshare.go opens with gossip.

@@ -26,9 +26,9 @@ type eventState struct {
 
 // noteChange wakes the change watcher (never blocks: hooks call it from
 // gossip's and the FSM's goroutines).
-func (n *Node) noteChange() {
+func (e *eventState) noteChange() {
 	select {
-	case n.ev.wake <- struct{}{}:
+	case e.wake <- struct{}{}:
 	default:
 	}
 }

@@ -81,7 +81,7 @@ func (sh *sharedHealth) ShouldProbe(clusterID, destID string) bool {
 func (sh *sharedHealth) Observe(clusterID, destID string, h upstream.Health) {
 	if d := sh.destination(clusterID, destID); d != nil && d.LocalHealth() != h {
 		d.SetLocalHealth(h)
-		sh.n.noteChange()
+		sh.n.ev.noteChange()
 	}
 	sh.gossip.Report(clusterID, destID, toVerdict(h))
 	sh.apply(clusterID, destID)
@@ -97,7 +97,7 @@ func (sh *sharedHealth) apply(clusterID, destID string) {
 	v := sh.gossip.Effective(clusterID, destID, sh.fanoutOf(clusterID))
 	if h := fromVerdict(v); d.ActiveHealth() != h {
 		d.SetActiveHealth(h)
-		sh.n.noteChange()
+		sh.n.ev.noteChange()
 	}
 }
 

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/tether-proxy/tether/cluster"
@@ -11,50 +12,66 @@ import (
 // idConflictLog remembers which live claims on this node's id were logged.
 var idConflictLog sync.Map // node id + "\x00" + their address → struct{}
 
-// idConflict hands a claim checked by gossip to watchIDClaims (it may come
-// before the store is open; a full queue drops it: claims recur with every
-// push/pull).
-func (n *Node) idConflict(c cluster.IDConflict) {
+// idClaims are the live claims on this node's id that gossip checked,
+// queued until the node runs and judged then.
+type idClaims struct {
+	ch  chan cluster.IDConflict
+	log *slog.Logger
+}
+
+func newIDClaims(log *slog.Logger) *idClaims {
+	return &idClaims{ch: make(chan cluster.IDConflict, 4), log: log}
+}
+
+// stateHolder says whether this node holds cluster state of its own.
+type stateHolder interface {
+	HadState() bool
+	AppliedIndex() uint64
+}
+
+// offer queues a claim (gossip's OnIDConflict; it may come before the
+// store is open). A full queue drops it: claims recur with every push/pull.
+func (c *idClaims) offer(claim cluster.IDConflict) {
 	select {
-	case n.idClaims <- c:
+	case c.ch <- claim:
 	default:
 	}
 }
 
-// watchIDClaims judges claims on this node's id once the node runs.
-func (n *Node) watchIDClaims(ctx context.Context) {
-	defer n.bg.Done()
+// watch judges the queued claims until ctx ends; st is the open store,
+// fail stops the node.
+func (c *idClaims) watch(ctx context.Context, st stateHolder, fail func(error)) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case c := <-n.idClaims:
-			n.judgeIDClaim(c)
+		case claim := <-c.ch:
+			c.judge(claim, st, fail)
 		}
 	}
 }
 
-// judgeIDClaim decides what a live claim on this node's id means. The node
-// that holds no cluster state of its own is the newcomer: it was started
-// with a running node's --node-id, and it stops, naming the holder. A node
-// with state keeps running and says who else claims its id. A claim where
+// judge decides what a live claim on this node's id means. The node that
+// holds no cluster state of its own is the newcomer: it was started with a
+// running node's --node-id, and it stops, naming the holder. A node with
+// state keeps running and says who else claims its id. A claim where
 // nothing answers is this node's own earlier address, which gossip
 // replaces by itself.
-func (n *Node) judgeIDClaim(c cluster.IDConflict) {
-	if !c.Live {
+func (c *idClaims) judge(claim cluster.IDConflict, st stateHolder, fail func(error)) {
+	if !claim.Live {
 		return
 	}
-	mine := n.store.HadState() || n.store.AppliedIndex() > 0
+	mine := st.HadState() || st.AppliedIndex() > 0
 	if !mine {
-		n.fail(fmt.Errorf("node id %q is taken: a live node at %s already runs under it; start this node with its own --node-id", c.ID, c))
+		fail(fmt.Errorf("node id %q is taken: a live node at %s already runs under it; start this node with its own --node-id", claim.ID, claim))
 		return
 	}
-	if _, seen := idConflictLog.LoadOrStore(c.ID+"\x00"+c.Theirs, struct{}{}); seen {
+	if _, seen := idConflictLog.LoadOrStore(claim.ID+"\x00"+claim.Theirs, struct{}{}); seen {
 		return
 	}
-	if c.TheirMeta.HasState {
-		n.log.Error("two live nodes hold cluster state under this node's id: stop one of them (a copied data dir?)", "id", c.ID, "other", c.String())
+	if claim.TheirMeta.HasState {
+		c.log.Error("two live nodes hold cluster state under this node's id: stop one of them (a copied data dir?)", "id", claim.ID, "other", claim.String())
 		return
 	}
-	n.log.Warn("another process was started with this node's id; it holds no cluster state and stops", "id", c.ID, "other", c.String())
+	c.log.Warn("another process was started with this node's id; it holds no cluster state and stops", "id", claim.ID, "other", claim.String())
 }

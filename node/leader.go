@@ -1,7 +1,6 @@
 package node
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -29,7 +28,7 @@ func (n *Node) newLeader() *leader.Leader {
 		AcmeStore: n.store,
 		Clock:     n.clock,
 		Ring:      n.ring,
-		Reports:   &n.durables,
+		Reports:   &n.durables.got,
 		Policy: cluster.Policy{
 			MaxVoters:     n.cfg.RaftVoters,
 			Expect:        n.cfg.BootstrapExpect,
@@ -38,7 +37,7 @@ func (n *Node) newLeader() *leader.Leader {
 			MaxLag:        256,
 			Stabilization: 2 * time.Second,
 		},
-		RemovedFromRaft: n.removedFromRaft,
+		RemovedFromRaft: n.table.removedFromRaft,
 		Fanout:          n.fanoutDigest,
 		KeyringFile:     filepath.Join(n.cfg.DataDir, "keyring.json"),
 		AcmeBlocks:      n.acmeBlocks,
@@ -116,11 +115,4 @@ func (n *Node) fanoutDigest() string {
 	slices.Sort(pairs)
 	h := sha256.Sum256([]byte(strings.Join(pairs, ",")))
 	return "h" + hex.EncodeToString(h[:4])
-}
-
-// newID is a random 128-bit id in hex.
-func newID() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -6,14 +6,27 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
 	"time"
 
 	"github.com/tether-proxy/tether/cluster"
+	adminapi "github.com/tether-proxy/tether/node/admin"
 	"github.com/tether-proxy/tether/store"
 )
+
+// leaver takes this node out of the cluster (tether leave).
+type leaver struct {
+	self    string
+	store   *store.Store
+	members *cluster.Membership // nil without gossip: no cluster to leave
+	writes  *adminapi.Writes
+	// expect is --bootstrap-expect: the leader keeps that many voters.
+	expect int
+	log    *slog.Logger
+}
 
 // leave takes this node out of the cluster: leadership moves first, then
 // gossip says "left", and the leader, asked directly, drops it from the
@@ -22,46 +35,46 @@ import (
 // --bootstrap-expect voters) or would stall the cluster (below quorum) is
 // refused before anything changes, unless force. auth is the caller's
 // Authorization header, passed on to the leader.
-func (n *Node) leave(ctx context.Context, force bool, auth string) error {
-	if n.members == nil {
+func (l *leaver) leave(ctx context.Context, force bool, auth string) error {
+	if l.members == nil {
 		return &leaveRefused{"this node runs alone (no --cluster-secret-file): there is no cluster to leave"}
 	}
-	servers, err := n.store.Servers()
+	servers, err := l.store.Servers()
 	if err != nil {
 		return fmt.Errorf("reading the Raft configuration: %w", err)
 	}
 	up := map[string]bool{}
-	for _, m := range n.members.Members() {
+	for _, m := range l.members.Members() {
 		up[m.ID] = m.State == cluster.StateAlive
 	}
-	leader, _ := n.store.Leader()
-	if err := leavePlan(n.cfg.NodeID, leader, servers, up, n.cfg.BootstrapExpect, force); err != nil {
+	leader, _ := l.store.Leader()
+	if err := leavePlan(l.self, leader, servers, up, l.expect, force); err != nil {
 		return err
 	}
-	inRaft := slices.ContainsFunc(servers, func(s store.Server) bool { return s.ID == n.cfg.NodeID })
+	inRaft := slices.ContainsFunc(servers, func(s store.Server) bool { return s.ID == l.self })
 	// servers is raft's latest configuration: a removal of this node (an
 	// earlier leave) may be in it uncommitted, and only the leader can
 	// tell whether it committed.
-	inRaft = inRaft || n.store.InCommittedConfiguration(n.cfg.NodeID)
-	if inRaft && n.store.IsLeader() {
-		if err := n.store.TransferLeadership(); err != nil {
+	inRaft = inRaft || l.store.InCommittedConfiguration(l.self)
+	if inRaft && l.store.IsLeader() {
+		if err := l.store.TransferLeadership(); err != nil {
 			return fmt.Errorf("moving leadership off this node before it leaves failed (nothing changed; retry): %w", err)
 		}
 	}
-	if err := n.members.Leave(5 * time.Second); err != nil {
+	if err := l.members.Leave(5 * time.Second); err != nil {
 		return fmt.Errorf("gossip leave: %w", err)
 	}
 	if !inRaft {
-		n.log.Info("left the cluster (this node was not in the Raft configuration)")
+		l.log.Info("left the cluster (this node was not in the Raft configuration)")
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, leaveWait)
 	defer cancel()
 	var last error
 	for attempt := 0; ; attempt++ {
-		out, err := n.askRemoval(ctx, auth, attempt)
+		out, err := l.askRemoval(ctx, auth, attempt)
 		if out {
-			n.log.Info("left the cluster")
+			l.log.Info("left the cluster")
 			return nil
 		}
 		if err != nil {
@@ -73,8 +86,8 @@ func (n *Node) leave(ctx context.Context, force bool, auth string) error {
 			if last != nil {
 				msg += " (" + last.Error() + ")"
 			}
-			n.log.Warn(msg)
-			return fmt.Errorf("%s: stop it and run `tether remove %s` on another node", msg, n.cfg.NodeID)
+			l.log.Warn(msg)
+			return fmt.Errorf("%s: stop it and run `tether remove %s` on another node", msg, l.self)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
@@ -142,21 +155,21 @@ func leavePlan(self, leader string, servers []store.Server, up map[string]bool, 
 // leader stops replicating to it), so the leader's answer decides: 200
 // once the removal committed. A 404 is not taken for "out": a leader
 // of an earlier version gave it for a removal still pending.
-func (n *Node) askRemoval(ctx context.Context, auth string, attempt int) (bool, error) {
-	if _, ok := n.store.RemovedAt(n.cfg.NodeID); ok {
+func (l *leaver) askRemoval(ctx context.Context, auth string, attempt int) (bool, error) {
+	if _, ok := l.store.RemovedAt(l.self); ok {
 		return true, nil // this node applied its own removal: committed
 	}
 	// The leader this node knows, else another alive member, a different
 	// one each attempt, which forwards to the leader it knows: a node
 	// whose removal is in its log hears from no leader elected after it.
 	to, direct := "", false
-	if leader, _ := n.store.Leader(); leader != "" && leader != n.cfg.NodeID {
-		to, direct = n.leaderAdmin(leader), true
+	if leader, _ := l.store.Leader(); leader != "" && leader != l.self {
+		to, direct = l.writes.LeaderAdmin(leader), true
 	}
 	if to == "" {
 		var others []string
-		for _, m := range n.members.Members() {
-			if m.ID != n.cfg.NodeID && m.State == cluster.StateAlive && m.AdminAddr != "" {
+		for _, m := range l.members.Members() {
+			if m.ID != l.self && m.State == cluster.StateAlive && m.AdminAddr != "" {
 				others = append(others, m.AdminAddr)
 			}
 		}
@@ -165,7 +178,7 @@ func (n *Node) askRemoval(ctx context.Context, auth string, attempt int) (bool, 
 		}
 		to = others[attempt%len(others)]
 	}
-	u := url.URL{Scheme: "http", Host: to, Path: "/v1/members/" + url.PathEscape(n.cfg.NodeID)}
+	u := url.URL{Scheme: "http", Host: to, Path: "/v1/members/" + url.PathEscape(l.self)}
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u.String(), nil)
 	if err != nil {
 		return false, err
@@ -174,9 +187,9 @@ func (n *Node) askRemoval(ctx context.Context, auth string, attempt int) (bool, 
 		req.Header.Set("Authorization", auth)
 	}
 	if direct {
-		req.Header.Set(hdrForwardedBy, n.cfg.NodeID) // should it no longer lead, it answers 503 rather than forward
+		req.Header.Set(hdrForwardedBy, l.self) // should it no longer lead, it answers 503 rather than forward
 	}
-	req.Header.Set(hdrRequestID, "leave-"+n.cfg.NodeID)
+	req.Header.Set(hdrRequestID, "leave-"+l.self)
 	resp, err := forwardClient.Do(req)
 	if err != nil {
 		return false, err

@@ -6,45 +6,61 @@ import (
 
 	"github.com/tether-proxy/tether/cluster"
 	adminapi "github.com/tether-proxy/tether/node/admin"
+	"github.com/tether-proxy/tether/node/leader"
+	"github.com/tether-proxy/tether/store"
 )
 
 // memberView is one row of GET /v1/members.
 type memberView = adminapi.Member
+
+// memberTable is the members as this node sees them: gossip joined with
+// the Raft configuration and its committed removals.
+type memberTable struct {
+	self    string
+	store   *store.Store
+	members *cluster.Membership // nil without gossip
+	// lead says what the leader's rounds find wrong with a member
+	// (address conflicts, settings); set once the leader is built.
+	lead *leader.Leader
+	// adminAddr is this node's row's admin address without gossip.
+	adminAddr   string
+	reapTimeout time.Duration
+}
 
 // removedFromRaft reports whether m is a member a committed Raft
 // configuration removed (tether remove, tether leave, the leader's reap)
 // and gossip does not see alive: it left the cluster, whatever gossip last
 // said of it. Every node holds the same committed removals, so every node
 // says so. An alive member is back (the leader adds it again).
-func (n *Node) removedFromRaft(m cluster.Member) bool {
-	if m.State == cluster.StateAlive || m.ID == n.cfg.NodeID {
+func (t *memberTable) removedFromRaft(m cluster.Member) bool {
+	if m.State == cluster.StateAlive || m.ID == t.self {
 		return false
 	}
-	_, removed := n.store.RemovedAt(m.ID)
+	_, removed := t.store.RemovedAt(m.ID)
 	return removed
 }
 
 // forgetRemoved drops from the member table the members a committed
 // configuration removed once they have been gone for --reap-timeout: they
 // read "left" until then, on every node alike.
-func (n *Node) forgetRemoved() {
-	if n.members == nil {
+func (t *memberTable) forgetRemoved() {
+	if t.members == nil {
 		return
 	}
-	for _, m := range n.members.Members() {
-		if n.removedFromRaft(m) && time.Since(m.Since) >= n.cfg.ReapTimeout {
-			n.members.Forget(m.ID)
+	for _, m := range t.members.Members() {
+		if t.removedFromRaft(m) && time.Since(m.Since) >= t.reapTimeout {
+			t.members.Forget(m.ID)
 		}
 	}
 }
 
-// memberViews joins gossip membership with the Raft configuration: a Raft
+// views joins gossip membership with the Raft configuration: a Raft
 // server gossip does not know shows as dead, a member removed from Raft
 // as left.
-func (n *Node) memberViews() []memberView {
+func (t *memberTable) views() []memberView {
 	roles := map[string]string{}
 	raftAddrs := map[string]string{}
-	servers, err := n.store.Servers()
+	servers, err := t.store.Servers()
 	if err == nil {
 		for _, s := range servers {
 			roles[s.ID] = "nonvoter"
@@ -54,17 +70,17 @@ func (n *Node) memberViews() []memberView {
 			raftAddrs[s.ID] = s.Address
 		}
 	}
-	leader, _ := n.store.Leader()
+	leader, _ := t.store.Leader()
 	var gossip []cluster.Member
-	if n.members != nil {
-		gossip = n.members.Members()
+	if t.members != nil {
+		gossip = t.members.Members()
 	} else {
 		gossip = []cluster.Member{{
-			Meta:  cluster.Meta{ID: n.cfg.NodeID, RaftAddr: n.store.Addr(), AdminAddr: n.adminLn.Addr().String(), Version: Version},
+			Meta:  cluster.Meta{ID: t.self, RaftAddr: t.store.Addr(), AdminAddr: t.adminAddr, Version: Version},
 			State: "alive",
 		}}
 	}
-	conflicts := n.lead.AddressConflicts(servers, gossip)
+	conflicts := t.lead.AddressConflicts(servers, gossip)
 	out := make([]memberView, 0, len(gossip))
 	seen := map[string]bool{}
 	for _, m := range gossip {
@@ -73,14 +89,14 @@ func (n *Node) memberViews() []memberView {
 			ID: m.ID, Address: m.Addr, State: string(m.State), Raft: "none",
 			RaftAddress: m.RaftAddr, AdminAddress: m.AdminAddr, Version: m.Version,
 			DurableIndex: m.Durable, Leader: m.ID == leader, Conflict: conflicts[m.ID],
-			Settings: n.lead.SettingsMismatch(m.Meta),
+			Settings: t.lead.SettingsMismatch(m.Meta),
 		}
-		if m.ID == n.cfg.NodeID {
-			v.DurableIndex = n.store.DurableIndex()
+		if m.ID == t.self {
+			v.DurableIndex = t.store.DurableIndex()
 		}
 		if r, ok := roles[m.ID]; ok {
 			v.Raft = r
-		} else if n.removedFromRaft(m) {
+		} else if t.removedFromRaft(m) {
 			v.State = string(cluster.StateLeft)
 		}
 		out = append(out, v)

@@ -53,7 +53,7 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.applied, prometheus.GaugeValue, float64(st.AppliedIndex()))
 	ch <- prometheus.MustNewConstMetric(c.commit, prometheus.GaugeValue, float64(st.CommitIndex()))
 	counts := map[string]int{"alive": 0, "suspect": 0, "dead": 0, "left": 0}
-	for _, m := range c.n.memberViews() {
+	for _, m := range c.n.table.views() {
 		counts[m.State]++
 	}
 	for s, v := range counts {

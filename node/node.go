@@ -123,15 +123,14 @@ type Node struct {
 	// in the data dir and gossip (package node/secrets).
 	secrets *keyring.Secrets
 	keeper  *secrets.Keeper
-	// gossipAddr is members.Addr() read once at start (memberlist changes
-	// its local node under its own lock).
-	gossipAddr string
-	proxy      *proxy.Proxy
-	server     *frontdoor.Server
-	admin      *http.Server
-	adminLn    net.Listener
-	token      []byte
-	started    time.Time
+	// addrs are the addresses this node advertises (addrs.go).
+	addrs   advertised
+	proxy   *proxy.Proxy
+	server  *frontdoor.Server
+	admin   *http.Server
+	adminLn net.Listener
+	token   []byte
+	started time.Time
 
 	reloadMu sync.Mutex
 	current  *config.Config
@@ -152,9 +151,9 @@ type Node struct {
 	lead       *leader.Leader
 	leaderWake chan struct{}
 	health     *sharedHealth // nil without gossip
-	// durables are members' durable indexes as they reported them to this
-	// node directly (when it leads); gossip meta carries them too.
-	durables leader.Reports
+	// durables carries durable-index reports between this node and the
+	// leader (durable.go); gossip meta carries the indexes too.
+	durables durableReports
 	// healthReady is health once the data path exists (membership events
 	// may come before).
 	healthReady atomic.Pointer[sharedHealth]
@@ -195,10 +194,13 @@ type Node struct {
 	// ev is the event bus of GET /v1/events and its change watcher.
 	ev eventState
 
+	// table is the members as this node sees them (members.go).
+	table *memberTable
+
 	// dirLock holds the data dir for this process (lock.go).
 	dirLock *dataDirLock
 	// idClaims are live claims on this node's id (idconflict.go).
-	idClaims chan cluster.IDConflict
+	idClaims *idClaims
 	// gate says what the proxy listeners wait for (node/gate).
 	gate gate.Gate
 	// confirms are members' confirmations of applied writes (node/confirm);
@@ -208,6 +210,8 @@ type Node struct {
 	// watches for events (node/admin).
 	writes *adminapi.Writes
 	api    *adminapi.API
+	// leaver takes the node out of the cluster (leave.go).
+	leaver *leaver
 }
 
 // DefaultAdminAddr is the admin listener's default address.
@@ -252,15 +256,16 @@ func New(cfg Config) (*Node, error) {
 	if _, err := frontdoor.ParseWriteYield(cfg.WriteYield); err != nil {
 		return nil, fmt.Errorf("--write-yield: %w", err)
 	}
+	log := cfg.Logger.With("node", cfg.NodeID)
 	return &Node{
 		cfg:        cfg,
-		log:        cfg.Logger.With("node", cfg.NodeID),
+		log:        log,
 		seeds:      keyring.NewTicketSeeds(),
-		clock:      clustertime.New(cfg.NodeID, cfg.Logger.With("node", cfg.NodeID)),
+		clock:      clustertime.New(cfg.NodeID, log),
 		stop:       make(chan struct{}),
 		leaderWake: make(chan struct{}, 1),
 		failed:     make(chan struct{}),
-		idClaims:   make(chan cluster.IDConflict, 4),
+		idClaims:   newIDClaims(log),
 		ev:         eventState{bus: adminapi.NewBus(cfg.NodeID), wake: make(chan struct{}, 1)},
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tether_config_reloads_total",
@@ -317,6 +322,7 @@ func (n *Node) Start() (err error) {
 		return err
 	}
 	n.writes = newWrites(n)
+	n.leaver = &leaver{self: n.cfg.NodeID, store: n.store, members: n.members, writes: n.writes, expect: n.cfg.BootstrapExpect, log: n.log}
 	if n.members != nil {
 		if n.confirms, err = confirm.New(n.cfg.NodeID, n.members, n.store, n.applyDrains, n.stop, n.log); err != nil {
 			return fmt.Errorf("gossip: %w", err)
@@ -386,7 +392,7 @@ func (n *Node) Start() (err error) {
 	n.bg.Add(6)
 	go func() { defer n.bg.Done(); n.keeper.Follow(ctx) }()
 	go func() { defer n.bg.Done(); n.gate.Serve(ctx, n.server, n.joinWait, n.log, n.fail) }()
-	go n.watchIDClaims(ctx)
+	go func() { defer n.bg.Done(); n.idClaims.watch(ctx, n.store, n.fail) }()
 	go n.form(ctx)
 	go n.watchStore(ctx)
 	go func() { defer n.bg.Done(); n.api.Watch(ctx.Done()) }()
@@ -444,7 +450,7 @@ func (n *Node) waitReady(timeout time.Duration) error {
 }
 
 // GossipAddr is the advertised gossip address ("" without gossip).
-func (n *Node) GossipAddr() string { return n.gossipAddr }
+func (n *Node) GossipAddr() string { return n.addrs.gossip }
 
 // Leader is the id of the Raft leader this node knows ("" when none).
 func (n *Node) Leader() string {

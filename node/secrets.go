@@ -66,11 +66,11 @@ func (n *Node) secretRotation() *secrets.Rotation {
 		NodeID: n.cfg.NodeID, Secrets: n.secrets, Store: n.store, Members: membersOf(n.members),
 		SecretFile: n.cfg.ClusterSecretFile, Log: n.log,
 		Writes: secrets.Writes{
-			OnLeader:     n.onLeader,
+			OnLeader:     n.writes.OnLeader,
 			Forwarded:    func(r *http.Request) bool { return r.Header.Get(hdrForwardedBy) != "" },
 			CaughtUp:     func() bool { return n.lead.CaughtUp() },
 			ErrBehind:    leader.ErrBehind,
-			ApplyError:   n.writeApplyError,
+			ApplyError:   n.writes.WriteApplyError,
 			RequestID:    requestID,
 			SetIndex:     setIndex,
 			SetCommitted: setCommitted,

@@ -180,23 +180,6 @@ func tlsVersion(desc string) uint16 {
 	return tls.VersionTLS12
 }
 
-// startWith starts a node with cfg after prep set it up.
-func (tc *testCluster) startWith(cfg Config, prep func(*Node)) *Node {
-	tc.t.Helper()
-	n, err := New(cfg)
-	if err != nil {
-		tc.t.Fatal(err)
-	}
-	prep(n)
-	if err := n.Start(); err != nil {
-		tc.t.Fatalf("start %s: %v", cfg.NodeID, err)
-	}
-	tc.mu.Lock()
-	tc.nodes[cfg.NodeID], tc.cfgs[cfg.NodeID] = n, cfg
-	tc.mu.Unlock()
-	return n
-}
-
 // transferTo hands leadership from leader to to (the only other voter
 // alive) and waits until to leads.
 func transferTo(t *testing.T, from, to *Node) {
@@ -309,7 +292,7 @@ func TestClusterTLSTicketSeedsFollowTheLeaderAndReachARestartedNode(t *testing.T
 	// A restarted node gets the seeds and resumes the others' tickets.
 	rec := &gossipRecorder{}
 	l.seedRecord.Store(rec.hook())
-	b = tc.startWith(tc.cfgs[b.ID()], func(n *Node) { n.seedRecord.Store(rec.hook()) })
+	b = tc.start(tc.cfgs[b.ID()], func(n *Node) { n.seedRecord.Store(rec.hook()) })
 	testutil.Eventually(t, 10*time.Second, "the restarted node took the leader's seeds", func() bool {
 		lead, complete := b.seeder.Took()
 		return lead == l.ID() && complete
@@ -381,7 +364,7 @@ func TestClusterTLSTicketsResumeOnEveryNodeThroughAnUpgrade(t *testing.T) {
 	var join []string
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("n%d", i)
-		n := tc.startWith(tc.config(id, 3, slices.Clone(join)), func(n *Node) { n.legacyTickets = id == "n3" })
+		n := tc.start(tc.config(id, 3, slices.Clone(join)), func(n *Node) { n.legacyTickets = id == "n3" })
 		join = append(join, n.GossipAddr())
 	}
 	tc.waitSettled()
