@@ -39,20 +39,27 @@ func testCA(t *testing.T, dir, name string) *TLSFiles {
 // connections appear on the returned channel.
 func testLayer(t *testing.T, secret []byte, files *TLSFiles, opts Options) (*Layer, <-chan net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	sec, err := keyring.NewSecrets(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := New(ln, ln.Addr().String(), sec, files, opts, testLogger())
+	return serveLayer(t, sec, files, opts, testLogger())
+}
+
+// serveLayer listens on loopback; accepted connections appear on the
+// returned channel.
+func serveLayer(t *testing.T, sec *keyring.Secrets, files *TLSFiles, opts Options, logger *slog.Logger) (*Layer, <-chan net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(ln, ln.Addr().String(), sec, files, opts, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close(); l.Wait() })
-	accepted := make(chan net.Conn, 16)
+	accepted := make(chan net.Conn, 64)
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -317,29 +324,10 @@ func secretsOf(t testing.TB, secrets ...[]byte) *keyring.Secrets {
 // layerWith is testLayer with the given secrets, logger and clock.
 func layerWith(t *testing.T, sec *keyring.Secrets, logger *slog.Logger, now func() time.Time) (*Layer, <-chan net.Conn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	if logger == nil {
 		logger = testLogger()
 	}
-	l, err := New(ln, ln.Addr().String(), sec, nil, Options{HandshakeTimeout: 2 * time.Second, Now: now}, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close(); l.Wait() })
-	accepted := make(chan net.Conn, 64)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c
-		}
-	}()
-	return l, accepted
+	return serveLayer(t, sec, nil, Options{HandshakeTimeout: 2 * time.Second, Now: now}, logger)
 }
 
 // v1Client runs handshake version 1 as a peer of an earlier release does:
