@@ -129,8 +129,9 @@ func operatorLevel(module, msg string, lv slog.Level, args []any) (slog.Level, b
 		// or a joining node that has not applied its configuration yet.
 		return slog.LevelDebug, false
 	case strings.HasPrefix(msg, "failed to decode incoming command") || msg == "failed to flush response" || msg == "failed to accept connection":
-		// A peer (or this node) closing its connection on a clean stop.
-		if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		// A peer (or this node) closing its connection on a clean stop, or
+		// this node's transport shutting down under a connection it serves.
+		if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, raft.ErrTransportShutdown) ||
 			(err != nil && strings.Contains(err.Error(), "use of closed network connection")) {
 			return slog.LevelDebug, false
 		}

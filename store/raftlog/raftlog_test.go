@@ -83,6 +83,7 @@ func TestRaftLevelsSayWhatTheEventMeans(t *testing.T) {
 		{"a snapshot that really failed", "raft", "failed to take snapshot", hclog.Error, []any{"error", errors.New("disk full")}, "ERROR"},
 		{"a closed connection on a clean stop", "raft-net", "failed to decode incoming command", hclog.Error, []any{"error", closed}, "DEBUG"},
 		{"a closed connection as text", "raft-net", "failed to decode incoming command", hclog.Error, []any{"error", errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: use of closed network connection")}, "DEBUG"},
+		{"the transport shutting down under a connection", "raft-net", "failed to decode incoming command", hclog.Error, []any{"error", raft.ErrTransportShutdown}, "DEBUG"},
 		{"a garbled command", "raft-net", "failed to decode incoming command", hclog.Error, []any{"error", errors.New("msgpack decode error")}, "ERROR"},
 		{"a down peer's heartbeat", "raft", "failed to heartbeat to", hclog.Error, []any{"peer", "127.0.0.1:7001", "backoff time", time.Second, "error", errors.New("dial tcp: connection refused")}, "WARN"},
 		{"an election", "raft", "entering leader state", hclog.Info, []any{"leader", "x"}, "INFO"},
