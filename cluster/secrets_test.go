@@ -67,6 +67,9 @@ func sealedFrame(t testing.TB, key []byte, plain []byte) []byte {
 // maxPreAuthBytes, the rest closed at once, while small frames still pass; a whole frame under another key is refused (memberlist
 // answers it); each is counted by reason, and a member still joins.
 func TestGossipStreamsAreBoundedBeforeTheyProveTheKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out LAN timing's 5 s handshake deadline")
+	}
 	n1 := startNode(t, "n1", func(c *Config) { c.Timing = LAN }) // LAN: streams may take 5 s to prove the key
 	addr := n1.Addr()
 

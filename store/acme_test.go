@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/tether-proxy/tether/store/command"
 )
 
 func TestFSMAcmeStateReplicatesWrappedAndSurvivesSnapshots(t *testing.T) {
@@ -35,7 +37,7 @@ func TestFSMAcmeStateReplicatesWrappedAndSurvivesSnapshots(t *testing.T) {
 		t.Error("the account key was not unwrapped for readers")
 	}
 
-	entry, err := encodeCommand(kek, AcmeWrite{ReqID: "a3", Put: []AcmeEntry{{Name: "cert/y", Secret: true, Value: secret}}})
+	entry, err := command.Encode(kek, AcmeWrite{ReqID: "a3", Put: []AcmeEntry{{Name: "cert/y", Secret: true, Value: secret}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,10 +74,10 @@ func TestAcmeWriteRefusesBadEntries(t *testing.T) {
 	}{
 		{"an empty write", AcmeWrite{ReqID: "e"}},
 		{"an entry without a name", AcmeWrite{ReqID: "e", Put: []AcmeEntry{{Value: []byte("x")}}}},
-		{"a value too large", AcmeWrite{ReqID: "e", Put: []AcmeEntry{{Name: "n", Value: make([]byte, maxAcmeValue+1)}}}},
+		{"a value too large", AcmeWrite{ReqID: "e", Put: []AcmeEntry{{Name: "n", Value: make([]byte, command.MaxAcmeValue+1)}}}},
 		{"an empty name to delete", AcmeWrite{ReqID: "e", Delete: []string{""}}},
 	} {
-		if _, err := encodeCommand(kek, tc.cmd); err == nil {
+		if _, err := command.Encode(kek, tc.cmd); err == nil {
 			t.Errorf("%s: encoded", tc.desc)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/store/command"
 )
 
 // A backup is one file holding the replicated state (keyring, drains,
@@ -196,7 +197,7 @@ func (s *Store) checkBackup(r io.Reader, now time.Time) (BackupInfo, *fsmSnapsho
 		snap.Release()
 		return info, nil, fmt.Errorf("%w: %s", ErrBackup, fmt.Sprintf(format, args...))
 	}
-	if what := unknownIn(snap.body.Commands, s.fsm.commands); what != "" {
+	if what := command.UnknownIn(snap.body.Commands, s.fsm.commands); what != "" {
 		return refuse("it holds %s, which this node does not apply (it knows %s): upgrade tether first", what, s.fsm.commands.Describe())
 	}
 	for _, e := range snap.acme {
@@ -258,7 +259,7 @@ func (s *Store) RestoreBackup(r io.Reader, now time.Time, timeout time.Duration)
 	snap.body.Secrets, snap.body.SecretsRemoved = slices.Clone(s.fsm.secretRecs), slices.Clone(s.fsm.secretsRemoved)
 	// What the cluster applied stays named: the kept revocations and
 	// secrets are its state too.
-	snap.body.Commands = unionSets(snap.body.Commands, CommandSet(s.fsm.applied))
+	snap.body.Commands = command.UnionSets(snap.body.Commands, CommandSet(s.fsm.applied))
 	s.fsm.mu.RUnlock()
 	// A restore writes every command of its set at once: as a write, it
 	// waits until every member applies each (the command gate), or a
@@ -339,7 +340,7 @@ func (s *Store) gateSet(set CommandSet) error {
 		return nil
 	}
 	for i := 0; i < len(set); i++ {
-		if charVersion(set[i]) == 0 {
+		if command.CharVersion(set[i]) == 0 {
 			continue
 		}
 		if cmd := commandOfType(byte(i + 1)); cmd != nil {
@@ -356,7 +357,7 @@ func (s *Store) gateSet(set CommandSet) error {
 func commandOfType(typ byte) Command {
 	for _, c := range []Command{InstallKey{}, ActivateKey{}, RevokeKey{}, PruneKeys{}, SetDrain{}, ClearDrain{},
 		SetClusterID{}, AcmeWrite{}, SetClock{}, ClusterSecret{}} {
-		if typeOf(c) == typ {
+		if command.TypeOf(c) == typ {
 			return c
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-proxy/tether/store/command"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
@@ -18,7 +19,7 @@ import (
 // applies the entry and everything after it.
 func TestOlderNodeStopsAtANewCommandAndCatchesUpWhenUpgraded(t *testing.T) {
 	c := newTestCluster(t, 2, knobs{})
-	old := &testNode{id: "n3", dir: t.TempDir(), bind: "127.0.0.1:0", commands: Commands[:typeSetClusterID-1], logs: &syncBuffer{}}
+	old := &testNode{id: "n3", dir: t.TempDir(), bind: "127.0.0.1:0", commands: Commands[:command.TypeSetClusterID-1], logs: &syncBuffer{}}
 	t.Cleanup(func() {
 		if old.s != nil {
 			old.s.Shutdown()
@@ -93,7 +94,7 @@ func TestOlderNodeStaysStoppedThroughASnapshotOfANewCommand(t *testing.T) {
 		t.Skip("multi-node cluster")
 	}
 	c := newTestCluster(t, 2, knobs{snapshotThreshold: 4, trailingLogs: 2})
-	old := &testNode{id: "n3", dir: t.TempDir(), bind: "127.0.0.1:0", commands: Commands[:typeSetClusterID-1], logs: &syncBuffer{}}
+	old := &testNode{id: "n3", dir: t.TempDir(), bind: "127.0.0.1:0", commands: Commands[:command.TypeSetClusterID-1], logs: &syncBuffer{}}
 	t.Cleanup(func() {
 		if old.s != nil {
 			old.s.Shutdown()
@@ -209,7 +210,7 @@ func TestOpenWithOnlySnapshotsOfANewerCommandAsksForAnUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.stop(nd)
-	nd.commands = Commands[:typeSetClusterID-1]
+	nd.commands = Commands[:command.TypeSetClusterID-1]
 	_, err := Open(c.config(nd), withKnobs(c.netKnobs()))
 	if err == nil || !strings.Contains(err.Error(), "newer tether") || !strings.Contains(err.Error(), "SetClusterID") && !strings.Contains(err.Error(), "type 7") || !strings.Contains(err.Error(), "upgrade tether") {
 		t.Fatalf("Open with an older command set: %v; want an error naming command type 7 and asking for an upgrade", err)

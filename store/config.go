@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/store/transport"
 )
 
-// TLSFiles name the PEM files of mutual TLS between Raft peers: this node's
-// certificate and key, and the CA that signs every peer's certificate.
-type TLSFiles struct{ CertFile, KeyFile, CAFile string }
+// TLSFiles name the PEM files of mutual TLS between Raft peers (the
+// transport reads them).
+type TLSFiles = transport.TLSFiles
 
 // Timing is Raft's failure detection. See LANTiming for what each value does.
 type Timing struct {
@@ -97,7 +98,7 @@ type Config struct {
 type knobs struct {
 	snapshotThreshold uint64
 	trailingLogs      uint64
-	handshakeTimeout  time.Duration
+	handshakeTimeout  time.Duration // transport.Options.HandshakeTimeout
 	transportTimeout  time.Duration
 	dial              func(from, to string) error                // before every dial; an error fails it
 	wrap              func(from, to string, c net.Conn) net.Conn // every dialed raw connection
@@ -109,10 +110,6 @@ type knobs struct {
 // Option changes how Open builds a store. Only this package's tests make
 // them (small snapshot thresholds, a network that fails on cue).
 type Option func(*knobs)
-
-// defaultHandshakeTimeout bounds a Raft connection's TLS handshake and
-// secret exchange, on both sides.
-const defaultHandshakeTimeout = 5 * time.Second
 
 func (c *Config) check() error {
 	var errs []error

@@ -1,6 +1,7 @@
 // Package store owns Raft for tether: one [Store] type behind
 // which hashicorp/raft runs with raft-boltdb/v2 as log and stable store
-// (behind a log cache), file snapshots, and a stream layer of its own.
+// (behind a log cache), file snapshots, and a stream layer of its own
+// (store/transport).
 //
 // What it replicates is small: the keyring (installed into a shared
 // keyring.Ring the data path reads), destination drains, the cluster id,
@@ -9,7 +10,8 @@
 // request ids that make a retried write a no-op. Writes go through
 // [Store.Apply] on the leader as typed commands ([InstallKey],
 // [ActivateKey], [RevokeKey], [PruneKeys], [SetDrain], [ClearDrain],
-// [SetClusterID], [AcmeWrite]); reads ([Store.ClusterID], [Store.Drains],
+// [SetClusterID], [AcmeWrite], ...: store/command defines them and their
+// log entry format); reads ([Store.ClusterID], [Store.Drains],
 // [Store.Acme], the Ring) are local and never wait on Raft.
 //
 // The FSM is deterministic: a one-byte command type, a versioned body, no
@@ -42,7 +44,8 @@
 // snapshot) still has every key and drain it had applied; [Store.DurableIndex]
 // reports how far that goes, and [Store.PersistFailure] whether the disk
 // takes them. DESIGN.md explains the request path, the
-// formats, the timings and the trade-offs.
+// formats, the timings and the trade-offs. Raft's own log lines go through
+// store/raftlog.
 //
 // The package knows nothing of memberlist or HTTP: node/ wires it.
 package store

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/store/command"
 )
 
 // maxRequests is how many request ids the FSM remembers (oldest forgotten
@@ -114,7 +115,7 @@ type result struct {
 	// a retry answers with it rather than with its own values.
 	Value string `json:"value,omitempty"`
 	// Bind is the request the id was first used for (BindRequest,
-	// contentBinding; "" from an entry or snapshot of an older version,
+	// command.ContentBinding; "" from an entry or snapshot of an older version,
 	// which binds nothing): the same id with another binding is refused.
 	Bind string `json:"bind,omitempty"`
 }
@@ -165,6 +166,7 @@ type fsmError struct {
 }
 
 func (e *fsmError) Error() string { return e.msg }
+
 func (e *fsmError) Unwrap() error { return e.sentinel }
 
 func (r result) err() error {
@@ -224,10 +226,10 @@ func (f *fsm) Apply(l *raft.Log) any {
 		return applyResponse{err: f.stoppedErr()}
 	}
 	if len(l.Data) >= 2 {
-		typ, ver := l.Data[0]&^flagIgnorable, l.Data[1]
-		if !f.commands.knows(typ, ver) {
-			if l.Data[0]&flagIgnorable != 0 {
-				what := fmt.Sprintf("%s v%d", typeName(typ), ver)
+		typ, ver := l.Data[0]&^command.FlagIgnorable, l.Data[1]
+		if !f.commands.Knows(typ, ver) {
+			if l.Data[0]&command.FlagIgnorable != 0 {
+				what := fmt.Sprintf("%s v%d", command.Name(typ), ver)
 				f.logger.Warn("raft entry skipped: its command is unknown to this version and marked ignorable",
 					"index", l.Index, "command", what)
 				f.mu.Lock()
@@ -237,8 +239,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 				return applyResponse{}
 			}
 			name := fmt.Sprintf("type %d", typ) // this binary may not know the name
-			if f.commands.version(typ) > 0 {
-				name = typeName(typ)
+			if f.commands.Version(typ) > 0 {
+				name = command.Name(typ)
 			}
 			need := fmt.Sprintf("raft entry %d needs command %s v%d; this binary knows %s; stopped applying: upgrade tether on this node",
 				l.Index, name, ver, f.commands.Describe())
@@ -249,10 +251,10 @@ func (f *fsm) Apply(l *raft.Log) any {
 			return applyResponse{err: f.stoppedErr()}
 		}
 	}
-	cmd, err := decodeCommandKEKs(f.sec.HeldKEKs(keyring.InfoRaft), l.Data)
-	var env envelope
+	cmd, err := command.DecodeKEKs(f.sec.HeldKEKs(keyring.InfoRaft), l.Data)
+	var env command.Envelope
 	if err == nil {
-		env, err = readEnvelope(l.Data[2:])
+		env, err = command.ReadEnvelope(l.Data[2:])
 	}
 	if err != nil { // a bug or a different cluster secret: loud, and no state change
 		f.raise(l.Index)
@@ -262,7 +264,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	// The applied index moves under f.mu with the state it describes
 	// (Store.ReadState reads both at once).
 	f.mu.Lock()
-	id := reqIDOf(cmd)
+	id := command.ReqIDOf(cmd)
 	if r, seen, err := f.checkRequest(id, env.Bind); seen {
 		f.raise(l.Index)
 		f.mu.Unlock()
@@ -273,7 +275,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	}
 	// A repeated or refused request changed nothing: its command joins the
 	// set applied into the state only when it is applied.
-	f.noteApplied(l.Data[0]&^flagIgnorable, l.Data[1])
+	f.noteApplied(l.Data[0]&^command.FlagIgnorable, l.Data[1])
 	f.applying = l.Index
 	changed, err := f.apply(cmd)
 	r := resultOf(err)
@@ -494,13 +496,13 @@ var ErrNewerSnapshot = errors.New("store: snapshot of a newer tether")
 type snapshotBody struct {
 	// Commands is the command set applied into this state (CommandSet
 	// form; absent in version 1).
-	Commands  CommandSet      `json:"commands,omitempty"`
-	ClusterID string          `json:"cluster_id"`
-	Clock     time.Time       `json:"clock,omitzero"`
-	Keys      []byte          `json:"keys"` // keyring.WrapKeys
-	Drains    []wireSnapDrain `json:"drains"`
-	Requests  []wireRequest   `json:"requests"`
-	Acme      []wireAcmeEntry `json:"acme,omitempty"` // secret values wrapped
+	Commands  CommandSet              `json:"commands,omitempty"`
+	ClusterID string                  `json:"cluster_id"`
+	Clock     time.Time               `json:"clock,omitzero"`
+	Keys      []byte                  `json:"keys"` // keyring.WrapKeys
+	Drains    []wireSnapDrain         `json:"drains"`
+	Requests  []wireRequest           `json:"requests"`
+	Acme      []command.WireAcmeEntry `json:"acme,omitempty"` // secret values wrapped
 	// Servers and Removed: the members the FSM last saw committed and
 	// the ones committed configurations removed (absent in snapshots of
 	// older versions, which then remember no removals).
@@ -572,56 +574,9 @@ func (f *fsm) noteApplied(typ, ver byte) {
 	for len(f.applied) < int(typ) {
 		f.applied = append(f.applied, '0')
 	}
-	if ch := versionChar(ver); ch > f.applied[typ-1] {
+	if ch := command.VersionChar(ver); ch > f.applied[typ-1] {
 		f.applied[typ-1] = ch
 	}
-}
-
-// unknownIn names the first command of set (with its version) that cmds
-// does not apply ("" when it applies them all). Unlike CommandSet.version,
-// an empty set here is no command at all.
-func unknownIn(set, cmds CommandSet) string {
-	for i := 0; i < len(set); i++ {
-		typ := byte(i + 1)
-		v := charVersion(set[i])
-		if v == 0 {
-			continue
-		}
-		if !cmds.knows(typ, v) {
-			name := fmt.Sprintf("type %d", typ)
-			if cmds.version(typ) > 0 {
-				name = typeName(typ)
-			}
-			return fmt.Sprintf("command %s v%d", name, v)
-		}
-	}
-	return ""
-}
-
-// charVersion is the body version a command set's character names (0:
-// none, or not a version character).
-func charVersion(ch byte) byte {
-	switch {
-	case ch >= '1' && ch <= '9':
-		return ch - '0'
-	case ch >= 'a' && ch <= 'z':
-		return ch - 'a' + 10
-	}
-	return 0
-}
-
-// validSet reports whether c is a command set: version characters or '0',
-// at most one per possible type.
-func validSet(c CommandSet) bool {
-	if len(c) > 127 {
-		return false
-	}
-	for i := 0; i < len(c); i++ {
-		if c[i] != '0' && charVersion(c[i]) == 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // unknownFieldError is a JSON object field the decoding type lacks.
@@ -644,21 +599,6 @@ func decodeStrict(b []byte, v any) error {
 		return errors.New("data after the JSON value")
 	}
 	return nil
-}
-
-// unionSets is the set of every command either set holds, at the newer
-// version of the two.
-func unionSets(a, b CommandSet) CommandSet {
-	out := []byte(a)
-	for i := 0; i < len(b); i++ {
-		if i >= len(out) {
-			out = append(out, '0')
-		}
-		if b[i] > out[i] {
-			out[i] = b[i]
-		}
-	}
-	return CommandSet(out)
 }
 
 func (f *fsm) serverList() []string {
@@ -700,7 +640,7 @@ func (s *fsmSnapshot) encode() ([]byte, error) {
 	}
 	body := s.body
 	body.Keys = w
-	if body.Acme, err = wrapAcmeEntries(s.kek, s.acme); err != nil {
+	if body.Acme, err = command.WrapAcme(s.kek, s.acme); err != nil {
 		return nil, err
 	}
 	b, err := json.Marshal(body)
@@ -742,7 +682,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return f.sec.HeldKEKs(keyring.InfoRaft)
 	}, b)
 	if err == nil {
-		if what := unknownIn(st.body.Commands, f.commands); what != "" {
+		if what := command.UnknownIn(st.body.Commands, f.commands); what != "" {
 			st.Release()
 			err = fmt.Errorf("%w: it holds %s", ErrNewerSnapshot, what)
 		}
@@ -870,7 +810,7 @@ func decodeSnapshotWith(keks func(*snapshotBody) [][]byte, b []byte) (*fsmSnapsh
 			return nil, fmt.Errorf("%w: format version 1 names a command set", ErrNewerSnapshot)
 		}
 		body.Commands = legacySnapshotCommands
-	case !validSet(body.Commands):
+	case !command.ValidSet(body.Commands):
 		return nil, fmt.Errorf("store: snapshot: command set %q is not a command set", body.Commands)
 	}
 	if len(body.Secrets) > keyring.MaxSecrets {
@@ -895,7 +835,7 @@ func decodeSnapshotWith(keks func(*snapshotBody) [][]byte, b []byte) (*fsmSnapsh
 	if len(body.Removed) > maxRemovals {
 		body.Removed = body.Removed[len(body.Removed)-maxRemovals:]
 	}
-	acme, err := unwrapAcmeEntries(kl, body.Acme)
+	acme, err := command.UnwrapAcme(kl, body.Acme)
 	if err != nil {
 		return nil, fmt.Errorf("store: snapshot acme state: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/store/command"
 )
 
 // testFSM is an FSM whose ring fails the test if it reads its clock.
@@ -41,7 +42,7 @@ func feed(t testing.TB, f *fsm, kek []byte, cmds ...Command) []error {
 	t.Helper()
 	var errs []error
 	for _, c := range cmds {
-		b, err := encodeCommand(kek, c)
+		b, err := command.Encode(kek, c)
 		if err != nil {
 			t.Fatalf("encode %T: %v", c, err)
 		}
@@ -61,18 +62,18 @@ func TestFSMCommandSemantics(t *testing.T) {
 		wantErr error // of the last command; nil: success
 		check   func(*fsm) string
 	}{
-		{"install adds the key", []Command{InstallKey{"r1", k1}}, nil,
+		{"install adds the key", []Command{InstallKey{ReqID: "r1", Key: k1}}, nil,
 			func(f *fsm) string { return expect(f.ring.Len() == 1, "keys %d", f.ring.Len()) }},
-		{"installing the same key again is a no-op", []Command{InstallKey{"r1", k1}, InstallKey{"r2", k1}}, nil,
+		{"installing the same key again is a no-op", []Command{InstallKey{ReqID: "r1", Key: k1}, InstallKey{ReqID: "r2", Key: k1}}, nil,
 			func(f *fsm) string { return expect(f.ring.Len() == 1, "keys %d", f.ring.Len()) }},
-		{"a different key under a taken id fails", []Command{InstallKey{"r1", k1}, InstallKey{"r2", func() keyring.Key { k := k2; k.ID = "k1"; return k }()}},
+		{"a different key under a taken id fails", []Command{InstallKey{ReqID: "r1", Key: k1}, InstallKey{ReqID: "r2", Key: func() keyring.Key { k := k2; k.ID = "k1"; return k }()}},
 			keyring.ErrKeyExists, nil},
-		{"activate moves the activation time", []Command{InstallKey{"r1", k1}, InstallKey{"r2", k2}, ActivateKey{"r3", "k2", t0.Add(day)}}, nil,
+		{"activate moves the activation time", []Command{InstallKey{ReqID: "r1", Key: k1}, InstallKey{ReqID: "r2", Key: k2}, ActivateKey{ReqID: "r3", ID: "k2", At: t0.Add(day)}}, nil,
 			func(f *fsm) string {
 				return expect(f.ring.ActiveKeyID(t0.Add(2*day)) == "k2", "active %q", f.ring.ActiveKeyID(t0.Add(2*day)))
 			}},
 		{"committed times never go backwards: an activation stamped before the last committed time happens at it",
-			[]Command{InstallKey{"r1", k1}, InstallKey{"r2", testKey("k3", 100*day)}, PruneKeys{"r3", t0.Add(50 * day)}, ActivateKey{"r4", "k3", t0.Add(day)}}, nil,
+			[]Command{InstallKey{ReqID: "r1", Key: k1}, InstallKey{ReqID: "r2", Key: testKey("k3", 100*day)}, PruneKeys{ReqID: "r3", Now: t0.Add(50 * day)}, ActivateKey{ReqID: "r4", ID: "k3", At: t0.Add(day)}}, nil,
 			func(f *fsm) string {
 				var a time.Time
 				for _, k := range f.ring.Snapshot() {
@@ -83,8 +84,8 @@ func TestFSMCommandSemantics(t *testing.T) {
 				return expect(a.Equal(t0.Add(50*day)) && f.committed().Equal(t0.Add(50*day)), "k3 activates %s, committed time %s", a, f.committed())
 			}},
 		{"a committed time set back heals: a later activation is not raised to the time it replaced",
-			[]Command{InstallKey{"r1", k1}, InstallKey{"r2", testKey("k3", 400*day)}, ActivateKey{"r3", "k1", t0.Add(300 * day)},
-				SetClock{"r4", t0.Add(day)}, ActivateKey{"r5", "k3", t0.Add(2 * day)}}, nil,
+			[]Command{InstallKey{ReqID: "r1", Key: k1}, InstallKey{ReqID: "r2", Key: testKey("k3", 400*day)}, ActivateKey{ReqID: "r3", ID: "k1", At: t0.Add(300 * day)},
+				SetClock{ReqID: "r4", At: t0.Add(day)}, ActivateKey{ReqID: "r5", ID: "k3", At: t0.Add(2 * day)}}, nil,
 			func(f *fsm) string {
 				var a time.Time
 				for _, k := range f.ring.Snapshot() {
@@ -95,51 +96,51 @@ func TestFSMCommandSemantics(t *testing.T) {
 				return expect(a.Equal(t0.Add(2*day)) && f.committed().Equal(t0.Add(2*day)), "k3 activates %s, committed time %s", a, f.committed())
 			}},
 		{"a committed time set back still orders activations after it",
-			[]Command{InstallKey{"r1", testKey("k3", 400*day)}, SetClock{"r2", t0.Add(10 * day)}, ActivateKey{"r3", "k3", t0.Add(day)}}, nil,
+			[]Command{InstallKey{ReqID: "r1", Key: testKey("k3", 400*day)}, SetClock{ReqID: "r2", At: t0.Add(10 * day)}, ActivateKey{ReqID: "r3", ID: "k3", At: t0.Add(day)}}, nil,
 			func(f *fsm) string {
 				return expect(f.ring.ActiveKeyID(t0.Add(10*day)) == "k3" && f.ring.ActiveKeyID(t0.Add(9*day)) == "", "k3 not activated at the committed time")
 			}},
 		{"a prune goes by its own time, not a later committed one",
-			[]Command{InstallKey{"r1", k1}, InstallKey{"r2", testKey("k3", 300*day)}, ActivateKey{"r3", "k3", t0.Add(200 * day)}, PruneKeys{"r4", t0.Add(day)}}, nil,
+			[]Command{InstallKey{ReqID: "r1", Key: k1}, InstallKey{ReqID: "r2", Key: testKey("k3", 300*day)}, ActivateKey{ReqID: "r3", ID: "k3", At: t0.Add(200 * day)}, PruneKeys{ReqID: "r4", Now: t0.Add(day)}}, nil,
 			func(f *fsm) string {
 				return expect(f.ring.Len() == 2, "keys %d: k1 pruned by the committed time of an activation", f.ring.Len())
 			}},
-		{"activating an unknown key fails", []Command{ActivateKey{"r1", "nope", t0}}, keyring.ErrUnknownKey, nil},
-		{"revoke stops the key", []Command{InstallKey{"r1", k1}, RevokeKey{ReqID: "r2", ID: "k1"}}, nil,
+		{"activating an unknown key fails", []Command{ActivateKey{ReqID: "r1", ID: "nope", At: t0}}, keyring.ErrUnknownKey, nil},
+		{"revoke stops the key", []Command{InstallKey{ReqID: "r1", Key: k1}, RevokeKey{ReqID: "r2", ID: "k1"}}, nil,
 			func(f *fsm) string { return expect(f.ring.ActiveKeyID(t0.Add(day)) == "", "still active") }},
-		{"revoke with a replacement installs it in the same entry", []Command{InstallKey{"r1", k1}, RevokeKey{"r2", "k1", &k2}}, nil,
+		{"revoke with a replacement installs it in the same entry", []Command{InstallKey{ReqID: "r1", Key: k1}, RevokeKey{ReqID: "r2", ID: "k1", Replacement: &k2}}, nil,
 			func(f *fsm) string {
 				return expect(f.ring.Len() == 2 && f.ring.ActiveKeyID(t0.Add(11*day)) == "k2", "keys %d", f.ring.Len())
 			}},
-		{"revoke of an unknown key installs no replacement", []Command{RevokeKey{"r1", "nope", &k2}}, keyring.ErrUnknownKey,
+		{"revoke of an unknown key installs no replacement", []Command{RevokeKey{ReqID: "r1", ID: "nope", Replacement: &k2}}, keyring.ErrUnknownKey,
 			func(f *fsm) string { return expect(f.ring.Len() == 0, "replacement installed") }},
-		{"prune removes keys past retention at the leader's time", []Command{InstallKey{"r1", k1}, PruneKeys{"r2", t0.Add(200 * day)}}, nil,
+		{"prune removes keys past retention at the leader's time", []Command{InstallKey{ReqID: "r1", Key: k1}, PruneKeys{ReqID: "r2", Now: t0.Add(200 * day)}}, nil,
 			func(f *fsm) string { return expect(f.ring.Len() == 0, "keys %d", f.ring.Len()) }},
-		{"prune keeps keys within retention", []Command{InstallKey{"r1", k1}, PruneKeys{"r2", t0.Add(100 * day)}}, nil,
+		{"prune keeps keys within retention", []Command{InstallKey{ReqID: "r1", Key: k1}, PruneKeys{ReqID: "r2", Now: t0.Add(100 * day)}}, nil,
 			func(f *fsm) string { return expect(f.ring.Len() == 1, "keys %d", f.ring.Len()) }},
-		{"set drain records the deadline", []Command{SetDrain{"r1", "web", "d1", t0}}, nil,
+		{"set drain records the deadline", []Command{SetDrain{ReqID: "r1", Cluster: "web", Destination: "d1", Deadline: t0}}, nil,
 			func(f *fsm) string {
 				d := f.Drains()
 				return expect(len(d) == 1 && d[0].Deadline.Equal(t0), "drains %v", d)
 			}},
-		{"set drain again moves the deadline", []Command{SetDrain{"r1", "web", "d1", t0}, SetDrain{"r2", "web", "d1", t0.Add(time.Hour)}}, nil,
+		{"set drain again moves the deadline", []Command{SetDrain{ReqID: "r1", Cluster: "web", Destination: "d1", Deadline: t0}, SetDrain{ReqID: "r2", Cluster: "web", Destination: "d1", Deadline: t0.Add(time.Hour)}}, nil,
 			func(f *fsm) string {
 				d := f.Drains()
 				return expect(len(d) == 1 && d[0].Deadline.Equal(t0.Add(time.Hour)), "drains %v", d)
 			}},
-		{"clear drain removes it; clearing again is a no-op", []Command{SetDrain{"r1", "web", "d1", t0}, ClearDrain{"r2", "web", "d1"}, ClearDrain{"r3", "web", "d1"}}, nil,
+		{"clear drain removes it; clearing again is a no-op", []Command{SetDrain{ReqID: "r1", Cluster: "web", Destination: "d1", Deadline: t0}, ClearDrain{ReqID: "r2", Cluster: "web", Destination: "d1"}, ClearDrain{ReqID: "r3", Cluster: "web", Destination: "d1"}}, nil,
 			func(f *fsm) string { return expect(len(f.Drains()) == 0, "drains %v", f.Drains()) }},
-		{"drains are sorted", []Command{SetDrain{"r1", "web", "b", t0}, SetDrain{"r2", "api", "z", t0}, SetDrain{"r3", "web", "a", t0}}, nil,
+		{"drains are sorted", []Command{SetDrain{ReqID: "r1", Cluster: "web", Destination: "b", Deadline: t0}, SetDrain{ReqID: "r2", Cluster: "api", Destination: "z", Deadline: t0}, SetDrain{ReqID: "r3", Cluster: "web", Destination: "a", Deadline: t0}}, nil,
 			func(f *fsm) string {
 				d := f.Drains()
 				return expect(len(d) == 3 && d[0].Cluster == "api" && d[1].Destination == "a" && d[2].Destination == "b", "drains %v", d)
 			}},
-		{"first cluster id wins", []Command{SetClusterID{"r1", "c1"}, SetClusterID{"r2", "c1"}}, nil,
+		{"first cluster id wins", []Command{SetClusterID{ReqID: "r1", ID: "c1"}, SetClusterID{ReqID: "r2", ID: "c1"}}, nil,
 			func(f *fsm) string { return expect(f.ClusterID() == "c1", "id %q", f.ClusterID()) }},
-		{"a different cluster id later fails", []Command{SetClusterID{"r1", "c1"}, SetClusterID{"r2", "c2"}}, ErrClusterID,
+		{"a different cluster id later fails", []Command{SetClusterID{ReqID: "r1", ID: "c1"}, SetClusterID{ReqID: "r2", ID: "c2"}}, ErrClusterID,
 			func(f *fsm) string { return expect(f.ClusterID() == "c1", "id %q", f.ClusterID()) }},
 		{"a repeated request id returns the first result and changes nothing",
-			[]Command{ActivateKey{"r1", "k1", t0}, InstallKey{"r2", k1}, ActivateKey{"r1", "k1", t0.Add(-day)}}, keyring.ErrUnknownKey,
+			[]Command{ActivateKey{ReqID: "r1", ID: "k1", At: t0}, InstallKey{ReqID: "r2", Key: k1}, ActivateKey{ReqID: "r1", ID: "k1", At: t0.Add(-day)}}, keyring.ErrUnknownKey,
 			func(f *fsm) string { return expect(f.ring.Snapshot()[0].Activates.Equal(t0), "retry applied") }},
 	}
 	for _, c := range cases {
@@ -172,9 +173,9 @@ func TestFSMSkipsIgnorableUnknownTypesAndRejectsBadEntries(t *testing.T) {
 		wantErr bool
 	}{
 		{"unknown command type marked ignorable is skipped without error", []byte{200, 1, '{', '}'}, false},
-		{"truncated entry is an error", []byte{typeSetClusterID}, true},
-		{"missing request id is an error", append([]byte{typeSetClusterID, 1}, `{"id":"c1"}`...), true},
-		{"malformed JSON is an error", append([]byte{typeSetDrain, 1}, `{"req":`...), true},
+		{"truncated entry is an error", []byte{command.TypeSetClusterID}, true},
+		{"missing request id is an error", append([]byte{command.TypeSetClusterID, 1}, `{"id":"c1"}`...), true},
+		{"malformed JSON is an error", append([]byte{command.TypeSetDrain, 1}, `{"req":`...), true},
 	}
 	for i, c := range cases {
 		r := f.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: c.data}).(applyResponse)
@@ -185,7 +186,7 @@ func TestFSMSkipsIgnorableUnknownTypesAndRejectsBadEntries(t *testing.T) {
 	if f.ClusterID() != "" || f.index.Load() != uint64(len(cases)) {
 		t.Errorf("bad entries changed the state (cluster %q) or the index (%d)", f.ClusterID(), f.index.Load())
 	}
-	if got := feed(t, f, kek, SetClusterID{"r1", "c1"}); got[0] != nil {
+	if got := feed(t, f, kek, SetClusterID{ReqID: "r1", ID: "c1"}); got[0] != nil {
 		t.Errorf("FSM unusable after bad entries: %v", got[0])
 	}
 }
@@ -200,21 +201,21 @@ func TestFSMStopsAtAnEntryItMayNotSkip(t *testing.T) {
 		data []byte
 		want string // in the error and the log line
 	}{
-		{"unknown type", append([]byte{typeMax + 1, 1}, `{"req":"x"}`...), fmt.Sprintf("type %d v1", typeMax+1)},
-		{"newer body version of a known type", append([]byte{typeSetClusterID, 9}, `{"req":"x","id":"c9"}`...), "SetClusterID v9"},
+		{"unknown type", append([]byte{command.TypeMax + 1, 1}, `{"req":"x"}`...), fmt.Sprintf("type %d v1", command.TypeMax+1)},
+		{"newer body version of a known type", append([]byte{command.TypeSetClusterID, 9}, `{"req":"x","id":"c9"}`...), "SetClusterID v9"},
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
 			f, kek := testFSM(t)
 			var logs bytes.Buffer
 			f.logger = slog.New(slog.NewTextHandler(&logs, nil))
-			feed(t, f, kek, SetClusterID{"r1", "c1"})
+			feed(t, f, kek, SetClusterID{ReqID: "r1", ID: "c1"})
 			stop := f.index.Load() + 1
 			r := f.Apply(&raft.Log{Index: stop, Type: raft.LogCommand, Data: c.data}).(applyResponse)
 			if r.err == nil || !strings.Contains(r.err.Error(), c.want) {
 				t.Errorf("apply: err %v, want one naming %q", r.err, c.want)
 			}
-			b, _ := encodeCommand(kek, InstallKey{"r2", testKey("k1", 0)})
+			b, _ := command.Encode(kek, InstallKey{ReqID: "r2", Key: testKey("k1", 0)})
 			f.Apply(&raft.Log{Index: stop + 1, Type: raft.LogCommand, Data: b})
 			f.StoreConfiguration(stop+2, raft.Configuration{})
 			if got := f.index.Load(); got != stop-1 {
@@ -259,8 +260,8 @@ func TestFSMRequestMemoryIsBoundedAndDeterministic(t *testing.T) {
 func TestFSMSnapshotRestoreRoundTrip(t *testing.T) {
 	src, kek := testFSM(t)
 	k2 := testKey("k2", time.Hour)
-	feed(t, src, kek, SetClusterID{"r1", "c1"}, InstallKey{"r2", testKey("k1", 0)}, RevokeKey{"r3", "k1", &k2},
-		SetDrain{"r4", "web", "d1", t0}, ActivateKey{"r5", "nope", t0})
+	feed(t, src, kek, SetClusterID{ReqID: "r1", ID: "c1"}, InstallKey{ReqID: "r2", Key: testKey("k1", 0)}, RevokeKey{ReqID: "r3", ID: "k1", Replacement: &k2},
+		SetDrain{ReqID: "r4", Cluster: "web", Destination: "d1", Deadline: t0}, ActivateKey{ReqID: "r5", ID: "nope", At: t0})
 	snap, err := src.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +275,7 @@ func TestFSMSnapshotRestoreRoundTrip(t *testing.T) {
 		t.Fatal("snapshot holds key material in the clear")
 	}
 	dst, _ := testFSM(t)
-	feed(t, dst, kek, SetDrain{"x", "old", "state", t0}) // replaced wholesale
+	feed(t, dst, kek, SetDrain{ReqID: "x", Cluster: "old", Destination: "state", Deadline: t0}) // replaced wholesale
 	if err := dst.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +283,7 @@ func TestFSMSnapshotRestoreRoundTrip(t *testing.T) {
 		t.Fatalf("restored state differs:\n%s\nwant\n%s", got, want)
 	}
 	// The restored request memory still answers retries with the first result.
-	if errs := feed(t, dst, kek, ActivateKey{"r5", "k2", t0}); !errors.Is(errs[0], keyring.ErrUnknownKey) {
+	if errs := feed(t, dst, kek, ActivateKey{ReqID: "r5", ID: "k2", At: t0}); !errors.Is(errs[0], keyring.ErrUnknownKey) {
 		t.Errorf("retry after restore: %v, want the first result (ErrUnknownKey)", errs[0])
 	}
 	// A snapshot under another secret does not restore and changes nothing.
@@ -299,83 +300,10 @@ func (*memSink) ID() string    { return "mem" }
 func (*memSink) Cancel() error { return nil }
 func (*memSink) Close() error  { return nil }
 
-func TestCommandsRoundTrip(t *testing.T) {
-	_, kek := testFSM(t)
-	k := testKey("k1", 0)
-	cmds := []Command{
-		InstallKey{"r", k}, ActivateKey{"r", "k1", t0}, RevokeKey{"r", "k1", nil}, RevokeKey{"r", "k1", &k},
-		PruneKeys{"r", t0}, SetDrain{"r", "c", "d", t0}, ClearDrain{"r", "c", "d"}, SetClusterID{"r", "c1"}, SetClock{"r", t0},
-		ClusterSecret{"r", SecretInstall, "0123456789abcdef", []byte("wrapped"), "fedcba9876543210"},
-		ClusterSecret{"r", SecretUse, "0123456789abcdef", nil, ""}, ClusterSecret{"r", SecretRemove, "0123456789abcdef", nil, ""},
-	}
-	for _, c := range cmds {
-		b, err := encodeCommand(kek, c)
-		if err != nil {
-			t.Fatalf("%T: %v", c, err)
-		}
-		if bytes.Contains(b, k.Material) {
-			t.Errorf("%T: material in the clear in the log entry", c)
-		}
-		got, err := decodeCommand(kek, b)
-		if err != nil {
-			t.Fatalf("%T: %v", c, err)
-		}
-		if fmt.Sprintf("%#v", got) != fmt.Sprintf("%#v", c) {
-			t.Errorf("round trip: %#v, want %#v", got, c)
-		}
-	}
-	bad := []struct {
-		desc string
-		cmd  Command
-	}{
-		{"drain without a cluster", SetDrain{"r", "", "d", t0}},
-		{"drain without a deadline", SetDrain{"r", "c", "d", time.Time{}}},
-		{"empty cluster id", SetClusterID{"r", ""}},
-		{"clock without a time", SetClock{"r", time.Time{}}},
-		{"oversized request id", SetClusterID{strings.Repeat("x", maxReqIDLen+1), "c"}},
-		{"invalid key", InstallKey{"r", keyring.Key{ID: "bad id"}}},
-		{"secret id not hex", ClusterSecret{"r", SecretUse, "not-a-secret-id!", nil, ""}},
-		{"install without the wrapped secret", ClusterSecret{"r", SecretInstall, "0123456789abcdef", nil, "fedcba9876543210"}},
-		{"unknown secret operation", ClusterSecret{"r", "rotate", "0123456789abcdef", nil, ""}},
-	}
-	for _, c := range bad {
-		if _, err := encodeCommand(kek, c.cmd); err == nil {
-			t.Errorf("%s: encoded", c.desc)
-		}
-	}
-}
-
-func FuzzDecodeCommand(f *testing.F) {
-	kek, _ := keyring.DeriveKEK(testSecret, keyring.InfoRaft)
-	k := testKey("k1", 0)
-	for _, c := range []Command{InstallKey{"r", k}, RevokeKey{"r", "k1", &k}, SetDrain{"r", "c", "d", t0}, SetClusterID{"r", "c"}, SetClock{"r", t0},
-		ClusterSecret{"r", SecretInstall, "0123456789abcdef", []byte("wrapped"), "fedcba9876543210"}} {
-		b, _ := encodeCommand(kek, c)
-		f.Add(b)
-	}
-	f.Add([]byte{})
-	f.Add([]byte{typePruneKeys, 1, '{', '}'})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		cmd, err := decodeCommand(kek, data)
-		if err != nil {
-			return
-		}
-		// What decodes, encodes and decodes to the same command.
-		b, err := encodeCommand(kek, cmd)
-		if err != nil {
-			t.Fatalf("decoded %#v does not encode: %v", cmd, err)
-		}
-		again, err := decodeCommand(kek, b)
-		if err != nil || fmt.Sprintf("%#v", again) != fmt.Sprintf("%#v", cmd) {
-			t.Fatalf("re-decode: %#v, %v; want %#v", again, err, cmd)
-		}
-	})
-}
-
 func FuzzDecodeSnapshot(f *testing.F) {
 	src, kek := testFSM(f)
 	k := testKey("k2", time.Hour)
-	feed(f, src, kek, SetClusterID{"r1", "c1"}, InstallKey{"r2", k}, SetDrain{"r3", "web", "d1", t0})
+	feed(f, src, kek, SetClusterID{ReqID: "r1", ID: "c1"}, InstallKey{ReqID: "r2", Key: k}, SetDrain{ReqID: "r3", Cluster: "web", Destination: "d1", Deadline: t0})
 	snap, _ := src.Snapshot()
 	b, _ := snap.(*fsmSnapshot).encode()
 	f.Add(b)
@@ -478,14 +406,14 @@ func snapshotBytes(t *testing.T, f *fsm) []byte {
 // every later activation depends on the committed time; and the gate's
 // check says such a member does not apply it.
 func TestSetClockIsNotSkippedByAnEarlierRelease(t *testing.T) {
-	earlier := Commands[:typeAcmeWrite]
+	earlier := Commands[:command.TypeAcmeWrite]
 	if earlier.Supports(SetClock{}) || BaselineCommands.Supports(SetClock{}) || !Commands.Supports(SetClock{}) {
 		t.Fatalf("Supports(SetClock): earlier %t, baseline %t, this binary %t; want false, false, true",
 			earlier.Supports(SetClock{}), BaselineCommands.Supports(SetClock{}), Commands.Supports(SetClock{}))
 	}
 	f, kek := testFSM(t)
 	f.commands = earlier
-	errs := feed(t, f, kek, SetClusterID{"r1", "c1"}, SetClock{"r2", t0})
+	errs := feed(t, f, kek, SetClusterID{ReqID: "r1", ID: "c1"}, SetClock{ReqID: "r2", At: t0})
 	if !errors.Is(errs[1], ErrStopped) || !strings.Contains(errs[1].Error(), "type 9 v1") {
 		t.Fatalf("an earlier release applying SetClock: %v, want it stopped naming command type 9 v1", errs[1])
 	}

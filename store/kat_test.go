@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/store/command"
+	"github.com/tether-proxy/tether/store/transport"
 )
 
 // Known-answer vectors made by testdata/kat.py (python3 cryptography).
@@ -59,7 +61,7 @@ func TestKEKDerivationKnownAnswers(t *testing.T) {
 	v := katVectors(t)
 	cases := []struct{ desc, info, vector string }{
 		{"raft log and snapshot KEK", keyring.InfoRaft, "kek"},
-		{"transport authentication key", infoTransportAuth, "auth"},
+		{"transport authentication key", transport.InfoAuth, "auth"},
 	}
 	for _, c := range cases {
 		got, err := keyring.DeriveKEK(katSecret, c.info)
@@ -70,7 +72,7 @@ func TestKEKDerivationKnownAnswers(t *testing.T) {
 			t.Errorf("%s: %x, want %x (python) = %x (RFC 5869 by hand)", c.desc, got, v[c.vector], hkdfSHA256(katSecret, c.info))
 		}
 	}
-	if keyring.InfoRaft == infoTransportAuth || keyring.InfoRaft == keyring.InfoKeyringFile {
+	if keyring.InfoRaft == transport.InfoAuth || keyring.InfoRaft == keyring.InfoKeyringFile {
 		t.Error("KEK info strings are not distinct")
 	}
 }
@@ -99,7 +101,7 @@ func TestWrappedFormatKnownAnswers(t *testing.T) {
 		t.Fatalf("python-wrapped key set: %v, %v", keys, err)
 	}
 
-	cmd, err := decodeCommand(kek, v["install"])
+	cmd, err := command.Decode(kek, v["install"])
 	if err != nil {
 		t.Fatalf("python-encoded InstallKey: %v", err)
 	}
@@ -120,7 +122,7 @@ func TestWrappedFormatKnownAnswers(t *testing.T) {
 
 	// The other secret's KEK opens none of them.
 	other, _ := keyring.DeriveKEK([]byte("another-secret-of-enough-length"), keyring.InfoRaft)
-	if _, err := decodeCommand(other, v["install"]); err == nil {
+	if _, err := command.Decode(other, v["install"]); err == nil {
 		t.Error("InstallKey decoded under a different secret")
 	}
 	if _, err := decodeSnapshot(other, v["snapshot"]); err == nil {
@@ -164,7 +166,7 @@ func TestSnapshotFormatKnownAnswers(t *testing.T) {
 			var logs bytes.Buffer
 			f := newFSM(newRing(), sec, slog.New(slog.NewTextHandler(&logs, nil)))
 			f.snapIndex = func() uint64 { return 40 }
-			feed(t, f, kek, SetClusterID{"r1", "mine"})
+			feed(t, f, kek, SetClusterID{ReqID: "r1", ID: "mine"})
 			stopped := 0
 			f.onStop = func() { stopped++ }
 			err = f.Restore(io.NopCloser(bytes.NewReader(v[c.vector])))

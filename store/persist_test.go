@@ -17,6 +17,9 @@ import (
 // persist, and retries; once the disk works again it says so and the
 // durable index catches up.
 func TestDiskThatCannotPersistIsReportedOnceAndRecovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the snapshotter's retries")
+	}
 	var full atomic.Bool
 	c := newTestCluster(t, 0, knobs{snapshotFault: func() error {
 		if full.Load() {

@@ -9,15 +9,16 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/tether-proxy/tether/store/command"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // feedBound applies cmd, bound to bind, as the next log entry.
 func feedBound(t testing.TB, f *fsm, kek []byte, cmd Command, bind string) applyResponse {
 	t.Helper()
-	b, err := encodeCommand(kek, cmd)
+	b, err := command.Encode(kek, cmd)
 	if err == nil {
-		b, err = withBinding(b, bind)
+		b, err = command.WithBinding(b, bind)
 	}
 	if err != nil {
 		t.Fatalf("encode %T: %v", cmd, err)
@@ -32,8 +33,8 @@ func feedBound(t testing.TB, f *fsm, kek []byte, cmd Command, bind string) apply
 // nothing. Every command type binds alike.
 func TestFSMRequestIDIsBoundToItsRequest(t *testing.T) {
 	deadline := t0.Add(time.Hour)
-	drainA := SetDrain{"R", "web", "dest-A", deadline}
-	drainB := SetDrain{"R", "web", "dest-B", deadline.Add(time.Minute)}
+	drainA := SetDrain{ReqID: "R", Cluster: "web", Destination: "dest-A", Deadline: deadline}
+	drainB := SetDrain{ReqID: "R", Cluster: "web", Destination: "dest-B", Deadline: deadline.Add(time.Minute)}
 	bindA := BindRequest("POST", "/v1/clusters/web/destinations/dest-A/drain", nil)
 	bindB := BindRequest("POST", "/v1/clusters/web/destinations/dest-B/drain", nil)
 	if bindA == bindB || len(bindA) != 32 {
@@ -53,7 +54,7 @@ func TestFSMRequestIDIsBoundToItsRequest(t *testing.T) {
 		}
 		// A retry of dest-A's request (its leader picked a later deadline)
 		// answers with the first deadline.
-		r = feedBound(t, f, kek, SetDrain{"R", "web", "dest-A", deadline.Add(time.Hour)}, bindA)
+		r = feedBound(t, f, kek, SetDrain{ReqID: "R", Cluster: "web", Destination: "dest-A", Deadline: deadline.Add(time.Hour)}, bindA)
 		if r.err != nil || r.value != deadline.Format(time.RFC3339Nano) {
 			t.Fatalf("retry: %q, %v; want the first deadline", r.value, r.err)
 		}
@@ -73,26 +74,26 @@ func TestFSMRequestIDIsBoundToItsRequest(t *testing.T) {
 		name        string
 		first, next Command
 	}{
-		{"InstallKey", InstallKey{"R", k1}, InstallKey{"R", k2}},
-		{"ActivateKey", ActivateKey{"R", "k1", t0}, ActivateKey{"R", "k1", t0.Add(time.Second)}},
-		{"RevokeKey", RevokeKey{"R", "k1", nil}, RevokeKey{"R", "k2", nil}},
-		{"PruneKeys", PruneKeys{"R", t0}, PruneKeys{"R", t0.Add(time.Hour)}},
-		{"ClearDrain", ClearDrain{"R", "web", "dest-A"}, ClearDrain{"R", "web", "dest-B"}},
-		{"SetClusterID", SetClusterID{"R", "c1"}, SetClusterID{"R", "c2"}},
+		{"InstallKey", InstallKey{ReqID: "R", Key: k1}, InstallKey{ReqID: "R", Key: k2}},
+		{"ActivateKey", ActivateKey{ReqID: "R", ID: "k1", At: t0}, ActivateKey{ReqID: "R", ID: "k1", At: t0.Add(time.Second)}},
+		{"RevokeKey", RevokeKey{ReqID: "R", ID: "k1", Replacement: nil}, RevokeKey{ReqID: "R", ID: "k2", Replacement: nil}},
+		{"PruneKeys", PruneKeys{ReqID: "R", Now: t0}, PruneKeys{ReqID: "R", Now: t0.Add(time.Hour)}},
+		{"ClearDrain", ClearDrain{ReqID: "R", Cluster: "web", Destination: "dest-A"}, ClearDrain{ReqID: "R", Cluster: "web", Destination: "dest-B"}},
+		{"SetClusterID", SetClusterID{ReqID: "R", ID: "c1"}, SetClusterID{ReqID: "R", ID: "c2"}},
 		{"AcmeWrite", AcmeWrite{ReqID: "R", Delete: []string{"a"}}, AcmeWrite{ReqID: "R", Delete: []string{"b"}}},
-		{"SetClock", SetClock{"R", t0}, SetClock{"R", t0.Add(time.Hour)}},
-		{"ClusterSecret", ClusterSecret{"R", SecretRemove, "0123456789abcdef", nil, ""}, ClusterSecret{"R", SecretRemove, "fedcba9876543210", nil, ""}},
-		{"across types", SetClock{"R", t0}, ClearDrain{"R", "web", "dest-A"}},
+		{"SetClock", SetClock{ReqID: "R", At: t0}, SetClock{ReqID: "R", At: t0.Add(time.Hour)}},
+		{"ClusterSecret", ClusterSecret{ReqID: "R", Op: SecretRemove, ID: "0123456789abcdef", Wrapped: nil, Under: ""}, ClusterSecret{ReqID: "R", Op: SecretRemove, ID: "fedcba9876543210", Wrapped: nil, Under: ""}},
+		{"across types", SetClock{ReqID: "R", At: t0}, ClearDrain{ReqID: "R", Cluster: "web", Destination: "dest-A"}},
 	} {
 		t.Run(c.name+" by content", func(t *testing.T) {
 			f, kek := testFSM(t)
-			feed(t, f, kek, InstallKey{"k1", k1}, InstallKey{"k2", k2})
-			feedBound(t, f, kek, c.first, contentBinding(c.first))
+			feed(t, f, kek, InstallKey{ReqID: "k1", Key: k1}, InstallKey{ReqID: "k2", Key: k2})
+			feedBound(t, f, kek, c.first, command.ContentBinding(c.first))
 			before := f.dump()
-			if r := feedBound(t, f, kek, c.first, contentBinding(c.first)); errors.Is(r.err, ErrRequestReused) {
+			if r := feedBound(t, f, kek, c.first, command.ContentBinding(c.first)); errors.Is(r.err, ErrRequestReused) {
 				t.Fatalf("a retry of the same command refused: %v", r.err)
 			}
-			if r := feedBound(t, f, kek, c.next, contentBinding(c.next)); !errors.Is(r.err, ErrRequestReused) {
+			if r := feedBound(t, f, kek, c.next, command.ContentBinding(c.next)); !errors.Is(r.err, ErrRequestReused) {
 				t.Fatalf("the same id for another command: %v, want ErrRequestReused", r.err)
 			}
 			if f.dump() != before {
@@ -110,17 +111,17 @@ func TestFSMRemembersTheRequestsOfEntriesItSkips(t *testing.T) {
 	full, kek := testFSM(t)
 	older, _ := testFSM(t)
 	older.commands = CommandSet(string(Commands)[:7] + "0" + string(Commands)[8:]) // no AcmeWrite
-	if older.commands.knows(typeAcmeWrite, 1) || !older.commands.knows(typeSetDrain, 1) {
+	if older.commands.Knows(command.TypeAcmeWrite, 1) || !older.commands.Knows(command.TypeSetDrain, 1) {
 		t.Fatalf("older set %q", older.commands)
 	}
 	entries := []struct {
 		cmd  Command
 		bind string
 	}{
-		{SetClusterID{"r1", "c1"}, "0b1"},
+		{SetClusterID{ReqID: "r1", ID: "c1"}, "0b1"},
 		{AcmeWrite{ReqID: "r2", Put: []AcmeEntry{{Name: "account", Value: []byte("v")}}}, "0b2"},
-		{SetDrain{"r3", "web", "dest-A", t0}, "0b3"},
-		{SetDrain{"r2", "web", "dest-B", t0}, "0b4"}, // r2 reused for another request
+		{SetDrain{ReqID: "r3", Cluster: "web", Destination: "dest-A", Deadline: t0}, "0b3"},
+		{SetDrain{ReqID: "r2", Cluster: "web", Destination: "dest-B", Deadline: t0}, "0b4"}, // r2 reused for another request
 	}
 	for _, f := range []*fsm{full, older} {
 		for _, e := range entries {
@@ -146,25 +147,6 @@ func TestFSMRemembersTheRequestsOfEntriesItSkips(t *testing.T) {
 	if r := older.reqs["r2"]; !errors.Is(r.err(), ErrUnsupported) {
 		t.Errorf("the skipped entry's remembered answer: %v, want one saying this version does not apply it", r.err())
 	}
-}
-
-func FuzzRequestEnvelope(f *testing.F) {
-	f.Add([]byte(`{"req":"r","bind":"0123"}`), "b")
-	f.Add([]byte(`{}`), "")
-	f.Add([]byte(`{"bind":1}`), "x")
-	f.Fuzz(func(t *testing.T, body []byte, bind string) {
-		e, err := readEnvelope(body)
-		if err == nil && (e.ReqID == "" || len(e.ReqID) > maxReqIDLen || checkBind(e.Bind) != nil) {
-			t.Fatalf("accepted %+v", e)
-		}
-		entry, err := withBinding(append([]byte{typeSetClusterID, 1}, body...), bind)
-		if err != nil || bind == "" {
-			return
-		}
-		if got, err := readEnvelope(entry[2:]); err == nil && got.Bind != bind {
-			t.Fatalf("binding %q read back as %q from %q", bind, got.Bind, entry[2:])
-		}
-	})
 }
 
 // TestReadStateIsExactlyTheStateAtItsIndex: reads on a follower while the

@@ -2,7 +2,6 @@ package store
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -24,13 +23,6 @@ import (
 // records to the node's keyring.Secrets (Sync), which opens what it can
 // with the secrets it holds.
 
-// Operations of a ClusterSecret command.
-const (
-	SecretInstall = "install"
-	SecretUse     = "use"
-	SecretRemove  = "remove"
-)
-
 // maxSecretRemovals is how many removed secret ids the state remembers.
 const maxSecretRemovals = 16
 
@@ -44,72 +36,10 @@ var (
 	ErrTooManySecrets = errors.New("store: too many cluster secrets installed")
 )
 
-// ClusterSecret changes the cluster's secrets: Op SecretInstall adds secret
-// ID (Wrapped under secret Under, keyring.Secrets.WrapSecret), SecretUse
-// makes it the primary, SecretRemove drops it. Installing a secret the
-// cluster holds, using the primary and removing a secret already removed
-// change nothing.
-type ClusterSecret struct {
-	ReqID   string
-	Op      string
-	ID      string
-	Wrapped []byte
-	Under   string
-}
-
-func (ClusterSecret) isCommand() {}
-
 // SecretRecord is the cluster's record of one secret (Store.Secrets).
 type SecretRecord struct {
 	ID    string
 	State keyring.SecretState // primary or installed
-}
-
-type wireSecret struct {
-	ReqID   string `json:"req"`
-	Op      string `json:"op"`
-	ID      string `json:"id"`
-	Wrapped []byte `json:"wrapped,omitempty"`
-	Under   string `json:"under,omitempty"`
-}
-
-func encodeSecret(c ClusterSecret) ([]byte, error) {
-	b, err := json.Marshal(wireSecret{c.ReqID, c.Op, c.ID, c.Wrapped, c.Under})
-	if err != nil {
-		return nil, err
-	}
-	out := append([]byte{typeClusterSecret, commandSpecs[typeClusterSecret].version}, b...)
-	if _, err := decodeSecret(out[1], out[2:]); err != nil { // refuse to log what no node could apply
-		return nil, err
-	}
-	return out, nil
-}
-
-func decodeSecret(ver byte, body []byte) (Command, error) {
-	if ver != commandSpecs[typeClusterSecret].version {
-		return nil, fmt.Errorf("command type %d: body version %d, want %d", typeClusterSecret, ver, commandSpecs[typeClusterSecret].version)
-	}
-	var w wireSecret
-	if err := json.Unmarshal(body, &w); err != nil {
-		return nil, fmt.Errorf("command type %d: %w", typeClusterSecret, err)
-	}
-	var err error
-	switch {
-	case w.ReqID == "" || len(w.ReqID) > maxReqIDLen:
-		err = fmt.Errorf("request id of %d bytes, want 1-%d", len(w.ReqID), maxReqIDLen)
-	case !keyring.ValidSecretID(w.ID):
-		err = fmt.Errorf("secret id %q is not 16 hex digits", w.ID)
-	case w.Op == SecretInstall && (len(w.Wrapped) == 0 || len(w.Wrapped) > 4096 || !keyring.ValidSecretID(w.Under)):
-		err = errors.New("install: needs the secret wrapped (at most 4096 bytes) and the id it is wrapped under")
-	case w.Op != SecretInstall && (len(w.Wrapped) > 0 || w.Under != ""):
-		err = fmt.Errorf("%s: unexpected wrapped secret", w.Op)
-	case w.Op != SecretInstall && w.Op != SecretUse && w.Op != SecretRemove:
-		err = fmt.Errorf("unknown operation %q", w.Op)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("command type %d: %w", typeClusterSecret, err)
-	}
-	return ClusterSecret{w.ReqID, w.Op, w.ID, w.Wrapped, w.Under}, nil
 }
 
 // secretRec is the FSM's record of one secret (and its snapshot form).
@@ -246,10 +176,10 @@ func (s *Store) Secrets() (records []SecretRecord, removed []string) {
 func (s *Store) HeldSecrets() *keyring.Secrets { return s.secrets }
 
 // Refused is how many Raft connections this node refused, by reason
-// (Refused* constants).
-func (s *Store) Refused() map[string]uint64 { return s.layer.refusedCounts() }
+// (transport.Refused* constants).
+func (s *Store) Refused() map[string]uint64 { return s.layer.Refused() }
 
 // SetLegacyHandshake sets the policy for handshake version 1 (peers that
 // offer no ALPN): allowed reports, on every such handshake, whether it is
 // still accepted. Without one it is.
-func (s *Store) SetLegacyHandshake(allowed func() bool) { s.layer.allowV1.Store(&allowed) }
+func (s *Store) SetLegacyHandshake(allowed func() bool) { s.layer.SetLegacyHandshake(allowed) }

@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +22,9 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/store/command"
+	"github.com/tether-proxy/tether/store/raftlog"
+	"github.com/tether-proxy/tether/store/transport"
 )
 
 // Errors of the package.
@@ -81,7 +83,7 @@ type Store struct {
 	secrets  *keyring.Secrets
 	ring     *keyring.Ring
 
-	layer     *streamLayer
+	layer     *transport.Layer
 	transport *raft.NetworkTransport
 	snaps     *raft.FileSnapshotStore
 	snapStore raft.SnapshotStore // snaps, behind the test fault knob
@@ -160,19 +162,20 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 	if s.addr, err = advertiseAddr(cfg.BindAddr, cfg.Advertise, ln.Addr()); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	if s.layer, err = newStreamLayer(ln, s.addr, s.secrets, cfg.TLS, k, s.logger); err != nil {
+	topts := transport.Options{HandshakeTimeout: k.handshakeTimeout, Dial: k.dial, Wrap: k.wrap, Now: k.now}
+	if s.layer, err = transport.New(ln, s.addr, s.secrets, cfg.TLS, topts, s.logger); err != nil {
 		return nil, fmt.Errorf("store: raft transport: %w", err)
 	}
-	closers = append(closers, func() { s.layer.Close(); s.layer.wait() })
+	closers = append(closers, func() { s.layer.Close(); s.layer.Wait() })
 	s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: s.layer, MaxPool: connPool, Timeout: cmp.Or(k.transportTimeout, transportTimeout),
-		Logger: newRaftLogger(cfg.Logger, "raft-net"),
+		Logger: raftlog.New(cfg.Logger, "raft-net", nil),
 	})
 	closers = append(closers, func() { s.transport.Close() })
 
 	// 2. Snapshot store.
 	s.snapDir = filepath.Join(cfg.Dir, "snapshots")
-	if s.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.Dir, retainSnapshots, newRaftLogger(cfg.Logger, "raft-snap")); err != nil {
+	if s.snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.Dir, retainSnapshots, raftlog.New(cfg.Logger, "raft-snap", nil)); err != nil {
 		return nil, fmt.Errorf("store: snapshot store: %w", err)
 	}
 	s.snapStore = s.snaps
@@ -210,8 +213,7 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 		s.fsm.commands = cfg.Commands
 	}
 	s.fsm.onStop = s.handOff
-	cid := s.fsm.ClusterID
-	s.layer.clusterID.Store(&cid)
+	s.layer.SetClusterID(s.fsm.ClusterID)
 	s.fsm.snapIndex = s.latestSnapshot
 	s.snapStore = snapshotStore{s.snapStore, func() bool { return s.fsm.stop.Load() != 0 }}
 	s.fsm.onChange = s.stateChanged
@@ -224,9 +226,7 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 	rc.CommitTimeout = cfg.Timing.CommitTimeout
 	rc.ShutdownOnRemove = false // a removed node keeps serving reads and can be added again
 	rc.NoLegacyTelemetry = true
-	rl := newRaftLogger(cfg.Logger, "raft").(*raftLogger)
-	rl.st.snapIndex = s.latestSnapshot
-	rc.Logger = rl
+	rc.Logger = raftlog.New(cfg.Logger, "raft", s.latestSnapshot)
 	if k.snapshotThreshold > 0 {
 		rc.SnapshotThreshold = k.snapshotThreshold
 	}
@@ -288,7 +288,7 @@ func (s *Store) checkSnapshot(cmds CommandSet) error {
 			return s.secrets.HeldKEKs(keyring.InfoRaft)
 		}, b)
 		if err == nil {
-			what := unknownIn(st.body.Commands, cmds)
+			what := command.UnknownIn(st.body.Commands, cmds)
 			st.Release()
 			if what == "" {
 				return nil
@@ -405,7 +405,7 @@ func (s *Store) snapshotter() {
 		if err != nil && s.fsm.stop.Load() != 0 {
 			continue // not the disk: the FSM waits for an upgrade (Store.Stopped)
 		}
-		if !snapshotNotYet(err) { // not the disk either: retried below, not counted
+		if !raftlog.SnapshotNotYet(err) { // not the disk either: retried below, not counted
 			s.notePersist(err)
 		}
 		if err != nil {
@@ -420,13 +420,6 @@ func (s *Store) snapshotter() {
 			}
 		}
 	}
-}
-
-// snapshotNotYet reports raft's refusal to snapshot before the latest
-// configuration entry is applied (a node that just joined): a matter of
-// moments, not of the disk.
-func snapshotNotYet(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "cannot take snapshot now")
 }
 
 // PersistFailure is why this node cannot write its Raft state to disk.
@@ -848,20 +841,20 @@ func (s *Store) CommitRequest(cmd Command, bind string) (Committed, error) {
 			return Committed{}, err
 		}
 	}
-	if reqIDOf(cmd) == "" {
+	if command.ReqIDOf(cmd) == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
-		cmd = withReqID(cmd, hex.EncodeToString(b[:]))
+		cmd = command.WithReqID(cmd, hex.EncodeToString(b[:]))
 	}
 	if bind == "" {
-		bind = contentBinding(cmd)
+		bind = command.ContentBinding(cmd)
 	}
-	if err := s.fsm.requestSeen(reqIDOf(cmd), bind); err != nil {
+	if err := s.fsm.requestSeen(command.ReqIDOf(cmd), bind); err != nil {
 		return Committed{}, err
 	}
-	data, err := encodeCommand(s.secrets.KEK(keyring.InfoRaft), cmd)
+	data, err := command.Encode(s.secrets.KEK(keyring.InfoRaft), cmd)
 	if err == nil {
-		data, err = withBinding(data, bind)
+		data, err = command.WithBinding(data, bind)
 	}
 	if err != nil {
 		return Committed{}, fmt.Errorf("store: %w", err)
@@ -1003,11 +996,11 @@ func (s *Store) Shutdown() error {
 		close(s.done)
 		s.raft.DeregisterObserver(s.observer)
 		f := s.raft.Shutdown() // raft stops its loops now, then waits for them
-		s.layer.closeAll()     // RPCs to unresponsive peers fail now, not at their deadline
+		s.layer.CloseAll()     // RPCs to unresponsive peers fail now, not at their deadline
 		err := f.Error()
 		s.wg.Wait()
 		errs := []error{err, s.transport.Close()}
-		s.layer.wait()
+		s.layer.Wait()
 		errs = append(errs, s.bolt.Close())
 		if err := errors.Join(errs...); err != nil {
 			s.shutErr = fmt.Errorf("store: shutdown: %w", err)

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,41 +19,10 @@ import (
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
-// backend is a local backend that names itself and records what it saw.
-type backend struct {
-	name string
-	srv  *httptest.Server
-	mu   sync.Mutex
-	last http.Header
-}
-
-func newBackend(t *testing.T, name string) *backend {
-	b := &backend{name: name}
-	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b.mu.Lock()
-		b.last = r.Header.Clone()
-		b.mu.Unlock()
-		if d := r.URL.Query().Get("sleep"); d != "" {
-			dur, _ := time.ParseDuration(d)
-			time.Sleep(dur) // the backend is slow on purpose: an in-flight request
-		}
-		w.Header().Set("X-Demo-Backend", name)
-		fmt.Fprintf(w, "%s %s", name, r.URL.Path)
-	}))
-	t.Cleanup(b.srv.Close)
-	return b
-}
-
-func (b *backend) lastHeader() http.Header {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.last
-}
-
-func configFor(routes string, backends ...*backend) string {
+func configFor(routes string, backends ...*testutil.Backend) string {
 	var dests []string
 	for _, b := range backends {
-		dests = append(dests, fmt.Sprintf(`"%s": { "Address": "%s/" }`, b.name, b.srv.URL))
+		dests = append(dests, fmt.Sprintf(`"%s": { "Address": "%s/" }`, b.Name, b.URL()))
 	}
 	return fmt.Sprintf(`{
   // comments and trailing commas are fine, as in appsettings.json
@@ -76,9 +44,9 @@ func configFor(routes string, backends ...*backend) string {
 const catchAll = `"all": { "ClusterId": "app", "Match": { "Path": "{**catch-all}" } }`
 
 func TestAgentProxiesWithAffinityAndForwardedHeaders(t *testing.T) {
-	b1, b2, b3 := newBackend(t, "b1"), newBackend(t, "b2"), newBackend(t, "b3")
+	b1, b2, b3 := testutil.NewBackend(t, "b1"), testutil.NewBackend(t, "b2"), testutil.NewBackend(t, "b3")
 	cfg := filepath.Join(t.TempDir(), "tether.json")
-	writeFile(t, cfg, configFor(catchAll, b1, b2, b3))
+	testutil.WriteFile(t, cfg, configFor(catchAll, b1, b2, b3))
 	a := startAgent(t, cfg, nil)
 
 	jar, _ := cookiejar.New(nil)
@@ -101,9 +69,9 @@ func TestAgentProxiesWithAffinityAndForwardedHeaders(t *testing.T) {
 		}
 	}
 	var seen http.Header
-	for _, b := range []*backend{b1, b2, b3} {
-		if b.name == first {
-			seen = b.lastHeader()
+	for _, b := range []*testutil.Backend{b1, b2, b3} {
+		if b.Name == first {
+			seen = b.LastHeader()
 		}
 	}
 	if xff := seen.Get("X-Forwarded-For"); xff != "127.0.0.1" {
@@ -124,12 +92,12 @@ func TestAgentProxiesWithAffinityAndForwardedHeaders(t *testing.T) {
 }
 
 func TestAgentAdminEndpointsAndToken(t *testing.T) {
-	b1 := newBackend(t, "b1")
+	b1 := testutil.NewBackend(t, "b1")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "tether.json")
-	writeFile(t, cfg, configFor(catchAll, b1))
+	testutil.WriteFile(t, cfg, configFor(catchAll, b1))
 	tokenFile := filepath.Join(dir, "token")
-	writeFile(t, tokenFile, "s3cret\n")
+	testutil.WriteFile(t, tokenFile, "s3cret\n")
 	a := startAgent(t, cfg, nil, "--admin-token-file", tokenFile)
 	c := &http.Client{}
 
@@ -173,9 +141,9 @@ func TestAgentAdminEndpointsAndToken(t *testing.T) {
 }
 
 func TestAgentReloadsOnSIGHUPAndFileChangeKeepingOldOnError(t *testing.T) {
-	b1, b2 := newBackend(t, "b1"), newBackend(t, "b2")
+	b1, b2 := testutil.NewBackend(t, "b1"), testutil.NewBackend(t, "b2")
 	cfg := filepath.Join(t.TempDir(), "tether.json")
-	writeFile(t, cfg, configFor(`"a": { "ClusterId": "app", "Match": { "Path": "/a/{**rest}" } }`, b1))
+	testutil.WriteFile(t, cfg, configFor(`"a": { "ClusterId": "app", "Match": { "Path": "/a/{**rest}" } }`, b1))
 	a := startAgent(t, cfg, nil)
 	c := &http.Client{}
 	if s, _, _ := testutil.Get(t, c, a.proxyURL+"/b/x", nil); s != 404 {
@@ -183,7 +151,7 @@ func TestAgentReloadsOnSIGHUPAndFileChangeKeepingOldOnError(t *testing.T) {
 	}
 
 	// A file change reloads by itself.
-	writeFile(t, cfg, configFor(`"a": { "ClusterId": "app", "Match": { "Path": "/a/{**rest}" } },
+	testutil.WriteFile(t, cfg, configFor(`"a": { "ClusterId": "app", "Match": { "Path": "/a/{**rest}" } },
 	  "b": { "ClusterId": "app", "Match": { "Path": "/b/{**rest}" } }`, b1))
 	testutil.Eventually(t, 15*time.Second, "route /b after file change", func() bool {
 		s, _, _ := testutil.Get(t, c, a.proxyURL+"/b/x", nil)
@@ -191,7 +159,7 @@ func TestAgentReloadsOnSIGHUPAndFileChangeKeepingOldOnError(t *testing.T) {
 	})
 
 	// An invalid config is refused and the running one kept.
-	writeFile(t, cfg, `{ "ReverseProxy": { "Routes": { "a": { "ClusterId": "missing" } }, "Clusterz": {} } }`)
+	testutil.WriteFile(t, cfg, `{ "ReverseProxy": { "Routes": { "a": { "ClusterId": "missing" } }, "Clusterz": {} } }`)
 	a.Signal(syscall.SIGHUP)
 	testutil.Eventually(t, 15*time.Second, "rejected reload logged", func() bool {
 		return a.LogLine("config reload rejected; keeping the running configuration") != nil
@@ -201,7 +169,7 @@ func TestAgentReloadsOnSIGHUPAndFileChangeKeepingOldOnError(t *testing.T) {
 	}
 
 	// SIGHUP applies a valid change (destination swapped to b2).
-	writeFile(t, cfg, configFor(catchAll, b2))
+	testutil.WriteFile(t, cfg, configFor(catchAll, b2))
 	a.Signal(syscall.SIGHUP)
 	testutil.Eventually(t, 15*time.Second, "new destination after SIGHUP", func() bool {
 		_, h, _ := testutil.Get(t, c, a.proxyURL+"/z", nil)
@@ -212,9 +180,9 @@ func TestAgentReloadsOnSIGHUPAndFileChangeKeepingOldOnError(t *testing.T) {
 // TestAgentGracefulShutdownFinishesInFlight: SIGTERM stops accepting, the
 // in-flight request completes (also when a SIGHUP follows), exit code 0.
 func TestAgentGracefulShutdownFinishesInFlight(t *testing.T) {
-	b1 := newBackend(t, "b1")
+	b1 := testutil.NewBackend(t, "b1")
 	cfg := filepath.Join(t.TempDir(), "tether.json")
-	writeFile(t, cfg, configFor(catchAll, b1))
+	testutil.WriteFile(t, cfg, configFor(catchAll, b1))
 	a := startAgent(t, cfg, nil)
 
 	type result struct {
@@ -234,7 +202,7 @@ func TestAgentGracefulShutdownFinishesInFlight(t *testing.T) {
 		res <- result{status: resp.StatusCode, body: string(b), err: err}
 	}()
 	// Wait until the request is in flight at the backend.
-	testutil.Eventually(t, 10*time.Second, "request in flight", func() bool { return b1.lastHeader() != nil })
+	testutil.Eventually(t, 10*time.Second, "request in flight", func() bool { return b1.LastHeader() != nil })
 	a.Signal(syscall.SIGTERM)
 	// A config tool's SIGHUP during the stop must not cut it short.
 	a.Signal(syscall.SIGHUP)
@@ -258,9 +226,9 @@ func TestAgentGracefulShutdownFinishesInFlight(t *testing.T) {
 }
 
 func TestAgentReadsFlagsFromEnvironment(t *testing.T) {
-	b1 := newBackend(t, "b1")
+	b1 := testutil.NewBackend(t, "b1")
 	cfg := filepath.Join(t.TempDir(), "tether.json")
-	writeFile(t, cfg, configFor(catchAll, b1))
+	testutil.WriteFile(t, cfg, configFor(catchAll, b1))
 	p := start(t, []string{"TETHER_CONFIG=" + cfg, "TETHER_NODE_ID=from-env", "TETHER_DATA_DIR=" + t.TempDir(), "TETHER_ADMIN_ADDR=127.0.0.1:0"}, "agent")
 	testutil.Eventually(t, 60*time.Second, "node started", func() bool { return p.LogLine("node started") != nil })
 	if node := p.LogLine("node started")["node"]; node != "from-env" {
@@ -274,7 +242,7 @@ func TestAgentReadsFlagsFromEnvironment(t *testing.T) {
 
 func TestAgentRefusesBadConfigAtStart(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "bad.json")
-	writeFile(t, cfg, `{ "ReverseProxy": { "Clusters": { "c1": { "SessionAffinity": { "Enabled": true }, "Destinations": { "d1": { "Address": "http://127.0.0.1:1/" } } } } } }`)
+	testutil.WriteFile(t, cfg, `{ "ReverseProxy": { "Clusters": { "c1": { "SessionAffinity": { "Enabled": true }, "Destinations": { "d1": { "Address": "http://127.0.0.1:1/" } } } } } }`)
 	p := start(t, nil, "agent", "--config", cfg, "--data-dir", t.TempDir(), "--admin-addr", "127.0.0.1:0")
 	if code := p.Wait(60 * time.Second); code == 0 {
 		t.Fatal("agent started with a bad config")
@@ -287,7 +255,7 @@ func TestAgentRefusesBadConfigAtStart(t *testing.T) {
 func TestConfigValidateListsEveryErrorWithPath(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")
-	writeFile(t, bad, `{
+	testutil.WriteFile(t, bad, `{
 	  "ReverseProxy": {
 	    "Routes": { "r1": { "ClusterId": "nope", "Match": { "Path": "/{a" } } },
 	    "Clusters": { "c1": {
@@ -312,7 +280,7 @@ func TestConfigValidateListsEveryErrorWithPath(t *testing.T) {
 		}
 	}
 	good := filepath.Join(dir, "good.yaml")
-	writeFile(t, good, "ReverseProxy:\n  Routes:\n    all: { ClusterId: app, Match: { Path: '{**catch-all}' } }\n  Clusters:\n    app:\n      Destinations:\n        d1: { Address: 'http://127.0.0.1:9/' }\n")
+	testutil.WriteFile(t, good, "ReverseProxy:\n  Routes:\n    all: { ClusterId: app, Match: { Path: '{**catch-all}' } }\n  Clusters:\n    app:\n      Destinations:\n        d1: { Address: 'http://127.0.0.1:9/' }\n")
 	if out, err := exec.Command(tetherBin, "config", "validate", good).CombinedOutput(); err != nil {
 		t.Fatalf("validate refused a good YAML config: %v\n%s", err, out)
 	}

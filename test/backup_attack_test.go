@@ -71,7 +71,7 @@ func editSaved(t *testing.T, raw []byte, edit func(state map[string]any)) []byte
 // not authenticated by the cluster's secret, and nothing changes: the
 // destination takes sessions, no node answers the planted challenge.
 func TestSnapshotRestoreRefusesAFileEditedWithoutTheSecret(t *testing.T) {
-	b1 := newBackend(t, "b1")
+	b1 := testutil.NewBackend(t, "b1")
 	env := newClusterEnv(t, cookieConfig(b1))
 	n1 := env.startNode("bk-1", "")
 	testutil.Eventually(t, 30*time.Second, "bk-1 ready", func() bool {
@@ -142,7 +142,7 @@ func TestSnapshotRestoreRefusesAFileEditedWithoutTheSecret(t *testing.T) {
 // node of the three the revoked key stays revoked and its replacement
 // stays active, and the restore says which keys it kept revoked.
 func TestSnapshotRestoreNeverRevivesARevokedKey(t *testing.T) {
-	b1 := newBackend(t, "b1")
+	b1 := testutil.NewBackend(t, "b1")
 	env := newClusterEnv(t, cookieConfig(b1))
 	nodes := env.formNamed("rv-", 3)
 	keyring := func(a *clusterAgent) (active string, states map[string]string) {

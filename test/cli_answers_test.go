@@ -21,15 +21,15 @@ import (
 func TestClientOutputReadsAsText(t *testing.T) {
 	dir := t.TempDir()
 	cfg, secret := filepath.Join(dir, "tether.json"), filepath.Join(dir, "secret")
-	writeFile(t, cfg, `{"Listeners": [{"Address": "127.0.0.1:0"}], "ReverseProxy": {
+	testutil.WriteFile(t, cfg, `{"Listeners": [{"Address": "127.0.0.1:0"}], "ReverseProxy": {
 	  "Routes": {"all": {"ClusterId": "cluster1", "Match": {"Path": "{**catch-all}"}}},
 	  "Clusters": {"cluster1": {
 	    "SessionAffinity": {"Enabled": true, "Policy": "Cookie", "AffinityKeyName": ".T"},
-	    "Destinations": {"d1": {"Address": "`+newBackend(t, "d1").srv.URL+`"}}}}}}`)
-	writeFile(t, secret, "an-e2e-cluster-secret-0123456789abcdef")
+	    "Destinations": {"d1": {"Address": "`+testutil.NewBackend(t, "d1").URL()+`"}}}}}}`)
+	testutil.WriteFile(t, secret, "an-e2e-cluster-secret-0123456789abcdef")
 	os.Chmod(secret, 0o600)
-	gossip := freeAddr(t)
-	a := startAgent(t, cfg, nil, "--cluster-secret-file", secret, "--raft-addr", freeAddr(t), "--gossip-addr", gossip, "--no-access-log")
+	gossip := testutil.FreeAddr(t)
+	a := startAgent(t, cfg, nil, "--cluster-secret-file", secret, "--raft-addr", testutil.FreeAddr(t), "--gossip-addr", gossip, "--no-access-log")
 	defer func() { a.Signal(syscall.SIGTERM); a.Wait(30 * time.Second) }()
 	admin := []string{"--admin", a.adminURL}
 
@@ -39,7 +39,7 @@ func TestClientOutputReadsAsText(t *testing.T) {
 			t.Fatalf("exit %d:\n%s", code, out)
 		}
 		f := filepath.Join(t.TempDir(), "typo.json")
-		writeFile(t, f, `{"ReverseProxy": {"Routes": {"all": {"ClusterId": "clustr1", "Match": {"Path": "/"}}},
+		testutil.WriteFile(t, f, `{"ReverseProxy": {"Routes": {"all": {"ClusterId": "clustr1", "Match": {"Path": "/"}}},
 		  "Clusters": {"cluster1": {"Destinations": {"d1": {"Address": "http://127.0.0.1:9/"}}}}}}`)
 		if code, out := run(t, nil, "config", "validate", f); code == 0 || !strings.Contains(out, `ReverseProxy.Routes.all.ClusterId: no cluster named "clustr1"; did you mean cluster1?`) {
 			t.Fatalf("validate: exit %d:\n%s", code, out)
@@ -97,7 +97,7 @@ func TestClientOutputReadsAsText(t *testing.T) {
 	})
 	t.Run("an --admin that is no admin API says what --admin takes", func(t *testing.T) {
 		for _, tc := range []struct{ admin, want string }{
-			{"http://" + freeAddr(t), "nothing listens there (connection refused): is the agent running"},
+			{"http://" + testutil.FreeAddr(t), "nothing listens there (connection refused): is the agent running"},
 			{"http://" + gossip, "it does not answer HTTP (a gossip or Raft port?)"},
 			{a.proxyURL, "is it a proxy port?"},
 		} {

@@ -34,13 +34,13 @@ func run(t *testing.T, env []string, args ...string) (int, string) {
 func TestClientCommandsExplainThemselves(t *testing.T) {
 	dir := t.TempDir()
 	cfg, secret, token := filepath.Join(dir, "tether.json"), filepath.Join(dir, "secret"), filepath.Join(dir, "token")
-	writeFile(t, cfg, configFor(catchAll, newBackend(t, "app-1")))
-	writeFile(t, secret, "an-e2e-cluster-secret-0123456789abcdef")
-	writeFile(t, token, "s3cret-token\n")
+	testutil.WriteFile(t, cfg, configFor(catchAll, testutil.NewBackend(t, "app-1")))
+	testutil.WriteFile(t, secret, "an-e2e-cluster-secret-0123456789abcdef")
+	testutil.WriteFile(t, token, "s3cret-token\n")
 	os.Chmod(secret, 0o600)
 	os.Chmod(token, 0o600)
 	a := startAgent(t, cfg, nil, "--cluster-secret-file", secret, "--admin-token-file", token,
-		"--raft-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--no-access-log")
+		"--raft-addr", testutil.FreeAddr(t), "--gossip-addr", testutil.FreeAddr(t), "--no-access-log")
 	defer func() { a.Signal(syscall.SIGTERM); a.Wait(30 * time.Second) }()
 	admin := strings.TrimPrefix(a.adminURL, "http://")
 	withToken := []string{"--admin", a.adminURL, "--token-file", token}
@@ -88,7 +88,7 @@ func TestClientCommandsExplainThemselves(t *testing.T) {
 
 	// An agent whose --join names the admin port says so in its log.
 	j := start(t, nil, "agent", "--config", cfg, "--node-id", "joiner", "--data-dir", t.TempDir(), "--admin-addr", "127.0.0.1:0",
-		"--raft-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--cluster-secret-file", secret, "--no-access-log", "--join", admin)
+		"--raft-addr", testutil.FreeAddr(t), "--gossip-addr", testutil.FreeAddr(t), "--cluster-secret-file", secret, "--no-access-log", "--join", admin)
 	testutil.Eventually(t, 30*time.Second, "the joiner's log names gossip addresses", func() bool {
 		return strings.Contains(j.Stderr.String(), "--join and tether join take gossip addresses")
 	})
@@ -123,7 +123,7 @@ func TestClientCommandsExplainThemselves(t *testing.T) {
 func TestAgentDefaultDataDirIsAbsolute(t *testing.T) {
 	state, work := t.TempDir(), t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "tether.json")
-	writeFile(t, cfg, configFor(catchAll, newBackend(t, "b1")))
+	testutil.WriteFile(t, cfg, configFor(catchAll, testutil.NewBackend(t, "b1")))
 	cmd := exec.Command(tetherBin, "agent", "--config", cfg, "--node-id", "e2e", "--admin-addr", "127.0.0.1:0", "--no-access-log")
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state)

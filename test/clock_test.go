@@ -61,9 +61,9 @@ func TestClusterLeaderClockJumpsAheadAndBackRotationStillActivates(t *testing.T)
 	}
 	clocks := t.TempDir()
 	clockFile := func(id string) string { return filepath.Join(clocks, id+".clock") }
-	e := newClusterEnv(t, cookieConfig(newBackend(t, "b1"), newBackend(t, "b2")))
-	e.bin = bin
-	e.env = func(id string) []string { return []string{"TETHER_CHAOS_CLOCK_FILE=" + clockFile(id)} }
+	e := newClusterEnv(t, cookieConfig(testutil.NewBackend(t, "b1"), testutil.NewBackend(t, "b2")))
+	e.Bin = bin
+	e.Env = func(id string) []string { return []string{"TETHER_CHAOS_CLOCK_FILE=" + clockFile(id)} }
 	nodes := e.form(3)
 	var leader, follower *clusterAgent
 	testutil.Eventually(t, 20*time.Second, "a leader", func() bool {
@@ -78,7 +78,7 @@ func TestClusterLeaderClockJumpsAheadAndBackRotationStillActivates(t *testing.T)
 		return leader != nil && id != ""
 	})
 
-	writeFile(t, clockFile(leader.id), "2500h")
+	testutil.WriteFile(t, clockFile(leader.id), "2500h")
 	var during string
 	testutil.Eventually(t, 15*time.Second, "a rotation while the leader's clock is ahead", func() bool {
 		st, body := adminJSON(t, "POST", leader.adminURL+"/v1/keyring/rotate")
@@ -95,7 +95,7 @@ func TestClusterLeaderClockJumpsAheadAndBackRotationStillActivates(t *testing.T)
 		k, ok := keys[during]
 		return ok && rowTime(t, k, "activates").Before(rowTime(t, k, "created").Add(24*time.Hour))
 	})
-	writeFile(t, clockFile(leader.id), "0")
+	testutil.WriteFile(t, clockFile(leader.id), "0")
 
 	var after string
 	testutil.Eventually(t, 15*time.Second, "a rotation after the clock came back", func() bool {

@@ -27,63 +27,27 @@ type clusterAgent struct {
 	dataDir string
 }
 
-// clusterEnv is what every agent of a test cluster shares.
+// clusterEnv is a test cluster: what its agents share, and the agents
+// started, by id.
 type clusterEnv struct {
+	*testutil.Cluster
 	t      *testing.T
-	config string
-	secret string
 	agents map[string]*clusterAgent
-	ports  map[string][2]string
 	mu     sync.Mutex
-	// bin, when set, is the binary the agents run (else tetherBin); env,
-	// when set, gives each agent's extra environment.
-	bin string
-	env func(id string) []string
 }
 
-// freeAddr is a loopback address with a port free now.
-func freeAddr(t *testing.T) string { return testutil.FreeAddr(t) }
-
 func newClusterEnv(t *testing.T, config string) *clusterEnv {
-	dir := t.TempDir()
-	e := &clusterEnv{t: t, config: filepath.Join(dir, "tether.json"), secret: filepath.Join(dir, "secret"), agents: map[string]*clusterAgent{}, ports: map[string][2]string{}}
-	writeFile(t, e.config, config)
-	writeFile(t, e.secret, "an-e2e-cluster-secret-0123456789abcdef")
-	return e
+	c := testutil.NewCluster(t, tetherBin, config, "an-e2e-cluster-secret-0123456789abcdef")
+	return &clusterEnv{Cluster: c, t: t, agents: map[string]*clusterAgent{}}
 }
 
 // startNode runs `tether agent` as node id with the cluster's flags plus
 // extra, in dataDir ("" for a new one).
 func (e *clusterEnv) startNode(id, dataDir string, extra ...string) *clusterAgent {
 	e.t.Helper()
-	if dataDir == "" {
-		dataDir = e.t.TempDir()
-	}
-	// Each node keeps its Raft and gossip ports across restarts, as a
-	// deployment does.
-	e.mu.Lock()
-	ports, ok := e.ports[id]
-	if !ok {
-		ports = [2]string{freeAddr(e.t), freeAddr(e.t)}
-		e.ports[id] = ports
-	}
-	e.mu.Unlock()
-	args := append([]string{"agent", "--config", e.config, "--node-id", id, "--data-dir", dataDir,
-		"--admin-addr", "127.0.0.1:0", "--raft-addr", ports[0], "--gossip-addr", ports[1],
-		"--cluster-secret-file", e.secret, "--no-access-log"}, extra...)
-	bin, env := e.bin, []string(nil)
-	if bin == "" {
-		bin = tetherBin
-	}
-	if e.env != nil {
-		env = e.env(id)
-	}
-	p := testutil.Start(e.t, bin, env, args...)
-	started := p.WaitLogLine("node started", 60*time.Second)
-	a := &clusterAgent{agent: &agent{proc: p}, id: id, extra: extra, dataDir: dataDir}
-	a.proxyURL = "http://" + strings.Split(started["proxy"].(string), ",")[0]
-	a.adminURL = "http://" + started["admin"].(string)
-	a.gossip, _ = started["gossip"].(string)
+	ta := e.StartNode(id, dataDir, extra...)
+	a := &clusterAgent{agent: &agent{proc: ta.Proc, proxyURL: ta.ProxyURL, adminURL: ta.AdminURL},
+		id: id, gossip: ta.Gossip, extra: extra, dataDir: ta.DataDir}
 	e.mu.Lock()
 	e.agents[id] = a
 	e.mu.Unlock()
@@ -126,7 +90,7 @@ func adminJSON(t *testing.T, method, url string) (int, map[string]any) {
 	return resp.StatusCode, m
 }
 
-func cookieConfig(backends ...*backend) string {
+func cookieConfig(backends ...*testutil.Backend) string {
 	return strings.Replace(configFor(catchAll, backends...), `"Policy": "HashCookie"`, `"Policy": "Cookie"`, 1)
 }
 
@@ -135,7 +99,7 @@ func cookieConfig(backends ...*backend) string {
 // requests to random nodes: no request fails, none is redistributed (a
 // redistributed session would get a new cookie or another backend).
 func TestClusterRotatesKeysUnderLoadWithoutRedistributing(t *testing.T) {
-	b1, b2, b3 := newBackend(t, "b1"), newBackend(t, "b2"), newBackend(t, "b3")
+	b1, b2, b3 := testutil.NewBackend(t, "b1"), testutil.NewBackend(t, "b2"), testutil.NewBackend(t, "b3")
 	e := newClusterEnv(t, cookieConfig(b1, b2, b3))
 	nodes := e.form(3)
 
@@ -232,7 +196,7 @@ func TestClusterRotatesKeysUnderLoadWithoutRedistributing(t *testing.T) {
 func TestClusteredAgentRefusesToStartWithoutSecret(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "tether.json")
-	writeFile(t, cfg, configFor(catchAll, newBackend(t, "b1")))
+	testutil.WriteFile(t, cfg, configFor(catchAll, testutil.NewBackend(t, "b1")))
 	p := start(t, nil, "agent", "--config", cfg, "--data-dir", dir, "--join", "127.0.0.1:1", "--admin-addr", "127.0.0.1:0")
 	if code := p.Wait(30 * time.Second); code == 0 {
 		t.Fatal("agent with --join and no secret started")
@@ -246,7 +210,7 @@ func TestClusteredAgentRefusesToStartWithoutSecret(t *testing.T) {
 // TestClientCommandsAgainstACluster: members, status, destinations and
 // drain through the CLI, with tables and JSON.
 func TestClientCommandsAgainstACluster(t *testing.T) {
-	e := newClusterEnv(t, cookieConfig(newBackend(t, "b1"), newBackend(t, "b2")))
+	e := newClusterEnv(t, cookieConfig(testutil.NewBackend(t, "b1"), testutil.NewBackend(t, "b2")))
 	nodes := e.form(3)
 	run := func(args ...string) (int, string) {
 		p := start(t, nil, append(args, "--admin", nodes[1].adminURL)...)

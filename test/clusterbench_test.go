@@ -83,7 +83,7 @@ func TestClusterFigures(t *testing.T) {
 	if os.Getenv("TETHER_BENCH_CLUSTER") == "" {
 		t.Skip("set TETHER_BENCH_CLUSTER=1 (make bench-cluster) to measure the cluster figures")
 	}
-	e := newClusterEnv(t, cookieConfig(newBackend(t, "b1"), newBackend(t, "b2")))
+	e := newClusterEnv(t, cookieConfig(testutil.NewBackend(t, "b1"), testutil.NewBackend(t, "b2")))
 	e.form(3)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

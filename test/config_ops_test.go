@@ -38,7 +38,7 @@ func TestConfigValidateSaysWhatTheFileDoes(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			f := filepath.Join(dir, strings.ReplaceAll(tc.desc, " ", "-")+".json")
-			writeFile(t, f, tc.file)
+			testutil.WriteFile(t, f, tc.file)
 			out, err := exec.Command(tetherBin, "config", "validate", f).CombinedOutput()
 			code := 0
 			var ee *exec.ExitError
@@ -62,7 +62,7 @@ func TestConfigValidateSaysWhatTheFileDoes(t *testing.T) {
 func TestAgentWarnsAboutAReadableSecret(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "tether.json")
-	writeFile(t, cfg, configFor(catchAll, newBackend(t, "b1")))
+	testutil.WriteFile(t, cfg, configFor(catchAll, testutil.NewBackend(t, "b1")))
 	for _, tc := range []struct {
 		desc string
 		mode os.FileMode
@@ -73,11 +73,11 @@ func TestAgentWarnsAboutAReadableSecret(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			secret := filepath.Join(t.TempDir(), "secret")
-			writeFile(t, secret, "an-e2e-cluster-secret-0123456789abcdef")
+			testutil.WriteFile(t, secret, "an-e2e-cluster-secret-0123456789abcdef")
 			if err := os.Chmod(secret, tc.mode); err != nil {
 				t.Fatal(err)
 			}
-			a := startAgent(t, cfg, nil, "--cluster-secret-file", secret, "--raft-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--no-access-log")
+			a := startAgent(t, cfg, nil, "--cluster-secret-file", secret, "--raft-addr", testutil.FreeAddr(t), "--gossip-addr", testutil.FreeAddr(t), "--no-access-log")
 			line := a.LogLine("secret file is readable by group or others: chmod 600 it")
 			if (line != nil) != tc.warn {
 				t.Fatalf("warning %v, want %v:\n%s", line, tc.warn, a.Stderr.String())
@@ -95,9 +95,9 @@ func TestAgentWarnsAboutAReadableSecret(t *testing.T) {
 // share a config file; --listen (or TETHER_LISTEN) gives each its port.
 func TestAgentListenFlagReplacesTheFilesListeners(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "tether.json")
-	writeFile(t, cfg, strings.Replace(configFor(catchAll, newBackend(t, "b1")), `"127.0.0.1:0"`, `"127.0.0.1:1"`, 1)) // a port no node can bind
-	a1 := startAgent(t, cfg, nil, "--listen", freeAddr(t), "--no-access-log")
-	a2 := startAgent(t, cfg, []string{"TETHER_LISTEN=" + freeAddr(t)}, "--no-access-log")
+	testutil.WriteFile(t, cfg, strings.Replace(configFor(catchAll, testutil.NewBackend(t, "b1")), `"127.0.0.1:0"`, `"127.0.0.1:1"`, 1)) // a port no node can bind
+	a1 := startAgent(t, cfg, nil, "--listen", testutil.FreeAddr(t), "--no-access-log")
+	a2 := startAgent(t, cfg, []string{"TETHER_LISTEN=" + testutil.FreeAddr(t)}, "--no-access-log")
 	for _, a := range []*agent{a1, a2} {
 		if st, _, body := testutil.Get(t, http.DefaultClient, a.proxyURL+"/x", nil); st != 200 || body != "b1 /x" {
 			t.Fatalf("GET %s: %d %q", a.proxyURL, st, body)
@@ -111,11 +111,11 @@ func TestAgentListenFlagReplacesTheFilesListeners(t *testing.T) {
 func TestConfigFileMistakesNameTheFile(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")
-	writeFile(t, bad, "{\n  \"ReverseProxy\": {\n    \"Routes\": { \"a\": }\n  }\n}\n")
+	testutil.WriteFile(t, bad, "{\n  \"ReverseProxy\": {\n    \"Routes\": { \"a\": }\n  }\n}\n")
 	comma := filepath.Join(dir, "comma.json")
-	writeFile(t, comma, "{\n  \"Urls\": \"http://127.0.0.1:1\"\n  \"ReverseProxy\": {}\n}\n")
+	testutil.WriteFile(t, comma, "{\n  \"Urls\": \"http://127.0.0.1:1\"\n  \"ReverseProxy\": {}\n}\n")
 	badYAML := filepath.Join(dir, "bad.yaml")
-	writeFile(t, badYAML, "Urls: [\n")
+	testutil.WriteFile(t, badYAML, "Urls: [\n")
 	missing := filepath.Join(dir, "nosuch.json")
 	for _, tc := range []struct {
 		desc string

@@ -18,7 +18,7 @@ import (
 // killed without a chance to clean up does not block the next start.
 func TestASecondAgentOnALiveDataDirSaysItIsInUse(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "tether.json")
-	writeFile(t, cfg, configFor(catchAll, newBackend(t, "b1")))
+	testutil.WriteFile(t, cfg, configFor(catchAll, testutil.NewBackend(t, "b1")))
 	dir := t.TempDir()
 	agentOn := func() *proc {
 		return start(t, nil, "agent", "--config", cfg, "--node-id", "e2e", "--data-dir", dir, "--admin-addr", "127.0.0.1:0", "--no-access-log")

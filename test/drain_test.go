@@ -17,7 +17,7 @@ import (
 // destination. A live node that cannot apply it within 2 s (stopped here)
 // is named in the answer, and tether drain exits non-zero naming it.
 func TestDrainAnswersOnceEveryLiveNodeAppliedIt(t *testing.T) {
-	b1, b2 := newBackend(t, "b1"), newBackend(t, "b2")
+	b1, b2 := testutil.NewBackend(t, "b1"), testutil.NewBackend(t, "b2")
 	e := newClusterEnv(t, cookieConfig(b1, b2))
 	nodes := e.form(3)
 	var leader *clusterAgent

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -18,6 +19,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// Every test here builds tether with the race detector and runs it
+		// as processes: minutes, not the seconds -short stands for.
+		fmt.Println("test: end-to-end tests skipped under -short")
+		os.Exit(0)
+	}
 	var flags []string
 	if os.Getenv("TETHER_BENCH_CLUSTER") == "" {
 		flags = []string{"-race"} // figures are measured without the race detector's cost
@@ -58,9 +66,4 @@ func startAgent(t *testing.T, configPath string, env []string, extra ...string) 
 	a.proxyURL = "http://" + strings.Split(started["proxy"].(string), ",")[0]
 	a.adminURL = "http://" + started["admin"].(string)
 	return a
-}
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	testutil.WriteFile(t, path, content)
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,35 +15,10 @@ import (
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
-// probedBackend counts health probes and can fail them or die.
-type probedBackend struct {
-	name   string
-	srv    *httptest.Server
-	probes atomic.Int64
-	sick   atomic.Bool
-}
-
-func newProbedBackend(t *testing.T, name string) *probedBackend {
-	b := &probedBackend{name: name}
-	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" {
-			b.probes.Add(1)
-			if b.sick.Load() {
-				w.WriteHeader(http.StatusServiceUnavailable)
-			}
-			return
-		}
-		w.Header().Set("X-Demo-Backend", name)
-		fmt.Fprint(w, name)
-	}))
-	t.Cleanup(b.srv.Close)
-	return b
-}
-
-func healthConfig(fanout int, backends ...*probedBackend) string {
+func healthConfig(fanout int, backends ...*testutil.Backend) string {
 	var dests []string
 	for _, b := range backends {
-		dests = append(dests, fmt.Sprintf(`"%s": { "Address": "%s/" }`, b.name, b.srv.URL))
+		dests = append(dests, fmt.Sprintf(`"%s": { "Address": "%s/" }`, b.Name, b.URL()))
 	}
 	return fmt.Sprintf(`{
   "Listeners": [ { "Address": "127.0.0.1:0" } ],
@@ -77,7 +51,7 @@ func destRow(t *testing.T, a *clusterAgent, id string) map[string]any {
 // giving it new sessions; when it dies, its sessions move without a failed
 // request.
 func TestSharedHealthOneProberAllNodesAgree(t *testing.T) {
-	b1, b2, b3 := newProbedBackend(t, "b1"), newProbedBackend(t, "b2"), newProbedBackend(t, "b3")
+	b1, b2, b3 := testutil.NewBackend(t, "b1"), testutil.NewBackend(t, "b2"), testutil.NewBackend(t, "b3")
 	e := newClusterEnv(t, healthConfig(1, b1, b2, b3))
 	nodes := e.form(3)
 
@@ -96,10 +70,10 @@ func TestSharedHealthOneProberAllNodesAgree(t *testing.T) {
 		return true
 	})
 	// Probe load is one node's: over ~2 s at 200 ms, about 10 probes, not 30.
-	start := b2.probes.Load()
+	start := b2.Probes.Load()
 	t0 := time.Now()
 	time.Sleep(2 * time.Second) // a fixed measuring window, not a wait for a condition
-	rate := float64(b2.probes.Load()-start) / time.Since(t0).Seconds()
+	rate := float64(b2.Probes.Load()-start) / time.Since(t0).Seconds()
 	t.Logf("prober %s; b2 probe rate %.1f/s with fanout 1 (interval 200 ms)", prober, rate)
 	if rate > 8 {
 		t.Fatalf("b2 is probed %.1f times a second: more than one node probes it", rate)
@@ -117,7 +91,7 @@ func TestSharedHealthOneProberAllNodesAgree(t *testing.T) {
 		t.Fatal("no session landed on b2")
 	}
 
-	b2.sick.Store(true)
+	b2.Sick.Store(true)
 	testutil.Eventually(t, 10*time.Second, "every node sees b2 unhealthy cluster-wide", func() bool {
 		for _, n := range nodes {
 			if h, _ := destRow(t, n, "b2")["health"].(map[string]any); h["cluster"] != "unhealthy" {
@@ -134,7 +108,7 @@ func TestSharedHealthOneProberAllNodesAgree(t *testing.T) {
 	}
 
 	// b2 dies under load: no client request fails.
-	b2.sick.Store(false)
+	b2.Sick.Store(false)
 	var sent, failed atomic.Int64
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -172,7 +146,7 @@ func TestSharedHealthOneProberAllNodesAgree(t *testing.T) {
 	// b2 is serving at that instant is not cut here: the rule under test is
 	// about connections that fail before any byte was sent.
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-	b2.srv.Config.Shutdown(sctx)
+	b2.Server.Config.Shutdown(sctx)
 	scancel()
 	time.Sleep(2 * time.Second) // the load keeps running past the kill
 	close(stop)

@@ -36,13 +36,13 @@ func ready(t *testing.T, a *clusterAgent) bool {
 // process claimed its id. A member restarted on a new address, with or
 // without its state, is the same node moving: it keeps its id.
 func TestANodeStartedWithALiveNodesIDSaysItIsTaken(t *testing.T) {
-	e := newClusterEnv(t, cookieConfig(newBackend(t, "b1")))
+	e := newClusterEnv(t, cookieConfig(testutil.NewBackend(t, "b1")))
 	n1 := e.startNode("n1", "")
 	n2 := e.startNode("n2", "", "--join", n1.gossip)
 	testutil.Eventually(t, 60*time.Second, "n2 ready", func() bool { return ready(t, n2) })
 
-	dup := start(t, nil, "agent", "--config", e.config, "--node-id", "n2", "--data-dir", t.TempDir(), "--admin-addr", "127.0.0.1:0",
-		"--raft-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--cluster-secret-file", e.secret, "--no-access-log", "--join", n1.gossip)
+	dup := start(t, nil, "agent", "--config", e.Config, "--node-id", "n2", "--data-dir", t.TempDir(), "--admin-addr", "127.0.0.1:0",
+		"--raft-addr", testutil.FreeAddr(t), "--gossip-addr", testutil.FreeAddr(t), "--cluster-secret-file", e.Secret, "--no-access-log", "--join", n1.gossip)
 	code := dup.Wait(60 * time.Second)
 	out := dup.Stderr.String()
 	want := fmt.Sprintf(`node id "n2" is taken: a live node at %s`, n2.gossip)
@@ -79,9 +79,7 @@ func TestANodeStartedWithALiveNodesIDSaysItIsTaken(t *testing.T) {
 			if code := old.Wait(30 * time.Second); code != 0 {
 				t.Fatalf("n2 stop: exit %d", code)
 			}
-			e.mu.Lock()
-			delete(e.ports, "n2")
-			e.mu.Unlock()
+			e.ForgetAddrs("n2")
 			moved := e.startNode("n2", tc.dataDir, "--join", n1.gossip)
 			testutil.Eventually(t, 60*time.Second, "n2 alive at its new address on n1", func() bool {
 				select {

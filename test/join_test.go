@@ -18,11 +18,11 @@ import (
 func TestJoinAtARaftPortSaysItIsTheRaftPort(t *testing.T) {
 	dir := t.TempDir()
 	cfg, secret := filepath.Join(dir, "tether.json"), filepath.Join(dir, "secret")
-	writeFile(t, cfg, configFor(catchAll, newBackend(t, "b1")))
-	writeFile(t, secret, "an-e2e-cluster-secret-0123456789abcdef")
+	testutil.WriteFile(t, cfg, configFor(catchAll, testutil.NewBackend(t, "b1")))
+	testutil.WriteFile(t, secret, "an-e2e-cluster-secret-0123456789abcdef")
 	os.Chmod(secret, 0o600)
-	raft := freeAddr(t)
-	a := startAgent(t, cfg, nil, "--cluster-secret-file", secret, "--raft-addr", raft, "--gossip-addr", freeAddr(t), "--no-access-log")
+	raft := testutil.FreeAddr(t)
+	a := startAgent(t, cfg, nil, "--cluster-secret-file", secret, "--raft-addr", raft, "--gossip-addr", testutil.FreeAddr(t), "--no-access-log")
 	defer func() { a.Signal(syscall.SIGTERM); a.Wait(30 * time.Second) }()
 
 	code, out := run(t, nil, "join", raft, "--admin", a.adminURL)
@@ -33,7 +33,7 @@ func TestJoinAtARaftPortSaysItIsTheRaftPort(t *testing.T) {
 	}
 
 	j := start(t, nil, "agent", "--config", cfg, "--node-id", "joiner", "--data-dir", t.TempDir(), "--admin-addr", "127.0.0.1:0",
-		"--raft-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--cluster-secret-file", secret, "--no-access-log", "--join", raft)
+		"--raft-addr", testutil.FreeAddr(t), "--gossip-addr", testutil.FreeAddr(t), "--cluster-secret-file", secret, "--no-access-log", "--join", raft)
 	testutil.Eventually(t, 30*time.Second, "the joiner's log names the Raft port", func() bool {
 		s := j.Stderr.String()
 		return strings.Contains(s, raft) && strings.Contains(s, "Raft port") && strings.Contains(s, "gossip address")

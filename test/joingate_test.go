@@ -31,7 +31,7 @@ func refused(addr string) bool {
 // Restarted with its state it serves at once, with no leader reachable.
 // --serve-before-join (or TETHER_SERVE_BEFORE_JOIN) serves at start.
 func TestANodeThatNeverJoinedServesNothing(t *testing.T) {
-	b1, b2 := newBackend(t, "b1"), newBackend(t, "b2")
+	b1, b2 := testutil.NewBackend(t, "b1"), testutil.NewBackend(t, "b2")
 	e := newClusterEnv(t, cookieConfig(b1, b2))
 	a := e.startNode("a", "")
 	testutil.Eventually(t, 60*time.Second, "a ready", func() bool { return ready(t, a) })
@@ -42,11 +42,11 @@ func TestANodeThatNeverJoinedServesNothing(t *testing.T) {
 	}
 
 	other := filepath.Join(t.TempDir(), "other-secret")
-	writeFile(t, other, "another-cluster-secret-0123456789abcdef")
+	testutil.WriteFile(t, other, "another-cluster-secret-0123456789abcdef")
 	os.Chmod(other, 0o600)
 	wrongArgs := func(extra ...string) []string {
-		return append([]string{"agent", "--config", e.config, "--node-id", "w", "--data-dir", t.TempDir(), "--admin-addr", "127.0.0.1:0",
-			"--raft-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--cluster-secret-file", other, "--no-access-log", "--join", a.gossip}, extra...)
+		return append([]string{"agent", "--config", e.Config, "--node-id", "w", "--data-dir", t.TempDir(), "--admin-addr", "127.0.0.1:0",
+			"--raft-addr", testutil.FreeAddr(t), "--gossip-addr", testutil.FreeAddr(t), "--cluster-secret-file", other, "--no-access-log", "--join", a.gossip}, extra...)
 	}
 	w := start(t, nil, wrongArgs()...)
 	started := w.WaitLogLine("node started", 60*time.Second)

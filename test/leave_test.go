@@ -15,7 +15,7 @@ import (
 // why and what to do) and the node stays a voter; `tether leave --force`
 // exits 0 once the node is out of the Raft configuration.
 func TestLeaveCLIExitsZeroOnlyOnceOutOfRaft(t *testing.T) {
-	b1 := newBackend(t, "b1")
+	b1 := testutil.NewBackend(t, "b1")
 	e := newClusterEnv(t, cookieConfig(b1))
 	nodes := e.form(3)
 	target := nodes[2]
@@ -107,7 +107,7 @@ func TestLeaveCLIExitsZeroOnlyOnceTheRemovalIsCommitted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("forms a cluster and waits out a leave that cannot commit")
 	}
-	b1 := newBackend(t, "b1")
+	b1 := testutil.NewBackend(t, "b1")
 	e := newClusterEnv(t, cookieConfig(b1))
 	nodes := e.form(3)
 	var leader string

@@ -41,17 +41,17 @@ func linesWith(t *testing.T, p *proc, msg string, want map[string]any) []map[str
 func TestJoinRefusedForAnotherSecretIsAWarningThenAnError(t *testing.T) {
 	dir := t.TempDir()
 	cfg, secret, other := filepath.Join(dir, "tether.json"), filepath.Join(dir, "secret"), filepath.Join(dir, "other-secret")
-	writeFile(t, cfg, configFor(catchAll, newBackend(t, "b1")))
-	writeFile(t, secret, "an-e2e-cluster-secret-0123456789abcdef")
-	writeFile(t, other, "another-cluster-secret-0123456789abcdef")
+	testutil.WriteFile(t, cfg, configFor(catchAll, testutil.NewBackend(t, "b1")))
+	testutil.WriteFile(t, secret, "an-e2e-cluster-secret-0123456789abcdef")
+	testutil.WriteFile(t, other, "another-cluster-secret-0123456789abcdef")
 	os.Chmod(secret, 0o600)
 	os.Chmod(other, 0o600)
 	a := start(t, nil, "agent", "--config", cfg, "--node-id", "a", "--data-dir", t.TempDir(), "--admin-addr", "127.0.0.1:0",
-		"--raft-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--cluster-secret-file", secret, "--no-access-log")
+		"--raft-addr", testutil.FreeAddr(t), "--gossip-addr", testutil.FreeAddr(t), "--cluster-secret-file", secret, "--no-access-log")
 	gossip := a.WaitLogLine("node started", 60*time.Second)["gossip"].(string)
 
 	b := start(t, nil, "agent", "--config", cfg, "--node-id", "b", "--data-dir", t.TempDir(), "--admin-addr", "127.0.0.1:0",
-		"--raft-addr", freeAddr(t), "--gossip-addr", freeAddr(t), "--cluster-secret-file", other, "--no-access-log", "--join", gossip)
+		"--raft-addr", testutil.FreeAddr(t), "--gossip-addr", testutil.FreeAddr(t), "--cluster-secret-file", other, "--no-access-log", "--join", gossip)
 	const msg = "gossip: join failed, retrying"
 	testutil.Eventually(t, 30*time.Second, "the refused joins to be logged as an error", func() bool {
 		return len(linesWith(t, b, msg, map[string]any{"level": "ERROR"})) > 0
@@ -70,19 +70,19 @@ func TestJoinRefusedForAnotherSecretIsAWarningThenAnError(t *testing.T) {
 // TestDestinationHealthLogsAtItsLevel: a destination turning unhealthy is
 // a warning; healthy again is news (info).
 func TestDestinationHealthLogsAtItsLevel(t *testing.T) {
-	b1, b2 := newProbedBackend(t, "b1"), newProbedBackend(t, "b2")
+	b1, b2 := testutil.NewBackend(t, "b1"), testutil.NewBackend(t, "b2")
 	cfg := filepath.Join(t.TempDir(), "tether.json")
-	writeFile(t, cfg, healthConfig(1, b1, b2))
+	testutil.WriteFile(t, cfg, healthConfig(1, b1, b2))
 	a := startAgent(t, cfg, nil, "--no-access-log")
 	const msg = "destination health changed"
 	testutil.Eventually(t, 30*time.Second, "b1 healthy", func() bool {
 		return len(linesWith(t, a.proc, msg, map[string]any{"destination": "b1", "health": "healthy"})) > 0
 	})
-	b1.sick.Store(true)
+	b1.Sick.Store(true)
 	testutil.Eventually(t, 30*time.Second, "b1 unhealthy", func() bool {
 		return len(linesWith(t, a.proc, msg, map[string]any{"destination": "b1", "health": "unhealthy"})) > 0
 	})
-	b1.sick.Store(false)
+	b1.Sick.Store(false)
 	testutil.Eventually(t, 30*time.Second, "b1 healthy again", func() bool {
 		return len(linesWith(t, a.proc, msg, map[string]any{"destination": "b1", "health": "healthy"})) > 1
 	})
@@ -100,7 +100,7 @@ func TestDestinationHealthLogsAtItsLevel(t *testing.T) {
 // a node that lost its quorum says so once instead of once per election
 // round.
 func TestRestoreAndQuorumLossLogNoLibraryAlarms(t *testing.T) {
-	e := newClusterEnv(t, cookieConfig(newBackend(t, "b1")))
+	e := newClusterEnv(t, cookieConfig(testutil.NewBackend(t, "b1")))
 	nodes := e.form(3)
 	file := filepath.Join(t.TempDir(), "cluster.snapshot")
 	if code, out := run(t, nil, "snapshot", "save", file, "--admin", nodes[0].adminURL); code != 0 {

@@ -40,14 +40,14 @@ func logRecords(t *testing.T, who string, p *proc) []map[string]any {
 // peer and a restart are routine: no ERROR line, each key once on every
 // line, and the down peer's raft errors at most once per 30 s per node.
 func TestClusterLogsStayQuietAndParseable(t *testing.T) {
-	e := newClusterEnv(t, cookieConfig(newBackend(t, "b1")))
+	e := newClusterEnv(t, cookieConfig(testutil.NewBackend(t, "b1")))
 	nodes := e.form(3)
 	n3 := nodes[2]
 	n3.Signal(syscall.SIGTERM)
 	if code := n3.Wait(30 * time.Second); code != 0 {
 		t.Fatalf("n3 exit %d", code)
 	}
-	n3raft := e.ports["n3"][0]
+	n3raft := e.RaftAddr("n3")
 	peerLines := func() int {
 		n := 0
 		for _, a := range nodes[:2] {
@@ -104,9 +104,9 @@ func TestClusterLogsStayQuietAndParseable(t *testing.T) {
 // TestAgentLogsTextWhenAsked: --log-format text (or TETHER_LOG_FORMAT)
 // writes readable lines instead of JSON.
 func TestAgentLogsTextWhenAsked(t *testing.T) {
-	b := newBackend(t, "b1")
+	b := testutil.NewBackend(t, "b1")
 	cfg := t.TempDir() + "/tether.json"
-	writeFile(t, cfg, configFor(catchAll, b))
+	testutil.WriteFile(t, cfg, configFor(catchAll, b))
 	for _, tc := range []struct {
 		desc  string
 		env   []string

@@ -50,7 +50,7 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 // it, as with Consul or rqlite) and JSON lines when it is not.
 func TestAgentLogsTextOnATerminalAndJSONOtherwise(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "tether.json")
-	writeFile(t, cfg, configFor(catchAll, newBackend(t, "b1")))
+	testutil.WriteFile(t, cfg, configFor(catchAll, testutil.NewBackend(t, "b1")))
 	args := []string{"agent", "--config", cfg, "--node-id", "e2e", "--data-dir", t.TempDir(), "--admin-addr", "127.0.0.1:0", "--no-access-log"}
 
 	m, s := openPTY(t)

@@ -65,11 +65,11 @@ func (olderMember) MergeRemoteState([]byte, bool)   {}
 // upgrade); with every member on version 2, or with --raft-handshake-v1
 // refuse, it is refused and counted. Version 2 is answered throughout.
 func TestRaftHandshakeV1RefusedOnceEveryMemberSpeaksV2(t *testing.T) {
-	e := newClusterEnv(t, cookieConfig(newBackend(t, "b1")))
+	e := newClusterEnv(t, cookieConfig(testutil.NewBackend(t, "b1")))
 	n1 := e.form(1)[0]
-	secret, _ := os.ReadFile(e.secret)
+	secret, _ := os.ReadFile(e.Secret)
 	secret = []byte(strings.TrimSpace(string(secret)))
-	raft1 := e.ports["n1"][0]
+	raft1 := e.RaftAddr("n1")
 	if raftV1Proves(t, raft1, secret) {
 		t.Fatal("a version 1 peer completed the handshake although every member speaks version 2")
 	}
@@ -103,7 +103,7 @@ func TestRaftHandshakeV1RefusedOnceEveryMemberSpeaksV2(t *testing.T) {
 		_, m := adminJSON(t, "GET", n2.adminURL+"/v1/status")
 		return m["leader_id"] == "n1"
 	})
-	if raftV1Proves(t, e.ports["n2"][0], secret) {
+	if raftV1Proves(t, e.RaftAddr("n2"), secret) {
 		t.Error("--raft-handshake-v1 refuse accepted a version 1 peer")
 	}
 	if !raftV1Proves(t, raft1, secret) {
@@ -115,7 +115,7 @@ func TestRaftHandshakeV1RefusedOnceEveryMemberSpeaksV2(t *testing.T) {
 	older.Shutdown()
 	testutil.Eventually(t, 30*time.Second, "version 1 refused once the older member left", func() bool { return !raftV1Proves(t, raft1, secret) })
 
-	if code, out := runTether(t, "agent", "--config", e.config, "--raft-handshake-v1", "sometimes"); code == 0 || !strings.Contains(out, "--raft-handshake-v1") {
+	if code, out := runTether(t, "agent", "--config", e.Config, "--raft-handshake-v1", "sometimes"); code == 0 || !strings.Contains(out, "--raft-handshake-v1") {
 		t.Errorf("an unknown --raft-handshake-v1: exit %d: %s", code, out)
 	}
 }

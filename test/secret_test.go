@@ -158,13 +158,13 @@ func secretsOf(t *testing.T, a *clusterAgent) map[string]any {
 // and its key requests go unanswered, while the same requests with the new
 // secret are answered with keys that open only under the new one.
 func TestClusterSecretRotatesUnderLoadWithoutAFailedRequest(t *testing.T) {
-	b1, b2, b3 := newBackend(t, "b1"), newBackend(t, "b2"), newBackend(t, "b3")
+	b1, b2, b3 := testutil.NewBackend(t, "b1"), testutil.NewBackend(t, "b2"), testutil.NewBackend(t, "b3")
 	e := newClusterEnv(t, cookieConfig(b1, b2, b3))
 	nodes := e.form(3)
-	oldSecret, _ := os.ReadFile(e.secret)
+	oldSecret, _ := os.ReadFile(e.Secret)
 	newSecret := []byte("the-rotated-e2e-cluster-secret-fedcba9876543210")
 	newFile := filepath.Join(t.TempDir(), "new-secret")
-	writeFile(t, newFile, string(newSecret)+"\n")
+	testutil.WriteFile(t, newFile, string(newSecret)+"\n")
 	oldID, newID := secretID([]byte(strings.TrimSpace(string(oldSecret)))), secretID(newSecret)
 
 	type session struct{ cookie, backend string }
@@ -226,7 +226,7 @@ func TestClusterSecretRotatesUnderLoadWithoutAFailedRequest(t *testing.T) {
 			}
 		}()
 	}
-	for i, step := range []struct{ op, file string }{{"install", newFile}, {"use", newFile}, {"remove", e.secret}} {
+	for i, step := range []struct{ op, file string }{{"install", newFile}, {"use", newFile}, {"remove", e.Secret}} {
 		start := time.Now()
 		code, out := runTether(t, "secret", step.op, step.file, "--admin", nodes[i].adminURL)
 		t.Logf("tether secret %s via %s: exit %d in %s: %s", step.op, nodes[i].id, code, time.Since(start).Round(time.Millisecond), strings.SplitN(out, "\n", 2)[0])
@@ -282,7 +282,7 @@ func TestClusterSecretRotatesUnderLoadWithoutAFailedRequest(t *testing.T) {
 
 	// Raft: the old secret's proof is refused on every node, the new one's answered.
 	for _, a := range nodes {
-		raftAddr := e.ports[a.id][0]
+		raftAddr := e.RaftAddr(a.id)
 		if raftProves(t, raftAddr, oldSecret) {
 			t.Errorf("%s's Raft port accepted the old secret", a.id)
 		}
@@ -349,13 +349,13 @@ func TestSecretRotationWaitsForADownNodeAndItCatchesUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("restarts nodes of a three-node cluster several times")
 	}
-	e := newClusterEnv(t, cookieConfig(newBackend(t, "b1")))
+	e := newClusterEnv(t, cookieConfig(testutil.NewBackend(t, "b1")))
 	nodes := e.form(3)
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 	dir := t.TempDir()
 	secretB, secretC := filepath.Join(dir, "b"), filepath.Join(dir, "c")
-	writeFile(t, secretB, "second-cluster-secret-0123456789abcdef")
-	writeFile(t, secretC, "third-cluster-secret-0123456789abcdef")
+	testutil.WriteFile(t, secretB, "second-cluster-secret-0123456789abcdef")
+	testutil.WriteFile(t, secretC, "third-cluster-secret-0123456789abcdef")
 	idB, idC := secretID([]byte("second-cluster-secret-0123456789abcdef")), secretID([]byte("third-cluster-secret-0123456789abcdef"))
 
 	// stopNode stops a and waits until the others agree on a leader (it
@@ -375,9 +375,9 @@ func TestSecretRotationWaitsForADownNodeAndItCatchesUp(t *testing.T) {
 		})
 	}
 	restart := func(a *clusterAgent, secretFile string) *clusterAgent {
-		saved := e.secret
-		e.secret = secretFile
-		defer func() { e.secret = saved }()
+		saved := e.Secret
+		e.Secret = secretFile
+		defer func() { e.Secret = saved }()
 		b := e.startNode(a.id, a.dataDir, a.extra...)
 		return b
 	}
@@ -407,10 +407,10 @@ func TestSecretRotationWaitsForADownNodeAndItCatchesUp(t *testing.T) {
 	stopNode(n3, n1, n2)
 	tether(0, "secret", "install", secretB, "--admin", n1.adminURL)
 	tether(0, "secret", "use", secretB, "--admin", n2.adminURL)
-	if out := tether(1, "secret", "remove", e.secret, "--admin", n1.adminURL); !strings.Contains(out, "n3") || !strings.Contains(out, "down") {
+	if out := tether(1, "secret", "remove", e.Secret, "--admin", n1.adminURL); !strings.Contains(out, "n3") || !strings.Contains(out, "down") {
 		t.Fatalf("removal while n3 is down: %s", out)
 	}
-	n3 = restart(n3, e.secret) // the old file: it catches up from the log
+	n3 = restart(n3, e.Secret) // the old file: it catches up from the log
 	ready(n3)
 	testutil.Eventually(t, 30*time.Second, "n3 uses the new secret", func() bool {
 		rows, _ := secretsOf(t, n1)["secrets"].([]any)
@@ -421,9 +421,9 @@ func TestSecretRotationWaitsForADownNodeAndItCatchesUp(t *testing.T) {
 		}
 		return false
 	})
-	tether(0, "secret", "remove", e.secret, "--admin", n3.adminURL)
+	tether(0, "secret", "remove", e.Secret, "--admin", n3.adminURL)
 	stopNode(n3, n1, n2)
-	n3 = restart(n3, e.secret)
+	n3 = restart(n3, e.Secret)
 	ready(n3)
 	if !strings.Contains(n3.Stderr.String(), "--cluster-secret-file holds a secret the cluster removed") {
 		t.Error("n3 restarted with a removed secret in its file did not say so")
@@ -440,7 +440,7 @@ func TestSecretRotationWaitsForADownNodeAndItCatchesUp(t *testing.T) {
 	tether(0, "secret", "use", secretC, "--admin", n1.adminURL)
 	tether(1, "secret", "remove", secretB, "--admin", n1.adminURL)
 	tether(0, "secret", "remove", secretB, "--force", "--admin", n3.adminURL)
-	if !raftProves(t, e.ports["n1"][0], []byte("third-cluster-secret-0123456789abcdef")) || raftProves(t, e.ports["n1"][0], []byte("second-cluster-secret-0123456789abcdef")) {
+	if !raftProves(t, e.RaftAddr("n1"), []byte("third-cluster-secret-0123456789abcdef")) || raftProves(t, e.RaftAddr("n1"), []byte("second-cluster-secret-0123456789abcdef")) {
 		t.Fatal("after the forced removal n1 should accept only the third secret")
 	}
 	n2 = restart(n2, secretC)

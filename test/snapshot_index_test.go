@@ -22,7 +22,7 @@ import (
 // stops as at an entry it cannot apply, and reports the index of the
 // snapshot it restored, not the newest one's.
 func TestRestartFromAnOlderSnapshotReportsItsIndex(t *testing.T) {
-	b1 := newBackend(t, "b1")
+	b1 := testutil.NewBackend(t, "b1")
 	env := newClusterEnv(t, cookieConfig(b1))
 	a := env.startNode("ix-1", "")
 	testutil.Eventually(t, 30*time.Second, "ix-1 ready", func() bool {

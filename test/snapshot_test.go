@@ -41,7 +41,7 @@ func (e *clusterEnv) formNamed(prefix string, n int) []*clusterAgent {
 // old cluster then opens on every node of the new one. A corrupt or
 // foreign file is refused before anything changes.
 func TestSnapshotSaveAndRestoreIntoAnotherCluster(t *testing.T) {
-	b1, b2 := newBackend(t, "b1"), newBackend(t, "b2")
+	b1, b2 := testutil.NewBackend(t, "b1"), testutil.NewBackend(t, "b2")
 	old := newClusterEnv(t, cookieConfig(b1, b2))
 	n1 := old.startNode("old-1", "")
 	testutil.Eventually(t, 30*time.Second, "old-1 ready", func() bool {
@@ -67,7 +67,7 @@ func TestSnapshotSaveAndRestoreIntoAnotherCluster(t *testing.T) {
 
 	// A new cluster: other node ids, other addresses, the same secret.
 	fresh := newClusterEnv(t, cookieConfig(b1, b2))
-	writeFile(t, fresh.secret, "an-e2e-cluster-secret-0123456789abcdef")
+	testutil.WriteFile(t, fresh.Secret, "an-e2e-cluster-secret-0123456789abcdef")
 	nodes := fresh.formNamed("new-", 3)
 	opens := func(a *clusterAgent) bool {
 		req, _ := http.NewRequest("GET", a.proxyURL+"/", nil)
@@ -94,9 +94,9 @@ func TestSnapshotSaveAndRestoreIntoAnotherCluster(t *testing.T) {
 	} else {
 		bad[i] = 'A'
 	}
-	writeFile(t, corrupt, string(bad))
+	testutil.WriteFile(t, corrupt, string(bad))
 	notSnap := filepath.Join(t.TempDir(), "tether.json")
-	writeFile(t, notSnap, cookieConfig(b1))
+	testutil.WriteFile(t, notSnap, cookieConfig(b1))
 	follower := nodes[2]
 	for _, tc := range []struct {
 		desc, file string

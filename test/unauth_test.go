@@ -68,9 +68,9 @@ func metricSum(t *testing.T, a *clusterAgent, name string) (float64, bool) {
 // the log says so at most once per reason (not once per connection) and
 // the refusals are counted by reason.
 func TestUnauthenticatedRaftChurnLogsOncePerReason(t *testing.T) {
-	e := newClusterEnv(t, cookieConfig(newBackend(t, "b1")))
+	e := newClusterEnv(t, cookieConfig(testutil.NewBackend(t, "b1")))
 	n1 := e.form(1)[0]
-	raftAddr := e.ports["n1"][0]
+	raftAddr := e.RaftAddr("n1")
 	const each = 600
 	var refused atomic.Int64
 	var wg sync.WaitGroup
@@ -136,9 +136,9 @@ func isTimeout(err error) bool {
 // budget is read, the rest refused at once. The node's resident memory
 // stays within a few tens of MB.
 func TestUnauthenticatedGossipStreamsCannotGrowTheNode(t *testing.T) {
-	e := newClusterEnv(t, cookieConfig(newBackend(t, "b1")))
+	e := newClusterEnv(t, cookieConfig(testutil.NewBackend(t, "b1")))
 	n1 := e.form(1)[0]
-	gossipAddr := e.ports["n1"][1]
+	gossipAddr := e.GossipAddr("n1")
 	pid := n1.Cmd.Process.Pid
 	// The race detector's shadow memory triples what the heap holds.
 	limit := int64(64 << 20)

@@ -28,7 +28,7 @@ const typoConfig = `{
 
 func TestConfigValidateStrict(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "typo.json")
-	writeFile(t, path, typoConfig)
+	testutil.WriteFile(t, path, typoConfig)
 	const typo = "Limits.KeepAlvieTimeout: unknown key; did you mean KeepAliveTimeout?"
 	const info = "info: ConnectionStrings: not a tether, YARP or ASP.NET section"
 	for _, c := range []struct {
@@ -57,7 +57,7 @@ func TestConfigValidateStrict(t *testing.T) {
 
 func TestAgentStrictRefusesUnknownKeys(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "typo.json")
-	writeFile(t, path, typoConfig)
+	testutil.WriteFile(t, path, typoConfig)
 	p := start(t, nil, "agent", "--strict", "--config", path, "--node-id", "e2e", "--data-dir", t.TempDir(), "--admin-addr", "127.0.0.1:0")
 	if code := p.Wait(30 * time.Second); code == 0 {
 		t.Fatal("agent --strict started with an unknown key")
@@ -70,10 +70,10 @@ func TestAgentStrictRefusesUnknownKeys(t *testing.T) {
 // A YARP gateway's listeners come from Kestrel.Endpoints, or from
 // ASPNETCORE_URLS: the agent serves on them.
 func TestAgentListensOnKestrelEndpointsAndASPNETCOREURLS(t *testing.T) {
-	b := newBackend(t, "b1")
+	b := testutil.NewBackend(t, "b1")
 	rp := `"ReverseProxy": {
     "Routes": { "all": { "ClusterId": "app", "Match": { "Path": "{**catch-all}" } } },
-    "Clusters": { "app": { "Destinations": { "b1": { "Address": "` + b.srv.URL + `/" } } } } }`
+    "Clusters": { "app": { "Destinations": { "b1": { "Address": "` + b.URL() + `/" } } } } }`
 	for _, c := range []struct {
 		desc, config string
 		env          []string
@@ -83,7 +83,7 @@ func TestAgentListensOnKestrelEndpointsAndASPNETCOREURLS(t *testing.T) {
 	} {
 		t.Run(c.desc, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "appsettings.json")
-			writeFile(t, path, c.config)
+			testutil.WriteFile(t, path, c.config)
 			a := startAgent(t, path, c.env)
 			status, _, body := testutil.Get(t, http.DefaultClient, a.proxyURL+"/hello", nil)
 			if status != 200 || body != "b1 /hello" {
@@ -108,7 +108,7 @@ func TestASPNETBoilerplateLoadsWithoutAWarning(t *testing.T) {
   }
 }`
 	path := filepath.Join(t.TempDir(), "appsettings.json")
-	writeFile(t, path, appsettings)
+	testutil.WriteFile(t, path, appsettings)
 	a := startAgent(t, path, nil, "--no-access-log")
 	a.Signal(syscall.SIGHUP)
 	a.WaitLogLine("config reloaded", 30*time.Second)
@@ -121,7 +121,7 @@ func TestASPNETBoilerplateLoadsWithoutAWarning(t *testing.T) {
 	}
 
 	hosts := filepath.Join(t.TempDir(), "hosts.json")
-	writeFile(t, hosts, strings.Replace(appsettings, `"AllowedHosts": "*"`, `"AllowedHosts": "example.com"`, 1))
+	testutil.WriteFile(t, hosts, strings.Replace(appsettings, `"AllowedHosts": "*"`, `"AllowedHosts": "example.com"`, 1))
 	out, err := exec.Command(tetherBin, "config", "validate", hosts).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), `warning: AllowedHosts: "example.com" is not enforced by tether`) {
 		t.Fatalf("validate with AllowedHosts naming a host: %v\n%s", err, out)
@@ -151,7 +151,7 @@ func TestConfigValidateMinDataRates(t *testing.T) {
 	} {
 		t.Run(c.desc, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "appsettings.json")
-			writeFile(t, path, "{"+c.limits+", "+rp+"}")
+			testutil.WriteFile(t, path, "{"+c.limits+", "+rp+"}")
 			out, err := exec.Command(tetherBin, "config", "validate", path).CombinedOutput()
 			if (err == nil) != c.ok || !strings.Contains(string(out), c.want) {
 				t.Fatalf("exit error %v, want ok=%v and %q:\n%s", err, c.ok, c.want, out)

@@ -934,24 +934,17 @@ func (r *hreader) fail(what string) {
 	}
 }
 
-func (r *hreader) uvarint(what string) uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail(what)
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *hreader) uvarint(what string) uint64 { return readVarint(r, what, binary.Uvarint) }
 
-func (r *hreader) varint(what string) int64 {
+func (r *hreader) varint(what string) int64 { return readVarint(r, what, binary.Varint) }
+
+// readVarint reads one number with read (binary.Uvarint or binary.Varint);
+// 0 once the reader has failed.
+func readVarint[T uint64 | int64](r *hreader, what string, read func([]byte) (T, int)) T {
 	if r.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(r.b)
+	v, n := read(r.b)
 	if n <= 0 {
 		r.fail(what)
 		return 0

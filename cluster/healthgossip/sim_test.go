@@ -208,14 +208,11 @@ func simulateHealth(t *testing.T, n, numDests, changes int) {
 		for _, p := range ns[0].h.Probers(k.cluster, k.dest, fanout) {
 			byIDs(ns, p).h.Report(k.cluster, k.dest, want)
 		}
-		done := false
-		deadline := time.Now().Add(15 * time.Second)
-		for !done && time.Now().Before(deadline) {
+		done := testutil.Until(15*time.Second, func() bool {
 			tr.mu.Lock()
-			done = len(tr.at) == n
-			tr.mu.Unlock()
-			time.Sleep(5 * time.Millisecond)
-		}
+			defer tr.mu.Unlock()
+			return len(tr.at) == n
+		})
 		tr.mu.Lock()
 		if !done {
 			t.Fatalf("change %d (%v → %s): only %d of %d nodes agree after 15 s", i, k, want, len(tr.at), n)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // aspnetPayload is what ASP.NET's Protect(string) returned for "This is a
@@ -89,8 +91,8 @@ func TestKeyNeedingAMissingCertificateIsUnusableWithAClearError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, dir, "key-cert.xml", string(b))
-	writeFile(t, dir, "key-a.xml", keyXML(idA, t0, t0, t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(3)))
+	testutil.WriteFile(t, filepath.Join(dir, "key-cert.xml"), string(b))
+	testutil.WriteFile(t, filepath.Join(dir, "key-a.xml"), keyXML(idA, t0, t0, t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(3)))
 	r, err := Open(dir, Options{Now: func() time.Time { return t0 }})
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +142,7 @@ func TestWrongPFXPasswordIsAnError(t *testing.T) {
 
 func TestApplicationPutsDiscriminatorFirst(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "key-a.xml", keyXML(idA, t0, t0, t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(3)))
+	testutil.WriteFile(t, filepath.Join(dir, "key-a.xml"), keyXML(idA, t0, t0, t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(3)))
 	r, err := Open(dir, Options{Now: func() time.Time { return t0 }})
 	if err != nil {
 		t.Fatal(err)

@@ -82,13 +82,6 @@ func keyXML(id string, created, activated, expires time.Time, alg, validation st
 		alg, val, base64.StdEncoding.EncodeToString(master))
 }
 
-func writeFile(t *testing.T, dir, name, content string) {
-	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // clock is a settable test clock.
 type clock struct {
 	mu sync.Mutex

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 var t0 = time.Date(2026, 1, 10, 12, 0, 0, 0, time.UTC)
@@ -51,7 +53,7 @@ func TestEveryDescriptorAlgorithmRoundTrips(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
 			dir := t.TempDir()
-			writeFile(t, dir, "key-a.xml", keyXML(idA, t0, t0, t0.Add(90*24*time.Hour), c.alg, c.validation, mkey(7)))
+			testutil.WriteFile(t, filepath.Join(dir, "key-a.xml"), keyXML(idA, t0, t0, t0.Add(90*24*time.Hour), c.alg, c.validation, mkey(7)))
 			r, err := Open(dir, Options{Now: func() time.Time { return t0.Add(time.Hour) }})
 			if err != nil {
 				t.Fatal(err)
@@ -74,8 +76,8 @@ func TestEveryDescriptorAlgorithmRoundTrips(t *testing.T) {
 
 func TestUnsupportedAlgorithmMakesKeyUnusableNotRingUnreadable(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "key-a.xml", keyXML(idA, t0, t0, t0.Add(time.Hour), "DES_CBC", "HMACSHA256", mkey(1)))
-	writeFile(t, dir, "key-b.xml", keyXML(idB, t0, t0, t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(2)))
+	testutil.WriteFile(t, filepath.Join(dir, "key-a.xml"), keyXML(idA, t0, t0, t0.Add(time.Hour), "DES_CBC", "HMACSHA256", mkey(1)))
+	testutil.WriteFile(t, filepath.Join(dir, "key-b.xml"), keyXML(idB, t0, t0, t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(2)))
 	r, err := Open(dir, Options{Now: func() time.Time { return t0 }})
 	if err != nil {
 		t.Fatal(err)
@@ -103,10 +105,10 @@ func TestDefaultKeyIsLatestActivatedUsableUnrevokedUnexpired(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
 			dir := t.TempDir()
-			writeFile(t, dir, "key-a.xml", keyXML(idA, t0.Add(c.aAct), t0.Add(c.aAct), t0.Add(c.aExp), "AES_256_CBC", "HMACSHA256", mkey(1)))
-			writeFile(t, dir, "key-b.xml", keyXML(idB, t0.Add(c.bAct), t0.Add(c.bAct), t0.Add(c.bExp), "AES_256_CBC", "HMACSHA256", mkey(2)))
+			testutil.WriteFile(t, filepath.Join(dir, "key-a.xml"), keyXML(idA, t0.Add(c.aAct), t0.Add(c.aAct), t0.Add(c.aExp), "AES_256_CBC", "HMACSHA256", mkey(1)))
+			testutil.WriteFile(t, filepath.Join(dir, "key-b.xml"), keyXML(idB, t0.Add(c.bAct), t0.Add(c.bAct), t0.Add(c.bExp), "AES_256_CBC", "HMACSHA256", mkey(2)))
 			if c.revokeB {
-				writeFile(t, dir, "revocation-b.xml", `<revocation version="1"><revocationDate>2026-01-01T00:00:00Z</revocationDate><key id="`+idB+`" /><reason>test</reason></revocation>`)
+				testutil.WriteFile(t, filepath.Join(dir, "revocation-b.xml"), `<revocation version="1"><revocationDate>2026-01-01T00:00:00Z</revocationDate><key id="`+idB+`" /><reason>test</reason></revocation>`)
 			}
 			r, err := Open(dir, Options{Now: func() time.Time { return t0 }})
 			if err != nil {
@@ -130,7 +132,7 @@ func TestDefaultKeyIsLatestActivatedUsableUnrevokedUnexpired(t *testing.T) {
 func TestRevokedKeysNoLongerUnprotectExpiredOnesStillDo(t *testing.T) {
 	dir := t.TempDir()
 	c := &clock{t: t0}
-	writeFile(t, dir, "key-a.xml", keyXML(idA, t0.Add(-time.Hour), t0.Add(-time.Hour), t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(1)))
+	testutil.WriteFile(t, filepath.Join(dir, "key-a.xml"), keyXML(idA, t0.Add(-time.Hour), t0.Add(-time.Hour), t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(1)))
 	r, err := Open(dir, Options{Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +147,7 @@ func TestRevokedKeysNoLongerUnprotectExpiredOnesStillDo(t *testing.T) {
 		t.Fatalf("expired key: %v", err)
 	}
 	// A mass revocation of keys created before now.
-	writeFile(t, dir, "revocation-all.xml", `<revocation version="1"><revocationDate>`+c.Now().Format(time.RFC3339)+`</revocationDate><!-- All keys created before the revocation date are revoked. --><key id="*" /><reason>rotated</reason></revocation>`)
+	testutil.WriteFile(t, filepath.Join(dir, "revocation-all.xml"), `<revocation version="1"><revocationDate>`+c.Now().Format(time.RFC3339)+`</revocationDate><!-- All keys created before the revocation date are revoked. --><key id="*" /><reason>rotated</reason></revocation>`)
 	if err := r.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -156,8 +158,8 @@ func TestRevokedKeysNoLongerUnprotectExpiredOnesStillDo(t *testing.T) {
 
 func TestUnreadableRevocationFailsTheRead(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "key-a.xml", keyXML(idA, t0, t0, t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(1)))
-	writeFile(t, dir, "revocation-x.xml", `<revocation version="1"><key id="not-a-guid" /></revocation>`)
+	testutil.WriteFile(t, filepath.Join(dir, "key-a.xml"), keyXML(idA, t0, t0, t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(1)))
+	testutil.WriteFile(t, filepath.Join(dir, "revocation-x.xml"), `<revocation version="1"><key id="not-a-guid" /></revocation>`)
 	if _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), "revocation") {
 		t.Fatalf("err %v", err)
 	}
@@ -172,8 +174,8 @@ func TestOpenRefusesAnEmptyOrMissingDirectoryAndDuplicateKeys(t *testing.T) {
 	}
 	dir := t.TempDir()
 	k := keyXML(idA, t0, t0, t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(1))
-	writeFile(t, dir, "key-a.xml", k)
-	writeFile(t, dir, "key-a-copy.xml", k)
+	testutil.WriteFile(t, filepath.Join(dir, "key-a.xml"), k)
+	testutil.WriteFile(t, filepath.Join(dir, "key-a-copy.xml"), k)
 	if _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), "both") {
 		t.Fatalf("duplicate: %v", err)
 	}
@@ -181,8 +183,8 @@ func TestOpenRefusesAnEmptyOrMissingDirectoryAndDuplicateKeys(t *testing.T) {
 
 func TestUnknownKeyRereadsDirectoryAtMostOncePerMissRefresh(t *testing.T) {
 	dirA, dirB := t.TempDir(), t.TempDir()
-	writeFile(t, dirA, "key-a.xml", keyXML(idA, t0, t0, t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(1)))
-	writeFile(t, dirB, "key-b.xml", keyXML(idB, t0, t0, t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(2)))
+	testutil.WriteFile(t, filepath.Join(dirA, "key-a.xml"), keyXML(idA, t0, t0, t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(1)))
+	testutil.WriteFile(t, filepath.Join(dirB, "key-b.xml"), keyXML(idB, t0, t0, t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(2)))
 	c := &clock{t: t0.Add(time.Minute)}
 	ra, err := Open(dirA, Options{Now: c.Now, MissRefresh: 10 * time.Second})
 	if err != nil {
@@ -200,7 +202,7 @@ func TestUnknownKeyRereadsDirectoryAtMostOncePerMissRefresh(t *testing.T) {
 		t.Fatalf("unknown key: %v", err)
 	}
 	// The YARP fleet adds key B to the shared directory.
-	writeFile(t, dirA, "key-b.xml", keyXML(idB, t0, t0, t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(2)))
+	testutil.WriteFile(t, filepath.Join(dirA, "key-b.xml"), keyXML(idB, t0, t0, t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(2)))
 	if _, err := ra.Protector("p").Unprotect(data); err != ErrKeyNotFound {
 		t.Fatalf("re-read before MissRefresh: %v", err)
 	}
@@ -221,7 +223,7 @@ func TestKeyEncryptedToAnotherCertificateNamesBothThumbprints(t *testing.T) {
 func TestStaleRingPicksUpRevocationInTheBackground(t *testing.T) {
 	dir := t.TempDir()
 	c := &clock{t: t0}
-	writeFile(t, dir, "key-a.xml", keyXML(idA, t0.Add(-time.Hour), t0.Add(-time.Hour), t0.Add(24*time.Hour), "AES_256_CBC", "HMACSHA256", mkey(1)))
+	testutil.WriteFile(t, filepath.Join(dir, "key-a.xml"), keyXML(idA, t0.Add(-time.Hour), t0.Add(-time.Hour), t0.Add(24*time.Hour), "AES_256_CBC", "HMACSHA256", mkey(1)))
 	r, err := Open(dir, Options{Now: c.Now, Refresh: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -231,19 +233,12 @@ func TestStaleRingPicksUpRevocationInTheBackground(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, dir, "revocation-a.xml", `<revocation version="1"><revocationDate>2026-01-10T12:00:00Z</revocationDate><key id="`+idA+`" /></revocation>`)
+	testutil.WriteFile(t, filepath.Join(dir, "revocation-a.xml"), `<revocation version="1"><revocationDate>2026-01-10T12:00:00Z</revocationDate><key id="`+idA+`" /></revocation>`)
 	c.Add(2 * time.Minute)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testutil.Eventually(t, 5*time.Second, "the revocation to be read", func() bool {
 		_, err := p.Unprotect(data)
-		if err == ErrKeyRevoked {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("revocation not seen: %v", err)
-		}
-		time.Sleep(5 * time.Millisecond) // polling with a deadline for the background read
-	}
+		return err == ErrKeyRevoked
+	})
 	if r.DefaultKey() != nil {
 		t.Fatal("revoked key still default")
 	}
@@ -264,7 +259,7 @@ func TestManagedAndCNGDescriptorsRoundTrip(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
 			dir := t.TempDir()
-			writeFile(t, dir, "k.xml", `<key id="`+idA+`" version="1"><creationDate>2026-01-01T00:00:00Z</creationDate><activationDate>2026-01-01T00:00:00Z</activationDate><expirationDate>2027-01-01T00:00:00Z</expirationDate><descriptor deserializerType="`+c.deserializer+`"><descriptor>`+c.body+`<masterKey><value>`+mk+`</value></masterKey></descriptor></descriptor></key>`)
+			testutil.WriteFile(t, filepath.Join(dir, "k.xml"), `<key id="`+idA+`" version="1"><creationDate>2026-01-01T00:00:00Z</creationDate><activationDate>2026-01-01T00:00:00Z</activationDate><expirationDate>2027-01-01T00:00:00Z</expirationDate><descriptor deserializerType="`+c.deserializer+`"><descriptor>`+c.body+`<masterKey><value>`+mk+`</value></masterKey></descriptor></descriptor></key>`)
 			r, err := Open(dir, Options{Now: func() time.Time { return t0 }})
 			if err != nil {
 				t.Fatal(err)
@@ -286,7 +281,7 @@ func TestManagedAndCNGDescriptorsRoundTrip(t *testing.T) {
 
 func TestKeyFileWithByteOrderMarkReads(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "key-a.xml", "\ufeff"+keyXML(idA, t0, t0, t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(1)))
+	testutil.WriteFile(t, filepath.Join(dir, "key-a.xml"), "\ufeff"+keyXML(idA, t0, t0, t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(1)))
 	r, err := Open(dir, Options{Now: func() time.Time { return t0 }})
 	if err != nil {
 		t.Fatal(err)
@@ -299,7 +294,7 @@ func TestKeyFileWithByteOrderMarkReads(t *testing.T) {
 func TestOpenedPayloadsAreRememberedButRecheckedAgainstTheRing(t *testing.T) {
 	dir := t.TempDir()
 	c := &clock{t: t0}
-	writeFile(t, dir, "key-a.xml", keyXML(idA, t0.Add(-time.Hour), t0.Add(-time.Hour), t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(1)))
+	testutil.WriteFile(t, filepath.Join(dir, "key-a.xml"), keyXML(idA, t0.Add(-time.Hour), t0.Add(-time.Hour), t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(1)))
 	r, err := Open(dir, Options{Now: c.Now, MissRefresh: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -325,7 +320,7 @@ func TestOpenedPayloadsAreRememberedButRecheckedAgainstTheRing(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "key-a.xml")); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, dir, "key-b.xml", keyXML(idB, t0, t0, t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(2)))
+	testutil.WriteFile(t, filepath.Join(dir, "key-b.xml"), keyXML(idB, t0, t0, t0.Add(time.Hour), "AES_256_CBC", "HMACSHA256", mkey(2)))
 	c.Add(2 * time.Second)
 	if err := r.Reload(); err != nil {
 		t.Fatal(err)
@@ -337,7 +332,7 @@ func TestOpenedPayloadsAreRememberedButRecheckedAgainstTheRing(t *testing.T) {
 
 func TestConcurrentUnprotectAndReload(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "key-a.xml", keyXML(idA, t0, t0, t0.Add(time.Hour), "AES_256_GCM", "", mkey(1)))
+	testutil.WriteFile(t, filepath.Join(dir, "key-a.xml"), keyXML(idA, t0, t0, t0.Add(time.Hour), "AES_256_GCM", "", mkey(1)))
 	r, err := Open(dir, Options{Now: func() time.Time { return t0.Add(time.Minute) }})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tether-proxy/tether/proxy/config/tree"
 )
 
 // decoder maps the generic tree onto the config types by reflection, the way
@@ -54,7 +56,7 @@ func join(parent, key string) string {
 	return parent + "." + key
 }
 
-func (d *decoder) decode(path string, n *node, v reflect.Value) {
+func (d *decoder) decode(path string, n *tree.Node, v reflect.Value) {
 	switch v.Type() {
 	case unsupportedType:
 		v.Set(reflect.ValueOf(Unsupported{Set: true}))
@@ -64,7 +66,7 @@ func (d *decoder) decode(path string, n *node, v reflect.Value) {
 		v.Set(reflect.ValueOf(AppSection{Set: true}))
 		return
 	case tlsVersionsType:
-		if n.kind == kindNull {
+		if n.Kind == tree.Null {
 			return
 		}
 		tv, err := parseTLSVersions(n)
@@ -75,10 +77,10 @@ func (d *decoder) decode(path string, n *node, v reflect.Value) {
 		v.Set(reflect.ValueOf(tv))
 		return
 	case minDataRateType:
-		switch n.kind {
-		case kindNull:
+		switch n.Kind {
+		case tree.Null:
 			v.Set(reflect.ValueOf(MinDataRate{Set: true, Disabled: true}))
-		case kindObject:
+		case tree.Object:
 			var f minDataRateFields
 			d.decodeStruct(path, n, reflect.ValueOf(&f).Elem())
 			if f.BytesPerSecond == nil {
@@ -87,38 +89,38 @@ func (d *decoder) decode(path string, n *node, v reflect.Value) {
 			}
 			v.Set(reflect.ValueOf(MinDataRate{BytesPerSecond: *f.BytesPerSecond, GracePeriod: f.GracePeriod, Set: true}))
 		default:
-			d.errorf(path, "want an object {\"BytesPerSecond\": ..., \"GracePeriod\": ...} or null, got %s", n.describe())
+			d.errorf(path, "want an object {\"BytesPerSecond\": ..., \"GracePeriod\": ...} or null, got %s", n.Describe())
 		}
 		return
 	case wafPolicyType:
-		if n.kind == kindScalar {
-			d.wafPolicyName(path, n.text, v)
+		if n.Kind == tree.Scalar {
+			d.wafPolicyName(path, n.Text, v)
 			return
 		}
 	case durationType:
 		// Null and "" leave the key unset, like an absent key: the default
 		// applies. Anything else is Set, zero included.
-		if n.kind == kindNull || (n.kind == kindScalar && strings.TrimSpace(n.text) == "") {
+		if n.Kind == tree.Null || (n.Kind == tree.Scalar && strings.TrimSpace(n.Text) == "") {
 			return
 		}
-		if n.kind != kindScalar {
-			d.errorf(path, "want a duration, got %s", n.describe())
+		if n.Kind != tree.Scalar {
+			d.errorf(path, "want a duration, got %s", n.Describe())
 			return
 		}
-		dur, days, err := parseDuration(n.text)
+		dur, days, err := parseDuration(n.Text)
 		if err != nil {
 			d.errorf(path, "%v", err)
 			return
 		}
 		if days > 0 {
-			secs := strings.TrimLeft(strings.TrimSpace(n.text), "0")
+			secs := strings.TrimLeft(strings.TrimSpace(n.Text), "0")
 			d.warn(path, fmt.Sprintf("bare number %d read as %d %s, as .NET does; write %q or %q for seconds",
 				days, days, plural(days, "day", "days"), formatTimeSpan(time.Duration(days)*time.Second), secs+"s"))
 		}
 		v.Set(reflect.ValueOf(Duration{Duration: dur, Set: true}))
 		return
 	}
-	if n.kind == kindNull {
+	if n.Kind == tree.Null {
 		return // like .NET: an empty value leaves the default
 	}
 	switch v.Kind() {
@@ -132,41 +134,41 @@ func (d *decoder) decode(path string, n *node, v reflect.Value) {
 	case reflect.Map:
 		d.decodeMap(path, n, v)
 	case reflect.Slice:
-		if n.kind != kindList {
-			d.errorf(path, "want a list, got %s", n.describe())
+		if n.Kind != tree.List {
+			d.errorf(path, "want a list, got %s", n.Describe())
 			return
 		}
-		s := reflect.MakeSlice(v.Type(), len(n.vals), len(n.vals))
-		for i, e := range n.vals {
+		s := reflect.MakeSlice(v.Type(), len(n.Vals), len(n.Vals))
+		for i, e := range n.Vals {
 			d.decode(fmt.Sprintf("%s[%d]", path, i), e, s.Index(i))
 		}
 		v.Set(s)
 	case reflect.String:
-		if n.kind != kindScalar {
-			d.errorf(path, "want a string, got %s", n.describe())
+		if n.Kind != tree.Scalar {
+			d.errorf(path, "want a string, got %s", n.Describe())
 			return
 		}
-		v.SetString(n.text)
+		v.SetString(n.Text)
 	case reflect.Bool:
 		switch {
-		case n.kind == kindScalar && strings.EqualFold(strings.TrimSpace(n.text), "true"):
+		case n.Kind == tree.Scalar && strings.EqualFold(strings.TrimSpace(n.Text), "true"):
 			v.SetBool(true)
-		case n.kind == kindScalar && strings.EqualFold(strings.TrimSpace(n.text), "false"):
+		case n.Kind == tree.Scalar && strings.EqualFold(strings.TrimSpace(n.Text), "false"):
 			v.SetBool(false)
 		default:
-			d.errorf(path, "want true or false, got %s", n.describe())
+			d.errorf(path, "want true or false, got %s", n.Describe())
 		}
 	case reflect.Float64:
-		f, err := strconv.ParseFloat(strings.TrimSpace(n.text), 64)
-		if n.kind != kindScalar || err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-			d.errorf(path, "want a number, got %s", n.describe())
+		f, err := strconv.ParseFloat(strings.TrimSpace(n.Text), 64)
+		if n.Kind != tree.Scalar || err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			d.errorf(path, "want a number, got %s", n.Describe())
 			return
 		}
 		v.SetFloat(f)
 	case reflect.Int, reflect.Int64:
-		i, err := strconv.ParseInt(strings.TrimSpace(n.text), 10, v.Type().Bits())
-		if n.kind != kindScalar || err != nil {
-			d.errorf(path, "want an integer, got %s", n.describe())
+		i, err := strconv.ParseInt(strings.TrimSpace(n.Text), 10, v.Type().Bits())
+		if n.Kind != tree.Scalar || err != nil {
+			d.errorf(path, "want an integer, got %s", n.Describe())
 			return
 		}
 		v.SetInt(i)
@@ -177,10 +179,10 @@ func (d *decoder) decode(path string, n *node, v reflect.Value) {
 
 // checkDuplicates reports keys that differ only in case: .NET configuration
 // keys are case-insensitive, so such keys would silently collide.
-func (d *decoder) checkDuplicates(path string, n *node) map[int]bool {
-	seen := make(map[string]string, len(n.keys))
+func (d *decoder) checkDuplicates(path string, n *tree.Node) map[int]bool {
+	seen := make(map[string]string, len(n.Keys))
 	dup := map[int]bool{}
-	for i, k := range n.keys {
+	for i, k := range n.Keys {
 		lk := strings.ToLower(k)
 		if first, ok := seen[lk]; ok {
 			d.errorf(join(path, k), "duplicate key (same as %q; keys are case-insensitive)", first)
@@ -192,40 +194,40 @@ func (d *decoder) checkDuplicates(path string, n *node) map[int]bool {
 	return dup
 }
 
-func (d *decoder) decodeStruct(path string, n *node, v reflect.Value) {
-	if n.kind != kindObject {
-		d.errorf(path, "want an object, got %s", n.describe())
+func (d *decoder) decodeStruct(path string, n *tree.Node, v reflect.Value) {
+	if n.Kind != tree.Object {
+		d.errorf(path, "want an object, got %s", n.Describe())
 		return
 	}
 	dup := d.checkDuplicates(path, n)
 	t := v.Type()
-	for i, k := range n.keys {
+	for i, k := range n.Keys {
 		if dup[i] {
 			continue
 		}
 		f, ok := t.FieldByNameFunc(func(name string) bool { return strings.EqualFold(name, k) })
 		if !ok || !f.IsExported() || f.Anonymous {
-			d.unknownKey(path, k, n.vals[i], t)
+			d.unknownKey(path, k, n.Vals[i], t)
 			continue
 		}
-		d.decode(join(path, f.Name), n.vals[i], v.FieldByIndex(f.Index))
+		d.decode(join(path, f.Name), n.Vals[i], v.FieldByIndex(f.Index))
 	}
 }
 
-func (d *decoder) decodeMap(path string, n *node, v reflect.Value) {
-	if n.kind != kindObject {
-		d.errorf(path, "want an object, got %s", n.describe())
+func (d *decoder) decodeMap(path string, n *tree.Node, v reflect.Value) {
+	if n.Kind != tree.Object {
+		d.errorf(path, "want an object, got %s", n.Describe())
 		return
 	}
 	dup := d.checkDuplicates(path, n)
-	m := reflect.MakeMapWithSize(v.Type(), len(n.keys))
+	m := reflect.MakeMapWithSize(v.Type(), len(n.Keys))
 	et := v.Type().Elem()
-	for i, k := range n.keys {
+	for i, k := range n.Keys {
 		if dup[i] {
 			continue
 		}
 		e := reflect.New(et).Elem()
-		d.decode(join(path, k), n.vals[i], e)
+		d.decode(join(path, k), n.Vals[i], e)
 		if e.Kind() == reflect.Pointer && e.IsNil() {
 			e.Set(reflect.New(et.Elem())) // "id": null is an empty entry, never a nil one
 		}

@@ -27,6 +27,7 @@
 // would drop an affinity cookie; protocol.go reads the HTTP and TLS
 // versions to backends.
 //
-// Both formats are first read into one generic tree (tree.go) and then bound
-// by reflection (decode.go), so JSON and YAML obey exactly the same rules.
+// Both formats are first read into one generic tree (package tree) and
+// then bound by reflection (decode.go), so JSON and YAML obey exactly the
+// same rules.
 package config

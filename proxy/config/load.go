@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/tether-proxy/tether/proxy/config/tree"
 )
 
 // LoadOptions change how a configuration is read. The zero value is what
@@ -88,22 +90,22 @@ func Parse(data []byte, format string) (*Config, []string, error) {
 
 // ParseWith is Parse with options.
 func ParseWith(data []byte, format string, opts LoadOptions) (*Config, []string, error) {
-	tree, err := parseTree(data, format)
+	root, err := tree.Parse(data, format)
 	if se, ok := err.(*SyntaxError); ok {
 		if opts.file != "" {
-			return nil, nil, Errors{{Message: se.in(opts.file)}}
+			return nil, nil, Errors{{Message: se.In(opts.file)}}
 		}
 		return nil, nil, Errors{{Message: se.Error()}}
 	} else if err != nil {
 		return nil, nil, Errors{{Path: "$", Message: err.Error()}}
 	}
-	if tree.kind == kindNull {
-		tree = &node{kind: kindObject} // an empty YAML document is an empty config
+	if root.Kind == tree.Null {
+		root = &tree.Node{Kind: tree.Object} // an empty YAML document is an empty config
 	}
-	dropSchema(tree)
+	dropSchema(root)
 	var c Config
 	d := &decoder{strict: opts.Strict}
-	d.decode("", tree, reflect.ValueOf(&c).Elem())
+	d.decode("", root, reflect.ValueOf(&c).Elem())
 	if opts.Info != nil {
 		for _, m := range d.infos {
 			opts.Info(m)
@@ -138,14 +140,14 @@ func ParseWith(data []byte, format string, opts LoadOptions) (*Config, []string,
 
 // dropSchema removes a top-level "$schema" key, which editors such as VS
 // Code add to point at a JSON schema; it is not configuration.
-func dropSchema(n *node) {
-	if n.kind != kindObject {
+func dropSchema(n *tree.Node) {
+	if n.Kind != tree.Object {
 		return
 	}
-	for i := 0; i < len(n.keys); i++ {
-		if strings.EqualFold(n.keys[i], "$schema") {
-			n.keys = slices.Delete(n.keys, i, i+1)
-			n.vals = slices.Delete(n.vals, i, i+1)
+	for i := 0; i < len(n.Keys); i++ {
+		if strings.EqualFold(n.Keys[i], "$schema") {
+			n.Keys = slices.Delete(n.Keys, i, i+1)
+			n.Vals = slices.Delete(n.Vals, i, i+1)
 			i--
 		}
 	}

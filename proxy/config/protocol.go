@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"strings"
+
+	"github.com/tether-proxy/tether/proxy/config/tree"
 )
 
 // TLSVersions is .NET's SslProtocols: a list (["Tls12", "Tls13"]) or a
@@ -23,20 +25,20 @@ var tlsVersionNames = []struct {
 }{{"Tls", tls.VersionTLS10}, {"Tls11", tls.VersionTLS11}, {"Tls12", tls.VersionTLS12}, {"Tls13", tls.VersionTLS13}}
 
 // parseTLSVersions reads the names of n (a scalar or a list of scalars).
-func parseTLSVersions(n *node) (TLSVersions, error) {
+func parseTLSVersions(n *tree.Node) (TLSVersions, error) {
 	var names []string
-	switch n.kind {
-	case kindScalar:
-		names = strings.Split(n.text, ",")
-	case kindList:
-		for _, e := range n.vals {
-			if e.kind != kindScalar {
-				return TLSVersions{}, fmt.Errorf("want TLS version names, got %s", e.describe())
+	switch n.Kind {
+	case tree.Scalar:
+		names = strings.Split(n.Text, ",")
+	case tree.List:
+		for _, e := range n.Vals {
+			if e.Kind != tree.Scalar {
+				return TLSVersions{}, fmt.Errorf("want TLS version names, got %s", e.Describe())
 			}
-			names = append(names, strings.Split(e.text, ",")...)
+			names = append(names, strings.Split(e.Text, ",")...)
 		}
 	default:
-		return TLSVersions{}, fmt.Errorf("want a list of TLS versions, got %s", n.describe())
+		return TLSVersions{}, fmt.Errorf("want a list of TLS versions, got %s", n.Describe())
 	}
 	var have [4]bool
 	for _, name := range names {

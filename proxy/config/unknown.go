@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/tether-proxy/tether/proxy/config/tree"
 )
 
 // Unknown keys (docs/CONFIGURATION.md, "The configuration file"). A key that neither tether nor
@@ -25,7 +27,7 @@ import (
 // has "Authorization Policy": "Anonymous"): ignoring it changes nothing.
 
 // unknownKey reports key, found at path inside a value of struct type t.
-func (d *decoder) unknownKey(path, key string, val *node, t reflect.Type) {
+func (d *decoder) unknownKey(path, key string, val *tree.Node, t reflect.Type) {
 	at := join(path, key)
 	near, dist := nearestField(key, t)
 	if path == "" && (near == "" || dist > typoDistance(key)) {
@@ -58,12 +60,12 @@ var neutralValues = map[string][]string{
 
 // neutral reports whether val, given to a misspelling of key, means what
 // leaving key out means.
-func neutral(key string, val *node) bool {
-	if val == nil || val.kind != kindScalar {
+func neutral(key string, val *tree.Node) bool {
+	if val == nil || val.Kind != tree.Scalar {
 		return false
 	}
 	for _, n := range neutralValues[key] {
-		if strings.EqualFold(strings.TrimSpace(val.text), n) {
+		if strings.EqualFold(strings.TrimSpace(val.Text), n) {
 			return true
 		}
 	}

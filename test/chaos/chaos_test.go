@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // chaosConfig: three backends behind a Cookie affinity route; a value that
@@ -84,7 +86,7 @@ func TestChaos(t *testing.T) {
 
 	backends := map[string]string{}
 	for _, id := range destinations {
-		backends[id] = startBackend(t, id)
+		backends[id] = testutil.NewBackend(t, id).URL()
 	}
 	c := newCluster(t, bin, dir, func(listen string) string { return chaosConfig(backends, listen) })
 	t.Cleanup(func() {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,10 +45,13 @@ type proc struct {
 	stopping bool
 }
 
-func (p *proc) raftAddr() string   { return p.ip + ":" + p.raftPort }
+func (p *proc) raftAddr() string { return p.ip + ":" + p.raftPort }
+
 func (p *proc) gossipAddr() string { return p.ip + ":" + p.gossipPort }
-func (p *proc) adminURL() string   { return "http://" + p.adminAddr }
-func (p *proc) proxyURL() string   { return "http://" + p.proxyAddr }
+
+func (p *proc) adminURL() string { return "http://" + p.adminAddr }
+
+func (p *proc) proxyURL() string { return "http://" + p.proxyAddr }
 
 // cluster is the set of nodes plus the ground truth the checker needs:
 // which nodes are live (running, not paused, not cut off) and since when.
@@ -354,14 +356,4 @@ func httpPost(url string) (int, []byte) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, b
-}
-
-// startBackend serves one destination: it names itself in X-Demo-Backend.
-func startBackend(t *testing.T, name string) string {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Demo-Backend", name)
-		io.WriteString(w, name)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/proxy/frontdoor"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // The CRS test format (go-ftw's schema, the fields these tests use).
@@ -223,19 +224,17 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 // waitDone waits for trace's access line: the audit line, if any, is
 // written before it.
 func (li *logIndex) waitDone(trace string) ([]auditLine, bool) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var lines []auditLine
+	done := testutil.Until(10*time.Second, func() bool {
 		li.mu.Lock()
-		done, lines := li.access[trace], li.audit[trace]
-		li.mu.Unlock()
-		if done {
-			return lines, true
-		}
-		if time.Now().After(deadline) {
-			return nil, false
-		}
-		time.Sleep(2 * time.Millisecond)
+		defer li.mu.Unlock()
+		lines = li.audit[trace]
+		return li.access[trace]
+	})
+	if !done {
+		return nil, false
 	}
+	return lines, true
 }
 
 // reflectBackend answers as CRS's albedo backend does: POST /reflect

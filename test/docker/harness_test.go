@@ -35,10 +35,14 @@ func backendImage() string {
 	return "tether-demo-backend:dev"
 }
 
-// requireDocker skips unless TETHER_E2E_DOCKER is set, and fails when it is
-// set but the engine or the images are missing: CI must not pass silently.
+// requireDocker skips under -short or unless TETHER_E2E_DOCKER is set, and
+// fails when it is set but the engine or the images are missing: CI must
+// not pass silently.
 func requireDocker(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("Docker end-to-end test: not under -short")
+	}
 	if os.Getenv("TETHER_E2E_DOCKER") == "" {
 		t.Skip("Docker end-to-end test: set TETHER_E2E_DOCKER=1 (make e2e-docker builds the images and runs them)")
 	}

@@ -1,8 +1,10 @@
 // Package testutil holds the helpers tether's tests share across packages:
-// polling a condition with a deadline (tests never sleep to wait for
-// something), a goroutine-safe buffer for captured output, free loopback
-// addresses, atomic file writes, self-signed certificates (in memory or
-// as files), and raw TCP peers (a client without allocations, a backend
-// that misbehaves on the wire). It imports nothing of tether, so any
-// package's tests may use it without a cycle.
+// polling a condition with a deadline (Eventually, Until: tests never sleep
+// to wait for something), a goroutine-safe buffer for captured output, free
+// loopback addresses, atomic file writes, certificates (self-signed, in
+// memory or as files, or a CA with a certificate it signs), raw TCP peers (a
+// client without allocations, a backend that misbehaves on the wire), a
+// named backend that counts its health probes, and running the tether
+// binary: one process, or the agents of a multi-process cluster. It imports
+// nothing of tether, so any package's tests may use it without a cycle.
 package testutil

@@ -18,13 +18,22 @@ const Poll = 10 * time.Millisecond
 // description the wait needs, rather than through a local wrapper.
 func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !Until(within, cond) {
+		t.Fatalf("timed out after %v waiting for %s", within, what)
+	}
+}
+
+// Until polls cond until it holds or within passes, and reports whether it
+// held: Eventually for a caller that says itself what failed.
+func Until(within time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
+			return false
 		}
 		time.Sleep(Poll)
 	}
+	return true
 }
 
 // SyncBuffer is a bytes.Buffer safe for a writer goroutine (a process's

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 const wrkOut = `Running 3s test @ http://127.0.0.1:8080/hash/1k
@@ -422,13 +424,9 @@ func TestAlonePausesTheOthers(t *testing.T) {
 	targets := []*target{plain, ten, three}
 	waitState := func(tg *target, want byte) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for procState(t, tg.procs[0].pid()) != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: state %c, want %c", tg.name, procState(t, tg.procs[0].pid()), want)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testutil.Eventually(t, 5*time.Second, fmt.Sprintf("%s in state %c", tg.name, want), func() bool {
+			return procState(t, tg.procs[0].pid()) == want
+		})
 	}
 	ss := newSession()
 	alone(targets, plain, ss)

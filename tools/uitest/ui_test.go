@@ -36,10 +36,10 @@ func chromiumPath() string {
 	return ""
 }
 
-func uiConfig(backends ...*probedBackend) string {
+func uiConfig(backends ...*testutil.Backend) string {
 	var dests []string
 	for _, b := range backends {
-		dests = append(dests, fmt.Sprintf(`"%s": { "Address": "%s/" }`, b.name, b.srv.URL))
+		dests = append(dests, fmt.Sprintf(`"%s": { "Address": "%s/" }`, b.Name, b.URL()))
 	}
 	return fmt.Sprintf(`{
   "Listeners": [ { "Address": "127.0.0.1:0" } ],
@@ -87,31 +87,31 @@ func TestUIInARealBrowser(t *testing.T) {
 	}
 	began := time.Now()
 	const token = "ui-e2e-token-0123456789"
-	b1, b2, b3 := newProbedBackend(t, "b1"), newProbedBackend(t, "b2"), newProbedBackend(t, "b3")
-	e := newClusterEnv(t, uiConfig(b1, b2, b3))
+	b1, b2, b3 := testutil.NewBackend(t, "b1"), testutil.NewBackend(t, "b2"), testutil.NewBackend(t, "b3")
+	e := testutil.NewCluster(t, tetherBin, uiConfig(b1, b2, b3), "a-ui-test-cluster-secret-0123456789abcdef")
 	tokenFile := filepath.Join(t.TempDir(), "admin-token")
 	testutil.WriteFile(t, tokenFile, token+"\n")
 
 	// Fixed admin ports: the page's node comes back on its address.
-	var nodes []*clusterAgent
+	var nodes []*testutil.Agent
 	var join []string
 	for i := 1; i <= 3; i++ {
 		extra := []string{"--bootstrap-expect", "3", "--admin-addr", testutil.FreeAddr(t), "--admin-token-file", tokenFile}
 		if len(join) > 0 {
 			extra = append(extra, "--join", strings.Join(join, ","))
 		}
-		a := e.startNode(fmt.Sprintf("n%d", i), "", extra...)
-		join = append(join, a.gossip)
+		a := e.StartNode(fmt.Sprintf("n%d", i), "", extra...)
+		join = append(join, a.Gossip)
 		nodes = append(nodes, a)
 	}
-	leaderOf := func(a *clusterAgent) string {
-		_, st := tokenJSON(t, "GET", a.adminURL+"/v1/status", token)
+	leaderOf := func(a *testutil.Agent) string {
+		_, st := tokenJSON(t, "GET", a.AdminURL+"/v1/status", token)
 		id, _ := st["leader_id"].(string)
 		return id
 	}
 	for _, a := range nodes {
-		testutil.Eventually(t, 60*time.Second, a.id+" ready", func() bool {
-			st, _, _ := testutil.Get(t, http.DefaultClient, a.adminURL+"/readyz", nil)
+		testutil.Eventually(t, 60*time.Second, a.ID+" ready", func() bool {
+			st, _, _ := testutil.Get(t, http.DefaultClient, a.AdminURL+"/readyz", nil)
 			return st == 200
 		})
 	}
@@ -121,17 +121,17 @@ func TestUIInARealBrowser(t *testing.T) {
 		return leader != "" && leaderOf(nodes[1]) == leader && leaderOf(nodes[2]) == leader
 	})
 	// The page talks to a follower; the node killed later is the other one.
-	var page, victim *clusterAgent
+	var page, victim *testutil.Agent
 	for _, a := range nodes {
 		switch {
-		case a.id == leader:
+		case a.ID == leader:
 		case page == nil:
 			page = a
 		default:
 			victim = a
 		}
 	}
-	t.Logf("cluster up in %v: leader %s, page on %s, victim %s", time.Since(began).Round(time.Millisecond), leader, page.id, victim.id)
+	t.Logf("cluster up in %v: leader %s, page on %s, victim %s", time.Since(began).Round(time.Millisecond), leader, page.ID, victim.ID)
 
 	// The browser: one for the whole test, bounded; each step has its own
 	// deadline below.
@@ -165,7 +165,7 @@ func TestUIInARealBrowser(t *testing.T) {
 			_, err := cdp.Call(ctx, tg, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: zone})
 			return err
 		}),
-		chromedp.Navigate(page.adminURL+"/ui/"),
+		chromedp.Navigate(page.AdminURL+"/ui/"),
 	); err != nil {
 		t.Fatalf("opening the page in %s: %v", browser, err)
 	}
@@ -213,11 +213,11 @@ func TestUIInARealBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#token-input")),
 		chromedp.SendKeys(chromedp.CSS("#token-input"), token+kb.Enter),
 	)
-	until("live on "+page.id, 30*time.Second, fmt.Sprintf(`document.querySelector('#conn').dataset.state === 'live' && document.querySelector('#conn').dataset.node === %q`, page.id))
+	until("live on "+page.ID, 30*time.Second, fmt.Sprintf(`document.querySelector('#conn').dataset.state === 'live' && document.querySelector('#conn').dataset.node === %q`, page.ID))
 	if got := eval(`document.cookie + '|' + sessionStorage.getItem('tether.adminToken')`); got != "|"+token {
 		t.Fatalf("cookies|sessionStorage = %q, want no cookie and the token in sessionStorage", got)
 	}
-	if txt := eval(`document.querySelector('#conn-text').textContent`); !strings.Contains(txt, "connected to "+page.id) {
+	if txt := eval(`document.querySelector('#conn-text').textContent`); !strings.Contains(txt, "connected to "+page.ID) {
 		t.Fatalf("the page does not say which node it is connected to: %q", txt)
 	}
 
@@ -229,7 +229,7 @@ func TestUIInARealBrowser(t *testing.T) {
 		    document.querySelector('#leader').textContent === %q; })()`, leader, leader))
 
 	// 3. Times in the viewer's zone.
-	_, ring := tokenJSON(t, "GET", page.adminURL+"/v1/keyring", token)
+	_, ring := tokenJSON(t, "GET", page.AdminURL+"/v1/keyring", token)
 	first, _ := ring["active_key_id"].(string)
 	created, _ := time.Parse(time.RFC3339Nano, ringKey(ring, first)["created"].(string))
 	until("the key's creation in "+zone, 20*time.Second, fmt.Sprintf(
@@ -238,10 +238,10 @@ func TestUIInARealBrowser(t *testing.T) {
 
 	// 4. Traffic: the figures follow the stats events; every backend takes
 	// new sessions; a session sealed to b1 is kept for the drain check.
-	newSession := func(a *clusterAgent) (backend, cookie string) {
-		st, hdr, _ := testutil.Get(t, http.DefaultClient, a.proxyURL+"/", nil)
+	newSession := func(a *testutil.Agent) (backend, cookie string) {
+		st, hdr, _ := testutil.Get(t, http.DefaultClient, a.ProxyURL+"/", nil)
 		if st != 200 {
-			t.Fatalf("new session through %s: %d", a.id, st)
+			t.Fatalf("new session through %s: %d", a.ID, st)
 		}
 		return hdr.Get("X-Demo-Backend"), strings.Split(hdr.Get("Set-Cookie"), ";")[0]
 	}
@@ -278,16 +278,16 @@ func TestUIInARealBrowser(t *testing.T) {
 	until("the new key active on the page", 40*time.Second, fmt.Sprintf(
 		`document.querySelector('#keys tr[data-key="%s"]')?.dataset.state === 'active' &&
 		 document.querySelector('#keys tr[data-key="%s"]')?.dataset.state === 'inactive'`, rotated, first))
-	if _, r := tokenJSON(t, "GET", victim.adminURL+"/v1/keyring", token); r["active_key_id"] != rotated {
+	if _, r := tokenJSON(t, "GET", victim.AdminURL+"/v1/keyring", token); r["active_key_id"] != rotated {
 		// Every node applies the activation; the victim's view lags at most a moment.
-		testutil.Eventually(t, 20*time.Second, "the new key active on "+victim.id, func() bool {
-			_, r := tokenJSON(t, "GET", victim.adminURL+"/v1/keyring", token)
+		testutil.Eventually(t, 20*time.Second, "the new key active on "+victim.ID, func() bool {
+			_, r := tokenJSON(t, "GET", victim.AdminURL+"/v1/keyring", token)
 			return r["active_key_id"] == rotated
 		})
 	}
 
 	// 6. A health flip shows, told by text.
-	b3.sick.Store(true)
+	b3.Sick.Store(true)
 	until("b3 unhealthy cluster-wide on the page", 30*time.Second,
 		`document.querySelector('tr[data-dest="b3"] td[data-label="Cluster health"] .state')?.textContent === 'unhealthy' &&
 		 !!document.querySelector('#events li[data-type="health"][data-id="b3"][data-state="unhealthy"]')`)
@@ -304,8 +304,8 @@ func TestUIInARealBrowser(t *testing.T) {
 		 document.querySelector('tr[data-dest="b1"] td[data-label="Draining"]').textContent.includes('until') &&
 		 !!document.querySelector('#events li[data-type="drain"][data-state="draining"]')`)
 	for _, a := range nodes {
-		testutil.Eventually(t, 20*time.Second, "b1 draining on "+a.id, func() bool {
-			_, d := tokenJSON(t, "GET", a.adminURL+"/v1/clusters/app/destinations", token)
+		testutil.Eventually(t, 20*time.Second, "b1 draining on "+a.ID, func() bool {
+			_, d := tokenJSON(t, "GET", a.AdminURL+"/v1/clusters/app/destinations", token)
 			ds, _ := d["destinations"].([]any)
 			for _, x := range ds {
 				if x := x.(map[string]any); x["id"] == "b1" {
@@ -317,19 +317,19 @@ func TestUIInARealBrowser(t *testing.T) {
 	}
 	for i := 0; i < 30; i++ {
 		if b, _ := newSession(nodes[i%3]); b == "b1" {
-			t.Fatalf("new session %d went to the draining b1 through %s", i, nodes[i%3].id)
+			t.Fatalf("new session %d went to the draining b1 through %s", i, nodes[i%3].ID)
 		}
 	}
 	for _, a := range nodes {
-		if _, hdr, _ := testutil.Get(t, http.DefaultClient, a.proxyURL+"/", map[string]string{"Cookie": b1Cookie}); hdr.Get("X-Demo-Backend") != "b1" {
-			t.Fatalf("b1's existing session moved to %q through %s during the drain", hdr.Get("X-Demo-Backend"), a.id)
+		if _, hdr, _ := testutil.Get(t, http.DefaultClient, a.ProxyURL+"/", map[string]string{"Cookie": b1Cookie}); hdr.Get("X-Demo-Backend") != "b1" {
+			t.Fatalf("b1's existing session moved to %q through %s during the drain", hdr.Get("X-Demo-Backend"), a.ID)
 		}
 	}
 
 	// The indexes move without a change event (stats carry them).
 	testutil.Eventually(t, 20*time.Second, "the page's applied and durable indexes those of the API", func() bool {
-		_, st := tokenJSON(t, "GET", page.adminURL+"/v1/status", token)
-		_, ms := tokenJSON(t, "GET", page.adminURL+"/v1/members", token)
+		_, st := tokenJSON(t, "GET", page.AdminURL+"/v1/status", token)
+		_, ms := tokenJSON(t, "GET", page.AdminURL+"/v1/members", token)
 		want := fmt.Sprintf("%v", st["applied_index"])
 		for _, m := range ms["members"].([]any) {
 			want += fmt.Sprintf(" %v", m.(map[string]any)["durable_index"])
@@ -385,17 +385,17 @@ func TestUIInARealBrowser(t *testing.T) {
 	boot := eval(`document.querySelector('#conn').dataset.boot`)
 	page.Signal(syscall.SIGTERM)
 	if code := page.Wait(30 * time.Second); code != 0 {
-		t.Fatalf("%s exited %d on SIGTERM", page.id, code)
+		t.Fatalf("%s exited %d on SIGTERM", page.ID, code)
 	}
-	until("reconnecting while "+page.id+" is down", 20*time.Second, `document.querySelector('#conn').dataset.state === 'reconnecting'`)
-	page = e.startNode(page.id, page.dataDir, page.extra...)
-	until("live again on the restarted "+page.id, 60*time.Second, fmt.Sprintf(
+	until("reconnecting while "+page.ID+" is down", 20*time.Second, `document.querySelector('#conn').dataset.state === 'reconnecting'`)
+	page = e.StartNode(page.ID, page.DataDir, page.Extra...)
+	until("live again on the restarted "+page.ID, 60*time.Second, fmt.Sprintf(
 		`document.querySelector('#conn').dataset.state === 'live' && document.querySelector('#conn').dataset.boot !== %q && document.querySelector('#conn').dataset.node === %q &&
-		 !document.querySelector('#token-dialog').open`, boot, page.id)) // the token was asked for once
+		 !document.querySelector('#token-dialog').open`, boot, page.ID)) // the token was asked for once
 	// The table may still show the rows from before the restart: the
 	// page's node itself must see the three alive before the kill below.
-	testutil.Eventually(t, 40*time.Second, page.id+" sees three alive members after its restart", func() bool {
-		_, body := tokenJSON(t, "GET", page.adminURL+"/v1/members", token)
+	testutil.Eventually(t, 40*time.Second, page.ID+" sees three alive members after its restart", func() bool {
+		_, body := tokenJSON(t, "GET", page.AdminURL+"/v1/members", token)
 		ms, _ := body["members"].([]any)
 		alive := 0
 		for _, m := range ms {
@@ -415,13 +415,13 @@ func TestUIInARealBrowser(t *testing.T) {
 	if err := victim.Cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	until(victim.id+" suspect", 30*time.Second, fmt.Sprintf(
-		`%s?.dataset.state === 'suspect' || !!document.querySelector('#events li[data-type="member"][data-id="%s"][data-state="suspect"]')`, member(victim.id), victim.id))
+	until(victim.ID+" suspect", 30*time.Second, fmt.Sprintf(
+		`%s?.dataset.state === 'suspect' || !!document.querySelector('#events li[data-type="member"][data-id="%s"][data-state="suspect"]')`, member(victim.ID), victim.ID))
 	suspectAfter := time.Since(killed)
-	until(victim.id+" dead", 40*time.Second, fmt.Sprintf(`%s?.dataset.state === 'dead'`, member(victim.id)))
+	until(victim.ID+" dead", 40*time.Second, fmt.Sprintf(`%s?.dataset.state === 'dead'`, member(victim.ID)))
 	t.Logf("%s killed: suspect on the page after %v, dead after %v; test ran %v",
-		victim.id, suspectAfter.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
-	if txt := eval(fmt.Sprintf(`%s.querySelector('td[data-label="Gossip"]').textContent`, member(victim.id))); !strings.Contains(txt, "dead") {
+		victim.ID, suspectAfter.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
+	if txt := eval(fmt.Sprintf(`%s.querySelector('td[data-label="Gossip"]').textContent`, member(victim.ID))); !strings.Contains(txt, "dead") {
 		t.Fatalf("the dead member's state is not told in text: %q", txt)
 	}
 

@@ -1,4 +1,4 @@
-package store
+package raftlog
 
 import (
 	"context"
@@ -46,8 +46,10 @@ type raftLogState struct {
 
 var _ hclog.Logger = (*raftLogger)(nil)
 
-func newRaftLogger(l *slog.Logger, name string) hclog.Logger {
-	return &raftLogger{l: l, name: name, limit: logging.NewRepeats(peerErrorEvery, time.Now), st: &raftLogState{}}
+// New is raft's logger for module name (raft, raft-net, raft-snap), logging
+// into l. snapIndex is the newest local snapshot's index (nil: unknown).
+func New(l *slog.Logger, name string, snapIndex func() uint64) hclog.Logger {
+	return &raftLogger{l: l, name: name, limit: logging.NewRepeats(peerErrorEvery, time.Now), st: &raftLogState{snapIndex: snapIndex}}
 }
 
 // peerErrorEvery is how often a down peer's replication or heartbeat error
@@ -122,13 +124,14 @@ func operatorLevel(module, msg string, lv slog.Level, args []any) (slog.Level, b
 		// A node waiting to be added has no configuration yet: the node
 		// says it waits to be added.
 		return slog.LevelDebug, false
-	case msg == "failed to take snapshot" && (errors.Is(err, raft.ErrNothingNewToSnapshot) || snapshotNotYet(err)):
+	case msg == "failed to take snapshot" && (errors.Is(err, raft.ErrNothingNewToSnapshot) || SnapshotNotYet(err)):
 		// Every restart and every quiet snapshot interval: nothing to do;
 		// or a joining node that has not applied its configuration yet.
 		return slog.LevelDebug, false
 	case strings.HasPrefix(msg, "failed to decode incoming command") || msg == "failed to flush response" || msg == "failed to accept connection":
-		// A peer (or this node) closing its connection on a clean stop.
-		if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		// A peer (or this node) closing its connection on a clean stop, or
+		// this node's transport shutting down under a connection it serves.
+		if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, raft.ErrTransportShutdown) ||
 			(err != nil && strings.Contains(err.Error(), "use of closed network connection")) {
 			return slog.LevelDebug, false
 		}
@@ -323,4 +326,11 @@ func routine(module, msg string) bool {
 		}
 	}
 	return false
+}
+
+// SnapshotNotYet reports raft's refusal to snapshot before the latest
+// configuration entry is applied (a node that just joined): a matter of
+// moments, not of the disk.
+func SnapshotNotYet(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "cannot take snapshot now")
 }

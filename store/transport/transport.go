@@ -1,4 +1,4 @@
-package store
+package transport
 
 import (
 	"bytes"
@@ -59,12 +59,15 @@ import (
 // and answers with the one that matched. A connection authenticated under
 // a secret that is later removed is cut.
 
+// InfoAuth is the keyring.DeriveKEK info of the key proofs are made with
+// (authKey above).
+const InfoAuth = "tether raft transport v1"
+
 const (
-	infoTransportAuth = "tether raft transport v1" // DeriveKEK info of authKey
-	exporterLabel     = "EXPORTER-tether-raft-auth-v1"
-	alpnV2            = "tether-raft-2" // the handshake with cluster ids
-	maxWireClusterID  = 1024
-	proofLen          = sha256.Size
+	exporterLabel    = "EXPORTER-tether-raft-auth-v1"
+	alpnV2           = "tether-raft-2" // the handshake with cluster ids
+	maxWireClusterID = 1024
+	proofLen         = sha256.Size
 	// maxPendingHandshakes bounds concurrent handshakes; connections beyond
 	// it are closed at once rather than queued.
 	maxPendingHandshakes = 256
@@ -73,7 +76,26 @@ const (
 	refusalLogEvery = 30 * time.Second
 )
 
-// Reasons a Raft connection is refused (Store.Refused, and the metric
+// TLSFiles name the PEM files of mutual TLS between Raft peers: this node's
+// certificate and key, and the CA that signs every peer's certificate.
+type TLSFiles struct{ CertFile, KeyFile, CAFile string }
+
+// Options are the layer's settings; the zero value is what a node runs
+// with. Dial, Wrap and Now are for tests (a network that fails on cue, a
+// clock for the rate-limited log lines).
+type Options struct {
+	// HandshakeTimeout bounds a connection's TLS handshake and secret
+	// exchange, on both sides (0: 5 s).
+	HandshakeTimeout time.Duration
+	Dial             func(from, to string) error                // before every dial; an error fails it
+	Wrap             func(from, to string, c net.Conn) net.Conn // every dialed raw connection
+	Now              func() time.Time                           // nil: time.Now
+}
+
+// defaultHandshakeTimeout is HandshakeTimeout's default.
+const defaultHandshakeTimeout = 5 * time.Second
+
+// Reasons a Raft connection is refused (Layer.Refused, and the metric
 // tether_raft_connections_refused_total{reason}).
 const (
 	RefusedBusy      = "busy"         // maxPendingHandshakes handshakes were running
@@ -117,10 +139,10 @@ func reasonOf(err error) string {
 
 var errStreamClosed = errors.New("store: raft stream layer closed")
 
-// streamLayer is a raft.StreamLayer over TCP with the handshake above.
+// Layer is a raft.StreamLayer over TCP with the handshake above.
 // Accept only returns authenticated connections; handshakes run in their
 // own goroutines with a deadline, so a stalled peer never blocks Accept.
-type streamLayer struct {
+type Layer struct {
 	ln        net.Listener
 	advertise advertised
 	serverTLS *tls.Config
@@ -129,7 +151,7 @@ type streamLayer struct {
 	clusterID atomic.Pointer[func() string] // this node's cluster id ("" until known)
 	allowV1   atomic.Pointer[func() bool]   // nil: version 1 is accepted
 	timeout   time.Duration
-	knobs     *knobs
+	opts      Options
 	logger    *slog.Logger
 
 	refusedMu  sync.Mutex
@@ -147,7 +169,7 @@ type streamLayer struct {
 	wg        sync.WaitGroup
 }
 
-var _ raft.StreamLayer = (*streamLayer)(nil)
+var _ raft.StreamLayer = (*Layer)(nil)
 
 // advertised is a net.Addr that may hold a host name.
 type advertised string
@@ -155,18 +177,18 @@ type advertised string
 func (a advertised) Network() string { return "tcp" }
 func (a advertised) String() string  { return string(a) }
 
-func newStreamLayer(ln net.Listener, advertise string, secrets *keyring.Secrets, files *TLSFiles, k *knobs, logger *slog.Logger) (*streamLayer, error) {
+func New(ln net.Listener, advertise string, secrets *keyring.Secrets, files *TLSFiles, opts Options, logger *slog.Logger) (*Layer, error) {
 	serverTLS, clientTLS, err := transportTLS(files, logger)
 	if err != nil {
 		return nil, err
 	}
-	timeout := k.handshakeTimeout
+	timeout := opts.HandshakeTimeout
 	if timeout <= 0 {
 		timeout = defaultHandshakeTimeout
 	}
-	l := &streamLayer{
+	l := &Layer{
 		ln: ln, advertise: advertised(advertise), serverTLS: serverTLS, clientTLS: clientTLS,
-		secrets: secrets, timeout: timeout, knobs: k, logger: logger,
+		secrets: secrets, timeout: timeout, opts: opts, logger: logger,
 		refused: map[string]uint64{}, refusalLog: logging.NewRepeats(refusalLogEvery, time.Now),
 		ready:    make(chan net.Conn),
 		pending:  make(chan struct{}, maxPendingHandshakes),
@@ -174,8 +196,8 @@ func newStreamLayer(ln net.Listener, advertise string, secrets *keyring.Secrets,
 		inflight: map[net.Conn]struct{}{},
 		live:     map[*liveConn]struct{}{},
 	}
-	if k.now != nil {
-		l.refusalLog = logging.NewRepeats(refusalLogEvery, k.now)
+	if opts.Now != nil {
+		l.refusalLog = logging.NewRepeats(refusalLogEvery, opts.Now)
 	}
 	secrets.Watch(l.cutRetired)
 	l.wg.Add(1)
@@ -187,7 +209,7 @@ func newStreamLayer(ln net.Listener, advertise string, secrets *keyring.Secrets,
 // reason per refusalLogEvery, with the count held back since the last
 // line: connections churned by someone without the secret cost a counter,
 // not a log line each.
-func (l *streamLayer) noteRefusal(reason, remote string, err error) {
+func (l *Layer) noteRefusal(reason, remote string, err error) {
 	l.refusedMu.Lock()
 	l.refused[reason]++
 	l.refusedMu.Unlock()
@@ -202,15 +224,23 @@ func (l *streamLayer) noteRefusal(reason, remote string, err error) {
 	l.logger.Warn("raft connection refused (logged once per reason every 30s; tether_raft_connections_refused_total counts them all)", attrs...)
 }
 
-// refusedCounts is how many connections were refused, by reason.
-func (l *streamLayer) refusedCounts() map[string]uint64 {
+// Refused is how many connections were refused, by reason.
+func (l *Layer) Refused() map[string]uint64 {
 	l.refusedMu.Lock()
 	defer l.refusedMu.Unlock()
 	return maps.Clone(l.refused)
 }
 
+// SetClusterID gives the layer this node's cluster id ("" until known),
+// read at every handshake.
+func (l *Layer) SetClusterID(id func() string) { l.clusterID.Store(&id) }
+
+// SetLegacyHandshake sets the policy for handshake version 1: allowed is
+// asked at every handshake (unset: allowed).
+func (l *Layer) SetLegacyHandshake(allowed func() bool) { l.allowV1.Store(&allowed) }
+
 // v1Allowed reports whether a peer may speak handshake version 1.
-func (l *streamLayer) v1Allowed() bool {
+func (l *Layer) v1Allowed() bool {
 	if f := l.allowV1.Load(); f != nil {
 		return (*f)()
 	}
@@ -220,7 +250,7 @@ func (l *streamLayer) v1Allowed() bool {
 // cutRetired closes the authenticated connections whose proof used a
 // secret this node no longer accepts (it was removed): whoever made them
 // must prove again, with a secret the cluster holds.
-func (l *streamLayer) cutRetired() {
+func (l *Layer) cutRetired() {
 	accepted := l.secrets.AcceptedIDs()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -377,7 +407,7 @@ func selfSigned() (tls.Certificate, error) {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv}, nil
 }
 
-func (l *streamLayer) acceptLoop() {
+func (l *Layer) acceptLoop() {
 	defer l.wg.Done()
 	var delay time.Duration
 	for {
@@ -419,7 +449,7 @@ func (l *streamLayer) acceptLoop() {
 
 // serve runs the server side of the handshake and hands the connection to
 // Accept.
-func (l *streamLayer) serve(raw net.Conn) {
+func (l *Layer) serve(raw net.Conn) {
 	defer l.wg.Done()
 	defer func() { <-l.pending }()
 	c, secretID, err := l.handshake(raw, false, 0)
@@ -443,7 +473,7 @@ type liveConn struct {
 	net.Conn
 	raw      net.Conn
 	secretID string // the secret its proof was made with
-	l        *streamLayer
+	l        *Layer
 	once     sync.Once
 }
 
@@ -456,7 +486,7 @@ func (c *liveConn) Close() error {
 	return c.Conn.Close()
 }
 
-func (l *streamLayer) track(c, raw net.Conn, secretID string) net.Conn {
+func (l *Layer) track(c, raw net.Conn, secretID string) net.Conn {
 	lc := &liveConn{Conn: c, raw: raw, secretID: secretID, l: l}
 	l.mu.Lock()
 	l.live[lc] = struct{}{}
@@ -464,11 +494,11 @@ func (l *streamLayer) track(c, raw net.Conn, secretID string) net.Conn {
 	return lc
 }
 
-// closeAll cuts every connection, authenticated or mid-handshake, at the
+// CloseAll cuts every connection, authenticated or mid-handshake, at the
 // TCP level (a TLS close would wait for a writer blocked on an unresponsive
 // peer) and refuses further dials, so raft's shutdown need not wait for RPC
 // or handshake deadlines.
-func (l *streamLayer) closeAll() {
+func (l *Layer) CloseAll() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.cut = true
@@ -480,13 +510,13 @@ func (l *streamLayer) closeAll() {
 	}
 }
 
-// errCut: the store is shutting down.
+// errCut: the layer's owner is shutting down.
 var errCut = errors.New("store: raft transport shutting down")
 
 // handshake runs TLS and the secret proof on raw within the deadline; it
 // returns the id of the secret the proof was made with. A client proves
 // with its try-th accepted secret (0: the primary).
-func (l *streamLayer) handshake(raw net.Conn, client bool, try int) (net.Conn, string, error) {
+func (l *Layer) handshake(raw net.Conn, client bool, try int) (net.Conn, string, error) {
 	if err := raw.SetDeadline(time.Now().Add(l.timeout)); err != nil {
 		return nil, "", err
 	}
@@ -504,7 +534,7 @@ func (l *streamLayer) handshake(raw net.Conn, client bool, try int) (net.Conn, s
 	if err != nil {
 		return nil, "", refuse(RefusedTLS, fmt.Errorf("TLS exporter: %w", err))
 	}
-	keys := l.secrets.AcceptedNamed(infoTransportAuth) // primary first
+	keys := l.secrets.AcceptedNamed(InfoAuth) // primary first
 	if client {
 		if try >= len(keys) {
 			return nil, "", &refusal{RefusedSecret, errors.New("no other secret to prove with")}
@@ -534,7 +564,7 @@ func (l *streamLayer) handshake(raw net.Conn, client bool, try int) (net.Conn, s
 
 // proveV1 is version 1's exchange: the client sends HMAC(authKey, "client" |
 // exporter); the server, once it holds, HMAC(authKey, "server" | exporter).
-func (l *streamLayer) proveV1(tc *tls.Conn, ekm []byte, client bool, keys []keyring.NamedKEK) (string, error) {
+func (l *Layer) proveV1(tc *tls.Conn, ekm []byte, client bool, keys []keyring.NamedKEK) (string, error) {
 	got := make([]byte, proofLen)
 	if client {
 		k := keys[0]
@@ -576,7 +606,7 @@ func proof(authKey []byte, role string, ekm []byte) []byte {
 }
 
 // localClusterID is this node's cluster id, "" until it has one.
-func (l *streamLayer) localClusterID() string {
+func (l *Layer) localClusterID() string {
 	if f := l.clusterID.Load(); f != nil {
 		return (*f)()
 	}
@@ -596,7 +626,7 @@ func proofV2(authKey []byte, role string, ekm []byte, cid string) []byte {
 // with its primary; the server answers only once the client's proof holds
 // under a secret it accepts, with that secret. Each side then refuses a
 // peer of another cluster. It returns the id of the secret used.
-func (l *streamLayer) proveV2(tc *tls.Conn, ekm []byte, client bool, keys []keyring.NamedKEK) (string, error) {
+func (l *Layer) proveV2(tc *tls.Conn, ekm []byte, client bool, keys []keyring.NamedKEK) (string, error) {
 	mine := l.localClusterID()
 	myRole, theirRole := "server", "client"
 	if client {
@@ -665,7 +695,7 @@ func (l *streamLayer) proveV2(tc *tls.Conn, ekm []byte, client bool, keys []keyr
 }
 
 // Accept returns the next authenticated connection.
-func (l *streamLayer) Accept() (net.Conn, error) {
+func (l *Layer) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.ready:
 		return c, nil
@@ -675,7 +705,7 @@ func (l *streamLayer) Accept() (net.Conn, error) {
 }
 
 // Close stops accepting; connections already handed out stay open.
-func (l *streamLayer) Close() error {
+func (l *Layer) Close() error {
 	var err error
 	l.closeOnce.Do(func() {
 		close(l.closed)
@@ -689,15 +719,15 @@ func (l *streamLayer) Close() error {
 	return err
 }
 
-// wait returns once the accept loop and every handshake have ended.
-func (l *streamLayer) wait() { l.wg.Wait() }
+// Wait returns once the accept loop and every handshake have ended.
+func (l *Layer) Wait() { l.wg.Wait() }
 
 // Addr is the advertised address (raft uses it as this node's address).
-func (l *streamLayer) Addr() net.Addr { return l.advertise }
+func (l *Layer) Addr() net.Addr { return l.advertise }
 
 // Dial connects to a peer: host names are resolved again on every dial
 // (net.Dialer does not cache), then the handshake runs within timeout.
-func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	// A peer that refuses the primary's proof may not hold it yet (down
 	// while the secret was installed): the other accepted secrets are
 	// tried in turn, so it catches up from the log.
@@ -710,10 +740,10 @@ func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	}
 }
 
-func (l *streamLayer) dial(address raft.ServerAddress, timeout time.Duration, try int) (net.Conn, error) {
+func (l *Layer) dial(address raft.ServerAddress, timeout time.Duration, try int) (net.Conn, error) {
 	to := string(address)
-	if l.knobs.dial != nil {
-		if err := l.knobs.dial(string(l.advertise), to); err != nil {
+	if l.opts.Dial != nil {
+		if err := l.opts.Dial(string(l.advertise), to); err != nil {
 			return nil, err
 		}
 	}
@@ -722,8 +752,8 @@ func (l *streamLayer) dial(address raft.ServerAddress, timeout time.Duration, tr
 	if err != nil {
 		return nil, err
 	}
-	if l.knobs.wrap != nil {
-		raw = l.knobs.wrap(string(l.advertise), to, raw)
+	if l.opts.Wrap != nil {
+		raw = l.opts.Wrap(string(l.advertise), to, raw)
 	}
 	l.mu.Lock()
 	if l.cut {

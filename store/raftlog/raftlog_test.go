@@ -1,4 +1,4 @@
-package store
+package raftlog
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ func raftLines(t *testing.T, module string, log func(l hclog.Logger)) []map[stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	log(newRaftLogger(l.With("node", "n1").With("component", "raft"), module))
+	log(New(l.With("node", "n1").With("component", "raft"), module, nil))
 	var out []map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		if line == "" {
@@ -83,6 +83,7 @@ func TestRaftLevelsSayWhatTheEventMeans(t *testing.T) {
 		{"a snapshot that really failed", "raft", "failed to take snapshot", hclog.Error, []any{"error", errors.New("disk full")}, "ERROR"},
 		{"a closed connection on a clean stop", "raft-net", "failed to decode incoming command", hclog.Error, []any{"error", closed}, "DEBUG"},
 		{"a closed connection as text", "raft-net", "failed to decode incoming command", hclog.Error, []any{"error", errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: use of closed network connection")}, "DEBUG"},
+		{"the transport shutting down under a connection", "raft-net", "failed to decode incoming command", hclog.Error, []any{"error", raft.ErrTransportShutdown}, "DEBUG"},
 		{"a garbled command", "raft-net", "failed to decode incoming command", hclog.Error, []any{"error", errors.New("msgpack decode error")}, "ERROR"},
 		{"a down peer's heartbeat", "raft", "failed to heartbeat to", hclog.Error, []any{"peer", "127.0.0.1:7001", "backoff time", time.Second, "error", errors.New("dial tcp: connection refused")}, "WARN"},
 		{"an election", "raft", "entering leader state", hclog.Info, []any{"leader", "x"}, "INFO"},
@@ -108,7 +109,7 @@ func TestDownPeerErrorRepeatsAtMostEvery30s(t *testing.T) {
 	now := time.Unix(1000, 0)
 	var buf bytes.Buffer
 	l, _ := logging.New(&buf, logging.FormatJSON, slog.LevelDebug)
-	rl := newRaftLogger(l, "raft").(*raftLogger)
+	rl := New(l, "raft", nil).(*raftLogger)
 	rl.limit = logging.NewRepeats(peerErrorEvery, func() time.Time { return now })
 	for i := 0; i < 93; i++ { // 30 s of a down peer at raft's pace
 		rl.Error("failed to heartbeat to", "peer", "127.0.0.1:7001", "error", errors.New("connection refused"))
@@ -139,7 +140,7 @@ func TestQuorumLossLogsOneElectionEpisode(t *testing.T) {
 	now := time.Unix(1000, 0)
 	var buf bytes.Buffer
 	l, _ := logging.New(&buf, logging.FormatJSON, slog.LevelInfo)
-	rl := newRaftLogger(l, "raft").(*raftLogger)
+	rl := New(l, "raft", nil).(*raftLogger)
 	rl.limit = logging.NewRepeats(peerErrorEvery, func() time.Time { return now })
 	rl.Warn("heartbeat timeout reached, starting election", "last-leader-addr", "127.0.0.1:7001", "last-leader-id", "n2")
 	for i := 0; i < 40; i++ { // 40 s without a quorum
@@ -184,7 +185,7 @@ func TestQuorumLossLogsOneElectionEpisode(t *testing.T) {
 func TestCompactedEntryIsNotAnError(t *testing.T) {
 	var buf bytes.Buffer
 	l, _ := logging.New(&buf, logging.FormatJSON, slog.LevelInfo)
-	rl := newRaftLogger(l, "raft").(*raftLogger)
+	rl := New(l, "raft", nil).(*raftLogger)
 	rl.st.snapIndex = func() uint64 { return 6 }
 	rl.Error("failed to get log", "index", uint64(6), "error", raft.ErrLogNotFound)
 	rl.Error("failed to get log", "index", uint64(5), "error", raft.ErrLogNotFound)
