@@ -62,6 +62,9 @@ func (tc *testCluster) activeEverywhere() string {
 // member holds, and with none the revocation waits for the members (and
 // past the bound passes over failed members only, naming them).
 func TestKeyActivatesOnlyOnceEveryReachableMemberHoldsItRevokeIncluded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a slow in-process cluster test (over 5 s); make test runs it")
+	}
 	tc := newTestCluster(t, 1)
 	nodes := tc.form(3)
 	leader := tc.waitLeader()

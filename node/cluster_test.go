@@ -663,6 +663,9 @@ func raftRole(n *Node, id string) string {
 }
 
 func TestClusterSevenNodesKeepFiveVotersWhenOneFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a slow in-process cluster test (over 5 s); make test runs it")
+	}
 	tc := newTestCluster(t, 1)
 	nodes := tc.form(3)
 	for i := 4; i <= 7; i++ {

@@ -101,6 +101,9 @@ func sealWithNewKey(t *testing.T) string {
 // counted by reason; and a key the node really lacks (a rotation it has not
 // applied) still comes from the leader in the middle of the flood.
 func TestAFloodOfUnknownKeyIDsIsBoundedAndStarvesNoRealFetch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a slow in-process cluster test (over 5 s); make test runs it")
+	}
 	tc := newTestCluster(t, 2)
 	tc.captureLogs()
 	tc.form(3)

@@ -102,6 +102,9 @@ func TestLeavePlanRefusesWhatWouldNotLeaveRaftOrWouldStallIt(t *testing.T) {
 // the node keeps running; once the voter is back the removal commits and
 // the leave, run again, succeeds.
 func TestLeaveSucceedsOnlyOnceTheRemovalIsCommitted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a slow in-process cluster test (over 5 s); make test runs it")
+	}
 	tc := newTestCluster(t, 1)
 	tc.form(3)
 	leader := tc.waitLeader()

@@ -54,6 +54,9 @@ func serverAt(n *Node, id, addr, gone string) (voterThere, goneStays bool) {
 // is removed first (Raft refuses two servers at one address) and the new
 // node is added, promoted, and holds the cluster's state.
 func TestClusterNodeOnAFailedVotersAddressTakesItsPlaceAfterTheGrace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a slow in-process cluster test (over 5 s); make test runs it")
+	}
 	tc := newTestCluster(t, 1)
 	const grace = 2 * time.Second
 	tc.formWithGrace(grace)
