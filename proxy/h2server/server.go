@@ -879,9 +879,8 @@ type stream struct {
 	refuseMsg string
 	rwv       responseWriter
 	bodyv     body
-	// vals back the fields the server adds to a response (Date,
-	// Content-Length, Content-Type).
-	vals [3]string
+	// fieldArr backs the response's fields (responseWriter.snap).
+	fieldArr [8]field
 
 	readTimer, writeTimer *time.Timer
 	readPast, writePast   bool
@@ -1063,12 +1062,13 @@ func (b *body) Close() error {
 // writeHeadersLocked encodes and writes a HEADERS frame (and
 // CONTINUATION frames) with :status and h's fields; trailers (status 0)
 // carry h's fields only.
-func (c *conn) writeHeadersLocked(st *stream, status int, h http.Header, end bool) {
+func (c *conn) writeHeadersLocked(st *stream, status int, h []field, end bool) {
 	c.hbuf = c.hbuf[:0]
 	if status != 0 {
 		_ = c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: statusText(status)})
 	}
-	for k, vv := range h {
+	for _, f := range h {
+		k, v := f.k, f.v
 		if strings.HasPrefix(k, http.TrailerPrefix) {
 			if status != 0 {
 				continue
@@ -1082,15 +1082,10 @@ func (c *conn) writeHeadersLocked(st *stream, status int, h http.Header, end boo
 		if connectionSpecific[lk] {
 			continue
 		}
-		if lk == "te" {
+		if lk == "te" || !httpguts.ValidHeaderFieldValue(v) {
 			continue
 		}
-		for _, v := range vv {
-			if !httpguts.ValidHeaderFieldValue(v) {
-				continue
-			}
-			_ = c.henc.WriteField(hpack.HeaderField{Name: lk, Value: v})
-		}
+		_ = c.henc.WriteField(hpack.HeaderField{Name: lk, Value: v})
 	}
 	if end {
 		st.localDone = true
