@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -694,7 +695,37 @@ func (c *conn) headersLocked(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 func (c *conn) startLocked(st *stream) {
 	c.running++
 	c.handlers.Add(1)
-	go st.run()
+	select {
+	case work <- st:
+	default:
+		go worker(st)
+	}
+}
+
+// maxIdleWorkers bounds the handler goroutines, of all connections and
+// servers, kept waiting for the next stream with the stacks they grew.
+const maxIdleWorkers = 64
+
+// work hands a stream to an idle worker; idleWorkers counts them.
+var (
+	work        = make(chan *stream)
+	idleWorkers atomic.Int32
+)
+
+// worker runs st's handler, then those of the streams startLocked hands
+// it, until it is one idle worker too many. A new goroutine's stack starts
+// at the smallest size and is copied as the handler outgrows it, each
+// stream again; a waiting worker has grown it already.
+func worker(st *stream) {
+	for {
+		st.run()
+		if idleWorkers.Add(1) > maxIdleWorkers {
+			idleWorkers.Add(-1)
+			return
+		}
+		st = <-work
+		idleWorkers.Add(-1)
+	}
 }
 
 // handlerDoneLocked starts queued handlers whose streams are still open.
