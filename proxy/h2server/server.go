@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -122,8 +123,7 @@ type conn struct {
 	hookConn net.Conn // what the http.Server's ConnState hook is given
 	tlsState *tls.ConnectionState
 	handler  http.Handler
-	ctx      context.Context
-	cancel   context.CancelFunc
+	ctx      context.Context // every stream's context values; never cancelled
 	remote   string
 	br       *bufio.Reader
 	fr       *http2.Framer
@@ -175,7 +175,7 @@ func (s *Server) serveConn(nc, hookConn net.Conn, tlsState *tls.ConnectionState,
 	c.remote = nc.RemoteAddr().String()
 	base := context.WithValue(context.Background(), http.ServerContextKey, s.srv)
 	base = context.WithValue(base, http.LocalAddrContextKey, nc.LocalAddr())
-	c.ctx, c.cancel = context.WithCancel(base)
+	c.ctx = base
 	c.br = bufio.NewReaderSize(nc, 4<<10) // larger frames are read past it
 	c.outRoom.L = &c.mu
 	c.fr = http2.NewFramer(outBuf{c}, c.br)
@@ -363,7 +363,6 @@ func (c *conn) close() {
 	}
 	c.queued = nil
 	c.mu.Unlock()
-	c.cancel()
 	_ = c.nc.Close()
 	c.handlers.Wait()
 }
@@ -676,9 +675,17 @@ func (c *conn) headersLocked(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 		return 0, true
 	}
 	c.streams[id] = st
+	// The stream's context is cancelled by the connection alone (the
+	// stream reset, the connection gone, the handler done), so it is the
+	// own HTTP/1.1 loop's kind: one allocation, no channel until one
+	// waits, and the lean transport's close-on-cancel through the hook
+	// (context.WithCancel under the connection's was a cancelCtx, its
+	// cancel func, an entry in the connection's map of children and,
+	// at the first Done, a channel).
+	st.ctx = cancelhook.NewCtx(c.ctx, &st.hook)
+	st.hook.Begin(st.ctx)
+	*req = *req.WithContext(st.ctx) // req is st.reqv; the copy stays on the stack
 	st.req = req
-	st.ctx, st.cancel = context.WithCancel(c.ctx)
-	st.req = req.WithContext(st.ctx)
 	st.rwv = responseWriter{st: st, refuse: status, refuseMsg: st.refuseMsg}
 	st.rw = &st.rwv
 	if c.running < int(c.s.maxStreams) {
@@ -809,7 +816,7 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 	} else if err := checkFields(hdr); err != nil {
 		status, st.refuseMsg = http.StatusBadRequest, err.Error()
 	}
-	req := &http.Request{
+	st.reqv = http.Request{
 		Method:     method,
 		Proto:      "HTTP/2.0",
 		ProtoMajor: 2,
@@ -819,6 +826,7 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 		RequestURI: path,
 		Host:       authority,
 	}
+	req := &st.reqv
 	if req.Host == "" {
 		req.Host = hdr.Get("Host")
 	}
@@ -886,13 +894,14 @@ func textTrim(s string) string { return strings.Trim(s, " \t") }
 // stream is one request and its response. Its fields are guarded by the
 // connection's mu.
 type stream struct {
-	c      *conn
-	id     uint32
-	req    *http.Request
-	rw     *responseWriter
-	ctx    context.Context
-	cancel context.CancelFunc
-	wake   sync.Cond // a body reader or a writer waiting
+	c    *conn
+	id   uint32
+	req  *http.Request // &reqv
+	rw   *responseWriter
+	ctx  *cancelhook.Ctx
+	hook cancelhook.Hook // the lean transport's close-on-cancel
+	wake sync.Cond       // a body reader or a writer waiting
+	reqv http.Request
 
 	sendWindow int64
 	recvWindow int
@@ -950,8 +959,11 @@ func (st *stream) closeLocked(err error) {
 		st.buf = st.buf[:0]
 	}
 	st.wake.Broadcast()
-	if st.cancel != nil {
-		st.cancel()
+	if st.ctx != nil {
+		st.ctx.Cancel(context.Canceled)
+		// As an AfterFunc's, the registered func runs on a goroutine
+		// of its own, not under mu.
+		go st.hook.Fire()
 	}
 	st.forgetLocked()
 }
@@ -992,7 +1004,7 @@ func (st *stream) run() {
 			c.handlerDoneLocked()
 			c.mu.Unlock()
 			st.stopTimers()
-			st.cancel()
+			st.ctx.Cancel(context.Canceled)
 			return
 		}
 	}()
@@ -1007,7 +1019,7 @@ func (st *stream) run() {
 	}
 	rw.finish()
 	st.stopTimers()
-	st.cancel()
+	st.ctx.Cancel(context.Canceled)
 }
 
 func (st *stream) stopTimers() {
