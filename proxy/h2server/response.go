@@ -220,7 +220,7 @@ func (w *responseWriter) finish() {
 	trailers := w.trailerFields()
 	if !w.sentHeader {
 		if w.clen < 0 && bodyAllowed(w.status) && trailers == nil && (len(w.buf) > 0 || !w.isHead()) {
-			w.snap = append(w.snap, field{"Content-Length", strconv.Itoa(len(w.buf))})
+			w.snap = append(w.snap, field{"Content-Length", c.lengthText(len(w.buf))})
 		}
 		end := trailers == nil && (len(w.buf) == 0 || w.isHead())
 		w.sendHeaderLocked(end)
@@ -357,17 +357,18 @@ func (w *responseWriter) SetWriteDeadline(t time.Time) error {
 
 var bufPool sync.Pool
 
-// getBuf is an empty response buffer of respBufSize.
+// getBuf is an empty response buffer of respBufSize. The pool holds
+// array pointers: a *[]byte would be boxed anew at each put.
 func getBuf() []byte {
-	if b, ok := bufPool.Get().(*[]byte); ok {
-		return (*b)[:0]
+	if b, ok := bufPool.Get().(*[respBufSize]byte); ok {
+		return b[:0]
 	}
 	return make([]byte, 0, respBufSize)
 }
 
 func putBuf(b []byte) {
 	if cap(b) == respBufSize {
-		bufPool.Put(&b)
+		bufPool.Put((*[respBufSize]byte)(b[:respBufSize]))
 	}
 }
 

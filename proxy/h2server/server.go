@@ -157,6 +157,18 @@ type conn struct {
 	idleArmed   bool
 	handlers    sync.WaitGroup
 	headerKey   map[string]string // canonical request field names, this connection's
+	// lenN's text, the last Content-Length the server added: responses
+	// of one size repeat.
+	lenN    int
+	lenText string
+}
+
+// lengthText is n's decimal text.
+func (c *conn) lengthText(n int) string {
+	if c.lenText == "" || c.lenN != n {
+		c.lenN, c.lenText = n, strconv.Itoa(n)
+	}
+	return c.lenText
 }
 
 type encodeBuf struct{ c *conn }
@@ -682,7 +694,8 @@ func (c *conn) headersLocked(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 	// (context.WithCancel under the connection's was a cancelCtx, its
 	// cancel func, an entry in the connection's map of children and,
 	// at the first Done, a channel).
-	st.ctx = cancelhook.NewCtx(c.ctx, &st.hook)
+	st.ctx = &st.ctxv
+	st.ctx.Init(c.ctx, &st.hook)
 	st.hook.Begin(st.ctx)
 	*req = *req.WithContext(st.ctx) // req is st.reqv; the copy stays on the stack
 	st.req = req
@@ -791,8 +804,12 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 	}
 	regular := f.RegularFields()
 	hdr := make(http.Header, len(regular))
-	// One backing array for the values; a repeated field gets its own.
-	vals := make([]string, len(regular))
+	// One backing array for the values, the stream's when it is large
+	// enough; a repeated field gets its own.
+	vals := st.valArr[:]
+	if len(regular) > len(vals) {
+		vals = make([]string, len(regular))
+	}
 	var cookies []string
 	for i, hf := range regular {
 		if hf.Name == "cookie" {
@@ -894,14 +911,16 @@ func textTrim(s string) string { return strings.Trim(s, " \t") }
 // stream is one request and its response. Its fields are guarded by the
 // connection's mu.
 type stream struct {
-	c    *conn
-	id   uint32
-	req  *http.Request // &reqv
-	rw   *responseWriter
-	ctx  *cancelhook.Ctx
-	hook cancelhook.Hook // the lean transport's close-on-cancel
-	wake sync.Cond       // a body reader or a writer waiting
-	reqv http.Request
+	c      *conn
+	id     uint32
+	req    *http.Request // &reqv
+	rw     *responseWriter
+	ctx    *cancelhook.Ctx
+	hook   cancelhook.Hook // the lean transport's close-on-cancel
+	wake   sync.Cond       // a body reader or a writer waiting
+	reqv   http.Request
+	ctxv   cancelhook.Ctx
+	valArr [8]string // backs the request's field values
 
 	sendWindow int64
 	recvWindow int

@@ -134,6 +134,12 @@ func NewCtx(values context.Context, hook *Hook) *Ctx {
 	return &Ctx{Context: values, hook: hook}
 }
 
+// Init makes the zero Ctx c what NewCtx(values, hook) returns, for a Ctx
+// held in a larger allocation (an HTTP/2 stream's).
+func (c *Ctx) Init(values context.Context, hook *Hook) {
+	c.Context, c.hook = values, hook
+}
+
 // closedDone is the Done of a Ctx first asked after its cancellation.
 var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
