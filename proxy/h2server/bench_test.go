@@ -66,7 +66,8 @@ func BenchmarkServe(b *testing.B) {
 // BenchmarkServeRaw: the same GETs, 8 streams at a time on one h2c
 // connection, from a client that sends pre-encoded HEADERS frames and only
 // reads frames back, so that what is measured is mostly the server's. The
-// handler registers a close-on-cancel as the lean transport does.
+// handler registers a close-on-cancel as the lean transport does; the
+// request carries an affinity cookie.
 func BenchmarkServeRaw(b *testing.B) {
 	body := strings.Repeat("x", 1024)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -111,7 +112,8 @@ func BenchmarkServeRaw(b *testing.B) {
 			var blocks [2][]byte
 			for i := range blocks {
 				for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "bench.example"},
-					{":path", "/x"}, {"user-agent", "h2load nghttp2/1.59.0"}, {"accept", "*/*"}} {
+					{":path", "/x"}, {"user-agent", "h2load nghttp2/1.59.0"}, {"accept", "*/*"},
+					{"cookie", ".Tether.Affinity=3f2a9c41d07be865"}} {
 					_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 				}
 				blocks[i] = bytes.Clone(buf.Bytes())

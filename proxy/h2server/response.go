@@ -95,19 +95,23 @@ func (w *responseWriter) WriteHeader(code int) {
 			}
 		}
 		for _, v := range vv {
-			w.snap = append(w.snap, field{k, v})
+			w.snap = append(w.snap, field{k: k, v: v})
 		}
 	}
 }
 
-// field is one response field as sent.
-type field struct{ k, v string }
+// field is one response field as sent; valid: one the server made, whose
+// value needs no check.
+type field struct {
+	k, v  string
+	valid bool
+}
 
 // appendFields appends h's fields to dst.
 func appendFields(dst []field, h http.Header) []field {
 	for k, vv := range h {
 		for _, v := range vv {
-			dst = append(dst, field{k, v})
+			dst = append(dst, field{k: k, v: v})
 		}
 	}
 	return dst
@@ -173,10 +177,10 @@ func (w *responseWriter) sendHeaderLocked(end bool) {
 	}
 	w.sentHeader = true
 	if !w.hasDate {
-		w.snap = append(w.snap, field{"Date", httpDate()})
+		w.snap = append(w.snap, field{"Date", httpDate(), true})
 	}
 	if len(w.buf) > 0 && bodyAllowed(w.status) && !w.hasType {
-		w.snap = append(w.snap, field{"Content-Type", http.DetectContentType(w.buf)})
+		w.snap = append(w.snap, field{"Content-Type", http.DetectContentType(w.buf), true})
 	}
 	w.st.c.writeHeadersLocked(w.st, w.status, w.snap, end)
 }
@@ -220,7 +224,7 @@ func (w *responseWriter) finish() {
 	trailers := w.trailerFields()
 	if !w.sentHeader {
 		if w.clen < 0 && bodyAllowed(w.status) && trailers == nil && (len(w.buf) > 0 || !w.isHead()) {
-			w.snap = append(w.snap, field{"Content-Length", c.lengthText(len(w.buf))})
+			w.snap = append(w.snap, field{"Content-Length", c.lengthText(len(w.buf)), true})
 		}
 		end := trailers == nil && (len(w.buf) == 0 || w.isHead())
 		w.sendHeaderLocked(end)

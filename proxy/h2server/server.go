@@ -780,10 +780,6 @@ func (c *conn) canonical(name string) string {
 	return k
 }
 
-var connectionSpecific = map[string]bool{
-	"connection": true, "keep-alive": true, "proxy-connection": true, "transfer-encoding": true, "upgrade": true,
-}
-
 // newRequest builds a stream's request; false for a malformed one (the
 // stream is reset). status is non-zero when the request is answered
 // without its handler (431: the header list is over the limit).
@@ -810,11 +806,34 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 	if len(regular) > len(vals) {
 		vals = make([]string, len(regular))
 	}
-	var cookies []string
+	cookie := -1      // the first cookie field's value in vals
+	var more []string // and the others'
+	var refused uint8 // connection-specific fields, as bits of refusedNames
+	var te int        // TE fields
 	for i, hf := range regular {
-		if hf.Name == "cookie" {
-			cookies = append(cookies, hf.Value)
+		// Field names arrive lower case (the Framer refuses others).
+		switch hf.Name {
+		case "cookie":
+			if cookie < 0 {
+				cookie, vals[i] = i, hf.Value
+			} else {
+				more = append(more, hf.Value)
+			}
 			continue
+		case "connection":
+			refused |= 1 << 0
+		case "keep-alive":
+			refused |= 1 << 1
+		case "proxy-connection":
+			refused |= 1 << 2
+		case "transfer-encoding":
+			refused |= 1 << 3
+		case "upgrade":
+			refused |= 1 << 4
+		case "te":
+			if te++; te > 1 || hf.Value != "trailers" && hf.Value != "" {
+				refused |= 1 << 5
+			}
 		}
 		k := c.canonical(hf.Name)
 		if vv, ok := hdr[k]; ok {
@@ -824,14 +843,18 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 		vals[i] = hf.Value
 		hdr[k] = vals[i : i+1 : i+1]
 	}
-	if len(cookies) > 0 {
-		hdr["Cookie"] = []string{strings.Join(cookies, "; ")}
+	if cookie >= 0 {
+		// One field, as net/http's server joins them.
+		if len(more) > 0 {
+			vals[cookie] += "; " + strings.Join(more, "; ")
+		}
+		hdr["Cookie"] = vals[cookie : cookie+1 : cookie+1]
 	}
 	status := 0
 	if f.Truncated {
 		status = http.StatusRequestHeaderFieldsTooLarge
-	} else if err := checkFields(hdr); err != nil {
-		status, st.refuseMsg = http.StatusBadRequest, err.Error()
+	} else if refused != 0 {
+		status, st.refuseMsg = http.StatusBadRequest, refusal(refused)
 	}
 	st.reqv = http.Request{
 		Method:     method,
@@ -892,18 +915,20 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 	return req, status, true
 }
 
-// checkFields refuses what net/http's HTTP/2 server answers 400 to:
-// connection-specific fields, and TE other than "trailers".
-func checkFields(h http.Header) error {
-	for _, k := range [...]string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade"} {
-		if _, ok := h[k]; ok {
-			return fmt.Errorf("request header %q is not valid in HTTP/2", k)
+// refusedNames are the connection-specific fields, in the order the
+// answer names the first present.
+var refusedNames = [...]string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade"}
+
+// refusal is the message of net/http's HTTP/2 server's 400 for what
+// newRequest found: connection-specific fields (bits 0-4), TE other than
+// one "trailers" (bit 5).
+func refusal(refused uint8) string {
+	for i, k := range refusedNames {
+		if refused&(1<<i) != 0 {
+			return fmt.Sprintf("request header %q is not valid in HTTP/2", k)
 		}
 	}
-	if te := h["Te"]; len(te) > 0 && (len(te) > 1 || te[0] != "trailers" && te[0] != "") {
-		return errors.New(`request header "TE" may only be "trailers" in HTTP/2`)
-	}
-	return nil
+	return `request header "TE" may only be "trailers" in HTTP/2`
 }
 
 func textTrim(s string) string { return strings.Trim(s, " \t") }
@@ -1137,14 +1162,18 @@ func (c *conn) writeHeadersLocked(st *stream, status int, h []field, end bool) {
 			}
 			k = k[len(http.TrailerPrefix):]
 		}
-		if !httpguts.ValidHeaderFieldName(k) {
+		lk, ok := commonLower[k]
+		if !ok {
+			if !httpguts.ValidHeaderFieldName(k) {
+				continue
+			}
+			lk = lower(k)
+		}
+		switch lk {
+		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te":
 			continue
 		}
-		lk := lower(k)
-		if connectionSpecific[lk] {
-			continue
-		}
-		if lk == "te" || !httpguts.ValidHeaderFieldValue(v) {
+		if !f.valid && !httpguts.ValidHeaderFieldValue(v) {
 			continue
 		}
 		_ = c.henc.WriteField(hpack.HeaderField{Name: lk, Value: v})
