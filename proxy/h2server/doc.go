@@ -5,8 +5,9 @@
 //
 // Framing and header compression are golang.org/x/net/http2's Framer and
 // hpack. The connection's one goroutine reads and acts on frames; each
-// stream's handler runs on its own goroutine and writes its frames itself,
-// under the connection's lock, into the connection's one write buffer, so a
+// stream's handler runs on a goroutine of its own (one kept from an
+// earlier stream when one waits) and writes its frames itself, under the
+// connection's lock, into the connection's one write buffer, so a
 // response without a body larger than the buffer leaves in one write and
 // no frame goes through a scheduler or a channel. What it keeps, as
 // net/http's server keeps it:

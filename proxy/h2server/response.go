@@ -16,7 +16,9 @@ import (
 type responseWriter struct {
 	st          *stream
 	hdr         http.Header
-	snap        http.Header // hdr as WriteHeader found it: what is sent
+	snap        []field // hdr as WriteHeader found it: what is sent
+	hasDate     bool    // hdr had a Date key (even without a value)
+	hasType     bool    // and a Content-Type key
 	status      int
 	wroteHeader bool
 	sentHeader  bool
@@ -55,7 +57,7 @@ func (w *responseWriter) WriteHeader(code int) {
 		c := w.st.c
 		c.mu.Lock()
 		if !w.st.closed {
-			c.writeHeadersLocked(w.st, code, w.hdr, false)
+			c.writeHeadersLocked(w.st, code, appendFields(nil, w.hdr), false)
 			c.flushLocked()
 		}
 		c.mu.Unlock()
@@ -65,25 +67,54 @@ func (w *responseWriter) WriteHeader(code int) {
 	w.status = code
 	w.clen = -1
 	// The handler may change its map, or what its slices hold, once
-	// WriteHeader has returned: what is sent is a copy.
-	w.snap = w.hdr.Clone()
-	if w.snap == nil {
-		w.snap = make(http.Header, 2)
-	}
-	if vv := w.snap["Content-Length"]; len(vv) > 0 {
-		if n, err := strconv.ParseInt(vv[0], 10, 64); err == nil && n >= 0 {
-			w.clen = n
-		} else {
-			delete(w.snap, "Content-Length")
-		}
-	}
-	for _, v := range w.snap["Trailer"] {
-		for _, k := range strings.Split(v, ",") {
-			if k = http.CanonicalHeaderKey(textTrim(k)); k != "" {
-				w.trailers = append(w.trailers, k)
+	// WriteHeader has returned: what is sent is a copy, a flat list of
+	// fields rather than a map (the map's clone was most of the cost of
+	// a small response's head).
+	w.snap = w.st.fieldArr[:0]
+	for k, vv := range w.hdr {
+		switch k {
+		case "Date":
+			w.hasDate = true
+		case "Content-Type":
+			w.hasType = true
+		case "Content-Length":
+			if len(vv) > 0 {
+				n, err := strconv.ParseInt(vv[0], 10, 64)
+				if err != nil || n < 0 {
+					continue // not sent
+				}
+				w.clen = n
+			}
+		case "Trailer":
+			for _, v := range vv {
+				for _, k := range strings.Split(v, ",") {
+					if k = http.CanonicalHeaderKey(textTrim(k)); k != "" {
+						w.trailers = append(w.trailers, k)
+					}
+				}
 			}
 		}
+		for _, v := range vv {
+			w.snap = append(w.snap, field{k: k, v: v})
+		}
 	}
+}
+
+// field is one response field as sent; valid: one the server made, whose
+// value needs no check.
+type field struct {
+	k, v  string
+	valid bool
+}
+
+// appendFields appends h's fields to dst.
+func appendFields(dst []field, h http.Header) []field {
+	for k, vv := range h {
+		for _, v := range vv {
+			dst = append(dst, field{k: k, v: v})
+		}
+	}
+	return dst
 }
 
 func (w *responseWriter) Write(p []byte) (int, error) {
@@ -145,18 +176,13 @@ func (w *responseWriter) sendHeaderLocked(end bool) {
 		return
 	}
 	w.sentHeader = true
-	h := w.snap
-	if _, ok := h["Date"]; !ok {
-		w.st.vals[0] = httpDate()
-		h["Date"] = w.st.vals[0:1:1]
+	if !w.hasDate {
+		w.snap = append(w.snap, field{"Date", httpDate(), true})
 	}
-	if len(w.buf) > 0 && bodyAllowed(w.status) {
-		if _, ok := h["Content-Type"]; !ok {
-			w.st.vals[2] = http.DetectContentType(w.buf)
-			h["Content-Type"] = w.st.vals[2:3:3]
-		}
+	if len(w.buf) > 0 && bodyAllowed(w.status) && !w.hasType {
+		w.snap = append(w.snap, field{"Content-Type", http.DetectContentType(w.buf), true})
 	}
-	w.st.c.writeHeadersLocked(w.st, w.status, h, end)
+	w.st.c.writeHeadersLocked(w.st, w.status, w.snap, end)
 }
 
 // trailerFields are the trailers to send: declared ones with a value and
@@ -198,8 +224,7 @@ func (w *responseWriter) finish() {
 	trailers := w.trailerFields()
 	if !w.sentHeader {
 		if w.clen < 0 && bodyAllowed(w.status) && trailers == nil && (len(w.buf) > 0 || !w.isHead()) {
-			st.vals[1] = strconv.Itoa(len(w.buf))
-			w.snap["Content-Length"] = st.vals[1:2:2]
+			w.snap = append(w.snap, field{"Content-Length", c.lengthText(len(w.buf)), true})
 		}
 		end := trailers == nil && (len(w.buf) == 0 || w.isHead())
 		w.sendHeaderLocked(end)
@@ -212,7 +237,7 @@ func (w *responseWriter) finish() {
 			err = c.writeDataLocked(st, w.buf, trailers == nil)
 		}
 		if err == nil && trailers != nil {
-			c.writeHeadersLocked(st, 0, trailers, true)
+			c.writeHeadersLocked(st, 0, appendFields(nil, trailers), true)
 		}
 	}
 	putBuf(w.buf)
@@ -336,17 +361,18 @@ func (w *responseWriter) SetWriteDeadline(t time.Time) error {
 
 var bufPool sync.Pool
 
-// getBuf is an empty response buffer of respBufSize.
+// getBuf is an empty response buffer of respBufSize. The pool holds
+// array pointers: a *[]byte would be boxed anew at each put.
 func getBuf() []byte {
-	if b, ok := bufPool.Get().(*[]byte); ok {
-		return (*b)[:0]
+	if b, ok := bufPool.Get().(*[respBufSize]byte); ok {
+		return b[:0]
 	}
 	return make([]byte, 0, respBufSize)
 }
 
 func putBuf(b []byte) {
 	if cap(b) == respBufSize {
-		bufPool.Put(&b)
+		bufPool.Put((*[respBufSize]byte)(b[:respBufSize]))
 	}
 }
 

@@ -15,8 +15,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -121,8 +123,7 @@ type conn struct {
 	hookConn net.Conn // what the http.Server's ConnState hook is given
 	tlsState *tls.ConnectionState
 	handler  http.Handler
-	ctx      context.Context
-	cancel   context.CancelFunc
+	ctx      context.Context // every stream's context values; never cancelled
 	remote   string
 	br       *bufio.Reader
 	fr       *http2.Framer
@@ -156,6 +157,18 @@ type conn struct {
 	idleArmed   bool
 	handlers    sync.WaitGroup
 	headerKey   map[string]string // canonical request field names, this connection's
+	// lenN's text, the last Content-Length the server added: responses
+	// of one size repeat.
+	lenN    int
+	lenText string
+}
+
+// lengthText is n's decimal text.
+func (c *conn) lengthText(n int) string {
+	if c.lenText == "" || c.lenN != n {
+		c.lenN, c.lenText = n, strconv.Itoa(n)
+	}
+	return c.lenText
 }
 
 type encodeBuf struct{ c *conn }
@@ -174,7 +187,7 @@ func (s *Server) serveConn(nc, hookConn net.Conn, tlsState *tls.ConnectionState,
 	c.remote = nc.RemoteAddr().String()
 	base := context.WithValue(context.Background(), http.ServerContextKey, s.srv)
 	base = context.WithValue(base, http.LocalAddrContextKey, nc.LocalAddr())
-	c.ctx, c.cancel = context.WithCancel(base)
+	c.ctx = base
 	c.br = bufio.NewReaderSize(nc, 4<<10) // larger frames are read past it
 	c.outRoom.L = &c.mu
 	c.fr = http2.NewFramer(outBuf{c}, c.br)
@@ -362,7 +375,6 @@ func (c *conn) close() {
 	}
 	c.queued = nil
 	c.mu.Unlock()
-	c.cancel()
 	_ = c.nc.Close()
 	c.handlers.Wait()
 }
@@ -675,9 +687,18 @@ func (c *conn) headersLocked(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 		return 0, true
 	}
 	c.streams[id] = st
+	// The stream's context is cancelled by the connection alone (the
+	// stream reset, the connection gone, the handler done), so it is the
+	// own HTTP/1.1 loop's kind: one allocation, no channel until one
+	// waits, and the lean transport's close-on-cancel through the hook
+	// (context.WithCancel under the connection's was a cancelCtx, its
+	// cancel func, an entry in the connection's map of children and,
+	// at the first Done, a channel).
+	st.ctx = &st.ctxv
+	st.ctx.Init(c.ctx, &st.hook)
+	st.hook.Begin(st.ctx)
+	*req = *req.WithContext(st.ctx) // req is st.reqv; the copy stays on the stack
 	st.req = req
-	st.ctx, st.cancel = context.WithCancel(c.ctx)
-	st.req = req.WithContext(st.ctx)
 	st.rwv = responseWriter{st: st, refuse: status, refuseMsg: st.refuseMsg}
 	st.rw = &st.rwv
 	if c.running < int(c.s.maxStreams) {
@@ -694,7 +715,37 @@ func (c *conn) headersLocked(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 func (c *conn) startLocked(st *stream) {
 	c.running++
 	c.handlers.Add(1)
-	go st.run()
+	select {
+	case work <- st:
+	default:
+		go worker(st)
+	}
+}
+
+// maxIdleWorkers bounds the handler goroutines, of all connections and
+// servers, kept waiting for the next stream with the stacks they grew.
+const maxIdleWorkers = 64
+
+// work hands a stream to an idle worker; idleWorkers counts them.
+var (
+	work        = make(chan *stream)
+	idleWorkers atomic.Int32
+)
+
+// worker runs st's handler, then those of the streams startLocked hands
+// it, until it is one idle worker too many. A new goroutine's stack starts
+// at the smallest size and is copied as the handler outgrows it, each
+// stream again; a waiting worker has grown it already.
+func worker(st *stream) {
+	for {
+		st.run()
+		if idleWorkers.Add(1) > maxIdleWorkers {
+			idleWorkers.Add(-1)
+			return
+		}
+		st = <-work
+		idleWorkers.Add(-1)
+	}
 }
 
 // handlerDoneLocked starts queued handlers whose streams are still open.
@@ -729,10 +780,6 @@ func (c *conn) canonical(name string) string {
 	return k
 }
 
-var connectionSpecific = map[string]bool{
-	"connection": true, "keep-alive": true, "proxy-connection": true, "transfer-encoding": true, "upgrade": true,
-}
-
 // newRequest builds a stream's request; false for a malformed one (the
 // stream is reset). status is non-zero when the request is answered
 // without its handler (431: the header list is over the limit).
@@ -753,13 +800,40 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 	}
 	regular := f.RegularFields()
 	hdr := make(http.Header, len(regular))
-	// One backing array for the values; a repeated field gets its own.
-	vals := make([]string, len(regular))
-	var cookies []string
+	// One backing array for the values, the stream's when it is large
+	// enough; a repeated field gets its own.
+	vals := st.valArr[:]
+	if len(regular) > len(vals) {
+		vals = make([]string, len(regular))
+	}
+	cookie := -1      // the first cookie field's value in vals
+	var more []string // and the others'
+	var refused uint8 // connection-specific fields, as bits of refusedNames
+	var te int        // TE fields
 	for i, hf := range regular {
-		if hf.Name == "cookie" {
-			cookies = append(cookies, hf.Value)
+		// Field names arrive lower case (the Framer refuses others).
+		switch hf.Name {
+		case "cookie":
+			if cookie < 0 {
+				cookie, vals[i] = i, hf.Value
+			} else {
+				more = append(more, hf.Value)
+			}
 			continue
+		case "connection":
+			refused |= 1 << 0
+		case "keep-alive":
+			refused |= 1 << 1
+		case "proxy-connection":
+			refused |= 1 << 2
+		case "transfer-encoding":
+			refused |= 1 << 3
+		case "upgrade":
+			refused |= 1 << 4
+		case "te":
+			if te++; te > 1 || hf.Value != "trailers" && hf.Value != "" {
+				refused |= 1 << 5
+			}
 		}
 		k := c.canonical(hf.Name)
 		if vv, ok := hdr[k]; ok {
@@ -769,16 +843,20 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 		vals[i] = hf.Value
 		hdr[k] = vals[i : i+1 : i+1]
 	}
-	if len(cookies) > 0 {
-		hdr["Cookie"] = []string{strings.Join(cookies, "; ")}
+	if cookie >= 0 {
+		// One field, as net/http's server joins them.
+		if len(more) > 0 {
+			vals[cookie] += "; " + strings.Join(more, "; ")
+		}
+		hdr["Cookie"] = vals[cookie : cookie+1 : cookie+1]
 	}
 	status := 0
 	if f.Truncated {
 		status = http.StatusRequestHeaderFieldsTooLarge
-	} else if err := checkFields(hdr); err != nil {
-		status, st.refuseMsg = http.StatusBadRequest, err.Error()
+	} else if refused != 0 {
+		status, st.refuseMsg = http.StatusBadRequest, refusal(refused)
 	}
-	req := &http.Request{
+	st.reqv = http.Request{
 		Method:     method,
 		Proto:      "HTTP/2.0",
 		ProtoMajor: 2,
@@ -788,6 +866,7 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 		RequestURI: path,
 		Host:       authority,
 	}
+	req := &st.reqv
 	if req.Host == "" {
 		req.Host = hdr.Get("Host")
 	}
@@ -836,18 +915,20 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 	return req, status, true
 }
 
-// checkFields refuses what net/http's HTTP/2 server answers 400 to:
-// connection-specific fields, and TE other than "trailers".
-func checkFields(h http.Header) error {
-	for _, k := range [...]string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade"} {
-		if _, ok := h[k]; ok {
-			return fmt.Errorf("request header %q is not valid in HTTP/2", k)
+// refusedNames are the connection-specific fields, in the order the
+// answer names the first present.
+var refusedNames = [...]string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade"}
+
+// refusal is the message of net/http's HTTP/2 server's 400 for what
+// newRequest found: connection-specific fields (bits 0-4), TE other than
+// one "trailers" (bit 5).
+func refusal(refused uint8) string {
+	for i, k := range refusedNames {
+		if refused&(1<<i) != 0 {
+			return fmt.Sprintf("request header %q is not valid in HTTP/2", k)
 		}
 	}
-	if te := h["Te"]; len(te) > 0 && (len(te) > 1 || te[0] != "trailers" && te[0] != "") {
-		return errors.New(`request header "TE" may only be "trailers" in HTTP/2`)
-	}
-	return nil
+	return `request header "TE" may only be "trailers" in HTTP/2`
 }
 
 func textTrim(s string) string { return strings.Trim(s, " \t") }
@@ -857,11 +938,14 @@ func textTrim(s string) string { return strings.Trim(s, " \t") }
 type stream struct {
 	c      *conn
 	id     uint32
-	req    *http.Request
+	req    *http.Request // &reqv
 	rw     *responseWriter
-	ctx    context.Context
-	cancel context.CancelFunc
-	wake   sync.Cond // a body reader or a writer waiting
+	ctx    *cancelhook.Ctx
+	hook   cancelhook.Hook // the lean transport's close-on-cancel
+	wake   sync.Cond       // a body reader or a writer waiting
+	reqv   http.Request
+	ctxv   cancelhook.Ctx
+	valArr [8]string // backs the request's field values
 
 	sendWindow int64
 	recvWindow int
@@ -879,9 +963,8 @@ type stream struct {
 	refuseMsg string
 	rwv       responseWriter
 	bodyv     body
-	// vals back the fields the server adds to a response (Date,
-	// Content-Length, Content-Type).
-	vals [3]string
+	// fieldArr backs the response's fields (responseWriter.snap).
+	fieldArr [8]field
 
 	readTimer, writeTimer *time.Timer
 	readPast, writePast   bool
@@ -920,8 +1003,11 @@ func (st *stream) closeLocked(err error) {
 		st.buf = st.buf[:0]
 	}
 	st.wake.Broadcast()
-	if st.cancel != nil {
-		st.cancel()
+	if st.ctx != nil {
+		st.ctx.Cancel(context.Canceled)
+		// As an AfterFunc's, the registered func runs on a goroutine
+		// of its own, not under mu.
+		go st.hook.Fire()
 	}
 	st.forgetLocked()
 }
@@ -962,7 +1048,7 @@ func (st *stream) run() {
 			c.handlerDoneLocked()
 			c.mu.Unlock()
 			st.stopTimers()
-			st.cancel()
+			st.ctx.Cancel(context.Canceled)
 			return
 		}
 	}()
@@ -977,7 +1063,7 @@ func (st *stream) run() {
 	}
 	rw.finish()
 	st.stopTimers()
-	st.cancel()
+	st.ctx.Cancel(context.Canceled)
 }
 
 func (st *stream) stopTimers() {
@@ -1063,34 +1149,34 @@ func (b *body) Close() error {
 // writeHeadersLocked encodes and writes a HEADERS frame (and
 // CONTINUATION frames) with :status and h's fields; trailers (status 0)
 // carry h's fields only.
-func (c *conn) writeHeadersLocked(st *stream, status int, h http.Header, end bool) {
+func (c *conn) writeHeadersLocked(st *stream, status int, h []field, end bool) {
 	c.hbuf = c.hbuf[:0]
 	if status != 0 {
 		_ = c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: statusText(status)})
 	}
-	for k, vv := range h {
+	for _, f := range h {
+		k, v := f.k, f.v
 		if strings.HasPrefix(k, http.TrailerPrefix) {
 			if status != 0 {
 				continue
 			}
 			k = k[len(http.TrailerPrefix):]
 		}
-		if !httpguts.ValidHeaderFieldName(k) {
-			continue
-		}
-		lk := lower(k)
-		if connectionSpecific[lk] {
-			continue
-		}
-		if lk == "te" {
-			continue
-		}
-		for _, v := range vv {
-			if !httpguts.ValidHeaderFieldValue(v) {
+		lk, ok := commonLower[k]
+		if !ok {
+			if !httpguts.ValidHeaderFieldName(k) {
 				continue
 			}
-			_ = c.henc.WriteField(hpack.HeaderField{Name: lk, Value: v})
+			lk = lower(k)
 		}
+		switch lk {
+		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te":
+			continue
+		}
+		if !f.valid && !httpguts.ValidHeaderFieldValue(v) {
+			continue
+		}
+		_ = c.henc.WriteField(hpack.HeaderField{Name: lk, Value: v})
 	}
 	if end {
 		st.localDone = true

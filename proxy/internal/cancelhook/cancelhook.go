@@ -6,13 +6,13 @@ import (
 )
 
 // Hook stands in for the lean transport's context.AfterFunc on requests
-// of the own HTTP/1.1 server loop. Registering an AfterFunc on a request
-// context allocates a child context, a map of children in the request's
-// context and the stop func, and takes two more locks, all per request, to
-// hear of a cancellation that almost never comes. The loop cancels its
-// request contexts itself (the client went away), so it runs the one
-// registered func itself too: one per connection, reused request after
-// request. For a context that can be cancelled by anything else (a route
+// of the own HTTP/1.1 server loop and on the own HTTP/2 server's streams.
+// Registering an AfterFunc on a request context allocates a child context,
+// a map of children in the request's context and the stop func, and takes
+// two more locks, all per request, to hear of a cancellation that almost
+// never comes. The loop cancels its request contexts itself (the client
+// went away), so it runs the one registered func itself too: one per
+// connection (per stream in HTTP/2), reused request after request. For a context that can be cancelled by anything else (a route
 // timeout's, which registers on the request's Ctx, or net/http's,
 // which has none) the lean path registers an AfterFunc as before.
 type Hook struct {
@@ -104,9 +104,9 @@ func (r Reg) Stop() bool {
 	return true
 }
 
-// Ctx is the context of a request of the own HTTP/1.1 loop: the
-// connection's values, cancelled by the loop (the client went away, the
-// handler returned). context.WithCancel costs three allocations per
+// Ctx is the context of a request of the own HTTP/1.1 loop (or of an own
+// HTTP/2 stream): the connection's values, cancelled by the loop (the
+// client went away, the handler returned). context.WithCancel costs three allocations per
 // request (the context, its cancel func and, at the first Done, the
 // channel) and the hook's test of the channel makes that first Done every
 // time; a Ctx is one allocation, with a channel only when something
@@ -132,6 +132,12 @@ type loopCtxKey struct{}
 
 func NewCtx(values context.Context, hook *Hook) *Ctx {
 	return &Ctx{Context: values, hook: hook}
+}
+
+// Init makes the zero Ctx c what NewCtx(values, hook) returns, for a Ctx
+// held in a larger allocation (an HTTP/2 stream's).
+func (c *Ctx) Init(values context.Context, hook *Hook) {
+	c.Context, c.hook = values, hook
 }
 
 // closedDone is the Done of a Ctx first asked after its cancellation.
