@@ -1,14 +1,17 @@
 package frontdoor
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -487,5 +490,50 @@ func TestHTTP3RetryUnderAFloodOfHandshakes(t *testing.T) {
 		if i == 1 && rc.n.Load() != 0 {
 			t.Fatal("the first handshake was sent a Retry")
 		}
+	}
+}
+
+// TestHTTP3CertificatesFollowTheListener: the QUIC handshake serves the
+// listener's certificate, a reload's new one once applied, and an Sni
+// entry's own, as the TCP handshake does.
+func TestHTTP3CertificatesFollowTheListener(t *testing.T) {
+	certA, keyA, _ := testutil.CertFiles(t)
+	certB, keyB, _ := testutil.CertFiles(t)
+	certS, keyS, _ := testutil.CertFiles(t, "s.example")
+	listener := func(cert, key string) config.Listener {
+		return config.Listener{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: cert, KeyPath: key},
+			ListenerOptions: config.ListenerOptions{KestrelEndpointDefaults: config.KestrelEndpointDefaults{Protocols: config.ProtocolsHttp1AndHttp2AndHttp3},
+				Sni: []config.SniRule{{Pattern: "s.example", Certificate: &config.Certificate{Path: certS, KeyPath: keyS}}, {Pattern: "*"}}}}
+	}
+	s := startServer(t, &config.Config{Listeners: []config.Listener{listener(certA, keyA)}}, http.HandlerFunc(okHandler))
+	addr := s.Addrs()[0].String()
+	leaf := func(serverName string) []byte {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		qc, err := quic.DialAddr(ctx, addr, &tls.Config{InsecureSkipVerify: true, ServerName: serverName, NextProtos: []string{http3.NextProtoH3}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer qc.CloseWithError(0, "")
+		return qc.ConnectionState().TLS.PeerCertificates[0].Raw
+	}
+	fileDER := func(path string) []byte {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blk, _ := pem.Decode(b)
+		return blk.Bytes
+	}
+	if !bytes.Equal(leaf("127.0.0.1"), fileDER(certA)) || !bytes.Equal(leaf("s.example"), fileDER(certS)) {
+		t.Fatal("QUIC does not serve the listener's and the Sni entry's certificates")
+	}
+	apply, err := s.PrepareCertificates(&config.Config{Listeners: []config.Listener{listener(certB, keyB)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply()
+	if !bytes.Equal(leaf("127.0.0.1"), fileDER(certB)) {
+		t.Fatal("QUIC does not serve the reloaded certificate")
 	}
 }
