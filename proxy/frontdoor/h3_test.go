@@ -106,9 +106,19 @@ func TestHTTP3NeedsTLS(t *testing.T) {
 // TestHTTP3UDPInUse: a UDP socket that cannot bind fails Start (and
 // Reserve) with an error naming the address, and releases the TCP socket.
 func TestHTTP3UDPInUse(t *testing.T) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// A UDP port held by another socket whose TCP port is free.
+	var pc net.PacketConn
+	for pc == nil {
+		p, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ln, err := net.Listen("tcp", p.LocalAddr().String()); err == nil {
+			ln.Close()
+			pc = p
+		} else {
+			p.Close()
+		}
 	}
 	defer pc.Close()
 	addr := pc.LocalAddr().String()
@@ -262,23 +272,146 @@ func TestHTTP3ShutdownEndsAtItsDeadline(t *testing.T) {
 // ticket that allows it.
 type earlyClient struct {
 	tr    *quic.Transport
+	pc    *lateHandshake
 	tls   *tls.Config
 	addr  *net.UDPAddr
 	mu    sync.Mutex
 	conns []*quic.Conn
 }
 
+// lateHandshake is a client socket that can hold back its Handshake
+// packets (the client's Finished), so that a request sent in 0-RTT is
+// answered before the server's handshake completes, as over a long round
+// trip.
+type lateHandshake struct {
+	net.PacketConn
+	mu   sync.Mutex
+	hold bool
+	held []func()
+	// gate, while open, holds back what the server sends: quic-go's
+	// client opening a stream in 0-RTT races (go test -race) with its
+	// reading of the server's transport parameters.
+	gate chan struct{}
+}
+
+func (c *lateHandshake) ReadFrom(b []byte) (int, net.Addr, error) {
+	n, a, err := c.PacketConn.ReadFrom(b)
+	c.mu.Lock()
+	g := c.gate
+	c.mu.Unlock()
+	if g != nil {
+		<-g
+	}
+	return n, a, err
+}
+
+// holdServer holds back the server's packets until the returned open.
+func (c *lateHandshake) holdServer() (open func()) {
+	g := make(chan struct{})
+	c.mu.Lock()
+	c.gate = g
+	c.mu.Unlock()
+	return sync.OnceFunc(func() {
+		c.mu.Lock()
+		c.gate = nil
+		c.mu.Unlock()
+		close(g)
+	})
+}
+
+// hasHandshakePacket reports whether datagram b holds a QUIC version 1
+// Handshake packet (alone, or coalesced after an Initial one).
+func hasHandshakePacket(b []byte) bool {
+	varint := func(b []byte) (uint64, int) {
+		if len(b) == 0 {
+			return 0, 0
+		}
+		n := 1 << (b[0] >> 6)
+		if len(b) < n {
+			return 0, 0
+		}
+		v := uint64(b[0] & 0x3f)
+		for _, x := range b[1:n] {
+			v = v<<8 | uint64(x)
+		}
+		return v, n
+	}
+	for len(b) > 7 && b[0]&0x80 != 0 {
+		typ := b[0] & 0x30
+		if typ == 0x20 {
+			return true
+		}
+		i := 5 // first byte, version
+		i += 1 + int(b[i])
+		if i >= len(b) {
+			return false
+		}
+		i += 1 + int(b[i])
+		if typ == 0x00 { // Initial: the token
+			tl, n := varint(b[min(i, len(b)):])
+			if n == 0 {
+				return false
+			}
+			i += n + int(tl)
+		}
+		l, n := varint(b[min(i, len(b)):])
+		if n == 0 {
+			return false
+		}
+		i += n + int(l)
+		if i > len(b) {
+			return false
+		}
+		b = b[i:]
+	}
+	return false
+}
+
+func (c *lateHandshake) WriteTo(b []byte, a net.Addr) (int, error) {
+	if hasHandshakePacket(b) {
+		c.mu.Lock()
+		if c.hold {
+			late := bytes.Clone(b)
+			c.held = append(c.held, func() { _, _ = c.PacketConn.WriteTo(late, a) })
+			c.mu.Unlock()
+			return len(b), nil
+		}
+		c.mu.Unlock()
+	}
+	return c.PacketConn.WriteTo(b, a)
+}
+
+// holdHandshake holds Handshake packets until the returned release (or,
+// should the server not answer before the handshake, 3 s).
+func (c *lateHandshake) holdHandshake() (release func()) {
+	c.mu.Lock()
+	c.hold = true
+	c.mu.Unlock()
+	release = sync.OnceFunc(func() {
+		c.mu.Lock()
+		held := c.held
+		c.hold, c.held = false, nil
+		c.mu.Unlock()
+		for _, send := range held {
+			send()
+		}
+	})
+	time.AfterFunc(3*time.Second, release)
+	return release
+}
+
 func newEarlyClient(t *testing.T, addr string, pool *x509.CertPool) *earlyClient {
 	t.Helper()
-	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	pc := &lateHandshake{PacketConn: udp}
 	ua, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &earlyClient{tr: &quic.Transport{Conn: pc}, addr: ua,
+	c := &earlyClient{tr: &quic.Transport{Conn: pc}, pc: pc, addr: ua,
 		tls: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", NextProtos: []string{http3.NextProtoH3}, ClientSessionCache: tls.NewLRUClientSessionCache(8)}}
 	t.Cleanup(func() {
 		c.mu.Lock()
@@ -294,8 +427,15 @@ func newEarlyClient(t *testing.T, addr string, pool *x509.CertPool) *earlyClient
 
 // do sends req on a new connection, before the handshake completes when
 // 0-RTT is possible; it returns the status and whether 0-RTT was used.
-func (c *earlyClient) do(t *testing.T, method string) (int, bool) {
+// With early, the client's Finished is held until the answer came.
+func (c *earlyClient) do(t *testing.T, method string, early bool) (int, bool) {
 	t.Helper()
+	release, open := func() {}, func() {}
+	if early {
+		release, open = c.pc.holdHandshake(), c.pc.holdServer()
+	}
+	defer release()
+	defer open()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	qc, err := c.tr.DialEarly(ctx, c.addr, c.tls, &quic.Config{})
@@ -315,12 +455,14 @@ func (c *earlyClient) do(t *testing.T, method string) (int, bool) {
 		t.Fatal(err)
 	}
 	_ = str.Close()
+	open()
 	resp, err := str.ReadResponse()
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+	release()
 	<-qc.HandshakeComplete()
 	return resp.StatusCode, qc.ConnectionState().Used0RTT
 }
@@ -329,6 +471,7 @@ func (c *earlyClient) do(t *testing.T, method string) (int, bool) {
 // safe methods are served from it (marked Early-Data: 1 for the
 // backend) and the others answered 425.
 func TestHTTP3ZeroRTT(t *testing.T) {
+	t.Setenv("QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING", "true") // *lateHandshake is no *net.UDPConn
 	for _, allow := range []bool{false, true} {
 		t.Run(fmt.Sprintf("AllowZeroRtt=%v", allow), func(t *testing.T) {
 			l, pool := h3Listener(t, config.ProtocolsHttp3)
@@ -341,11 +484,11 @@ func TestHTTP3ZeroRTT(t *testing.T) {
 				mu.Unlock()
 			}))
 			c := newEarlyClient(t, s.Addrs()[0].String(), pool)
-			if status, used := c.do(t, "GET"); status != 200 || used {
+			if status, used := c.do(t, "GET", false); status != 200 || used {
 				t.Fatalf("first connection: %d, 0-RTT %v", status, used)
 			}
 			for _, m := range []string{"GET", "HEAD", "OPTIONS", "POST", "DELETE"} {
-				status, used := c.do(t, m)
+				status, used := c.do(t, m, allow)
 				want := 200
 				if allow && m != "GET" && m != "HEAD" && m != "OPTIONS" {
 					want = http.StatusTooEarly
