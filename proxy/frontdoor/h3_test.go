@@ -382,7 +382,7 @@ func (c *lateHandshake) WriteTo(b []byte, a net.Addr) (int, error) {
 }
 
 // holdHandshake holds Handshake packets until the returned release (or,
-// should the server not answer before the handshake, 3 s).
+// should the server not answer before the handshake, 10 s).
 func (c *lateHandshake) holdHandshake() (release func()) {
 	c.mu.Lock()
 	c.hold = true
@@ -396,7 +396,7 @@ func (c *lateHandshake) holdHandshake() (release func()) {
 			send()
 		}
 	})
-	time.AfterFunc(3*time.Second, release)
+	time.AfterFunc(10*time.Second, release)
 	return release
 }
 
@@ -678,5 +678,38 @@ func TestHTTP3CertificatesFollowTheListener(t *testing.T) {
 	apply()
 	if !bytes.Equal(leaf("127.0.0.1"), fileDER(certB)) {
 		t.Fatal("QUIC does not serve the reloaded certificate")
+	}
+}
+
+// TestHTTP3ZeroRTTOnAnotherNode: with AllowZeroRtt on nodes sharing the
+// ticket keys, a ticket one node issued carries 0-RTT to another.
+func TestHTTP3ZeroRTTOnAnotherNode(t *testing.T) {
+	t.Setenv("QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING", "true") // *lateHandshake is no *net.UDPConn
+	certFile, keyFile, pool := testutil.CertFiles(t)
+	shared := &ticketSource{}
+	shared.set(ticketKey(1))
+	start := func() string {
+		l := config.Listener{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: certFile, KeyPath: keyFile},
+			ListenerOptions: config.ListenerOptions{KestrelEndpointDefaults: config.KestrelEndpointDefaults{Protocols: config.ProtocolsHttp3}, AllowZeroRtt: true}}
+		s, err := New(&config.Config{Listeners: []config.Listener{l}}, http.HandlerFunc(okHandler), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.UseTicketKeys(shared)
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+		return s.Addrs()[0].String()
+	}
+	a, b := start(), start()
+	ca := newEarlyClient(t, a, pool)
+	if status, used := ca.do(t, "GET", false); status != 200 || used {
+		t.Fatalf("node a: %d, 0-RTT %v", status, used)
+	}
+	cb := newEarlyClient(t, b, pool)
+	cb.tls.ClientSessionCache = ca.tls.ClientSessionCache // the client's tickets, now asking node b
+	if status, used := cb.do(t, "GET", true); status != 200 || !used {
+		t.Fatalf("node b with node a's ticket: %d, 0-RTT %v; want 200 in 0-RTT", status, used)
 	}
 }
