@@ -237,3 +237,23 @@ func TestKestrelSniEntries(t *testing.T) {
 		t.Errorf("*: %+v", any)
 	}
 }
+
+func TestAllowZeroRtt(t *testing.T) {
+	dir := certFiles(t)
+	pem := `{"Path": "` + filepath.Join(dir, "cert.pem") + `", "KeyPath": "` + filepath.Join(dir, "key.pem") + `"}`
+	in := `{"Listeners": [{"Address": ":5", "Protocols": "Http1AndHttp2AndHttp3", "AllowZeroRtt": true, "Certificate": ` + pem + `}],
+	  "Kestrel": {"Endpoints": {"A": {"Url": "https://*:6", "Protocols": "Http3", "AllowZeroRtt": true, "Certificate": ` + pem + `},
+	    "B": {"Url": "https://*:7", "AllowZeroRtt": true, "Certificate": ` + pem + `}}}, ` + minimalRP + `}`
+	c, warns, err := ParseWith([]byte(in), "json", LoadOptions{LookupEnv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, true, true} {
+		if got := c.Listeners[i].AllowZeroRtt; got != want {
+			t.Errorf("%s: AllowZeroRtt %v, want %v", c.Listeners[i].Source, got, want)
+		}
+	}
+	if !slices.Contains(warns, "Kestrel.Endpoints.B.AllowZeroRtt: has no effect without HTTP/3 in Protocols") {
+		t.Errorf("warnings %q lack the one for B", warns)
+	}
+}
