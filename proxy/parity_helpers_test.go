@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
@@ -32,10 +33,14 @@ type serverMode struct {
 	h2c   bool                  // cleartext HTTP/2 with prior knowledge
 	tls   bool
 	h2    bool // over TLS: ALPN h2 (else http/1.1)
+	h3    bool // HTTP/3 over QUIC (a listener with Protocols Http3)
+	// altH3: a TLS mode's listener serves HTTP/3 too (Protocols
+	// Http1AndHttp2AndHttp3); the client still speaks TCP.
+	altH3 bool
 }
 
 // h1 reports whether the mode speaks HTTP/1.1 on the wire.
-func (m serverMode) h1() bool { return !m.h2c && !m.h2 }
+func (m serverMode) h1() bool { return !m.h2c && !m.h2 && !m.h3 }
 
 func (m serverMode) scheme() string {
 	if m.tls {
@@ -56,6 +61,8 @@ var serverModes = []serverMode{
 	{name: "tls-h2-own", http1: frontdoor.HTTP1Own, http2: frontdoor.HTTP2Own, tls: true, h2: true},
 	// net/http's ServeTLS hands h2 to the own server (no own HTTP/1.1 loop).
 	{name: "tls-h2-own-stdlib1", http1: frontdoor.HTTP1Stdlib, http2: frontdoor.HTTP2Own, tls: true, h2: true},
+	// quic-go's http3 server on a listener with Protocols Http3.
+	{name: "h3", http1: frontdoor.HTTP1Own, tls: true, h3: true},
 }
 
 // modeEnv is a proxy served by a real listening Server in one mode.
@@ -81,8 +88,13 @@ func startMode(t *testing.T, mode serverMode, js string, mod func(*Options)) *mo
 	switch {
 	case mode.h2c:
 		l.Protocols = config.ProtocolsHttp2
+	case mode.h3:
+		l.SelfSigned, l.Protocols = true, config.ProtocolsHttp3
 	case mode.tls:
 		l.SelfSigned = true
+		if mode.altH3 {
+			l.Protocols = config.ProtocolsHttp1AndHttp2AndHttp3
+		}
 	}
 	cfg.Listeners = []config.Listener{l}
 	e := &modeEnv{t: t, mode: mode, reg: prometheus.NewRegistry()}
@@ -106,10 +118,21 @@ func startMode(t *testing.T, mode serverMode, js string, mod func(*Options)) *mo
 	e.srv = s
 	e.addr = s.Addrs()[0].String()
 	e.base = mode.scheme() + "://" + e.addr
-	e.client = &http.Client{Transport: mode.transport(), Timeout: 10 * time.Second,
+	e.client = &http.Client{Transport: mode.roundTripper(t), Timeout: 10 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	t.Cleanup(e.client.CloseIdleConnections)
 	return e
+}
+
+// roundTripper is a client transport that speaks the mode's protocol only:
+// transport's, or quic-go's HTTP/3 client, closed when the test ends.
+func (m serverMode) roundTripper(t *testing.T) http.RoundTripper {
+	if !m.h3 {
+		return m.transport()
+	}
+	tr := &http3.Transport{DisableCompression: true, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} // the listener's self-signed certificate
+	t.Cleanup(func() { _ = tr.Close() })
+	return tr
 }
 
 // transport is a client transport that speaks the mode's protocol only.
@@ -365,7 +388,7 @@ func closedWithin(t *testing.T, c net.Conn, limit time.Duration) time.Duration {
 // newClient is a second client of the mode's kind, with its own
 // connections.
 func (e *modeEnv) newClient() *http.Client {
-	c := &http.Client{Transport: e.mode.transport(), Timeout: 10 * time.Second}
+	c := &http.Client{Transport: e.mode.roundTripper(e.t), Timeout: 10 * time.Second}
 	e.t.Cleanup(c.CloseIdleConnections)
 	return c
 }

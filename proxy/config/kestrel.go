@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/netip"
@@ -39,6 +40,8 @@ type KestrelEndpoint struct {
 	KestrelEndpointDefaults
 	// Certificate for an https Url; default Kestrel.Certificates.Default.
 	Certificate *Certificate
+	// AllowZeroRtt: ListenerOptions.AllowZeroRtt (tether's, not Kestrel's).
+	AllowZeroRtt bool
 	// Sni picks settings by the TLS server name, as Kestrel does: an exact
 	// host name, else the longest "*.suffix" pattern, else "*"; a handshake
 	// that matches none is refused. Each entry may set its own Certificate
@@ -65,9 +68,11 @@ type SniRule struct {
 // KestrelEndpointDefaults are the per-endpoint settings Kestrel also has as
 // defaults.
 type KestrelEndpointDefaults struct {
-	// Protocols: Http1, Http2, Http1AndHttp2 (default), as Kestrel names
-	// them. Cleartext Http2 is h2c with prior knowledge; cleartext
-	// Http1AndHttp2 is HTTP/1.1. HTTP/3 is not served.
+	// Protocols: Http1, Http2, Http1AndHttp2 (default), Http3,
+	// Http1AndHttp2AndHttp3, as Kestrel names them, or a list of flags
+	// ("Http1, Http3"). Cleartext Http2 is h2c with prior knowledge;
+	// cleartext Http1AndHttp2 is HTTP/1.1. HTTP/3 is served on a UDP socket
+	// of the same port and needs TLS 1.3; Http3 alone opens no TCP socket.
 	Protocols string
 	// SslProtocols bound the TLS versions offered ("Tls12", "Tls13").
 	SslProtocols TLSVersions
@@ -105,6 +110,11 @@ type ListenerOptions struct {
 	// covers: the listener serves a certificate for localhost generated at
 	// start, in the role of ASP.NET's development certificate.
 	SelfSigned bool
+	// AllowZeroRtt accepts TLS 1.3 early data (0-RTT) on the listener's
+	// HTTP/3 socket; only GET, HEAD and OPTIONS are served from it, other
+	// methods are answered 425 Too Early. Off by default: early data can be
+	// replayed.
+	AllowZeroRtt bool
 	// Source names where the listener came from in errors
 	// ("Kestrel.Endpoints.https", "Urls"); empty for Listeners entries.
 	Source string
@@ -115,7 +125,7 @@ type ListenerOptions struct {
 // SameListener reports whether o and p bind the same way: everything but
 // certificate files, which a reload swaps in place.
 func (o ListenerOptions) SameListener(p ListenerOptions) bool {
-	if o.KestrelEndpointDefaults != p.KestrelEndpointDefaults || o.SelfSigned != p.SelfSigned || o.Source != p.Source || len(o.Sni) != len(p.Sni) {
+	if o.KestrelEndpointDefaults != p.KestrelEndpointDefaults || o.SelfSigned != p.SelfSigned || o.AllowZeroRtt != p.AllowZeroRtt || o.Source != p.Source || len(o.Sni) != len(p.Sni) {
 		return false
 	}
 	for i := range o.Sni {
@@ -127,12 +137,38 @@ func (o ListenerOptions) SameListener(p ListenerOptions) bool {
 	return true
 }
 
-// Canonical Protocols values tether serves.
+// Canonical Protocols values tether serves: Kestrel's names, and for the
+// combinations Kestrel has no name for, the flags joined by "And".
 const (
-	ProtocolsHttp1         = "Http1"
-	ProtocolsHttp2         = "Http2"
-	ProtocolsHttp1AndHttp2 = "Http1AndHttp2"
+	ProtocolsHttp1                 = "Http1"
+	ProtocolsHttp2                 = "Http2"
+	ProtocolsHttp1AndHttp2         = "Http1AndHttp2"
+	ProtocolsHttp3                 = "Http3"
+	ProtocolsHttp1AndHttp3         = "Http1AndHttp3"
+	ProtocolsHttp2AndHttp3         = "Http2AndHttp3"
+	ProtocolsHttp1AndHttp2AndHttp3 = "Http1AndHttp2AndHttp3"
 )
+
+// ProtocolsHTTP3 reports whether canonical Protocols p include HTTP/3.
+func ProtocolsHTTP3(p string) bool {
+	return strings.HasSuffix(p, "Http3")
+}
+
+// ProtocolsTCP is what canonical Protocols p serve over TCP: p without
+// HTTP/3; "" for Http3 alone.
+func ProtocolsTCP(p string) string {
+	switch p {
+	case ProtocolsHttp3:
+		return ""
+	case ProtocolsHttp1AndHttp3:
+		return ProtocolsHttp1
+	case ProtocolsHttp2AndHttp3:
+		return ProtocolsHttp2
+	case ProtocolsHttp1AndHttp2AndHttp3:
+		return ProtocolsHttp1AndHttp2
+	}
+	return p
+}
 
 var clientCertModes = []string{"NoCertificate", "AllowCertificate"}
 
@@ -163,7 +199,9 @@ func (v *validator) buildListeners(c *Config, opts LoadOptions) {
 		c.Listeners, k.Endpoints = nil, nil
 	}
 	for i := range c.Listeners {
-		v.endpointOptions(fmt.Sprintf("Listeners[%d]", i), &c.Listeners[i].KestrelEndpointDefaults)
+		l := &c.Listeners[i]
+		v.endpointOptions(fmt.Sprintf("Listeners[%d]", i), &l.KestrelEndpointDefaults)
+		v.http3Listener(fmt.Sprintf("Listeners[%d]", i), l, l.Certificate != nil || l.Acme != nil, true)
 	}
 
 	explicit := len(c.Listeners) > 0
@@ -208,6 +246,7 @@ func (v *validator) buildListeners(c *Config, opts LoadOptions) {
 			if https {
 				v.httpsDefault(src+" "+u, &l, def)
 			}
+			v.http3Listener(src+" "+u, &l, https, false)
 			c.Listeners = append(c.Listeners, l)
 		}
 	}
@@ -267,6 +306,8 @@ func (v *validator) kestrelEndpoint(path string, e *KestrelEndpoint, defaults Ke
 	case https:
 		v.httpsDefault(path, &l, def)
 	}
+	l.AllowZeroRtt = e.AllowZeroRtt
+	v.http3Listener(path, &l, https, opts.Protocols != "")
 	if len(e.Sni) > 0 && !https {
 		v.errorf(path+".Sni", "needs an https Url")
 	}
@@ -362,12 +403,9 @@ func mergeEndpointOptions(dst *KestrelEndpointDefaults, own KestrelEndpointDefau
 // them to the canonical spelling.
 func (v *validator) endpointOptions(path string, o *KestrelEndpointDefaults) {
 	if o.Protocols != "" {
-		p, warn, err := parseProtocols(o.Protocols)
-		switch {
-		case err != nil:
+		p, err := parseProtocols(o.Protocols)
+		if err != nil {
 			v.errorf(path+".Protocols", "%q: %v", o.Protocols, err)
-		case warn != "":
-			v.warns = append(v.warns, path+".Protocols: "+warn)
 		}
 		o.Protocols = p
 	}
@@ -380,9 +418,9 @@ func (v *validator) endpointOptions(path string, o *KestrelEndpointDefaults) {
 }
 
 // parseProtocols reads Kestrel's HttpProtocols: a name or a comma-separated
-// list of flags ("Http1, Http2"). HTTP/3 alongside others is dropped with a
-// warning (clients fall back, as no Alt-Svc is sent); alone it is an error.
-func parseProtocols(s string) (canonical, warn string, err error) {
+// list of flags ("Http1, Http3"), and the canonical names of the
+// combinations Kestrel does not name.
+func parseProtocols(s string) (canonical string, err error) {
 	var h1, h2, h3 bool
 	for f := range strings.SplitSeq(s, ",") {
 		switch strings.ToLower(strings.TrimSpace(f)) {
@@ -396,9 +434,13 @@ func parseProtocols(s string) (canonical, warn string, err error) {
 			h1, h2 = true, true
 		case "http1andhttp2andhttp3":
 			h1, h2, h3 = true, true, true
+		case "http1andhttp3":
+			h1, h3 = true, true
+		case "http2andhttp3":
+			h2, h3 = true, true
 		case "none":
 		default:
-			return "", "", fmt.Errorf("unknown protocol %q (want Http1, Http2 or Http1AndHttp2)", strings.TrimSpace(f))
+			return "", fmt.Errorf("unknown protocol %q (want Http1, Http2, Http1AndHttp2, Http3 or Http1AndHttp2AndHttp3)", strings.TrimSpace(f))
 		}
 	}
 	switch {
@@ -408,15 +450,44 @@ func parseProtocols(s string) (canonical, warn string, err error) {
 		canonical = ProtocolsHttp1
 	case h2:
 		canonical = ProtocolsHttp2
-	case h3:
-		return "", "", fmt.Errorf("HTTP/3 is not supported")
-	default:
-		return "", "", fmt.Errorf("no protocol enabled")
+	case !h3:
+		return "", fmt.Errorf("no protocol enabled")
 	}
 	if h3 {
-		warn = "HTTP/3 is not served; " + canonical + " is"
+		if canonical == "" {
+			return ProtocolsHttp3, nil
+		}
+		canonical += "AndHttp3"
 	}
-	return canonical, warn, nil
+	return canonical, nil
+}
+
+// http3Listener checks HTTP/3 on listener l (at names it; tlsOn: it
+// serves HTTPS). HTTP/3 runs over QUIC, which is TLS 1.3 only. On a
+// cleartext listener HTTP/3 the listener names itself is an error; HTTP/3
+// it inherits from Kestrel.EndpointDefaults is dropped with a warning, as
+// Kestrel does, so that defaults naming HTTP/3 still serve an http
+// endpoint beside the https ones.
+func (v *validator) http3Listener(at string, l *Listener, tlsOn, own bool) {
+	if !ProtocolsHTTP3(l.Protocols) {
+		if l.AllowZeroRtt {
+			v.warns = append(v.warns, at+".AllowZeroRtt: has no effect without HTTP/3 in Protocols")
+		}
+		return
+	}
+	field := at + ".Protocols"
+	if !own {
+		field = "Kestrel.EndpointDefaults.Protocols"
+	}
+	switch {
+	case !tlsOn && (own || ProtocolsTCP(l.Protocols) == ""):
+		v.errorf(field, "%s: HTTP/3 needs TLS (an https Url, a Certificate or Acme)", l.Protocols)
+	case !tlsOn:
+		v.warns = append(v.warns, at+": HTTP/3 ("+field+") needs TLS and is not served on this http listener; "+ProtocolsTCP(l.Protocols)+" is")
+		l.Protocols = ProtocolsTCP(l.Protocols)
+	case l.SslProtocols.Set && l.SslProtocols.Max != 0 && l.SslProtocols.Max < tls.VersionTLS13:
+		v.errorf(at+".SslProtocols", "HTTP/3 needs TLS 1.3 (Tls13), which these versions leave out")
+	}
 }
 
 // certificate checks one certificate reference and makes a relative path

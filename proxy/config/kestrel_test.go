@@ -69,9 +69,19 @@ func TestKestrelListenerRules(t *testing.T) {
 		{desc: "Protocols per endpoint over EndpointDefaults, canonical spelling",
 			in:   `"Kestrel": {"EndpointDefaults": {"Protocols": "http1"}, "Endpoints": {"A": {"Url": "http://*:1"}, "B": {"Url": "http://*:2", "Protocols": "Http1, Http2"}, "C": {"Url": "http://*:3", "Protocols": "HTTP2"}}}`,
 			want: []listenerWant{{Address: ":1", Protocols: "Http1", Source: "Kestrel.Endpoints.A"}, {Address: ":2", Protocols: "Http1AndHttp2", Source: "Kestrel.Endpoints.B"}, {Address: ":3", Protocols: "Http2", Source: "Kestrel.Endpoints.C"}}},
-		{desc: "HTTP/3 with others: dropped with a warning",
-			in:   `"Kestrel": {"Endpoints": {"A": {"Url": "http://*:1", "Protocols": "Http1AndHttp2AndHttp3"}}}`,
-			want: []listenerWant{{Address: ":1", Protocols: "Http1AndHttp2", Source: "Kestrel.Endpoints.A"}}, warn: "HTTP/3 is not served"},
+		{desc: "HTTP/3 on https endpoints: Kestrel's names and the list form",
+			in: `"Kestrel": {"Certificates": {"Default": ` + pem + `}, "Endpoints": {"A": {"Url": "https://*:1", "Protocols": "Http1AndHttp2AndHttp3"},
+			  "B": {"Url": "https://*:2", "Protocols": "Http3"}, "C": {"Url": "https://*:3", "Protocols": "Http1, Http2, Http3"}, "D": {"Url": "https://*:4", "Protocols": "http1, http3"}}}`,
+			want: []listenerWant{{Address: ":1", Protocols: "Http1AndHttp2AndHttp3", Cert: "cert.pem", Source: "Kestrel.Endpoints.A"}, {Address: ":2", Protocols: "Http3", Cert: "cert.pem", Source: "Kestrel.Endpoints.B"},
+				{Address: ":3", Protocols: "Http1AndHttp2AndHttp3", Cert: "cert.pem", Source: "Kestrel.Endpoints.C"}, {Address: ":4", Protocols: "Http1AndHttp3", Cert: "cert.pem", Source: "Kestrel.Endpoints.D"}}},
+		{desc: "HTTP/3 from EndpointDefaults on an http endpoint: dropped with a warning, as Kestrel does",
+			in: `"Kestrel": {"Certificates": {"Default": ` + pem + `}, "EndpointDefaults": {"Protocols": "Http1AndHttp2AndHttp3"},
+			  "Endpoints": {"Http": {"Url": "http://*:1"}, "Https": {"Url": "https://*:2"}}}`,
+			want: []listenerWant{{Address: ":1", Protocols: "Http1AndHttp2", Source: "Kestrel.Endpoints.Http"}, {Address: ":2", Protocols: "Http1AndHttp2AndHttp3", Cert: "cert.pem", Source: "Kestrel.Endpoints.Https"}},
+			warn: "Kestrel.Endpoints.Http: HTTP/3 (Kestrel.EndpointDefaults.Protocols) needs TLS and is not served on this http listener; Http1AndHttp2 is"},
+		{desc: "HTTP/3 in tether's own listener form",
+			in:   `"Listeners": [{"Address": ":5", "Protocols": "Http1AndHttp2AndHttp3", "AllowZeroRtt": true, "Certificate": ` + pem + `}]`,
+			want: []listenerWant{{Address: ":5", Protocols: "Http1AndHttp2AndHttp3", Cert: "cert.pem"}}},
 		{desc: "Listeners and Kestrel.Endpoints are bound together",
 			in:   `"Listeners": [{"Address": "127.0.0.1:7"}], "Kestrel": {"Endpoints": {"A": {"Url": "http://127.0.0.1:8"}}}`,
 			want: []listenerWant{{Address: "127.0.0.1:7"}, {Address: "127.0.0.1:8", Source: "Kestrel.Endpoints.A"}}},
@@ -123,7 +133,12 @@ func TestKestrelRefusals(t *testing.T) {
 		{"Url required", `"Kestrel": {"Endpoints": {"A": {}}}`, "Kestrel.Endpoints.A.Url", "required"},
 		{"unix sockets", `"Kestrel": {"Endpoints": {"A": {"Url": "http://unix:/tmp/s"}}}`, "Kestrel.Endpoints.A.Url", "unix sockets"},
 		{"a path base", `"Urls": "http://*:80/app"`, "Urls", "path base"},
-		{"HTTP/3 alone", `"Kestrel": {"Endpoints": {"A": {"Url": "https://*:1", "Protocols": "Http3"}}}`, "Kestrel.Endpoints.A.Protocols", "HTTP/3 is not supported"},
+		{"HTTP/3 on an http Url", `"Kestrel": {"Endpoints": {"A": {"Url": "http://*:1", "Protocols": "Http1AndHttp2AndHttp3"}}}`, "Kestrel.Endpoints.A.Protocols", "HTTP/3 needs TLS"},
+		{"HTTP/3 alone on an http Url", `"Kestrel": {"Endpoints": {"A": {"Url": "http://*:1", "Protocols": "Http3"}}}`, "Kestrel.Endpoints.A.Protocols", "HTTP/3 needs TLS"},
+		{"HTTP/3 alone from EndpointDefaults on an http Url", `"Kestrel": {"EndpointDefaults": {"Protocols": "Http3"}, "Endpoints": {"A": {"Url": "http://*:1"}}}`, "Kestrel.EndpointDefaults.Protocols", "HTTP/3 needs TLS"},
+		{"HTTP/3 on a cleartext listener", `"Listeners": [{"Address": ":1", "Protocols": "Http3"}]`, "Listeners[0].Protocols", "HTTP/3 needs TLS"},
+		{"HTTP/3 without TLS 1.3", `"Kestrel": {"Endpoints": {"A": {"Url": "https://*:1", "Protocols": "Http1AndHttp2AndHttp3", "SslProtocols": ["Tls12"], "Certificate": ` + pem + `}}}`,
+			"Kestrel.Endpoints.A.SslProtocols", "HTTP/3 needs TLS 1.3"},
 		{"unknown protocol", `"Kestrel": {"EndpointDefaults": {"Protocols": "Http4"}}`, "Kestrel.EndpointDefaults.Protocols", "unknown protocol"},
 		{"RequireCertificate: tether would let in clients Kestrel refuses", `"Kestrel": {"Endpoints": {"A": {"Url": "https://*:1", "ClientCertificateMode": "RequireCertificate", "Certificate": ` + pem + `}}}`,
 			"Kestrel.Endpoints.A.ClientCertificateMode", "does not verify client certificates"},
@@ -220,5 +235,25 @@ func TestKestrelSniEntries(t *testing.T) {
 	}
 	if any.Protocols != ProtocolsHttp1AndHttp2 || any.Certificate != nil {
 		t.Errorf("*: %+v", any)
+	}
+}
+
+func TestAllowZeroRtt(t *testing.T) {
+	dir := certFiles(t)
+	pem := `{"Path": "` + filepath.Join(dir, "cert.pem") + `", "KeyPath": "` + filepath.Join(dir, "key.pem") + `"}`
+	in := `{"Listeners": [{"Address": ":5", "Protocols": "Http1AndHttp2AndHttp3", "AllowZeroRtt": true, "Certificate": ` + pem + `}],
+	  "Kestrel": {"Endpoints": {"A": {"Url": "https://*:6", "Protocols": "Http3", "AllowZeroRtt": true, "Certificate": ` + pem + `},
+	    "B": {"Url": "https://*:7", "AllowZeroRtt": true, "Certificate": ` + pem + `}}}, ` + minimalRP + `}`
+	c, warns, err := ParseWith([]byte(in), "json", LoadOptions{LookupEnv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, true, true} {
+		if got := c.Listeners[i].AllowZeroRtt; got != want {
+			t.Errorf("%s: AllowZeroRtt %v, want %v", c.Listeners[i].Source, got, want)
+		}
+	}
+	if !slices.Contains(warns, "Kestrel.Endpoints.B.AllowZeroRtt: has no effect without HTTP/3 in Protocols") {
+		t.Errorf("warnings %q lack the one for B", warns)
 	}
 }

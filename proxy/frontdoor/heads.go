@@ -7,8 +7,8 @@ import "net/http"
 // makes the configured figure exact.
 func headerLimit(max int, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ProtoMajor == 2 {
-			growStack() // a new goroutine per stream (below)
+		if r.ProtoMajor >= 2 {
+			growStack() // a new goroutine per stream (below), in HTTP/3 too
 		}
 		n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
 		for k, vs := range r.Header {

@@ -27,7 +27,7 @@ import (
 // knowledge and Http1AndHttp2 means HTTP/1.1 (no h2c upgrades).
 func httpProtocols(l config.Listener, tlsOn bool) (*http.Protocols, []string) {
 	p := new(http.Protocols)
-	switch l.Protocols {
+	switch config.ProtocolsTCP(l.Protocols) {
 	case config.ProtocolsHttp1:
 		p.SetHTTP1(true)
 		return p, []string{"http/1.1"}

@@ -28,16 +28,19 @@ func (s *Server) Reserve() error {
 	}
 	var addrs []net.Addr
 	for i, l := range s.ls {
-		rs, err := reserveAll(l.cfg.Address, s.logger)
-		if err != nil {
+		if err := l.reserve(s.logger); err != nil {
 			for _, done := range s.ls[:i] {
 				done.release()
 			}
 			return err
 		}
-		l.reserved = rs
-		for _, r := range rs {
+		for _, r := range l.reserved {
 			addrs = append(addrs, r.addr)
+		}
+		if !l.tcp {
+			for _, pc := range l.udp {
+				addrs = append(addrs, pc.LocalAddr())
+			}
 		}
 	}
 	s.reserved, s.addrs = true, addrs
@@ -51,8 +54,93 @@ func (s *Server) Serving() bool {
 	return s.lns != nil
 }
 
-// bind opens the listener's sockets: its reserved ones when Reserve ran.
+// reserve reserves the listener's TCP sockets and binds its UDP ones
+// (HTTP/3): a bound UDP socket holds the port but answers nothing until
+// Start serves it. Packets that arrive meanwhile wait in the socket's
+// queue; no client has been told to use HTTP/3 yet by this node (Alt-Svc
+// rides on answers over TCP, which Start opens at the same time).
+func (l *listener) reserve(logger *slog.Logger) error {
+	for attempt := 0; ; attempt++ {
+		if l.tcp {
+			rs, err := reserveAll(l.cfg.Address, logger)
+			if err != nil {
+				return err
+			}
+			l.reserved = rs
+		}
+		if l.h3 == nil {
+			return nil
+		}
+		var err error
+		if l.tcp {
+			var tcp []net.Addr
+			for _, r := range l.reserved {
+				tcp = append(tcp, r.addr)
+			}
+			l.udp, err = listenUDP(l.cfg.Address, tcp)
+		} else {
+			l.udp, err = listenUDPOnly(l.cfg.Address)
+		}
+		if err == nil {
+			l.h3.setPort(udpPort(l.udp))
+			return nil
+		}
+		l.release()
+		if !l.tcp || !dynamicPort(l.cfg.Address) || !errors.Is(err, syscall.EADDRINUSE) || attempt >= maxPortTries {
+			return err
+		}
+	}
+}
+
+// maxPortTries bounds the tries at a dynamic port free for TCP and UDP
+// alike.
+const maxPortTries = 8
+
+// bind opens the listener's sockets: its reserved ones when Reserve ran;
+// with HTTP/3, UDP sockets of the same address and port too.
 func (l *listener) bind(logger *slog.Logger) ([]net.Listener, error) {
+	if l.h3 == nil {
+		return l.bindTCP(logger)
+	}
+	for attempt := 0; ; attempt++ {
+		var lns []net.Listener
+		var err error
+		if l.tcp {
+			if lns, err = l.bindTCP(logger); err != nil {
+				closeAll(l.udp)
+				l.udp = nil
+				return nil, err
+			}
+		}
+		if l.udp != nil { // bound by Reserve
+			return lns, nil
+		}
+		var pcs []net.PacketConn
+		if l.tcp {
+			var tcp []net.Addr
+			for _, ln := range lns {
+				tcp = append(tcp, ln.Addr())
+			}
+			pcs, err = listenUDP(l.cfg.Address, tcp)
+		} else {
+			pcs, err = listenUDPOnly(l.cfg.Address)
+		}
+		if err == nil {
+			l.udp = pcs
+			l.h3.setPort(udpPort(pcs))
+			return lns, nil
+		}
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+		if !l.tcp || !dynamicPort(l.cfg.Address) || !errors.Is(err, syscall.EADDRINUSE) || attempt >= maxPortTries {
+			return nil, err
+		}
+	}
+}
+
+// bindTCP opens the listener's TCP sockets.
+func (l *listener) bindTCP(logger *slog.Logger) ([]net.Listener, error) {
 	if l.reserved == nil {
 		return listenAll(l.cfg.Address, logger)
 	}
@@ -71,12 +159,14 @@ func (l *listener) bind(logger *slog.Logger) ([]net.Listener, error) {
 	return lns, nil
 }
 
-// release closes the listener's reservations.
+// release closes the listener's reservations and unserved UDP sockets.
 func (l *listener) release() {
 	for _, r := range l.reserved {
 		r.close()
 	}
 	l.reserved = nil
+	closeAll(l.udp)
+	l.udp = nil
 }
 
 // releaseReserved closes the reservations Start did not use; Start

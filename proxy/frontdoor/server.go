@@ -49,11 +49,11 @@ type Server struct {
 }
 
 // listener is one configured listener and the servers behind it: srv
-// (net/http's, HTTP/1.1, h2 and h2c) always, and h1, the own HTTP/1.1
-// loop, in front of srv when it serves HTTP/1.1. Each server is started
-// on the listener's sockets by serve and stopped by Shutdown; another
-// kind of server (HTTP/3 on a UDP socket of the same port) would sit
-// beside them, sharing tls, bound by bind and served by serve as they are.
+// (net/http's, HTTP/1.1, h2 and h2c) always, h1, the own HTTP/1.1 loop,
+// in front of srv when it serves HTTP/1.1, and h3 (HTTP/3 on UDP sockets
+// of the same port, h3.go) when its Protocols name HTTP/3, sharing tls.
+// Each server is started on the listener's sockets by serve and stopped
+// by Shutdown.
 type listener struct {
 	cfg  config.Listener
 	path string // where it was configured, for errors
@@ -70,6 +70,12 @@ type listener struct {
 	// reserved are the sockets Reserve bound, not yet listening
 	// (reserve.go).
 	reserved []*reservation
+	// h3 is nil without HTTP/3; tcp is false for HTTP/3 alone (no TCP
+	// socket). udp are the UDP sockets bound for h3 (by Reserve or bind)
+	// and not yet served.
+	h3  *h3Server
+	tcp bool
+	udp []net.PacketConn
 }
 
 // New prepares listeners for cfg.Listeners with cfg.Limits, serving h
@@ -157,13 +163,24 @@ func (s *Server) newListener(lim config.Limits, path string, l config.Listener, 
 	if maxHeader <= 0 {
 		maxHeader = defaultMaxHeaderBytes
 	}
+	idle := orDefault(lim.KeepAliveTimeout.Duration, defaultKeepAliveTimeout)
+	handler = headerLimit(maxHeader, handler)
+	ln.tcp = true
+	if config.ProtocolsHTTP3(l.Protocols) {
+		if tc == nil {
+			return nil, &config.FieldError{Path: path + ".Protocols", Message: l.Protocols + ": HTTP/3 needs TLS (an https Url, a Certificate or Acme)"}
+		}
+		ln.h3 = newH3Server(l, handler, maxHeader, idle, s.limit, s.logger)
+		ln.tcp = config.ProtocolsTCP(l.Protocols) != ""
+		handler = ln.h3.altSvcHandler(handler)
+	}
 	srv := &http.Server{
-		Handler:           headerLimit(maxHeader, handler),
+		Handler:           handler,
 		Protocols:         protocols,
 		TLSConfig:         tc,
 		MaxHeaderBytes:    maxHeader,
 		ReadHeaderTimeout: orDefault(lim.RequestHeadersTimeout.Duration, defaultHeadersTimeout),
-		IdleTimeout:       orDefault(lim.KeepAliveTimeout.Duration, defaultKeepAliveTimeout),
+		IdleTimeout:       idle,
 		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelDebug),
 	}
 	if tc != nil {
@@ -175,7 +192,7 @@ func (s *Server) newListener(lim config.Limits, path string, l config.Listener, 
 		h2server.New(srv)
 	}
 	ln.srv = srv
-	if protocols.HTTP1() && so.http1 == HTTP1Own {
+	if protocols.HTTP1() && so.http1 == HTTP1Own && ln.tcp {
 		if tc != nil {
 			// The loop shakes hands with tc. net/http serves the
 			// connections it hands over (HTTP/2 among them) and
@@ -224,15 +241,26 @@ func (s *Server) Start() error {
 	}
 	lns := make([]net.Listener, 0, len(s.ls))
 	var owner []*listener // owner[k] is the listener lns[k] serves
-	for _, l := range s.ls {
+	var addrs []net.Addr
+	for i, l := range s.ls {
 		bound, err := l.bind(s.logger)
 		if err != nil {
 			for _, ln := range lns {
 				_ = ln.Close()
 			}
+			for _, done := range s.ls[:i] {
+				closeAll(done.udp)
+				done.udp = nil
+			}
 			return err
 		}
+		if !l.tcp {
+			for _, pc := range l.udp {
+				addrs = append(addrs, pc.LocalAddr())
+			}
+		}
 		for _, ln := range bound {
+			addrs = append(addrs, ln.Addr())
 			ln = sockio.Listener{Listener: ln}
 			if s.limit != nil {
 				ln = &limitListener{Listener: ln, lim: s.limit}
@@ -244,8 +272,24 @@ func (s *Server) Start() error {
 			owner = append(owner, l)
 		}
 	}
-	s.lns, s.addrs = lns, nil
+	s.lns, s.addrs = lns, addrs
 	for _, l := range s.ls {
+		if l.h3 != nil {
+			tc := quicTLS(l.tls)
+			l.h3.mu.Lock()
+			l.h3.pcs = l.udp
+			l.h3.mu.Unlock()
+			for _, pc := range l.udp {
+				s.wg.Add(1)
+				go func() {
+					defer s.wg.Done()
+					if err := l.h3.serve(pc, tc); err != nil && !errors.Is(err, http.ErrServerClosed) {
+						s.logger.Error("listener stopped", "addr", pc.LocalAddr().String(), "proto", "udp", "err", err)
+					}
+				}()
+			}
+			l.udp = nil
+		}
 		if l.h1 == nil {
 			continue
 		}
@@ -259,7 +303,6 @@ func (s *Server) Start() error {
 		}()
 	}
 	for k, ln := range lns {
-		s.addrs = append(s.addrs, ln.Addr())
 		l := owner[k]
 		s.wg.Add(1)
 		go func() {
@@ -299,8 +342,15 @@ func (s *Server) Addrs() []net.Addr {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.releaseReserved()
 	var wg sync.WaitGroup
-	errs := make([]error, 2*len(s.ls)) // each http.Server's, then each own loop's
+	errs := make([]error, 3*len(s.ls)) // each http.Server's, each own loop's, each HTTP/3 server's
 	for i, l := range s.ls {
+		if l.h3 != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[2*len(s.ls)+i] = l.h3.shutdown(ctx)
+			}()
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -28,14 +28,17 @@
 // ECDSA P-256 certificate the harness makes: h1-tls runs wrk over it,
 // h2-tls h2load, and tls-new and tls-resume the harness's own TLS client
 // (the tlsload subcommand: a connection per request, each a full or a
-// resumed handshake). Every case runs against two kinds of backends (raw
-// and net/http, -backends), and the burst phase (-burst) opens
+// resumed handshake). tether and Caddy also serve HTTP/3 on a port of its
+// own: h3 runs quic-go's client against it (the h3load subcommand; h2load
+// here speaks no HTTP/3, and HAProxy's and nginx's packages no QUIC).
+// Every case runs against two kinds of backends (raw
+// and net/http, -backends; h3, raw only), and the burst phase (-burst) opens
 // -burst-conns connections at once, each sending one request, and reads
 // the proxies' resident memory 15 s and 60 s after.
 //
 // The harness rewrites the block between markers in docs/BENCHMARKS.md (the
 // table of the current figures) and the chart docs/img/bench-race.png, and
 // writes the raw per-round figures to bin/bench-race.json. Its subcommands
-// (backend, floor, profile, tlsload) are the processes it starts; they are not meant
+// (backend, floor, profile, tlsload, h3load) are the processes it starts; they are not meant
 // to be run by hand.
 package main

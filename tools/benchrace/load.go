@@ -155,6 +155,7 @@ type loadSpec struct {
 	dur     time.Duration
 	headers []string
 	h2      bool
+	h3      bool          // runs h3load (self's subcommand)
 	pace    time.Duration // wrk only: see caseDef.pace
 	// handshake: "new" or "resume" runs tlsload (self's subcommand)
 	// instead of wrk: a TLS connection per request.
@@ -166,6 +167,21 @@ type loadSpec struct {
 func runLoad(dir string, s loadSpec) (loadResult, error) {
 	if s.h2 && s.pace > 0 {
 		return loadResult{}, fmt.Errorf("a paced case runs wrk, not h2load: pace %v with h2", s.pace)
+	}
+	if s.h3 {
+		args := []string{"-c", "0", s.self, "h3load", "-url", s.url, "-conns", strconv.Itoa(max(1, s.conns/8)), "-m", "8", "-d", s.dur.String()}
+		for _, h := range s.headers {
+			args = append(args, "-H", h)
+		}
+		out, err := command(s.dur+30*time.Second, "taskset", args...)
+		if err != nil {
+			return loadResult{}, fmt.Errorf("h3load: %w\n%s", err, out)
+		}
+		var r loadResult
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			return loadResult{}, fmt.Errorf("h3load output: %w\n%s", err, out)
+		}
+		return r, nil
 	}
 	if s.handshake != "" {
 		args := []string{"-c", "0", s.self, "tlsload", "-url", s.url, "-c", strconv.Itoa(s.conns), "-d", s.dur.String()}

@@ -29,6 +29,8 @@ func main() {
 			err = runBare(os.Args[2:])
 		case "tlsload":
 			err = runTLSLoad(os.Args[2:])
+		case "h3load":
+			err = runH3Load(os.Args[2:])
 		default:
 			err = runRace(os.Args[1:])
 		}
@@ -52,6 +54,8 @@ type caseDef struct {
 	// close: a new connection per request (Connection: close).
 	close bool
 	h2    bool
+	// h3: HTTP/3 to the target's QUIC listener (h3load.go), tls set too.
+	h3 bool
 	// tls: over the target's HTTPS listener (h2 with it: h2load with ALPN
 	// h2; without: wrk, which offers no ALPN, so HTTP/1.1). handshake,
 	// when set, runs the harness's own TLS load (tlsload.go) instead: a
@@ -82,6 +86,7 @@ var cases = []caseDef{
 	{Name: "h2c-1k", Desc: "HTTP/2 (h2c) client to proxy, 1 KiB, HTTP/1.1 to backends", path: "/hash/1k", h2: true},
 	{Name: "h1-tls", Desc: "HTTPS/1.1 keep-alive (wrk), 1 KiB, ECDSA P-256", path: "/hash/1k", tls: true},
 	{Name: "h2-tls", Desc: "HTTP/2 over TLS (h2load, ALPN h2), 1 KiB, HTTP/1.1 to backends", path: "/hash/1k", tls: true, h2: true},
+	{Name: "h3", Desc: "HTTP/3 (QUIC; quic-go's client as the load, 4 connections × 8 requests in flight, as h2load's for h2-tls), 1 KiB, HTTP/1.1 to backends; HAProxy's and nginx's packages here have no QUIC", path: "/hash/1k", tls: true, h3: true, only: []string{"tether", "caddy"}},
 	{Name: "tls-new", Desc: "a new TLS connection per request with a full handshake (TLS 1.3, X25519, ECDSA P-256), 1 KiB", path: "/hash/1k", tls: true, handshake: "new"},
 	{Name: "tls-resume", Desc: "a new TLS connection per request, resumed from the previous connection's session ticket (TLS 1.3 PSK with X25519), 1 KiB", path: "/hash/1k", tls: true, handshake: "resume"},
 	{Name: "10k-dests", Desc: "keep-alive, 1 KiB, HashCookie, 10,000 destinations", path: "/hash/1k", only: []string{"tether-10k"}},
@@ -465,7 +470,7 @@ func applies(c caseDef, t *target) bool {
 		}
 		return slices.Contains(c.only, name)
 	}
-	if c.tls && t.tls == "" || c.h2 && !c.tls && t.h2 == "" {
+	if c.tls && t.tls == "" || c.h2 && !c.tls && t.h2 == "" || c.h3 && t.h3 == "" {
 		return false
 	}
 	if c.h2 && t.name == "tether-noloop" {
@@ -598,6 +603,8 @@ func measure(e *env, o options, c caseDef, t *target, ss *session) (result, erro
 	}
 	urls := []string{t.h1 + c.path}
 	switch {
+	case c.h3:
+		urls = []string{t.h3 + c.path}
 	case c.tls:
 		urls = []string{t.tls + c.path}
 	case c.h2:
@@ -620,7 +627,7 @@ func measure(e *env, o options, c caseDef, t *target, ss *session) (result, erro
 		for i, u := range urls {
 			go func() {
 				var err error
-				out[i], err = runLoad(e.dir, loadSpec{url: u, conns: max(1, o.conns/len(urls)), dur: dur, headers: headers, h2: c.h2, pace: c.pace, handshake: c.handshake, self: e.self})
+				out[i], err = runLoad(e.dir, loadSpec{url: u, conns: max(1, o.conns/len(urls)), dur: dur, headers: headers, h2: c.h2, h3: c.h3, pace: c.pace, handshake: c.handshake, self: e.self})
 				errs <- err
 			}()
 		}

@@ -163,7 +163,7 @@ func profileTether(e *env, o options) error {
 		return err
 	}
 	cfg := e.dir + "/profile.json"
-	if err := os.WriteFile(cfg, []byte(tetherConfig(ports[0], ports[1], ports[2], e.cert, e.backends, e.nbackends, len(e.backends))), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(tetherConfig(ports[0], ports[1], ports[2], "", e.cert, e.backends, e.nbackends, len(e.backends))), 0o600); err != nil {
 		return err
 	}
 	p, _, err := startProc("profile", proxyCPU, e.dir+"/profile.log", true, nil,

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,6 +20,9 @@ type target struct {
 	// (https://host:port, HTTP/2 and HTTP/1.1 by ALPN, the harness's
 	// certificate), "" when it has none.
 	h1, h2, tls string
+	// h3 is the HTTP/3 listener's (https://host:port, UDP), "" when the
+	// target has none.
+	h3 string
 	// cookie is the affinity cookie's name; the session's "name=value"
 	// is fetched once per path prefix.
 	cookie string
@@ -90,7 +94,7 @@ var (
 // len(backends) the hash clusters have that many destinations, spread over
 // the backends. h2 (h2c) and tls (HTTPS, h2 and http/1.1 by ALPN) are
 // further listeners when not empty.
-func tetherConfig(h1, h2, tls string, cert certFiles, backends, nbackends []string, dests int) string {
+func tetherConfig(h1, h2, tls, h3 string, cert certFiles, backends, nbackends []string, dests int) string {
 	destsJSON := func(bes []string, n int) string {
 		var parts []string
 		for i := range n {
@@ -104,6 +108,11 @@ func tetherConfig(h1, h2, tls string, cert certFiles, backends, nbackends []stri
 	}
 	if tls != "" {
 		listeners += fmt.Sprintf(`, { "Address": %q, "Certificate": { "Path": %q, "KeyPath": %q } }`, tls, cert.cert, cert.key)
+	}
+	if h3 != "" {
+		// A listener of its own: Alt-Svc on the tls listener's answers
+		// would change what the TLS cases measure.
+		listeners += fmt.Sprintf(`, { "Address": %q, "Protocols": "Http3", "Certificate": { "Path": %q, "KeyPath": %q } }`, h3, cert.cert, cert.key)
 	}
 	cluster := func(name, policy string, bes []string, n int) string {
 		return fmt.Sprintf(`%q: {
@@ -146,23 +155,23 @@ func (e *env) startTetherBin(name, bin string, env []string, n, dests int, h2 bo
 	var gossips []string
 	var firstH1 string
 	for i := range n {
-		ports, err := freePorts(6)
+		ports, err := freePorts(7)
 		if err != nil {
 			return nil, err
 		}
-		h2addr, tlsAddr := "", ""
+		h2addr, tlsAddr, h3Addr := "", "", ""
 		if h2 {
 			h2addr = ports[1]
 		}
 		if i == 0 {
-			tlsAddr = ports[5]
+			tlsAddr, h3Addr = ports[5], ports[6]
 		}
 		dir := filepath.Join(e.dir, fmt.Sprintf("%s-%d", name, i))
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, err
 		}
 		cfg := filepath.Join(dir, "tether.json")
-		if err := os.WriteFile(cfg, []byte(tetherConfig(ports[0], h2addr, tlsAddr, e.cert, e.backends, e.nbackends, dests)), 0o600); err != nil {
+		if err := os.WriteFile(cfg, []byte(tetherConfig(ports[0], h2addr, tlsAddr, h3Addr, e.cert, e.backends, e.nbackends, dests)), 0o600); err != nil {
 			return nil, err
 		}
 		args := []string{bin, "agent", "--config", cfg, "--node-id", fmt.Sprintf("n%d", i+1),
@@ -187,7 +196,7 @@ func (e *env) startTetherBin(name, bin string, env []string, n, dests int, h2 bo
 			if h2 {
 				t.h2 = "http://" + h2addr
 			}
-			t.tls = "https://" + tlsAddr
+			t.tls, t.h3 = "https://"+tlsAddr, "https://"+h3Addr
 		}
 		t.clusterH1 = append(t.clusterH1, "http://"+ports[0])
 		t.admins = append(t.admins, "http://"+ports[2])
@@ -361,9 +370,11 @@ http {
 	return t, waitHTTP(t.h1+"/", 20*time.Second)
 }
 
-// startCaddy runs Caddy with lb_policy cookie, h1 and h2c.
+// startCaddy runs Caddy with lb_policy cookie, h1 and h2c, and HTTP/3
+// on a site of its own (Alt-Svc would change what the TLS cases measure).
+// default_sni: Go's client (h3load) sends no SNI for an IP address.
 func (e *env) startCaddy(bin string) (*target, error) {
-	ports, err := freePorts(2)
+	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
 	}
@@ -380,6 +391,10 @@ func (e *env) startCaddy(bin string) (*target, error) {
 	cfg := fmt.Sprintf(`{
 	admin off
 	auto_https off
+	default_sni 127.0.0.1
+	servers :%[7]s {
+		protocols h1 h2 h3
+	}
 	servers {
 		protocols h1 h2 h2c
 	}
@@ -391,7 +406,11 @@ https://%[2]s {
 	tls %[4]s %[5]s
 %[3]s
 }
-`, ports[0], ports[1], routes, e.cert.cert, e.cert.key)
+https://%[6]s {
+	tls %[4]s %[5]s
+%[3]s
+}
+`, ports[0], ports[1], routes, e.cert.cert, e.cert.key, ports[2], portOf(ports[2]))
 	path := filepath.Join(e.dir, "Caddyfile")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err
@@ -402,7 +421,7 @@ https://%[2]s {
 	if err != nil {
 		return nil, err
 	}
-	t := &target{name: "caddy", h1: "http://" + ports[0], h2: "http://" + ports[0], tls: "https://" + ports[1], cookie: "caddy_lb", procs: []*proc{p}}
+	t := &target{name: "caddy", h1: "http://" + ports[0], h2: "http://" + ports[0], tls: "https://" + ports[1], h3: "https://" + ports[2], cookie: "caddy_lb", procs: []*proc{p}}
 	return t, waitHTTP(t.h1+"/", 30*time.Second)
 }
 
@@ -430,4 +449,10 @@ func waitReady(url string, timeout time.Duration) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// portOf is the port of a host:port address.
+func portOf(addr string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	return port
 }
