@@ -1,8 +1,6 @@
 package transport
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -330,39 +328,6 @@ func layerWith(t *testing.T, sec *keyring.Secrets, logger *slog.Logger, now func
 	return serveLayer(t, sec, nil, Options{HandshakeTimeout: 2 * time.Second, Now: now}, logger)
 }
 
-// v1Client runs handshake version 1 as a peer of an earlier release does:
-// TLS 1.3 without ALPN, then HMAC(authKey, "client" | exporter). It returns
-// whether the server answered with its own proof.
-func v1Client(t *testing.T, addr string, secret []byte) bool {
-	t.Helper()
-	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	cs := c.ConnectionState()
-	ekm, err := cs.ExportKeyingMaterial("EXPORTER-tether-raft-auth-v1", nil, 32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	authKey, _ := keyring.DeriveKEK(secret, "tether raft transport v1")
-	mac := func(role string) []byte {
-		m := hmac.New(sha256.New, authKey)
-		m.Write([]byte(role))
-		m.Write(ekm)
-		return m.Sum(nil)
-	}
-	if _, err := c.Write(mac("client")); err != nil {
-		return false
-	}
-	got := make([]byte, 32)
-	if _, err := io.ReadFull(c, got); err != nil {
-		return false
-	}
-	return hmac.Equal(got, mac("server"))
-}
-
 // TestRefusedRaftConnectionsAreLoggedOncePerReasonWithACount: 40 plain TCP
 // clients and 40 TLS clients with a wrong proof make two log lines, one per
 // reason; after 30 s the next refusal's line says how many were held back;
@@ -427,16 +392,16 @@ func TestRefusedRaftConnectionsAreLoggedOncePerReasonWithACount(t *testing.T) {
 func TestHandshakeVersion1FollowsThePolicy(t *testing.T) {
 	l, accepted := layerWith(t, secretsOf(t, testSecret), nil, nil)
 	addr := l.Addr().String()
-	if !v1Client(t, addr, testSecret) {
+	if !testutil.RaftV1Proves(t, addr, testSecret) {
 		t.Fatal("a version 1 peer with the secret was refused while version 1 is allowed")
 	}
 	(<-accepted).Close()
-	if v1Client(t, addr, badSecret) {
+	if testutil.RaftV1Proves(t, addr, badSecret) {
 		t.Fatal("a version 1 peer without the secret got the server's proof")
 	}
 	allow := false
 	l.SetLegacyHandshake(func() bool { return allow })
-	if v1Client(t, addr, testSecret) {
+	if testutil.RaftV1Proves(t, addr, testSecret) {
 		t.Fatal("a version 1 peer with the secret got the server's proof once version 1 is refused")
 	}
 	if c := l.Refused()[RefusedV1]; c != 1 {
