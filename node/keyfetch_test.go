@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/keyring/keyringtest"
 	"github.com/tether-proxy/tether/node/keyshare"
 	"github.com/tether-proxy/tether/test/testutil"
 )
@@ -44,6 +45,7 @@ func TestFollowerAsksTheLeaderForAKeyItDoesNotHold(t *testing.T) {
 	if id, _ := keyring.KeyIDOf(strings.TrimPrefix(cookie, "aff=")); id != k.ID {
 		t.Fatalf("the leader sealed with %q, want %q", id, k.ID)
 	}
+	_, nobodys := keyringtest.SealedUnderNewKey(t)
 	cases := []struct {
 		desc        string
 		cookie      string
@@ -53,7 +55,7 @@ func TestFollowerAsksTheLeaderForAKeyItDoesNotHold(t *testing.T) {
 	}{
 		{desc: "a key only the leader holds: fetched, the session stays", cookie: cookie, wantStatus: 200, wantBackend: backend},
 		{desc: "again: the fetched key opens it without asking", cookie: cookie, wantStatus: 200, wantBackend: backend},
-		{desc: "a key nobody holds: the failure policy (503), counted", cookie: "aff=" + sealWithNewKey(t), wantStatus: 503, wantReason: keyshare.ReasonUnknownToLeader},
+		{desc: "a key nobody holds: the failure policy (503), counted", cookie: "aff=" + nobodys, wantStatus: 503, wantReason: keyshare.ReasonUnknownToLeader},
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
@@ -77,25 +79,6 @@ func TestFollowerAsksTheLeaderForAKeyItDoesNotHold(t *testing.T) {
 	}
 }
 
-// sealWithNewKey seals a Cookie-policy value of cluster app under a key no
-// node holds.
-func sealWithNewKey(t *testing.T) string {
-	t.Helper()
-	k, err := keyring.GenerateKey(time.Now().Add(-time.Minute), 0, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := keyring.NewRing(keyring.Options{})
-	if err := r.Install(k); err != nil {
-		t.Fatal(err)
-	}
-	v, err := r.Seal(keyring.Purpose("Cookie", "app", "aff"), []byte("d1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
 // A flood of values under random, well-formed key ids costs a node a
 // bounded number of requests to the leader and one log line, each value
 // counted by reason; and a key the node really lacks (a rotation it has not
@@ -113,7 +96,8 @@ func TestAFloodOfUnknownKeyIDsIsBoundedAndStarvesNoRealFetch(t *testing.T) {
 	const total, workers = 3000, 100
 	junk := make([]string, total)
 	for i := range junk {
-		junk[i] = "aff=" + sealWithNewKey(t)
+		_, v := keyringtest.SealedUnderNewKey(t)
+		junk[i] = "aff=" + v
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: workers}
 	defer tr.CloseIdleConnections()

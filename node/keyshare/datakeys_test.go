@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/keyring/keyringtest"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
@@ -22,25 +23,6 @@ type fakeProgress struct{ applied, commit atomic.Uint64 }
 
 func (f *fakeProgress) AppliedIndex() uint64 { return f.applied.Load() }
 func (f *fakeProgress) CommitIndex() uint64  { return f.commit.Load() }
-
-// sealedUnder seals a Cookie-policy value of cluster app under a new key,
-// returning the key and the value.
-func sealedUnder(t *testing.T) (keyring.Key, string) {
-	t.Helper()
-	k, err := keyring.GenerateKey(time.Now().Add(-time.Minute), 0, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	issuer := keyring.NewRing(keyring.Options{})
-	if err := issuer.Install(k); err != nil {
-		t.Fatal(err)
-	}
-	value, err := issuer.Seal(keyring.Purpose("Cookie", "app", "aff"), []byte("d1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k, value
-}
 
 // answer is a leader's answer holding keys (a revoked one is only named).
 func answer(keys ...keyring.Key) *LeaderKeys {
@@ -56,8 +38,8 @@ func answer(keys ...keyring.Key) *LeaderKeys {
 }
 
 func TestDataKeysWaitBrieflyForAnUnknownKeyThenCountTheFailure(t *testing.T) {
-	k, value := sealedUnder(t)
-	other, _ := sealedUnder(t)
+	k, value := keyringtest.SealedUnderNewKey(t)
+	other, _ := keyringtest.SealedUnderNewKey(t)
 	revoked := k
 	revoked.Revoked = true
 	purpose := keyring.Purpose("Cookie", "app", "aff")
@@ -184,7 +166,7 @@ func TestDataKeysWaitBrieflyForAnUnknownKeyThenCountTheFailure(t *testing.T) {
 }
 
 func TestDataKeysRememberKeysTheLeaderDoesNotHoldAndBoundTheWaits(t *testing.T) {
-	_, value := sealedUnder(t)
+	_, value := keyringtest.SealedUnderNewKey(t)
 	purpose := keyring.Purpose("Cookie", "app", "aff")
 	fp := &fakeProgress{}
 	var asks atomic.Int64
@@ -205,7 +187,7 @@ func TestDataKeysRememberKeysTheLeaderDoesNotHoldAndBoundTheWaits(t *testing.T) 
 	}
 
 	// With maxKeyWaits requests waiting, the next fails at once.
-	_, value2 := sealedUnder(t)
+	_, value2 := keyringtest.SealedUnderNewKey(t)
 	dk.waits.Store(maxKeyWaits)
 	start := time.Now()
 	if _, err := dk.Open(purpose, value2); !errors.Is(err, keyring.ErrUnknownKey) || time.Since(start) > 100*time.Millisecond {
@@ -221,7 +203,7 @@ func TestDataKeysRememberKeysTheLeaderDoesNotHoldAndBoundTheWaits(t *testing.T) 
 // that waited for it: a key the leader really sends opens among hundreds of
 // made-up ones.
 func TestDataKeysOneRequestAtATimeSettlesEveryWaitingKeyID(t *testing.T) {
-	real, realValue := sealedUnder(t)
+	real, realValue := keyringtest.SealedUnderNewKey(t)
 	purpose := keyring.Purpose("Cookie", "app", "aff")
 	var (
 		mu       sync.Mutex
@@ -249,7 +231,7 @@ func TestDataKeysOneRequestAtATimeSettlesEveryWaitingKeyID(t *testing.T) {
 	for i := range made + 1 {
 		value := realValue
 		if i < made {
-			_, value = sealedUnder(t)
+			_, value = keyringtest.SealedUnderNewKey(t)
 		}
 		wg.Add(1)
 		go func() {

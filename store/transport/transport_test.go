@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/keyring/keyringtest"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
@@ -301,24 +302,6 @@ var (
 	badSecret = []byte("a-secret-nobody-in-the-cluster-has")
 )
 
-// secretsOf holds the given secrets, the first one primary.
-func secretsOf(t testing.TB, secrets ...[]byte) *keyring.Secrets {
-	t.Helper()
-	var held []keyring.HeldSecret
-	for i, s := range secrets {
-		st := keyring.SecretInstalled
-		if i == 0 {
-			st = keyring.SecretPrimary
-		}
-		held = append(held, keyring.HeldSecret{ID: keyring.SecretID(s), State: st, Secret: s})
-	}
-	sec, err := keyring.RestoreSecrets(held)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sec
-}
-
 // layerWith is testLayer with the given secrets, logger and clock.
 func layerWith(t *testing.T, sec *keyring.Secrets, logger *slog.Logger, now func() time.Time) (*Layer, <-chan net.Conn) {
 	t.Helper()
@@ -337,7 +320,7 @@ func TestRefusedRaftConnectionsAreLoggedOncePerReasonWithACount(t *testing.T) {
 	var mu sync.Mutex
 	now := t0
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	l, accepted := layerWith(t, secretsOf(t, testSecret), slog.New(slog.NewTextHandler(&logs, nil)), clock)
+	l, accepted := layerWith(t, keyringtest.Secrets(t, testSecret), slog.New(slog.NewTextHandler(&logs, nil)), clock)
 	addr := l.Addr().String()
 	plain := func() {
 		c, err := net.Dial("tcp", addr)
@@ -390,7 +373,7 @@ func TestRefusedRaftConnectionsAreLoggedOncePerReasonWithACount(t *testing.T) {
 // without a proof from the server, once it does not; the client side
 // refuses a server that chooses no ALPN the same way.
 func TestHandshakeVersion1FollowsThePolicy(t *testing.T) {
-	l, accepted := layerWith(t, secretsOf(t, testSecret), nil, nil)
+	l, accepted := layerWith(t, keyringtest.Secrets(t, testSecret), nil, nil)
 	addr := l.Addr().String()
 	if !testutil.RaftV1Proves(t, addr, testSecret) {
 		t.Fatal("a version 1 peer with the secret was refused while version 1 is allowed")
@@ -410,7 +393,7 @@ func TestHandshakeVersion1FollowsThePolicy(t *testing.T) {
 
 	// A server of an earlier release: TLS without ALPN, then the version 1
 	// exchange.
-	old, _ := layerWith(t, secretsOf(t, testSecret), nil, nil)
+	old, _ := layerWith(t, keyringtest.Secrets(t, testSecret), nil, nil)
 	old.serverTLS.NextProtos = nil
 	old.clientTLS.NextProtos = nil
 	if _, err := l.Dial(raft.ServerAddress(old.Addr().String()), 5*time.Second); err == nil || !strings.Contains(err.Error(), "version 1 refused") {
@@ -429,11 +412,11 @@ func TestHandshakeVersion1FollowsThePolicy(t *testing.T) {
 // prove either, not a third; once the old one is removed, connections made
 // with it are cut and new ones refused.
 func TestRaftAcceptsEverySecretOfARotationAndCutsRemovedOnes(t *testing.T) {
-	sec := secretsOf(t, oldSecret, newSecret)
+	sec := keyringtest.Secrets(t, oldSecret, newSecret)
 	srv, accepted := layerWith(t, sec, nil, nil)
 	addr := raft.ServerAddress(srv.Addr().String())
 	dial := func(secret []byte) (net.Conn, error) {
-		cl, _ := layerWith(t, secretsOf(t, secret), nil, nil)
+		cl, _ := layerWith(t, keyringtest.Secrets(t, secret), nil, nil)
 		return cl.Dial(addr, 5*time.Second)
 	}
 	withOld, err := dial(oldSecret)
@@ -480,8 +463,8 @@ func isTimeout(err error) bool {
 // secret reaches a peer that holds only the old one (down while the new one
 // was installed) with the old one, and only with a secret it accepts.
 func TestDialFallsBackToTheOtherAcceptedSecrets(t *testing.T) {
-	behind, accepted := layerWith(t, secretsOf(t, oldSecret), nil, nil)
-	leader, _ := layerWith(t, secretsOf(t, newSecret, oldSecret), nil, nil)
+	behind, accepted := layerWith(t, keyringtest.Secrets(t, oldSecret), nil, nil)
+	leader, _ := layerWith(t, keyringtest.Secrets(t, newSecret, oldSecret), nil, nil)
 	c, err := leader.Dial(raft.ServerAddress(behind.Addr().String()), 5*time.Second)
 	if err != nil {
 		t.Fatalf("the leader could not reach a peer holding the old secret: %v", err)
@@ -491,7 +474,7 @@ func TestDialFallsBackToTheOtherAcceptedSecrets(t *testing.T) {
 	if got := behind.Refused()[RefusedSecret]; got != 1 {
 		t.Errorf("the peer refused %d proofs, want 1 (the new secret's)", got)
 	}
-	alone, _ := layerWith(t, secretsOf(t, newSecret), nil, nil)
+	alone, _ := layerWith(t, keyringtest.Secrets(t, newSecret), nil, nil)
 	if _, err := alone.Dial(raft.ServerAddress(behind.Addr().String()), 5*time.Second); err == nil {
 		t.Fatal("a node without the old secret reached a peer that holds only the old one")
 	}
