@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tether-proxy/tether/keyring"
 	"github.com/tether-proxy/tether/keyring/keyringtest"
@@ -150,14 +149,14 @@ func TestDataKeysWaitBrieflyForAnUnknownKeyThenCountTheFailure(t *testing.T) {
 				if err == nil || errors.Is(err, keyring.ErrUnknownKey) {
 					t.Fatalf("Open err %v, want a non-key failure", err)
 				}
-				if n := counterSeries(t, dk.Failures); n != 0 {
+				if n := len(testutil.Counters(t, dk.Failures)); n != 0 {
 					t.Fatalf("%d failure series counted for a value whose key is known", n)
 				}
 			default:
 				if !errors.Is(err, keyring.ErrUnknownKey) {
 					t.Fatalf("Open err %v, want ErrUnknownKey", err)
 				}
-				if v := counterValue(t, dk.Failures, c.wantReason); v != 1 {
+				if v := testutil.Counters(t, dk.Failures)[c.wantReason]; v != 1 {
 					t.Fatalf("failures{reason=%q} = %v, want 1", c.wantReason, v)
 				}
 			}
@@ -182,7 +181,7 @@ func TestDataKeysRememberKeysTheLeaderDoesNotHoldAndBoundTheWaits(t *testing.T) 
 	if asks.Load() != 1 {
 		t.Fatalf("asked the leader %d times for one key id it does not hold, want 1 (remembered)", asks.Load())
 	}
-	if v := counterValue(t, dk.Failures, ReasonUnknownToLeader); v != 3 {
+	if v := testutil.Counters(t, dk.Failures)[ReasonUnknownToLeader]; v != 3 {
 		t.Fatalf("failures = %v, want 3 (each counted)", v)
 	}
 
@@ -193,7 +192,7 @@ func TestDataKeysRememberKeysTheLeaderDoesNotHoldAndBoundTheWaits(t *testing.T) 
 	if _, err := dk.Open(purpose, value2); !errors.Is(err, keyring.ErrUnknownKey) || time.Since(start) > 100*time.Millisecond {
 		t.Fatalf("Open with every wait slot taken: %v after %s, want an immediate failure", err, time.Since(start))
 	}
-	if v := counterValue(t, dk.Failures, ReasonWaitLimit); v != 1 {
+	if v := testutil.Counters(t, dk.Failures)[ReasonWaitLimit]; v != 1 {
 		t.Fatalf("failures{wait_limit} = %v, want 1", v)
 	}
 }
@@ -252,7 +251,7 @@ func TestDataKeysOneRequestAtATimeSettlesEveryWaitingKeyID(t *testing.T) {
 	if opened.Load() != 1 || unknown.Load() != made {
 		t.Errorf("opened %d, unknown %d; want 1 (the key the leader sent) and %d", opened.Load(), unknown.Load(), made)
 	}
-	if v := counterValue(t, dk.Failures, ReasonUnknownToLeader); v != made {
+	if v := testutil.Counters(t, dk.Failures)[ReasonUnknownToLeader]; v != made {
 		t.Errorf("failures{unknown_to_leader} = %v, want %d", v, made)
 	}
 	mu.Lock()
@@ -268,43 +267,6 @@ func TestDataKeysOneRequestAtATimeSettlesEveryWaitingKeyID(t *testing.T) {
 	if budget := 1 + int(took/keyFetchInterval); len(sentAt) > budget {
 		t.Errorf("%d requests to the leader for %d key ids in %s, want at most %d", len(sentAt), made+1, took, budget)
 	}
-}
-
-// counterValue is c's value for the one label value.
-func counterValue(t *testing.T, c *prometheus.CounterVec, label string) float64 {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetValue() == label {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
-}
-
-// counterSeries is how many series c has.
-func counterSeries(t *testing.T, c *prometheus.CounterVec) int {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, mf := range mfs {
-		n += len(mf.GetMetric())
-	}
-	return n
 }
 
 // Values under key ids this node cannot get are logged at once, then in
@@ -374,7 +336,7 @@ func TestDataKeysLogUnknownKeysAtOnceThenOneLineAPeriodWithACount(t *testing.T) 
 	if got := lines(); len(got) != 4 || !strings.Contains(got[3], "key_id=e5") {
 		t.Fatalf("a failure after a quiet period: %d lines, want a fourth naming e5:\n%s", len(got), strings.Join(got, "\n"))
 	}
-	if v := counterValue(t, dk.Failures, ReasonUnknownToLeader); v != 6 {
+	if v := testutil.Counters(t, dk.Failures)[ReasonUnknownToLeader]; v != 6 {
 		t.Errorf("failures = %v, want 6: every failure counts", v)
 	}
 }
