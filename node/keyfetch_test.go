@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/tether-proxy/tether/keyring"
 	"github.com/tether-proxy/tether/keyring/keyringtest"
 	"github.com/tether-proxy/tether/node/keyshare"

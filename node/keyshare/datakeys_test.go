@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/tether-proxy/tether/keyring"
 	"github.com/tether-proxy/tether/keyring/keyringtest"
 	"github.com/tether-proxy/tether/test/testutil"
