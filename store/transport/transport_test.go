@@ -111,6 +111,15 @@ func expectNothing(t *testing.T, desc string, c net.Conn, accepted <-chan net.Co
 	}
 }
 
+// dialRefused fails the test, saying what, when from connects to addr.
+func dialRefused(t *testing.T, from *Layer, addr raft.ServerAddress, what string) {
+	t.Helper()
+	if c, err := from.Dial(addr, 5*time.Second); err == nil {
+		c.Close()
+		t.Error(what)
+	}
+}
+
 func TestStreamRefusesPeersWithoutTheSecret(t *testing.T) {
 	// A short handshake deadline: a client stuck mid-handshake is dropped
 	// quickly too.
@@ -136,10 +145,7 @@ func TestStreamRefusesPeersWithoutTheSecret(t *testing.T) {
 
 	// A stream layer with another secret: Dial fails on both sides.
 	other, _ := testLayer(t, []byte("another-secret-of-enough-length"), nil, Options{})
-	if c, err := other.Dial(addr, 5*time.Second); err == nil {
-		c.Close()
-		t.Error("peer with a different secret connected")
-	}
+	dialRefused(t, other, addr, "peer with a different secret connected")
 	select {
 	case <-accepted:
 		t.Error("peer with a different secret reached Accept")
@@ -148,10 +154,7 @@ func TestStreamRefusesPeersWithoutTheSecret(t *testing.T) {
 	// And the server does not authenticate itself to such a peer: a server
 	// with another secret is refused by a client with ours.
 	client, _ := testLayer(t, testSecret, nil, Options{})
-	if c, err := client.Dial(raft.ServerAddress(other.Addr().String()), 5*time.Second); err == nil {
-		c.Close()
-		t.Error("client accepted a server with a different secret")
-	}
+	dialRefused(t, client, raft.ServerAddress(other.Addr().String()), "client accepted a server with a different secret")
 
 	// The server keeps serving peers that know the secret.
 	c, err := client.Dial(addr, 5*time.Second)
@@ -212,16 +215,10 @@ func TestMutualTLSRefusesCertificatesFromAnotherCA(t *testing.T) {
 
 	// Same secret, certificate from another CA: refused.
 	badClient, _ := testLayer(t, testSecret, bad, Options{})
-	if c, err := badClient.Dial(addr, 5*time.Second); err == nil {
-		c.Close()
-		t.Error("client with a foreign CA's certificate connected")
-	}
+	dialRefused(t, badClient, addr, "client with a foreign CA's certificate connected")
 	// No client certificate at all (secret mode client): refused.
 	noCert, _ := testLayer(t, testSecret, nil, Options{})
-	if c, err := noCert.Dial(addr, 5*time.Second); err == nil {
-		c.Close()
-		t.Error("client without a certificate connected")
-	}
+	dialRefused(t, noCert, addr, "client without a certificate connected")
 	select {
 	case <-accepted:
 		t.Fatal("a refused client reached Accept")
@@ -237,10 +234,7 @@ func TestMutualTLSRefusesCertificatesFromAnotherCA(t *testing.T) {
 
 	// Right CA, wrong secret: still refused.
 	wrongSecret, _ := testLayer(t, []byte("another-secret-of-enough-length"), good, Options{})
-	if c, err := wrongSecret.Dial(addr, 5*time.Second); err == nil {
-		c.Close()
-		t.Error("client with the right CA but a different secret connected")
-	}
+	dialRefused(t, wrongSecret, addr, "client with the right CA but a different secret connected")
 }
 
 func TestMutualTLSFilesReloadWithoutRestart(t *testing.T) {
@@ -272,10 +266,7 @@ func TestMutualTLSFilesReloadWithoutRestart(t *testing.T) {
 	// Rotate the server to a new CA by replacing its files.
 	next := testCA(t, t.TempDir(), "node")
 	copyFiles(next, srvFiles)
-	if c, err := oldClient.Dial(addr, 5*time.Second); err == nil {
-		c.Close()
-		t.Error("after the rotation a certificate of the old CA still connects")
-	}
+	dialRefused(t, oldClient, addr, "after the rotation a certificate of the old CA still connects")
 	newClient, _ := testLayer(t, testSecret, next, Options{})
 	c, err = newClient.Dial(addr, 5*time.Second)
 	if err != nil {
