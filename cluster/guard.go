@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"sync"
 	"time"
@@ -88,8 +87,7 @@ type guardedTransport struct {
 	inFlight int
 	bytes    int
 	bySource map[string]*sourceUse
-	refused  map[string]uint64
-	logLimit *logging.Repeats
+	refused  *logging.Refusals
 }
 
 type sourceUse struct{ streams, bytes int }
@@ -100,8 +98,7 @@ func newGuardedTransport(inner memberlist.NodeAwareTransport, kr *memberlist.Key
 	g := &guardedTransport{
 		NodeAwareTransport: inner, keyring: kr, log: lg, timeout: min(timeout, preAuthTimeout),
 		streams: make(chan net.Conn), stop: make(chan struct{}), down: make(chan struct{}),
-		bySource: map[string]*sourceUse{}, refused: map[string]uint64{}, reading: map[net.Conn]struct{}{},
-		logLimit: logging.NewRepeats(guardLogEvery, time.Now),
+		bySource: map[string]*sourceUse{}, reading: map[net.Conn]struct{}{}, refused: newRefusals(lg),
 	}
 	g.wg.Add(1)
 	go g.accept()
@@ -240,7 +237,7 @@ func (g *guardedTransport) check(c net.Conn, src string) {
 	case err == nil:
 		g.release(c, src, reserved)
 	case ok:
-		g.count(reason, src, err)
+		g.refused.Note(reason, src, err)
 		reserved += again
 		raw := c
 		c = &releaseConn{Conn: raw, release: func() { g.release(raw, src, reserved) }}
@@ -369,32 +366,17 @@ func readReason(err error) string {
 // refuse closes c and counts it.
 func (g *guardedTransport) refuse(c net.Conn, reason, src string, err error) {
 	c.Close()
-	g.count(reason, src, err)
+	g.refused.Note(reason, src, err)
 }
 
-// count counts a refused stream and logs it at most once per reason per
-// guardLogEvery.
-func (g *guardedTransport) count(reason, src string, err error) {
-	g.mu.Lock()
-	g.refused[reason]++
-	g.mu.Unlock()
-	held, ok := g.logLimit.Allow(reason)
-	if !ok {
-		return
-	}
-	attrs := []any{"reason", reason, "remote", src, "err", err}
-	if held > 0 {
-		attrs = append(attrs, "repeated", held, "repeated_within", guardLogEvery)
-	}
-	g.log.Warn("gossip stream refused before it proved the cluster secret (logged once per reason every 30s; tether_gossip_streams_refused_total counts them all)", attrs...)
+// newRefusals counts refused streams and logs them at most once per
+// reason per guardLogEvery.
+func newRefusals(lg *slog.Logger) *logging.Refusals {
+	return logging.NewRefusals(lg, "gossip stream refused before it proved the cluster secret (logged once per reason every 30s; tether_gossip_streams_refused_total counts them all)", guardLogEvery, time.Now)
 }
 
 // refusedCounts is how many streams were refused, by reason.
-func (g *guardedTransport) refusedCounts() map[string]uint64 {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return maps.Clone(g.refused)
-}
+func (g *guardedTransport) refusedCounts() map[string]uint64 { return g.refused.Counts() }
 
 // replayConn reads the bytes the guard read first, then the connection.
 type replayConn struct {

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
-
-	"github.com/tether-proxy/tether/internal/logging"
 )
 
 // FuzzGuardFirstFrame feeds anything as a gossip stream's first bytes: the
@@ -32,8 +30,8 @@ func FuzzGuardFirstFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g := &guardedTransport{
 			keyring: kr, log: slog.New(slog.DiscardHandler), timeout: 200 * time.Millisecond,
-			stop: make(chan struct{}), bySource: map[string]*sourceUse{}, refused: map[string]uint64{},
-			reading: map[net.Conn]struct{}{}, logLimit: logging.NewRepeats(guardLogEvery, time.Now),
+			stop: make(chan struct{}), bySource: map[string]*sourceUse{}, reading: map[net.Conn]struct{}{},
+			refused: newRefusals(slog.New(slog.DiscardHandler)),
 		}
 		c, peer := net.Pipe()
 		defer c.Close()

@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/keyring/keyringtest"
 	"github.com/tether-proxy/tether/node/keyshare"
 	"github.com/tether-proxy/tether/test/testutil"
 )
@@ -44,6 +43,7 @@ func TestFollowerAsksTheLeaderForAKeyItDoesNotHold(t *testing.T) {
 	if id, _ := keyring.KeyIDOf(strings.TrimPrefix(cookie, "aff=")); id != k.ID {
 		t.Fatalf("the leader sealed with %q, want %q", id, k.ID)
 	}
+	_, nobodys := keyringtest.SealedUnderNewKey(t)
 	cases := []struct {
 		desc        string
 		cookie      string
@@ -53,7 +53,7 @@ func TestFollowerAsksTheLeaderForAKeyItDoesNotHold(t *testing.T) {
 	}{
 		{desc: "a key only the leader holds: fetched, the session stays", cookie: cookie, wantStatus: 200, wantBackend: backend},
 		{desc: "again: the fetched key opens it without asking", cookie: cookie, wantStatus: 200, wantBackend: backend},
-		{desc: "a key nobody holds: the failure policy (503), counted", cookie: "aff=" + sealWithNewKey(t), wantStatus: 503, wantReason: keyshare.ReasonUnknownToLeader},
+		{desc: "a key nobody holds: the failure policy (503), counted", cookie: "aff=" + nobodys, wantStatus: 503, wantReason: keyshare.ReasonUnknownToLeader},
 	}
 	for _, c := range cases {
 		t.Run(c.desc, func(t *testing.T) {
@@ -66,34 +66,15 @@ func TestFollowerAsksTheLeaderForAKeyItDoesNotHold(t *testing.T) {
 				t.Fatalf("follower answered %d from %q (new cookie %q), want %d from %q", st, b, again, c.wantStatus, c.wantBackend)
 			}
 			if c.wantReason != "" {
-				if v := counterOf(t, f.dataKeys.Failures.WithLabelValues(c.wantReason)); v < 1 {
+				if v := testutil.Counters(t, f.dataKeys.Failures)[c.wantReason]; v < 1 {
 					t.Fatalf("tether_keyring_unknown_key_failures_total{reason=%q} = %v, want 1", c.wantReason, v)
 				}
 			}
 		})
 	}
-	if v := counterOf(t, f.dataKeys.Resolved.WithLabelValues("leader")); v != 1 {
+	if v := testutil.Counters(t, f.dataKeys.Resolved)["leader"]; v != 1 {
 		t.Fatalf("keys fetched from the leader = %v, want 1", v)
 	}
-}
-
-// sealWithNewKey seals a Cookie-policy value of cluster app under a key no
-// node holds.
-func sealWithNewKey(t *testing.T) string {
-	t.Helper()
-	k, err := keyring.GenerateKey(time.Now().Add(-time.Minute), 0, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := keyring.NewRing(keyring.Options{})
-	if err := r.Install(k); err != nil {
-		t.Fatal(err)
-	}
-	v, err := r.Seal(keyring.Purpose("Cookie", "app", "aff"), []byte("d1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
 }
 
 // A flood of values under random, well-formed key ids costs a node a
@@ -113,7 +94,8 @@ func TestAFloodOfUnknownKeyIDsIsBoundedAndStarvesNoRealFetch(t *testing.T) {
 	const total, workers = 3000, 100
 	junk := make([]string, total)
 	for i := range junk {
-		junk[i] = "aff=" + sealWithNewKey(t)
+		_, v := keyringtest.SealedUnderNewKey(t)
+		junk[i] = "aff=" + v
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: workers}
 	defer tr.CloseIdleConnections()
@@ -178,17 +160,17 @@ func TestAFloodOfUnknownKeyIDsIsBoundedAndStarvesNoRealFetch(t *testing.T) {
 	}
 	var counted float64
 	for _, reason := range []string{keyshare.ReasonUnknownToLeader, keyshare.ReasonRevoked, keyshare.ReasonTimeout, keyshare.ReasonNoLeader, keyshare.ReasonWaitLimit} {
-		counted += counterOf(t, f.dataKeys.Failures.WithLabelValues(reason))
+		counted += testutil.Counters(t, f.dataKeys.Failures)[reason]
 	}
 	if counted != total {
 		t.Errorf("failures counted by reason: %v, want %d", counted, total)
 	}
-	if v := counterOf(t, f.dataKeys.Failures.WithLabelValues(keyshare.ReasonWaitLimit)); v != 0 {
+	if v := testutil.Counters(t, f.dataKeys.Failures)[keyshare.ReasonWaitLimit]; v != 0 {
 		t.Errorf("%v values failed without their wait (wait_limit): the flood crowds out real ones", v)
 	}
 	// A node asks the leader at most ten times a second, one request at a
 	// time, whatever the number of key ids.
-	sent := counterOf(t, f.keys.Sent)
+	sent := testutil.Counters(t, f.keys.Sent)[""]
 	if budget := 5 + took.Seconds()*10; sent > budget {
 		t.Errorf("the follower sent the leader %v key requests in %s, want at most %v", sent, took.Round(time.Millisecond), budget)
 	}
@@ -202,22 +184,4 @@ func TestAFloodOfUnknownKeyIDsIsBoundedAndStarvesNoRealFetch(t *testing.T) {
 		t.Errorf("the follower logged %d lines about unknown key ids in %s, want at most %d (one a minute, with a count)", lines, took.Round(time.Millisecond), budget)
 	}
 	t.Logf("%d values in %s: %v key requests to the leader, %d log lines", total, took.Round(time.Millisecond), sent, lines)
-}
-
-// counterOf is the sum of c's series.
-func counterOf(t *testing.T, c prometheus.Collector) float64 {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
 }

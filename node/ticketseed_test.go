@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -15,12 +13,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/keyring/keyringtest"
 	"github.com/tether-proxy/tether/node/keyshare"
 	"github.com/tether-proxy/tether/test/testutil"
 )
@@ -112,16 +110,10 @@ func TestClusterTLSTicketsDoNotOpenWithABackupAndTheClusterSecret(t *testing.T) 
 	if len(seeds) == 0 {
 		t.Fatal("the nodes hold no seed")
 	}
-	if containsSeed(backup, seeds) {
+	if keyringtest.ContainsSeed(backup, seeds) {
 		t.Error("the backup holds a TLS session ticket seed")
 	}
 	noSeedOnDisk(t, tc.dir, seeds)
-}
-
-// seedEncodings are the forms a seed could be written in.
-func seedEncodings(s keyring.TicketSeed) [][]byte {
-	return [][]byte{s[:], []byte(hex.EncodeToString(s[:])), []byte(strings.ToUpper(hex.EncodeToString(s[:]))),
-		[]byte(base64.StdEncoding.EncodeToString(s[:])[:40]), []byte(base64.URLEncoding.EncodeToString(s[:])[:40])}
 }
 
 // heldSeeds is every seed the nodes hold.
@@ -133,18 +125,6 @@ func heldSeeds(nodes ...*Node) []keyring.TicketSeed {
 		}
 	}
 	return out
-}
-
-// containsSeed names the first seed found in b, in any encoding.
-func containsSeed(b []byte, seeds []keyring.TicketSeed) bool {
-	for _, s := range seeds {
-		for _, enc := range seedEncodings(s) {
-			if bytes.Contains(b, enc) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // noSeedOnDisk fails the test when a file under dir holds a seed.
@@ -160,7 +140,7 @@ func noSeedOnDisk(t *testing.T, dir string, seeds []keyring.TicketSeed) {
 			return err
 		}
 		files++
-		if containsSeed(b, seeds) {
+		if keyringtest.ContainsSeed(b, seeds) {
 			t.Errorf("%s holds a TLS session ticket seed", path)
 		}
 		return nil
@@ -319,7 +299,7 @@ func TestClusterTLSTicketSeedsFollowTheLeaderAndReachARestartedNode(t *testing.T
 	}
 	seeds := heldSeeds(l, a, b)
 	for _, m := range rec.all() {
-		if containsSeed(m.Msg, seeds) {
+		if keyringtest.ContainsSeed(m.Msg, seeds) {
 			t.Fatalf("a seed message on gossip (tag %q) carries a seed in the clear", m.Tag)
 		}
 	}

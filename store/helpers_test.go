@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tether-proxy/tether/keyring"
+	"github.com/hashicorp/raft"
 
+	"github.com/tether-proxy/tether/keyring"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
@@ -284,6 +285,36 @@ func (c *testCluster) converged(index uint64, nodes ...*testNode) string {
 		}
 	}
 	return want
+}
+
+// foreignRPCsRefused has tr, posing as node id at addr, ask every node for
+// its vote and append entries with a term 100 above term: every RPC must
+// fail, and no node may adopt the term (a loaded machine may hold an
+// election of its own). who names the sender in failures.
+func (c *testCluster) foreignRPCsRefused(who string, tr raft.Transport, id, addr string, term uint64, entries []*raft.Log) {
+	c.t.Helper()
+	header := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(id), Addr: []byte(addr)}
+	for _, nd := range c.nodes {
+		var vr raft.RequestVoteResponse
+		err := tr.RequestVote(raft.ServerID(id), raft.ServerAddress(nd.s.Addr()), &raft.RequestVoteRequest{
+			RPCHeader: header, Term: term + 100, LastLogIndex: 1 << 40, LastLogTerm: term + 100,
+		}, &vr)
+		if err == nil {
+			c.t.Errorf("RequestVote from %s to %s went through", who, nd.id)
+		}
+		var ar raft.AppendEntriesResponse
+		err = tr.AppendEntries(raft.ServerID(id), raft.ServerAddress(nd.s.Addr()), &raft.AppendEntriesRequest{
+			RPCHeader: header, Term: term + 100, Entries: entries,
+		}, &ar)
+		if err == nil {
+			c.t.Errorf("AppendEntries from %s to %s went through", who, nd.id)
+		}
+	}
+	for _, nd := range c.nodes {
+		if got := nd.s.raft.CurrentTerm(); got >= term+100 {
+			c.t.Errorf("%s adopted the term %d of %s", nd.id, got, who)
+		}
+	}
 }
 
 // syncBuffer is a bytes.Buffer safe for a logger and a test at once.

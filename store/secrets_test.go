@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/keyring/keyringtest"
 	"github.com/tether-proxy/tether/store/command"
 	"github.com/tether-proxy/tether/test/testutil"
 )
@@ -21,25 +22,7 @@ var (
 	badSecret = []byte("a-secret-nobody-in-the-cluster-has")
 )
 
-// secretsOf holds the given secrets, the first one primary.
-func secretsOf(t testing.TB, secrets ...[]byte) *keyring.Secrets {
-	t.Helper()
-	var held []keyring.HeldSecret
-	for i, s := range secrets {
-		st := keyring.SecretInstalled
-		if i == 0 {
-			st = keyring.SecretPrimary
-		}
-		held = append(held, keyring.HeldSecret{ID: keyring.SecretID(s), State: st, Secret: s})
-	}
-	sec, err := keyring.RestoreSecrets(held)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sec
-}
-
-// feedSecrets is feed for an FSM whose node holds sec.
+// secretFSM is an FSM whose node holds sec.
 func secretFSM(t *testing.T, sec *keyring.Secrets) *fsm {
 	t.Helper()
 	return newFSM(newRing(), sec, testLogger())
@@ -76,9 +59,9 @@ func installOf(t *testing.T, req string, sec *keyring.Secrets, secret []byte) Cl
 // state; the rules (remove the primary, use an unknown secret, more than
 // MaxSecrets) refuse with their errors on both.
 func TestClusterSecretRotationInTheFSM(t *testing.T) {
-	a, b := secretFSM(t, secretsOf(t, oldSecret)), secretFSM(t, secretsOf(t, oldSecret))
+	a, b := secretFSM(t, keyringtest.Secrets(t, oldSecret)), secretFSM(t, keyringtest.Secrets(t, oldSecret))
 	oldID, newID := keyring.SecretID(oldSecret), keyring.SecretID(newSecret)
-	leader := secretsOf(t, oldSecret)
+	leader := keyringtest.Secrets(t, oldSecret)
 	cmds := []Command{
 		installOf(t, "r1", leader, newSecret),
 		ClusterSecret{ReqID: "r2", Op: SecretRemove, ID: oldID},
@@ -92,7 +75,7 @@ func TestClusterSecretRotationInTheFSM(t *testing.T) {
 	want := []error{nil, ErrSecretInUse, ErrUnknownSecret, nil, nil, ErrSecretInUse, nil, nil}
 	// Entries after the use are wrapped under the new secret by the
 	// leader, which uses it from then on.
-	after := secretsOf(t, newSecret, oldSecret)
+	after := keyringtest.Secrets(t, newSecret, oldSecret)
 	for _, f := range []*fsm{a, b} {
 		for i, c := range cmds {
 			kek := leader.KEK(keyring.InfoRaft)
@@ -123,8 +106,8 @@ func TestClusterSecretRotationInTheFSM(t *testing.T) {
 		t.Fatalf("dump:\n%s", a.dump())
 	}
 	// A fifth secret is refused.
-	c := secretFSM(t, secretsOf(t, oldSecret))
-	lead := secretsOf(t, oldSecret)
+	c := secretFSM(t, keyringtest.Secrets(t, oldSecret))
+	lead := keyringtest.Secrets(t, oldSecret)
 	for i := range keyring.MaxSecrets {
 		s := []byte(strings.Repeat("s", 20) + string(rune('a'+i)))
 		errs := applyTo(t, c, installOf(t, "i"+string(rune('a'+i)), lead, s))
@@ -140,9 +123,9 @@ func TestClusterSecretRotationInTheFSM(t *testing.T) {
 // the old one is still held by the cluster; once the old one is removed a
 // snapshot carries nothing it opens.
 func TestSnapshotCarriesANewSecretToANodeThatHoldsTheOld(t *testing.T) {
-	src := secretFSM(t, secretsOf(t, oldSecret))
+	src := secretFSM(t, keyringtest.Secrets(t, oldSecret))
 	oldID, newID := keyring.SecretID(oldSecret), keyring.SecretID(newSecret)
-	applyTo(t, src, installOf(t, "r1", secretsOf(t, oldSecret), newSecret), ClusterSecret{ReqID: "r2", Op: SecretUse, ID: newID})
+	applyTo(t, src, installOf(t, "r1", keyringtest.Secrets(t, oldSecret), newSecret), ClusterSecret{ReqID: "r2", Op: SecretUse, ID: newID})
 	applyTo(t, src, InstallKey{ReqID: "r3", Key: testKey("k1", 0)}) // wrapped under the new secret now
 	snapshot := func() []byte {
 		s, err := src.Snapshot()
@@ -155,7 +138,7 @@ func TestSnapshotCarriesANewSecretToANodeThatHoldsTheOld(t *testing.T) {
 		}
 		return b
 	}
-	dst := secretFSM(t, secretsOf(t, oldSecret))
+	dst := secretFSM(t, keyringtest.Secrets(t, oldSecret))
 	if err := dst.Restore(io.NopCloser(bytes.NewReader(snapshot()))); err != nil {
 		t.Fatalf("restore on a node that holds the old secret: %v", err)
 	}
@@ -163,7 +146,7 @@ func TestSnapshotCarriesANewSecretToANodeThatHoldsTheOld(t *testing.T) {
 		t.Fatalf("restored:\n%s\nwant\n%s\nsecrets %+v", dst.dump(), src.dump(), dst.sec.List())
 	}
 	applyTo(t, src, ClusterSecret{ReqID: "r4", Op: SecretRemove, ID: oldID})
-	late := secretFSM(t, secretsOf(t, oldSecret))
+	late := secretFSM(t, keyringtest.Secrets(t, oldSecret))
 	if err := late.Restore(io.NopCloser(bytes.NewReader(snapshot()))); err == nil {
 		t.Fatal("a node holding only the removed secret restored the snapshot")
 	}
@@ -180,7 +163,7 @@ func TestSnapshotCarriesANewSecretToANodeThatHoldsTheOld(t *testing.T) {
 func TestClusterSecretRotatesInARaftCluster(t *testing.T) {
 	c := newTestCluster(t, 3, knobs{})
 	for _, nd := range c.nodes {
-		nd.secrets = secretsOf(t, oldSecret)
+		nd.secrets = keyringtest.Secrets(t, oldSecret)
 		c.stop(nd)
 		c.start(nd)
 	}

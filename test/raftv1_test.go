@@ -1,13 +1,8 @@
 package test
 
 import (
-	"crypto/hkdf"
-	"crypto/hmac"
-	"crypto/sha256"
-	"crypto/tls"
 	"io"
 	"log"
-	"net"
 	"os"
 	"strings"
 	"testing"
@@ -17,37 +12,6 @@ import (
 
 	"github.com/tether-proxy/tether/test/testutil"
 )
-
-// raftV1Proves runs Raft handshake version 1, as a peer of a release
-// before the cluster id check does: TLS 1.3 with no ALPN, then
-// HMAC-SHA256(HKDF(secret, "tether raft transport v1"), "client" |
-// exporter). It reports whether the node answered with its own proof.
-func raftV1Proves(t *testing.T, addr string, secret []byte) bool {
-	t.Helper()
-	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	cs := c.ConnectionState()
-	ekm, _ := cs.ExportKeyingMaterial("EXPORTER-tether-raft-auth-v1", nil, 32)
-	authKey, _ := hkdf.Key(sha256.New, secret, nil, "tether raft transport v1", 32)
-	mac := func(role string) []byte {
-		m := hmac.New(sha256.New, authKey)
-		m.Write([]byte(role))
-		m.Write(ekm)
-		return m.Sum(nil)
-	}
-	if _, err := c.Write(mac("client")); err != nil {
-		return false
-	}
-	got := make([]byte, 32)
-	if _, err := io.ReadFull(c, got); err != nil {
-		return false
-	}
-	return hmac.Equal(got, mac("server"))
-}
 
 // olderMember joins gossip as a node of a release that does not gossip the
 // Raft handshake version it speaks.
@@ -70,10 +34,10 @@ func TestRaftHandshakeV1RefusedOnceEveryMemberSpeaksV2(t *testing.T) {
 	secret, _ := os.ReadFile(e.Secret)
 	secret = []byte(strings.TrimSpace(string(secret)))
 	raft1 := e.RaftAddr("n1")
-	if raftV1Proves(t, raft1, secret) {
+	if testutil.RaftV1Proves(t, raft1, secret) {
 		t.Fatal("a version 1 peer completed the handshake although every member speaks version 2")
 	}
-	if !raftProves(t, raft1, secret) {
+	if !testutil.RaftProves(t, raft1, secret) {
 		t.Fatal("a version 2 peer with the secret was refused")
 	}
 	testutil.Eventually(t, 10*time.Second, "the refusal counted", func() bool {
@@ -95,7 +59,7 @@ func TestRaftHandshakeV1RefusedOnceEveryMemberSpeaksV2(t *testing.T) {
 	if _, err := older.Join([]string{n1.gossip}); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 10*time.Second, "version 1 accepted while an older member is alive", func() bool { return raftV1Proves(t, raft1, secret) })
+	testutil.Eventually(t, 10*time.Second, "version 1 accepted while an older member is alive", func() bool { return testutil.RaftV1Proves(t, raft1, secret) })
 
 	// A node started with --raft-handshake-v1 refuse refuses it anyway.
 	n2 := e.startNode("n2", "", "--join", n1.gossip, "--raft-handshake-v1", "refuse")
@@ -103,17 +67,17 @@ func TestRaftHandshakeV1RefusedOnceEveryMemberSpeaksV2(t *testing.T) {
 		_, m := adminJSON(t, "GET", n2.adminURL+"/v1/status")
 		return m["leader_id"] == "n1"
 	})
-	if raftV1Proves(t, e.RaftAddr("n2"), secret) {
+	if testutil.RaftV1Proves(t, e.RaftAddr("n2"), secret) {
 		t.Error("--raft-handshake-v1 refuse accepted a version 1 peer")
 	}
-	if !raftV1Proves(t, raft1, secret) {
+	if !testutil.RaftV1Proves(t, raft1, secret) {
 		t.Error("n1 (auto) refused version 1 while an older member is alive")
 	}
 
 	// The older member leaves: version 1 is refused again.
 	older.Leave(time.Second)
 	older.Shutdown()
-	testutil.Eventually(t, 30*time.Second, "version 1 refused once the older member left", func() bool { return !raftV1Proves(t, raft1, secret) })
+	testutil.Eventually(t, 30*time.Second, "version 1 refused once the older member left", func() bool { return !testutil.RaftV1Proves(t, raft1, secret) })
 
 	if code, out := runTether(t, "agent", "--config", e.Config, "--raft-handshake-v1", "sometimes"); code == 0 || !strings.Contains(out, "--raft-handshake-v1") {
 		t.Errorf("an unknown --raft-handshake-v1: exit %d: %s", code, out)

@@ -2,10 +2,7 @@ package test
 
 import (
 	"crypto/hkdf"
-	"crypto/hmac"
 	"crypto/sha256"
-	"crypto/tls"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -29,44 +26,6 @@ import (
 	"github.com/tether-proxy/tether/keyring"
 	"github.com/tether-proxy/tether/test/testutil"
 )
-
-// raftProves runs Raft handshake version 2 against addr as a peer holding
-// secret would (TLS 1.3 with ALPN tether-raft-2, then the cluster id and
-// HMAC-SHA256(HKDF(secret, "tether raft transport v1"), "client" | exporter |
-// id)); it reports whether the node answered with a valid proof of its own.
-func raftProves(t *testing.T, addr string, secret []byte) bool {
-	t.Helper()
-	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr,
-		&tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13, NextProtos: []string{"tether-raft-2"}})
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	cs := c.ConnectionState()
-	ekm, _ := cs.ExportKeyingMaterial("EXPORTER-tether-raft-auth-v1", nil, 32)
-	authKey, _ := hkdf.Key(sha256.New, secret, nil, "tether raft transport v1", 32)
-	mac := func(role, cid string) []byte {
-		m := hmac.New(sha256.New, authKey)
-		m.Write([]byte(role))
-		m.Write(ekm)
-		m.Write([]byte(cid))
-		return m.Sum(nil)
-	}
-	if _, err := c.Write(append(binary.BigEndian.AppendUint16(nil, 0), mac("client", "")...)); err != nil {
-		return false
-	}
-	var n [2]byte
-	if _, err := io.ReadFull(c, n[:]); err != nil {
-		return false
-	}
-	b := make([]byte, int(binary.BigEndian.Uint16(n[:]))+32)
-	if _, err := io.ReadFull(c, b); err != nil {
-		return false
-	}
-	cid := string(b[:len(b)-32])
-	return hmac.Equal(b[len(b)-32:], mac("server", cid))
-}
 
 // secretID is a secret's id as the admin API shows it: 16 hex digits of
 // HKDF-SHA256(secret, info "tether cluster secret id v1").
@@ -283,10 +242,10 @@ func TestClusterSecretRotatesUnderLoadWithoutAFailedRequest(t *testing.T) {
 	// Raft: the old secret's proof is refused on every node, the new one's answered.
 	for _, a := range nodes {
 		raftAddr := e.RaftAddr(a.id)
-		if raftProves(t, raftAddr, oldSecret) {
+		if testutil.RaftProves(t, raftAddr, oldSecret) {
 			t.Errorf("%s's Raft port accepted the old secret", a.id)
 		}
-		if !raftProves(t, raftAddr, newSecret) {
+		if !testutil.RaftProves(t, raftAddr, newSecret) {
 			t.Errorf("%s's Raft port refused the new secret", a.id)
 		}
 	}
@@ -440,7 +399,7 @@ func TestSecretRotationWaitsForADownNodeAndItCatchesUp(t *testing.T) {
 	tether(0, "secret", "use", secretC, "--admin", n1.adminURL)
 	tether(1, "secret", "remove", secretB, "--admin", n1.adminURL)
 	tether(0, "secret", "remove", secretB, "--force", "--admin", n3.adminURL)
-	if !raftProves(t, e.RaftAddr("n1"), []byte("third-cluster-secret-0123456789abcdef")) || raftProves(t, e.RaftAddr("n1"), []byte("second-cluster-secret-0123456789abcdef")) {
+	if !testutil.RaftProves(t, e.RaftAddr("n1"), []byte("third-cluster-secret-0123456789abcdef")) || testutil.RaftProves(t, e.RaftAddr("n1"), []byte("second-cluster-secret-0123456789abcdef")) {
 		t.Fatal("after the forced removal n1 should accept only the third secret")
 	}
 	n2 = restart(n2, secretC)

@@ -253,30 +253,14 @@ func (a *API) trafficTotals() (requests map[string]float64, affinity map[string]
 		switch mf.GetName() {
 		case "tether_requests_total":
 			for _, m := range mf.GetMetric() {
-				var cid, did string
-				for _, l := range m.GetLabel() {
-					switch l.GetName() {
-					case "cluster":
-						cid = l.GetValue()
-					case "destination":
-						did = l.GetValue()
-					}
-				}
+				cid, did := labelValue(m.GetLabel(), "cluster"), labelValue(m.GetLabel(), "destination")
 				if cid != "" && did != "" {
 					requests[cid+"/"+did] += m.GetCounter().GetValue()
 				}
 			}
 		case "tether_affinity_requests_total":
 			for _, m := range mf.GetMetric() {
-				var cid, outcome string
-				for _, l := range m.GetLabel() {
-					switch l.GetName() {
-					case "cluster":
-						cid = l.GetValue()
-					case "outcome":
-						outcome = l.GetValue()
-					}
-				}
+				cid, outcome := labelValue(m.GetLabel(), "cluster"), labelValue(m.GetLabel(), "outcome")
 				if affinity[cid] == nil {
 					affinity[cid] = map[string]float64{}
 				}
@@ -285,6 +269,22 @@ func (a *API) trafficTotals() (requests map[string]float64, affinity map[string]
 		}
 	}
 	return requests, affinity
+}
+
+// labelPair is a gathered metric's label (client_model's LabelPair).
+type labelPair interface {
+	GetName() string
+	GetValue() string
+}
+
+// labelValue is the value of a metric's label name ("" if it has none).
+func labelValue[L labelPair](labels []L, name string) string {
+	for _, l := range labels {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
 }
 
 // sampleRates takes a new sample when the last is at least a second old

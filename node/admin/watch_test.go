@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tether-proxy/tether/proxy/upstream"
 )
 
@@ -193,4 +195,27 @@ func BenchmarkEmitDiffIdle10k(b *testing.B) {
 			n.emitDiff(x, y, t0)
 		}
 	})
+}
+
+// trafficTotals reads the data path's request counters by cluster and
+// destination (skipping a series without either) and its affinity outcomes
+// by cluster, whatever other labels the series carry.
+func TestTrafficTotalsReadTheDataPathCounters(t *testing.T) {
+	a, _, _, _ := newTestAPI(t)
+	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tether_requests_total"}, []string{"cluster", "code", "destination"})
+	aff := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tether_affinity_requests_total"}, []string{"cluster", "outcome"})
+	a.Registry.MustRegister(reqs, aff)
+	reqs.WithLabelValues("app", "200", "d1").Add(3)
+	reqs.WithLabelValues("app", "502", "d1").Add(1)
+	reqs.WithLabelValues("app", "200", "d2").Add(2)
+	reqs.WithLabelValues("app", "503", "").Add(7)
+	aff.WithLabelValues("app", "routed").Add(4)
+	aff.WithLabelValues("app", "no_session").Add(1)
+	requests, affinity := a.trafficTotals()
+	if got := fmt.Sprint(requests); got != "map[app/d1:4 app/d2:2]" {
+		t.Errorf("requests %s, want map[app/d1:4 app/d2:2]", got)
+	}
+	if got := fmt.Sprint(affinity); got != "map[app:map[no_session:1 routed:4]]" {
+		t.Errorf("affinity %s, want map[app:map[no_session:1 routed:4]]", got)
+	}
 }

@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/keyring/keyringtest"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
@@ -22,25 +21,6 @@ type fakeProgress struct{ applied, commit atomic.Uint64 }
 
 func (f *fakeProgress) AppliedIndex() uint64 { return f.applied.Load() }
 func (f *fakeProgress) CommitIndex() uint64  { return f.commit.Load() }
-
-// sealedUnder seals a Cookie-policy value of cluster app under a new key,
-// returning the key and the value.
-func sealedUnder(t *testing.T) (keyring.Key, string) {
-	t.Helper()
-	k, err := keyring.GenerateKey(time.Now().Add(-time.Minute), 0, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	issuer := keyring.NewRing(keyring.Options{})
-	if err := issuer.Install(k); err != nil {
-		t.Fatal(err)
-	}
-	value, err := issuer.Seal(keyring.Purpose("Cookie", "app", "aff"), []byte("d1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k, value
-}
 
 // answer is a leader's answer holding keys (a revoked one is only named).
 func answer(keys ...keyring.Key) *LeaderKeys {
@@ -56,8 +36,8 @@ func answer(keys ...keyring.Key) *LeaderKeys {
 }
 
 func TestDataKeysWaitBrieflyForAnUnknownKeyThenCountTheFailure(t *testing.T) {
-	k, value := sealedUnder(t)
-	other, _ := sealedUnder(t)
+	k, value := keyringtest.SealedUnderNewKey(t)
+	other, _ := keyringtest.SealedUnderNewKey(t)
 	revoked := k
 	revoked.Revoked = true
 	purpose := keyring.Purpose("Cookie", "app", "aff")
@@ -168,14 +148,14 @@ func TestDataKeysWaitBrieflyForAnUnknownKeyThenCountTheFailure(t *testing.T) {
 				if err == nil || errors.Is(err, keyring.ErrUnknownKey) {
 					t.Fatalf("Open err %v, want a non-key failure", err)
 				}
-				if n := counterSeries(t, dk.Failures); n != 0 {
+				if n := len(testutil.Counters(t, dk.Failures)); n != 0 {
 					t.Fatalf("%d failure series counted for a value whose key is known", n)
 				}
 			default:
 				if !errors.Is(err, keyring.ErrUnknownKey) {
 					t.Fatalf("Open err %v, want ErrUnknownKey", err)
 				}
-				if v := counterValue(t, dk.Failures, c.wantReason); v != 1 {
+				if v := testutil.Counters(t, dk.Failures)[c.wantReason]; v != 1 {
 					t.Fatalf("failures{reason=%q} = %v, want 1", c.wantReason, v)
 				}
 			}
@@ -184,7 +164,7 @@ func TestDataKeysWaitBrieflyForAnUnknownKeyThenCountTheFailure(t *testing.T) {
 }
 
 func TestDataKeysRememberKeysTheLeaderDoesNotHoldAndBoundTheWaits(t *testing.T) {
-	_, value := sealedUnder(t)
+	_, value := keyringtest.SealedUnderNewKey(t)
 	purpose := keyring.Purpose("Cookie", "app", "aff")
 	fp := &fakeProgress{}
 	var asks atomic.Int64
@@ -200,18 +180,18 @@ func TestDataKeysRememberKeysTheLeaderDoesNotHoldAndBoundTheWaits(t *testing.T) 
 	if asks.Load() != 1 {
 		t.Fatalf("asked the leader %d times for one key id it does not hold, want 1 (remembered)", asks.Load())
 	}
-	if v := counterValue(t, dk.Failures, ReasonUnknownToLeader); v != 3 {
+	if v := testutil.Counters(t, dk.Failures)[ReasonUnknownToLeader]; v != 3 {
 		t.Fatalf("failures = %v, want 3 (each counted)", v)
 	}
 
 	// With maxKeyWaits requests waiting, the next fails at once.
-	_, value2 := sealedUnder(t)
+	_, value2 := keyringtest.SealedUnderNewKey(t)
 	dk.waits.Store(maxKeyWaits)
 	start := time.Now()
 	if _, err := dk.Open(purpose, value2); !errors.Is(err, keyring.ErrUnknownKey) || time.Since(start) > 100*time.Millisecond {
 		t.Fatalf("Open with every wait slot taken: %v after %s, want an immediate failure", err, time.Since(start))
 	}
-	if v := counterValue(t, dk.Failures, ReasonWaitLimit); v != 1 {
+	if v := testutil.Counters(t, dk.Failures)[ReasonWaitLimit]; v != 1 {
 		t.Fatalf("failures{wait_limit} = %v, want 1", v)
 	}
 }
@@ -221,7 +201,7 @@ func TestDataKeysRememberKeysTheLeaderDoesNotHoldAndBoundTheWaits(t *testing.T) 
 // that waited for it: a key the leader really sends opens among hundreds of
 // made-up ones.
 func TestDataKeysOneRequestAtATimeSettlesEveryWaitingKeyID(t *testing.T) {
-	real, realValue := sealedUnder(t)
+	real, realValue := keyringtest.SealedUnderNewKey(t)
 	purpose := keyring.Purpose("Cookie", "app", "aff")
 	var (
 		mu       sync.Mutex
@@ -249,7 +229,7 @@ func TestDataKeysOneRequestAtATimeSettlesEveryWaitingKeyID(t *testing.T) {
 	for i := range made + 1 {
 		value := realValue
 		if i < made {
-			_, value = sealedUnder(t)
+			_, value = keyringtest.SealedUnderNewKey(t)
 		}
 		wg.Add(1)
 		go func() {
@@ -270,7 +250,7 @@ func TestDataKeysOneRequestAtATimeSettlesEveryWaitingKeyID(t *testing.T) {
 	if opened.Load() != 1 || unknown.Load() != made {
 		t.Errorf("opened %d, unknown %d; want 1 (the key the leader sent) and %d", opened.Load(), unknown.Load(), made)
 	}
-	if v := counterValue(t, dk.Failures, ReasonUnknownToLeader); v != made {
+	if v := testutil.Counters(t, dk.Failures)[ReasonUnknownToLeader]; v != made {
 		t.Errorf("failures{unknown_to_leader} = %v, want %d", v, made)
 	}
 	mu.Lock()
@@ -286,43 +266,6 @@ func TestDataKeysOneRequestAtATimeSettlesEveryWaitingKeyID(t *testing.T) {
 	if budget := 1 + int(took/keyFetchInterval); len(sentAt) > budget {
 		t.Errorf("%d requests to the leader for %d key ids in %s, want at most %d", len(sentAt), made+1, took, budget)
 	}
-}
-
-// counterValue is c's value for the one label value.
-func counterValue(t *testing.T, c *prometheus.CounterVec, label string) float64 {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetValue() == label {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
-}
-
-// counterSeries is how many series c has.
-func counterSeries(t *testing.T, c *prometheus.CounterVec) int {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, mf := range mfs {
-		n += len(mf.GetMetric())
-	}
-	return n
 }
 
 // Values under key ids this node cannot get are logged at once, then in
@@ -392,7 +335,7 @@ func TestDataKeysLogUnknownKeysAtOnceThenOneLineAPeriodWithACount(t *testing.T) 
 	if got := lines(); len(got) != 4 || !strings.Contains(got[3], "key_id=e5") {
 		t.Fatalf("a failure after a quiet period: %d lines, want a fourth naming e5:\n%s", len(got), strings.Join(got, "\n"))
 	}
-	if v := counterValue(t, dk.Failures, ReasonUnknownToLeader); v != 6 {
+	if v := testutil.Counters(t, dk.Failures)[ReasonUnknownToLeader]; v != 6 {
 		t.Errorf("failures = %v, want 6: every failure counts", v)
 	}
 }

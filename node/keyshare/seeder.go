@@ -300,11 +300,9 @@ func (s *Seeder) fetch(ctx context.Context, today int64, now time.Time) {
 	s.lastAsk = now
 	ans, err := s.ask(ctx, leader, seedAskTimeout)
 	if err != nil {
-		s.requests.WithLabelValues("failed").Inc()
 		s.cfg.Log.Debug("asking the leader for the TLS session ticket seeds failed", "leader", leader, "error", err)
 		return
 	}
-	s.requests.WithLabelValues("ok").Inc()
 	days := ans.Days
 	defer clearDays(days)
 	took := &seedSource{leader: leader, term: term, at: now}
@@ -345,11 +343,9 @@ func (s *Seeder) fetchFromPeer(ctx context.Context, today int64, now time.Time) 
 	peer := peers[mrand.IntN(len(peers))]
 	ans, err := s.ask(ctx, peer, seedAskTimeout)
 	if err != nil {
-		s.requests.WithLabelValues("failed").Inc()
 		s.cfg.Log.Debug("asking a member for the TLS session ticket seeds failed", "member", peer, "error", err)
 		return
 	}
-	s.requests.WithLabelValues("ok").Inc()
 	s.cfg.Seeds.Fill(ans.Days)
 	clearDays(ans.Days)
 	s.cfg.Seeds.Prune(today)
@@ -374,11 +370,9 @@ func (s *Seeder) gather(ctx context.Context, today int64) {
 		go func() {
 			ans, err := s.ask(ctx, p, seedGatherWait)
 			if err != nil {
-				s.requests.WithLabelValues("failed").Inc()
 				answers <- nil
 				return
 			}
-			s.requests.WithLabelValues("ok").Inc()
 			answers <- ans.Days
 		}()
 	}
@@ -447,8 +441,18 @@ func pickSeeds(lists [][]keyring.TicketSeed) []keyring.TicketSeed {
 }
 
 // ask sends a request to node to and waits for its answer (at most
-// wait).
+// wait), counting the request by result.
 func (s *Seeder) ask(ctx context.Context, to string, wait time.Duration) (seedAnswer, error) {
+	ans, err := s.request(ctx, to, wait)
+	result := "ok"
+	if err != nil {
+		result = "failed"
+	}
+	s.requests.WithLabelValues(result).Inc()
+	return ans, err
+}
+
+func (s *Seeder) request(ctx context.Context, to string, wait time.Duration) (seedAnswer, error) {
 	a, err := s.crypto.newRequest(s.cfg.NodeID, to, s.cfg.Store.ClusterID())
 	if err != nil {
 		return seedAnswer{}, err

@@ -2,14 +2,12 @@ package keyshare
 
 import (
 	"bytes"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"strings"
 	"testing"
 
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/keyring/keyringtest"
 )
 
 // The exchange is authenticated as a whole: a request under another
@@ -72,7 +70,7 @@ func TestTicketSeedExchangeIsBoundToTheClusterAndToItsRequest(t *testing.T) {
 			t.Errorf("an answer from %s of cluster %q to %s opened for n1's request (cluster cid-1) to n2: %v", wrong.From, wrong.Cluster, wrong.To, err)
 		}
 	}
-	if containsSeed(out, []keyring.TicketSeed{seed}) || containsSeed(ask.msg, []keyring.TicketSeed{seed}) {
+	if keyringtest.ContainsSeed(out, []keyring.TicketSeed{seed}) || keyringtest.ContainsSeed(ask.msg, []keyring.TicketSeed{seed}) {
 		t.Error("the exchange carries the seed in the clear")
 	}
 }
@@ -139,22 +137,4 @@ func TestTicketSeedExchangeAcceptsEitherSecretDuringAChange(t *testing.T) {
 			t.Errorf("%s: the asker did not open the answer: %v", c.desc, err)
 		}
 	}
-}
-
-// containsSeed names the first seed found in b, in any encoding.
-func containsSeed(b []byte, seeds []keyring.TicketSeed) bool {
-	for _, s := range seeds {
-		for _, enc := range seedEncodings(s) {
-			if bytes.Contains(b, enc) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// seedEncodings are the forms a seed could be written in.
-func seedEncodings(s keyring.TicketSeed) [][]byte {
-	return [][]byte{s[:], []byte(hex.EncodeToString(s[:])), []byte(strings.ToUpper(hex.EncodeToString(s[:]))),
-		[]byte(base64.StdEncoding.EncodeToString(s[:])[:40]), []byte(base64.URLEncoding.EncodeToString(s[:])[:40])}
 }

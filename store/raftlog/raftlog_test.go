@@ -102,15 +102,24 @@ func TestRaftLevelsSayWhatTheEventMeans(t *testing.T) {
 	}
 }
 
+// jsonLogger is the raft adapter writing JSON lines at level and above
+// into the buffer returned; with now, its repeat limit reads that clock.
+func jsonLogger(level slog.Level, now *time.Time) (*raftLogger, *bytes.Buffer) {
+	buf := new(bytes.Buffer)
+	l, _ := logging.New(buf, logging.FormatJSON, level)
+	rl := New(l, "raft", nil).(*raftLogger)
+	if now != nil {
+		rl.limit = logging.NewRepeats(peerErrorEvery, func() time.Time { return *now })
+	}
+	return rl, buf
+}
+
 // TestDownPeerErrorRepeatsAtMostEvery30s: raft retries a down peer several
 // times a second; the line goes out once per 30 s per peer, then with the
 // count held back.
 func TestDownPeerErrorRepeatsAtMostEvery30s(t *testing.T) {
 	now := time.Unix(1000, 0)
-	var buf bytes.Buffer
-	l, _ := logging.New(&buf, logging.FormatJSON, slog.LevelDebug)
-	rl := New(l, "raft", nil).(*raftLogger)
-	rl.limit = logging.NewRepeats(peerErrorEvery, func() time.Time { return now })
+	rl, buf := jsonLogger(slog.LevelDebug, &now)
 	for i := 0; i < 93; i++ { // 30 s of a down peer at raft's pace
 		rl.Error("failed to heartbeat to", "peer", "127.0.0.1:7001", "error", errors.New("connection refused"))
 		if i%10 == 0 {
@@ -138,10 +147,7 @@ func TestDownPeerErrorRepeatsAtMostEvery30s(t *testing.T) {
 // the rounds held back, and a leader ends the episode.
 func TestQuorumLossLogsOneElectionEpisode(t *testing.T) {
 	now := time.Unix(1000, 0)
-	var buf bytes.Buffer
-	l, _ := logging.New(&buf, logging.FormatJSON, slog.LevelInfo)
-	rl := New(l, "raft", nil).(*raftLogger)
-	rl.limit = logging.NewRepeats(peerErrorEvery, func() time.Time { return now })
+	rl, buf := jsonLogger(slog.LevelInfo, &now)
 	rl.Warn("heartbeat timeout reached, starting election", "last-leader-addr", "127.0.0.1:7001", "last-leader-id", "n2")
 	for i := 0; i < 40; i++ { // 40 s without a quorum
 		rl.Info("entering candidate state", "term", 3)
@@ -183,9 +189,7 @@ func TestQuorumLossLogsOneElectionEpisode(t *testing.T) {
 // snapshot instead; that lookup is debug. An entry above the snapshot that
 // is missing stays an error.
 func TestCompactedEntryIsNotAnError(t *testing.T) {
-	var buf bytes.Buffer
-	l, _ := logging.New(&buf, logging.FormatJSON, slog.LevelInfo)
-	rl := New(l, "raft", nil).(*raftLogger)
+	rl, buf := jsonLogger(slog.LevelInfo, nil)
 	rl.st.snapIndex = func() uint64 { return 6 }
 	rl.Error("failed to get log", "index", uint64(6), "error", raft.ErrLogNotFound)
 	rl.Error("failed to get log", "index", uint64(5), "error", raft.ErrLogNotFound)

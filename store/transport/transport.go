@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"math/big"
 	"net"
 	"os"
@@ -154,9 +153,7 @@ type Layer struct {
 	opts      Options
 	logger    *slog.Logger
 
-	refusedMu  sync.Mutex
-	refused    map[string]uint64 // by reason
-	refusalLog *logging.Repeats
+	refused *logging.Refusals
 
 	ready     chan net.Conn
 	pending   chan struct{} // semaphore of running server handshakes
@@ -189,47 +186,25 @@ func New(ln net.Listener, advertise string, secrets *keyring.Secrets, files *TLS
 	l := &Layer{
 		ln: ln, advertise: advertised(advertise), serverTLS: serverTLS, clientTLS: clientTLS,
 		secrets: secrets, timeout: timeout, opts: opts, logger: logger,
-		refused: map[string]uint64{}, refusalLog: logging.NewRepeats(refusalLogEvery, time.Now),
 		ready:    make(chan net.Conn),
 		pending:  make(chan struct{}, maxPendingHandshakes),
 		closed:   make(chan struct{}),
 		inflight: map[net.Conn]struct{}{},
 		live:     map[*liveConn]struct{}{},
 	}
+	now := time.Now
 	if opts.Now != nil {
-		l.refusalLog = logging.NewRepeats(refusalLogEvery, opts.Now)
+		now = opts.Now
 	}
+	l.refused = logging.NewRefusals(logger, "raft connection refused (logged once per reason every 30s; tether_raft_connections_refused_total counts them all)", refusalLogEvery, now)
 	secrets.Watch(l.cutRetired)
 	l.wg.Add(1)
 	go l.acceptLoop()
 	return l, nil
 }
 
-// noteRefusal counts a refused connection and logs it at most once per
-// reason per refusalLogEvery, with the count held back since the last
-// line: connections churned by someone without the secret cost a counter,
-// not a log line each.
-func (l *Layer) noteRefusal(reason, remote string, err error) {
-	l.refusedMu.Lock()
-	l.refused[reason]++
-	l.refusedMu.Unlock()
-	held, ok := l.refusalLog.Allow(reason)
-	if !ok {
-		return
-	}
-	attrs := []any{"reason", reason, "remote", remote, "err", err}
-	if held > 0 {
-		attrs = append(attrs, "repeated", held, "repeated_within", refusalLogEvery)
-	}
-	l.logger.Warn("raft connection refused (logged once per reason every 30s; tether_raft_connections_refused_total counts them all)", attrs...)
-}
-
 // Refused is how many connections were refused, by reason.
-func (l *Layer) Refused() map[string]uint64 {
-	l.refusedMu.Lock()
-	defer l.refusedMu.Unlock()
-	return maps.Clone(l.refused)
-}
+func (l *Layer) Refused() map[string]uint64 { return l.refused.Counts() }
 
 // SetClusterID gives the layer this node's cluster id ("" until known),
 // read at every handshake.
@@ -435,7 +410,7 @@ func (l *Layer) acceptLoop() {
 		select {
 		case l.pending <- struct{}{}:
 		default:
-			l.noteRefusal(RefusedBusy, raw.RemoteAddr().String(), fmt.Errorf("%d handshakes in progress", maxPendingHandshakes))
+			l.refused.Note(RefusedBusy, raw.RemoteAddr().String(), fmt.Errorf("%d handshakes in progress", maxPendingHandshakes))
 			raw.Close()
 			continue
 		}
@@ -457,7 +432,7 @@ func (l *Layer) serve(raw net.Conn) {
 	delete(l.inflight, raw)
 	l.mu.Unlock()
 	if err != nil {
-		l.noteRefusal(reasonOf(err), raw.RemoteAddr().String(), err)
+		l.refused.Note(reasonOf(err), raw.RemoteAddr().String(), err)
 		raw.Close()
 		return
 	}

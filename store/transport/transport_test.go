@@ -1,8 +1,6 @@
 package transport
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -18,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/tether-proxy/tether/keyring"
+	"github.com/tether-proxy/tether/keyring/keyringtest"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
@@ -112,6 +111,25 @@ func expectNothing(t *testing.T, desc string, c net.Conn, accepted <-chan net.Co
 	}
 }
 
+// dialRefused fails the test, saying what, when from connects to addr.
+func dialRefused(t *testing.T, from *Layer, addr raft.ServerAddress, what string) {
+	t.Helper()
+	if c, err := from.Dial(addr, 5*time.Second); err == nil {
+		c.Close()
+		t.Error(what)
+	}
+}
+
+// reachedAccept reports whether a connection reaches Accept within 50 ms.
+func reachedAccept(accepted <-chan net.Conn) bool {
+	select {
+	case <-accepted:
+		return true
+	case <-time.After(50 * time.Millisecond):
+		return false
+	}
+}
+
 func TestStreamRefusesPeersWithoutTheSecret(t *testing.T) {
 	// A short handshake deadline: a client stuck mid-handshake is dropped
 	// quickly too.
@@ -137,22 +155,14 @@ func TestStreamRefusesPeersWithoutTheSecret(t *testing.T) {
 
 	// A stream layer with another secret: Dial fails on both sides.
 	other, _ := testLayer(t, []byte("another-secret-of-enough-length"), nil, Options{})
-	if c, err := other.Dial(addr, 5*time.Second); err == nil {
-		c.Close()
-		t.Error("peer with a different secret connected")
-	}
-	select {
-	case <-accepted:
+	dialRefused(t, other, addr, "peer with a different secret connected")
+	if reachedAccept(accepted) {
 		t.Error("peer with a different secret reached Accept")
-	case <-time.After(50 * time.Millisecond):
 	}
 	// And the server does not authenticate itself to such a peer: a server
 	// with another secret is refused by a client with ours.
 	client, _ := testLayer(t, testSecret, nil, Options{})
-	if c, err := client.Dial(raft.ServerAddress(other.Addr().String()), 5*time.Second); err == nil {
-		c.Close()
-		t.Error("client accepted a server with a different secret")
-	}
+	dialRefused(t, client, raft.ServerAddress(other.Addr().String()), "client accepted a server with a different secret")
 
 	// The server keeps serving peers that know the secret.
 	c, err := client.Dial(addr, 5*time.Second)
@@ -213,20 +223,12 @@ func TestMutualTLSRefusesCertificatesFromAnotherCA(t *testing.T) {
 
 	// Same secret, certificate from another CA: refused.
 	badClient, _ := testLayer(t, testSecret, bad, Options{})
-	if c, err := badClient.Dial(addr, 5*time.Second); err == nil {
-		c.Close()
-		t.Error("client with a foreign CA's certificate connected")
-	}
+	dialRefused(t, badClient, addr, "client with a foreign CA's certificate connected")
 	// No client certificate at all (secret mode client): refused.
 	noCert, _ := testLayer(t, testSecret, nil, Options{})
-	if c, err := noCert.Dial(addr, 5*time.Second); err == nil {
-		c.Close()
-		t.Error("client without a certificate connected")
-	}
-	select {
-	case <-accepted:
+	dialRefused(t, noCert, addr, "client without a certificate connected")
+	if reachedAccept(accepted) {
 		t.Fatal("a refused client reached Accept")
-	case <-time.After(50 * time.Millisecond):
 	}
 	goodClient, _ := testLayer(t, testSecret, good, Options{})
 	c, err := goodClient.Dial(addr, 5*time.Second)
@@ -238,10 +240,7 @@ func TestMutualTLSRefusesCertificatesFromAnotherCA(t *testing.T) {
 
 	// Right CA, wrong secret: still refused.
 	wrongSecret, _ := testLayer(t, []byte("another-secret-of-enough-length"), good, Options{})
-	if c, err := wrongSecret.Dial(addr, 5*time.Second); err == nil {
-		c.Close()
-		t.Error("client with the right CA but a different secret connected")
-	}
+	dialRefused(t, wrongSecret, addr, "client with the right CA but a different secret connected")
 }
 
 func TestMutualTLSFilesReloadWithoutRestart(t *testing.T) {
@@ -273,10 +272,7 @@ func TestMutualTLSFilesReloadWithoutRestart(t *testing.T) {
 	// Rotate the server to a new CA by replacing its files.
 	next := testCA(t, t.TempDir(), "node")
 	copyFiles(next, srvFiles)
-	if c, err := oldClient.Dial(addr, 5*time.Second); err == nil {
-		c.Close()
-		t.Error("after the rotation a certificate of the old CA still connects")
-	}
+	dialRefused(t, oldClient, addr, "after the rotation a certificate of the old CA still connects")
 	newClient, _ := testLayer(t, testSecret, next, Options{})
 	c, err = newClient.Dial(addr, 5*time.Second)
 	if err != nil {
@@ -303,24 +299,6 @@ var (
 	badSecret = []byte("a-secret-nobody-in-the-cluster-has")
 )
 
-// secretsOf holds the given secrets, the first one primary.
-func secretsOf(t testing.TB, secrets ...[]byte) *keyring.Secrets {
-	t.Helper()
-	var held []keyring.HeldSecret
-	for i, s := range secrets {
-		st := keyring.SecretInstalled
-		if i == 0 {
-			st = keyring.SecretPrimary
-		}
-		held = append(held, keyring.HeldSecret{ID: keyring.SecretID(s), State: st, Secret: s})
-	}
-	sec, err := keyring.RestoreSecrets(held)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sec
-}
-
 // layerWith is testLayer with the given secrets, logger and clock.
 func layerWith(t *testing.T, sec *keyring.Secrets, logger *slog.Logger, now func() time.Time) (*Layer, <-chan net.Conn) {
 	t.Helper()
@@ -328,39 +306,6 @@ func layerWith(t *testing.T, sec *keyring.Secrets, logger *slog.Logger, now func
 		logger = testLogger()
 	}
 	return serveLayer(t, sec, nil, Options{HandshakeTimeout: 2 * time.Second, Now: now}, logger)
-}
-
-// v1Client runs handshake version 1 as a peer of an earlier release does:
-// TLS 1.3 without ALPN, then HMAC(authKey, "client" | exporter). It returns
-// whether the server answered with its own proof.
-func v1Client(t *testing.T, addr string, secret []byte) bool {
-	t.Helper()
-	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	cs := c.ConnectionState()
-	ekm, err := cs.ExportKeyingMaterial("EXPORTER-tether-raft-auth-v1", nil, 32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	authKey, _ := keyring.DeriveKEK(secret, "tether raft transport v1")
-	mac := func(role string) []byte {
-		m := hmac.New(sha256.New, authKey)
-		m.Write([]byte(role))
-		m.Write(ekm)
-		return m.Sum(nil)
-	}
-	if _, err := c.Write(mac("client")); err != nil {
-		return false
-	}
-	got := make([]byte, 32)
-	if _, err := io.ReadFull(c, got); err != nil {
-		return false
-	}
-	return hmac.Equal(got, mac("server"))
 }
 
 // TestRefusedRaftConnectionsAreLoggedOncePerReasonWithACount: 40 plain TCP
@@ -372,7 +317,7 @@ func TestRefusedRaftConnectionsAreLoggedOncePerReasonWithACount(t *testing.T) {
 	var mu sync.Mutex
 	now := t0
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	l, accepted := layerWith(t, secretsOf(t, testSecret), slog.New(slog.NewTextHandler(&logs, nil)), clock)
+	l, accepted := layerWith(t, keyringtest.Secrets(t, testSecret), slog.New(slog.NewTextHandler(&logs, nil)), clock)
 	addr := l.Addr().String()
 	plain := func() {
 		c, err := net.Dial("tcp", addr)
@@ -425,18 +370,18 @@ func TestRefusedRaftConnectionsAreLoggedOncePerReasonWithACount(t *testing.T) {
 // without a proof from the server, once it does not; the client side
 // refuses a server that chooses no ALPN the same way.
 func TestHandshakeVersion1FollowsThePolicy(t *testing.T) {
-	l, accepted := layerWith(t, secretsOf(t, testSecret), nil, nil)
+	l, accepted := layerWith(t, keyringtest.Secrets(t, testSecret), nil, nil)
 	addr := l.Addr().String()
-	if !v1Client(t, addr, testSecret) {
+	if !testutil.RaftV1Proves(t, addr, testSecret) {
 		t.Fatal("a version 1 peer with the secret was refused while version 1 is allowed")
 	}
 	(<-accepted).Close()
-	if v1Client(t, addr, badSecret) {
+	if testutil.RaftV1Proves(t, addr, badSecret) {
 		t.Fatal("a version 1 peer without the secret got the server's proof")
 	}
 	allow := false
 	l.SetLegacyHandshake(func() bool { return allow })
-	if v1Client(t, addr, testSecret) {
+	if testutil.RaftV1Proves(t, addr, testSecret) {
 		t.Fatal("a version 1 peer with the secret got the server's proof once version 1 is refused")
 	}
 	if c := l.Refused()[RefusedV1]; c != 1 {
@@ -445,7 +390,7 @@ func TestHandshakeVersion1FollowsThePolicy(t *testing.T) {
 
 	// A server of an earlier release: TLS without ALPN, then the version 1
 	// exchange.
-	old, _ := layerWith(t, secretsOf(t, testSecret), nil, nil)
+	old, _ := layerWith(t, keyringtest.Secrets(t, testSecret), nil, nil)
 	old.serverTLS.NextProtos = nil
 	old.clientTLS.NextProtos = nil
 	if _, err := l.Dial(raft.ServerAddress(old.Addr().String()), 5*time.Second); err == nil || !strings.Contains(err.Error(), "version 1 refused") {
@@ -464,11 +409,11 @@ func TestHandshakeVersion1FollowsThePolicy(t *testing.T) {
 // prove either, not a third; once the old one is removed, connections made
 // with it are cut and new ones refused.
 func TestRaftAcceptsEverySecretOfARotationAndCutsRemovedOnes(t *testing.T) {
-	sec := secretsOf(t, oldSecret, newSecret)
+	sec := keyringtest.Secrets(t, oldSecret, newSecret)
 	srv, accepted := layerWith(t, sec, nil, nil)
 	addr := raft.ServerAddress(srv.Addr().String())
 	dial := func(secret []byte) (net.Conn, error) {
-		cl, _ := layerWith(t, secretsOf(t, secret), nil, nil)
+		cl, _ := layerWith(t, keyringtest.Secrets(t, secret), nil, nil)
 		return cl.Dial(addr, 5*time.Second)
 	}
 	withOld, err := dial(oldSecret)
@@ -515,8 +460,8 @@ func isTimeout(err error) bool {
 // secret reaches a peer that holds only the old one (down while the new one
 // was installed) with the old one, and only with a secret it accepts.
 func TestDialFallsBackToTheOtherAcceptedSecrets(t *testing.T) {
-	behind, accepted := layerWith(t, secretsOf(t, oldSecret), nil, nil)
-	leader, _ := layerWith(t, secretsOf(t, newSecret, oldSecret), nil, nil)
+	behind, accepted := layerWith(t, keyringtest.Secrets(t, oldSecret), nil, nil)
+	leader, _ := layerWith(t, keyringtest.Secrets(t, newSecret, oldSecret), nil, nil)
 	c, err := leader.Dial(raft.ServerAddress(behind.Addr().String()), 5*time.Second)
 	if err != nil {
 		t.Fatalf("the leader could not reach a peer holding the old secret: %v", err)
@@ -526,7 +471,7 @@ func TestDialFallsBackToTheOtherAcceptedSecrets(t *testing.T) {
 	if got := behind.Refused()[RefusedSecret]; got != 1 {
 		t.Errorf("the peer refused %d proofs, want 1 (the new secret's)", got)
 	}
-	alone, _ := layerWith(t, secretsOf(t, newSecret), nil, nil)
+	alone, _ := layerWith(t, keyringtest.Secrets(t, newSecret), nil, nil)
 	if _, err := alone.Dial(raft.ServerAddress(behind.Addr().String()), 5*time.Second); err == nil {
 		t.Fatal("a node without the old secret reached a peer that holds only the old one")
 	}
