@@ -3,7 +3,9 @@
 // configured addresses (or reserves them first, refusing connections until
 // the node is ready), caps the open connections, serves TLS (certificate
 // files, self-signed, SNI selection, reload without restart), seals TLS
-// session tickets with the cluster's shared keys (TicketKeySource), serves
+// session tickets with the cluster's shared keys (TicketKeySource), keys
+// QUIC's address-validation tokens and stateless resets alike
+// (QUICKeySource), serves
 // the certificates and challenge answers of ACME (AcmeSource), answers
 // redirect listeners and bounds request heads, and stops gracefully.
 // HTTP/1.1 is served by the own loop (proxy/h1server) in front of
