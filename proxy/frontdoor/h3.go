@@ -1,6 +1,7 @@
 package frontdoor
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -257,11 +260,73 @@ func (h *h3Server) shutdown(ctx context.Context) error {
 }
 
 // quicTLS is the TLS configuration HTTP/3 serves: the listener's, ALPN h3
-// (in every configuration its GetConfigForClient picks too). It is built
-// as the listener starts, after UseTicketKeys and UseAcme have set the
-// listener's configuration up.
-func quicTLS(tc *tls.Config) *tls.Config {
-	return http3.ConfigureTLSConfig(tc)
+// (in every configuration its GetConfigForClient picks too), with the
+// HTTP/3 settings bound into its session tickets (bindSettings). It is
+// built as the listener starts, after UseTicketKeys and UseAcme have set
+// the listener's configuration up.
+func (h *h3Server) quicTLS(tc *tls.Config) *tls.Config {
+	return bindSettings(http3.ConfigureTLSConfig(tc), int64(h.srv.MaxHeaderBytes))
+}
+
+// settingsTicketPrefix marks the session ticket entry that records the
+// HTTP/3 settings a ticket's connection was served with.
+const settingsTicketPrefix = "tether h3 settings v1 "
+
+// bindSettings records the HTTP/3 settings of the listener (its
+// SETTINGS_MAX_FIELD_SECTION_SIZE, Limits.MaxRequestHeadersTotalSize) in
+// the session tickets c issues, and refuses 0-RTT to a ticket issued
+// under a larger limit or none recorded: a client in 0-RTT sends with the
+// settings it remembers (RFC 9114 7.2.4.2), so a limit lowered since (by
+// a restart, or on another node sharing the ticket keys) would answer its
+// early requests 431. Refused, the client resumes the session all the
+// same and sends its requests after the handshake, having learned the
+// new settings. quic-go's http3.Server binds its settings so only on a
+// socket it opens itself; tether's transports are its own.
+func bindSettings(c *tls.Config, maxHeader int64) *tls.Config {
+	entry := []byte(settingsTicketPrefix + strconv.FormatInt(maxHeader, 10))
+	wrap, unwrap := c.WrapSession, c.UnwrapSession
+	if wrap == nil {
+		wrap = c.EncryptTicket
+	}
+	if unwrap == nil {
+		unwrap = c.DecryptTicket
+	}
+	c.WrapSession = func(cs tls.ConnectionState, ss *tls.SessionState) ([]byte, error) {
+		ss.Extra = append(ss.Extra, slices.Clone(entry))
+		return wrap(cs, ss)
+	}
+	c.UnwrapSession = func(identity []byte, cs tls.ConnectionState) (*tls.SessionState, error) {
+		ss, err := unwrap(identity, cs)
+		if err != nil || ss == nil || !ss.EarlyData {
+			return ss, err
+		}
+		if old, ok := ticketMaxHeader(ss.Extra); !ok || old > maxHeader {
+			ss.EarlyData = false
+		}
+		return ss, nil
+	}
+	if gfc := c.GetConfigForClient; gfc != nil {
+		c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			conf, err := gfc(hello)
+			if conf == nil || err != nil {
+				return conf, err
+			}
+			// http3's GetConfigForClient returns a new clone each time.
+			return bindSettings(conf, maxHeader), nil
+		}
+	}
+	return c
+}
+
+// ticketMaxHeader is the header limit a ticket's extra entries record.
+func ticketMaxHeader(extra [][]byte) (int64, bool) {
+	for _, e := range extra {
+		if v, ok := bytes.CutPrefix(e, []byte(settingsTicketPrefix)); ok {
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 // retryGate asks new connections for address validation while the rate

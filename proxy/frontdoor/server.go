@@ -275,7 +275,7 @@ func (s *Server) Start() error {
 	s.lns, s.addrs = lns, addrs
 	for _, l := range s.ls {
 		if l.h3 != nil {
-			tc := quicTLS(l.tls)
+			tc := l.h3.quicTLS(l.tls)
 			l.h3.mu.Lock()
 			l.h3.pcs = l.udp
 			l.h3.mu.Unlock()
