@@ -72,10 +72,10 @@ var parityCases = []parityCase{
 		}},
 	{name: "underscore spellings of framing, hop-by-hop and forwarding fields never reach a backend", run: parityUnderscoreFields},
 	{name: "activity timeout answers 504 when the backend is silent", run: parityActivityTimeout},
-	{name: "header timeout closes a connection whose head does not come", run: parityHeaderTimeout, notH3: h3NoHeaderTimeout},
-	{name: "header timeout closes a connection that sends nothing", run: paritySilentConnection, notH3: h3NoHeaderTimeout},
+	{name: "header timeout closes a connection whose head does not come", run: parityHeaderTimeout},
+	{name: "header timeout closes a connection that sends nothing", run: paritySilentConnection},
 	{name: "a request slower than the header timeout completes, and its connection is reused", run: paritySlowAfterHeaders},
-	{name: "keep-alive timeout closes an idle connection", run: parityKeepAliveTimeout, notH3: h3RawConn},
+	{name: "keep-alive timeout closes an idle connection", run: parityKeepAliveTimeout},
 	{name: "header size limit answers 431", run: parityHeaderLimit,
 		differs: map[string]string{
 			"h2c":    h2HeaderListLimit,
@@ -116,7 +116,6 @@ var parityCases = []parityCase{
 const (
 	h3RawRequest         = "the request is malformed on purpose and quic-go's client refuses to send it; a raw QPACK client would be needed"
 	h3RawConn            = "it drives the connection byte by byte (a dripped body, unread answers, a watched close) on a raw TCP socket; quic-go's client has no such hook"
-	h3NoHeaderTimeout    = "QUIC has no request-head wait of its own: a connection that sends no request is closed by the idle timeout (KeepAliveTimeout); the handshake is bounded by quic-go's 5 s handshake idle timeout"
 	h3ConnectionSpecific = "Connection, Upgrade and Transfer-Encoding are connection-specific and malformed in HTTP/3 as in HTTP/2 (RFC 9114 section 4.2); quic-go's client does not send them"
 )
 
@@ -378,6 +377,23 @@ const parityLimits = `"Limits": {"RequestHeadersTimeout": "00:00:00.5", "KeepAli
 func parityHeaderTimeout(t *testing.T, m serverMode) {
 	b := newBackend(t, nil)
 	e := startMode(t, m, backendCfg(b.URL, "", "", parityLimits), nil)
+	if m.h3 {
+		// A request stream whose HEADERS frame never ends: the connection's
+		// first request never comes.
+		c := e.quicDial(nil)
+		str, err := c.OpenStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = str.Write([]byte{0x01, 0x40, 0x64, 0x00}) // HEADERS, 100 bytes long; 1 sent
+		if took := quicClosedWithin(t, c, 4*time.Second); took > 3*time.Second {
+			t.Errorf("closed after %v, want about 0.5 s", took)
+		}
+		if n := b.hitCount(); n != 0 {
+			t.Errorf("the backend saw %d requests", n)
+		}
+		return
+	}
 	c := e.dialMode()
 	switch {
 	case m.h1():
@@ -408,6 +424,20 @@ func parityHeaderTimeout(t *testing.T, m serverMode) {
 func parityKeepAliveTimeout(t *testing.T, m serverMode) {
 	b := newBackend(t, nil)
 	e := startMode(t, m, backendCfg(b.URL, "", "", parityLimits), nil)
+	if m.h3 {
+		cc, c := e.h3Conn(nil)
+		status, resp := h3Do(t, cc, http.MethodGet, "/", nil, 0)
+		if status != "200" {
+			t.Fatalf("first request: %s", status)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		start := time.Now()
+		quicClosedWithin(t, c, 4*time.Second)
+		if took := time.Since(start); took < 400*time.Millisecond || took > 3*time.Second {
+			t.Errorf("an idle connection closed after %v, want about 0.5 s", took)
+		}
+		return
+	}
 	c := e.dialMode()
 	if m.h1() {
 		_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
@@ -937,6 +967,12 @@ func paritySilentConnection(t *testing.T, m serverMode) {
 	// A keep-alive timeout longer than the test: only the header timeout
 	// may close the connection.
 	e := startMode(t, m, backendCfg(b.URL, "", "", `"Limits": {"RequestHeadersTimeout": "00:00:00.5", "KeepAliveTimeout": "00:01:00"}`), nil)
+	if m.h3 {
+		if took := quicClosedWithin(t, e.quicDial(nil), 6*time.Second); took > 3*time.Second {
+			t.Errorf("closed after %v, want about 0.5 s", took)
+		}
+		return
+	}
 	c := e.dialMode() // TLS: handshake done, then nothing
 	if took := closedWithin(t, c, 6*time.Second); took > 3*time.Second {
 		t.Errorf("closed after %v, want about 0.5 s", took)

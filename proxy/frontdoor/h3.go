@@ -50,6 +50,9 @@ type h3Server struct {
 	lim       *connLimit // the server's connection cap, nil: none
 	retry     retryGate
 	keys      quicKeys // UseQUICKeys
+	// headers is Limits.RequestHeadersTimeout: the wait for a
+	// connection's first request (headWait).
+	headers time.Duration
 	// altSvc is the Alt-Svc value TCP answers carry, set once the port
 	// is bound.
 	altSvc atomic.Pointer[string]
@@ -62,10 +65,13 @@ type h3Server struct {
 // quicConnKey carries a request's QUIC connection in its context.
 type quicConnKey struct{}
 
-func newH3Server(l config.Listener, handler http.Handler, maxHeader int, idle time.Duration, lim *connLimit, logger *slog.Logger) *h3Server {
-	h := &h3Server{allow0RTT: l.AllowZeroRtt, lim: lim}
+func newH3Server(l config.Listener, handler http.Handler, maxHeader int, idle, headers time.Duration, lim *connLimit, logger *slog.Logger) *h3Server {
+	h := &h3Server{allow0RTT: l.AllowZeroRtt, lim: lim, headers: headers}
 	if h.allow0RTT {
 		handler = earlyData(handler)
+	}
+	if headers > 0 {
+		handler = firstRequest(handler)
 	}
 	h.srv = &http3.Server{
 		Handler:        handler,
@@ -74,10 +80,68 @@ func newH3Server(l config.Listener, handler http.Handler, maxHeader int, idle ti
 		Logger:         logger,
 		QUICConfig:     &quic.Config{Allow0RTT: h.allow0RTT},
 		ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
+			if w, ok := ctx.Value(headWaitKey{}).(*headWait); ok {
+				w.accepted(c)
+			}
 			return context.WithValue(ctx, quicConnKey{}, c)
 		},
 	}
 	return h
+}
+
+// Limits.RequestHeadersTimeout over QUIC bounds the wait for a
+// connection's first request: from its first packet, through the
+// handshake, to the first request whose head is complete (its handler
+// starts). quic-go's http3 server reads each stream's HEADERS frame
+// itself, without a deadline and without a hook before the handler, so a
+// request head that stalls on a connection that has already served one is
+// bounded only by the connection's idle timeout (QUIC's, which the
+// client's packets renew); the first request's is bounded here, which is
+// what keeps a client from holding connections (and the connection cap)
+// without ever asking anything.
+
+// headWait is a connection's wait for its first request.
+type headWait struct {
+	timer     *time.Timer
+	requested atomic.Bool
+	expired   atomic.Bool
+	conn      atomic.Pointer[quic.Conn]
+}
+
+type headWaitKey struct{}
+
+func (w *headWait) expire() {
+	if w.requested.Load() {
+		return
+	}
+	w.expired.Store(true)
+	if c := w.conn.Load(); c != nil {
+		closeHeadTimeout(c)
+	}
+}
+
+// accepted notes the connection once the http3 server takes it; one whose
+// wait has ended already is closed.
+func (w *headWait) accepted(c *quic.Conn) {
+	w.conn.Store(c)
+	if w.expired.Load() && !w.requested.Load() {
+		closeHeadTimeout(c)
+	}
+}
+
+func closeHeadTimeout(c *quic.Conn) {
+	_ = c.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "request headers timeout")
+}
+
+// firstRequest ends the wait of a request's connection for its first
+// request.
+func firstRequest(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hw, ok := r.Context().Value(headWaitKey{}).(*headWait); ok && !hw.requested.Load() && hw.requested.CompareAndSwap(false, true) {
+			hw.timer.Stop()
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // earlyData serves GET, HEAD and OPTIONS sent in TLS early data (0-RTT)
@@ -227,16 +291,22 @@ func (h *h3Server) serve(pc net.PacketConn, tc *tls.Config) error {
 
 // connContext counts a QUIC connection against the server's connection
 // cap (Limits.MaxConcurrentConnections) for as long as it lives, and
-// refuses one beyond it, as limitListener does for TCP.
+// refuses one beyond it, as limitListener does for TCP; and it starts the
+// connection's wait for its first request (headWait).
 func (h *h3Server) connContext(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
-	if h.lim == nil {
-		return ctx, nil
+	if h.lim != nil {
+		if h.lim.open.Add(1) > h.lim.max {
+			h.lim.open.Add(-1)
+			return nil, errConnLimit
+		}
+		context.AfterFunc(ctx, func() { h.lim.open.Add(-1) })
 	}
-	if h.lim.open.Add(1) > h.lim.max {
-		h.lim.open.Add(-1)
-		return nil, errConnLimit
+	if h.headers > 0 {
+		w := &headWait{}
+		w.timer = time.AfterFunc(h.headers, w.expire)
+		context.AfterFunc(ctx, func() { w.timer.Stop() })
+		ctx = context.WithValue(ctx, headWaitKey{}, w)
 	}
-	context.AfterFunc(ctx, func() { h.lim.open.Add(-1) })
 	return ctx, nil
 }
 

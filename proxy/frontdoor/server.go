@@ -170,7 +170,7 @@ func (s *Server) newListener(lim config.Limits, path string, l config.Listener, 
 		if tc == nil {
 			return nil, &config.FieldError{Path: path + ".Protocols", Message: l.Protocols + ": HTTP/3 needs TLS (an https Url, a Certificate or Acme)"}
 		}
-		ln.h3 = newH3Server(l, handler, maxHeader, idle, s.limit, s.logger)
+		ln.h3 = newH3Server(l, handler, maxHeader, idle, orDefault(lim.RequestHeadersTimeout.Duration, defaultHeadersTimeout), s.limit, s.logger)
 		ln.tcp = config.ProtocolsTCP(l.Protocols) != ""
 		handler = ln.h3.altSvcHandler(handler)
 	}
