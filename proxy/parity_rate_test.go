@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
@@ -85,6 +86,25 @@ func parityMinResponseDataRate(t *testing.T, m serverMode) {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() || n >= huge {
 			t.Errorf("after %d bytes: %v, want the connection cut", n, err)
+		}
+		return
+	}
+	if m.h3 {
+		// HTTP/3: the stream is reset, the connection goes on. The client's
+		// windows stay small, and it does not read.
+		cc, _ := e.h3Conn(&quic.Config{InitialStreamReceiveWindow: 64 << 10, MaxStreamReceiveWindow: 64 << 10})
+		status, resp := h3Do(t, cc, http.MethodGet, "/big?n="+strconv.Itoa(huge), nil, 0)
+		if status != "200" {
+			t.Fatalf("a stream whose client does not read: %s", status)
+		}
+		testutil.Eventually(t, 15*time.Second, "the client that does not read counted as too slow", func() bool {
+			return e.metric(tooSlowMetric, map[string]string{"direction": "response"}) == 1
+		})
+		if n, err := io.Copy(io.Discard, resp.Body); err == nil || n >= huge {
+			t.Errorf("after %d bytes: %v, want the stream reset", n, err)
+		}
+		if status, _ := h3Do(t, cc, http.MethodGet, "/big?n=0", nil, 0); status != "200" {
+			t.Errorf("the next stream on the connection: %s, want 200", status)
 		}
 		return
 	}
@@ -246,6 +266,21 @@ func (e *modeEnv) dripBody(total, chunk int, every time.Duration) (string, strin
 				return
 			}
 		}
+	}
+	if e.mode.h3 {
+		cc, _ := e.h3Conn(nil)
+		pr, pw := io.Pipe()
+		defer pw.CloseWithError(io.ErrClosedPipe)
+		go func() {
+			drip(func(p []byte) error { _, err := pw.Write(p); return err })
+			_ = pw.Close()
+		}()
+		status, resp := h3Do(e.t, cc, http.MethodPost, "/", pr, int64(total))
+		if resp == nil {
+			return status, ""
+		}
+		body, _ := io.ReadAll(resp.Body)
+		return status, string(body)
 	}
 	if e.mode.h1() {
 		c := e.dial()

@@ -107,8 +107,8 @@ var parityCases = []parityCase{
 	{name: "a refused connection is retried once on another destination, whatever the method", run: parityRetry},
 	{name: "a backend's oversized response head is a 502", run: parityResponseHeadLimit},
 	{name: "encodings: a client that asked for none gets the body decoded, one that asked gets it as sent", run: parityEncoding},
-	{name: "MinRequestBodyDataRate: a body slower than the rate after its grace period gets 408 and is counted", run: parityMinRequestBodyDataRate, notH3: h3RawConn},
-	{name: "MinResponseDataRate: a client that does not read is cut (HTTP/2: its stream) and counted", run: parityMinResponseDataRate, notH3: h3RawConn},
+	{name: "MinRequestBodyDataRate: a body slower than the rate after its grace period gets 408 and is counted", run: parityMinRequestBodyDataRate},
+	{name: "MinResponseDataRate: a client that does not read is cut (HTTP/2: its stream) and counted", run: parityMinResponseDataRate},
 	{name: "MinResponseDataRate: small responses left in the server's buffer are held to it too", run: parityMinResponseDataRateSmallResponses, notH3: h3RawConn},
 }
 
