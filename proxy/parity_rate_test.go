@@ -158,6 +158,35 @@ func parityMinResponseDataRateSmallResponses(t *testing.T, m serverMode) {
 		e.pipelineUnread("GET /dead HTTP/1.1\r\nHost: h\r\n\r\n", requests, requests*24000, 2)
 		return
 	}
+	if m.h3 {
+		// As HTTP/2: a large response takes the connection's window (the
+		// client's windows stay at 64 KiB, and it reads nothing), and a
+		// small one waits for window behind it.
+		const window = 64 << 10
+		cc, _ := e.h3Conn(&quic.Config{InitialStreamReceiveWindow: window, MaxStreamReceiveWindow: window,
+			InitialConnectionReceiveWindow: window, MaxConnectionReceiveWindow: window})
+		status, big := h3Do(t, cc, http.MethodGet, "/big?n="+strconv.Itoa(1<<30), nil, 0)
+		if status != "200" {
+			t.Fatalf("a large response: %s", status)
+		}
+		// The small answer's HEADERS frame is flow-controlled stream data
+		// too: the request fails as its stream is reset, or its body does.
+		status, small := h3Do(t, cc, http.MethodGet, "/small?n=3072", nil, 0)
+		if small != nil {
+			if _, err := io.Copy(io.Discard, small.Body); err == nil {
+				t.Fatal("a small response on a connection with no window left came whole")
+			}
+		} else if status != "reset" {
+			t.Fatalf("a small response on a connection with no window left: %s, want reset", status)
+		}
+		if _, err := io.Copy(io.Discard, big.Body); err == nil {
+			t.Fatal("a large response on a stream with no window came whole")
+		}
+		if n := e.metric(tooSlowMetric, map[string]string{"direction": "response"}); n != 2 {
+			t.Errorf("%s{direction=response}: %v, want 2", tooSlowMetric, n)
+		}
+		return
+	}
 	h := e.h2Dial()
 	h.request(1, "GET", "/big?n="+strconv.Itoa(1<<30), -1)
 	if got := h.await(1); got != "reset" {
@@ -216,15 +245,42 @@ func TestMinRequestBodyDataRateExemptsGRPC(t *testing.T) {
 		fmt.Fprintf(w, "got %d", n)
 	})
 	for _, m := range serverModes {
-		if m.h1() || m.h3 { // gRPC runs over HTTP/2; the h3 mode: h3RawConn
+		if m.h1() { // gRPC runs over HTTP/2 (and HTTP/3)
 			continue
 		}
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
 			e := startMode(t, m, backendCfg(b.URL, "", "",
 				`"Limits": {"MinRequestBodyDataRate": {"BytesPerSecond": 100, "GracePeriod": "00:00:01.5"}}`), nil)
-			h := e.h2Dial()
 			const total = 60 // 2 bytes every 100 ms: 3 s at 20 B/s
+			if m.h3 {
+				cc, _ := e.h3Conn(nil)
+				pr, pw := io.Pipe()
+				go func() {
+					tick := time.NewTicker(100 * time.Millisecond)
+					defer tick.Stop()
+					for sent := 0; sent < total; sent += 2 {
+						<-tick.C
+						if _, err := pw.Write([]byte("xx")); err != nil {
+							return
+						}
+					}
+					_ = pw.Close()
+				}()
+				req, _ := http.NewRequest(http.MethodPost, "https://h/pkg.Svc/Stream", pr)
+				req.ContentLength = total
+				req.Header.Set("Content-Type", "application/grpc")
+				req.Header.Set("Te", "trailers")
+				resp, body, err := readAll(cc.RoundTrip(req))
+				if err != nil || resp.StatusCode != 200 || body != "got 60" {
+					t.Errorf("a gRPC stream at 20 B/s: %v %q, want 200 \"got 60\"", err, body)
+				}
+				if n := e.metric(tooSlowMetric, nil); n != 0 {
+					t.Errorf("%s: %v, want 0", tooSlowMetric, n)
+				}
+				return
+			}
+			h := e.h2Dial()
 			h.request(1, "POST", "/pkg.Svc/Stream", total, hpack.HeaderField{Name: "content-type", Value: "application/grpc"},
 				hpack.HeaderField{Name: "te", Value: "trailers"})
 			tick := time.NewTicker(100 * time.Millisecond)

@@ -109,13 +109,12 @@ var parityCases = []parityCase{
 	{name: "encodings: a client that asked for none gets the body decoded, one that asked gets it as sent", run: parityEncoding},
 	{name: "MinRequestBodyDataRate: a body slower than the rate after its grace period gets 408 and is counted", run: parityMinRequestBodyDataRate},
 	{name: "MinResponseDataRate: a client that does not read is cut (HTTP/2: its stream) and counted", run: parityMinResponseDataRate},
-	{name: "MinResponseDataRate: small responses left in the server's buffer are held to it too", run: parityMinResponseDataRateSmallResponses, notH3: h3RawConn},
+	{name: "MinResponseDataRate: small responses left in the server's buffer are held to it too", run: parityMinResponseDataRateSmallResponses},
 }
 
 // Why a case does not run in the h3 mode (parityCase.notH3).
 const (
 	h3RawRequest         = "the request is malformed on purpose and quic-go's client refuses to send it; a raw QPACK client would be needed"
-	h3RawConn            = "it drives the connection byte by byte (a dripped body, unread answers, a watched close) on a raw TCP socket; quic-go's client has no such hook"
 	h3ConnectionSpecific = "Connection, Upgrade and Transfer-Encoding are connection-specific and malformed in HTTP/3 as in HTTP/2 (RFC 9114 section 4.2); quic-go's client does not send them"
 )
 
