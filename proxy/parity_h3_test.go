@@ -1,16 +1,21 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/quic-go/qpack"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+	"github.com/quic-go/quic-go/quicvarint"
+	"golang.org/x/net/http2/hpack"
 )
 
 // The h3 mode's own wire for the parity cases that drive a connection
@@ -70,4 +75,66 @@ func h3Do(t *testing.T, cc *http3.ClientConn, method, path string, body io.Reade
 	}
 	t.Cleanup(func() { _ = resp.Body.Close() })
 	return strconv.Itoa(resp.StatusCode), resp
+}
+
+// h3Raw sends one HTTP/3 request with the given header fields as they are
+// (pseudo-headers included, unchecked; :scheme made https) on a new QUIC
+// connection and returns the final status ("" when the stream was reset
+// or the connection closed): the raw QPACK client quic-go's client is
+// not, since it refuses to send a malformed request.
+func (e *modeEnv) h3Raw(fields []hpack.HeaderField) string {
+	e.t.Helper()
+	c := e.quicDial(nil)
+	defer c.CloseWithError(0, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	str, err := c.OpenStreamSync(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var block bytes.Buffer
+	enc := qpack.NewEncoder(&block)
+	for _, f := range fields {
+		if f.Name == ":scheme" {
+			f.Value = "https"
+		}
+		_ = enc.WriteField(qpack.HeaderField{Name: f.Name, Value: f.Value})
+	}
+	frame := quicvarint.Append(quicvarint.Append(nil, 0x01), uint64(block.Len())) // HEADERS
+	if _, err := str.Write(append(frame, block.Bytes()...)); err != nil {
+		e.t.Fatal(err)
+	}
+	_ = str.Close()
+	_ = str.SetReadDeadline(time.Now().Add(5 * time.Second))
+	r := quicvarint.NewReader(str)
+	for {
+		typ, err := quicvarint.Read(r)
+		if err != nil {
+			return ""
+		}
+		n, err := quicvarint.Read(r)
+		if err != nil {
+			return ""
+		}
+		payload := make([]byte, n)
+		if _, err := io.ReadFull(str, payload); err != nil {
+			return ""
+		}
+		if typ != 0x01 {
+			continue
+		}
+		next := qpack.NewDecoder().Decode(payload)
+		for {
+			f, err := next()
+			if err != nil {
+				return ""
+			}
+			if f.Name == ":status" && !strings.HasPrefix(f.Value, "1") {
+				return f.Value
+			}
+			if f.Name == ":status" {
+				break // an informational answer: the next HEADERS
+			}
+		}
+	}
 }
