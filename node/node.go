@@ -380,6 +380,9 @@ func (n *Node) Start() (err error) {
 	// Session tickets under the keyring and the day's seed resume on
 	// every node.
 	n.server.UseTicketKeys(n.seeder.TicketSource())
+	// QUIC's Retry tokens and stateless resets under the cluster secret
+	// hold on every node and across a restart.
+	n.server.UseQUICKeys(n.secrets)
 	n.server.UseAcme(n.lead.AcmeView())
 	// A node started to join with no state waits to be in the cluster.
 	gated := n.cfg.clustered() && !n.cfg.ServeBeforeJoin && !n.store.HadState()

@@ -300,10 +300,14 @@ func forEachMode(t *testing.T, f func(t *testing.T, m serverMode)) {
 
 // h2Raw sends one HTTP/2 request with the given header fields as they are
 // (pseudo-headers included, unchecked) on a new connection, in the mode's
-// way (prior knowledge, or TLS with ALPN h2), and returns the final
-// status ("" when the stream was reset or the connection closed).
+// way (prior knowledge, or TLS with ALPN h2; HTTP/3 in the h3 mode,
+// h3Raw), and returns the final status ("" when the stream was reset or
+// the connection closed).
 func (e *modeEnv) h2Raw(fields []hpack.HeaderField) string {
 	e.t.Helper()
+	if e.mode.h3 {
+		return e.h3Raw(fields)
+	}
 	var conn net.Conn
 	var err error
 	if e.mode.tls {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
@@ -88,6 +89,25 @@ func parityMinResponseDataRate(t *testing.T, m serverMode) {
 		}
 		return
 	}
+	if m.h3 {
+		// HTTP/3: the stream is reset, the connection goes on. The client's
+		// windows stay small, and it does not read.
+		cc, _ := e.h3Conn(&quic.Config{InitialStreamReceiveWindow: 64 << 10, MaxStreamReceiveWindow: 64 << 10})
+		status, resp := h3Do(t, cc, http.MethodGet, "/big?n="+strconv.Itoa(huge), nil, 0)
+		if status != "200" {
+			t.Fatalf("a stream whose client does not read: %s", status)
+		}
+		testutil.Eventually(t, 15*time.Second, "the client that does not read counted as too slow", func() bool {
+			return e.metric(tooSlowMetric, map[string]string{"direction": "response"}) == 1
+		})
+		if n, err := io.Copy(io.Discard, resp.Body); err == nil || n >= huge {
+			t.Errorf("after %d bytes: %v, want the stream reset", n, err)
+		}
+		if status, _ := h3Do(t, cc, http.MethodGet, "/big?n=0", nil, 0); status != "200" {
+			t.Errorf("the next stream on the connection: %s, want 200", status)
+		}
+		return
+	}
 	// HTTP/2: the stream is reset, the connection goes on.
 	h := e.h2Dial()
 	h.request(1, "GET", "/big?n="+strconv.Itoa(huge), -1)
@@ -136,6 +156,28 @@ func parityMinResponseDataRateSmallResponses(t *testing.T, m serverMode) {
 		// tether's own answers too: a dead destination's 502s (or 503s once
 		// it is found unhealthy), 24 KB each with the route's padding fields.
 		e.pipelineUnread("GET /dead HTTP/1.1\r\nHost: h\r\n\r\n", requests, requests*24000, 2)
+		return
+	}
+	if m.h3 {
+		// A client whose windows stay at 1 KiB and that reads nothing: a
+		// small response waits for window as it ends. (Unlike HTTP/2's
+		// client here, quic-go's gives back the window of a stream the
+		// server resets, so a large response cut first would not keep a
+		// small one waiting behind it.)
+		const window = 1 << 10
+		cc, _ := e.h3Conn(&quic.Config{InitialStreamReceiveWindow: window, MaxStreamReceiveWindow: window,
+			InitialConnectionReceiveWindow: window, MaxConnectionReceiveWindow: window})
+		status, resp := h3Do(t, cc, http.MethodGet, "/small?n=3072", nil, 0)
+		testutil.Eventually(t, 15*time.Second, "the small response cut", func() bool {
+			return e.metric(tooSlowMetric, map[string]string{"direction": "response"}) == 1
+		})
+		if resp != nil {
+			if _, err := io.Copy(io.Discard, resp.Body); err == nil {
+				t.Error("a small response on a connection with 1 KiB of window came whole")
+			}
+		} else if status != "reset" {
+			t.Errorf("a small response on a connection with 1 KiB of window: %s, want reset", status)
+		}
 		return
 	}
 	h := e.h2Dial()
@@ -196,15 +238,42 @@ func TestMinRequestBodyDataRateExemptsGRPC(t *testing.T) {
 		fmt.Fprintf(w, "got %d", n)
 	})
 	for _, m := range serverModes {
-		if m.h1() || m.h3 { // gRPC runs over HTTP/2; the h3 mode: h3RawConn
+		if m.h1() { // gRPC runs over HTTP/2 (and HTTP/3)
 			continue
 		}
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
 			e := startMode(t, m, backendCfg(b.URL, "", "",
 				`"Limits": {"MinRequestBodyDataRate": {"BytesPerSecond": 100, "GracePeriod": "00:00:01.5"}}`), nil)
-			h := e.h2Dial()
 			const total = 60 // 2 bytes every 100 ms: 3 s at 20 B/s
+			if m.h3 {
+				cc, _ := e.h3Conn(nil)
+				pr, pw := io.Pipe()
+				go func() {
+					tick := time.NewTicker(100 * time.Millisecond)
+					defer tick.Stop()
+					for sent := 0; sent < total; sent += 2 {
+						<-tick.C
+						if _, err := pw.Write([]byte("xx")); err != nil {
+							return
+						}
+					}
+					_ = pw.Close()
+				}()
+				req, _ := http.NewRequest(http.MethodPost, "https://h/pkg.Svc/Stream", pr)
+				req.ContentLength = total
+				req.Header.Set("Content-Type", "application/grpc")
+				req.Header.Set("Te", "trailers")
+				resp, body, err := readAll(cc.RoundTrip(req))
+				if err != nil || resp.StatusCode != 200 || body != "got 60" {
+					t.Errorf("a gRPC stream at 20 B/s: %v %q, want 200 \"got 60\"", err, body)
+				}
+				if n := e.metric(tooSlowMetric, nil); n != 0 {
+					t.Errorf("%s: %v, want 0", tooSlowMetric, n)
+				}
+				return
+			}
+			h := e.h2Dial()
 			h.request(1, "POST", "/pkg.Svc/Stream", total, hpack.HeaderField{Name: "content-type", Value: "application/grpc"},
 				hpack.HeaderField{Name: "te", Value: "trailers"})
 			tick := time.NewTicker(100 * time.Millisecond)
@@ -246,6 +315,21 @@ func (e *modeEnv) dripBody(total, chunk int, every time.Duration) (string, strin
 				return
 			}
 		}
+	}
+	if e.mode.h3 {
+		cc, _ := e.h3Conn(nil)
+		pr, pw := io.Pipe()
+		defer pw.CloseWithError(io.ErrClosedPipe)
+		go func() {
+			drip(func(p []byte) error { _, err := pw.Write(p); return err })
+			_ = pw.Close()
+		}()
+		status, resp := h3Do(e.t, cc, http.MethodPost, "/", pr, int64(total))
+		if resp == nil {
+			return status, ""
+		}
+		body, _ := io.ReadAll(resp.Body)
+		return status, string(body)
 	}
 	if e.mode.h1() {
 		c := e.dial()

@@ -31,11 +31,7 @@ type parityCase struct {
 	name string
 	// differs maps a mode name to the reason it behaves otherwise.
 	differs map[string]string
-	// notH3 says why the case does not run in the h3 mode: it drives a
-	// wire that quic-go's client does not offer (raw bytes on a TCP
-	// connection, a malformed request the client refuses to send).
-	notH3 string
-	run   func(t *testing.T, m serverMode)
+	run     func(t *testing.T, m serverMode)
 }
 
 func TestParity(t *testing.T) {
@@ -53,9 +49,6 @@ func TestParity(t *testing.T) {
 			t.Parallel()
 			forEachMode(t, func(t *testing.T, m serverMode) {
 				t.Parallel()
-				if m.h3 && c.notH3 != "" {
-					t.Skip("not over HTTP/3: " + c.notH3)
-				}
 				c.run(t, m)
 			})
 		})
@@ -65,17 +58,18 @@ func TestParity(t *testing.T) {
 var parityCases = []parityCase{
 	{name: "route timeout answers 504 for every method and version", run: parityRouteTimeout},
 	{name: "a backend's bare-LF line ends are read at once", run: parityBareLFBackend},
-	{name: "a request target of other than visible ASCII is refused with 400 before routing", run: parityBadTarget, notH3: h3RawRequest,
+	{name: "a request target of other than visible ASCII is refused with 400 before routing", run: parityBadTarget,
 		differs: map[string]string{
 			"h2c":    h2MalformedReset,
 			"tls-h2": h2MalformedReset,
+			"h3":     h3MalformedReset,
 		}},
 	{name: "underscore spellings of framing, hop-by-hop and forwarding fields never reach a backend", run: parityUnderscoreFields},
 	{name: "activity timeout answers 504 when the backend is silent", run: parityActivityTimeout},
-	{name: "header timeout closes a connection whose head does not come", run: parityHeaderTimeout, notH3: h3NoHeaderTimeout},
-	{name: "header timeout closes a connection that sends nothing", run: paritySilentConnection, notH3: h3NoHeaderTimeout},
+	{name: "header timeout closes a connection whose head does not come", run: parityHeaderTimeout},
+	{name: "header timeout closes a connection that sends nothing", run: paritySilentConnection},
 	{name: "a request slower than the header timeout completes, and its connection is reused", run: paritySlowAfterHeaders},
-	{name: "keep-alive timeout closes an idle connection", run: parityKeepAliveTimeout, notH3: h3RawConn},
+	{name: "keep-alive timeout closes an idle connection", run: parityKeepAliveTimeout},
 	{name: "header size limit answers 431", run: parityHeaderLimit,
 		differs: map[string]string{
 			"h2c":    h2HeaderListLimit,
@@ -85,40 +79,48 @@ var parityCases = []parityCase{
 	{name: "MaxConcurrentConnections closes connections past the cap", run: parityMaxConnections},
 	{name: "graceful stop lets requests in flight finish", run: parityGracefulStop},
 	{name: "a client that goes away cancels the backend request", run: parityClientGone},
-	{name: "Connection: close is honoured and not forwarded", run: parityConnectionClose, notH3: h3ConnectionSpecific,
-		differs: map[string]string{"h2c": h2ConnectionSpecific, "tls-h2": h2ConnectionSpecific}},
+	{name: "Connection: close is honoured and not forwarded", run: parityConnectionClose,
+		differs: map[string]string{"h2c": h2ConnectionSpecific, "tls-h2": h2ConnectionSpecific, "h3": h3ConnectionSpecific}},
 	{name: "pipelined requests are answered in order", run: parityPipelining,
 		differs: map[string]string{"h2c": h2Multiplexed, "tls-h2": h2Multiplexed, "h3": h3Multiplexed}},
 	{name: "Expect: 100-continue gets its 100 and the body goes through", run: parityExpectContinue},
 	{name: "HEAD keeps the length and sends no body", run: parityHead},
 	{name: "1xx reach the client, 204 and 304 carry no body", run: parityInformationalAndEmpty},
 	{name: "trailers reach the client", run: parityTrailers},
-	{name: "an upgrade (WebSocket) is tunnelled", run: parityUpgrade, notH3: h3ConnectionSpecific,
-		differs: map[string]string{"h2c": h2ConnectionSpecific, "tls-h2": h2ConnectionSpecific}},
+	{name: "an upgrade (WebSocket) is tunnelled", run: parityUpgrade,
+		differs: map[string]string{"h2c": h2ConnectionSpecific, "tls-h2": h2ConnectionSpecific, "h3": h3ConnectionSpecific}},
 	{name: "forwarded and trace headers are set, the client's replaced", run: parityForwardedHeaders},
 	{name: "the access log line carries the request's fields", run: parityAccessLog},
 	{name: "requests are counted in the metrics", run: parityMetrics},
 	{name: "the WAF blocks a threat in Prevention", run: parityWAF},
 	{name: "affinity cookies pin a session to its destination", run: parityAffinity},
 	{name: "tether's own errors: 404 without a route, 502 for a dead backend, 400 for a bad Host, 405 for CONNECT", run: parityErrors},
-	{name: "a request with Content-Length and Transfer-Encoding closes its connection", run: paritySmuggling, notH3: h3ConnectionSpecific,
-		differs: map[string]string{"h2c": h2NoTransferEncoding, "tls-h2": h2NoTransferEncoding}},
-	{name: "dot segments cannot escape a route", run: parityDotSegments, notH3: h3RawRequest},
+	{name: "a request with Content-Length and Transfer-Encoding closes its connection", run: paritySmuggling,
+		differs: map[string]string{"h2c": h2NoTransferEncoding, "tls-h2": h2NoTransferEncoding, "h3": h3ConnectionSpecific}},
+	{name: "dot segments cannot escape a route", run: parityDotSegments},
 	{name: "a refused connection is retried once on another destination, whatever the method", run: parityRetry},
 	{name: "a backend's oversized response head is a 502", run: parityResponseHeadLimit},
 	{name: "encodings: a client that asked for none gets the body decoded, one that asked gets it as sent", run: parityEncoding},
-	{name: "MinRequestBodyDataRate: a body slower than the rate after its grace period gets 408 and is counted", run: parityMinRequestBodyDataRate, notH3: h3RawConn},
-	{name: "MinResponseDataRate: a client that does not read is cut (HTTP/2: its stream) and counted", run: parityMinResponseDataRate, notH3: h3RawConn},
-	{name: "MinResponseDataRate: small responses left in the server's buffer are held to it too", run: parityMinResponseDataRateSmallResponses, notH3: h3RawConn},
+	{name: "MinRequestBodyDataRate: a body slower than the rate after its grace period gets 408 and is counted", run: parityMinRequestBodyDataRate},
+	{name: "MinResponseDataRate: a client that does not read is cut (HTTP/2: its stream) and counted", run: parityMinResponseDataRate},
+	{name: "MinResponseDataRate: small responses left in the server's buffer are held to it too", run: parityMinResponseDataRateSmallResponses},
 }
 
-// Why a case does not run in the h3 mode (parityCase.notH3).
+// Where the h3 mode differs by protocol (parityCase.differs).
 const (
-	h3RawRequest         = "the request is malformed on purpose and quic-go's client refuses to send it; a raw QPACK client would be needed"
-	h3RawConn            = "it drives the connection byte by byte (a dripped body, unread answers, a watched close) on a raw TCP socket; quic-go's client has no such hook"
-	h3NoHeaderTimeout    = "QUIC has no request-head wait of its own: a connection that sends no request is closed by the idle timeout (KeepAliveTimeout); the handshake is bounded by quic-go's 5 s handshake idle timeout"
-	h3ConnectionSpecific = "Connection, Upgrade and Transfer-Encoding are connection-specific and malformed in HTTP/3 as in HTTP/2 (RFC 9114 section 4.2); quic-go's client does not send them"
+	h3ConnectionSpecific = "Connection, Upgrade and Transfer-Encoding are connection-specific, malformed in HTTP/3 (RFC 9114 section 4.2): quic-go's server resets the stream (H3_MESSAGE_ERROR) before any handler, where Go's HTTP/2 server answers 400 (asserted)"
+	h3MalformedReset     = "a control byte in the target is an invalid field value: quic-go's server resets the stream (H3_MESSAGE_ERROR), as HTTP/2 does (asserted)"
 )
+
+// malformedStatus is the status a request malformed by a connection-specific
+// field gets over HTTP/2 or HTTP/3: 400 from Go's HTTP/2 server, a reset
+// stream ("") from quic-go's HTTP/3 server.
+func malformedStatus(m serverMode) string {
+	if m.h3 {
+		return ""
+	}
+	return "400"
+}
 
 // h2NoTransferEncoding: HTTP/2 frames bodies itself; a transfer-encoding
 // field is malformed there (RFC 9113 section 8.2.2).
@@ -378,6 +380,23 @@ const parityLimits = `"Limits": {"RequestHeadersTimeout": "00:00:00.5", "KeepAli
 func parityHeaderTimeout(t *testing.T, m serverMode) {
 	b := newBackend(t, nil)
 	e := startMode(t, m, backendCfg(b.URL, "", "", parityLimits), nil)
+	if m.h3 {
+		// A request stream whose HEADERS frame never ends: the connection's
+		// first request never comes.
+		c := e.quicDial(nil)
+		str, err := c.OpenStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = str.Write([]byte{0x01, 0x40, 0x64, 0x00}) // HEADERS, 100 bytes long; 1 sent
+		if took := quicClosedWithin(t, c, 4*time.Second); took > 3*time.Second {
+			t.Errorf("closed after %v, want about 0.5 s", took)
+		}
+		if n := b.hitCount(); n != 0 {
+			t.Errorf("the backend saw %d requests", n)
+		}
+		return
+	}
 	c := e.dialMode()
 	switch {
 	case m.h1():
@@ -408,6 +427,20 @@ func parityHeaderTimeout(t *testing.T, m serverMode) {
 func parityKeepAliveTimeout(t *testing.T, m serverMode) {
 	b := newBackend(t, nil)
 	e := startMode(t, m, backendCfg(b.URL, "", "", parityLimits), nil)
+	if m.h3 {
+		cc, c := e.h3Conn(nil)
+		status, resp := h3Do(t, cc, http.MethodGet, "/", nil, 0)
+		if status != "200" {
+			t.Fatalf("first request: %s", status)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		start := time.Now()
+		quicClosedWithin(t, c, 4*time.Second)
+		if took := time.Since(start); took < 400*time.Millisecond || took > 3*time.Second {
+			t.Errorf("an idle connection closed after %v, want about 0.5 s", took)
+		}
+		return
+	}
 	c := e.dialMode()
 	if m.h1() {
 		_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
@@ -589,8 +622,8 @@ func parityConnectionClose(t *testing.T, m serverMode) {
 	e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
 	if !m.h1() {
 		fields := append(h2Get("/"), hpack.HeaderField{Name: "connection", Value: "close"})
-		if st := e.h2Raw(fields); st != "400" {
-			t.Errorf("connection: close over HTTP/2: %q, want 400", st)
+		if st := e.h2Raw(fields); st != malformedStatus(m) {
+			t.Errorf("connection: close over %s: %q, want %q", m.name, st, malformedStatus(m))
 		}
 		if n := b.hitCount(); n != 0 {
 			t.Errorf("the backend saw %d requests", n)
@@ -796,8 +829,8 @@ func parityUpgrade(t *testing.T, m serverMode) {
 	e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
 	if !m.h1() {
 		fields := append(h2Get("/"), hpack.HeaderField{Name: "upgrade", Value: "websocket"}, hpack.HeaderField{Name: "connection", Value: "upgrade"})
-		if st := e.h2Raw(fields); st != "400" {
-			t.Errorf("an upgrade over HTTP/2: %q, want 400", st)
+		if st := e.h2Raw(fields); st != malformedStatus(m) {
+			t.Errorf("an upgrade over %s: %q, want %q", m.name, st, malformedStatus(m))
 		}
 		return
 	}
@@ -937,6 +970,12 @@ func paritySilentConnection(t *testing.T, m serverMode) {
 	// A keep-alive timeout longer than the test: only the header timeout
 	// may close the connection.
 	e := startMode(t, m, backendCfg(b.URL, "", "", `"Limits": {"RequestHeadersTimeout": "00:00:00.5", "KeepAliveTimeout": "00:01:00"}`), nil)
+	if m.h3 {
+		if took := quicClosedWithin(t, e.quicDial(nil), 6*time.Second); took > 3*time.Second {
+			t.Errorf("closed after %v, want about 0.5 s", took)
+		}
+		return
+	}
 	c := e.dialMode() // TLS: handshake done, then nothing
 	if took := closedWithin(t, c, 6*time.Second); took > 3*time.Second {
 		t.Errorf("closed after %v, want about 0.5 s", took)
@@ -974,9 +1013,6 @@ func parityErrors(t *testing.T, m serverMode) {
 			t.Errorf("%s: the error body names an address: %q", c.desc, got)
 		}
 	}
-	if m.h3 {
-		return // a malformed Host and CONNECT: h3RawRequest
-	}
 	var badHost, connect string
 	if m.h1() {
 		if resp, _, err := e.raw("GET /dead/x HTTP/1.1\r\nHost: a b\r\n\r\n"); err == nil {
@@ -1003,8 +1039,8 @@ func paritySmuggling(t *testing.T, m serverMode) {
 	e := startMode(t, m, backendCfg(b.URL, "", "", ""), nil)
 	if !m.h1() {
 		fields := append(h2Get("/first"), hpack.HeaderField{Name: "transfer-encoding", Value: "chunked"})
-		if st := e.h2Raw(fields); st != "400" {
-			t.Errorf("transfer-encoding over HTTP/2: %q, want 400", st)
+		if st := e.h2Raw(fields); st != malformedStatus(m) {
+			t.Errorf("transfer-encoding over %s: %q, want %q", m.name, st, malformedStatus(m))
 		}
 		if n := b.hitCount(); n != 0 {
 			t.Errorf("the backend saw %d requests", n)

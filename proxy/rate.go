@@ -23,14 +23,15 @@ import (
 //     it (the time the backend made it wait is not counted). The heartbeat
 //     marks it and sets a read deadline in the past: the read returns, and
 //     the request is answered 408 when its response has not started (the
-//     connection, or in HTTP/2 the stream, is cut otherwise). gRPC
-//     requests over HTTP/2 are exempt, as YARP exempts its streaming
-//     calls: a stream may rightly stay quiet.
+//     connection, or in HTTP/2 and HTTP/3 the stream, is cut otherwise).
+//     gRPC requests over HTTP/2 and HTTP/3 are exempt, as YARP exempts
+//     its streaming calls: a stream may rightly stay quiet.
 //   - A response write is too slow when it is still in progress after the
 //     larger of the grace period and its size at the rate (a write queued
 //     behind a slow one gets its own size's time on top, never a second
 //     grace period). The heartbeat sets a write deadline in the past: the
-//     connection is cut, in HTTP/2 the stream (RST_STREAM).
+//     connection is cut, in HTTP/2 the stream (RST_STREAM), in HTTP/3
+//     the stream (RESET_STREAM).
 //
 // Either is counted in tether_requests_too_slow_total{direction}.
 

@@ -108,7 +108,7 @@ type Limits struct {
 	// waiting for the body's bytes; a slower body is answered 408 (or its
 	// connection, its stream in HTTP/2, is cut when the response has
 	// started). Default 240 bytes/s after 5 s; null: no minimum. gRPC
-	// requests over HTTP/2 (streams) and upgraded connections are exempt.
+	// requests over HTTP/2 and HTTP/3 (streams) and upgraded connections are exempt.
 	MinRequestBodyDataRate MinDataRate
 	// MinResponseDataRate is the slowest a client may take the response:
 	// each write must complete within the larger of the grace period and

@@ -1,6 +1,7 @@
 package frontdoor
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,6 +49,10 @@ type h3Server struct {
 	allow0RTT bool
 	lim       *connLimit // the server's connection cap, nil: none
 	retry     retryGate
+	keys      quicKeys // UseQUICKeys
+	// headers is Limits.RequestHeadersTimeout: the wait for a
+	// connection's first request (headWait).
+	headers time.Duration
 	// altSvc is the Alt-Svc value TCP answers carry, set once the port
 	// is bound.
 	altSvc atomic.Pointer[string]
@@ -58,10 +65,13 @@ type h3Server struct {
 // quicConnKey carries a request's QUIC connection in its context.
 type quicConnKey struct{}
 
-func newH3Server(l config.Listener, handler http.Handler, maxHeader int, idle time.Duration, lim *connLimit, logger *slog.Logger) *h3Server {
-	h := &h3Server{allow0RTT: l.AllowZeroRtt, lim: lim}
+func newH3Server(l config.Listener, handler http.Handler, maxHeader int, idle, headers time.Duration, lim *connLimit, logger *slog.Logger) *h3Server {
+	h := &h3Server{allow0RTT: l.AllowZeroRtt, lim: lim, headers: headers}
 	if h.allow0RTT {
 		handler = earlyData(handler)
+	}
+	if headers > 0 {
+		handler = firstRequest(handler)
 	}
 	h.srv = &http3.Server{
 		Handler:        handler,
@@ -70,10 +80,68 @@ func newH3Server(l config.Listener, handler http.Handler, maxHeader int, idle ti
 		Logger:         logger,
 		QUICConfig:     &quic.Config{Allow0RTT: h.allow0RTT},
 		ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
+			if w, ok := ctx.Value(headWaitKey{}).(*headWait); ok {
+				w.accepted(c)
+			}
 			return context.WithValue(ctx, quicConnKey{}, c)
 		},
 	}
 	return h
+}
+
+// Limits.RequestHeadersTimeout over QUIC bounds the wait for a
+// connection's first request: from its first packet, through the
+// handshake, to the first request whose head is complete (its handler
+// starts). quic-go's http3 server reads each stream's HEADERS frame
+// itself, without a deadline and without a hook before the handler, so a
+// request head that stalls on a connection that has already served one is
+// bounded only by the connection's idle timeout (QUIC's, which the
+// client's packets renew); the first request's is bounded here, which is
+// what keeps a client from holding connections (and the connection cap)
+// without ever asking anything.
+
+// headWait is a connection's wait for its first request.
+type headWait struct {
+	timer     *time.Timer
+	requested atomic.Bool
+	expired   atomic.Bool
+	conn      atomic.Pointer[quic.Conn]
+}
+
+type headWaitKey struct{}
+
+func (w *headWait) expire() {
+	if w.requested.Load() {
+		return
+	}
+	w.expired.Store(true)
+	if c := w.conn.Load(); c != nil {
+		closeHeadTimeout(c)
+	}
+}
+
+// accepted notes the connection once the http3 server takes it; one whose
+// wait has ended already is closed.
+func (w *headWait) accepted(c *quic.Conn) {
+	w.conn.Store(c)
+	if w.expired.Load() && !w.requested.Load() {
+		closeHeadTimeout(c)
+	}
+}
+
+func closeHeadTimeout(c *quic.Conn) {
+	_ = c.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "request headers timeout")
+}
+
+// firstRequest ends the wait of a request's connection for its first
+// request.
+func firstRequest(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hw, ok := r.Context().Value(headWaitKey{}).(*headWait); ok && !hw.requested.Load() && hw.requested.CompareAndSwap(false, true) {
+			hw.timer.Stop()
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // earlyData serves GET, HEAD and OPTIONS sent in TLS early data (0-RTT)
@@ -204,6 +272,8 @@ func (h *h3Server) serve(pc net.PacketConn, tc *tls.Config) error {
 		Conn:                pc,
 		VerifySourceAddress: h.retry.verify,
 		ConnContext:         h.connContext,
+		TokenGeneratorKey:   h.keys.token,
+		StatelessResetKey:   h.keys.reset,
 	}
 	qc := h.srv.QUICConfig.Clone()
 	ln, err := tr.ListenEarly(tc, qc)
@@ -221,16 +291,22 @@ func (h *h3Server) serve(pc net.PacketConn, tc *tls.Config) error {
 
 // connContext counts a QUIC connection against the server's connection
 // cap (Limits.MaxConcurrentConnections) for as long as it lives, and
-// refuses one beyond it, as limitListener does for TCP.
+// refuses one beyond it, as limitListener does for TCP; and it starts the
+// connection's wait for its first request (headWait).
 func (h *h3Server) connContext(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
-	if h.lim == nil {
-		return ctx, nil
+	if h.lim != nil {
+		if h.lim.open.Add(1) > h.lim.max {
+			h.lim.open.Add(-1)
+			return nil, errConnLimit
+		}
+		context.AfterFunc(ctx, func() { h.lim.open.Add(-1) })
 	}
-	if h.lim.open.Add(1) > h.lim.max {
-		h.lim.open.Add(-1)
-		return nil, errConnLimit
+	if h.headers > 0 {
+		w := &headWait{}
+		w.timer = time.AfterFunc(h.headers, w.expire)
+		context.AfterFunc(ctx, func() { w.timer.Stop() })
+		ctx = context.WithValue(ctx, headWaitKey{}, w)
 	}
-	context.AfterFunc(ctx, func() { h.lim.open.Add(-1) })
 	return ctx, nil
 }
 
@@ -254,23 +330,88 @@ func (h *h3Server) shutdown(ctx context.Context) error {
 }
 
 // quicTLS is the TLS configuration HTTP/3 serves: the listener's, ALPN h3
-// (in every configuration its GetConfigForClient picks too). It is built
-// as the listener starts, after UseTicketKeys and UseAcme have set the
-// listener's configuration up.
-func quicTLS(tc *tls.Config) *tls.Config {
-	return http3.ConfigureTLSConfig(tc)
+// (in every configuration its GetConfigForClient picks too), with the
+// HTTP/3 settings bound into its session tickets (bindSettings). It is
+// built as the listener starts, after UseTicketKeys and UseAcme have set
+// the listener's configuration up.
+func (h *h3Server) quicTLS(tc *tls.Config) *tls.Config {
+	return bindSettings(http3.ConfigureTLSConfig(tc), int64(h.srv.MaxHeaderBytes))
+}
+
+// settingsTicketPrefix marks the session ticket entry that records the
+// HTTP/3 settings a ticket's connection was served with.
+const settingsTicketPrefix = "tether h3 settings v1 "
+
+// bindSettings records the HTTP/3 settings of the listener (its
+// SETTINGS_MAX_FIELD_SECTION_SIZE, Limits.MaxRequestHeadersTotalSize) in
+// the session tickets c issues, and refuses 0-RTT to a ticket issued
+// under a larger limit or none recorded: a client in 0-RTT sends with the
+// settings it remembers (RFC 9114 7.2.4.2), so a limit lowered since (by
+// a restart, or on another node sharing the ticket keys) would answer its
+// early requests 431. Refused, the client resumes the session all the
+// same and sends its requests after the handshake, having learned the
+// new settings. quic-go's http3.Server binds its settings so only on a
+// socket it opens itself; tether's transports are its own.
+func bindSettings(c *tls.Config, maxHeader int64) *tls.Config {
+	entry := []byte(settingsTicketPrefix + strconv.FormatInt(maxHeader, 10))
+	wrap, unwrap := c.WrapSession, c.UnwrapSession
+	if wrap == nil {
+		wrap = c.EncryptTicket
+	}
+	if unwrap == nil {
+		unwrap = c.DecryptTicket
+	}
+	c.WrapSession = func(cs tls.ConnectionState, ss *tls.SessionState) ([]byte, error) {
+		ss.Extra = append(ss.Extra, slices.Clone(entry))
+		return wrap(cs, ss)
+	}
+	c.UnwrapSession = func(identity []byte, cs tls.ConnectionState) (*tls.SessionState, error) {
+		ss, err := unwrap(identity, cs)
+		if err != nil || ss == nil || !ss.EarlyData {
+			return ss, err
+		}
+		if old, ok := ticketMaxHeader(ss.Extra); !ok || old > maxHeader {
+			ss.EarlyData = false
+		}
+		return ss, nil
+	}
+	if gfc := c.GetConfigForClient; gfc != nil {
+		c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			conf, err := gfc(hello)
+			if conf == nil || err != nil {
+				return conf, err
+			}
+			// http3's GetConfigForClient returns a new clone each time.
+			return bindSettings(conf, maxHeader), nil
+		}
+	}
+	return c
+}
+
+// ticketMaxHeader is the header limit a ticket's extra entries record.
+func ticketMaxHeader(extra [][]byte) (int64, bool) {
+	for _, e := range extra {
+		if v, ok := bytes.CutPrefix(e, []byte(settingsTicketPrefix)); ok {
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 // retryGate asks new connections for address validation while the rate
 // of new handshakes is above retryThreshold a second (counted per whole
 // second).
 type retryGate struct {
-	threshold int64 // 0: retryThreshold
+	threshold int64 // 0: retryThreshold; negative: always (tests)
 	sec       atomic.Int64
 	n         atomic.Int64
 }
 
 func (g *retryGate) verify(net.Addr) bool {
+	if g.threshold < 0 {
+		return true
+	}
 	now := time.Now().Unix()
 	if s := g.sec.Load(); s != now && g.sec.CompareAndSwap(s, now) {
 		g.n.Store(0)

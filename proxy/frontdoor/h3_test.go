@@ -713,3 +713,71 @@ func TestHTTP3ZeroRTTOnAnotherNode(t *testing.T) {
 		t.Fatalf("node b with node a's ticket: %d, 0-RTT %v; want 200 in 0-RTT", status, used)
 	}
 }
+
+// TestHTTP3ZeroRTTRefusedUnderALoweredHeaderLimit: a ticket records the
+// header limit (SETTINGS_MAX_FIELD_SECTION_SIZE) it was issued under; a
+// node sharing the ticket keys with a lower limit resumes the session
+// without 0-RTT, and one with the same limit takes 0-RTT.
+func TestHTTP3ZeroRTTRefusedUnderALoweredHeaderLimit(t *testing.T) {
+	t.Setenv("QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING", "true") // *lateHandshake is no *net.UDPConn
+	certFile, keyFile, pool := testutil.CertFiles(t)
+	shared := &ticketSource{}
+	shared.set(ticketKey(1))
+	start := func(maxHeader int, sni bool) string {
+		l := config.Listener{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: certFile, KeyPath: keyFile},
+			ListenerOptions: config.ListenerOptions{KestrelEndpointDefaults: config.KestrelEndpointDefaults{Protocols: config.ProtocolsHttp3}, AllowZeroRtt: true}}
+		if sni {
+			l.Sni = []config.SniRule{{Pattern: "*"}}
+		}
+		cfg := &config.Config{Listeners: []config.Listener{l}}
+		cfg.Limits.MaxRequestHeadersTotalSize = maxHeader
+		s, err := New(cfg, http.HandlerFunc(okHandler), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.UseTicketKeys(shared)
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+		return s.Addrs()[0].String()
+	}
+	// resumed dials addr with the client's tickets and reports whether the
+	// session resumed and whether the server took 0-RTT.
+	resumed := func(from *earlyClient, addr string) (bool, bool) {
+		c := newEarlyClient(t, addr, pool)
+		c.tls.ClientSessionCache = from.tls.ClientSessionCache
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		qc, err := c.tr.DialEarly(ctx, c.addr, c.tls, &quic.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer qc.CloseWithError(0, "")
+		select {
+		case <-qc.HandshakeComplete():
+		case <-ctx.Done():
+			t.Fatal("no handshake")
+		}
+		st := qc.ConnectionState()
+		return st.TLS.DidResume, st.Used0RTT
+	}
+	for _, sni := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sni=%v", sni), func(t *testing.T) {
+			a := start(32<<10, sni)
+			ca := newEarlyClient(t, a, pool)
+			if status, _ := ca.do(t, "GET", false); status != 200 {
+				t.Fatalf("node a: %d", status)
+			}
+			if resumes, early := resumed(ca, start(32<<10, sni)); !resumes || !early {
+				t.Fatalf("the same limit: resumed %v, 0-RTT %v; want both", resumes, early)
+			}
+			if resumes, early := resumed(ca, start(16<<10, sni)); !resumes || early {
+				t.Fatalf("a lower limit: resumed %v, 0-RTT %v; want resumed without 0-RTT", resumes, early)
+			}
+			if resumes, early := resumed(ca, start(64<<10, sni)); !resumes || !early {
+				t.Fatalf("a higher limit: resumed %v, 0-RTT %v; want both", resumes, early)
+			}
+		})
+	}
+}

@@ -8,7 +8,7 @@ import "net/http"
 func headerLimit(max int, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor >= 2 {
-			growStack() // a new goroutine per stream (below), in HTTP/3 too
+			growStack() // a stream's goroutine may be new (below)
 		}
 		n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
 		for k, vs := range r.Header {
@@ -28,15 +28,17 @@ func headerLimit(max int, h http.Handler) http.Handler {
 	})
 }
 
-// An HTTP/2 request's handler runs on a goroutine net/http starts for its
+// An HTTP/2 or HTTP/3 request's handler may run on a goroutine started for its
 // stream, with the smallest stack, which the request path then outgrows:
-// each growth copies the stack so far, and at the depth the proxy reaches
-// (context lookups under ServeHTTP's large frame) the copies, with the
-// pointer adjustment of every frame, were a fifth of the CPU of an h2c
-// request. growStack grows it once, at the top of the handler, where there
-// is almost nothing to copy, to what the request path uses (the own
-// HTTP/1.1 loop's goroutines keep theirs from one request to the next, so
-// they never pay it).
+// net/http's HTTP/2 server and quic-go's HTTP/3 server start one per
+// stream, and the own HTTP/2 server (proxy/h2server) does when none of its
+// kept handler goroutines is idle. Each growth copies the stack so far,
+// and at the depth the proxy reaches (context lookups under ServeHTTP's
+// large frame) the copies, with the pointer adjustment of every frame,
+// were a fifth of the CPU of an h2c request. growStack grows it once, at
+// the top of the handler, where there is almost nothing to copy, to what
+// the request path uses; on a goroutine that has grown it already (a kept
+// h2server handler goroutine, the own HTTP/1.1 loop's) it costs a check.
 
 // stackAhead is the frame growStack asks for: the runtime then doubles the
 // stack until that frame fits, to stackGrownTo in one copy.

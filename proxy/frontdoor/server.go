@@ -170,7 +170,7 @@ func (s *Server) newListener(lim config.Limits, path string, l config.Listener, 
 		if tc == nil {
 			return nil, &config.FieldError{Path: path + ".Protocols", Message: l.Protocols + ": HTTP/3 needs TLS (an https Url, a Certificate or Acme)"}
 		}
-		ln.h3 = newH3Server(l, handler, maxHeader, idle, s.limit, s.logger)
+		ln.h3 = newH3Server(l, handler, maxHeader, idle, orDefault(lim.RequestHeadersTimeout.Duration, defaultHeadersTimeout), s.limit, s.logger)
 		ln.tcp = config.ProtocolsTCP(l.Protocols) != ""
 		handler = ln.h3.altSvcHandler(handler)
 	}
@@ -275,7 +275,7 @@ func (s *Server) Start() error {
 	s.lns, s.addrs = lns, addrs
 	for _, l := range s.ls {
 		if l.h3 != nil {
-			tc := quicTLS(l.tls)
+			tc := l.h3.quicTLS(l.tls)
 			l.h3.mu.Lock()
 			l.h3.pcs = l.udp
 			l.h3.mu.Unlock()
