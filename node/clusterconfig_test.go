@@ -204,3 +204,34 @@ func TestClusterConfigThroughRaft(t *testing.T) {
 		t.Fatalf("after a reload n2 serves %s; log:\n%s", servedRoutes(n2), tc.nodeLog("n2"))
 	}
 }
+
+// A pushed file is checked as `tether config validate` checks a file,
+// YARP's appsettings form (comments, "$schema") included; every other
+// top-level section is refused at its path, never ignored.
+func TestPushedConfigChecks(t *testing.T) {
+	n, _ := startNode(t, "")
+	rules := clusterConfigRules{n}
+	yarp := []byte(`{
+	  // appsettings.json of a YARP instance
+	  "$schema": "https://json.schemastore.org/appsettings.json",
+	  "ReverseProxy": {
+	    "Routes": { "r1": { "ClusterId": "c1", "Match": { "Path": "{**catch-all}" } } },
+	    "Clusters": { "c1": { "Destinations": { "d1": { "Address": "http://127.0.0.1:1/" } } } }, // trailing comma
+	  }
+	}`)
+	content, errs := rules.Check(yarp)
+	if len(errs) > 0 || !strings.HasPrefix(string(content), `{"Routes":{"r1":`) {
+		t.Fatalf("YARP form: %s %v", content, errs)
+	}
+	for _, c := range []struct{ body, want string }{
+		{`{"Kestrel": {}, "Logging": {}, "ReverseProxy": {}}`, "[{Kestrel a node's own setting; push only the ReverseProxy section} {Logging a node's own setting; push only the ReverseProxy section}]"},
+		{`{"Listeners": []}`, "[{Listeners a node's own setting; push only the ReverseProxy section} {ReverseProxy missing: a pushed config holds the ReverseProxy section}]"},
+		{`{"ReverseProxy": []}`, "[{ReverseProxy not a JSON object}]"},
+		{`{"ReverseProxy": {"Routes": {"r1": {"ClusterId": "nope", "Match": {"Path": "/x"}}}}}`, "ReverseProxy.Routes.r1"},
+		{`{"ReverseProxy": {`, "JSON"},
+	} {
+		if _, errs := rules.Check([]byte(c.body)); !strings.Contains(fmt.Sprint(errs), c.want) {
+			t.Errorf("%s: %v, want %q", c.body, errs, c.want)
+		}
+	}
+}
