@@ -1,6 +1,7 @@
 package node
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/test/testutil"
 )
@@ -233,5 +235,19 @@ func TestPushedConfigChecks(t *testing.T) {
 		if _, errs := rules.Check([]byte(c.body)); !strings.Contains(fmt.Sprint(errs), c.want) {
 			t.Errorf("%s: %v, want %q", c.body, errs, c.want)
 		}
+	}
+}
+
+func TestConfigErrorFitsGossipMeta(t *testing.T) {
+	m := cluster.Meta{ID: strings.Repeat("n", 60), RaftAddr: strings.Repeat("r", 80), AdminAddr: strings.Repeat("a", 80), Commands: "11111111111",
+		ConfigVersion: 12, ConfigError: strings.Repeat("é", 200)}
+	fitConfigError(&m)
+	b, _ := json.Marshal(m)
+	if len(b) > metaRoom || m.ConfigError == "" || !strings.HasSuffix(m.ConfigError, "...") {
+		t.Fatalf("%d bytes, error %q", len(b), m.ConfigError)
+	}
+	short := cluster.Meta{ID: "n1", ConfigError: "version 2: no such file"}
+	if fitConfigError(&short); short.ConfigError != "version 2: no such file" {
+		t.Fatalf("a short error was cut: %q", short.ConfigError)
 	}
 }
