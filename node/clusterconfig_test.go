@@ -251,3 +251,31 @@ func TestConfigErrorFitsGossipMeta(t *testing.T) {
 		t.Fatalf("a short error was cut: %q", short.ConfigError)
 	}
 }
+
+// A node that restarts where the cluster's version cannot be applied
+// serves its own file's section and says why from the start.
+func TestRestartWhereTheClustersVersionCannotApply(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	solo := func() Config {
+		cfg := tc.config("solo", 0, nil)
+		cfg.ClusterSecretFile = ""
+		return cfg
+	}
+	n := tc.start(solo())
+	if status, body := adminWith(t, n, "PUT", "/v1/config", nil, pushedConfig(tc, "extra")); status != 200 {
+		t.Fatalf("push: %d %v", status, body)
+	}
+	waitVersion(t, tc, 1, "[all extra]")
+	tc.stop("solo")
+	n = tc.start(solo(), func(n *Node) {
+		n.clusterCfg.check = func(*config.Config) error { return errors.New("ReverseProxy.Clusters.app: a file is missing here") }
+	})
+	if v, e := n.clusterCfg.get(); v != 0 || e != "version 1: ReverseProxy.Clusters.app: a file is missing here" || servedRoutes(n) != "[all]" {
+		t.Fatalf("restarted: version %d, error %q, routes %s", v, e, servedRoutes(n))
+	}
+	status, body := admin(t, n, "GET", "/v1/members", nil)
+	row := body["members"].([]any)[0].(map[string]any)
+	if status != 200 || row["config_version"] != 0.0 || row["config_error"] != "version 1: ReverseProxy.Clusters.app: a file is missing here" {
+		t.Fatalf("members: %d %v", status, body)
+	}
+}
