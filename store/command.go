@@ -18,6 +18,7 @@ type (
 	AcmeWrite     = command.AcmeWrite
 	AcmeEntry     = command.AcmeEntry
 	ClusterSecret = command.ClusterSecret
+	SetConfig     = command.SetConfig
 	CommandSet    = command.CommandSet
 )
 

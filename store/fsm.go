@@ -79,7 +79,10 @@ type fsm struct {
 	// it removed with their index (oldest first).
 	secretRecs     []secretRec
 	secretsRemoved []wireRemoval
-	applying       uint64 // the index of the entry being applied
+	// config is the cluster's config history (clusterconfig.go), oldest
+	// first, at most maxConfigHistory; the last is the current version.
+	config   []ConfigVersion
+	applying uint64 // the index of the entry being applied
 	// applied is the command set applied into the state (character i:
 	// the newest body version of type i+1 applied, '0' none): snapshots
 	// carry it, and a node that does not know one of them refuses them.
@@ -134,6 +137,7 @@ const (
 	// codeSkipped: an ignorable command this node's version skipped
 	// (rememberSkipped).
 	codeSkipped
+	codeConfigVersion
 )
 
 func resultOf(err error) result {
@@ -154,6 +158,8 @@ func resultOf(err error) result {
 		return result{Code: codeSecretInUse, Msg: err.Error()}
 	case errors.Is(err, ErrTooManySecrets):
 		return result{Code: codeTooManySecrets, Msg: err.Error()}
+	case errors.Is(err, ErrConfigVersion):
+		return result{Code: codeConfigVersion, Msg: err.Error()}
 	}
 	return result{Code: codeOther, Msg: err.Error()}
 }
@@ -190,6 +196,8 @@ func (r result) err() error {
 		s = ErrTooManySecrets
 	case codeSkipped:
 		s = ErrUnsupported
+	case codeConfigVersion:
+		s = ErrConfigVersion
 	}
 	return &fsmError{r.Msg, s}
 }
@@ -281,6 +289,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 	r := resultOf(err)
 	if err == nil {
 		r.Value = committedValue(cmd)
+		if _, ok := cmd.(SetConfig); ok {
+			r.Value = configValue(f.configVersion())
+		}
 	}
 	r.Bind = env.Bind
 	f.remember(id, r)
@@ -370,6 +381,8 @@ func (f *fsm) apply(cmd Command) (changed bool, err error) {
 			f.syncSecrets()
 		}
 		return changed, err
+	case SetConfig:
+		return f.applyConfig(c, f.applying)
 	}
 	return false, fmt.Errorf("store: command %T not handled", cmd)
 }
@@ -512,6 +525,9 @@ type snapshotBody struct {
 	// its secret (secrets.go), with the new ones wrapped.
 	Secrets        []secretRec   `json:"secrets,omitempty"`
 	SecretsRemoved []wireRemoval `json:"secrets_removed,omitempty"`
+	// Config is the cluster's config history, oldest first (absent
+	// before the first SetConfig).
+	Config []wireConfigVersion `json:"config,omitempty"`
 }
 
 type wireRemoval struct {
@@ -562,6 +578,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	s.body.Secrets = slices.Clone(f.secretRecs)
 	s.body.SecretsRemoved = slices.Clone(f.secretsRemoved)
 	s.body.Commands = CommandSet(f.applied)
+	s.body.Config = f.configWire()
 	return s, nil
 }
 
@@ -726,6 +743,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.secretRecs, f.secretsRemoved = st.body.Secrets, st.body.SecretsRemoved
 	f.syncSecrets()
+	f.restoreConfig(st.body.Config)
 	f.raise(idx)
 	f.mu.Unlock()
 	if stop := f.stop.Load(); stop != 0 && idx >= stop {
@@ -835,6 +853,9 @@ func decodeSnapshotWith(keks func(*snapshotBody) [][]byte, b []byte) (*fsmSnapsh
 	if len(body.Removed) > maxRemovals {
 		body.Removed = body.Removed[len(body.Removed)-maxRemovals:]
 	}
+	if body.Config, err = checkConfigWire(body.Config); err != nil {
+		return nil, err
+	}
 	acme, err := command.UnwrapAcme(kl, body.Acme)
 	if err != nil {
 		return nil, fmt.Errorf("store: snapshot acme state: %w", err)
@@ -886,6 +907,7 @@ func (f *fsm) dump() string {
 		fmt.Fprintf(&b, "removed %s at %d\n", id, f.removed[id])
 	}
 	b.WriteString(f.secretDump())
+	b.WriteString(f.configDump())
 	return b.String()
 }
 

@@ -153,7 +153,7 @@ func TestSnapshotFormatKnownAnswers(t *testing.T) {
 		vector string
 		want   string // in the error and the ERROR line
 	}{
-		{"snapshot2_newer_command", "command type 11 v1"},
+		{"snapshot2_newer_command", "command type 12 v1"},
 		{"snapshot2_unknown_field", "unknown field"},
 		{"snapshot3", "format version 3"},
 	}
@@ -192,5 +192,39 @@ func TestSnapshotFormatKnownAnswers(t *testing.T) {
 				t.Errorf("after a snapshot it understands: stopped %d, cluster %q", idx, f.ClusterID())
 			}
 		})
+	}
+}
+
+// TestConfigFormatKnownAnswers: a SetConfig entry and a snapshot holding
+// the config history, encoded by testdata/kat.py.
+func TestConfigFormatKnownAnswers(t *testing.T) {
+	v := katVectors(t)
+	kek, _ := keyring.DeriveKEK(katSecret, keyring.InfoRaft)
+	at := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
+	want := SetConfig{ReqID: "kat-cfg", IfVersion: 1, Content: []byte(`{"Routes":{"r1":{"ClusterId":"c1"}}}`), Summary: "1 routes, 0 clusters", At: at}
+	got, err := command.Encode(kek, want)
+	if err != nil || !bytes.Equal(got, v["setconfig"]) {
+		t.Fatalf("SetConfig encodes as %x (%v), want %x", got, err, v["setconfig"])
+	}
+	cmd, err := command.Decode(kek, v["setconfig"])
+	if c, ok := cmd.(SetConfig); err != nil || !ok || c.ReqID != want.ReqID || c.IfVersion != 1 || !bytes.Equal(c.Content, want.Content) || !c.At.Equal(at) || c.Summary != want.Summary {
+		t.Fatalf("SetConfig decodes as %+v, %v", cmd, err)
+	}
+	snap, err := decodeSnapshot(kek, v["snapshot2_config"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := keyring.NewSecrets(katSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFSM(newRing(), sec, testLogger())
+	if err := f.Restore(io.NopCloser(bytes.NewReader(v["snapshot2_config"]))); err != nil {
+		t.Fatal(err)
+	}
+	s := &Store{fsm: f}
+	h := s.ConfigHistory()
+	if len(snap.body.Config) != 2 || len(h) != 2 || h[0].Version != 2 || h[0].Summary != "rollback to version 1" || string(h[0].Content) != `{"Routes":{}}` || h[0].Index != 6 || h[1].Version != 1 {
+		t.Fatalf("config history %+v", h)
 	}
 }

@@ -35,6 +35,11 @@ type Store interface {
 	CommittedRemoval(id string, timeout time.Duration) (uint64, bool, error)
 	RemoveServer(id string) error
 	SaveBackup(w io.Writer, now time.Time) (store.BackupInfo, error)
+	// The cluster's config versions (the current one, the kept ones newest
+	// first, one of them).
+	ConfigCurrent() store.ConfigVersion
+	ConfigHistory() []store.ConfigVersion
+	ConfigAt(n uint64) (store.ConfigVersion, bool)
 	RestoreBackup(r io.Reader, now time.Time, timeout time.Duration) (store.Restored, error)
 }
 
@@ -111,6 +116,10 @@ type Member struct {
 	Leader       bool   `json:"leader"`
 	Conflict     string `json:"conflict,omitempty"`          // its raft address is claimed by another node too
 	Settings     string `json:"settings_mismatch,omitempty"` // its cluster flags differ from this node's
+	// ConfigVersion is the version of the cluster's config it serves (0:
+	// its own file's); ConfigError says why it could not apply a newer one.
+	ConfigVersion uint64 `json:"config_version"`
+	ConfigError   string `json:"config_error,omitempty"`
 }
 
 // SecretHandlers are the cluster secrets' endpoints, which the node
@@ -137,6 +146,7 @@ type API struct {
 	Store  Store
 	Proxy  Proxy
 	Node   Node
+	Config ClusterConfig
 	Writes *Writes
 	// Ring is read by the change watcher.
 	Ring interface {
@@ -182,6 +192,11 @@ func (a *API) Handler() http.Handler {
 		Destinations:    a.destinations,
 		Drain:           a.drain(true),
 		Undrain:         a.drain(false),
+		ConfigGet:       a.configGet,
+		ConfigPush:      a.configPush,
+		ConfigHistory:   a.configHistory,
+		ConfigVersion:   a.configVersion,
+		ConfigRollback:  a.configRollback,
 	})
 }
 

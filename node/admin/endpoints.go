@@ -57,6 +57,7 @@ func (a *API) status(w http.ResponseWriter, r *http.Request) {
 		"active_key_id":  a.Node.ActiveKeyID(time.Now()),
 		"clusters":       a.Proxy.ClusterIDs(),
 		"acme":           a.Node.Acme(),
+		"config_version": a.configStatus(),
 	})
 }
 

@@ -32,6 +32,7 @@ type fakeStore struct {
 	drains    []store.Drain
 	committed []store.Command
 	removed   []string
+	config    []store.ConfigVersion // oldest first
 }
 
 func (f *fakeStore) ReadState(fn func(uint64, []store.Drain)) { fn(f.AppliedIndex(), f.drains) }
@@ -42,7 +43,34 @@ func (f *fakeStore) CommitRequest(cmd store.Command, bind string) (store.Committ
 	if d, ok := cmd.(store.SetDrain); ok {
 		c.Value = d.Deadline.Format(time.RFC3339Nano)
 	}
+	if sc, ok := cmd.(store.SetConfig); ok { // as the FSM numbers versions
+		cur := f.ConfigCurrent().Version
+		if sc.IfVersion != 0 && sc.IfVersion != cur {
+			return store.Committed{}, fmt.Errorf("%w: config version is %d, not %d", store.ErrConfigVersion, cur, sc.IfVersion)
+		}
+		f.config = append(f.config, store.ConfigVersion{Version: cur + 1, Time: sc.At, Summary: sc.Summary, Content: sc.Content, Index: c.Index})
+		c.Value = fmt.Sprint(cur + 1)
+	}
 	return c, nil
+}
+func (f *fakeStore) ConfigCurrent() store.ConfigVersion {
+	if len(f.config) == 0 {
+		return store.ConfigVersion{}
+	}
+	return f.config[len(f.config)-1]
+}
+func (f *fakeStore) ConfigHistory() []store.ConfigVersion {
+	out := slices.Clone(f.config)
+	slices.Reverse(out)
+	return out
+}
+func (f *fakeStore) ConfigAt(n uint64) (store.ConfigVersion, bool) {
+	for _, v := range f.config {
+		if v.Version == n {
+			return v, true
+		}
+	}
+	return store.ConfigVersion{}, false
 }
 func (f *fakeStore) RecordRequest(id, bind string) (store.Committed, error) {
 	return store.Committed{}, nil

@@ -128,9 +128,13 @@ type Writes struct {
 func (f *Writes) OnLeader(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		RequestID(r)
-		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxConfigBody+1))
 		if err != nil {
 			WriteError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
+			return
+		}
+		if len(body) > maxConfigBody { // a pushed config is the largest write
+			WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", maxConfigBody))
 			return
 		}
 		// The request id is bound to the request: the same id with another
@@ -202,8 +206,10 @@ func (f *Writes) forward(w http.ResponseWriter, r *http.Request, leaderID string
 				}
 				w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
 				w.Header().Set("X-Tether-Leader", leaderID)
-				if v := resp.Header.Get(HeaderIndex); v != "" {
-					w.Header().Set(HeaderIndex, v)
+				for _, h := range []string{HeaderIndex, "ETag"} {
+					if v := resp.Header.Get(h); v != "" {
+						w.Header().Set(h, v)
+					}
 				}
 				w.WriteHeader(resp.StatusCode)
 				_, _ = io.Copy(w, io.LimitReader(resp.Body, 16<<20))
@@ -269,7 +275,7 @@ func (f *Writes) forwardOnce(ctx context.Context, r *http.Request, addr string, 
 	if err != nil {
 		return nil, err
 	}
-	for _, h := range []string{"Authorization", "Content-Type", HeaderRequestID} {
+	for _, h := range []string{"Authorization", "Content-Type", "If-Match", HeaderRequestID} {
 		if v := r.Header.Get(h); v != "" {
 			req.Header.Set(h, v)
 		}

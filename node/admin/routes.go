@@ -32,6 +32,11 @@ type Handlers struct {
 	Destinations    http.HandlerFunc // GET /v1/clusters/{cluster}/destinations
 	Drain           http.HandlerFunc // POST /v1/clusters/{cluster}/destinations/{id}/drain
 	Undrain         http.HandlerFunc // DELETE /v1/clusters/{cluster}/destinations/{id}/drain
+	ConfigGet       http.HandlerFunc // GET /v1/config
+	ConfigPush      http.HandlerFunc // PUT /v1/config
+	ConfigHistory   http.HandlerFunc // GET /v1/config/history
+	ConfigVersion   http.HandlerFunc // GET /v1/config/versions/{n}
+	ConfigRollback  http.HandlerFunc // POST /v1/config/rollback
 }
 
 // Config is what the routes need from the node besides its handlers.
@@ -85,6 +90,11 @@ func Handler(cfg Config, h Handlers) http.Handler {
 	authed.HandleFunc("GET /v1/clusters/{cluster}/destinations", at(h.Destinations))
 	authed.HandleFunc("POST /v1/clusters/{cluster}/destinations/{id}/drain", same(lead(h.Drain)))
 	authed.HandleFunc("DELETE /v1/clusters/{cluster}/destinations/{id}/drain", same(lead(h.Undrain)))
+	authed.HandleFunc("GET /v1/config", at(h.ConfigGet))
+	authed.HandleFunc("PUT /v1/config", same(lead(h.ConfigPush)))
+	authed.HandleFunc("GET /v1/config/history", at(h.ConfigHistory))
+	authed.HandleFunc("GET /v1/config/versions/{n}", at(h.ConfigVersion))
+	authed.HandleFunc("POST /v1/config/rollback", same(lead(h.ConfigRollback)))
 	authed.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})

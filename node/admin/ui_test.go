@@ -25,6 +25,8 @@ func answering() Handlers {
 		SecretsList: h("secrets"), SecretInstall: h("install"), SecretUse: h("use"), SecretRemove: h("secret-remove"),
 		SnapshotSave: h("snapshot"), SnapshotRestore: h("restore"),
 		Clusters: h("clusters"), Destinations: h("destinations"), Drain: h("drain"), Undrain: h("undrain"),
+		ConfigGet: h("config"), ConfigPush: h("config-push"), ConfigHistory: h("config-history"), ConfigVersion: h("config-version"),
+		ConfigRollback: h("config-rollback"),
 	}
 }
 

@@ -31,6 +31,10 @@ type LoadOptions struct {
 	// LookupEnv reads the environment (ASPNETCORE_URLS); nil means
 	// os.LookupEnv.
 	LookupEnv func(key string) (string, bool)
+	// ReverseProxy, when not nil, replaces the file's ReverseProxy section
+	// (JSON: the cluster's version of it, which every node serves with its
+	// own file's other sections).
+	ReverseProxy []byte
 
 	// baseDir resolves relative Kestrel certificate paths, as Kestrel's
 	// content root: the config file's directory (Load), else the working
@@ -102,6 +106,13 @@ func ParseWith(data []byte, format string, opts LoadOptions) (*Config, []string,
 	if root.Kind == tree.Null {
 		root = &tree.Node{Kind: tree.Object} // an empty YAML document is an empty config
 	}
+	if opts.ReverseProxy != nil && root.Kind == tree.Object {
+		section, err := tree.Parse(opts.ReverseProxy, "json")
+		if err != nil {
+			return nil, nil, Errors{{Path: "ReverseProxy", Message: "the cluster's version: " + err.Error()}}
+		}
+		replaceSection(root, "ReverseProxy", section)
+	}
 	dropSchema(root)
 	var c Config
 	d := &decoder{strict: opts.Strict}
@@ -140,6 +151,20 @@ func ParseWith(data []byte, format string, opts LoadOptions) (*Config, []string,
 
 // dropSchema removes a top-level "$schema" key, which editors such as VS
 // Code add to point at a JSON schema; it is not configuration.
+// replaceSection puts section under key in the object n, in place of every
+// key that names it (keys are case-insensitive, as in ASP.NET).
+func replaceSection(n *tree.Node, key string, section *tree.Node) {
+	for i := 0; i < len(n.Keys); i++ {
+		if strings.EqualFold(n.Keys[i], key) {
+			n.Keys = slices.Delete(n.Keys, i, i+1)
+			n.Vals = slices.Delete(n.Vals, i, i+1)
+			i--
+		}
+	}
+	n.Keys = append(n.Keys, key)
+	n.Vals = append(n.Vals, section)
+}
+
 func dropSchema(n *tree.Node) {
 	if n.Kind != tree.Object {
 		return

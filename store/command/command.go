@@ -102,8 +102,9 @@ const (
 	TypeSetClusterID  byte = 7
 	TypeAcmeWrite     byte = 8 // acme.go
 	TypeSetClock      byte = 9
-	TypeClusterSecret byte = 10                // secret.go
-	TypeMax                = TypeClusterSecret // the newest type this binary knows
+	TypeClusterSecret byte = 10            // secret.go
+	TypeSetConfig     byte = 11            // config.go
+	TypeMax                = TypeSetConfig // the newest type this binary knows
 
 	bodyVersion byte = 1
 
@@ -143,6 +144,8 @@ var commandSpecs = [TypeMax + 1]commandSpec{
 	// A node that skipped a secret's installation could not open what is
 	// wrapped under it later.
 	TypeClusterSecret: {"ClusterSecret", bodyVersion, false},
+	// Every node must serve the same version of the cluster's config.
+	TypeSetConfig: {"SetConfig", bodyVersion, false},
 }
 
 // Name names a command type for log lines ("type 9" when unknown).
@@ -247,6 +250,8 @@ func TypeOf(cmd Command) byte {
 		return TypeSetClock
 	case ClusterSecret:
 		return TypeClusterSecret
+	case SetConfig:
+		return TypeSetConfig
 	}
 	return 0
 }
@@ -295,6 +300,8 @@ func Encode(kek []byte, cmd Command) ([]byte, error) {
 		return encodeAcme(kek, c) // acme.go
 	case ClusterSecret:
 		return encodeSecret(c) // secret.go
+	case SetConfig:
+		return encodeConfig(c) // config.go
 	}
 	var typ byte
 	var body any
@@ -368,6 +375,8 @@ func DecodeKEKs(keks [][]byte, b []byte) (Command, error) {
 		return decodeAcme(keks, ver, body) // acme.go
 	case TypeClusterSecret:
 		return decodeSecret(ver, body) // secret.go
+	case TypeSetConfig:
+		return decodeConfig(ver, body) // config.go
 	}
 	if ver != commandSpecs[typ].version {
 		return nil, fmt.Errorf("command type %d: body version %d, want %d", typ, ver, commandSpecs[typ].version)
@@ -496,6 +505,8 @@ func ReqIDOf(cmd Command) string {
 		return c.ReqID
 	case ClusterSecret:
 		return c.ReqID
+	case SetConfig:
+		return c.ReqID
 	}
 	return ""
 }
@@ -531,6 +542,9 @@ func WithReqID(cmd Command, id string) Command {
 		c.ReqID = id
 		return c
 	case ClusterSecret:
+		c.ReqID = id
+		return c
+	case SetConfig:
 		c.ReqID = id
 		return c
 	}

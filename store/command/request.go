@@ -62,6 +62,8 @@ func ContentBinding(cmd Command) string {
 		fmt.Fprintf(&b, "|%s", ts(c.At))
 	case ClusterSecret:
 		fmt.Fprintf(&b, "|%q|%q", c.Op, c.ID)
+	case SetConfig:
+		fmt.Fprintf(&b, "|%d|%x|%q|%s", c.IfVersion, sha256.Sum256(c.Content), c.Summary, ts(c.At))
 	}
 	h := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(h[:16])

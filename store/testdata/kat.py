@@ -26,16 +26,23 @@ snap = b"tsn\x01" + json.dumps({"cluster_id":"kat-cluster","keys":base64.b64enco
 print("snapshot", snap.hex())
 # Snapshot format version 2: the same state, naming the command set applied
 # into it (types 1-10 at body version 1), and three a binary that knows
-# types 1-10 must refuse: a command it does not know (type 11), a field it
+# types 1-11 must refuse: a command it does not know (type 12), a field it
 # does not know, a format version it does not know.
 body2 = {"commands":"1111111111","cluster_id":"kat-cluster","keys":base64.b64encode(blob).decode(),
   "drains":[{"cluster":"web","destination":"d1","deadline":"2026-01-03T00:00:00Z"}],
   "requests":[{"id":"kat-req-1","code":0}]}
 def enc(d): return json.dumps(d, separators=(",",":")).encode()
 print("snapshot2", (b"tsn\x02" + enc(body2)).hex())
-print("snapshot2_newer_command", (b"tsn\x02" + enc(dict(body2, commands="11111111111"))).hex())
+print("snapshot2_newer_command", (b"tsn\x02" + enc(dict(body2, commands="111111111111"))).hex())
 print("snapshot2_unknown_field", (b"tsn\x02" + enc(dict(body2, drains=[{"cluster":"web","destination":"d1","deadline":"2026-01-03T00:00:00Z","weight":3}]))).hex())
 print("snapshot3", (b"tsn\x03" + enc(body2)).hex())
+# The cluster's config (SetConfig, type 11): a log entry, and a version 2
+# snapshot holding two versions of it (the field "config", oldest first).
+print("setconfig", (bytes([11,1]) + enc({"req":"kat-cfg","if_version":1,"content":{"Routes":{"r1":{"ClusterId":"c1"}}},
+  "summary":"1 routes, 0 clusters","at":"2026-01-02T00:00:00Z"})).hex())
+print("snapshot2_config", (b"tsn\x02" + enc(dict(body2, commands="11111111111", config=[
+  {"version":1,"time":"2026-01-02T00:00:00Z","summary":"0 routes, 0 clusters","content":{},"index":5},
+  {"version":2,"time":"2026-01-03T00:00:00Z","summary":"rollback to version 1","content":{"Routes":{}},"index":6}]))).hex())
 # A backup file (version 2): body authenticated with HMAC-SHA256 under the
 # key HKDF derives with the label "tether backup file v1".
 bkey = hkdf("tether backup file v1")
