@@ -221,9 +221,11 @@ func resolveDiffSide(cf *clientFlags, cmd *cobra.Command, arg string) (diffSide,
 		if err := json.Unmarshal(content, &whole); err != nil {
 			return diffSide{}, fmt.Errorf("%s: not a JSON object: a configuration file is one", path)
 		}
-		section := whole["ReverseProxy"]
-		if section == nil {
-			section = json.RawMessage("null")
+		section := json.RawMessage("null")
+		for k, v := range whole {
+			if strings.EqualFold(k, "ReverseProxy") { // as ASP.NET reads keys
+				section = v
+			}
 		}
 		lines, err := prettyLines(json.RawMessage(`{"ReverseProxy":` + string(section) + `}`))
 		return diffSide{name: arg, lines: lines}, err
