@@ -63,6 +63,11 @@ type Meta struct {
 	// cluster id); 0: a binary that predates it. Handshake version 1 is
 	// refused once every member speaks 2.
 	RaftAuth int `json:"ra,omitempty"`
+	// ConfigVersion is the version of the cluster's config it serves (0:
+	// its own file's); ConfigError, why it could not apply a newer one
+	// (cut short: meta is small).
+	ConfigVersion uint64 `json:"cv,omitempty"`
+	ConfigError   string `json:"ce,omitempty"`
 	// The formation vote, managed by Membership while Expect > 0 and the
 	// node has no state (see formation.go); callers leave them alone.
 	FormSet   string `json:"fs,omitempty"` // the servers it votes to bootstrap, sorted ids joined by ","

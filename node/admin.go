@@ -73,6 +73,7 @@ func (n *Node) newAPI() *adminapi.API {
 		Store:     n.store,
 		Proxy:     n.proxy,
 		Node:      adminNode{n},
+		Config:    clusterConfigRules{n},
 		Writes:    n.writes,
 		Ring:      n.ring,
 		Registry:  n.registry,

@@ -31,7 +31,7 @@ func newWrites(n *Node) *adminapi.Writes {
 	w := &adminapi.Writes{
 		NodeID:  n.cfg.NodeID,
 		Store:   n.store,
-		Applied: n.applyDrains,
+		Applied: func() { n.applyDrains(); n.applyClusterConfig() },
 		Unavailable: func(err error) bool {
 			return errors.Is(err, leader.ErrBehind) || errors.As(err, new(*leader.KeysNotHeldError))
 		},

@@ -191,7 +191,7 @@ func (n *Node) openCluster() error {
 		return fmt.Errorf("raft on %s: %w", raftBind, err)
 	}
 	n.store.SetLegacyHandshake(raftV1Allowed(n))
-	n.table = &memberTable{self: n.cfg.NodeID, store: n.store, members: n.members, adminAddr: n.adminLn.Addr().String(), reapTimeout: n.cfg.ReapTimeout}
+	n.table = &memberTable{self: n.cfg.NodeID, store: n.store, members: n.members, adminAddr: n.adminLn.Addr().String(), reapTimeout: n.cfg.ReapTimeout, config: n.clusterCfg.get}
 	n.lead = n.newLeader()
 	n.table.lead = n.lead
 	// Restoring the state may have changed the secrets: in step before
@@ -223,6 +223,7 @@ func (n *Node) fillStateMeta(m *cluster.Meta) {
 	m.Fanout = n.fanoutDigest()
 	m.Secrets = strings.Join(n.secrets.AcceptedIDs(), ",")
 	m.RaftAuth = secrets.RaftHandshakeVersion
+	m.ConfigVersion, m.ConfigError = n.configMeta()
 }
 
 // form brings the node into a cluster: a node with Raft state simply runs
@@ -325,6 +326,7 @@ func (n *Node) watchStore(ctx context.Context) {
 	var lastMeta cluster.Meta
 	for {
 		n.applyDrains()
+		n.applyClusterConfig()
 		n.ev.noteChange()
 		n.table.forgetRemoved()
 		if n.members != nil {
@@ -334,7 +336,8 @@ func (n *Node) watchStore(ctx context.Context) {
 				to, _ := n.store.Leader()
 				n.durables.report(to, m.Durable)
 			}
-			if m.ClusterID != lastMeta.ClusterID || m.HasState != lastMeta.HasState || m.Durable != lastMeta.Durable || m.Clock != lastMeta.Clock || m.ClockMin != lastMeta.ClockMin || m.NoPersist != lastMeta.NoPersist || m.Stopped != lastMeta.Stopped || m.Fanout != lastMeta.Fanout {
+			if m.ClusterID != lastMeta.ClusterID || m.HasState != lastMeta.HasState || m.Durable != lastMeta.Durable || m.Clock != lastMeta.Clock || m.ClockMin != lastMeta.ClockMin || m.NoPersist != lastMeta.NoPersist || m.Stopped != lastMeta.Stopped || m.Fanout != lastMeta.Fanout ||
+				m.ConfigVersion != lastMeta.ConfigVersion || m.ConfigError != lastMeta.ConfigError {
 				if err := n.members.UpdateMeta(n.fillStateMeta); err != nil {
 					n.log.Warn("gossiping node state failed", "error", err)
 				} else {
@@ -350,6 +353,7 @@ func (n *Node) watchStore(ctx context.Context) {
 			return
 		case <-n.store.Changed():
 		case <-n.store.DurableChanged():
+		case <-n.clusterCfg.changed:
 		case <-time.After(leaderInterval):
 		}
 	}

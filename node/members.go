@@ -25,6 +25,9 @@ type memberTable struct {
 	// adminAddr is this node's row's admin address without gossip.
 	adminAddr   string
 	reapTimeout time.Duration
+	// config is this node's applied config version and error (its own
+	// row is fresher than its gossip).
+	config func() (uint64, string)
 }
 
 // removedFromRaft reports whether m is a member a committed Raft
@@ -89,10 +92,14 @@ func (t *memberTable) views() []memberView {
 			ID: m.ID, Address: m.Addr, State: string(m.State), Raft: "none",
 			RaftAddress: m.RaftAddr, AdminAddress: m.AdminAddr, Version: m.Version,
 			DurableIndex: m.Durable, Leader: m.ID == leader, Conflict: conflicts[m.ID],
-			Settings: t.lead.SettingsMismatch(m.Meta),
+			Settings:      t.lead.SettingsMismatch(m.Meta),
+			ConfigVersion: m.ConfigVersion, ConfigError: m.ConfigError,
 		}
 		if m.ID == t.self {
 			v.DurableIndex = t.store.DurableIndex()
+			if t.config != nil {
+				v.ConfigVersion, v.ConfigError = t.config()
+			}
 		}
 		if r, ok := roles[m.ID]; ok {
 			v.Raft = r

@@ -212,6 +212,9 @@ type Node struct {
 	api    *adminapi.API
 	// leaver takes the node out of the cluster (leave.go).
 	leaver *leaver
+	// clusterCfg is the version of the cluster's config this node serves
+	// (clusterconfig.go).
+	clusterCfg clusterConfigState
 }
 
 // DefaultAdminAddr is the admin listener's default address.
@@ -320,6 +323,13 @@ func (n *Node) Start() (err error) {
 	}
 	if err := n.openCluster(); err != nil {
 		return err
+	}
+	// The cluster's config version in the restored state is served from
+	// the first request: no window with the file's section.
+	n.clusterCfg.changed = make(chan struct{}, 1)
+	if c := n.withClusterConfig(cfg, n.store.ConfigCurrent(), true); c != nil {
+		cfg = c
+		n.current = cfg
 	}
 	n.writes = newWrites(n)
 	n.leaver = &leaver{self: n.cfg.NodeID, store: n.store, members: n.members, writes: n.writes, expect: n.cfg.BootstrapExpect, log: n.log}
@@ -484,6 +494,15 @@ func (n *Node) Reload() error {
 	for _, w := range warnings {
 		n.log.Warn("config: " + w)
 	}
+	// Once the cluster has a config version, it replaces the file's
+	// ReverseProxy section.
+	merged := n.withClusterConfig(cfg, n.store.ConfigCurrent(), true)
+	if merged == nil {
+		n.reloads.WithLabelValues("rejected").Inc()
+		_, why := n.clusterCfg.get()
+		return fmt.Errorf("the cluster's config cannot be applied with this file: %s", why)
+	}
+	cfg = merged
 	if listenersChanged(n.bound, cfg) {
 		n.log.Warn("config reload: listener changes (addresses, TLS on or off, redirects, header limits and timeouts) take effect only after a restart")
 	}
@@ -492,16 +511,7 @@ func (n *Node) Reload() error {
 		n.log.Error("config reload rejected; keeping the running configuration", "file", n.cfg.ConfigPath, "error", err)
 		return err
 	}
-	old := n.current
-	n.current = cfg
-	// Destinations the reload added take the replicated drain state and
-	// the cluster's health view; verdicts of removed ones are dropped.
-	n.applyDrains()
-	if sh := n.health; sh != nil {
-		sh.setFanouts(cfg)
-		sh.forgetRemoved(old, cfg)
-		sh.applyAll()
-	}
+	n.swapConfig(cfg)
 	n.reloads.WithLabelValues("applied").Inc()
 	n.log.Info("config reloaded", "file", n.cfg.ConfigPath, "routes", len(cfg.ReverseProxy.Routes), "clusters", len(cfg.ReverseProxy.Clusters))
 	// Certificates are re-read on every reload (cert-manager rewrites the

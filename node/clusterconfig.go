@@ -1,0 +1,259 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tailscale/hujson"
+
+	adminapi "github.com/tether-proxy/tether/node/admin"
+	"github.com/tether-proxy/tether/proxy"
+	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/store"
+)
+
+// clusterConfigState is what this node made of the cluster's config: the
+// version it serves (0: its own file's ReverseProxy section) and, when it
+// could not apply a newer one, which and why.
+type clusterConfigState struct {
+	mu      sync.Mutex
+	version uint64
+	failed  uint64 // the version that could not be applied (0: none)
+	err     string
+	// changed wakes the store watcher, which gossips the state (never
+	// under reloadMu: filling gossip meta takes it).
+	changed chan struct{}
+	// check (tests) runs on a config before this node applies it: a
+	// node whose files differ from the others'.
+	check func(*config.Config) error
+}
+
+func (s *clusterConfigState) get() (version uint64, err string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.version, s.err
+}
+
+// maxConfigErrorMeta bounds the config error gossip carries (gossip meta
+// is at most 512 bytes); the node's log has it whole.
+const maxConfigErrorMeta = 120
+
+// loadConfig reads the node's file with content (the cluster's
+// ReverseProxy section; nil: the file's own) in place of its section, and
+// checks it as a reload does.
+func (n *Node) loadConfig(content []byte) (*config.Config, []string, error) {
+	cfg, warnings, err := config.LoadWith(n.cfg.ConfigPath, config.LoadOptions{Strict: n.cfg.Strict, Listen: n.cfg.Listen, ReverseProxy: content,
+		Info: func(m string) { n.log.Debug("config: " + m) }})
+	if err == nil {
+		if errs := proxy.Compile(cfg); len(errs) > 0 {
+			err = errs
+		}
+	}
+	if err == nil && n.clusterCfg.check != nil && content != nil {
+		err = n.clusterCfg.check(cfg)
+	}
+	return cfg, warnings, err
+}
+
+// withClusterConfig is the config this node serves given its file's
+// (file): the cluster's version merged with the file's node settings once
+// one is committed. It records what it applied or why it could not;
+// reload says whether the file was just read (start, reload), to say once
+// that its ReverseProxy section differs.
+func (n *Node) withClusterConfig(file *config.Config, cur store.ConfigVersion, reload bool) *config.Config {
+	if cur.Version == 0 {
+		n.noteClusterConfig(0, nil)
+		return file
+	}
+	merged, _, err := n.loadConfig(cur.Content)
+	if err != nil {
+		n.noteClusterConfig(cur.Version, err)
+		return nil
+	}
+	if reload && !reflect.DeepEqual(file.ReverseProxy, merged.ReverseProxy) {
+		n.log.Warn(fmt.Sprintf("the config file's ReverseProxy differs from the cluster's version %d; the cluster's is served", cur.Version), "file", n.cfg.ConfigPath)
+	}
+	n.noteClusterConfig(cur.Version, nil)
+	return merged
+}
+
+// noteClusterConfig records that version was applied (err nil) or could
+// not be, logs it, and tells gossip and the event stream.
+func (n *Node) noteClusterConfig(version uint64, err error) {
+	s := &n.clusterCfg
+	s.mu.Lock()
+	prev, prevFailed := s.version, s.failed
+	if err == nil {
+		s.version, s.failed, s.err = version, 0, ""
+	} else {
+		s.failed, s.err = version, fmt.Sprintf("version %d: %s", version, oneLine(err))
+	}
+	kept := s.version
+	s.mu.Unlock()
+	if err == nil && prev == version && prevFailed == 0 {
+		return
+	}
+	data := map[string]any{"version": version}
+	if err != nil {
+		if prevFailed != version {
+			n.log.Error("the cluster's config cannot be applied on this node; keeping the one it serves", "version", version, "serving", kept, "error", err.Error())
+		}
+		data["error"], data["serving"] = oneLine(err), kept
+	} else if version > 0 {
+		n.log.Info("cluster config applied", "version", version)
+	}
+	if n.ev.bus != nil {
+		n.ev.bus.Publish(adminapi.EventConfig, time.Now(), data)
+	}
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// configMeta is the state as gossip meta carries it.
+func (n *Node) configMeta() (uint64, string) {
+	v, e := n.clusterCfg.get()
+	if len(e) > maxConfigErrorMeta {
+		e = e[:maxConfigErrorMeta-3] + "..."
+	}
+	return v, e
+}
+
+// oneLine is err's text on one line (config.Errors list one per line).
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+}
+
+// applyClusterConfig brings the data path to the cluster's current config
+// version when it moved (the store watcher calls it after every change,
+// and a follower that forwarded a write before it answers). A version
+// this node cannot apply leaves the one it serves in place.
+func (n *Node) applyClusterConfig() {
+	cur := n.store.ConfigCurrent()
+	n.reloadMu.Lock()
+	defer n.reloadMu.Unlock()
+	if n.proxy == nil {
+		return
+	}
+	s := &n.clusterCfg
+	s.mu.Lock()
+	done := cur.Version == s.version || cur.Version == s.failed
+	s.mu.Unlock()
+	if done {
+		return
+	}
+	var cfg *config.Config
+	if cur.Version == 0 { // a restored backup without one: back to the file's
+		file, _, err := n.loadConfig(nil)
+		if err != nil {
+			n.log.Error("the cluster holds no config version any more, and the config file does not load; keeping the running configuration", "error", err.Error())
+			return
+		}
+		cfg = n.withClusterConfig(file, cur, false)
+	} else if cfg = n.withClusterConfig(nil, cur, false); cfg == nil {
+		return
+	}
+	if err := n.proxy.Update(cfg); err != nil {
+		n.noteClusterConfig(cur.Version, err)
+		return
+	}
+	n.swapConfig(cfg)
+	n.log.Info("data path on the cluster's config", "version", cur.Version, "index", cur.Index, "routes", len(cfg.ReverseProxy.Routes), "clusters", len(cfg.ReverseProxy.Clusters))
+}
+
+// swapConfig makes cfg the running configuration once the data path took
+// it; reloadMu is held.
+func (n *Node) swapConfig(cfg *config.Config) {
+	old := n.current
+	n.current = cfg
+	// Destinations it added take the replicated drain state and the
+	// cluster's health view; verdicts of removed ones are dropped.
+	n.applyDrains()
+	if sh := n.health; sh != nil {
+		sh.setFanouts(cfg)
+		sh.forgetRemoved(old, cfg)
+		sh.applyAll()
+	}
+}
+
+// clusterConfigRules are the node's checks of a pushed file
+// (admin.ClusterConfig).
+type clusterConfigRules struct{ n *Node }
+
+func (r clusterConfigRules) Applied() (uint64, string) { return r.n.clusterCfg.get() }
+
+// Check takes a pushed config file: its ReverseProxy section alone (every
+// other top-level section is the node's own and refused, never ignored),
+// checked with the rules of `tether config validate` as this node would
+// serve it, with its own file's other sections.
+func (r clusterConfigRules) Check(body []byte) ([]byte, []adminapi.FieldError) {
+	std, err := hujson.Standardize(bytes.TrimPrefix(slices.Clone(body), []byte("\ufeff")))
+	if err != nil {
+		if _, _, perr := config.Parse(body, "json"); perr != nil {
+			return nil, fieldErrors(perr)
+		}
+		return nil, []adminapi.FieldError{{Path: "$", Error: err.Error()}}
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(std, &top); err != nil {
+		return nil, []adminapi.FieldError{{Path: "$", Error: "a config file is a JSON object: " + err.Error()}}
+	}
+	var errs []adminapi.FieldError
+	var section json.RawMessage
+	keys := make([]string, 0, len(top))
+	for k := range top {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		switch {
+		case strings.EqualFold(k, "ReverseProxy"):
+			if section != nil {
+				errs = append(errs, adminapi.FieldError{Path: k, Error: "ReverseProxy given twice (keys are case-insensitive)"})
+			}
+			section = top[k]
+		case strings.EqualFold(k, "$schema"):
+		default:
+			errs = append(errs, adminapi.FieldError{Path: k, Error: "a node's own setting; push only the ReverseProxy section"})
+		}
+	}
+	if t := bytes.TrimSpace(section); len(t) == 0 || t[0] != '{' {
+		msg := "missing: a pushed config holds the ReverseProxy section"
+		if len(t) > 0 {
+			msg = "not a JSON object"
+		}
+		return nil, append(errs, adminapi.FieldError{Path: "ReverseProxy", Error: msg})
+	}
+	var content bytes.Buffer
+	if err := json.Compact(&content, section); err != nil {
+		return nil, append(errs, adminapi.FieldError{Path: "ReverseProxy", Error: err.Error()})
+	}
+	if _, _, err := r.n.loadConfig(content.Bytes()); err != nil {
+		errs = append(errs, fieldErrors(err)...)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return content.Bytes(), nil
+}
+
+// fieldErrors lists a config error's problems with their paths.
+func fieldErrors(err error) []adminapi.FieldError {
+	var ce config.Errors
+	if !errors.As(err, &ce) {
+		return []adminapi.FieldError{{Error: err.Error()}}
+	}
+	out := make([]adminapi.FieldError, 0, len(ce))
+	for _, e := range ce {
+		out = append(out, adminapi.FieldError{Path: e.Path, Error: e.Message})
+	}
+	return out
+}

@@ -1,0 +1,202 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/test/testutil"
+)
+
+// pushedConfig is a ReverseProxy section over the test cluster's
+// destinations with the given extra routes.
+func pushedConfig(tc *testCluster, routes ...string) []byte {
+	cur, _, err := config.Load(tc.cfgPath)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	var dests []string
+	for _, id := range []string{"d1", "d2"} {
+		if d, ok := cur.ReverseProxy.Clusters["app"].Destinations[id]; ok {
+			dests = append(dests, fmt.Sprintf(`%q: {"Address": %q}`, id, d.Address))
+		}
+	}
+	r := []string{`"all": {"ClusterId": "app", "Match": {"Path": "{**catch-all}"}}`}
+	for _, id := range routes {
+		r = append(r, fmt.Sprintf(`%q: {"ClusterId": "app", "Match": {"Path": "/%s/{**rest}"}}`, id, id))
+	}
+	return fmt.Appendf(nil, `{"ReverseProxy": {"Routes": {%s}, "Clusters": {"app": {
+	  "SessionAffinity": {"Enabled": true, "Policy": "Cookie", "AffinityKeyName": "aff", "FailurePolicy": "Return503Error"},
+	  "Destinations": {%s}}}}}`, strings.Join(r, ", "), strings.Join(dests, ", "))
+}
+
+// servedRoutes are the routes n's data path runs with.
+func servedRoutes(n *Node) string {
+	n.reloadMu.Lock()
+	defer n.reloadMu.Unlock()
+	var ids []string
+	for id := range n.current.ReverseProxy.Routes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return fmt.Sprint(ids)
+}
+
+// waitVersion waits until every live node serves version v (and, when
+// routes is not empty, those routes).
+func waitVersion(t *testing.T, tc *testCluster, v uint64, routes string) {
+	t.Helper()
+	testutil.Eventually(t, 15*time.Second, fmt.Sprintf("config version %d on every node", v), func() bool {
+		for _, n := range tc.live() {
+			if got, _ := n.clusterCfg.get(); got != v || (routes != "" && servedRoutes(n) != routes) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// The cluster's config goes through Raft: a push through a follower is
+// served by every node from the same index; of two pushes made against
+// the same version exactly one lands; an invalid push changes nothing; a
+// rollback is a new version; a node that cannot apply a version keeps its
+// own and every node shows why; a restarted node serves the cluster's
+// version before it opens its listeners.
+func TestClusterConfigThroughRaft(t *testing.T) {
+	tc := newTestCluster(t, 2)
+	tc.captureLogs()
+	tc.startThree(func(i int, n *Node) {
+		if i == 2 { // n3 lacks a file the route "needs-file" would need
+			n.clusterCfg.check = func(c *config.Config) error {
+				if _, ok := c.ReverseProxy.Routes["needs-file"]; ok {
+					return errors.New("ReverseProxy.Clusters.app.HttpClient.ClientCertificate.Path: /etc/tether/client.pem: no such file")
+				}
+				return nil
+			}
+		}
+	})
+	tc.waitSettled()
+	for _, n := range tc.live() {
+		if v, _ := n.clusterCfg.get(); v != 0 || servedRoutes(n) != "[all]" {
+			t.Fatalf("%s before any push: version %d, routes %s", n.ID(), v, servedRoutes(n))
+		}
+	}
+
+	// Through a follower.
+	f := tc.follower()
+	status, body := adminWith(t, f, "PUT", "/v1/config", nil, pushedConfig(tc, "extra"))
+	if status != 200 || body["version"] != 1.0 || body["summary"] != "2 routes, 1 clusters" {
+		t.Fatalf("push through %s: %d %v", f.ID(), status, body)
+	}
+	// The follower answered once it serves it.
+	if v, _ := f.clusterCfg.get(); v != 1 || servedRoutes(f) != "[all extra]" {
+		t.Fatalf("%s answered the push but serves version %d, routes %s", f.ID(), v, servedRoutes(f))
+	}
+	waitVersion(t, tc, 1, "[all extra]")
+	idx := uint64(body["index"].(float64))
+	for _, n := range tc.live() {
+		if c := n.store.ConfigCurrent(); c.Index != idx {
+			t.Errorf("%s holds version 1 at index %d, the push answered %d", n.ID(), c.Index, idx)
+		}
+		if status, st := admin(t, n, "GET", "/v1/status", nil); status != 200 || st["config_version"] != 1.0 {
+			t.Errorf("%s /v1/status: %d config_version %v", n.ID(), status, st["config_version"])
+		}
+	}
+
+	// Two pushes against version 1: one lands, the other is 412.
+	var wg sync.WaitGroup
+	statuses := make([]int, 2)
+	for i, n := range tc.live()[:2] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses[i], _ = adminWith(t, n, "PUT", "/v1/config", map[string]string{"If-Match": `"1"`}, pushedConfig(tc, fmt.Sprint("race", i)))
+		}()
+	}
+	wg.Wait()
+	if slices.Sort(statuses); fmt.Sprint(statuses) != "[200 412]" {
+		t.Fatalf("two pushes with If-Match 1 answered %v, want one 200 and one 412", statuses)
+	}
+	waitVersion(t, tc, 2, "")
+
+	// Invalid: every error with its path, nothing changes.
+	bad := []byte(`{"Kestrel": {"Endpoints": {}}, "ReverseProxy": {"Routes": {"r": {"ClusterId": "nope", "Match": {"Path": "/x"}}}}}`)
+	status, body = adminWith(t, f, "PUT", "/v1/config", nil, bad)
+	errs := fmt.Sprint(body["errors"])
+	if status != 400 || !strings.HasPrefix(fmt.Sprint(body["error"]), "config invalid: ") || !strings.Contains(errs, "path:Kestrel") || !strings.Contains(errs, "ReverseProxy.Routes.r") {
+		t.Fatalf("invalid push: %d %v", status, body)
+	}
+	if c := f.store.ConfigCurrent(); c.Version != 2 {
+		t.Fatalf("an invalid push moved the version to %d", c.Version)
+	}
+
+	// Rollback to 1: version 3, version 1's routes.
+	status, body = adminWith(t, f, "POST", "/v1/config/rollback", nil, map[string]any{"version": 1})
+	if status != 200 || body["version"] != 3.0 || body["summary"] != "rollback to version 1" {
+		t.Fatalf("rollback: %d %v", status, body)
+	}
+	waitVersion(t, tc, 3, "[all extra]")
+
+	// n3 cannot apply version 4: it keeps 3 and every node says why.
+	status, body = adminWith(t, f, "PUT", "/v1/config", nil, pushedConfig(tc, "needs-file"))
+	if status != 200 || body["version"] != 4.0 {
+		t.Fatalf("push 4: %d %v", status, body)
+	}
+	testutil.Eventually(t, 15*time.Second, "n3's config_error on every node", func() bool {
+		for _, n := range tc.live() {
+			_, m := admin(t, n, "GET", "/v1/members", nil)
+			for _, row := range m["members"].([]any) {
+				row := row.(map[string]any)
+				want := 4.0
+				if row["id"] == "n3" {
+					want = 3.0
+					if !strings.Contains(fmt.Sprint(row["config_error"]), "version 4: ReverseProxy.Clusters.app") {
+						return false
+					}
+				} else if row["config_error"] != nil {
+					return false
+				}
+				if row["config_version"] != want {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	if n3 := tc.live()[2]; servedRoutes(n3) != "[all extra]" {
+		t.Fatalf("n3 serves %s, want version 3's routes", servedRoutes(n3))
+	}
+	status, _ = adminWith(t, f, "PUT", "/v1/config", nil, pushedConfig(tc, "fixed"))
+	if status != 200 {
+		t.Fatalf("push 5: %d", status)
+	}
+	waitVersion(t, tc, 5, "[all fixed]")
+	if _, e := tc.live()[2].clusterCfg.get(); e != "" {
+		t.Fatalf("n3 still reports %q", e)
+	}
+
+	// A restarted node serves version 5 from the start, and says its
+	// file differs.
+	tc.stop("n2")
+	n2 := tc.start(tc.config("n2", 3, []string{tc.live()[0].GossipAddr()})) // a fresh log buffer
+	if v, _ := n2.clusterCfg.get(); v != 5 || servedRoutes(n2) != "[all fixed]" {
+		t.Fatalf("restarted n2 serves version %d, routes %s, right after Start", v, servedRoutes(n2))
+	}
+	log := tc.nodeLog("n2")
+	applied, started := strings.Index(log, "cluster config applied"), strings.LastIndex(log, "node started")
+	if applied < 0 || started < 0 || applied > started || !strings.Contains(log, "the config file's ReverseProxy differs from the cluster's version 5; the cluster's is served") {
+		t.Fatalf("restarted n2's log:\n%s", log)
+	}
+	// A reload says it again, and keeps serving the cluster's version.
+	if err := n2.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(tc.nodeLog("n2"), "differs from the cluster's version 5") != 2 || servedRoutes(n2) != "[all fixed]" {
+		t.Fatalf("after a reload n2 serves %s; log:\n%s", servedRoutes(n2), tc.nodeLog("n2"))
+	}
+}
