@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -35,11 +37,17 @@ func ifVersionFlag(c *cobra.Command, v *uint64, what string) {
 
 func configPushCmd() *cobra.Command {
 	var ifVersion uint64
+	var rpOnly bool
 	c := clientCmd("push FILE", "Commit a file's ReverseProxy section as the cluster's next version (- reads stdin)", cobra.ExactArgs(1),
 		func(cf *clientFlags, cmd *cobra.Command, args []string) error {
 			content, err := readPushFile(cmd.InOrStdin(), args[0])
 			if err != nil {
 				return err
+			}
+			if rpOnly {
+				if content, err = reverseProxyOnly(cmd.ErrOrStderr(), args[0], content); err != nil {
+					return err
+				}
 			}
 			c, ctx, cancel, err := cf.client(cmd)
 			if err != nil {
@@ -53,7 +61,35 @@ func configPushCmd() *cobra.Command {
 			return printPushed(cmd, cf, res, fmt.Sprintf("pushed version %d", res.Version))
 		})
 	ifVersionFlag(c, &ifVersion, "push")
+	c.Flags().BoolVar(&rpOnly, "reverse-proxy-only", false, "send only the file's ReverseProxy section, leaving out (and naming) its other sections, the node's own (a whole appsettings.json)")
 	return c
+}
+
+// reverseProxyOnly cuts a config file down to its ReverseProxy section and
+// names on w the sections it left out: without it the leader refuses them,
+// as a push never ignores a section silently.
+func reverseProxyOnly(w io.Writer, name string, content []byte) ([]byte, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(content, &top); err != nil {
+		return nil, fmt.Errorf("%s: not a JSON object: a configuration file is one", name)
+	}
+	var section json.RawMessage
+	var left []string
+	for _, k := range slices.Sorted(maps.Keys(top)) {
+		switch {
+		case strings.EqualFold(k, "ReverseProxy"): // as ASP.NET reads keys
+			section = top[k]
+		case k != "$schema":
+			left = append(left, k)
+		}
+	}
+	if section == nil {
+		return nil, fmt.Errorf("%s has no ReverseProxy section: there is nothing to push", name)
+	}
+	if len(left) > 0 {
+		fmt.Fprintf(w, "info: left out %s: each node keeps them in its own file\n", strings.Join(left, ", "))
+	}
+	return []byte(`{"ReverseProxy":` + string(section) + `}`), nil
 }
 
 func configRollbackCmd() *cobra.Command {

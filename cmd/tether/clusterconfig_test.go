@@ -191,10 +191,28 @@ func TestConfigCommandsAgainstTheAPI(t *testing.T) {
 		t.Fatalf("a missing file: %v", err)
 	}
 
+	// A whole appsettings.json: refused as it is, pushed with
+	// --reverse-proxy-only, which names what it left out.
+	appsettings := writeTemp(t, "appsettings.json", `{
+  "Logging": { "LogLevel": { "Default": "Information" } },
+  "AllowedHosts": "*",
+  "reverseProxy": { "Routes": { "r1": { "ClusterId": "c1", "Match": { "Path": "/a" } } } }
+}`)
+	if _, errOut, err = tetherRun(t, "", "config", "push", appsettings); err == nil || !strings.Contains(errOut, "AllowedHosts: a node's own setting") {
+		t.Fatalf("a whole appsettings.json: %v\n%s", err, errOut)
+	}
+	out, errOut, err = tetherRun(t, "", "config", "push", "--reverse-proxy-only", appsettings)
+	if err != nil || out != "pushed version 3 (1 routes)\n" || errOut != "info: left out AllowedHosts, Logging: each node keeps them in its own file\n" {
+		t.Fatalf("push --reverse-proxy-only: %q %q %v", out, errOut, err)
+	}
+	if _, _, err = tetherRun(t, `{"Kestrel": {}}`, "config", "push", "--reverse-proxy-only", "-"); err == nil || err.Error() != "- has no ReverseProxy section: there is nothing to push" {
+		t.Fatalf("--reverse-proxy-only without the section: %v", err)
+	}
+
 	// stdin, and the JSON answer.
 	out, _, err = tetherRun(t, `{"ReverseProxy": {"Routes": {}}}`, "config", "push", "-", "--json")
 	var answer map[string]any
-	if err != nil || json.Unmarshal([]byte(out), &answer) != nil || answer["version"] != 3.0 || answer["index"] != 13.0 {
+	if err != nil || json.Unmarshal([]byte(out), &answer) != nil || answer["version"] != 4.0 || answer["index"] != 14.0 {
 		t.Fatalf("push from stdin: %q %v", out, err)
 	}
 
@@ -207,7 +225,7 @@ func TestConfigCommandsAgainstTheAPI(t *testing.T) {
 	}
 
 	out, _, err = tetherRun(t, "", "config", "history")
-	want := "VERSION  TIME                  SUMMARY\n3        2026-12-06 11:02:00Z  0 routes\n2        2026-12-06 11:01:00Z  2 routes\n1        2026-12-06 11:00:00Z  1 routes\n"
+	want := "VERSION  TIME                  SUMMARY\n4        2026-12-06 11:03:00Z  0 routes\n3        2026-12-06 11:02:00Z  1 routes\n2        2026-12-06 11:01:00Z  2 routes\n1        2026-12-06 11:00:00Z  1 routes\n"
 	if err != nil || out != want {
 		t.Fatalf("history:\n%s\nwant:\n%s(%v)", out, want, err)
 	}
@@ -247,10 +265,10 @@ func TestConfigCommandsAgainstTheAPI(t *testing.T) {
 	}
 
 	out, _, err = tetherRun(t, "", "config", "rollback", "1")
-	if err != nil || out != "rolled back to version 1 as version 4 (rollback to version 1)\n" {
+	if err != nil || out != "rolled back to version 1 as version 5 (rollback to version 1)\n" {
 		t.Fatalf("rollback: %q %v", out, err)
 	}
-	if _, _, err := tetherRun(t, "", "config", "rollback", "--if-version", "3", "2"); err == nil || !strings.Contains(err.Error(), "at version 4, not 3") {
+	if _, _, err := tetherRun(t, "", "config", "rollback", "--if-version", "3", "2"); err == nil || !strings.Contains(err.Error(), "at version 5, not 3") {
 		t.Fatalf("stale rollback: %v", err)
 	}
 	if got := api.bodies[len(api.bodies)-1]; got != `{"version":2}` {
