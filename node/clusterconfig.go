@@ -25,8 +25,12 @@ import (
 type clusterConfigState struct {
 	mu      sync.Mutex
 	version uint64
-	failed  uint64 // the version that could not be applied (0: none)
-	err     string
+	index   uint64 // the index version was committed at
+	// failed is the index of the version that could not be applied (0:
+	// none); versions are told apart by index too, as a restored backup
+	// may bring another version under a number already served.
+	failed uint64
+	err    string
 	// changed wakes the store watcher, which gossips the state (never
 	// under reloadMu: filling gossip meta takes it).
 	changed chan struct{}
@@ -63,51 +67,57 @@ func (n *Node) loadConfig(content []byte) (*config.Config, []string, error) {
 }
 
 // withClusterConfig is the config this node serves given its file's
-// (file): the cluster's version merged with the file's node settings once
-// one is committed. It records what it applied or why it could not;
-// reload says whether the file was just read (start, reload), to say once
-// that its ReverseProxy section differs.
-func (n *Node) withClusterConfig(file *config.Config, cur store.ConfigVersion, reload bool) *config.Config {
+// (file): the cluster's version cur merged with the file's node settings
+// once one is committed. It records what it applied or why it could not
+// (nil); at start and on reload it says once that the file's ReverseProxy
+// section differs.
+func (n *Node) withClusterConfig(file *config.Config, cur store.ConfigVersion) *config.Config {
+	cfg, err := n.mergeClusterConfig(file, cur, true)
+	n.noteClusterConfig(cur, err)
+	return cfg
+}
+
+// mergeClusterConfig is withClusterConfig without the record; warn says
+// whether to say the file differs (file is not nil then).
+func (n *Node) mergeClusterConfig(file *config.Config, cur store.ConfigVersion, warn bool) (*config.Config, error) {
 	if cur.Version == 0 {
-		n.noteClusterConfig(0, nil)
-		return file
+		return file, nil
 	}
 	merged, _, err := n.loadConfig(cur.Content)
 	if err != nil {
-		n.noteClusterConfig(cur.Version, err)
-		return nil
+		return nil, err
 	}
-	if reload && !reflect.DeepEqual(file.ReverseProxy, merged.ReverseProxy) {
+	if warn && !reflect.DeepEqual(file.ReverseProxy, merged.ReverseProxy) {
 		n.log.Warn(fmt.Sprintf("the config file's ReverseProxy differs from the cluster's version %d; the cluster's is served", cur.Version), "file", n.cfg.ConfigPath)
 	}
-	n.noteClusterConfig(cur.Version, nil)
-	return merged
+	return merged, nil
 }
 
 // noteClusterConfig records that version was applied (err nil) or could
 // not be, logs it, and tells gossip and the event stream.
-func (n *Node) noteClusterConfig(version uint64, err error) {
+func (n *Node) noteClusterConfig(v store.ConfigVersion, err error) {
+	version := v.Version
 	s := &n.clusterCfg
 	s.mu.Lock()
-	prev, prevFailed := s.version, s.failed
+	prev, prevIndex, prevFailed := s.version, s.index, s.failed
 	if err == nil {
-		s.version, s.failed, s.err = version, 0, ""
+		s.version, s.index, s.failed, s.err = version, v.Index, 0, ""
 	} else {
-		s.failed, s.err = version, fmt.Sprintf("version %d: %s", version, oneLine(err))
+		s.failed, s.err = max(v.Index, 1), fmt.Sprintf("version %d: %s", version, oneLine(err))
 	}
 	kept := s.version
 	s.mu.Unlock()
-	if err == nil && prev == version && prevFailed == 0 {
+	if err == nil && prev == version && prevIndex == v.Index && prevFailed == 0 {
 		return
 	}
-	data := map[string]any{"version": version}
+	data := map[string]any{"version": version, "index": v.Index}
 	if err != nil {
-		if prevFailed != version {
+		if prevFailed != max(v.Index, 1) {
 			n.log.Error("the cluster's config cannot be applied on this node; keeping the one it serves", "version", version, "serving", kept, "error", err.Error())
 		}
 		data["error"], data["serving"] = oneLine(err), kept
 	} else if version > 0 {
-		n.log.Info("cluster config applied", "version", version)
+		n.log.Info("cluster config applied", "version", version, "index", v.Index)
 	}
 	if n.ev.bus != nil {
 		n.ev.bus.Publish(adminapi.EventConfig, time.Now(), data)
@@ -145,28 +155,28 @@ func (n *Node) applyClusterConfig() {
 	}
 	s := &n.clusterCfg
 	s.mu.Lock()
-	done := cur.Version == s.version || cur.Version == s.failed
+	done := (cur.Version == s.version && cur.Index == s.index) || max(cur.Index, 1) == s.failed
 	s.mu.Unlock()
 	if done {
 		return
 	}
-	var cfg *config.Config
+	var file *config.Config
 	if cur.Version == 0 { // a restored backup without one: back to the file's
-		file, _, err := n.loadConfig(nil)
-		if err != nil {
+		var err error
+		if file, _, err = n.loadConfig(nil); err != nil {
 			n.log.Error("the cluster holds no config version any more, and the config file does not load; keeping the running configuration", "error", err.Error())
 			return
 		}
-		cfg = n.withClusterConfig(file, cur, false)
-	} else if cfg = n.withClusterConfig(nil, cur, false); cfg == nil {
-		return
 	}
-	if err := n.proxy.Update(cfg); err != nil {
-		n.noteClusterConfig(cur.Version, err)
+	cfg, err := n.mergeClusterConfig(file, cur, false)
+	if err == nil {
+		err = n.proxy.Update(cfg)
+	}
+	n.noteClusterConfig(cur, err)
+	if err != nil {
 		return
 	}
 	n.swapConfig(cfg)
-	n.log.Info("data path on the cluster's config", "version", cur.Version, "index", cur.Index, "routes", len(cfg.ReverseProxy.Routes), "clusters", len(cfg.ReverseProxy.Clusters))
 }
 
 // swapConfig makes cfg the running configuration once the data path took

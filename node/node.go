@@ -327,7 +327,7 @@ func (n *Node) Start() (err error) {
 	// The cluster's config version in the restored state is served from
 	// the first request: no window with the file's section.
 	n.clusterCfg.changed = make(chan struct{}, 1)
-	if c := n.withClusterConfig(cfg, n.store.ConfigCurrent(), true); c != nil {
+	if c := n.withClusterConfig(cfg, n.store.ConfigCurrent()); c != nil {
 		cfg = c
 		n.current = cfg
 	}
@@ -496,7 +496,7 @@ func (n *Node) Reload() error {
 	}
 	// Once the cluster has a config version, it replaces the file's
 	// ReverseProxy section.
-	merged := n.withClusterConfig(cfg, n.store.ConfigCurrent(), true)
+	merged := n.withClusterConfig(cfg, n.store.ConfigCurrent())
 	if merged == nil {
 		n.reloads.WithLabelValues("rejected").Inc()
 		_, why := n.clusterCfg.get()

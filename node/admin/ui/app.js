@@ -242,6 +242,7 @@ function renderSummary() {
     h('span', { class: 'item' }, h('span', { class: 'num' }, integer.format(s.members ?? state.members.length)), ' members'),
     h('span', { class: 'item' }, 'active key ', h('code', {}, state.keyring.active_key_id || s.active_key_id || 'none')),
     h('span', { class: 'item' }, `${s.node_id} applied index `, h('span', { class: 'num', id: 'applied' }, integer.format(s.applied_index))),
+    h('span', { class: 'item' }, 'config version ', h('span', { class: 'num', id: 'config-version' }, integer.format(s.config_version || 0))),
     ...(s.acme || []).map((a) => h('span', { class: 'item', 'data-acme': a.failures ? 'failing' : 'ok' },
       `certificate ${(a.domains || []).join(', ')} until `, h('code', {}, a.not_after ? fmtClock(a.not_after) : 'none yet'),
       a.failures ? ` (${a.failures} failed orders: ${a.last_error})` : '')),
@@ -257,8 +258,10 @@ function renderMembers() {
     cell('Raft', h('span', { class: `role role-${m.raft}` }, m.raft)),
     cell('Version', m.version || '—'),
     cell('Durable index', h('span', { class: 'num w9', 'data-stat': 'durable', title: 'the replicated state this member holds on disk, as gossip reports it' }, integer.format(m.durable_index || 0)), 'num'),
+    cell('Config', [h('span', { class: 'num', 'data-stat': 'config', title: "the version of the cluster's config it serves (0: its own file's)" }, integer.format(m.config_version || 0)),
+      m.config_error ? h('span', { class: 'badge', 'data-config-error': 'true', title: m.config_error }, ` cannot apply: ${m.config_error}`) : null], 'num'),
   ));
-  replace($('#members tbody'), rows.length ? rows : h('tr', {}, h('td', { colspan: 6 }, 'no members known')));
+  replace($('#members tbody'), rows.length ? rows : h('tr', {}, h('td', { colspan: 7 }, 'no members known')));
   $('#members-count').textContent = `(${state.members.length})`;
 }
 
@@ -396,6 +399,8 @@ function describe(e) {
     case 'drain':
       if (d.state === 'drained') return `${dest()} drained since ${fmtClock(d.since)}`;
       return d.draining ? `${dest()} draining until ${fmtClock(d.deadline)}` : `${dest()} drain ended`;
+    case 'config':
+      return d.error ? `config version ${d.version} cannot be applied here (serving ${d.serving}): ${d.error}` : `config version ${d.version} applied`;
     case 'acme':
       return d.result === 'obtained'
         ? `certificate for ${(d.domains || []).join(', ')} obtained by ${d.by || '?'}, valid until ${fmtClock(d.not_after)}`
@@ -514,6 +519,7 @@ function onEvent(e) {
   switch (e.type) {
     case 'leader':
     case 'member':
+    case 'config':
       reload('members', loadMembers);
       break;
     case 'key':
