@@ -203,6 +203,18 @@ func TestConfigPushReachesEveryNode(t *testing.T) {
 	if code != 0 || out != "2 and 4 are the same\n" {
 		t.Fatalf("diff 2 4 (a rollback to 2): exit %d, want no difference:\n%s", code, out)
 	}
+
+	// What show prints pushes back as it is: the safe edit.
+	shown, err := exec.Command(tetherBin, "config", "show", "--admin", nodes[0].adminURL).Output()
+	if err != nil {
+		t.Fatalf("show: %v", err)
+	}
+	edited := writeConfig(t, "edited.json", strings.Replace(string(shown), nb2.URL(), nb1.URL(), 1))
+	code, out = run(t, nil, "config", "push", edited, "--if-version", "4", "--admin", nodes[0].adminURL)
+	if code != 0 || !strings.HasPrefix(out, "pushed version 5 (") {
+		t.Fatalf("push of show's output, edited: exit %d:\n%s", code, out)
+	}
+	servesEverywhere(t, nodes, 5, "/new/x", "nb1")
 }
 
 // TestConfigRestartedNodeServesTheClusterVersion: a node restarted with its

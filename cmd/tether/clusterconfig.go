@@ -16,6 +16,7 @@ import (
 	"github.com/tailscale/hujson"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/tether-proxy/tether/internal/unidiff"
 	"github.com/tether-proxy/tether/node/apiclient"
 	"github.com/tether-proxy/tether/proxy/config/tree"
 )
@@ -231,7 +232,7 @@ func configDiffCmd() *cobra.Command {
 				}
 				sides[i] = s
 			}
-			d := unifiedDiff(sides[0].name, sides[1].name, sides[0].lines, sides[1].lines, 3)
+			d := unidiff.Diff(sides[0].name, sides[1].name, sides[0].lines, sides[1].lines, 3)
 			if d == "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "%s and %s are the same\n", args[0], args[1])
 				return nil

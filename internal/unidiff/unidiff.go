@@ -1,4 +1,4 @@
-package main
+package unidiff
 
 import (
 	"fmt"
@@ -113,9 +113,9 @@ func replaceAll(a, b []string) []lineEdit {
 	return out
 }
 
-// unifiedDiff is diff -u's output from a (named aName) to b, with context
-// lines around each change; "" when they are the same.
-func unifiedDiff(aName, bName string, a, b []string, context int) string {
+// Diff is diff -u's output from a (named aName) to b, with context lines
+// around each change; "" when they are the same.
+func Diff(aName, bName string, a, b []string, context int) string {
 	edits := editScript(a, b)
 	var changed []int
 	for i, e := range edits {

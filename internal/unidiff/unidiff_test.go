@@ -1,4 +1,4 @@
-package main
+package unidiff
 
 import (
 	"fmt"
@@ -32,7 +32,7 @@ func TestUnifiedDiffAsDiffWritesIt(t *testing.T) {
 		{"a line added in the middle", "a\nb\nc", "a\nb\nnew\nc", "--- A\n+++ B\n@@ -1,3 +1,4 @@\n a\n b\n+new\n c\n"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			if got := unifiedDiff("A", "B", lines(tc.a), lines(tc.b), 3); got != tc.want {
+			if got := Diff("A", "B", lines(tc.a), lines(tc.b), 3); got != tc.want {
 				t.Fatalf("got:\n%s\nwant:\n%s", got, tc.want)
 			}
 		})
