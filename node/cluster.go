@@ -224,6 +224,7 @@ func (n *Node) fillStateMeta(m *cluster.Meta) {
 	m.Secrets = strings.Join(n.secrets.AcceptedIDs(), ",")
 	m.RaftAuth = secrets.RaftHandshakeVersion
 	m.ConfigVersion, m.ConfigError = n.configMeta()
+	fitConfigError(m)
 }
 
 // form brings the node into a cluster: a node with Raft state simply runs

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tailscale/hujson"
 
+	"github.com/tether-proxy/tether/cluster"
 	adminapi "github.com/tether-proxy/tether/node/admin"
 	"github.com/tether-proxy/tether/proxy"
 	"github.com/tether-proxy/tether/proxy/config"
@@ -128,11 +129,31 @@ func (n *Node) noteClusterConfig(v store.ConfigVersion, err error) {
 	}
 }
 
+// metaRoom is how large gossip meta may grow with a config error (512
+// bytes at most, less room for the formation vote Membership adds).
+const metaRoom = 448
+
+// fitConfigError cuts m's config error so that m stays within metaRoom:
+// meta that does not fit is not gossiped at all.
+func fitConfigError(m *cluster.Meta) {
+	for m.ConfigError != "" {
+		b, err := json.Marshal(m)
+		if err != nil || len(b) <= metaRoom {
+			return
+		}
+		cut := max(len(m.ConfigError)-(len(b)-metaRoom)-3, 0)
+		m.ConfigError = strings.ToValidUTF8(m.ConfigError[:cut], "") + "..."
+		if cut == 0 {
+			m.ConfigError = ""
+		}
+	}
+}
+
 // configMeta is the state as gossip meta carries it.
 func (n *Node) configMeta() (uint64, string) {
 	v, e := n.clusterCfg.get()
 	if len(e) > maxConfigErrorMeta {
-		e = e[:maxConfigErrorMeta-3] + "..."
+		e = strings.ToValidUTF8(e[:maxConfigErrorMeta-3], "") + "..."
 	}
 	return v, e
 }

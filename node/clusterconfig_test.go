@@ -1,14 +1,17 @@
 package node
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/test/testutil"
 )
@@ -70,14 +73,15 @@ func waitVersion(t *testing.T, tc *testCluster, v uint64, routes string) {
 func TestClusterConfigThroughRaft(t *testing.T) {
 	tc := newTestCluster(t, 2)
 	tc.captureLogs()
+	// The node named by lacking lacks a file the route "needs-file" would
+	// need (a follower: the leader checks a push with its own files).
+	var lacking atomic.Pointer[string]
 	tc.startThree(func(i int, n *Node) {
-		if i == 2 { // n3 lacks a file the route "needs-file" would need
-			n.clusterCfg.check = func(c *config.Config) error {
-				if _, ok := c.ReverseProxy.Routes["needs-file"]; ok {
-					return errors.New("ReverseProxy.Clusters.app.HttpClient.ClientCertificate.Path: /etc/tether/client.pem: no such file")
-				}
-				return nil
+		n.clusterCfg.check = func(c *config.Config) error {
+			if _, ok := c.ReverseProxy.Routes["needs-file"]; ok && lacking.Load() != nil && *lacking.Load() == n.ID() {
+				return errors.New("ReverseProxy.Clusters.app.HttpClient.ClientCertificate.Path: /etc/tether/client.pem: no such file")
 			}
+			return nil
 		}
 	})
 	tc.waitSettled()
@@ -142,18 +146,20 @@ func TestClusterConfigThroughRaft(t *testing.T) {
 	}
 	waitVersion(t, tc, 3, "[all extra]")
 
-	// n3 cannot apply version 4: it keeps 3 and every node says why.
+	// A follower cannot apply version 4: it keeps 3 and every node says why.
+	lack := tc.follower()
+	lacking.Store(&lack.cfg.NodeID)
 	status, body = adminWith(t, f, "PUT", "/v1/config", nil, pushedConfig(tc, "needs-file"))
 	if status != 200 || body["version"] != 4.0 {
 		t.Fatalf("push 4: %d %v", status, body)
 	}
-	testutil.Eventually(t, 15*time.Second, "n3's config_error on every node", func() bool {
+	testutil.Eventually(t, 15*time.Second, lack.ID()+"'s config_error on every node", func() bool {
 		for _, n := range tc.live() {
 			_, m := admin(t, n, "GET", "/v1/members", nil)
 			for _, row := range m["members"].([]any) {
 				row := row.(map[string]any)
 				want := 4.0
-				if row["id"] == "n3" {
+				if row["id"] == lack.ID() {
 					want = 3.0
 					if !strings.Contains(fmt.Sprint(row["config_error"]), "version 4: ReverseProxy.Clusters.app") {
 						return false
@@ -168,16 +174,16 @@ func TestClusterConfigThroughRaft(t *testing.T) {
 		}
 		return true
 	})
-	if n3 := tc.live()[2]; servedRoutes(n3) != "[all extra]" {
-		t.Fatalf("n3 serves %s, want version 3's routes", servedRoutes(n3))
+	if servedRoutes(lack) != "[all extra]" {
+		t.Fatalf("%s serves %s, want version 3's routes", lack.ID(), servedRoutes(lack))
 	}
 	status, _ = adminWith(t, f, "PUT", "/v1/config", nil, pushedConfig(tc, "fixed"))
 	if status != 200 {
 		t.Fatalf("push 5: %d", status)
 	}
 	waitVersion(t, tc, 5, "[all fixed]")
-	if _, e := tc.live()[2].clusterCfg.get(); e != "" {
-		t.Fatalf("n3 still reports %q", e)
+	if _, e := lack.clusterCfg.get(); e != "" {
+		t.Fatalf("%s still reports %q", lack.ID(), e)
 	}
 
 	// A restarted node serves version 5 from the start, and says its
@@ -198,5 +204,50 @@ func TestClusterConfigThroughRaft(t *testing.T) {
 	}
 	if strings.Count(tc.nodeLog("n2"), "differs from the cluster's version 5") != 2 || servedRoutes(n2) != "[all fixed]" {
 		t.Fatalf("after a reload n2 serves %s; log:\n%s", servedRoutes(n2), tc.nodeLog("n2"))
+	}
+}
+
+// A pushed file is checked as `tether config validate` checks a file,
+// YARP's appsettings form (comments, "$schema") included; every other
+// top-level section is refused at its path, never ignored.
+func TestPushedConfigChecks(t *testing.T) {
+	n, _ := startNode(t, "")
+	rules := clusterConfigRules{n}
+	yarp := []byte(`{
+	  // appsettings.json of a YARP instance
+	  "$schema": "https://json.schemastore.org/appsettings.json",
+	  "ReverseProxy": {
+	    "Routes": { "r1": { "ClusterId": "c1", "Match": { "Path": "{**catch-all}" } } },
+	    "Clusters": { "c1": { "Destinations": { "d1": { "Address": "http://127.0.0.1:1/" } } } }, // trailing comma
+	  }
+	}`)
+	content, errs := rules.Check(yarp)
+	if len(errs) > 0 || !strings.HasPrefix(string(content), `{"Routes":{"r1":`) {
+		t.Fatalf("YARP form: %s %v", content, errs)
+	}
+	for _, c := range []struct{ body, want string }{
+		{`{"Kestrel": {}, "Logging": {}, "ReverseProxy": {}}`, "[{Kestrel a node's own setting; push only the ReverseProxy section} {Logging a node's own setting; push only the ReverseProxy section}]"},
+		{`{"Listeners": []}`, "[{Listeners a node's own setting; push only the ReverseProxy section} {ReverseProxy missing: a pushed config holds the ReverseProxy section}]"},
+		{`{"ReverseProxy": []}`, "[{ReverseProxy not a JSON object}]"},
+		{`{"ReverseProxy": {"Routes": {"r1": {"ClusterId": "nope", "Match": {"Path": "/x"}}}}}`, "ReverseProxy.Routes.r1"},
+		{`{"ReverseProxy": {`, "JSON"},
+	} {
+		if _, errs := rules.Check([]byte(c.body)); !strings.Contains(fmt.Sprint(errs), c.want) {
+			t.Errorf("%s: %v, want %q", c.body, errs, c.want)
+		}
+	}
+}
+
+func TestConfigErrorFitsGossipMeta(t *testing.T) {
+	m := cluster.Meta{ID: strings.Repeat("n", 60), RaftAddr: strings.Repeat("r", 80), AdminAddr: strings.Repeat("a", 80), Commands: "11111111111",
+		ConfigVersion: 12, ConfigError: strings.Repeat("é", 200)}
+	fitConfigError(&m)
+	b, _ := json.Marshal(m)
+	if len(b) > metaRoom || m.ConfigError == "" || !strings.HasSuffix(m.ConfigError, "...") {
+		t.Fatalf("%d bytes, error %q", len(b), m.ConfigError)
+	}
+	short := cluster.Meta{ID: "n1", ConfigError: "version 2: no such file"}
+	if fitConfigError(&short); short.ConfigError != "version 2: no such file" {
+		t.Fatalf("a short error was cut: %q", short.ConfigError)
 	}
 }

@@ -7,10 +7,12 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/tether-proxy/tether/store/command"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 func setConfig(req string, ifVersion uint64, n int) SetConfig {
@@ -112,5 +114,36 @@ func TestSetConfigDecodeRefusesBadBodies(t *testing.T) {
 		if _, err := command.Encode(nil, c); err == nil {
 			t.Errorf("encoded %+v", c)
 		}
+	}
+}
+
+// A backup carries the config history; restoring it brings that history
+// back on every node, and later versions number on from it.
+func TestBackupCarriesTheConfigHistory(t *testing.T) {
+	c := newTestCluster(t, 3, knobs{})
+	c.bootstrap()
+	c.apply(setConfig("a", 0, 1))
+	c.apply(setConfig("b", 0, 2))
+	l := c.leader()
+	var buf bytes.Buffer
+	if _, err := l.s.SaveBackup(&buf, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	c.apply(setConfig("c", 0, 3))
+	if _, err := l.s.RestoreBackup(bytes.NewReader(buf.Bytes()), time.Now(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the backup's history on every node", func() bool {
+		for _, n := range c.nodes {
+			h := n.s.ConfigHistory()
+			if len(h) != 2 || h[0].Version != 2 || string(h[0].Content) != `{"Routes":{"r2":{}}}` {
+				return false
+			}
+		}
+		return true
+	})
+	c.apply(setConfig("d", 2, 4))
+	if v := c.leader().s.ConfigCurrent(); v.Version != 3 || v.Summary != "push 4" {
+		t.Fatalf("after the restore: %+v", v)
 	}
 }
