@@ -1,6 +1,7 @@
 package test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -215,6 +216,28 @@ func TestConfigPushReachesEveryNode(t *testing.T) {
 		t.Fatalf("push of show's output, edited: exit %d:\n%s", code, out)
 	}
 	servesEverywhere(t, nodes, 5, "/new/x", "nb1")
+
+	// tether members: every member's version, as its gossip says.
+	testutil.Eventually(t, 20*time.Second, "tether members to show version 5 on every member", func() bool {
+		code, out := run(t, nil, "members", "--json", "--admin", follower.adminURL)
+		var m struct {
+			Members []struct {
+				ConfigVersion float64 `json:"config_version"`
+			}
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &m) != nil || len(m.Members) != 3 {
+			return false
+		}
+		for _, r := range m.Members {
+			if r.ConfigVersion != 5 {
+				return false
+			}
+		}
+		return true
+	})
+	if code, out := run(t, nil, "members", "--admin", follower.adminURL); code != 0 || !strings.Contains(out, "CONFIG_VERSION  CONFIG_ERROR") {
+		t.Fatalf("tether members: exit %d, want CONFIG_VERSION and CONFIG_ERROR columns:\n%s", code, out)
+	}
 }
 
 // TestConfigRestartedNodeServesTheClusterVersion: a node restarted with its
