@@ -148,6 +148,10 @@ func TestConfigCommandsAgainstTheAPI(t *testing.T) {
 		t.Fatalf("show before a push: %q %q %v", out, errOut, err)
 	}
 
+	if out, _, err = tetherRun(t, "", "config", "show", "--json"); err != nil || out != "{\n  \"version\": 0,\n  \"config\": null\n}\n" {
+		t.Fatalf("show --json before a push: %q %v", out, err)
+	}
+
 	v1 := writeTemp(t, "v1.json", `{
   // appsettings.json style: comments and trailing commas
   "ReverseProxy": { "Routes": { "r1": { "ClusterId": "c1", "Match": { "Path": "/a" } }, }, },

@@ -15,8 +15,9 @@ import (
 // nothing was pushed, every node serves its own file (Config is null).
 type ConfigVersion struct {
 	Version uint64          `json:"version"`
-	Time    time.Time       `json:"time"`
-	Summary string          `json:"summary"`
+	Time    time.Time       `json:"time,omitzero"`
+	Summary string          `json:"summary,omitempty"`
+	Index   uint64          `json:"index,omitempty"` // the Raft index that committed it
 	Config  json.RawMessage `json:"config"`
 }
 
