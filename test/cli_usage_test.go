@@ -17,6 +17,8 @@ func TestEveryCommandGroupRefusesAnUnknownSubcommand(t *testing.T) {
 		want string
 	}{
 		{[]string{"config", "valdate", "f.json"}, `unknown command "valdate" for "tether config"; did you mean validate?`},
+		{[]string{"config", "psuh", "f.json"}, `unknown command "psuh" for "tether config"; did you mean push?`},
+		{[]string{"config", "rolback", "3"}, `unknown command "rolback" for "tether config"; did you mean rollback?`},
 		{[]string{"snapshot", "sav", "x"}, `unknown command "sav" for "tether snapshot"; did you mean save?`},
 		{[]string{"keyring", "rotat"}, `unknown command "rotat" for "tether keyring"; did you mean rotate?`},
 		{[]string{"keyring", "lsit", "--json"}, `did you mean list?`},

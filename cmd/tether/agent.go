@@ -178,7 +178,7 @@ func warnReadableSecrets(log *slog.Logger, files map[string]string) {
 }
 
 func configCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "config", Short: "Work with configuration files"}
+	cmd := &cobra.Command{Use: "config", Short: "Check configuration files; push, show, list, compare and roll back the cluster's configuration"}
 	var strict bool
 	validate := &cobra.Command{
 		Use:   "validate [--strict] FILE",
@@ -214,5 +214,6 @@ func configCmd() *cobra.Command {
 	}
 	validate.Flags().BoolVar(&strict, "strict", false, "treat unknown keys as errors, not warnings (for CI)")
 	cmd.AddCommand(validate)
+	cmd.AddCommand(clusterConfigCmds()...)
 	return cmd
 }

@@ -88,7 +88,7 @@ func getCmd(use, short, path, listKey string, columns ...string) *cobra.Command 
 func clientCmds() []*cobra.Command {
 	status := getCmd("status", "Show the node's status", "/v1/status", "")
 	members := getCmd("members", "List the cluster's nodes with gossip state and Raft role", "/v1/members",
-		"members", "id", "address", "admin_address", "state", "raft", "leader", "version", "durable_index")
+		"members", "id", "address", "admin_address", "state", "raft", "leader", "version", "durable_index", "config_version", "config_error")
 	join := clientCmd("join HOST[:PORT]...", "Make the node join the nodes at these addresses", cobra.MinimumNArgs(1),
 		func(cf *clientFlags, cmd *cobra.Command, args []string) error {
 			return joinHint(cf.call(cmd, http.MethodPost, "/v1/join", map[string]any{"addresses": args}, ""), args)

@@ -13,6 +13,18 @@ import (
 )
 
 func main() {
+	root := rootCmd()
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "tether: "+oneLine(err.Error()))
+		if errors.As(err, new(usageError)) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// rootCmd is the whole command tree.
+func rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "tether",
 		Short:         "A cluster of HTTP reverse proxies that share session affinity",
@@ -23,13 +35,7 @@ func main() {
 	root.AddCommand(agentCmd(), demoCmd(), configCmd(), healthCmd())
 	root.AddCommand(clientCmds()...)
 	refuseUsageErrors(root)
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "tether: "+oneLine(err.Error()))
-		if errors.As(err, new(usageError)) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
+	return root
 }
 
 // oneLine keeps client errors to one line; multi-line errors (a config's
@@ -42,11 +48,11 @@ func oneLine(s string) string {
 }
 
 // bindEnv lets every flag be given as TETHER_<FLAG> (dashes become
-// underscores); a flag on the command line wins.
+// underscores), but those marked noEnv; a flag on the command line wins.
 func bindEnv(cmd *cobra.Command) error {
 	var firstErr error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if f.Changed || firstErr != nil {
+		if f.Changed || firstErr != nil || f.Annotations[noEnv] != nil {
 			return
 		}
 		name := "TETHER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))

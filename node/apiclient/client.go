@@ -134,7 +134,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body any) (any, er
 	var v any
 	if len(bytes.TrimSpace(resp.Body)) > 0 {
 		if err := json.Unmarshal(resp.Body, &v); err != nil {
-			return nil, fmt.Errorf("admin API at %s answered %s with a body that is not JSON: is it a proxy port? --admin (env TETHER_ADMIN) takes the agent's --admin-addr (default %s)", c.base(), resp.Status, DefaultAddr)
+			return nil, c.notJSON(resp)
 		}
 	}
 	if resp.StatusCode/100 != 2 {

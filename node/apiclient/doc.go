@@ -6,7 +6,10 @@
 // "error" text with the status code.
 //
 // It knows the API's conventions (bearer token, JSON bodies, the "error"
-// field of a refusal) but none of its routes: callers name the paths.
+// field of a refusal); callers name the paths, except for the cluster's
+// configuration (config.go), whose refusals carry more than a message:
+// every validation error with its JSON path (400), the cluster's current
+// version when an If-Match is stale (412).
 // It imports nothing of tether, so the node, the CLI and the tests can all
 // depend on it.
 package apiclient

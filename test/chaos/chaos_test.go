@@ -24,21 +24,32 @@ import (
 // does not open answers openFailStatus; drains last longer than the run, so
 // a drained destination keeps its sessions.
 func chaosConfig(backends map[string]string, listen string) string {
+	return fmt.Sprintf(`{
+  "Listeners": [ { "Address": "%s" } ],
+  "ReverseProxy": %s
+}`, listen, chaosReverseProxy(backends, ""))
+}
+
+// chaosReverseProxy is the config's ReverseProxy section; set, when not
+// "", adds a route of that name (the clients push two such sets in
+// turn: the cluster app, which every other check relies on, stays as it is).
+func chaosReverseProxy(backends map[string]string, set string) string {
 	var ds []string
 	for _, id := range destinations {
 		ds = append(ds, fmt.Sprintf(`"%s": { "Address": "%s/" }`, id, backends[id]))
 	}
+	extra := ""
+	if set != "" {
+		extra = fmt.Sprintf(`, "set-%s": { "ClusterId": "app", "Match": { "Path": "/set-%s/{**rest}" } }`, set, set)
+	}
 	return fmt.Sprintf(`{
-  "Listeners": [ { "Address": "%s" } ],
-  "ReverseProxy": {
-    "Routes": { "all": { "ClusterId": "app", "Match": { "Path": "{**catch-all}" } } },
+    "Routes": { "all": { "ClusterId": "app", "Match": { "Path": "{**catch-all}" } }%s },
     "Clusters": { "app": {
       "LoadBalancingPolicy": "RoundRobin", "DrainTimeout": "01:00:00",
       "SessionAffinity": { "Enabled": true, "Policy": "Cookie", "AffinityKeyName": "%s",
                            "FailurePolicy": "Return503Error", "FailureStatusCode": %d },
       "Destinations": { %s } } }
-  }
-}`, listen, cookieName, openFailStatus, strings.Join(ds, ", "))
+  }`, extra, cookieName, openFailStatus, strings.Join(ds, ", "))
 }
 
 // indexedReads: the build under test answers reads with X-Tether-Index
@@ -126,6 +137,9 @@ func TestChaos(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), duration)
 	defer cancel()
 	w := newWorkload(c, h, mon)
+	for i, set := range []string{"a", "b"} {
+		w.configs[i] = []byte(`{"ReverseProxy": ` + chaosReverseProxy(backends, set) + `}`)
+	}
 	h.Begin = time.Now()
 	var clients sync.WaitGroup
 	for i := range 4 {
@@ -329,7 +343,8 @@ func (c *cluster) settled(within time.Duration) error {
 	return fmt.Errorf("after %s: %s", within, last)
 }
 
-// converged waits until every node holds the same keys and drains.
+// converged waits until every node holds the same keys, drains and
+// config versions, and applied the same config version.
 func (c *cluster) converged(within time.Duration) error {
 	deadline := time.Now().Add(within)
 	var diff string
@@ -387,6 +402,22 @@ func finalState(p *proc) (Final, error) {
 	for _, d := range ds.Destinations {
 		f.Drains[d.ID] = d.Draining
 	}
+	code, b = httpGet(p.adminURL() + "/v1/status")
+	var st struct {
+		ConfigVersion uint64 `json:"config_version"`
+	}
+	if code != 200 || json.Unmarshal(b, &st) != nil {
+		return f, fmt.Errorf("GET /v1/status: %d", code)
+	}
+	f.ConfigVersion = st.ConfigVersion
+	code, b = httpGet(p.adminURL() + "/v1/config/history")
+	var hist struct {
+		Versions []ConfigEntry
+	}
+	if code != 200 || json.Unmarshal(b, &hist) != nil {
+		return f, fmt.Errorf("GET /v1/config/history: %d", code)
+	}
+	f.Configs = hist.Versions
 	return f, nil
 }
 

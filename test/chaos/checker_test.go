@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"encoding/base64"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -257,6 +258,74 @@ func TestLivenessRules(t *testing.T) {
 		}
 		if strings.Join(got, "|") != c.want {
 			t.Errorf("%s: violations %q, want %q", c.desc, got, c.want)
+		}
+	}
+}
+
+// TestModelFindsConfigViolations: each rule of the config check on a small
+// history that breaks it, and on one that comes close without breaking it.
+func TestModelFindsConfigViolations(t *testing.T) {
+	at := func(s float64) time.Time {
+		return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(s * float64(time.Second)))
+	}
+	push := func(s float64, version, ifVersion uint64, summary string) Op {
+		return Op{Client: 0, Kind: "push", Node: "n1", Type: "ok", Start: at(s), End: at(s + 0.1), Epoch: 1, Version: version, IfVersion: ifVersion, Result: summary}
+	}
+	sample := func(s float64, node string, epoch int, version uint64) Sample {
+		return Sample{At: at(s), Node: node, Term: 2, State: "Follower", Leader: "n1", ConfigVersion: version, Epoch: epoch}
+	}
+	history := []ConfigEntry{{2, "s2"}, {1, "s1"}}
+	final := func(versions ...uint64) map[string]Final {
+		f := map[string]Final{}
+		for i, v := range versions {
+			f[fmt.Sprintf("n%d", i+1)] = Final{ConfigVersion: v, Configs: history}
+		}
+		return f
+	}
+	twoPushes := []Op{push(1, 1, 0, "s1"), push(3, 2, 1, "s2")}
+	cases := []struct {
+		desc   string
+		ops    []Op
+		status []Sample
+		final  map[string]Final
+		want   string
+	}{
+		{"every node walks 0, 1, 2: nothing", twoPushes,
+			[]Sample{sample(0.5, "n2", 1, 0), sample(2, "n2", 1, 1), sample(4, "n2", 1, 2), sample(4, "n3", 1, 2)}, final(2, 2, 2), ""},
+		{"a node skips version 1: nothing", twoPushes,
+			[]Sample{sample(0.5, "n2", 1, 0), sample(4, "n2", 1, 2)}, final(2, 2), ""},
+		{"a node goes back from 2 to 1 in one process", twoPushes,
+			[]Sample{sample(2, "n2", 1, 1), sample(4, "n2", 1, 2), sample(5, "n2", 1, 1), sample(6, "n2", 1, 2)}, final(2, 2), RuleConfigBack},
+		{"a restarted node starts lower, then catches up: nothing", twoPushes,
+			[]Sample{sample(4, "n2", 1, 2), sample(5, "n2", 2, 1), sample(6, "n2", 2, 2)}, final(2, 2), ""},
+		{"a node applies version 2 while one push was sent", twoPushes,
+			[]Sample{sample(2, "n2", 1, 2)}, final(2, 2), RuleConfigAhead},
+		{"a node applies version 1 as its push is sent, before the answer: nothing", twoPushes,
+			[]Sample{sample(1.05, "n2", 1, 1)}, final(2, 2), ""},
+		{"a node applies a version never committed", twoPushes,
+			[]Sample{sample(4, "n2", 1, 3)}, final(2, 2), RuleConfigAhead},
+		{"a node still on version 1 at the end", twoPushes, nil, final(2, 1), RuleConfigBehind},
+		{"two pushes answered the same version", []Op{push(1, 1, 0, "s1"), push(3, 1, 0, "s1")}, nil, final(2, 2), RuleConfigLost},
+		{"an acknowledged push's version holds another summary at the end", []Op{push(1, 1, 0, "s1"), push(3, 2, 0, "other")}, nil, final(2, 2), RuleConfigLost},
+		{"a push with If-Match 1 committed as version 3", []Op{push(1, 1, 0, "s1"), push(3, 3, 1, "s3")}, nil, final(2, 2), RuleConfigIfMatch + "|" + RuleConfigLost},
+		{"a push of unknown outcome and one refused by If-Match: nothing",
+			[]Op{push(1, 1, 0, "s1"), {Kind: "push", Node: "n2", Type: "info", Start: at(2), End: at(9)}, {Kind: "push", Node: "n3", Type: "fail", Status: 412, IfVersion: 1, Start: at(3), End: at(3.1)}},
+			[]Sample{sample(4, "n2", 1, 2)}, final(2, 2), ""},
+	}
+	for i := range cases {
+		c := &cases[i]
+		h := History{Ops: c.ops, Status: c.status, Final: c.final}
+		var got []string
+		for _, v := range checkConfig(&h) {
+			if len(got) == 0 || got[len(got)-1] != v.Rule {
+				got = append(got, v.Rule)
+			}
+		}
+		if strings.Join(got, "|") != c.want {
+			t.Errorf("%s: violations %q, want %q", c.desc, got, c.want)
+			for _, v := range checkConfig(&h) {
+				t.Logf("  %s", v)
+			}
 		}
 	}
 }

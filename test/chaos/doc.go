@@ -2,8 +2,9 @@
 // `tether agent` processes (the built binary) on loopback, a nemesis that
 // kills (-9), pauses (SIGSTOP), partitions, restarts, makes nodes leave and
 // join again and moves a node to another address, while clients rotate,
-// revoke, drain and undrain through random nodes' admin APIs and seal and
-// open affinity cookies on every node's listener. Every operation is
+// revoke, drain, undrain and push the cluster's config through random
+// nodes' admin APIs and seal and open affinity cookies on every node's
+// listener. Every operation is
 // recorded (invoke, then ok, fail or info) with the status of every node
 // polled four times a second, and a checker reads the history; see
 // docs/OPERATIONS.md ("Fault test") for the rules, how to run it and its
@@ -42,6 +43,13 @@
 //     on a node up and in the majority never reaches a destination whose
 //     drain was acknowledged 5 s before, and is never refused while one is
 //     known undrained (an acknowledged undrain 5 s before, or no write);
+//   - the cluster's config: the clients push two ReverseProxy sections in
+//     turn (If-Match now and then), and every node's applied version (its
+//     /v1/status config_version, polled) walks the committed versions
+//     forward: never back within one process, never past what the pushes
+//     sent by then could have made; acknowledged pushes keep the version
+//     they were answered, one with If-Match N is N+1, and every node serves
+//     the last version at the end;
 //   - availability: at most 2% of the operations sent to nodes up and in
 //     the majority end in a 5xx or a timeout.
 //

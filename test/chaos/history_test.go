@@ -14,7 +14,8 @@ import (
 // open) or info (unknown: a timeout, a 5xx, a lost connection).
 type Op struct {
 	Client int
-	// Kind: rotate, revoke, drain, undrain (admin writes); read (GET
+	// Kind: rotate, revoke, drain, undrain, push (admin writes; push: of
+	// the cluster's config, Arg names the route set); read (GET
 	// /v1/keyring), dests (GET /v1/clusters/app/destinations); seal, open,
 	// open-revoked (a value under a key whose revocation was acknowledged);
 	// probe-active and probe-open (the liveness probe after the last fault).
@@ -23,7 +24,7 @@ type Op struct {
 	Arg        string // revoke: the key id; drain, undrain: the destination; open: the sealing node/destination
 	Type       string // ok, fail, info
 	Start, End time.Time
-	Result     string // rotate: the new key id; seal: the destination
+	Result     string // rotate: the new key id; seal: the destination; push: the summary
 	Cookie     string // seal: the sealed value
 	Err        string
 	// Status is the HTTP status of the answer (0: none).
@@ -45,6 +46,10 @@ type Op struct {
 	// Epoch counts the node's process starts when the operation began: a
 	// node's reads are monotonic only within one process.
 	Epoch int `json:",omitempty"`
+	// Version (a push of the cluster's config): the version the answer
+	// named; IfVersion the If-Match it was sent with (0: none).
+	Version   uint64 `json:",omitempty"`
+	IfVersion uint64 `json:",omitempty"`
 }
 
 func (o Op) String() string {
@@ -71,6 +76,10 @@ type Sample struct {
 	Term   uint64
 	State  string
 	Leader string
+	// ConfigVersion is the cluster config version the node applied (0: its
+	// own file's); Epoch its process start count.
+	ConfigVersion uint64 `json:",omitempty"`
+	Epoch         int    `json:",omitempty"`
 }
 
 // VoterSample is the voter set as the node that claimed to lead saw it,
@@ -97,6 +106,16 @@ type Final struct {
 	// Times: each key's created, activates and expires times (the
 	// schedule of automatic rotation follows them).
 	Times map[string]KeyTimes `json:",omitempty"`
+	// ConfigVersion is the config version the node applied; Configs the
+	// versions its GET /v1/config/history lists, newest first.
+	ConfigVersion uint64        `json:",omitempty"`
+	Configs       []ConfigEntry `json:",omitempty"`
+}
+
+// ConfigEntry is one version of the cluster's config as a history lists it.
+type ConfigEntry struct {
+	Version uint64
+	Summary string
 }
 
 // KeyTimes are a key's committed times as GET /v1/keyring shows them.

@@ -50,6 +50,11 @@ const (
 	RuleRevocation      = "a value under a revoked key opened after the revocation bound"
 	RuleDrainDataPath   = "a new session contradicts an acknowledged drain or undrain"
 	RuleAvailability    = "5xx and timeouts on nodes up and in the majority beyond the budget"
+	RuleConfigBack      = "a node's applied config version went back"
+	RuleConfigAhead     = "a node applied a config version no push had made"
+	RuleConfigLost      = "an acknowledged config push is not the committed version its answer named"
+	RuleConfigIfMatch   = "a config push with If-Match committed on top of another version"
+	RuleConfigBehind    = "a node did not apply the last committed config version by the end"
 )
 
 // Key states as GET /v1/keyring shows them; absent is a key the node does not list.
@@ -598,6 +603,90 @@ func checkAvailability(h *History) (out []Violation, bad, total int) {
 	return out, bad, total
 }
 
+// checkConfig: every node walks the committed sequence of config
+// versions forward. Within one process a node's applied version (its
+// /v1/status config_version, sampled over time) never goes back; it is
+// never past the versions the pushes sent by then could have made (each
+// push or rollback makes at most one), nor past the last version
+// committed; each acknowledged push is, at the end, the version its
+// answer named with the summary it answered (while the history keeps it),
+// no two acknowledged pushes share a version, and one sent with If-Match
+// N is version N+1. A node that applied version V thus applied a prefix
+// of the committed sequence, in order, possibly skipping some; by the end
+// every node applied the last one.
+func checkConfig(h *History) []Violation {
+	var out []Violation
+	var sent []time.Time // when each push that may have happened was sent
+	for _, o := range h.Ops {
+		if o.Kind == "push" && o.Type != "fail" {
+			sent = append(sent, o.Start)
+		}
+	}
+	sort.Slice(sent, func(i, j int) bool { return sent[i].Before(sent[j]) })
+	var committed uint64 // the last version committed, as the end state lists it
+	var final []ConfigEntry
+	for _, n := range sortedKeys(h.Final) {
+		if cs := h.Final[n].Configs; len(cs) > 0 && cs[0].Version >= committed {
+			committed, final = cs[0].Version, cs
+		}
+	}
+	byNode := map[string][]Sample{}
+	for _, s := range h.Status {
+		byNode[s.Node] = append(byNode[s.Node], s)
+	}
+	for _, n := range sortedKeys(byNode) {
+		ss := byNode[n]
+		sort.SliceStable(ss, func(i, j int) bool { return ss[i].At.Before(ss[j].At) })
+		for i, s := range ss {
+			if i > 0 && ss[i-1].Epoch == s.Epoch && s.ConfigVersion < ss[i-1].ConfigVersion {
+				out = append(out, Violation{Rule: RuleConfigBack, Detail: fmt.Sprintf("%s: version %d at %s, after %d at %s in the same process", n, s.ConfigVersion, s.At.Format("15:04:05.000"), ss[i-1].ConfigVersion, ss[i-1].At.Format("15:04:05.000")), At: s.At, Node: n})
+			}
+			if s.ConfigVersion == 0 {
+				continue
+			}
+			made := sort.Search(len(sent), func(i int) bool { return sent[i].After(s.At) })
+			if s.ConfigVersion > uint64(made) || len(h.Final) > 0 && s.ConfigVersion > committed {
+				out = append(out, Violation{Rule: RuleConfigAhead, Detail: fmt.Sprintf("%s: version %d at %s, when %d pushes had been sent and %d versions were committed by the end", n, s.ConfigVersion, s.At.Format("15:04:05.000"), made, committed), At: s.At, Node: n})
+			}
+		}
+	}
+	for _, n := range sortedKeys(h.Final) {
+		if v := h.Final[n].ConfigVersion; v != committed {
+			out = append(out, Violation{Rule: RuleConfigBehind, Detail: fmt.Sprintf("%s applied version %d, and %d is the last committed", n, v, committed), Node: n})
+		}
+	}
+	kept := map[uint64]string{}
+	for _, e := range final {
+		kept[e.Version] = e.Summary
+	}
+	acked := map[uint64]Op{}
+	for _, o := range h.Ops {
+		if o.Kind != "push" || o.Type != "ok" {
+			continue
+		}
+		if p, dup := acked[o.Version]; dup {
+			out = append(out, Violation{Rule: RuleConfigLost, Detail: fmt.Sprintf("%s and %s were both answered version %d", p, o, o.Version), At: o.Start, Node: o.Node})
+		}
+		acked[o.Version] = o
+		if o.IfVersion != 0 && o.Version != o.IfVersion+1 {
+			out = append(out, Violation{Rule: RuleConfigIfMatch, Detail: fmt.Sprintf("%s with If-Match %d committed version %d", o, o.IfVersion, o.Version), At: o.Start, Node: o.Node})
+		}
+		if len(h.Final) == 0 {
+			continue
+		}
+		oldest := committed - uint64(len(final)) // versions at or below it are no longer kept
+		switch summary, ok := kept[o.Version]; {
+		case o.Version == 0 || o.Version > committed:
+			out = append(out, Violation{Rule: RuleConfigLost, Detail: fmt.Sprintf("%s: version %d, and %d is the last committed", o, o.Version, committed), At: o.Start, Node: o.Node})
+		case !ok && o.Version > oldest:
+			out = append(out, Violation{Rule: RuleConfigLost, Detail: fmt.Sprintf("%s: version %d missing from the history", o, o.Version), At: o.Start, Node: o.Node})
+		case ok && summary != o.Result:
+			out = append(out, Violation{Rule: RuleConfigLost, Detail: fmt.Sprintf("%s: version %d is %q at the end", o, o.Version, summary), At: o.Start, Node: o.Node})
+		}
+	}
+	return out
+}
+
 // CheckModel runs every check of the model on a history.
 func CheckModel(h *History, vizDir string) (vs []Violation, undecided []string) {
 	vs, undecided = checkLinearizable(h, vizDir)
@@ -605,6 +694,7 @@ func CheckModel(h *History, vizDir string) (vs []Violation, undecided []string) 
 	vs = append(vs, checkLiveness(h)...)
 	vs = append(vs, checkRevocation(h)...)
 	vs = append(vs, checkDrainDataPath(h)...)
+	vs = append(vs, checkConfig(h)...)
 	av, _, _ := checkAvailability(h)
 	return append(vs, av...), undecided
 }

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -59,6 +60,10 @@ type workload struct {
 	reuseIDs, revokeActive bool
 	lastID                 map[int]string
 	lastReq                map[int]string // the method and path lastID was first sent with
+	// configs are the two config files the clients push in turn (set a
+	// and set b).
+	configs [2][]byte
+	pushes  int
 }
 
 func newWorkload(c *cluster, h *History, mon *monitor) *workload {
@@ -127,10 +132,12 @@ func (w *workload) run(ctx context.Context, client int, r *mrand.Rand) {
 			w.rotate(client, p)
 		case x < 80:
 			w.revoke(client, p, w.revokeActive && r.IntN(3) == 0)
-		case x < 89:
+		case x < 88:
 			w.drain(client, p, destinations[r.IntN(len(destinations))], true, w.reuseIDs && r.IntN(6) == 0)
-		default:
+		case x < 97:
 			w.drain(client, p, destinations[r.IntN(len(destinations))], false, w.reuseIDs && r.IntN(6) == 0)
+		default:
+			w.push(client, p, r.IntN(2) == 0)
 		}
 		select {
 		case <-ctx.Done():
@@ -272,7 +279,19 @@ func newRequestID() string {
 // adminDo sends one admin request (a write with request id reqID; a read
 // sends the highest index the client saw, minIndex, in X-Tether-Index).
 func (w *workload) adminDo(method, url, reqID string, minIndex uint64) answer {
-	req, _ := http.NewRequest(method, url, nil)
+	return w.adminSend(method, url, reqID, minIndex, nil, nil)
+}
+
+// adminSend is adminDo with a body and headers.
+func (w *workload) adminSend(method, url, reqID string, minIndex uint64, body []byte, hdr http.Header) answer {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
 	if method != "GET" {
 		req.Header.Set("X-Tether-Request-Id", reqID)
 	} else if minIndex > 0 {
@@ -411,6 +430,41 @@ func (w *workload) readDests(client int, p *proc) {
 	w.record(o)
 }
 
+// push commits the next of the two config sets in turn through p;
+// ifMatch: with If-Match naming the version p's GET /v1/config shows (a
+// push in between refuses it with 412, nothing happened).
+func (w *workload) push(client int, p *proc, ifMatch bool) {
+	w.mu.Lock()
+	set := w.pushes % 2
+	w.pushes++
+	w.mu.Unlock()
+	o := Op{Client: client, Kind: "push", Node: p.id, Arg: []string{"a", "b"}[set]}
+	var hdr http.Header
+	if ifMatch {
+		code, b := httpGet(p.adminURL() + "/v1/config")
+		var cur struct {
+			Version uint64 `json:"version"`
+		}
+		if code != 200 || json.Unmarshal(b, &cur) != nil {
+			return
+		}
+		if cur.Version > 0 {
+			o.IfVersion = cur.Version
+			hdr = http.Header{"If-Match": {strconv.Quote(strconv.FormatUint(cur.Version, 10))}}
+		}
+	}
+	o.Start, o.Epoch = time.Now(), w.c.epoch(p)
+	a := w.adminSend("PUT", p.adminURL()+"/v1/config", newRequestID(), 0, w.configs[set], hdr)
+	o.End = time.Now()
+	o.Type, o.Status, o.Err, o.Index = a.typ, a.status, a.err, a.index
+	if o.Type == "ok" {
+		v, _ := a.body["version"].(float64)
+		o.Version = uint64(v)
+		o.Result, _ = a.body["summary"].(string)
+	}
+	w.record(o)
+}
+
 func (w *workload) rotate(client int, p *proc) {
 	w.write(Op{Client: client, Kind: "rotate", Node: p.id}, "POST", p.adminURL()+"/v1/keyring/rotate", false)
 }
@@ -461,10 +515,11 @@ type monitor struct {
 }
 
 type status struct {
-	NodeID    string `json:"node_id"`
-	Term      uint64 `json:"term"`
-	RaftState string `json:"raft_state"`
-	LeaderID  string `json:"leader_id"`
+	NodeID        string `json:"node_id"`
+	Term          uint64 `json:"term"`
+	RaftState     string `json:"raft_state"`
+	LeaderID      string `json:"leader_id"`
+	ConfigVersion uint64 `json:"config_version"`
 }
 
 func (m *monitor) run(ctx context.Context) {
@@ -485,15 +540,16 @@ func (m *monitor) run(ctx context.Context) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				epoch := m.c.epoch(p)
 				code, b := httpGet(p.adminURL() + "/v1/status")
-				if code != 200 {
-					return
+				if code != 200 || m.c.epoch(p) != epoch {
+					return // restarted meanwhile: which process answered?
 				}
 				var s status
 				if json.Unmarshal(b, &s) != nil {
 					return
 				}
-				smp := Sample{At: time.Now(), Node: p.id, Term: s.Term, State: s.RaftState, Leader: s.LeaderID}
+				smp := Sample{At: time.Now(), Node: p.id, Term: s.Term, State: s.RaftState, Leader: s.LeaderID, ConfigVersion: s.ConfigVersion, Epoch: epoch}
 				m.mu.Lock()
 				m.last[p.id] = smp
 				switch {
