@@ -225,17 +225,17 @@ func (r clusterConfigRules) Applied() (uint64, string) { return r.n.clusterCfg.g
 // other top-level section is the node's own and refused, never ignored),
 // checked with the rules of `tether config validate` as this node would
 // serve it, with its own file's other sections.
-func (r clusterConfigRules) Check(body []byte) ([]byte, []adminapi.FieldError) {
+func (r clusterConfigRules) Check(body []byte) ([]byte, []string, []adminapi.FieldError) {
 	std, err := hujson.Standardize(bytes.TrimPrefix(slices.Clone(body), []byte("\ufeff")))
 	if err != nil {
 		if _, _, perr := config.Parse(body, "json"); perr != nil {
-			return nil, fieldErrors(perr)
+			return nil, nil, fieldErrors(perr)
 		}
-		return nil, []adminapi.FieldError{{Path: "$", Error: err.Error()}}
+		return nil, nil, []adminapi.FieldError{{Path: "$", Error: err.Error()}}
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(std, &top); err != nil {
-		return nil, []adminapi.FieldError{{Path: "$", Error: "a config file is a JSON object: " + err.Error()}}
+		return nil, nil, []adminapi.FieldError{{Path: "$", Error: "a config file is a JSON object: " + err.Error()}}
 	}
 	var errs []adminapi.FieldError
 	var section json.RawMessage
@@ -261,19 +261,28 @@ func (r clusterConfigRules) Check(body []byte) ([]byte, []adminapi.FieldError) {
 		if len(t) > 0 {
 			msg = "not a JSON object"
 		}
-		return nil, append(errs, adminapi.FieldError{Path: "ReverseProxy", Error: msg})
+		return nil, nil, append(errs, adminapi.FieldError{Path: "ReverseProxy", Error: msg})
 	}
 	var content bytes.Buffer
 	if err := json.Compact(&content, section); err != nil {
-		return nil, append(errs, adminapi.FieldError{Path: "ReverseProxy", Error: err.Error()})
+		return nil, nil, append(errs, adminapi.FieldError{Path: "ReverseProxy", Error: err.Error()})
 	}
-	if _, _, err := r.n.loadConfig(content.Bytes()); err != nil {
+	_, all, err := r.n.loadConfig(content.Bytes())
+	if err != nil {
 		errs = append(errs, fieldErrors(err)...)
 	}
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, nil, errs
 	}
-	return content.Bytes(), nil
+	// The warnings about the pushed section (those about this node's own
+	// sections are its file's).
+	var warnings []string
+	for _, w := range all {
+		if strings.HasPrefix(w, "ReverseProxy") {
+			warnings = append(warnings, w)
+		}
+	}
+	return content.Bytes(), warnings, nil
 }
 
 // fieldErrors lists a config error's problems with their paths.

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -221,9 +222,14 @@ func TestPushedConfigChecks(t *testing.T) {
 	    "Clusters": { "c1": { "Destinations": { "d1": { "Address": "http://127.0.0.1:1/" } } } }, // trailing comma
 	  }
 	}`)
-	content, errs := rules.Check(yarp)
-	if len(errs) > 0 || !strings.HasPrefix(string(content), `{"Routes":{"r1":`) {
-		t.Fatalf("YARP form: %s %v", content, errs)
+	content, warnings, errs := rules.Check(yarp)
+	if len(errs) > 0 || len(warnings) > 0 || !strings.HasPrefix(string(content), `{"Routes":{"r1":`) {
+		t.Fatalf("YARP form: %s %v %v", content, warnings, errs)
+	}
+	// A key accepted but not implemented is named in the answer.
+	bogus := bytes.Replace(yarp, []byte(`"Routes":`), []byte(`"Bogus": 1, "Routes":`), 1)
+	if _, warnings, errs := rules.Check(bogus); len(errs) > 0 || !strings.Contains(fmt.Sprint(warnings), "ReverseProxy.Bogus") {
+		t.Fatalf("an unknown key: warnings %v, errors %v", warnings, errs)
 	}
 	for _, c := range []struct{ body, want string }{
 		{`{"Kestrel": {}, "Logging": {}, "ReverseProxy": {}}`, "[{Kestrel a node's own setting; push only the ReverseProxy section} {Logging a node's own setting; push only the ReverseProxy section}]"},
@@ -232,7 +238,7 @@ func TestPushedConfigChecks(t *testing.T) {
 		{`{"ReverseProxy": {"Routes": {"r1": {"ClusterId": "nope", "Match": {"Path": "/x"}}}}}`, "ReverseProxy.Routes.r1"},
 		{`{"ReverseProxy": {`, "JSON"},
 	} {
-		if _, errs := rules.Check([]byte(c.body)); !strings.Contains(fmt.Sprint(errs), c.want) {
+		if _, _, errs := rules.Check([]byte(c.body)); !strings.Contains(fmt.Sprint(errs), c.want) {
 			t.Errorf("%s: %v, want %q", c.body, errs, c.want)
 		}
 	}

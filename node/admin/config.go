@@ -26,8 +26,9 @@ const EventConfig = "config"
 // the version this node serves.
 type ClusterConfig interface {
 	// Check validates a pushed config file and returns its ReverseProxy
-	// section as compact JSON, or every error with its JSON path.
-	Check(body []byte) (content []byte, errs []FieldError)
+	// section as compact JSON with the warnings about it (keys accepted
+	// but not implemented), or every error with its JSON path.
+	Check(body []byte) (content []byte, warnings []string, errs []FieldError)
 	// Applied is the version this node serves (0: its own file's) and,
 	// when it could not apply a newer one, why.
 	Applied() (version uint64, err string)
@@ -115,7 +116,7 @@ func (a *API) configPush(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("config larger than %d bytes", maxConfigBody))
 		return
 	}
-	content, errs := a.Config.Check(body)
+	content, warnings, errs := a.Config.Check(body)
 	if len(errs) == 0 && len(content) > command.MaxConfigContent {
 		errs = []FieldError{{Path: "ReverseProxy", Error: fmt.Sprintf("%d bytes of JSON, at most %d", len(content), command.MaxConfigContent)}}
 	}
@@ -124,7 +125,7 @@ func (a *API) configPush(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cur := a.Store.ConfigCurrent()
-	a.commitConfig(w, r, store.SetConfig{ReqID: RequestID(r), IfVersion: ifv, Content: content, Summary: Summarize(cur.Content, content)}, "config push")
+	a.commitConfig(w, r, store.SetConfig{ReqID: RequestID(r), IfVersion: ifv, Content: content, Summary: Summarize(cur.Content, content)}, "config push", warnings)
 }
 
 // configRollback answers POST /v1/config/rollback (on the leader): the
@@ -149,10 +150,13 @@ func (a *API) configRollback(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, fmt.Sprintf("config version %d is not kept (the history holds the last 50 versions)", req.Version))
 		return
 	}
-	a.commitConfig(w, r, store.SetConfig{ReqID: RequestID(r), IfVersion: ifv, Content: v.Content, Summary: fmt.Sprintf("rollback to version %d", req.Version)}, "config rollback")
+	a.commitConfig(w, r, store.SetConfig{ReqID: RequestID(r), IfVersion: ifv, Content: v.Content, Summary: fmt.Sprintf("rollback to version %d", req.Version)}, "config rollback", nil)
 }
 
-func (a *API) commitConfig(w http.ResponseWriter, r *http.Request, cmd store.SetConfig, what string) {
+// commitConfig commits cmd and answers with its version; warnings (the
+// pushed file's keys accepted but not implemented) go into the answer, so
+// no ignored key passes unsaid.
+func (a *API) commitConfig(w http.ResponseWriter, r *http.Request, cmd store.SetConfig, what string, warnings []string) {
 	// The commit time is the cluster time, which no one node's clock moves.
 	cmd.At = a.Node.ClusterNow().UTC()
 	c, err := a.Store.CommitRequest(cmd, RequestBinding(r))
@@ -177,7 +181,11 @@ func (a *API) commitConfig(w http.ResponseWriter, r *http.Request, cmd store.Set
 	a.Log.Info("cluster config committed", "version", version, "index", c.Index, "summary", summary)
 	SetCommitted(w, c.Index)
 	w.Header().Set("ETag", strconv.Quote(strconv.FormatUint(version, 10)))
-	WriteJSON(w, http.StatusOK, map[string]any{"version": version, "index": c.Index, "summary": summary})
+	body := map[string]any{"version": version, "index": c.Index, "summary": summary}
+	if len(warnings) > 0 {
+		body["warnings"] = warnings
+	}
+	WriteJSON(w, http.StatusOK, body)
 }
 
 // Summarize says what a ReverseProxy section holds and, against the

@@ -14,10 +14,10 @@ import (
 // ReverseProxy section, and no route named "bad".
 type fakeConfig struct{ applied uint64 }
 
-func (f *fakeConfig) Check(body []byte) ([]byte, []FieldError) {
+func (f *fakeConfig) Check(body []byte) ([]byte, []string, []FieldError) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
-		return nil, []FieldError{{Error: err.Error()}}
+		return nil, nil, []FieldError{{Error: err.Error()}}
 	}
 	var errs []FieldError
 	for k := range top {
@@ -28,8 +28,16 @@ func (f *fakeConfig) Check(body []byte) ([]byte, []FieldError) {
 	if strings.Contains(string(top["ReverseProxy"]), `"bad"`) {
 		errs = append(errs, FieldError{Path: "ReverseProxy.Routes.bad.Match", Error: "missing"})
 	}
-	return top["ReverseProxy"], errs
+	if len(errs) > 0 {
+		return nil, nil, errs
+	}
+	var warnings []string
+	if strings.Contains(string(top["ReverseProxy"]), `"Unknown"`) {
+		warnings = append(warnings, "ReverseProxy.Unknown: an unknown key, ignored")
+	}
+	return top["ReverseProxy"], warnings, nil
 }
+
 func (f *fakeConfig) Applied() (uint64, string) { return f.applied, "" }
 
 func TestConfigEndpoints(t *testing.T) {
@@ -114,5 +122,21 @@ func TestSummarize(t *testing.T) {
 		if got := Summarize(prev, []byte(c.cur)); got != c.want {
 			t.Errorf("Summarize(%s, %s) = %q, want %q", c.prev, c.cur, got, c.want)
 		}
+	}
+}
+
+// TestConfigPushAnswersWithItsWarnings: a key the node accepts without
+// implementing it is named in the push's answer, never passed over.
+func TestConfigPushAnswersWithItsWarnings(t *testing.T) {
+	a, _, _, _ := newTestAPI(t)
+	a.Config = &fakeConfig{}
+	h := a.Handler()
+	resp, body := answer(t, h, "PUT", "/v1/config", nil, `{"ReverseProxy":{"Unknown":1}}`)
+	if resp.StatusCode != http.StatusOK || fmt.Sprint(body["warnings"]) != "[ReverseProxy.Unknown: an unknown key, ignored]" {
+		t.Fatalf("push with an unknown key: %d %v", resp.StatusCode, body)
+	}
+	resp, body = answer(t, h, "PUT", "/v1/config", nil, `{"ReverseProxy":{}}`)
+	if resp.StatusCode != http.StatusOK || body["warnings"] != nil {
+		t.Fatalf("push without warnings: %d %v", resp.StatusCode, body)
 	}
 }
