@@ -65,16 +65,28 @@ func (s *SyncBuffer) String() string {
 
 // FreeAddr is a loopback address whose port is free now (another process
 // may take it before it is used: for addresses a child process must be
-// told in advance).
+// told in advance). It never hands out the same address twice in one test
+// binary: the kernel may give a port just closed to the next bind, and two
+// addresses of one node (its Raft and gossip ports) must differ.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no loopback port that was not handed out before")
+	return ""
 }
+
+// handedOut holds every address FreeAddr returned.
+var handedOut sync.Map
 
 // WriteFile replaces path with content atomically (a watcher never reads it
 // half-written).

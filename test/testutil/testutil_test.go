@@ -115,3 +115,16 @@ func TestRawServerHandsOutConnectionsInOrder(t *testing.T) {
 		t.Fatalf("%d connections", s.Conns())
 	}
 }
+
+// TestFreeAddrNeverRepeats: one binary's addresses differ, even when the
+// kernel hands a port just closed to the next bind.
+func TestFreeAddrNeverRepeats(t *testing.T) {
+	seen := map[string]bool{}
+	for range 200 {
+		a := FreeAddr(t)
+		if seen[a] {
+			t.Fatalf("FreeAddr handed out %s twice", a)
+		}
+		seen[a] = true
+	}
+}
