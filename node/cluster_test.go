@@ -145,6 +145,7 @@ func (tc *testCluster) start(cfg Config, prep ...func(*Node)) *Node {
 // prep (if not nil) set each up by its place (0, 1, 2).
 func (tc *testCluster) startThree(prep func(i int, n *Node)) []*Node {
 	tc.t.Helper()
+	tc.skipShort()
 	var join []string
 	var nodes []*Node
 	for i, id := range []string{"n1", "n2", "n3"} {
@@ -219,8 +220,17 @@ func (tc *testCluster) live() []*Node {
 
 // form starts n nodes with --bootstrap-expect n, each joining the ones
 // started before it, and waits for one leader and an active key everywhere.
+// skipShort skips a multi-node cluster test under -short, as store's
+// do: go test -short stays a quick loop; make test runs them all.
+func (tc *testCluster) skipShort() {
+	if testing.Short() {
+		tc.t.Skip("a multi-node cluster test (make test runs it)")
+	}
+}
+
 func (tc *testCluster) form(n int) []*Node {
 	tc.t.Helper()
+	tc.skipShort()
 	var join []string
 	for i := 1; i <= n; i++ {
 		nd := tc.start(tc.config(fmt.Sprintf("n%d", i), n, slices.Clone(join)))
