@@ -292,9 +292,16 @@ func backendCfg(url, cluster, route, top string) string {
 }
 
 // forEachMode runs f as a subtest per server mode.
+// Under -short only the default servers run (the own HTTP/1.1 loop, the
+// standard HTTP/2 server, HTTP/3); make test runs every mode.
 func forEachMode(t *testing.T, f func(t *testing.T, m serverMode)) {
 	for _, m := range serverModes {
-		t.Run(m.name, func(t *testing.T) { f(t, m) })
+		t.Run(m.name, func(t *testing.T) {
+			if testing.Short() && (m.http1 == frontdoor.HTTP1Stdlib || m.http2 == frontdoor.HTTP2Own) {
+				t.Skip("a server chosen by a flag, not the default (make test runs every mode)")
+			}
+			f(t, m)
+		})
 	}
 }
 
