@@ -77,19 +77,47 @@ func (c *Cluster) StartNode(id, dataDir string, extra ...string) *Agent {
 	if dataDir == "" {
 		dataDir = c.T.TempDir()
 	}
-	raft, gossip := c.addrsOf(id)
-	args := append([]string{"agent", "--config", c.Config, "--node-id", id, "--data-dir", dataDir,
-		"--admin-addr", "127.0.0.1:0", "--raft-addr", raft, "--gossip-addr", gossip,
-		"--cluster-secret-file", c.Secret, "--no-access-log"}, extra...)
 	var env []string
 	if c.Env != nil {
 		env = c.Env(id)
 	}
-	p := Start(c.T, c.Bin, env, args...)
-	started := p.WaitLogLine("node started", 60*time.Second)
-	a := &Agent{Proc: p, ID: id, DataDir: dataDir, Extra: extra}
-	a.ProxyURL = "http://" + strings.Split(started["proxy"].(string), ",")[0]
-	a.AdminURL = "http://" + started["admin"].(string)
-	a.Gossip, _ = started["gossip"].(string)
-	return a
+	// A port FreeAddr found free may be taken by another process before
+	// the node binds it: a node's first start then tries new addresses
+	// (a restart keeps the ones it had).
+	c.mu.Lock()
+	_, known := c.addrs[id]
+	c.mu.Unlock()
+	for attempt := 1; ; attempt++ {
+		raft, gossip := c.addrsOf(id)
+		args := append([]string{"agent", "--config", c.Config, "--node-id", id, "--data-dir", dataDir,
+			"--admin-addr", "127.0.0.1:0", "--raft-addr", raft, "--gossip-addr", gossip,
+			"--cluster-secret-file", c.Secret, "--no-access-log"}, extra...)
+		p := Start(c.T, c.Bin, env, args...)
+		if !known && attempt < 5 && p.exitedInUse(60*time.Second) {
+			c.ForgetAddrs(id)
+			continue
+		}
+		started := p.WaitLogLine("node started", 60*time.Second)
+		a := &Agent{Proc: p, ID: id, DataDir: dataDir, Extra: extra}
+		a.ProxyURL = "http://" + strings.Split(started["proxy"].(string), ",")[0]
+		a.AdminURL = "http://" + started["admin"].(string)
+		a.Gossip, _ = started["gossip"].(string)
+		return a
+	}
+}
+
+// exitedInUse waits up to timeout for "node started" and reports whether
+// the process exited before it because an address was in use.
+func (p *Proc) exitedInUse(timeout time.Duration) bool {
+	inUse := false
+	Until(timeout, func() bool {
+		select {
+		case <-p.done:
+			inUse = strings.Contains(p.Stderr.String(), "address already in use")
+			return true
+		default:
+		}
+		return p.LogLine("node started") != nil
+	})
+	return inUse
 }
