@@ -29,17 +29,7 @@ func BenchmarkServe(b *testing.B) {
 			name = "own"
 		}
 		b.Run(name, func(b *testing.B) {
-			srv := &http.Server{Handler: h, Protocols: new(http.Protocols)}
-			srv.Protocols.SetUnencryptedHTTP2(true)
-			if own {
-				New(srv)
-			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			go func() { _ = srv.Serve(ln) }()
-			defer srv.Close()
+			ln := serveH2C(b, h, own)
 			tr := &http.Transport{Protocols: new(http.Protocols)}
 			tr.Protocols.SetUnencryptedHTTP2(true)
 			defer tr.CloseIdleConnections()
@@ -83,17 +73,7 @@ func BenchmarkServeRaw(b *testing.B) {
 			name = "own"
 		}
 		b.Run(name, func(b *testing.B) {
-			srv := &http.Server{Handler: h, Protocols: new(http.Protocols)}
-			srv.Protocols.SetUnencryptedHTTP2(true)
-			if own {
-				New(srv)
-			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			go func() { _ = srv.Serve(ln) }()
-			defer srv.Close()
+			ln := serveH2C(b, h, own)
 			nc, err := net.Dial("tcp", ln.Addr().String())
 			if err != nil {
 				b.Fatal(err)
@@ -165,4 +145,22 @@ func BenchmarkServeRaw(b *testing.B) {
 			}
 		})
 	}
+}
+
+// serveH2C serves h over h2c (the own server when own) on a loopback
+// listener until the benchmark ends.
+func serveH2C(b *testing.B, h http.Handler, own bool) net.Listener {
+	b.Helper()
+	srv := &http.Server{Handler: h, Protocols: new(http.Protocols)}
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	if own {
+		New(srv)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	b.Cleanup(func() { srv.Close() })
+	return ln
 }
