@@ -4,7 +4,10 @@
 // HTTP/2 server.
 //
 // Framing and header compression are golang.org/x/net/http2's Framer and
-// hpack. The connection's one goroutine reads and acts on frames; each
+// hpack; a request's header block (HEADERS and CONTINUATION frames) is
+// decoded by the server into containers the connection reuses, with the
+// checks, the header list limit and the errors of the Framer's
+// ReadMetaHeaders. The connection's one goroutine reads and acts on frames; each
 // stream's handler runs on a goroutine of its own (one kept from an
 // earlier stream when one waits) and writes its frames itself, under the
 // connection's lock, into the connection's one write buffer, so a

@@ -127,6 +127,7 @@ type conn struct {
 	remote   string
 	br       *bufio.Reader
 	fr       *http2.Framer
+	hd       *blockDecoder // the read loop's
 
 	// Everything below is guarded by mu; the frame writes too.
 	mu sync.Mutex
@@ -192,8 +193,7 @@ func (s *Server) serveConn(nc, hookConn net.Conn, tlsState *tls.ConnectionState,
 	c.outRoom.L = &c.mu
 	c.fr = http2.NewFramer(outBuf{c}, c.br)
 	c.fr.SetReuseFrames()
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	c.fr.MaxHeaderListSize = s.maxHeader
+	c.hd = newBlockDecoder(s.maxHeader)
 	c.fr.SetMaxReadFrameSize(maxFrameSize)
 	c.henc = hpack.NewEncoder(encodeBuf{c})
 
@@ -261,7 +261,7 @@ func (c *conn) serve() {
 				return
 			}
 		}
-		f, err := c.fr.ReadFrame()
+		f, err := c.readFrame()
 		if err != nil {
 			var se http2.StreamError
 			var ce http2.ConnectionError
@@ -297,6 +297,19 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// readFrame reads the next frame; a header block is read whole and
+// decoded (*headerBlock).
+func (c *conn) readFrame() (any, error) {
+	f, err := c.fr.ReadFrame()
+	if err != nil {
+		return nil, err
+	}
+	if hf, ok := f.(*http2.HeadersFrame); ok {
+		return c.hd.read(c.fr, hf)
+	}
+	return f, nil
 }
 
 func isTimeout(err error) bool {
@@ -469,7 +482,7 @@ func (c *conn) waitRoomLocked() {
 }
 
 // process acts on one frame; false with the connection error's code.
-func (c *conn) process(f http2.Frame) (http2.ErrCode, bool) {
+func (c *conn) process(f any) (http2.ErrCode, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch f := f.(type) {
@@ -554,7 +567,7 @@ func (c *conn) process(f http2.Frame) (http2.ErrCode, bool) {
 		}
 	case *http2.PushPromiseFrame:
 		return http2.ErrCodeProtocol, false
-	case *http2.MetaHeadersFrame:
+	case *headerBlock:
 		return c.headersLocked(f)
 	case *http2.DataFrame:
 		return c.dataLocked(f)
@@ -630,8 +643,8 @@ func (c *conn) dataLocked(f *http2.DataFrame) (http2.ErrCode, bool) {
 	return 0, true
 }
 
-func (c *conn) headersLocked(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
-	id := f.StreamID
+func (c *conn) headersLocked(f *headerBlock) (http2.ErrCode, bool) {
+	id := f.streamID
 	if id%2 == 0 {
 		return http2.ErrCodeProtocol, false
 	}
@@ -641,14 +654,14 @@ func (c *conn) headersLocked(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 			c.resetLocked(id, http2.ErrCodeStreamClosed)
 			return 0, true
 		}
-		if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
+		if !f.endStream || f.npseudo > 0 {
 			c.resetLocked(id, http2.ErrCodeProtocol)
 			return 0, true
 		}
 		if st.req.Trailer == nil {
 			st.req.Trailer = http.Header{}
 		}
-		for _, hf := range f.RegularFields() {
+		for _, hf := range f.regular() {
 			k := c.canonical(hf.Name)
 			if !httpguts.ValidTrailerHeader(k) {
 				c.resetLocked(id, http2.ErrCodeProtocol)
@@ -670,7 +683,7 @@ func (c *conn) headersLocked(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 	if c.goingAway {
 		return 0, true // after our GOAWAY: not taken
 	}
-	if f.HasPriority() && f.Priority.StreamDep == id {
+	if f.hasPriority && f.priority.StreamDep == id {
 		_ = c.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
 		return 0, true
 	}
@@ -680,7 +693,7 @@ func (c *conn) headersLocked(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 	}
 	st := &stream{c: c, id: id, recvWindow: streamWindow, sendWindow: int64(c.peerWindow), declared: -1}
 	st.wake.L = &c.mu
-	st.remoteDone = f.StreamEnded()
+	st.remoteDone = f.endStream
 	req, status, ok := c.newRequest(st, f)
 	if !ok {
 		_ = c.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
@@ -783,12 +796,12 @@ func (c *conn) canonical(name string) string {
 // newRequest builds a stream's request; false for a malformed one (the
 // stream is reset). status is non-zero when the request is answered
 // without its handler (431: the header list is over the limit).
-func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request, int, bool) {
-	method := f.PseudoValue("method")
-	path := f.PseudoValue("path")
-	scheme := f.PseudoValue("scheme")
-	authority := f.PseudoValue("authority")
-	if method == "" || f.PseudoValue("protocol") != "" {
+func (c *conn) newRequest(st *stream, f *headerBlock) (*http.Request, int, bool) {
+	method := f.pseudoValue("method")
+	path := f.pseudoValue("path")
+	scheme := f.pseudoValue("scheme")
+	authority := f.pseudoValue("authority")
+	if method == "" || f.pseudoValue("protocol") != "" {
 		return nil, 0, false
 	}
 	if method == http.MethodConnect {
@@ -798,7 +811,7 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 	} else if path == "" || scheme == "" {
 		return nil, 0, false
 	}
-	regular := f.RegularFields()
+	regular := f.regular()
 	hdr := make(http.Header, len(regular))
 	// One backing array for the values, the stream's when it is large
 	// enough; a repeated field gets its own.
@@ -851,7 +864,7 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 		hdr["Cookie"] = vals[cookie : cookie+1 : cookie+1]
 	}
 	status := 0
-	if f.Truncated {
+	if f.truncated {
 		status = http.StatusRequestHeaderFieldsTooLarge
 	} else if refused != 0 {
 		status, st.refuseMsg = http.StatusBadRequest, refusal(refused)
