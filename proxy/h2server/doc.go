@@ -29,4 +29,11 @@
 //     idle timeout;
 //   - trailers both ways, 1xx responses, Expect: 100-continue, and
 //     http.ResponseController's Flush, SetReadDeadline and SetWriteDeadline.
+//
+// One difference a handler must keep to, as with the own HTTP/1.1 loop:
+// a connection's streams reuse the request's header map and URL and the
+// response's header map once the handler has returned (streamScratch), so
+// the handler does not hold on to r.Header, r.URL or w.Header() after it
+// returns, as tether's proxy never does (the strings they hold stay the
+// request's own and may be kept).
 package h2server

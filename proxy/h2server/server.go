@@ -158,6 +158,9 @@ type conn struct {
 	idleArmed   bool
 	handlers    sync.WaitGroup
 	headerKey   map[string]string // canonical request field names, this connection's
+	// scratch holds containers of streams whose handlers have returned,
+	// for the next streams (at most maxScratch).
+	scratch []*streamScratch
 	// lenN's text, the last Content-Length the server added: responses
 	// of one size repeat.
 	lenN    int
@@ -812,7 +815,9 @@ func (c *conn) newRequest(st *stream, f *headerBlock) (*http.Request, int, bool)
 		return nil, 0, false
 	}
 	regular := f.regular()
-	hdr := make(http.Header, len(regular))
+	sc := c.takeScratchLocked()
+	st.sc = sc
+	hdr := sc.reqHeader(len(regular))
 	// One backing array for the values, the stream's when it is large
 	// enough; a repeated field gets its own.
 	vals := st.valArr[:]
@@ -887,6 +892,8 @@ func (c *conn) newRequest(st *stream, f *headerBlock) (*http.Request, int, bool)
 	if method == http.MethodConnect {
 		req.URL = &url.URL{Host: authority}
 		req.RequestURI = authority
+	} else if plainRequestURI(path, &sc.url) {
+		req.URL = &sc.url
 	} else if req.URL, err = url.ParseRequestURI(path); err != nil {
 		return nil, 0, false
 	}
@@ -974,6 +981,7 @@ type stream struct {
 	localDone  bool   // END_STREAM sent
 
 	refuseMsg string
+	sc        *streamScratch // the request's and the response's containers
 	rwv       responseWriter
 	bodyv     body
 	// fieldArr backs the response's fields (responseWriter.snap).
@@ -1060,7 +1068,7 @@ func (st *stream) run() {
 			c.flushLocked()
 			c.handlerDoneLocked()
 			c.mu.Unlock()
-			st.stopTimers()
+			st.stopTimers(false)
 			st.ctx.Cancel(context.Canceled)
 			return
 		}
@@ -1075,11 +1083,13 @@ func (st *stream) run() {
 		http.Error(rw, rw.refuseMsg, rw.refuse)
 	}
 	rw.finish()
-	st.stopTimers()
+	st.stopTimers(true)
 	st.ctx.Cancel(context.Canceled)
 }
 
-func (st *stream) stopTimers() {
+// stopTimers stops the stream's deadlines; with reuse, the handler has
+// returned and its containers go to the connection's next streams.
+func (st *stream) stopTimers(reuse bool) {
 	c := st.c
 	c.mu.Lock()
 	if st.readTimer != nil {
@@ -1087,6 +1097,10 @@ func (st *stream) stopTimers() {
 	}
 	if st.writeTimer != nil {
 		st.writeTimer.Stop()
+	}
+	if reuse && st.sc != nil {
+		c.putScratchLocked(st.sc)
+		st.sc = nil
 	}
 	c.mu.Unlock()
 }
