@@ -415,6 +415,17 @@ func (c *conn) flushLocked() {
 	if c.writing {
 		return
 	}
+	if len(c.out) > 0 && c.running > 1 && c.writeErr == nil {
+		// Other handlers of the connection may be about to write too
+		// (their backends answered in the same round): they run first
+		// and add their frames, which leave in this write.
+		c.writing = true
+		c.mu.Unlock()
+		runtime.Gosched()
+		c.mu.Lock()
+		c.writing = false
+		c.outRoom.Broadcast()
+	}
 	for len(c.out) > 0 {
 		if c.writeErr != nil {
 			c.out = c.out[:0]
