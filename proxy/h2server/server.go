@@ -764,6 +764,7 @@ var (
 // at the smallest size and is copied as the handler outgrows it, each
 // stream again; a waiting worker has grown it already.
 func worker(st *stream) {
+	growStack()
 	for {
 		st.run()
 		if idleWorkers.Add(1) > maxIdleWorkers {
@@ -774,6 +775,26 @@ func worker(st *stream) {
 		idleWorkers.Add(-1)
 	}
 }
+
+// A new goroutine's stack starts at the smallest size, which the proxy's
+// request path outgrows: each growth copies the stack so far, with the
+// pointer adjustment of every frame, deep in the handler. growStack grows
+// it once, at the top of the worker, where there is almost nothing to
+// copy, to what the request path uses; the worker keeps it for the
+// streams it runs next (the front door's handler then skips its own).
+const (
+	stackGrownTo = 16 << 10
+	stackAhead   = stackGrownTo / 2 // the runtime doubles the stack until this frame fits
+)
+
+//go:noinline
+func growStack() {
+	var frame [stackAhead]byte
+	keepFrame(frame[:])
+}
+
+//go:noinline
+func keepFrame([]byte) {}
 
 // handlerDoneLocked starts queued handlers whose streams are still open.
 func (c *conn) handlerDoneLocked() {
