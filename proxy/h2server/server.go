@@ -1235,6 +1235,10 @@ func (c *conn) writeHeadersLocked(st *stream, status int, h []field, end bool) {
 		if !f.valid && !httpguts.ValidHeaderFieldValue(v) {
 			continue
 		}
+		if uniqueValues[lk] {
+			c.hbuf = appendUnindexed(c.hbuf, lk, v)
+			continue
+		}
 		_ = c.henc.WriteField(hpack.HeaderField{Name: lk, Value: v})
 	}
 	if end {
@@ -1253,6 +1257,38 @@ func (c *conn) writeHeadersLocked(st *stream, status int, h []field, end bool) {
 			_ = c.fr.WriteContinuation(st.id, len(block) == 0, frag)
 		}
 	}
+}
+
+// uniqueValues are response fields whose value is new on every response
+// (a request's trace or id): the encoder would Huffman-code each and add
+// it to the dynamic table, where it pushes out the fields that do repeat.
+// They are sent as literals without indexing, their names and values as
+// they are.
+var uniqueValues = map[string]bool{"x-tether-trace-id": true, "traceparent": true, "x-request-id": true}
+
+// appendUnindexed appends the field as an HPACK literal without indexing,
+// with a literal name; neither string is Huffman-coded.
+func appendUnindexed(dst []byte, name, value string) []byte {
+	dst = append(dst, 0)
+	dst = appendHpackInt(dst, 0, 7, uint64(len(name)))
+	dst = append(dst, name...)
+	dst = appendHpackInt(dst, 0, 7, uint64(len(value)))
+	return append(dst, value...)
+}
+
+// appendHpackInt appends n as an HPACK integer with an n-bit prefix
+// (RFC 7541, 5.1), the first byte's other bits being first's.
+func appendHpackInt(dst []byte, first byte, n uint, i uint64) []byte {
+	k := uint64(1)<<n - 1
+	if i < k {
+		return append(dst, first|byte(i))
+	}
+	dst = append(dst, first|byte(k))
+	i -= k
+	for ; i >= 128; i >>= 7 {
+		dst = append(dst, byte(0x80|i&0x7f))
+	}
+	return append(dst, byte(i))
 }
 
 var statusCodes [600]string
