@@ -67,7 +67,7 @@ var (
 )
 
 func (d *blockDecoder) emit(hf hpack.HeaderField) {
-	if !httpguts.ValidHeaderFieldValue(hf.Value) {
+	if !validValue(hf.Value) {
 		d.invalid = errInvalidFieldValue
 	}
 	if strings.HasPrefix(hf.Name, ":") {

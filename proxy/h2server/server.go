@@ -1232,7 +1232,7 @@ func (c *conn) writeHeadersLocked(st *stream, status int, h []field, end bool) {
 		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te":
 			continue
 		}
-		if !f.valid && !httpguts.ValidHeaderFieldValue(v) {
+		if !f.valid && !validValue(v) {
 			continue
 		}
 		if uniqueValues[lk] {
