@@ -39,7 +39,7 @@ func ifVersionFlag(c *cobra.Command, v *uint64, what string) {
 func configPushCmd() *cobra.Command {
 	var ifVersion uint64
 	var rpOnly bool
-	c := clientCmd("push FILE", "Commit a file's ReverseProxy section as the cluster's next version (- reads stdin)", cobra.ExactArgs(1),
+	c := clientCmd("push FILE", "Commit a file's ReverseProxy section as the cluster's next version, naming the sections left out (- reads stdin)", cobra.ExactArgs(1),
 		func(cf *clientFlags, cmd *cobra.Command, args []string) error {
 			content, err := readPushFile(cmd.InOrStdin(), args[0])
 			if err != nil {
@@ -62,13 +62,13 @@ func configPushCmd() *cobra.Command {
 			return printPushed(cmd, cf, res, fmt.Sprintf("pushed version %d", res.Version))
 		})
 	ifVersionFlag(c, &ifVersion, "push")
-	c.Flags().BoolVar(&rpOnly, "reverse-proxy-only", false, "send only the file's ReverseProxy section, leaving out (and naming) its other sections, the node's own (a whole appsettings.json)")
+	c.Flags().BoolVar(&rpOnly, "reverse-proxy-only", false, "send only the file's ReverseProxy section, naming the others: the leader leaves them out anyway, and this way they (an appsettings.json's connection strings, a certificate's password) never leave this machine")
 	return c
 }
 
 // reverseProxyOnly cuts a config file down to its ReverseProxy section and
-// names on w the sections it left out: without it the leader refuses them,
-// as a push never ignores a section silently.
+// names on w the sections it left out, as the leader's warnings name them
+// when it gets the whole file: a push never drops a section silently.
 func reverseProxyOnly(w io.Writer, name string, content []byte) ([]byte, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(content, &top); err != nil {
