@@ -70,9 +70,14 @@ func configPushCmd() *cobra.Command {
 // names on w the sections it left out, as the leader's warnings name them
 // when it gets the whole file: a push never drops a section silently.
 func reverseProxyOnly(w io.Writer, name string, content []byte) ([]byte, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(content, &top); err != nil {
-		return nil, fmt.Errorf("%s: not a JSON object: a configuration file is one", name)
+	// Comments and trailing commas as a node's loader allows them.
+	std, err := hujson.Standardize(bytes.TrimPrefix(content, []byte("\xef\xbb\xbf")))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	top, err := topLevelSections(std)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	var section json.RawMessage
 	var left []string
@@ -91,6 +96,42 @@ func reverseProxyOnly(w io.Writer, name string, content []byte) ([]byte, error) 
 		fmt.Fprintf(w, "info: left out %s: each node keeps them in its own file\n", strings.Join(left, ", "))
 	}
 	return []byte(`{"ReverseProxy":` + string(section) + `}`), nil
+}
+
+// topLevelSections reads a JSON object's members, refusing a key given
+// twice in any case: keys are case-insensitive, as a node's loader reads
+// them, and a map would keep one copy silently.
+func topLevelSections(data []byte) (map[string]json.RawMessage, error) {
+	notObject := errors.New("not a JSON object: a configuration file is one")
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, notObject
+	}
+	top := map[string]json.RawMessage{}
+	seen := map[string]string{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, notObject
+		}
+		k, _ := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, notObject
+		}
+		if first, ok := seen[strings.ToLower(k)]; ok {
+			return nil, fmt.Errorf("%q given twice (same as %q; keys are case-insensitive)", k, first)
+		}
+		seen[strings.ToLower(k)] = k
+		top[k] = v
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, notObject
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, notObject
+	}
+	return top, nil
 }
 
 func configRollbackCmd() *cobra.Command {

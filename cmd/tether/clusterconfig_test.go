@@ -235,6 +235,19 @@ func TestConfigCommandsAgainstTheAPI(t *testing.T) {
 	if _, _, err = tetherRun(t, `{"Kestrel": {}}`, "config", "push", "--reverse-proxy-only", "-"); err == nil || err.Error() != "- has no ReverseProxy section: there is nothing to push" {
 		t.Fatalf("--reverse-proxy-only without the section: %v", err)
 	}
+	// The section twice (in any case) is refused, as a load and the
+	// leader refuse it, never one copy kept silently; comments are
+	// allowed, as in a file a node loads.
+	sent = len(api.bodies)
+	if _, _, err = tetherRun(t, `{"ReverseProxy": {"Routes": {}}, "reverseproxy": {}}`, "config", "push", "--reverse-proxy-only", "-"); err == nil || err.Error() != `-: "reverseproxy" given twice (same as "ReverseProxy"; keys are case-insensitive)` || len(api.bodies) != sent {
+		t.Fatalf("--reverse-proxy-only with the section twice: %v (%d requests sent)", err, len(api.bodies)-sent)
+	}
+	if _, errOut, err = tetherRun(t, "{\n  // the fleet's routes\n  \"ReverseProxy\": {\"Routes\": {}}, /* ours */ \"Logging\": {}\n}", "config", "push", "--reverse-proxy-only", "--if-version", "2", "-"); err == nil || !strings.Contains(err.Error(), "at version 3, not 2") || errOut != "info: left out Logging: each node keeps them in its own file\n" {
+		t.Fatalf("--reverse-proxy-only with comments: %q %v", errOut, err)
+	}
+	if got := api.bodies[len(api.bodies)-1]; got != `{"ReverseProxy":{"Routes": {}}}` {
+		t.Fatalf("push --reverse-proxy-only with comments sent %q", got)
+	}
 
 	// stdin, and the JSON answer.
 	out, _, err = tetherRun(t, `{"ReverseProxy": {"Routes": {}}}`, "config", "push", "-", "--json")
