@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"slices"
 	"strings"
@@ -221,10 +222,14 @@ type clusterConfigRules struct{ n *Node }
 
 func (r clusterConfigRules) Applied() (uint64, string) { return r.n.clusterCfg.get() }
 
-// Check takes a pushed config file: its ReverseProxy section alone (every
-// other top-level section is the node's own and refused, never ignored),
-// checked with the rules of `tether config validate` as this node would
-// serve it, with its own file's other sections.
+// Check takes a pushed config file as `tether config validate` takes a
+// file, and keeps its ReverseProxy section alone, checked with the rules of
+// `tether config validate` as this node would serve it, with its own
+// file's other sections. Each other top-level section is left out and
+// named in a warning, never dropped unsaid: a node's own settings
+// (Kestrel, Listeners ...) stay each node's file's, and ASP.NET's
+// boilerplate and the application's own sections, which a load ignores,
+// are no part of the cluster's config either.
 func (r clusterConfigRules) Check(body []byte) ([]byte, []string, []adminapi.FieldError) {
 	std, err := hujson.Standardize(bytes.TrimPrefix(slices.Clone(body), []byte("\ufeff")))
 	if err != nil {
@@ -233,27 +238,38 @@ func (r clusterConfigRules) Check(body []byte) ([]byte, []string, []adminapi.Fie
 		}
 		return nil, nil, []adminapi.FieldError{{Path: "$", Error: err.Error()}}
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(std, &top); err != nil {
+	keys, vals, err := topLevelSections(std)
+	if err != nil {
 		return nil, nil, []adminapi.FieldError{{Path: "$", Error: "a config file is a JSON object: " + err.Error()}}
 	}
 	var errs []adminapi.FieldError
 	var section json.RawMessage
-	keys := make([]string, 0, len(top))
-	for k := range top {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	var left, typos []string // typos: keys taken for a misspelt ReverseProxy
+	seen := make(map[string]string, len(keys))
+	for i, k := range keys {
+		if first, ok := seen[strings.ToLower(k)]; ok {
+			errs = append(errs, adminapi.FieldError{Path: k, Error: fmt.Sprintf("duplicate key (same as %q; keys are case-insensitive)", first)})
+			continue
+		}
+		seen[strings.ToLower(k)] = k
+		name, typo := config.TopLevelKey(k)
 		switch {
-		case strings.EqualFold(k, "ReverseProxy"):
-			if section != nil {
-				errs = append(errs, adminapi.FieldError{Path: k, Error: "ReverseProxy given twice (keys are case-insensitive)"})
-			}
-			section = top[k]
-		case strings.EqualFold(k, "$schema"):
+		case name == "ReverseProxy" && !typo:
+			section = vals[i]
+		case name == "$schema":
+		case typo && r.n.cfg.Strict:
+			errs = append(errs, adminapi.FieldError{Path: k, Error: "unknown key; did you mean " + name + "?"})
+		case typo && name == "ReverseProxy":
+			typos = append(typos, k)
 		default:
-			errs = append(errs, adminapi.FieldError{Path: k, Error: "a node's own setting; push only the ReverseProxy section"})
+			left = append(left, leftOut(k, name, typo))
+		}
+	}
+	for _, k := range typos {
+		if section == nil {
+			errs = append(errs, adminapi.FieldError{Path: k, Error: "unknown key; did you mean ReverseProxy?"})
+		} else {
+			left = append(left, leftOut(k, "ReverseProxy", true))
 		}
 	}
 	if t := bytes.TrimSpace(section); len(t) == 0 || t[0] != '{' {
@@ -274,15 +290,74 @@ func (r clusterConfigRules) Check(body []byte) ([]byte, []string, []adminapi.Fie
 	if len(errs) > 0 {
 		return nil, nil, errs
 	}
-	// The warnings about the pushed section (those about this node's own
-	// sections are its file's).
-	var warnings []string
+	// What was left out, then the warnings about the pushed section (those
+	// about this node's own sections are its file's).
+	warnings := left
 	for _, w := range all {
 		if strings.HasPrefix(w, "ReverseProxy") {
 			warnings = append(warnings, w)
 		}
 	}
 	return content.Bytes(), warnings, nil
+}
+
+// leftOut is the warning naming a pushed file's top-level key left out of
+// the cluster's config: name is the section a load reads it as ("": the
+// application's own), typo whether it is taken for a misspelling of name.
+func leftOut(key, name string, typo bool) string {
+	switch {
+	case typo:
+		return fmt.Sprintf("%s: unknown key; did you mean %s? not pushed", key, name)
+	case name == "":
+		return key + ": not a tether, YARP or ASP.NET section; not pushed (the application's own)"
+	case name == "Logging":
+		return key + ": not pushed: ASP.NET's log categories, which tether does not read (each node logs at its --log-level)"
+	case name == "AllowedHosts":
+		return key + ": not pushed: ASP.NET's host filtering, which tether does not do (a route's Match.Hosts restricts the hosts it serves)"
+	}
+	return key + ": a node's own setting, not pushed; each node keeps its file's"
+}
+
+// topLevelSections are the keys of a JSON object, in order, duplicates
+// included, with their values.
+func topLevelSections(data []byte) ([]string, []json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil {
+		return nil, nil, err
+	} else if tok != json.Delim('{') {
+		kind := "null"
+		switch tok.(type) {
+		case json.Delim:
+			kind = "an array"
+		case string:
+			kind = "a string"
+		case float64:
+			kind = "a number"
+		case bool:
+			kind = "a boolean"
+		}
+		return nil, nil, fmt.Errorf("this one is %s", kind)
+	}
+	var keys []string
+	var vals []json.RawMessage
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, nil, err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, nil, err
+		}
+		keys, vals = append(keys, tok.(string)), append(vals, v)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, nil, errors.New("more than one JSON value")
+	}
+	return keys, vals, nil
 }
 
 // fieldErrors lists a config error's problems with their paths.

@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tailscale/hujson"
 
 	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/proxy/config"
@@ -130,10 +134,10 @@ func TestClusterConfigThroughRaft(t *testing.T) {
 	waitVersion(t, tc, 2, "")
 
 	// Invalid: every error with its path, nothing changes.
-	bad := []byte(`{"Kestrel": {"Endpoints": {}}, "ReverseProxy": {"Routes": {"r": {"ClusterId": "nope", "Match": {"Path": "/x"}}}}}`)
+	bad := []byte(`{"Kestrel": {"Endpoints": {}}, "ReverseProxy": {"Routes": {"r": {"ClusterId": "nope", "Match": {"Path": "/x"}}, "r2": {"ClusterId": "nope"}}}}`)
 	status, body = adminWith(t, f, "PUT", "/v1/config", nil, bad)
 	errs := fmt.Sprint(body["errors"])
-	if status != 400 || !strings.HasPrefix(fmt.Sprint(body["error"]), "config invalid: ") || !strings.Contains(errs, "path:Kestrel") || !strings.Contains(errs, "ReverseProxy.Routes.r") {
+	if status != 400 || body["error"] != "config invalid: 3 errors" || strings.Contains(errs, "Kestrel") || !strings.Contains(errs, "ReverseProxy.Routes.r.ClusterId") || !strings.Contains(errs, "ReverseProxy.Routes.r2.Match") {
 		t.Fatalf("invalid push: %d %v", status, body)
 	}
 	if c := f.store.ConfigCurrent(); c.Version != 2 {
@@ -209,8 +213,7 @@ func TestClusterConfigThroughRaft(t *testing.T) {
 }
 
 // A pushed file is checked as `tether config validate` checks a file,
-// YARP's appsettings form (comments, "$schema") included; every other
-// top-level section is refused at its path, never ignored.
+// YARP's appsettings form (comments, "$schema") included.
 func TestPushedConfigChecks(t *testing.T) {
 	n, _ := startNode(t, "")
 	rules := clusterConfigRules{n}
@@ -231,16 +234,87 @@ func TestPushedConfigChecks(t *testing.T) {
 	if _, warnings, errs := rules.Check(bogus); len(errs) > 0 || !strings.Contains(fmt.Sprint(warnings), "ReverseProxy.Bogus") {
 		t.Fatalf("an unknown key: warnings %v, errors %v", warnings, errs)
 	}
-	for _, c := range []struct{ body, want string }{
-		{`{"Kestrel": {}, "Logging": {}, "ReverseProxy": {}}`, "[{Kestrel a node's own setting; push only the ReverseProxy section} {Logging a node's own setting; push only the ReverseProxy section}]"},
-		{`{"Listeners": []}`, "[{Listeners a node's own setting; push only the ReverseProxy section} {ReverseProxy missing: a pushed config holds the ReverseProxy section}]"},
-		{`{"ReverseProxy": []}`, "[{ReverseProxy not a JSON object}]"},
-		{`{"ReverseProxy": {"Routes": {"r1": {"ClusterId": "nope", "Match": {"Path": "/x"}}}}}`, "ReverseProxy.Routes.r1"},
-		{`{"ReverseProxy": {`, "JSON"},
+	const rp = `"ReverseProxy": {"Routes": {"r1": {"ClusterId": "c1", "Match": {"Path": "/"}}}, "Clusters": {"c1": {"Destinations": {"d1": {"Address": "http://127.0.0.1:1/"}}}}}`
+	// strict is a node started with --strict (the leader's rules apply).
+	strictFile := filepath.Join(t.TempDir(), "tether.json")
+	if err := os.WriteFile(strictFile, []byte(testConfig("http://127.0.0.1:1/", "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	strict := clusterConfigRules{&Node{cfg: Config{ConfigPath: strictFile, Strict: true}, log: quietLogger()}}
+	for _, c := range []struct {
+		desc, body string
+		strict     bool
+		// warnings, or errs as "path: error", exactly and in order; the
+		// content is the ReverseProxy section whenever errs is empty.
+		warnings, errs []string
+	}{
+		{desc: "every other section is left out, each named: ASP.NET's boilerplate, a node's own settings, the application's own, a misspelt section",
+			body: `{"Logging": {"LogLevel": {"Default": "Information"}}, "AllowedHosts": "*", "Kestrel": {"Endpoints": {"http": {"Url": "http://0.0.0.0:5000"}}},
+			        "ConnectionStrings": {"Db": "Server=db"}, "Listners": [], "$schema": "x", "listeners": [{"Address": "127.0.0.1:0"}], "Waf": {"Mode": "Prevention"}, ` + rp + `}`,
+			warnings: []string{
+				"Logging: not pushed: ASP.NET's log categories, which tether does not read (each node logs at its --log-level)",
+				"AllowedHosts: not pushed: ASP.NET's host filtering, which tether does not do (a route's Match.Hosts restricts the hosts it serves)",
+				"Kestrel: a node's own setting, not pushed; each node keeps its file's",
+				"ConnectionStrings: not a tether, YARP or ASP.NET section; not pushed (the application's own)",
+				"Listners: unknown key; did you mean Listeners? not pushed",
+				"listeners: a node's own setting, not pushed; each node keeps its file's",
+				"Waf: a node's own setting, not pushed; each node keeps its file's",
+			}},
+		{desc: "node sections are not checked: they are not applied",
+			body:     `{"Kestrel": {"Certificates": {"Default": {"Path": "/nowhere.pem"}}}, "Limits": {"RequestHeadersTimeout": "bogus"}, ` + rp + `}`,
+			warnings: []string{"Kestrel: a node's own setting, not pushed; each node keeps its file's", "Limits: a node's own setting, not pushed; each node keeps its file's"}},
+		{desc: "the section's key in any case, as ASP.NET reads keys",
+			body: `{"reverseproxy": {"Routes": {}}, "urls": "http://*:80"}`, warnings: []string{"urls: a node's own setting, not pushed; each node keeps its file's"}},
+		{desc: "a misspelt ReverseProxy beside the real one is left out",
+			body: `{"ReversProxy": {}, ` + rp + `}`, warnings: []string{"ReversProxy: unknown key; did you mean ReverseProxy? not pushed"}},
+		{desc: "a misspelt ReverseProxy alone is named where the section is missing",
+			body: `{"Logging": {}, "ReversProxy": {}}`,
+			errs: []string{"ReversProxy: unknown key; did you mean ReverseProxy?", "ReverseProxy: missing: a pushed config holds the ReverseProxy section"}},
+		{desc: "on a strict node a misspelt section is an error, as `tether config validate --strict` has it",
+			body: `{"Listners": [], ` + rp + `}`, strict: true, errs: []string{"Listners: unknown key; did you mean Listeners?"}},
+		{desc: "on a strict node the boilerplate and application sections are still left out",
+			body: `{"Logging": {}, "MyApp": {"Key": 1}, ` + rp + `}`, strict: true,
+			warnings: []string{"Logging: not pushed: ASP.NET's log categories, which tether does not read (each node logs at its --log-level)",
+				"MyApp: not a tether, YARP or ASP.NET section; not pushed (the application's own)"}},
+		{desc: "keys differing only in case collide, as in a load",
+			body: `{"Kestrel": {}, "kestrel": {}, ` + rp + `}`, errs: []string{`kestrel: duplicate key (same as "Kestrel"; keys are case-insensitive)`}},
+		{desc: "ReverseProxy twice, even spelt alike, is refused rather than one of them taken",
+			body: `{` + rp + `, ` + rp + `}`, errs: []string{`ReverseProxy: duplicate key (same as "ReverseProxy"; keys are case-insensitive)`}},
+		{desc: "no ReverseProxy", body: `{"Listeners": []}`,
+			errs: []string{"ReverseProxy: missing: a pushed config holds the ReverseProxy section"}},
+		{desc: "ReverseProxy not an object", body: `{"ReverseProxy": []}`, errs: []string{"ReverseProxy: not a JSON object"}},
+		{desc: "not an object", body: `["ReverseProxy"]`, errs: []string{"$: a config file is a JSON object: this one is an array"}},
+		{desc: "two values", body: `{"ReverseProxy": {}} {}`, errs: []string{": line 1, column 22: invalid JSON: unexpected '{' after the end of the document (one '}' too many?)"}},
+		{desc: "an invalid section: every error at its path",
+			body: `{"Logging": {}, "ReverseProxy": {"Routes": {"r1": {"ClusterId": "nope", "Match": {"Path": "/x"}}, "r2": {"ClusterId": "nope"}}}}`,
+			errs: []string{
+				`ReverseProxy.Routes.r1.ClusterId: no cluster named "nope"`,
+				`ReverseProxy.Routes.r2.ClusterId: no cluster named "nope"`,
+				"ReverseProxy.Routes.r2.Match: Path or Hosts required",
+			}},
 	} {
-		if _, _, errs := rules.Check([]byte(c.body)); !strings.Contains(fmt.Sprint(errs), c.want) {
-			t.Errorf("%s: %v, want %q", c.body, errs, c.want)
+		rules := rules
+		if c.strict {
+			rules = strict
 		}
+		content, warnings, errs := rules.Check([]byte(c.body))
+		got := make([]string, 0, len(errs))
+		for _, e := range errs {
+			got = append(got, e.Path+": "+e.Error)
+		}
+		if !slices.Equal(got, c.errs) && !(len(got) == 0 && len(c.errs) == 0) {
+			t.Errorf("%s: errors\n%s\nwant\n%s", c.desc, strings.Join(got, "\n"), strings.Join(c.errs, "\n"))
+			continue
+		}
+		if !slices.Equal(warnings, c.warnings) {
+			t.Errorf("%s: warnings\n%s\nwant\n%s", c.desc, strings.Join(warnings, "\n"), strings.Join(c.warnings, "\n"))
+		}
+		if (len(errs) == 0) != (content != nil) || (content != nil && (!json.Valid(content) || !bytes.HasPrefix(content, []byte(`{"Routes":`)))) {
+			t.Errorf("%s: content %s", c.desc, content)
+		}
+	}
+	if _, _, errs := rules.Check([]byte(`{"ReverseProxy": {`)); !strings.Contains(fmt.Sprint(errs), "JSON") {
+		t.Errorf("a file that does not parse: %v", errs)
 	}
 }
 
@@ -284,4 +358,54 @@ func TestRestartWhereTheClustersVersionCannotApply(t *testing.T) {
 	if status != 200 || row["config_version"] != 0.0 || row["config_error"] != "version 1: ReverseProxy.Clusters.app: a file is missing here" {
 		t.Fatalf("members: %d %v", status, body)
 	}
+}
+
+// FuzzPushedConfigCheck: any pushed body is refused with errors or taken
+// as a JSON object section, and every top-level key of a taken file but
+// ReverseProxy and $schema is named in a warning.
+func FuzzPushedConfigCheck(f *testing.F) {
+	for _, seed := range []string{
+		`{"ReverseProxy": {"Routes": {}}}`,
+		`{"$schema": "x", "Logging": {}, "AllowedHosts": "*", "Kestrel": {"Endpoints": {}}, "ConnectionStrings": {}, "ReverseProxy": {}}`,
+		`{"Listners": [], "reverseproxy": {}, "ReversProxy": 1}`,
+		`{"ReverseProxy": {}, "reverseProxy": {}}`,
+		"\ufeff{ // comment\n \"ReverseProxy\": {},\n}",
+		`[]`, `"x"`, `{"ReverseProxy": {`, `{} {}`, ``,
+	} {
+		f.Add([]byte(seed))
+	}
+	file := filepath.Join(f.TempDir(), "tether.json")
+	if err := os.WriteFile(file, []byte(testConfig("http://127.0.0.1:1/", "")), 0o600); err != nil {
+		f.Fatal(err)
+	}
+	rules := clusterConfigRules{&Node{cfg: Config{ConfigPath: file}, log: quietLogger()}}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		content, warnings, errs := rules.Check(body)
+		if len(errs) > 0 {
+			if content != nil || warnings != nil {
+				t.Fatalf("refused with content %q, warnings %q", content, warnings)
+			}
+			return
+		}
+		var section map[string]json.RawMessage
+		if err := json.Unmarshal(content, &section); err != nil {
+			t.Fatalf("taken: %q is not a JSON object: %v", content, err)
+		}
+		std, err := hujson.Standardize(bytes.TrimPrefix(slices.Clone(body), []byte("\ufeff")))
+		if err != nil {
+			t.Fatalf("taken, but it does not parse: %v", err)
+		}
+		keys, _, err := topLevelSections(std)
+		if err != nil {
+			t.Fatalf("taken, but its keys do not read: %v", err)
+		}
+		for _, k := range keys {
+			if strings.EqualFold(k, "ReverseProxy") || strings.EqualFold(k, "$schema") {
+				continue
+			}
+			if !slices.ContainsFunc(warnings, func(w string) bool { return strings.HasPrefix(w, k+": ") }) {
+				t.Fatalf("%q left out unsaid; warnings %q", k, warnings)
+			}
+		}
+	})
 }

@@ -178,6 +178,23 @@ func parityMinResponseDataRateSmallResponses(t *testing.T, m serverMode) {
 		} else if status != "reset" {
 			t.Errorf("a small response on a connection with 1 KiB of window: %s, want reset", status)
 		}
+		// tether's own answer: a dead destination's 502 (or 503 once it is
+		// found unhealthy), 24 KB with the route's padding fields, to a
+		// client with the same windows that reads nothing of its stream,
+		// not even the head (HTTP/3's HEADERS frame takes stream window, as
+		// DATA does; quic-go's client would read it and so give window).
+		raw := e.quicDial(&quic.Config{InitialStreamReceiveWindow: window, MaxStreamReceiveWindow: window,
+			InitialConnectionReceiveWindow: window, MaxConnectionReceiveWindow: window})
+		str := e.h3Send(raw, h3Get("/dead"))
+		testutil.Eventually(t, 15*time.Second, "tether's own answer cut", func() bool {
+			return e.metric(tooSlowMetric, map[string]string{"direction": "response"}) == 2
+		})
+		_ = str.SetReadDeadline(time.Now().Add(15 * time.Second))
+		n, err := io.Copy(io.Discard, str)
+		var se *quic.StreamError
+		if !errors.As(err, &se) || n >= 24000 {
+			t.Errorf("tether's own 24 KB answer to a client with 1 KiB of window: %d bytes, %v; want the stream reset", n, err)
+		}
 		return
 	}
 	h := e.h2Dial()

@@ -117,8 +117,8 @@ func TestConfigPushReachesEveryNode(t *testing.T) {
 	// Invalid: every error with its path, exit 1, nothing changes.
 	bad := writeConfig(t, "bad.json", `{"Kestrel": {"Endpoints": {}}, "ReverseProxy": {"Routes": {"r": {"ClusterId": "nope", "Match": {"Path": "/r"}}}}}`)
 	code, out = run(t, nil, "config", "push", bad, "--admin", nodes[0].adminURL)
-	if code != 1 || !strings.Contains(out, "Kestrel") || !strings.Contains(out, "ReverseProxy.Routes.r.ClusterId") || !strings.Contains(out, "is not valid") {
-		t.Fatalf("invalid push: exit %d, want 1 naming Kestrel and ReverseProxy.Routes.r.ClusterId:\n%s", code, out)
+	if code != 1 || strings.Contains(out, "Kestrel") || !strings.Contains(out, "ReverseProxy.Routes.r.ClusterId") || !strings.Contains(out, "is not valid") {
+		t.Fatalf("invalid push: exit %d, want 1 naming ReverseProxy.Routes.r.ClusterId alone (Kestrel is left out, not wrong):\n%s", code, out)
 	}
 
 	v2 := writeConfig(t, "v2.json", pushedConfig(base, nb2, ""))
@@ -292,5 +292,68 @@ func TestConfigRestartedNodeServesTheClusterVersion(t *testing.T) {
 	}
 	if v := configVersionOf(t, survivor); v != 1 {
 		t.Fatalf("the minority node's config_version is %v, want 1", v)
+	}
+}
+
+// TestConfigPushOfAWholeYARPAppsettings: a YARP fleet's appsettings.json,
+// pushed as it is (ASP.NET's boilerplate, Kestrel, an application's own
+// section), becomes the cluster's ReverseProxy section on every node; the
+// push names each section it left out, and only ReverseProxy is stored.
+func TestConfigPushOfAWholeYARPAppsettings(t *testing.T) {
+	base, shop := testutil.NewBackend(t, "base"), testutil.NewBackend(t, "shop")
+	e := newClusterEnv(t, configFor(catchAll, base))
+	nodes := e.form(3)
+	appsettings := writeConfig(t, "appsettings.json", fmt.Sprintf(`{
+  "$schema": "https://json.schemastore.org/appsettings.json",
+  "Logging": {
+    "LogLevel": { "Default": "Information", "Microsoft.AspNetCore": "Warning", "Yarp": "Information" }
+  },
+  "AllowedHosts": "*",
+  "ConnectionStrings": { "Sessions": "Server=db;Database=sessions;Password=not-for-the-cluster" },
+  "Kestrel": {
+    "Endpoints": { "http": { "Url": "http://0.0.0.0:5000" } }
+  },
+  "ReverseProxy": {
+    "Routes": {
+      "shop": { "ClusterId": "shop", "Match": { "Path": "/shop/{**rest}" } },
+      "all": { "ClusterId": "app", "Match": { "Path": "{**catch-all}" } }
+    },
+    "Clusters": {
+      "shop": { "Destinations": { "shop-1": { "Address": "%s/" } } },
+      "app": { "Destinations": { "base": { "Address": "%s/" } } }
+    }
+  }
+}`, shop.URL(), base.URL()))
+
+	code, out := run(t, nil, "config", "push", appsettings, "--admin", nodes[1].adminURL)
+	if code != 0 || !strings.Contains(out, "pushed version 1 (") {
+		t.Fatalf("push of appsettings.json as it is: exit %d, want 0:\n%s", code, out)
+	}
+	for _, section := range []string{"AllowedHosts", "ConnectionStrings", "Kestrel", "Logging"} {
+		if !strings.Contains(out, "warning: "+section+": ") {
+			t.Errorf("the push does not name the section it left out, %s:\n%s", section, out)
+		}
+	}
+	if !strings.Contains(out, "warning: Kestrel: a node's own setting, not pushed; each node keeps its file's\n") {
+		t.Errorf("the push does not say Kestrel stays each node's:\n%s", out)
+	}
+	if strings.Contains(out, "$schema") {
+		t.Errorf("the push names $schema, which every loader ignores:\n%s", out)
+	}
+	servesEverywhere(t, nodes, 1, "/shop/cart", "shop")
+	for _, a := range nodes {
+		if got := backendOf(a, "/other"); got != "base" {
+			t.Errorf("%s sent /other to %q, want base", a.id, got)
+		}
+	}
+	// Only the ReverseProxy section is the cluster's.
+	code, out = run(t, nil, "config", "show", "--admin", nodes[2].adminURL)
+	if code != 0 || !strings.Contains(out, `"shop-1"`) {
+		t.Fatalf("show: exit %d:\n%s", code, out)
+	}
+	for _, s := range []string{"ConnectionStrings", "not-for-the-cluster", "Kestrel", "5000", "Logging", "AllowedHosts"} {
+		if strings.Contains(out, s) {
+			t.Errorf("the cluster's version holds %s:\n%s", s, out)
+		}
 	}
 }

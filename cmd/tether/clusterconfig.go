@@ -39,7 +39,7 @@ func ifVersionFlag(c *cobra.Command, v *uint64, what string) {
 func configPushCmd() *cobra.Command {
 	var ifVersion uint64
 	var rpOnly bool
-	c := clientCmd("push FILE", "Commit a file's ReverseProxy section as the cluster's next version (- reads stdin)", cobra.ExactArgs(1),
+	c := clientCmd("push FILE", "Commit a file's ReverseProxy section as the cluster's next version, naming the sections left out (- reads stdin)", cobra.ExactArgs(1),
 		func(cf *clientFlags, cmd *cobra.Command, args []string) error {
 			content, err := readPushFile(cmd.InOrStdin(), args[0])
 			if err != nil {
@@ -62,17 +62,22 @@ func configPushCmd() *cobra.Command {
 			return printPushed(cmd, cf, res, fmt.Sprintf("pushed version %d", res.Version))
 		})
 	ifVersionFlag(c, &ifVersion, "push")
-	c.Flags().BoolVar(&rpOnly, "reverse-proxy-only", false, "send only the file's ReverseProxy section, leaving out (and naming) its other sections, the node's own (a whole appsettings.json)")
+	c.Flags().BoolVar(&rpOnly, "reverse-proxy-only", false, "send only the file's ReverseProxy section, naming the others: the leader leaves them out anyway, and this way they (an appsettings.json's connection strings, a certificate's password) never leave this machine")
 	return c
 }
 
 // reverseProxyOnly cuts a config file down to its ReverseProxy section and
-// names on w the sections it left out: without it the leader refuses them,
-// as a push never ignores a section silently.
+// names on w the sections it left out, as the leader's warnings name them
+// when it gets the whole file: a push never drops a section silently.
 func reverseProxyOnly(w io.Writer, name string, content []byte) ([]byte, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(content, &top); err != nil {
-		return nil, fmt.Errorf("%s: not a JSON object: a configuration file is one", name)
+	// Comments and trailing commas as a node's loader allows them.
+	std, err := hujson.Standardize(bytes.TrimPrefix(content, []byte("\xef\xbb\xbf")))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	top, err := topLevelSections(std)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	var section json.RawMessage
 	var left []string
@@ -91,6 +96,42 @@ func reverseProxyOnly(w io.Writer, name string, content []byte) ([]byte, error) 
 		fmt.Fprintf(w, "info: left out %s: each node keeps them in its own file\n", strings.Join(left, ", "))
 	}
 	return []byte(`{"ReverseProxy":` + string(section) + `}`), nil
+}
+
+// topLevelSections reads a JSON object's members, refusing a key given
+// twice in any case: keys are case-insensitive, as a node's loader reads
+// them, and a map would keep one copy silently.
+func topLevelSections(data []byte) (map[string]json.RawMessage, error) {
+	notObject := errors.New("not a JSON object: a configuration file is one")
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, notObject
+	}
+	top := map[string]json.RawMessage{}
+	seen := map[string]string{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, notObject
+		}
+		k, _ := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, notObject
+		}
+		if first, ok := seen[strings.ToLower(k)]; ok {
+			return nil, fmt.Errorf("%q given twice (same as %q; keys are case-insensitive)", k, first)
+		}
+		seen[strings.ToLower(k)] = k
+		top[k] = v
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, notObject
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, notObject
+	}
+	return top, nil
 }
 
 func configRollbackCmd() *cobra.Command {

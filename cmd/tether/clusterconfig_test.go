@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,10 +49,14 @@ func (f *fakeConfigAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	commit := func(content json.RawMessage, summary string) {
+	commit := func(content json.RawMessage, summary string, warnings []string) {
 		v := fakeVersion{Version: cur + 1, Time: time.Date(2026, 12, 6, 11, int(cur), 0, 0, time.UTC), Summary: summary, Config: content}
 		f.versions = append(f.versions, v)
-		reply(200, map[string]any{"version": v.Version, "index": 10 + v.Version, "summary": summary})
+		answer := map[string]any{"version": v.Version, "index": 10 + v.Version, "summary": summary}
+		if len(warnings) > 0 {
+			answer["warnings"] = warnings
+		}
+		reply(200, answer)
 	}
 	switch {
 	case r.Method == http.MethodPut && r.URL.Path == "/v1/config":
@@ -60,13 +66,20 @@ func (f *fakeConfigAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var errs []map[string]string
-		for k := range file {
-			if k != "ReverseProxy" {
-				errs = append(errs, map[string]string{"path": k, "error": "a node's own setting; push only the ReverseProxy section"})
+		var warnings []string
+		var section json.RawMessage
+		for _, k := range slices.Sorted(maps.Keys(file)) {
+			if strings.EqualFold(k, "ReverseProxy") {
+				section = file[k]
+			} else {
+				warnings = append(warnings, k+": a node's own setting, not pushed; each node keeps its file's")
 			}
 		}
+		if section == nil {
+			errs = append(errs, map[string]string{"path": "ReverseProxy", "error": "missing: a pushed config holds the ReverseProxy section"})
+		}
 		var rp struct{ Routes map[string]map[string]any }
-		json.Unmarshal(file["ReverseProxy"], &rp)
+		json.Unmarshal(section, &rp)
 		for id, route := range rp.Routes {
 			if route["Match"] == nil {
 				errs = append(errs, map[string]string{"path": "ReverseProxy.Routes." + id + ".Match", "error": "a route needs a Match"})
@@ -76,7 +89,7 @@ func (f *fakeConfigAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			reply(400, map[string]any{"error": fmt.Sprintf("config invalid: %d errors", len(errs)), "errors": errs})
 			return
 		}
-		commit(json.RawMessage(`{"ReverseProxy":`+string(file["ReverseProxy"])+`}`), fmt.Sprintf("%d routes", len(rp.Routes)))
+		commit(json.RawMessage(`{"ReverseProxy":`+string(section)+`}`), fmt.Sprintf("%d routes", len(rp.Routes)), warnings)
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/config/rollback":
 		var req struct{ Version uint64 }
 		json.Unmarshal(body, &req)
@@ -84,7 +97,7 @@ func (f *fakeConfigAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			reply(404, map[string]any{"error": fmt.Sprintf("version %d is not kept", req.Version)})
 			return
 		}
-		commit(f.versions[req.Version-1].Config, fmt.Sprintf("rollback to version %d", req.Version))
+		commit(f.versions[req.Version-1].Config, fmt.Sprintf("rollback to version %d", req.Version), nil)
 	case r.URL.Path == "/v1/config":
 		if cur == 0 {
 			reply(200, map[string]any{"version": 0, "config": nil})
@@ -176,10 +189,10 @@ func TestConfigCommandsAgainstTheAPI(t *testing.T) {
 		t.Fatalf("stale push: %v", err)
 	}
 	// Every validation error with its path, then one line.
-	bad := writeTemp(t, "bad.json", `{"Kestrel": {}, "ReverseProxy": {"Routes": {"r9": {"ClusterId": "c1"}}}}`)
+	bad := writeTemp(t, "bad.json", `{"ReverseProxy": {"Routes": {"r8": {"ClusterId": "c1"}, "r9": {"ClusterId": "c1"}}}}`)
 	_, errOut, err = tetherRun(t, "", "config", "push", bad)
 	if err == nil || !strings.Contains(err.Error(), bad+" is not valid: config invalid: 2 errors (HTTP 400); the cluster's version is unchanged") ||
-		!strings.Contains(errOut, "Kestrel: a node's own setting; push only the ReverseProxy section\n") ||
+		!strings.Contains(errOut, "ReverseProxy.Routes.r8.Match: a route needs a Match\n") ||
 		!strings.Contains(errOut, "ReverseProxy.Routes.r9.Match: a route needs a Match\n") {
 		t.Fatalf("invalid push: %v\nstderr:\n%s", err, errOut)
 	}
@@ -195,22 +208,45 @@ func TestConfigCommandsAgainstTheAPI(t *testing.T) {
 		t.Fatalf("a missing file: %v", err)
 	}
 
-	// A whole appsettings.json: refused as it is, pushed with
-	// --reverse-proxy-only, which names what it left out.
+	// A whole appsettings.json as it is: pushed, each section the leader
+	// left out named in a warning.
 	appsettings := writeTemp(t, "appsettings.json", `{
   "Logging": { "LogLevel": { "Default": "Information" } },
   "AllowedHosts": "*",
   "reverseProxy": { "Routes": { "r1": { "ClusterId": "c1", "Match": { "Path": "/a" } } } }
 }`)
-	if _, errOut, err = tetherRun(t, "", "config", "push", appsettings); err == nil || !strings.Contains(errOut, "AllowedHosts: a node's own setting") {
-		t.Fatalf("a whole appsettings.json: %v\n%s", err, errOut)
+	out, errOut, err = tetherRun(t, "", "config", "push", appsettings)
+	if err != nil || out != "pushed version 3 (1 routes)\n" ||
+		errOut != "warning: AllowedHosts: a node's own setting, not pushed; each node keeps its file's\nwarning: Logging: a node's own setting, not pushed; each node keeps its file's\n" {
+		t.Fatalf("a whole appsettings.json: %q %q %v", out, errOut, err)
 	}
-	out, errOut, err = tetherRun(t, "", "config", "push", "--reverse-proxy-only", appsettings)
-	if err != nil || out != "pushed version 3 (1 routes)\n" || errOut != "info: left out AllowedHosts, Logging: each node keeps them in its own file\n" {
-		t.Fatalf("push --reverse-proxy-only: %q %q %v", out, errOut, err)
+	if got := api.bodies[len(api.bodies)-1]; !strings.Contains(got, `"Logging"`) {
+		t.Fatalf("the push sent %q: want the whole file", got)
+	}
+	// --reverse-proxy-only sends the section alone and names what it left
+	// out (here refused as stale: nothing more is committed).
+	_, errOut, err = tetherRun(t, "", "config", "push", "--reverse-proxy-only", "--if-version", "2", appsettings)
+	if err == nil || !strings.Contains(err.Error(), "at version 3, not 2") || errOut != "info: left out AllowedHosts, Logging: each node keeps them in its own file\n" {
+		t.Fatalf("push --reverse-proxy-only: %q %v", errOut, err)
+	}
+	if got := api.bodies[len(api.bodies)-1]; got != `{"ReverseProxy":{ "Routes": { "r1": { "ClusterId": "c1", "Match": { "Path": "/a" } } } }}` {
+		t.Fatalf("push --reverse-proxy-only sent %q", got)
 	}
 	if _, _, err = tetherRun(t, `{"Kestrel": {}}`, "config", "push", "--reverse-proxy-only", "-"); err == nil || err.Error() != "- has no ReverseProxy section: there is nothing to push" {
 		t.Fatalf("--reverse-proxy-only without the section: %v", err)
+	}
+	// The section twice (in any case) is refused, as a load and the
+	// leader refuse it, never one copy kept silently; comments are
+	// allowed, as in a file a node loads.
+	sent = len(api.bodies)
+	if _, _, err = tetherRun(t, `{"ReverseProxy": {"Routes": {}}, "reverseproxy": {}}`, "config", "push", "--reverse-proxy-only", "-"); err == nil || err.Error() != `-: "reverseproxy" given twice (same as "ReverseProxy"; keys are case-insensitive)` || len(api.bodies) != sent {
+		t.Fatalf("--reverse-proxy-only with the section twice: %v (%d requests sent)", err, len(api.bodies)-sent)
+	}
+	if _, errOut, err = tetherRun(t, "{\n  // the fleet's routes\n  \"ReverseProxy\": {\"Routes\": {}}, /* ours */ \"Logging\": {}\n}", "config", "push", "--reverse-proxy-only", "--if-version", "2", "-"); err == nil || !strings.Contains(err.Error(), "at version 3, not 2") || errOut != "info: left out Logging: each node keeps them in its own file\n" {
+		t.Fatalf("--reverse-proxy-only with comments: %q %v", errOut, err)
+	}
+	if got := api.bodies[len(api.bodies)-1]; got != `{"ReverseProxy":{"Routes": {}}}` {
+		t.Fatalf("push --reverse-proxy-only with comments sent %q", got)
 	}
 
 	// stdin, and the JSON answer.

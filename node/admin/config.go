@@ -26,8 +26,9 @@ const EventConfig = "config"
 // the version this node serves.
 type ClusterConfig interface {
 	// Check validates a pushed config file and returns its ReverseProxy
-	// section as compact JSON with the warnings about it (keys accepted
-	// but not implemented), or every error with its JSON path.
+	// section as compact JSON with the warnings about the file (each
+	// top-level section left out, keys accepted but not implemented), or
+	// every error with its JSON path.
 	Check(body []byte) (content []byte, warnings []string, errs []FieldError)
 	// Applied is the version this node serves (0: its own file's) and,
 	// when it could not apply a newer one, why.
@@ -154,8 +155,8 @@ func (a *API) configRollback(w http.ResponseWriter, r *http.Request) {
 }
 
 // commitConfig commits cmd and answers with its version; warnings (the
-// pushed file's keys accepted but not implemented) go into the answer, so
-// no ignored key passes unsaid.
+// pushed file's sections left out, its keys accepted but not implemented)
+// go into the answer, so no ignored key passes unsaid.
 func (a *API) commitConfig(w http.ResponseWriter, r *http.Request, cmd store.SetConfig, what string, warnings []string) {
 	// The commit time is the cluster time, which no one node's clock moves.
 	cmd.At = a.Node.ClusterNow().UTC()

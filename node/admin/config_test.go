@@ -10,8 +10,9 @@ import (
 	"github.com/tether-proxy/tether/store"
 )
 
-// fakeConfig checks a pushed file as the node does in outline: only a
-// ReverseProxy section, and no route named "bad".
+// fakeConfig checks a pushed file as the node does in outline: a
+// ReverseProxy section, with no route named "bad"; other sections are
+// left out with a warning.
 type fakeConfig struct{ applied uint64 }
 
 func (f *fakeConfig) Check(body []byte) ([]byte, []string, []FieldError) {
@@ -20,10 +21,14 @@ func (f *fakeConfig) Check(body []byte) ([]byte, []string, []FieldError) {
 		return nil, nil, []FieldError{{Error: err.Error()}}
 	}
 	var errs []FieldError
+	var warnings []string
 	for k := range top {
 		if k != "ReverseProxy" {
-			errs = append(errs, FieldError{Path: k, Error: "a node's own setting; push only the ReverseProxy section"})
+			warnings = append(warnings, k+": a node's own setting, not pushed; each node keeps its file's")
 		}
+	}
+	if top["ReverseProxy"] == nil {
+		errs = append(errs, FieldError{Path: "ReverseProxy", Error: "missing"})
 	}
 	if strings.Contains(string(top["ReverseProxy"]), `"bad"`) {
 		errs = append(errs, FieldError{Path: "ReverseProxy.Routes.bad.Match", Error: "missing"})
@@ -31,7 +36,6 @@ func (f *fakeConfig) Check(body []byte) ([]byte, []string, []FieldError) {
 	if len(errs) > 0 {
 		return nil, nil, errs
 	}
-	var warnings []string
 	if strings.Contains(string(top["ReverseProxy"]), `"Unknown"`) {
 		warnings = append(warnings, "ReverseProxy.Unknown: an unknown key, ignored")
 	}
@@ -51,8 +55,8 @@ func TestConfigEndpoints(t *testing.T) {
 	}
 	// Invalid: every error with its path, nothing committed.
 	resp, body = answer(t, h, "PUT", "/v1/config", nil, `{"Kestrel":{},"ReverseProxy":{"Routes":{"bad":{}}}}`)
-	if resp.StatusCode != http.StatusBadRequest || body["error"] != "config invalid: 2 errors" || len(st.committed) != 0 ||
-		!strings.Contains(fmt.Sprint(body["errors"]), "path:Kestrel") || !strings.Contains(fmt.Sprint(body["errors"]), "ReverseProxy.Routes.bad.Match") {
+	if resp.StatusCode != http.StatusBadRequest || body["error"] != "config invalid: 1 errors" || len(st.committed) != 0 ||
+		!strings.Contains(fmt.Sprint(body["errors"]), "ReverseProxy.Routes.bad.Match") {
 		t.Fatalf("invalid push: %d %v, committed %v", resp.StatusCode, body, st.committed)
 	}
 	resp, body = answer(t, h, "PUT", "/v1/config", map[string]string{HeaderRequestID: "P1"}, `{"ReverseProxy":{"Routes":{"r1":{}},"Clusters":{"c1":{}}}}`)
@@ -125,14 +129,15 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
-// TestConfigPushAnswersWithItsWarnings: a key the node accepts without
-// implementing it is named in the push's answer, never passed over.
+// TestConfigPushAnswersWithItsWarnings: a section left out and a key the
+// node accepts without implementing it are named in the push's answer,
+// never passed over.
 func TestConfigPushAnswersWithItsWarnings(t *testing.T) {
 	a, _, _, _ := newTestAPI(t)
 	a.Config = &fakeConfig{}
 	h := a.Handler()
-	resp, body := answer(t, h, "PUT", "/v1/config", nil, `{"ReverseProxy":{"Unknown":1}}`)
-	if resp.StatusCode != http.StatusOK || fmt.Sprint(body["warnings"]) != "[ReverseProxy.Unknown: an unknown key, ignored]" {
+	resp, body := answer(t, h, "PUT", "/v1/config", nil, `{"Kestrel":{},"ReverseProxy":{"Unknown":1}}`)
+	if resp.StatusCode != http.StatusOK || fmt.Sprint(body["warnings"]) != "[Kestrel: a node's own setting, not pushed; each node keeps its file's ReverseProxy.Unknown: an unknown key, ignored]" {
 		t.Fatalf("push with an unknown key: %d %v", resp.StatusCode, body)
 	}
 	resp, body = answer(t, h, "PUT", "/v1/config", nil, `{"ReverseProxy":{}}`)

@@ -26,7 +26,7 @@ func TestConfigCallsSendAndReadTheContract(t *testing.T) {
 		"GET /v1/config/versions/2":    {200, `{"version": 2, "time": "2026-12-06T10:00:00Z", "summary": "s2", "config": {"ReverseProxy": {}}}`},
 		"GET /v1/config/versions/9":    {404, `{"error": "version 9 is not kept: the history holds 1 to 4"}`},
 		"GET /v1/config/history":       {200, `{"versions": [{"version": 4, "time": "2026-12-06T11:00:00Z", "summary": "s"}, {"version": 3, "time": "2026-12-06T10:30:00Z", "summary": "t"}]}`},
-		"PUT /v1/config?invalid":       {400, `{"error": "config invalid: 2 errors", "errors": [{"path": "ReverseProxy.Routes.r1.Match", "error": "missing"}, {"path": "Kestrel", "error": "a node's own setting; push only the ReverseProxy section"}]}`},
+		"PUT /v1/config?invalid":       {400, `{"error": "config invalid: 2 errors", "errors": [{"path": "ReverseProxy.Routes.r1.Match", "error": "missing"}, {"path": "ReverseProxy.Routes.r1.ClusterId", "error": "no cluster named \"c9\""}]}`},
 		"PUT /v1/config?stale":         {412, `{"error": "config version is 7, not 4", "version": 7}`},
 		"PUT /v1/config?noleader":      {503, `{"error": "no leader"}`},
 		"PUT /v1/config?html":          {200, `<html>`},
@@ -95,7 +95,7 @@ func TestConfigCallsSendAndReadTheContract(t *testing.T) {
 	}{
 		{"?invalid", func(err error) bool {
 			var e *ConfigInvalidError
-			return errors.As(err, &e) && len(e.Errors) == 2 && e.Errors[0].String() == "ReverseProxy.Routes.r1.Match: missing" && e.Errors[1].Path == "Kestrel"
+			return errors.As(err, &e) && len(e.Errors) == 2 && e.Errors[0].String() == "ReverseProxy.Routes.r1.Match: missing" && e.Errors[1].Path == "ReverseProxy.Routes.r1.ClusterId"
 		}, "config invalid: 2 errors (HTTP 400)"},
 		{"?stale", func(err error) bool {
 			var e *ConfigStaleError

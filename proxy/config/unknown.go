@@ -26,6 +26,26 @@ import (
 // misspelt policy whose value is what its absence means (YARP's own sample
 // has "Authorization Policy": "Anonymous"): ignoring it changes nothing.
 
+// TopLevelKey says what a load makes of a configuration file's top-level
+// key: the section of Config it names (matched case-insensitively, as
+// .NET does), or else the section it is taken for a misspelling of (typo:
+// a warning, an error with LoadOptions.Strict), or else "": a section of
+// the application's own, ignored with an info line. "$schema", ignored
+// too, is "$schema".
+func TopLevelKey(key string) (section string, typo bool) {
+	if strings.EqualFold(key, "$schema") {
+		return "$schema", false
+	}
+	t := reflect.TypeFor[Config]()
+	if f, ok := t.FieldByNameFunc(func(name string) bool { return strings.EqualFold(name, key) }); ok && f.IsExported() && !f.Anonymous {
+		return f.Name, false
+	}
+	if near, dist := nearestField(key, t); near != "" && dist <= typoDistance(key) {
+		return near, true
+	}
+	return "", false
+}
+
 // unknownKey reports key, found at path inside a value of struct type t.
 func (d *decoder) unknownKey(path, key string, val *tree.Node, t reflect.Type) {
 	at := join(path, key)

@@ -98,3 +98,41 @@ func TestEditDistance(t *testing.T) {
 		}
 	}
 }
+
+// TopLevelKey classifies a top-level key as a load does: a section (any
+// case), a typo of one (a load warns), or the application's own (a load
+// ignores it with an info line).
+func TestTopLevelKey(t *testing.T) {
+	for _, c := range []struct {
+		key, section string
+		typo         bool
+	}{
+		{"ReverseProxy", "ReverseProxy", false}, {"reverseProxy", "ReverseProxy", false},
+		{"KESTREL", "Kestrel", false}, {"Logging", "Logging", false}, {"allowedHosts", "AllowedHosts", false},
+		{"Listeners", "Listeners", false}, {"Urls", "Urls", false}, {"Waf", "Waf", false},
+		{"$schema", "$schema", false}, {"$Schema", "$schema", false},
+		{"Listners", "Listeners", true}, {"ReversProxy", "ReverseProxy", true}, {"Kestral", "Kestrel", true},
+		{"ConnectionStrings", "", false}, {"MyApp", "", false}, {"Serilog", "", false},
+	} {
+		section, typo := TopLevelKey(c.key)
+		if section != c.section || typo != c.typo {
+			t.Errorf("TopLevelKey(%q) = %q, %v; want %q, %v", c.key, section, typo, c.section, c.typo)
+			continue
+		}
+		if section != "" && !typo {
+			continue
+		}
+		// What the loader says of it agrees.
+		var infos []string
+		_, warns, err := ParseWith([]byte(`{"`+c.key+`": 1, `+minimalRP+`}`), "json", LoadOptions{Info: func(m string) { infos = append(infos, m) }})
+		if err != nil {
+			t.Fatalf("%s: %v", c.key, err)
+		}
+		if typo && !slices.ContainsFunc(warns, func(w string) bool { return strings.HasPrefix(w, c.key+": unknown key; did you mean "+section+"?") }) {
+			t.Errorf("%s: the loader's warnings %q name no typo of %s", c.key, warns, section)
+		}
+		if !typo && !slices.Equal(infos, []string{c.key + ": not a tether, YARP or ASP.NET section; ignored as the application's own"}) {
+			t.Errorf("%s: the loader's info lines %q", c.key, infos)
+		}
+	}
+}

@@ -38,8 +38,7 @@ func h3Client(t *testing.T, pool *x509.CertPool, cache tls.ClientSessionCache) (
 func h3Listener(t *testing.T, protocols string) (config.Listener, *x509.CertPool) {
 	t.Helper()
 	cert, key, pool := testutil.CertFiles(t)
-	return config.Listener{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: cert, KeyPath: key},
-		ListenerOptions: config.ListenerOptions{KestrelEndpointDefaults: config.KestrelEndpointDefaults{Protocols: protocols}}}, pool
+	return certListener(cert, key, protocols, false), pool
 }
 
 func h3Get(t *testing.T, c *http.Client, url string) (*http.Response, string) {
@@ -178,63 +177,20 @@ func TestHTTP3ReservedThenStarted(t *testing.T) {
 // finish, and a new request is refused.
 func TestHTTP3GracefulStop(t *testing.T) {
 	l, pool := h3Listener(t, config.ProtocolsHttp3)
-	started, release := make(chan struct{}), make(chan struct{})
-	s, err := New(&config.Config{Listeners: []config.Listener{l}}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/slow" {
-			close(started)
-			<-release
-		}
-		_, _ = io.WriteString(w, "done")
-	}), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	url := "https://" + s.Addrs()[0].String()
 	c, _ := h3Client(t, pool, nil)
-	res := make(chan string, 1)
-	go func() {
-		resp, err := c.Get(url + "/slow")
-		if err != nil {
-			res <- err.Error()
-			return
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		res <- string(b)
-	}()
-	<-started
-	shut := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		shut <- s.Shutdown(ctx)
-	}()
-	// The connection has the GOAWAY once a new request on it is refused.
-	testutil.Eventually(t, 5*time.Second, "a new request refused after GOAWAY", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, "GET", url+"/new", nil)
-		resp, err := c.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err != nil
-	})
-	close(release)
-	if got := <-res; got != "done" {
-		t.Fatalf("in-flight request: %q", got)
-	}
-	select {
-	case err := <-shut:
-		if err != nil {
-			t.Fatalf("Shutdown: %v", err)
-		}
-	case <-time.After(6 * time.Second):
-		t.Fatal("Shutdown did not return within its timeout")
-	}
+	checkGracefulStop(t, l,
+		func(addr, path string) (string, error) { return bodyOf(c.Get("https://" + addr + path)) },
+		// The connection has the GOAWAY once a new request on it is refused.
+		func(addr string) bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "GET", "https://"+addr+"/new", nil)
+			resp, err := c.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err != nil
+		})
 }
 
 // TestHTTP3ShutdownEndsAtItsDeadline: a request that does not finish is
@@ -425,6 +381,15 @@ func newEarlyClient(t *testing.T, addr string, pool *x509.CertPool) *earlyClient
 	return c
 }
 
+// at is a client of addr with c's tickets: the client, now asking
+// another node.
+func (c *earlyClient) at(t *testing.T, addr string) *earlyClient {
+	t.Helper()
+	n := newEarlyClient(t, addr, c.tls.RootCAs)
+	n.tls.ClientSessionCache = c.tls.ClientSessionCache
+	return n
+}
+
 // do sends req on a new connection, before the handshake completes when
 // 0-RTT is possible; it returns the status and whether 0-RTT was used.
 // With early, the client's Finished is held until the answer came.
@@ -508,27 +473,6 @@ func TestHTTP3ZeroRTT(t *testing.T) {
 	}
 }
 
-// startH3TicketServer starts an HTTP/3 listener serving cert (with Sni
-// entries when sni is set) whose tickets use src.
-func startH3TicketServer(t *testing.T, certFile, keyFile string, sni bool, src TicketKeySource) string {
-	t.Helper()
-	l := config.Listener{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: certFile, KeyPath: keyFile},
-		ListenerOptions: config.ListenerOptions{KestrelEndpointDefaults: config.KestrelEndpointDefaults{Protocols: config.ProtocolsHttp1AndHttp2AndHttp3}}}
-	if sni {
-		l.Sni = []config.SniRule{{Pattern: "*"}}
-	}
-	s, err := New(&config.Config{Listeners: []config.Listener{l}}, http.HandlerFunc(okHandler), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.UseTicketKeys(src)
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Shutdown(t.Context()) })
-	return s.Addrs()[0].String()
-}
-
 // h3Resumes makes a GET over a new QUIC connection to addr with the
 // client's session cache and reports whether the session was resumed.
 func h3Resumes(t *testing.T, addr string, pool *x509.CertPool, cache tls.ClientSessionCache) bool {
@@ -552,9 +496,11 @@ func TestHTTP3SessionResumesOnEveryNodeSharingTheKeys(t *testing.T) {
 			shared.set(ticketKey(1))
 			other := &ticketSource{}
 			other.set(ticketKey(2))
-			a := startH3TicketServer(t, certFile, keyFile, sni, shared)
-			b := startH3TicketServer(t, certFile, keyFile, sni, shared)
-			c := startH3TicketServer(t, certFile, keyFile, sni, other)
+			start := func(src TicketKeySource) string {
+				l := certListener(certFile, keyFile, config.ProtocolsHttp1AndHttp2AndHttp3, sni)
+				return serveWithTickets(t, &config.Config{Listeners: []config.Listener{l}}, src)
+			}
+			a, b, c := start(shared), start(shared), start(other)
 			cache := tls.NewLRUClientSessionCache(8)
 			if h3Resumes(t, a, pool, cache) {
 				t.Fatal("the first connection resumed")
@@ -644,9 +590,9 @@ func TestHTTP3CertificatesFollowTheListener(t *testing.T) {
 	certB, keyB, _ := testutil.CertFiles(t)
 	certS, keyS, _ := testutil.CertFiles(t, "s.example")
 	listener := func(cert, key string) config.Listener {
-		return config.Listener{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: cert, KeyPath: key},
-			ListenerOptions: config.ListenerOptions{KestrelEndpointDefaults: config.KestrelEndpointDefaults{Protocols: config.ProtocolsHttp1AndHttp2AndHttp3},
-				Sni: []config.SniRule{{Pattern: "s.example", Certificate: &config.Certificate{Path: certS, KeyPath: keyS}}, {Pattern: "*"}}}}
+		l := certListener(cert, key, config.ProtocolsHttp1AndHttp2AndHttp3, false)
+		l.Sni = []config.SniRule{{Pattern: "s.example", Certificate: &config.Certificate{Path: certS, KeyPath: keyS}}, {Pattern: "*"}}
+		return l
 	}
 	s := startServer(t, &config.Config{Listeners: []config.Listener{listener(certA, keyA)}}, http.HandlerFunc(okHandler))
 	addr := s.Addrs()[0].String()
@@ -689,26 +635,16 @@ func TestHTTP3ZeroRTTOnAnotherNode(t *testing.T) {
 	shared := &ticketSource{}
 	shared.set(ticketKey(1))
 	start := func() string {
-		l := config.Listener{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: certFile, KeyPath: keyFile},
-			ListenerOptions: config.ListenerOptions{KestrelEndpointDefaults: config.KestrelEndpointDefaults{Protocols: config.ProtocolsHttp3}, AllowZeroRtt: true}}
-		s, err := New(&config.Config{Listeners: []config.Listener{l}}, http.HandlerFunc(okHandler), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.UseTicketKeys(shared)
-		if err := s.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
-		return s.Addrs()[0].String()
+		l := certListener(certFile, keyFile, config.ProtocolsHttp3, false)
+		l.AllowZeroRtt = true
+		return serveWithTickets(t, &config.Config{Listeners: []config.Listener{l}}, shared)
 	}
 	a, b := start(), start()
 	ca := newEarlyClient(t, a, pool)
 	if status, used := ca.do(t, "GET", false); status != 200 || used {
 		t.Fatalf("node a: %d, 0-RTT %v", status, used)
 	}
-	cb := newEarlyClient(t, b, pool)
-	cb.tls.ClientSessionCache = ca.tls.ClientSessionCache // the client's tickets, now asking node b
+	cb := ca.at(t, b)
 	if status, used := cb.do(t, "GET", true); status != 200 || !used {
 		t.Fatalf("node b with node a's ticket: %d, 0-RTT %v; want 200 in 0-RTT", status, used)
 	}
@@ -724,29 +660,16 @@ func TestHTTP3ZeroRTTRefusedUnderALoweredHeaderLimit(t *testing.T) {
 	shared := &ticketSource{}
 	shared.set(ticketKey(1))
 	start := func(maxHeader int, sni bool) string {
-		l := config.Listener{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: certFile, KeyPath: keyFile},
-			ListenerOptions: config.ListenerOptions{KestrelEndpointDefaults: config.KestrelEndpointDefaults{Protocols: config.ProtocolsHttp3}, AllowZeroRtt: true}}
-		if sni {
-			l.Sni = []config.SniRule{{Pattern: "*"}}
-		}
+		l := certListener(certFile, keyFile, config.ProtocolsHttp3, sni)
+		l.AllowZeroRtt = true
 		cfg := &config.Config{Listeners: []config.Listener{l}}
 		cfg.Limits.MaxRequestHeadersTotalSize = maxHeader
-		s, err := New(cfg, http.HandlerFunc(okHandler), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.UseTicketKeys(shared)
-		if err := s.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
-		return s.Addrs()[0].String()
+		return serveWithTickets(t, cfg, shared)
 	}
 	// resumed dials addr with the client's tickets and reports whether the
 	// session resumed and whether the server took 0-RTT.
 	resumed := func(from *earlyClient, addr string) (bool, bool) {
-		c := newEarlyClient(t, addr, pool)
-		c.tls.ClientSessionCache = from.tls.ClientSessionCache
+		c := from.at(t, addr)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		qc, err := c.tr.DialEarly(ctx, c.addr, c.tls, &quic.Config{})

@@ -215,10 +215,37 @@ func TestNewServerNamesBadCertificate(t *testing.T) {
 // TestGracefulShutdown: an in-flight slow request completes while new
 // connections are refused.
 func TestGracefulShutdown(t *testing.T) {
-	started := make(chan struct{})
-	release := make(chan struct{})
-	cfg := &config.Config{Listeners: []config.Listener{{Address: "127.0.0.1:0"}}}
-	s, err := New(cfg, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	checkGracefulStop(t, config.Listener{Address: "127.0.0.1:0"},
+		func(addr, path string) (string, error) { return bodyOf(http.Get("http://" + addr + path)) },
+		func(addr string) bool {
+			c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+			if err != nil {
+				return true
+			}
+			c.Close()
+			return false
+		})
+}
+
+// bodyOf reads the body of a client's answer.
+func bodyOf(resp *http.Response, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// checkGracefulStop starts a Server with listener l whose handler holds
+// GET /slow until the test lets it go, sends that request with get, and
+// stops the server while it is in flight: the stop comes into force
+// (refused, polled, says so), then the request in flight finishes with
+// its answer and Shutdown returns nil within its timeout.
+func checkGracefulStop(t *testing.T, l config.Listener, get func(addr, path string) (string, error), refused func(addr string) bool) {
+	t.Helper()
+	started, release := make(chan struct{}), make(chan struct{})
+	s, err := New(&config.Config{Listeners: []config.Listener{l}}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			close(started)
 			<-release
@@ -238,14 +265,8 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	res := make(chan result, 1)
 	go func() {
-		resp, err := http.Get("http://" + addr + "/slow")
-		if err != nil {
-			res <- result{err: err}
-			return
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		res <- result{string(b), err}
+		body, err := get(addr, "/slow")
+		res <- result{body, err}
 	}()
 	<-started
 	shut := make(chan error, 1)
@@ -254,21 +275,18 @@ func TestGracefulShutdown(t *testing.T) {
 		defer cancel()
 		shut <- s.Shutdown(ctx)
 	}()
-	testutil.Eventually(t, 5*time.Second, "condition", func() bool {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err != nil {
-			return true
-		}
-		c.Close()
-		return false
-	})
+	testutil.Eventually(t, 5*time.Second, "new requests refused once the stop began", func() bool { return refused(addr) })
 	close(release)
-	r := <-res
-	if r.err != nil || r.body != "done" {
+	if r := <-res; r.err != nil || r.body != "done" {
 		t.Fatalf("in-flight request: %q %v", r.body, r.err)
 	}
-	if err := <-shut; err != nil {
-		t.Fatalf("Shutdown: %v", err)
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+	case <-time.After(6 * time.Second):
+		t.Fatal("Shutdown did not return within its timeout")
 	}
 }
 

@@ -1,6 +1,7 @@
 package frontdoor
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"io"
@@ -45,11 +46,26 @@ func ticketKey(b byte) [32]byte {
 // when sni is set, whose tickets use src.
 func startTicketServer(t *testing.T, certFile, keyFile string, sni bool, src TicketKeySource) string {
 	t.Helper()
-	l := config.Listener{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: certFile, KeyPath: keyFile}}
+	return serveWithTickets(t, &config.Config{Listeners: []config.Listener{certListener(certFile, keyFile, "", sni)}}, src)
+}
+
+// certListener is a listener on 127.0.0.1:0 serving the certificate files
+// with protocols ("": the default), with one Sni entry "*" when sni is set.
+func certListener(certFile, keyFile, protocols string, sni bool) config.Listener {
+	l := config.Listener{Address: "127.0.0.1:0", Certificate: &config.Certificate{Path: certFile, KeyPath: keyFile},
+		ListenerOptions: config.ListenerOptions{KestrelEndpointDefaults: config.KestrelEndpointDefaults{Protocols: protocols}}}
 	if sni {
 		l.Sni = []config.SniRule{{Pattern: "*"}}
 	}
-	s, err := New(&config.Config{Listeners: []config.Listener{l}}, http.HandlerFunc(okHandler), nil)
+	return l
+}
+
+// serveWithTickets starts a Server for cfg, answering okHandler, whose
+// session tickets use src (the keys nodes of a cluster share; nil: the
+// server's own), and returns its first address.
+func serveWithTickets(t *testing.T, cfg *config.Config, src TicketKeySource) string {
+	t.Helper()
+	s, err := New(cfg, http.HandlerFunc(okHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +75,7 @@ func startTicketServer(t *testing.T, certFile, keyFile string, sni bool, src Tic
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Shutdown(t.Context()) })
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
 	return s.Addrs()[0].String()
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -12,9 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/quic-go/quic-go/http3"
@@ -54,50 +51,16 @@ func h3Load(target string, conns, streams int, dur time.Duration, headers []stri
 		k, v, _ := strings.Cut(h, ":")
 		hdr.Add(strings.TrimSpace(k), strings.TrimSpace(v))
 	}
-	var (
-		mu    sync.Mutex
-		lat   []float64
-		errs  int64
-		first error
-		wg    sync.WaitGroup
-	)
-	start := time.Now()
-	end := start.Add(dur)
-	for range conns {
-		tr := &http3.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableCompression: true}
-		defer tr.Close()
-		for range streams {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var mine []float64
-				var e int64
-				var fe error
-				for time.Now().Before(end) {
-					t0 := time.Now()
-					if err := oneH3Request(tr, u.String(), hdr); err != nil {
-						e++
-						fe = cmp.Or(fe, err)
-						continue
-					}
-					mine = append(mine, float64(time.Since(t0).Microseconds()))
-				}
-				mu.Lock()
-				lat = append(lat, mine...)
-				errs += e
-				first = cmp.Or(first, fe)
-				mu.Unlock()
-			}()
-		}
+	trs := make([]*http3.Transport, conns)
+	for c := range trs {
+		trs[c] = &http3.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableCompression: true}
+		defer trs[c].Close()
 	}
-	wg.Wait()
-	secs := time.Since(start).Seconds()
-	if len(lat) == 0 {
-		return loadResult{}, fmt.Errorf("h3load: no request completed (%d errors, the first: %v)", errs, first)
-	}
-	slices.Sort(lat)
-	return loadResult{Requests: int64(len(lat)), Seconds: secs, RPS: float64(len(lat)) / secs,
-		P50us: percentile(lat, 50), P99us: percentile(lat, 99), Errors: errs}, nil
+	res, _, err := runWorkers("h3load", conns*streams, dur, func(i int) loadRequest {
+		tr := trs[i/streams] // -m workers share each connection
+		return func() (bool, error) { return false, oneH3Request(tr, u.String(), hdr) }
+	})
+	return res, err
 }
 
 func oneH3Request(tr *http3.Transport, target string, hdr http.Header) error {

@@ -12,8 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"slices"
-	"sync"
 	"time"
 )
 
@@ -69,58 +67,21 @@ func tlsLoad(target string, conns int, dur time.Duration, resume bool, headers [
 		req += h + "\r\n"
 	}
 	req += "Connection: close\r\n\r\n"
-	var (
-		mu      sync.Mutex
-		lat     []float64
-		errs    int64
-		resumed int64
-		wg      sync.WaitGroup
-	)
-	start := time.Now()
-	end := start.Add(dur)
-	for range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cfg := &tls.Config{InsecureSkipVerify: true, CurvePreferences: []tls.CurveID{tls.X25519},
-				MinVersion: tls.VersionTLS13, NextProtos: []string{"http/1.1"}, ServerName: u.Hostname()}
-			if resume {
-				cfg.ClientSessionCache = tls.NewLRUClientSessionCache(1)
-			}
-			var mine []float64
-			var e, r int64
-			if resume {
-				// Each worker's first connection gets the ticket the
-				// measured ones resume: not counted.
-				_, _ = oneTLSRequest(u.Host, cfg, req)
-			}
-			for time.Now().Before(end) {
-				t0 := time.Now()
-				did, err := oneTLSRequest(u.Host, cfg, req)
-				if err != nil {
-					e++
-					continue
-				}
-				if did {
-					r++
-				}
-				mine = append(mine, float64(time.Since(t0).Microseconds()))
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			errs += e
-			resumed += r
-			mu.Unlock()
-		}()
+	lr, resumed, err := runWorkers("tlsload", conns, dur, func(int) loadRequest {
+		cfg := &tls.Config{InsecureSkipVerify: true, CurvePreferences: []tls.CurveID{tls.X25519},
+			MinVersion: tls.VersionTLS13, NextProtos: []string{"http/1.1"}, ServerName: u.Hostname()}
+		if resume {
+			cfg.ClientSessionCache = tls.NewLRUClientSessionCache(1)
+			// Each worker's first connection gets the ticket the measured
+			// ones resume: not counted.
+			_, _ = oneTLSRequest(u.Host, cfg, req)
+		}
+		return func() (bool, error) { return oneTLSRequest(u.Host, cfg, req) }
+	})
+	if err != nil {
+		return tlsloadResult{}, err
 	}
-	wg.Wait()
-	secs := time.Since(start).Seconds()
-	if len(lat) == 0 {
-		return tlsloadResult{}, fmt.Errorf("tlsload: no request completed (%d errors)", errs)
-	}
-	slices.Sort(lat)
-	res := tlsloadResult{loadResult: loadResult{Requests: int64(len(lat)), Seconds: secs, RPS: float64(len(lat)) / secs,
-		P50us: percentile(lat, 50), P99us: percentile(lat, 99), Errors: errs}, Resumed: resumed}
+	res := tlsloadResult{loadResult: lr, Resumed: resumed}
 	switch {
 	case resume && resumed*10 < res.Requests*9:
 		return res, fmt.Errorf("tlsload: %d of %d connections resumed their session, want nine in ten", resumed, res.Requests)
