@@ -90,8 +90,8 @@ type Config struct {
 	// HTTP1Server chooses what serves cleartext HTTP/1.1 connections:
 	// "own" (default) or "stdlib" (--http1-server, docs/OPERATIONS.md).
 	HTTP1Server string
-	// HTTP2Server chooses what serves HTTP/2 connections: "stdlib"
-	// (default) or "own", experimental (--http2-server, docs/OPERATIONS.md).
+	// HTTP2Server chooses what serves HTTP/2 connections: "own"
+	// (default) or "stdlib" (--http2-server, docs/OPERATIONS.md).
 	HTTP2Server string
 	// WriteYield: "auto" (default), "on" or "off" (--write-yield,
 	// docs/OPERATIONS.md); it applies to the whole process.

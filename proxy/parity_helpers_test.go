@@ -54,13 +54,13 @@ var serverModes = []serverMode{
 	{name: "own-loop", http1: frontdoor.HTTP1Own},
 	{name: "stdlib", http1: frontdoor.HTTP1Stdlib},
 	{name: "h2c", http1: frontdoor.HTTP1Own, h2c: true},
+	{name: "h2c-stdlib", http1: frontdoor.HTTP1Own, http2: frontdoor.HTTP2Stdlib, h2c: true},
 	{name: "tls-h1", http1: frontdoor.HTTP1Own, tls: true},
 	{name: "tls-h1-stdlib", http1: frontdoor.HTTP1Stdlib, tls: true},
 	{name: "tls-h2", http1: frontdoor.HTTP1Own, tls: true, h2: true},
-	{name: "h2c-own", http1: frontdoor.HTTP1Own, http2: frontdoor.HTTP2Own, h2c: true},
-	{name: "tls-h2-own", http1: frontdoor.HTTP1Own, http2: frontdoor.HTTP2Own, tls: true, h2: true},
+	{name: "tls-h2-stdlib", http1: frontdoor.HTTP1Own, http2: frontdoor.HTTP2Stdlib, tls: true, h2: true},
 	// net/http's ServeTLS hands h2 to the own server (no own HTTP/1.1 loop).
-	{name: "tls-h2-own-stdlib1", http1: frontdoor.HTTP1Stdlib, http2: frontdoor.HTTP2Own, tls: true, h2: true},
+	{name: "tls-h2-stdlib1", http1: frontdoor.HTTP1Stdlib, http2: frontdoor.HTTP2Own, tls: true, h2: true},
 	// quic-go's http3 server on a listener with Protocols Http3.
 	{name: "h3", http1: frontdoor.HTTP1Own, tls: true, h3: true},
 }
@@ -293,11 +293,11 @@ func backendCfg(url, cluster, route, top string) string {
 
 // forEachMode runs f as a subtest per server mode.
 // Under -short only the default servers run (the own HTTP/1.1 loop, the
-// standard HTTP/2 server, HTTP/3); make test runs every mode.
+// own HTTP/2 server, HTTP/3); make test runs every mode.
 func forEachMode(t *testing.T, f func(t *testing.T, m serverMode)) {
 	for _, m := range serverModes {
 		t.Run(m.name, func(t *testing.T) {
-			if testing.Short() && (m.http1 == frontdoor.HTTP1Stdlib || m.http2 == frontdoor.HTTP2Own) {
+			if testing.Short() && (m.http1 == frontdoor.HTTP1Stdlib || m.http2 == frontdoor.HTTP2Stdlib) {
 				t.Skip("a server chosen by a flag, not the default (make test runs every mode)")
 			}
 			f(t, m)

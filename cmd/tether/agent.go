@@ -82,7 +82,7 @@ func agentCmd() *cobra.Command {
 	f.StringVar(&logFormat, "log-format", logging.FormatAuto, "log format: auto (text when stderr is a terminal, else json), json (one object a line, for log pipelines) or text (key=value lines, for a person)")
 	f.BoolVar(&noAccessLog, "no-access-log", false, "do not write the JSON access log to stdout")
 	f.StringVar(&cfg.HTTP1Server, "http1-server", string(frontdoor.HTTP1Own), "what serves HTTP/1.1, cleartext and over TLS: own (tether's loop) or stdlib (Go's net/http)")
-	f.StringVar(&cfg.HTTP2Server, "http2-server", string(frontdoor.HTTP2Stdlib), "what serves HTTP/2, h2 over TLS and h2c: stdlib (Go's net/http) or own (tether's server; experimental)")
+	f.StringVar(&cfg.HTTP2Server, "http2-server", string(frontdoor.HTTP2Own), "what serves HTTP/2, h2 over TLS and h2c: own (tether's server) or stdlib (Go's net/http)")
 	f.StringVar(&cfg.WriteYield, "write-yield", string(frontdoor.WriteYieldAuto), "a socket write first lets other ready requests write: auto (on one CPU only), on or off")
 	f.BoolVar(&cfg.Strict, "strict", false, "treat unknown config keys as errors, not warnings (for CI)")
 	f.BoolVar(&cfg.ServeBeforeJoin, "serve-before-join", false, "with --join or --bootstrap-expect and no state of its own, open the proxy listeners at start instead of once this node is in the cluster and holds the active key")

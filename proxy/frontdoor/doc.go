@@ -9,7 +9,7 @@
 // (AcmeSource), answers redirect listeners and bounds request heads, and
 // stops gracefully.
 // HTTP/1.1 is served by the own loop (proxy/h1server) in front of
-// net/http's server, HTTP/2 by net/http's or the own one (proxy/h2server),
+// net/http's server, HTTP/2 by the own server (proxy/h2server) or net/http's,
 // chosen by an Option, HTTP/3 by quic-go's http3 server on a UDP socket
 // of the listener's port. It knows nothing of routes or backends: the handler
 // behind it is the proxy's (package proxy), and node wires the two.

@@ -5,9 +5,9 @@ import (
 	"os"
 )
 
-// TETHER_TEST_HTTP2_SERVER=own runs the package's tests with the own
-// HTTP/2 server wherever a test does not choose one: every HTTP/2 test,
-// not only the parity suite's modes.
+// TETHER_TEST_HTTP2_SERVER=stdlib runs the package's tests with net/http's
+// HTTP/2 server wherever a test does not choose one (own, the default,
+// otherwise): every HTTP/2 test, not only the parity suite's modes.
 func init() {
 	v := os.Getenv("TETHER_TEST_HTTP2_SERVER")
 	if v == "" {

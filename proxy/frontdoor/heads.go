@@ -4,10 +4,11 @@ import "net/http"
 
 // headerLimit answers 431 when the request line plus header block exceeds
 // max bytes. net/http enforces MaxHeaderBytes with 4 KiB of slack; this
-// makes the configured figure exact.
-func headerLimit(max int, h http.Handler) http.Handler {
+// makes the configured figure exact. ownH2: HTTP/2 is the own server's,
+// whose handler goroutines have grown their stacks (below).
+func headerLimit(max int, ownH2 bool, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ProtoMajor >= 2 {
+		if r.ProtoMajor >= 3 || r.ProtoMajor == 2 && !ownH2 {
 			growStack() // a stream's goroutine may be new (below)
 		}
 		n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
@@ -37,8 +38,10 @@ func headerLimit(max int, h http.Handler) http.Handler {
 // large frame) the copies, with the pointer adjustment of every frame,
 // were a fifth of the CPU of an h2c request. growStack grows it once, at
 // the top of the handler, where there is almost nothing to copy, to what
-// the request path uses; on a goroutine that has grown it already (a kept
-// h2server handler goroutine, the own HTTP/1.1 loop's) it costs a check.
+// the request path uses; on a goroutine that has grown it already it
+// costs the zeroing of its frame (8 KiB). The own HTTP/2 server grows
+// its handler goroutines' stacks as it starts them, so its requests skip
+// it; the own HTTP/1.1 loop's requests never take it.
 
 // stackAhead is the frame growStack asks for: the runtime then doubles the
 // stack until that frame fits, to stackGrownTo in one copy.

@@ -164,7 +164,7 @@ func (s *Server) newListener(lim config.Limits, path string, l config.Listener, 
 		maxHeader = defaultMaxHeaderBytes
 	}
 	idle := orDefault(lim.KeepAliveTimeout.Duration, defaultKeepAliveTimeout)
-	handler = headerLimit(maxHeader, handler)
+	handler = headerLimit(maxHeader, so.http2 == HTTP2Own, handler)
 	ln.tcp = true
 	if config.ProtocolsHTTP3(l.Protocols) {
 		if tc == nil {

@@ -83,22 +83,22 @@ func ParseHTTP1Server(s string) (HTTP1Server, error) {
 type HTTP2Server string
 
 const (
-	// HTTP2Own is tether's own HTTP/2 server (package h2server);
-	// experimental.
+	// HTTP2Own is tether's own HTTP/2 server (package h2server). The
+	// default.
 	HTTP2Own HTTP2Server = "own"
-	// HTTP2Stdlib is net/http's HTTP/2 server. The default.
+	// HTTP2Stdlib is net/http's HTTP/2 server.
 	HTTP2Stdlib HTTP2Server = "stdlib"
 )
 
 // defaultHTTP2 serves HTTP/2 when no option says otherwise (a test run may
 // change it: h2mode_test.go).
-var defaultHTTP2 = HTTP2Stdlib
+var defaultHTTP2 = HTTP2Own
 
 // ParseHTTP2Server reads an --http2-server value; "" is the default.
 func ParseHTTP2Server(s string) (HTTP2Server, error) {
 	switch v := HTTP2Server(strings.ToLower(strings.TrimSpace(s))); v {
 	case "":
-		return HTTP2Stdlib, nil
+		return HTTP2Own, nil
 	case HTTP2Own, HTTP2Stdlib:
 		return v, nil
 	}
@@ -113,7 +113,7 @@ type options struct {
 	http2 HTTP2Server
 }
 
-// WithHTTP2Server chooses what serves HTTP/2 (default HTTP2Stdlib).
+// WithHTTP2Server chooses what serves HTTP/2 (default HTTP2Own).
 func WithHTTP2Server(v HTTP2Server) Option {
 	return func(o *options) { o.http2 = v }
 }

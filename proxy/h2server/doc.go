@@ -4,7 +4,10 @@
 // HTTP/2 server.
 //
 // Framing and header compression are golang.org/x/net/http2's Framer and
-// hpack. The connection's one goroutine reads and acts on frames; each
+// hpack; a request's header block (HEADERS and CONTINUATION frames) is
+// decoded by the server into containers the connection reuses, with the
+// checks, the header list limit and the errors of the Framer's
+// ReadMetaHeaders. The connection's one goroutine reads and acts on frames; each
 // stream's handler runs on a goroutine of its own (one kept from an
 // earlier stream when one waits) and writes its frames itself, under the
 // connection's lock, into the connection's one write buffer, so a
@@ -26,4 +29,11 @@
 //     idle timeout;
 //   - trailers both ways, 1xx responses, Expect: 100-continue, and
 //     http.ResponseController's Flush, SetReadDeadline and SetWriteDeadline.
+//
+// One difference a handler must keep to, as with the own HTTP/1.1 loop:
+// a connection's streams reuse the request's header map and URL and the
+// response's header map once the handler has returned (streamScratch), so
+// the handler does not hold on to r.Header, r.URL or w.Header() after it
+// returns, as tether's proxy never does (the strings they hold stay the
+// request's own and may be kept).
 package h2server

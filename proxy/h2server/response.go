@@ -34,7 +34,11 @@ type responseWriter struct {
 
 func (w *responseWriter) Header() http.Header {
 	if w.hdr == nil {
-		w.hdr = make(http.Header, 8)
+		if sc := w.st.sc; sc != nil {
+			w.hdr = sc.respHeader()
+		} else {
+			w.hdr = make(http.Header, 8) // after the handler returned
+		}
 	}
 	return w.hdr
 }

@@ -127,6 +127,7 @@ type conn struct {
 	remote   string
 	br       *bufio.Reader
 	fr       *http2.Framer
+	hd       *blockDecoder // the read loop's
 
 	// Everything below is guarded by mu; the frame writes too.
 	mu sync.Mutex
@@ -157,6 +158,9 @@ type conn struct {
 	idleArmed   bool
 	handlers    sync.WaitGroup
 	headerKey   map[string]string // canonical request field names, this connection's
+	// scratch holds containers of streams whose handlers have returned,
+	// for the next streams (at most maxScratch).
+	scratch []*streamScratch
 	// lenN's text, the last Content-Length the server added: responses
 	// of one size repeat.
 	lenN    int
@@ -192,8 +196,7 @@ func (s *Server) serveConn(nc, hookConn net.Conn, tlsState *tls.ConnectionState,
 	c.outRoom.L = &c.mu
 	c.fr = http2.NewFramer(outBuf{c}, c.br)
 	c.fr.SetReuseFrames()
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	c.fr.MaxHeaderListSize = s.maxHeader
+	c.hd = newBlockDecoder(s.maxHeader)
 	c.fr.SetMaxReadFrameSize(maxFrameSize)
 	c.henc = hpack.NewEncoder(encodeBuf{c})
 
@@ -261,7 +264,7 @@ func (c *conn) serve() {
 				return
 			}
 		}
-		f, err := c.fr.ReadFrame()
+		f, err := c.readFrame()
 		if err != nil {
 			var se http2.StreamError
 			var ce http2.ConnectionError
@@ -297,6 +300,19 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// readFrame reads the next frame; a header block is read whole and
+// decoded (*headerBlock).
+func (c *conn) readFrame() (any, error) {
+	f, err := c.fr.ReadFrame()
+	if err != nil {
+		return nil, err
+	}
+	if hf, ok := f.(*http2.HeadersFrame); ok {
+		return c.hd.read(c.fr, hf)
+	}
+	return f, nil
 }
 
 func isTimeout(err error) bool {
@@ -399,6 +415,17 @@ func (c *conn) flushLocked() {
 	if c.writing {
 		return
 	}
+	if len(c.out) > 0 && c.running > 1 && c.writeErr == nil {
+		// Other handlers of the connection may be about to write too
+		// (their backends answered in the same round): they run first
+		// and add their frames, which leave in this write.
+		c.writing = true
+		c.mu.Unlock()
+		runtime.Gosched()
+		c.mu.Lock()
+		c.writing = false
+		c.outRoom.Broadcast()
+	}
 	for len(c.out) > 0 {
 		if c.writeErr != nil {
 			c.out = c.out[:0]
@@ -469,7 +496,7 @@ func (c *conn) waitRoomLocked() {
 }
 
 // process acts on one frame; false with the connection error's code.
-func (c *conn) process(f http2.Frame) (http2.ErrCode, bool) {
+func (c *conn) process(f any) (http2.ErrCode, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch f := f.(type) {
@@ -554,7 +581,7 @@ func (c *conn) process(f http2.Frame) (http2.ErrCode, bool) {
 		}
 	case *http2.PushPromiseFrame:
 		return http2.ErrCodeProtocol, false
-	case *http2.MetaHeadersFrame:
+	case *headerBlock:
 		return c.headersLocked(f)
 	case *http2.DataFrame:
 		return c.dataLocked(f)
@@ -630,8 +657,8 @@ func (c *conn) dataLocked(f *http2.DataFrame) (http2.ErrCode, bool) {
 	return 0, true
 }
 
-func (c *conn) headersLocked(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
-	id := f.StreamID
+func (c *conn) headersLocked(f *headerBlock) (http2.ErrCode, bool) {
+	id := f.streamID
 	if id%2 == 0 {
 		return http2.ErrCodeProtocol, false
 	}
@@ -641,14 +668,14 @@ func (c *conn) headersLocked(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 			c.resetLocked(id, http2.ErrCodeStreamClosed)
 			return 0, true
 		}
-		if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
+		if !f.endStream || f.npseudo > 0 {
 			c.resetLocked(id, http2.ErrCodeProtocol)
 			return 0, true
 		}
 		if st.req.Trailer == nil {
 			st.req.Trailer = http.Header{}
 		}
-		for _, hf := range f.RegularFields() {
+		for _, hf := range f.regular() {
 			k := c.canonical(hf.Name)
 			if !httpguts.ValidTrailerHeader(k) {
 				c.resetLocked(id, http2.ErrCodeProtocol)
@@ -670,7 +697,7 @@ func (c *conn) headersLocked(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 	if c.goingAway {
 		return 0, true // after our GOAWAY: not taken
 	}
-	if f.HasPriority() && f.Priority.StreamDep == id {
+	if f.hasPriority && f.priority.StreamDep == id {
 		_ = c.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
 		return 0, true
 	}
@@ -680,7 +707,7 @@ func (c *conn) headersLocked(f *http2.MetaHeadersFrame) (http2.ErrCode, bool) {
 	}
 	st := &stream{c: c, id: id, recvWindow: streamWindow, sendWindow: int64(c.peerWindow), declared: -1}
 	st.wake.L = &c.mu
-	st.remoteDone = f.StreamEnded()
+	st.remoteDone = f.endStream
 	req, status, ok := c.newRequest(st, f)
 	if !ok {
 		_ = c.fr.WriteRSTStream(id, http2.ErrCodeProtocol)
@@ -737,6 +764,7 @@ var (
 // at the smallest size and is copied as the handler outgrows it, each
 // stream again; a waiting worker has grown it already.
 func worker(st *stream) {
+	growStack()
 	for {
 		st.run()
 		if idleWorkers.Add(1) > maxIdleWorkers {
@@ -747,6 +775,26 @@ func worker(st *stream) {
 		idleWorkers.Add(-1)
 	}
 }
+
+// A new goroutine's stack starts at the smallest size, which the proxy's
+// request path outgrows: each growth copies the stack so far, with the
+// pointer adjustment of every frame, deep in the handler. growStack grows
+// it once, at the top of the worker, where there is almost nothing to
+// copy, to what the request path uses; the worker keeps it for the
+// streams it runs next (the front door's handler then skips its own).
+const (
+	stackGrownTo = 16 << 10
+	stackAhead   = stackGrownTo / 2 // the runtime doubles the stack until this frame fits
+)
+
+//go:noinline
+func growStack() {
+	var frame [stackAhead]byte
+	keepFrame(frame[:])
+}
+
+//go:noinline
+func keepFrame([]byte) {}
 
 // handlerDoneLocked starts queued handlers whose streams are still open.
 func (c *conn) handlerDoneLocked() {
@@ -783,12 +831,12 @@ func (c *conn) canonical(name string) string {
 // newRequest builds a stream's request; false for a malformed one (the
 // stream is reset). status is non-zero when the request is answered
 // without its handler (431: the header list is over the limit).
-func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request, int, bool) {
-	method := f.PseudoValue("method")
-	path := f.PseudoValue("path")
-	scheme := f.PseudoValue("scheme")
-	authority := f.PseudoValue("authority")
-	if method == "" || f.PseudoValue("protocol") != "" {
+func (c *conn) newRequest(st *stream, f *headerBlock) (*http.Request, int, bool) {
+	method := f.pseudoValue("method")
+	path := f.pseudoValue("path")
+	scheme := f.pseudoValue("scheme")
+	authority := f.pseudoValue("authority")
+	if method == "" || f.pseudoValue("protocol") != "" {
 		return nil, 0, false
 	}
 	if method == http.MethodConnect {
@@ -798,8 +846,10 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 	} else if path == "" || scheme == "" {
 		return nil, 0, false
 	}
-	regular := f.RegularFields()
-	hdr := make(http.Header, len(regular))
+	regular := f.regular()
+	sc := c.takeScratchLocked()
+	st.sc = sc
+	hdr := sc.reqHeader(len(regular))
 	// One backing array for the values, the stream's when it is large
 	// enough; a repeated field gets its own.
 	vals := st.valArr[:]
@@ -851,7 +901,7 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 		hdr["Cookie"] = vals[cookie : cookie+1 : cookie+1]
 	}
 	status := 0
-	if f.Truncated {
+	if f.truncated {
 		status = http.StatusRequestHeaderFieldsTooLarge
 	} else if refused != 0 {
 		status, st.refuseMsg = http.StatusBadRequest, refusal(refused)
@@ -874,6 +924,8 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 	if method == http.MethodConnect {
 		req.URL = &url.URL{Host: authority}
 		req.RequestURI = authority
+	} else if plainRequestURI(path, &sc.url) {
+		req.URL = &sc.url
 	} else if req.URL, err = url.ParseRequestURI(path); err != nil {
 		return nil, 0, false
 	}
@@ -961,6 +1013,7 @@ type stream struct {
 	localDone  bool   // END_STREAM sent
 
 	refuseMsg string
+	sc        *streamScratch // the request's and the response's containers
 	rwv       responseWriter
 	bodyv     body
 	// fieldArr backs the response's fields (responseWriter.snap).
@@ -1047,7 +1100,7 @@ func (st *stream) run() {
 			c.flushLocked()
 			c.handlerDoneLocked()
 			c.mu.Unlock()
-			st.stopTimers()
+			st.stopTimers(false)
 			st.ctx.Cancel(context.Canceled)
 			return
 		}
@@ -1062,11 +1115,13 @@ func (st *stream) run() {
 		http.Error(rw, rw.refuseMsg, rw.refuse)
 	}
 	rw.finish()
-	st.stopTimers()
+	st.stopTimers(true)
 	st.ctx.Cancel(context.Canceled)
 }
 
-func (st *stream) stopTimers() {
+// stopTimers stops the stream's deadlines; with reuse, the handler has
+// returned and its containers go to the connection's next streams.
+func (st *stream) stopTimers(reuse bool) {
 	c := st.c
 	c.mu.Lock()
 	if st.readTimer != nil {
@@ -1074,6 +1129,10 @@ func (st *stream) stopTimers() {
 	}
 	if st.writeTimer != nil {
 		st.writeTimer.Stop()
+	}
+	if reuse && st.sc != nil {
+		c.putScratchLocked(st.sc)
+		st.sc = nil
 	}
 	c.mu.Unlock()
 }
@@ -1173,7 +1232,11 @@ func (c *conn) writeHeadersLocked(st *stream, status int, h []field, end bool) {
 		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te":
 			continue
 		}
-		if !f.valid && !httpguts.ValidHeaderFieldValue(v) {
+		if !f.valid && !validValue(v) {
+			continue
+		}
+		if uniqueValues[lk] {
+			c.hbuf = appendUnindexed(c.hbuf, lk, v)
 			continue
 		}
 		_ = c.henc.WriteField(hpack.HeaderField{Name: lk, Value: v})
@@ -1194,6 +1257,38 @@ func (c *conn) writeHeadersLocked(st *stream, status int, h []field, end bool) {
 			_ = c.fr.WriteContinuation(st.id, len(block) == 0, frag)
 		}
 	}
+}
+
+// uniqueValues are response fields whose value is new on every response
+// (a request's trace or id): the encoder would Huffman-code each and add
+// it to the dynamic table, where it pushes out the fields that do repeat.
+// They are sent as literals without indexing, their names and values as
+// they are.
+var uniqueValues = map[string]bool{"x-tether-trace-id": true, "traceparent": true, "x-request-id": true}
+
+// appendUnindexed appends the field as an HPACK literal without indexing,
+// with a literal name; neither string is Huffman-coded.
+func appendUnindexed(dst []byte, name, value string) []byte {
+	dst = append(dst, 0)
+	dst = appendHpackInt(dst, 0, 7, uint64(len(name)))
+	dst = append(dst, name...)
+	dst = appendHpackInt(dst, 0, 7, uint64(len(value)))
+	return append(dst, value...)
+}
+
+// appendHpackInt appends n as an HPACK integer with an n-bit prefix
+// (RFC 7541, 5.1), the first byte's other bits being first's.
+func appendHpackInt(dst []byte, first byte, n uint, i uint64) []byte {
+	k := uint64(1)<<n - 1
+	if i < k {
+		return append(dst, first|byte(i))
+	}
+	dst = append(dst, first|byte(k))
+	i -= k
+	for ; i >= 128; i >>= 7 {
+		dst = append(dst, byte(0x80|i&0x7f))
+	}
+	return append(dst, byte(i))
 }
 
 var statusCodes [600]string

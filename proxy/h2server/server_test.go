@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -376,3 +377,57 @@ func TestWriteDeadlineFreesAStuckWriter(t *testing.T) {
 		t.Fatal("the handler's writes still blocked 15 s after its write deadline")
 	}
 }
+
+// TestUniqueValuesNotIndexed: a response field whose value is new on every
+// response (a trace id) is sent as a literal without indexing, as it is
+// (not Huffman-coded), and decodes as sent; the fields that repeat stay in
+// the dynamic table, so the hundredth response's head is as short as the
+// second's.
+func TestUniqueValuesNotIndexed(t *testing.T) {
+	var n int
+	var mu sync.Mutex
+	addr := startH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		id := strings.Repeat(string(rune('a'+n%26)), 16) + strings.Repeat("0", 16-len(itoa(n))) + itoa(n)
+		mu.Unlock()
+		w.Header().Set("X-Tether-Trace-Id", id)
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("Date", "Tue, 01 Dec 2026 12:00:00 GMT")
+		w.Header().Set("X-Backend", "d1")
+		w.WriteHeader(204)
+	}), func(*http.Server) {})
+	c := dialRaw(t, addr)
+	c.fr.ReadMetaHeaders = nil // the blocks as sent
+	dec := hpack.NewDecoder(4096, nil)
+	var sizes []int
+	for i := 1; i <= 100; i++ {
+		id := uint32(2*i - 1)
+		c.request(id, "GET", true)
+		h := c.next(func(f http2.Frame) bool { _, ok := f.(*http2.HeadersFrame); return ok && f.Header().StreamID == id }).(*http2.HeadersFrame)
+		block := h.HeaderBlockFragment()
+		fields, err := dec.DecodeFull(block)
+		if err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		want := strings.Repeat(string(rune('a'+i%26)), 16) + strings.Repeat("0", 16-len(itoa(i))) + itoa(i)
+		var got string
+		for _, f := range fields {
+			if f.Name == "x-tether-trace-id" {
+				got = f.Value
+			}
+		}
+		if got != want {
+			t.Fatalf("response %d: trace id %q, want %q (fields %v)", i, got, want, fields)
+		}
+		if !bytes.Contains(block, []byte("\x00\x11x-tether-trace-id\x20"+want)) {
+			t.Fatalf("response %d: the trace id is not a literal without indexing, as it is: %x", i, block)
+		}
+		sizes = append(sizes, len(block))
+	}
+	if sizes[99] != sizes[1] {
+		t.Errorf("head of response 2: %d bytes, of response 100: %d (the repeating fields left the table)", sizes[1], sizes[99])
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,46 @@
+package h2server
+
+import (
+	"net/url"
+	"reflect"
+	"testing"
+)
+
+// TestPlainRequestURI: a :path the server reads without url.Parse gives
+// the URL url.ParseRequestURI gives; any other is left to it.
+func TestPlainRequestURI(t *testing.T) {
+	for _, uri := range []string{
+		"/", "/x", "/a/b-c_d.e~f", "/a?b=c&d=e", "/a?", "/a??", "/a?b c", "/a?b\tc", "/a?\x7f",
+		"/a%20b", "/a b", "//host/x", "/a#frag", "*", "", "x", "/a?é", "/a;b=c,d", "/$&+:@=",
+	} {
+		var u url.URL
+		plain := plainRequestURI(uri, &u)
+		want, err := url.ParseRequestURI(uri)
+		if !plain {
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: read as plain, url.ParseRequestURI: %v", uri, err)
+		} else if !reflect.DeepEqual(&u, want) {
+			t.Errorf("%q: %#v, url.ParseRequestURI %#v", uri, u, *want)
+		}
+	}
+}
+
+func FuzzPlainRequestURI(f *testing.F) {
+	f.Add("/a?b=c")
+	f.Add("/a?")
+	f.Fuzz(func(t *testing.T, uri string) {
+		var u url.URL
+		if !plainRequestURI(uri, &u) {
+			return
+		}
+		want, err := url.ParseRequestURI(uri)
+		if err != nil {
+			t.Fatalf("%q: read as plain, url.ParseRequestURI: %v", uri, err)
+		}
+		if !reflect.DeepEqual(&u, want) {
+			t.Fatalf("%q: %#v, url.ParseRequestURI %#v", uri, u, *want)
+		}
+	})
+}
