@@ -158,8 +158,13 @@ func appendMillis(b []byte, us int64) []byte {
 func appendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
+	i := plainJSONPrefix(s)
+	if i == len(s) {
+		b = append(b, s...) // the usual field: nothing to escape
+		return append(b, '"')
+	}
 	start := 0
-	for i := 0; i < len(s); {
+	for i < len(s) {
 		if c := s[i]; c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
 				i++
@@ -200,6 +205,37 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// plainJSONPrefix is how many of s's first bytes JSON takes as they are
+// (printable ASCII other than quote and backslash): s is looked at eight
+// bytes at a time, and from the first word that fails, and in the last
+// bytes, one by one. A word passes when none of its bytes is below 0x20,
+// equal to '"' or '\\' (a byte of x^'"' or x^'\\' is zero then), or from
+// 0x80 up.
+func plainJSONPrefix(s string) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := s[i : i+8]
+		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+		q, bs := x^'"'*ones, x^'\\'*ones
+		if ((x-0x20*ones)&^x|(q-ones)&^q|(bs-ones)&^bs|x)&highs != 0 {
+			break
+		}
+	}
+	for ; i < len(s) && jsonPlain[s[i]]; i++ {
+	}
+	return i
+}
+
+// jsonPlain: the bytes JSON takes as they are.
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // Log is the access log's writer: JSON lines, as slog's
 // JSONHandler writes them, collected in memory and written in batches (a

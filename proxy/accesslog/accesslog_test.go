@@ -220,3 +220,20 @@ func TestAppendLogTime(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAppendJSONStringMatchesSlog holds the string encoder to slog's
+// JSONHandler for any bytes, in every field (the word-at-a-time scan for
+// what needs no escape included).
+func FuzzAppendJSONStringMatchesSlog(f *testing.F) {
+	for _, s := range []string{"", "/api/users/42", "4bf92f3577b34da6a3ce929d0e0e4736", "/a\"b\\c\n\r\t\x00\x1f\x7f",
+		"12345678\"", "1234567\\", "abcdefgh\x80", "abcdefghijklmnop\x1f", "bad\xff\xfehost\xc3", "/a\u2028b\u2029c/é/日本"} {
+		f.Add(s)
+	}
+	at := time.Unix(1, 0)
+	f.Fuzz(func(t *testing.T, s string) {
+		l := Line{TraceID: s, Path: s, Affinity: s}
+		if got, want := string(AppendLine(nil, at, l)), slogLine(t, at, l); got != want {
+			t.Fatalf("fast path:\n%s\nslog:\n%s", got, want)
+		}
+	})
+}

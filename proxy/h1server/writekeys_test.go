@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"net/textproto"
+	"strings"
 	"testing"
 )
 
@@ -78,4 +80,35 @@ func BenchmarkWriteKeys(b *testing.B) {
 		writeKeys(bw, keys)
 		bw.Reset(io.Discard)
 	}
+}
+
+// plainRule is plainValue's known answer, byte by byte: WriteSubset
+// writes v unchanged when it has no CR or LF and trimming takes nothing.
+func plainRule(v string) bool {
+	return !strings.ContainsAny(v, "\r\n") && textproto.TrimString(v) == v
+}
+
+func TestPlainValueMatchesWriteSubset(t *testing.T) {
+	for n := 0; n <= 19; n++ {
+		for pos := 0; pos < n; pos++ {
+			for c := 0; c < 256; c++ {
+				b := bytes.Repeat([]byte{'a'}, n)
+				b[pos] = byte(c)
+				if got, want := plainValue(string(b)), plainRule(string(b)); got != want {
+					t.Fatalf("plainValue(%q) = %v, want %v", b, got, want)
+				}
+			}
+		}
+	}
+}
+
+func FuzzPlainValue(f *testing.F) {
+	for _, s := range []string{"", "Tue, 01 Dec 2026 12:00:00 GMT", "application/octet-stream", "a\r\nb", " x", "x\t", "0123456789abcdef\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		if got, want := plainValue(v), plainRule(v); got != want {
+			t.Fatalf("plainValue(%q) = %v, want %v", v, got, want)
+		}
+	})
 }
