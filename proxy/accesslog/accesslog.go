@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tether-proxy/tether/proxy/internal/swar"
 )
 
 // linePool holds the encoding buffers of access lines.
@@ -213,14 +215,10 @@ func appendJSONString(b []byte, s string) []byte {
 // equal to '"' or '\\' (a byte of x^'"' or x^'\\' is zero then), or from
 // 0x80 up.
 func plainJSONPrefix(s string) int {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	i := 0
 	for ; i+8 <= len(s); i += 8 {
-		w := s[i : i+8]
-		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
-			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
-		q, bs := x^'"'*ones, x^'\\'*ones
-		if ((x-0x20*ones)&^x|(q-ones)&^q|(bs-ones)&^bs|x)&highs != 0 {
+		x := swar.Word(s[i:])
+		if swar.Below(x, 0x20)|swar.Has(x, '"')|swar.Has(x, '\\')|swar.NonASCII(x) != 0 {
 			break
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/internal/h1wire"
+	"github.com/tether-proxy/tether/proxy/internal/swar"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -520,14 +521,9 @@ func plainValue(v string) bool {
 	}
 	// Eight bytes at a time: a zero byte of x^'\r' or of x^'\n' is a CR
 	// or an LF (exact as to whether there is one), then the last bytes.
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	i := 0
 	for ; i+8 <= len(v); i += 8 {
-		w := v[i : i+8]
-		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
-			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
-		cr, lf := x^'\r'*ones, x^'\n'*ones
-		if ((cr-ones)&^cr|(lf-ones)&^lf)&highs != 0 {
+		if x := swar.Word(v[i:]); swar.Has(x, '\r')|swar.Has(x, '\n') != 0 {
 			return false
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"net/textproto"
 	"sync"
 
+	"github.com/tether-proxy/tether/proxy/internal/swar"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -537,16 +538,12 @@ func NewFieldReader(all []byte, blk string, off int) FieldReader {
 // and with ascii none above 0x7e), eight bytes at a time as
 // ValidFieldValue.
 func validValue(v []byte, ascii bool) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	i := 0
 	for ; i+8 <= len(v); i += 8 {
-		w := v[i : i+8]
-		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
-			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
-		y := x ^ 0x7f*ones
-		bad := (x-0x20*ones)&^x&highs | (y-ones)&^y&highs
+		x := swar.WordBytes(v[i:])
+		bad := swar.Below(x, 0x20) | swar.Has(x, 0x7f)
 		if ascii {
-			bad |= x & highs
+			bad |= swar.NonASCII(x)
 		}
 		if bad != 0 {
 			break
@@ -565,16 +562,9 @@ func validValue(v []byte, ascii bool) bool {
 // equal to 0x7f is valid as a whole; a word with one goes byte by byte
 // from there, where a tab is told from the others.
 func ValidFieldValue(v string) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	i := 0
 	for ; i+8 <= len(v); i += 8 {
-		w := v[i : i+8]
-		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
-			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
-		y := x ^ 0x7f*ones
-		// A byte below 0x20, or a zero byte of y (0x7f in x): exact as to
-		// whether there is one (the borrow starts at the lowest such byte).
-		if (x-0x20*ones)&^x&highs|(y-ones)&^y&highs != 0 {
+		if x := swar.Word(v[i:]); swar.Below(x, 0x20)|swar.Has(x, 0x7f) != 0 {
 			break
 		}
 	}
