@@ -33,12 +33,12 @@ func TestClusterTLSTicketsDoNotOpenWithABackupAndTheClusterSecret(t *testing.T) 
 	n1, n2 := nodes[0], nodes[1]
 	waitTicketSeeds(t, nodes)
 
-	tickets := map[string]*heldSession{}
+	tickets := map[string]*testutil.HeldSession{}
 	for _, v := range []struct {
 		desc    string
 		version uint16
 	}{{"TLS 1.2", tls.VersionTLS12}, {"TLS 1.3", tls.VersionTLS13}} {
-		held := &heldSession{}
+		held := &testutil.HeldSession{}
 		tlsResumed(t, n1, pool, v.version, held)
 		if !tlsResumed(t, n2, pool, v.version, held) {
 			t.Fatalf("%s: a ticket of n1 did not resume on n2", v.desc)
@@ -82,10 +82,10 @@ func TestClusterTLSTicketsDoNotOpenWithABackupAndTheClusterSecret(t *testing.T) 
 	})
 
 	for desc, held := range tickets {
-		if tlsResumed(t, thief, pool, tlsVersion(desc), &heldSession{cs: held.cs}) {
+		if tlsResumed(t, thief, pool, tlsVersion(desc), held.Copy()) {
 			t.Errorf("%s: a node holding only a backup and the cluster secret resumed a session of the cluster: it derives the ticket keys", desc)
 		}
-		ticket, _, err := held.cs.ResumptionState()
+		ticket, _, err := held.Session().ResumptionState()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,14 +219,14 @@ func TestClusterTLSTicketSeedsFollowTheLeaderAndReachARestartedNode(t *testing.T
 	}
 	today := keyring.TicketDay(l.seeder.Time(time.Now()).Add(-keyring.TicketKeyGrace))
 	original, _ := sealingSeed(l, today)
-	before := &heldSession{}
+	before := &testutil.HeldSession{}
 	tlsResumed(t, l, pool, tls.VersionTLS12, before)
-	resumes := func(n *Node, held *heldSession) bool {
-		return tlsResumed(t, n, pool, tls.VersionTLS12, &heldSession{cs: held.cs})
+	resumes := func(n *Node, held *testutil.HeldSession) bool {
+		return tlsResumed(t, n, pool, tls.VersionTLS12, held.Copy())
 	}
 	crossResume := func(x, y *Node) {
 		t.Helper()
-		held := &heldSession{}
+		held := &testutil.HeldSession{}
 		tlsResumed(t, x, pool, tls.VersionTLS12, held)
 		if !resumes(y, held) {
 			t.Fatalf("a ticket of %s did not resume on %s", x.ID(), y.ID())
@@ -310,10 +310,10 @@ func TestClusterTLSTicketSeedsFollowTheLeaderAndReachARestartedNode(t *testing.T
 func crossResumeAll(t *testing.T, nodes []*Node, pool *x509.CertPool) {
 	t.Helper()
 	for _, x := range nodes {
-		held := &heldSession{}
+		held := &testutil.HeldSession{}
 		tlsResumed(t, x, pool, tls.VersionTLS12, held)
 		for _, y := range nodes {
-			if y != x && !tlsResumed(t, y, pool, tls.VersionTLS12, &heldSession{cs: held.cs}) {
+			if y != x && !tlsResumed(t, y, pool, tls.VersionTLS12, held.Copy()) {
 				t.Fatalf("a ticket of %s did not resume on %s", x.ID(), y.ID())
 			}
 		}
@@ -322,9 +322,9 @@ func crossResumeAll(t *testing.T, nodes []*Node, pool *x509.CertPool) {
 
 // decryptsFromKeyring reports whether the ticket in held opens under the
 // keys n's keyring alone yields at now.
-func decryptsFromKeyring(t *testing.T, n *Node, held *heldSession) bool {
+func decryptsFromKeyring(t *testing.T, n *Node, held *testutil.HeldSession) bool {
 	t.Helper()
-	ticket, _, err := held.cs.ResumptionState()
+	ticket, _, err := held.Session().ResumptionState()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func TestClusterTLSTicketsResumeOnEveryNodeThroughAnUpgrade(t *testing.T) {
 		return false
 	})
 	crossResumeAll(t, nodes, pool)
-	earlier := &heldSession{}
+	earlier := &testutil.HeldSession{}
 	tlsResumed(t, old, pool, tls.VersionTLS12, earlier)
 
 	// The leader is upgraded last.
@@ -384,11 +384,11 @@ func TestClusterTLSTicketsResumeOnEveryNodeThroughAnUpgrade(t *testing.T) {
 	waitTicketSeeds(t, nodes)
 	crossResumeAll(t, nodes, pool)
 	for _, n := range []*Node{n1, n2} {
-		if !tlsResumed(t, n, pool, tls.VersionTLS12, &heldSession{cs: earlier.cs}) {
+		if !tlsResumed(t, n, pool, tls.VersionTLS12, earlier.Copy()) {
 			t.Fatalf("after the upgrade %s no longer resumes a ticket issued before it", n.ID())
 		}
 	}
-	fresh := &heldSession{}
+	fresh := &testutil.HeldSession{}
 	tlsResumed(t, n3, pool, tls.VersionTLS12, fresh)
 	if decryptsFromKeyring(t, n1, fresh) {
 		t.Fatal("after the upgrade a ticket still opens under keys from the keyring alone")
@@ -406,9 +406,9 @@ func TestClusterTLSTicketsAfterAWholeClusterRestart(t *testing.T) {
 	pool := httpsClusterConfig(t, tc)
 	nodes := tc.form(3)
 	waitTicketSeeds(t, nodes)
-	before := &heldSession{}
+	before := &testutil.HeldSession{}
 	tlsResumed(t, nodes[0], pool, tls.VersionTLS12, before)
-	if !tlsResumed(t, nodes[1], pool, tls.VersionTLS12, &heldSession{cs: before.cs}) {
+	if !tlsResumed(t, nodes[1], pool, tls.VersionTLS12, before.Copy()) {
 		t.Fatal("a ticket of n1 did not resume on n2")
 	}
 	// Every node comes back on its Raft and gossip addresses.
@@ -430,7 +430,7 @@ func TestClusterTLSTicketsAfterAWholeClusterRestart(t *testing.T) {
 	nodes = tc.live()
 	waitTicketSeeds(t, nodes)
 	for _, n := range nodes {
-		if tlsResumed(t, n, pool, tls.VersionTLS12, &heldSession{cs: before.cs}) {
+		if tlsResumed(t, n, pool, tls.VersionTLS12, before.Copy()) {
 			t.Fatalf("%s resumed a ticket issued before the whole cluster restarted: a seed outlived the processes", n.ID())
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -141,32 +140,7 @@ func TestClusterTLSSessionResumesOnAnotherNodeAndAcrossRotation(t *testing.T) {
 	}
 }
 
-// heldSession is a client session cache holding the first session a
-// server gave it and offering that one only, so a test presents one ticket
-// as long as it likes (servers issue new tickets on resumption).
-type heldSession struct {
-	mu sync.Mutex
-	cs *tls.ClientSessionState
-}
-
-func (h *heldSession) Get(string) (*tls.ClientSessionState, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.cs, h.cs != nil
-}
-
-func (h *heldSession) Put(_ string, cs *tls.ClientSessionState) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.cs == nil && cs != nil {
-		h.cs = cs
-	}
-}
-
-// tlsResumed makes one HTTPS request to n at version with the session in
-// held (taking the server's ticket when held is empty) and reports whether
-// the handshake resumed it.
-func tlsResumed(t *testing.T, n *Node, pool *x509.CertPool, version uint16, held *heldSession) bool {
+func tlsResumed(t *testing.T, n *Node, pool *x509.CertPool, version uint16, held *testutil.HeldSession) bool {
 	t.Helper()
 	tr := &http.Transport{
 		TLSClientConfig: &tls.Config{
@@ -185,7 +159,7 @@ func tlsResumed(t *testing.T, n *Node, pool *x509.CertPool, version uint16, held
 	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
 		t.Fatal(err)
 	}
-	if held.cs == nil {
+	if !held.Held() {
 		t.Fatalf("%s gave no session ticket", n.ID())
 	}
 	return resp.TLS.DidResume
@@ -247,12 +221,12 @@ func TestClusterTLSTicketKeysRotateDailyAndEndAfterSevenDays(t *testing.T) {
 			// stay active for 90 days.
 			day := time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
 			at := func(d time.Duration) { setTicketTime(nodes, day.Add(d)) }
-			first, second := &heldSession{}, &heldSession{}
+			first, second := &testutil.HeldSession{}, &testutil.HeldSession{}
 			steps := []struct {
 				desc string
 				at   time.Duration
 				node *Node
-				held *heldSession
+				held *testutil.HeldSession
 				want bool
 			}{
 				{"D 23:00: a full handshake on n1 gives the first ticket", 23 * time.Hour, n1, first, false},
@@ -276,7 +250,7 @@ func TestClusterTLSTicketKeysRotateDailyAndEndAfterSevenDays(t *testing.T) {
 	t.Run("revoking the keyring key ends its tickets on every node at once", func(t *testing.T) {
 		setTicketTime(nodes, time.Now())
 		waitTicketSeeds(t, nodes)
-		held := &heldSession{}
+		held := &testutil.HeldSession{}
 		tlsResumed(t, n1, pool, tls.VersionTLS12, held)
 		if !tlsResumed(t, n2, pool, tls.VersionTLS12, held) {
 			t.Fatal("a fresh ticket of n1 did not resume on n2")
@@ -320,7 +294,7 @@ func TestClusterTLSTicketsGoByTheClusterTimeNotANodesClock(t *testing.T) {
 	waitTicketSeeds(t, nodes)
 	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
 		for _, p := range [][2]*Node{{n1, n2}, {n2, n1}} {
-			held := &heldSession{}
+			held := &testutil.HeldSession{}
 			tlsResumed(t, p[0], pool, v, held)
 			if !tlsResumed(t, p[1], pool, v, held) {
 				t.Errorf("TLS %x: a ticket of %s did not resume on %s", v, p[0].ID(), p[1].ID())

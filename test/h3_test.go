@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,34 +40,6 @@ func h3ClusterConfig(addr, certFile, keyFile string, backends ...*testutil.Backe
     },
   },
 }`, addr, certFile, keyFile, catchAll, strings.Join(dests, ",\n"))
-}
-
-// heldSession is a TLS client session cache of one session: the first
-// one a server gives (later tickets are ignored), offered to every
-// server, whatever its address.
-type heldSession struct {
-	mu sync.Mutex
-	cs *tls.ClientSessionState
-}
-
-func (h *heldSession) Get(string) (*tls.ClientSessionState, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.cs, h.cs != nil
-}
-
-func (h *heldSession) Put(_ string, cs *tls.ClientSessionState) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.cs == nil && cs != nil {
-		h.cs = cs
-	}
-}
-
-func (h *heldSession) held() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.cs != nil
 }
 
 // h3Client is quic-go's HTTP/3 client trusting pool, with session cache
@@ -201,11 +172,11 @@ func TestHTTP3OnAThreeNodeCluster(t *testing.T) {
 		// node 1's ticket, taken over QUIC. The nodes take the ticket keys
 		// from the replicated keyring: a node that has not got them yet
 		// issues no ticket.
-		held := &heldSession{}
+		held := &testutil.HeldSession{}
 		testutil.Eventually(t, 30*time.Second, "a session ticket from n1 over QUIC", func() bool {
 			c := h3Client(t, pool, held)
 			h3Do(t, c, urls[0], "")
-			return held.held()
+			return held.Held()
 		})
 		for _, i := range []int{1, 2} {
 			// A new client each time, offering only node 1's session.
@@ -218,20 +189,7 @@ func TestHTTP3OnAThreeNodeCluster(t *testing.T) {
 
 	t.Run("UDP port taken", func(t *testing.T) {
 		// A UDP port held by this test whose TCP port is free.
-		var pc net.PacketConn
-		for pc == nil {
-			p, err := net.ListenPacket("udp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ln, err := net.Listen("tcp", p.LocalAddr().String()); err == nil {
-				ln.Close()
-				pc = p
-			} else {
-				p.Close()
-			}
-		}
-		defer pc.Close()
+		pc := testutil.TakenUDPPort(t)
 		addr := pc.LocalAddr().String()
 		cfg := writeConfig(t, "n4.json", h3ClusterConfig(addr, certFile, keyFile, b1, b2))
 		p := start(t, nil, "agent", "--config", cfg, "--node-id", "n4", "--data-dir", t.TempDir(),
