@@ -30,6 +30,14 @@
 //   - trailers both ways, 1xx responses, Expect: 100-continue, and
 //     http.ResponseController's Flush, SetReadDeadline and SetWriteDeadline.
 //
+// A response whose declared Content-Length is all written ends with the
+// frame that carries its last bytes (END_STREAM), when the handler sends
+// them (a flush, or a write past the buffer) rather than with an empty
+// DATA frame once it returns, unless trailers may follow: a "Trailer"
+// field declared before WriteHeader, or a field with http.TrailerPrefix
+// set by then. A trailer first set with http.TrailerPrefix after such a
+// response has ended is not sent.
+//
 // One difference a handler must keep to, as with the own HTTP/1.1 loop:
 // a connection's streams reuse the request's header map and URL and the
 // response's header map once the handler has returned (streamScratch), so

@@ -431,3 +431,110 @@ func TestUniqueValuesNotIndexed(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestEndWithLastData: a response whose declared length is all written
+// ends with the frame that carries its last bytes (or its HEADERS frame,
+// with no body), also when the handler flushes before it returns, unless
+// trailers may follow; no empty DATA frame of its own ends it.
+func TestEndWithLastData(t *testing.T) {
+	big := strings.Repeat("b", 3*respBufSize)
+	for _, tc := range []struct {
+		name     string
+		h        func(w http.ResponseWriter)
+		body     string
+		trailers map[string]string
+		// endOn is how the stream ends: "data" (the last bytes'
+		// frame), "an empty DATA frame", "headers" (a body-less
+		// response's head) or "trailers".
+		endOn string
+	}{
+		{"length, flushed", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "5")
+			_, _ = io.WriteString(w, "hello")
+			w.(http.Flusher).Flush()
+		}, "hello", nil, "data"},
+		{"length, written in two parts and flushed", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "10")
+			_, _ = io.WriteString(w, "hello")
+			w.(http.Flusher).Flush()
+			_, _ = io.WriteString(w, "world")
+			w.(http.Flusher).Flush()
+		}, "helloworld", nil, "data"},
+		{"length, larger than the buffer", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", itoa(len(big)))
+			_, _ = io.WriteString(w, big)
+			w.(http.Flusher).Flush()
+		}, big, nil, "data"},
+		{"length zero, flushed", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "0")
+			w.WriteHeader(200)
+			w.(http.Flusher).Flush()
+		}, "", nil, "headers"},
+		{"no length, flushed", func(w http.ResponseWriter) {
+			_, _ = io.WriteString(w, "hello")
+			w.(http.Flusher).Flush()
+		}, "hello", nil, "an empty DATA frame"}, // its end is known only when the handler returns
+		{"length and a declared trailer", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "5")
+			w.Header().Set("Trailer", "X-Sum")
+			_, _ = io.WriteString(w, "hello")
+			w.(http.Flusher).Flush()
+			w.Header().Set("X-Sum", "abc")
+		}, "hello", map[string]string{"x-sum": "abc"}, "trailers"},
+		{"length and a prefixed trailer set before the flush", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "5")
+			_, _ = io.WriteString(w, "hello")
+			w.Header().Set(http.TrailerPrefix+"X-Sum", "abc")
+			w.(http.Flusher).Flush()
+		}, "hello", map[string]string{"x-sum": "abc"}, "trailers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := startH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { tc.h(w) }), nil)
+			c := dialRaw(t, addr)
+			c.request(1, "GET", true)
+			var body strings.Builder
+			var trailers map[string]string
+			for {
+				f := c.next(func(f http2.Frame) bool { return f.Header().StreamID == 1 })
+				end := ""
+				switch f := f.(type) {
+				case *http2.MetaHeadersFrame:
+					if f.PseudoValue("status") == "" {
+						trailers = map[string]string{}
+						for _, hf := range f.RegularFields() {
+							trailers[hf.Name] = hf.Value
+						}
+						if f.StreamEnded() {
+							end = "trailers"
+						}
+					} else if f.StreamEnded() {
+						end = "headers"
+					}
+				case *http2.DataFrame:
+					body.Write(f.Data())
+					if f.StreamEnded() {
+						end = "data"
+						if len(f.Data()) == 0 && tc.body != "" {
+							end = "an empty DATA frame"
+						}
+					}
+				case *http2.RSTStreamFrame:
+					t.Fatalf("stream reset: %v", f.ErrCode)
+				}
+				if end == "" {
+					continue
+				}
+				if end != tc.endOn {
+					t.Errorf("the stream ended on %s, want %s", end, tc.endOn)
+				}
+				break
+			}
+			if body.String() != tc.body {
+				t.Errorf("body %d bytes, want %d", body.Len(), len(tc.body))
+			}
+			if len(trailers) != len(tc.trailers) || trailers["x-sum"] != tc.trailers["x-sum"] {
+				t.Errorf("trailers %v, want %v", trailers, tc.trailers)
+			}
+		})
+	}
+}
