@@ -242,7 +242,10 @@ func (w *responseWriter) finish() {
 	if st.closed {
 		return
 	}
-	trailers := w.trailerFields()
+	var trailers http.Header
+	if !st.localDone {
+		trailers = w.trailerFields()
+	}
 	if !w.sentHeader {
 		if w.clen < 0 && bodyAllowed(w.status) && trailers == nil && (len(w.buf) > 0 || !w.isHead()) {
 			w.snap = append(w.snap, field{"Content-Length", c.lengthText(len(w.buf)), true})
