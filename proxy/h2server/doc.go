@@ -7,7 +7,9 @@
 // hpack; a request's header block (HEADERS and CONTINUATION frames) is
 // decoded by the server into containers the connection reuses, with the
 // checks, the header list limit and the errors of the Framer's
-// ReadMetaHeaders. The connection's one goroutine reads and acts on frames; each
+// ReadMetaHeaders; a HEADERS frame that holds a whole block and fits in the
+// read buffer is parsed from that buffer rather than by the Framer, which
+// allocates each HEADERS frame it reads. The connection's one goroutine reads and acts on frames; each
 // stream's handler runs on a goroutine of its own (one kept from an
 // earlier stream when one waits) and writes its frames itself, under the
 // connection's lock, into the connection's one write buffer, so a

@@ -538,3 +538,57 @@ func TestEndWithLastData(t *testing.T) {
 		})
 	}
 }
+
+// TestHeadersFrameForms: a request's HEADERS frame is read alike in each
+// of its forms (padded, with a priority field, both, split into
+// CONTINUATION frames), and a padding longer than the frame resets the
+// stream (PROTOCOL_ERROR) as the Framer has it, the connection going on.
+func TestHeadersFrameForms(t *testing.T) {
+	addr := startH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.Method+" "+r.URL.Path+" "+r.Header.Get("X-A"))
+	}), nil)
+	c := dialRaw(t, addr)
+	block := func(path string) []byte {
+		return c.block(":method", "GET", ":scheme", "http", ":path", path, ":authority", "t", "x-a", "v")
+	}
+	id := uint32(1)
+	for _, tc := range []struct {
+		name string
+		p    http2.HeadersFrameParam
+	}{
+		{"plain", http2.HeadersFrameParam{}},
+		{"padded", http2.HeadersFrameParam{PadLength: 7}},
+		{"priority", http2.HeadersFrameParam{Priority: http2.PriorityParam{StreamDep: 0, Weight: 9, Exclusive: true}}},
+		{"padded with priority", http2.HeadersFrameParam{PadLength: 3, Priority: http2.PriorityParam{Weight: 1}}},
+	} {
+		p := tc.p
+		p.StreamID, p.EndStream, p.EndHeaders = id, true, true
+		p.BlockFragment = block("/" + strings.ReplaceAll(tc.name, " ", "-"))
+		c.must(c.fr.WriteHeaders(p))
+		if st, body, _ := c.response(id); st != "200" || body != "GET /"+strings.ReplaceAll(tc.name, " ", "-")+" v" {
+			t.Errorf("%s: %s %q", tc.name, st, body)
+		}
+		id += 2
+	}
+	// Split: the block in a HEADERS frame and two CONTINUATION frames.
+	b := block("/split")
+	c.must(c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b[:2], EndStream: true}))
+	c.must(c.fr.WriteContinuation(id, false, b[2:4]))
+	c.must(c.fr.WriteContinuation(id, true, b[4:]))
+	if st, body, _ := c.response(id); st != "200" || body != "GET /split v" {
+		t.Errorf("split: %s %q", st, body)
+	}
+	id += 2
+	// A padding length past the frame's end: 1 byte of payload after the
+	// pad length, which says 200.
+	c.must(c.fr.WriteRawFrame(http2.FrameHeaders, http2.FlagHeadersEndHeaders|http2.FlagHeadersEndStream|http2.FlagHeadersPadded, id, []byte{200, 0x82}))
+	f := c.next(func(f http2.Frame) bool { return f.Header().StreamID == id }).(*http2.RSTStreamFrame)
+	if f.ErrCode != http2.ErrCodeProtocol {
+		t.Errorf("padding past the end: reset %v, want PROTOCOL_ERROR", f.ErrCode)
+	}
+	id += 2
+	c.must(c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block("/after"), EndStream: true, EndHeaders: true}))
+	if st, body, _ := c.response(id); st != "200" || body != "GET /after v" {
+		t.Errorf("after the reset: %s %q", st, body)
+	}
+}
