@@ -7,7 +7,9 @@
 // hpack; a request's header block (HEADERS and CONTINUATION frames) is
 // decoded by the server into containers the connection reuses, with the
 // checks, the header list limit and the errors of the Framer's
-// ReadMetaHeaders. The connection's one goroutine reads and acts on frames; each
+// ReadMetaHeaders; a HEADERS frame that holds a whole block and fits in the
+// read buffer is parsed from that buffer rather than by the Framer, which
+// allocates each HEADERS frame it reads. The connection's one goroutine reads and acts on frames; each
 // stream's handler runs on a goroutine of its own (one kept from an
 // earlier stream when one waits) and writes its frames itself, under the
 // connection's lock, into the connection's one write buffer, so a
@@ -29,6 +31,14 @@
 //     idle timeout;
 //   - trailers both ways, 1xx responses, Expect: 100-continue, and
 //     http.ResponseController's Flush, SetReadDeadline and SetWriteDeadline.
+//
+// A response whose declared Content-Length is all written ends with the
+// frame that carries its last bytes (END_STREAM), when the handler sends
+// them (a flush, or a write past the buffer) rather than with an empty
+// DATA frame once it returns, unless trailers may follow: a "Trailer"
+// field declared before WriteHeader, or a field with http.TrailerPrefix
+// set by then. A trailer first set with http.TrailerPrefix after such a
+// response has ended is not sent.
 //
 // One difference a handler must keep to, as with the own HTTP/1.1 loop:
 // a connection's streams reuse the request's header map and URL and the

@@ -124,16 +124,26 @@ func validWireName(v string) bool {
 // whose fields are invalid (the dynamic table has taken it whole), or
 // fr's read error.
 func (d *blockDecoder) read(fr *http2.Framer, f *http2.HeadersFrame) (*headerBlock, error) {
+	d.start(f.StreamID, f.StreamEnded(), f.HasPriority(), f.Priority)
+	return d.decode(fr, f.HeaderBlockFragment(), f.HeadersEnded())
+}
+
+// start begins a block.
+func (d *blockDecoder) start(streamID uint32, endStream, hasPriority bool, priority http2.PriorityParam) {
 	fields := d.blk.fields[:0]
 	if cap(fields) > 64 {
 		fields = nil // one large block does not keep its list
 	}
-	d.blk = headerBlock{streamID: f.StreamID, endStream: f.StreamEnded(), hasPriority: f.HasPriority(),
-		priority: f.Priority, fields: fields}
+	d.blk = headerBlock{streamID: streamID, endStream: endStream, hasPriority: hasPriority,
+		priority: priority, fields: fields}
 	d.headersLeft, d.trailersLeft = d.max, d.max
 	d.sawRegular, d.invalid = false, nil
 	d.dec.SetEmitEnabled(true)
-	frag, ended := f.HeaderBlockFragment(), f.HeadersEnded()
+}
+
+// decode decodes the started block's first fragment, and its
+// CONTINUATION frames' from fr unless ended.
+func (d *blockDecoder) decode(fr *http2.Framer, frag []byte, ended bool) (*headerBlock, error) {
 	for {
 		// A fragment far over what the limit leaves, or any after an
 		// invalid field, fails the connection unread.

@@ -156,10 +156,27 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 			return 0, err
 		}
 	}
-	if err := c.writeDataLocked(w.st, p, false); err != nil {
+	if err := c.writeDataLocked(w.st, p, w.endsHere()); err != nil {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// endsHere reports whether the body written so far ends the response: its
+// declared length is all written and no trailers can follow (none
+// declared, none set with http.TrailerPrefix so far). The frame that
+// sends its last bytes then carries END_STREAM, before the handler
+// returns: a response needs no empty frame of its own to end.
+func (w *responseWriter) endsHere() bool {
+	if w.clen < 0 || w.written != w.clen || len(w.trailers) > 0 || w.isHead() || !bodyAllowed(w.status) {
+		return false
+	}
+	for k := range w.hdr {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			return false
+		}
+	}
+	return true
 }
 
 func (w *responseWriter) WriteString(s string) (int, error) {
@@ -225,7 +242,10 @@ func (w *responseWriter) finish() {
 	if st.closed {
 		return
 	}
-	trailers := w.trailerFields()
+	var trailers http.Header
+	if !st.localDone {
+		trailers = w.trailerFields()
+	}
 	if !w.sentHeader {
 		if w.clen < 0 && bodyAllowed(w.status) && trailers == nil && (len(w.buf) > 0 || !w.isHead()) {
 			w.snap = append(w.snap, field{"Content-Length", c.lengthText(len(w.buf)), true})
@@ -274,9 +294,10 @@ func (w *responseWriter) FlushError() error {
 	if w.st.err != nil {
 		return w.st.err
 	}
-	w.sendHeaderLocked(false)
-	if len(w.buf) > 0 && !w.isHead() {
-		err := c.writeDataLocked(w.st, w.buf, false)
+	end := !w.st.localDone && w.endsHere()
+	w.sendHeaderLocked(end && len(w.buf) == 0)
+	if len(w.buf) > 0 && !w.isHead() && !w.st.localDone {
+		err := c.writeDataLocked(w.st, w.buf, end)
 		w.buf = w.buf[:0]
 		if err != nil {
 			return err

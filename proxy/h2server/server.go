@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -305,6 +306,9 @@ func (c *conn) serve() {
 // readFrame reads the next frame; a header block is read whole and
 // decoded (*headerBlock).
 func (c *conn) readFrame() (any, error) {
+	if blk, ok, err := c.readHeaders(); ok {
+		return blk, err
+	}
 	f, err := c.fr.ReadFrame()
 	if err != nil {
 		return nil, err
@@ -313,6 +317,55 @@ func (c *conn) readFrame() (any, error) {
 		return c.hd.read(c.fr, hf)
 	}
 	return f, nil
+}
+
+// readHeaders reads and decodes a HEADERS frame that is a header block
+// whole (END_HEADERS) and fits in the read buffer, from the buffer, where
+// the Framer would allocate the frame; ok is false, with nothing read,
+// for any other frame, or one the Framer must judge (stream 0, a padding
+// or priority field longer than the frame), and on a read error, which
+// the Framer then meets and reports.
+func (c *conn) readHeaders() (blk *headerBlock, ok bool, err error) {
+	const hlen = 9
+	b, err := c.br.Peek(hlen)
+	if err != nil || http2.FrameType(b[3]) != http2.FrameHeaders {
+		return nil, false, nil
+	}
+	n := int(b[0])<<16 | int(b[1])<<8 | int(b[2])
+	flags := http2.Flags(b[4])
+	id := binary.BigEndian.Uint32(b[5:]) & (1<<31 - 1)
+	if id == 0 || !flags.Has(http2.FlagHeadersEndHeaders) || n > maxFrameSize || hlen+n > c.br.Size() {
+		return nil, false, nil
+	}
+	if b, err = c.br.Peek(hlen + n); err != nil {
+		return nil, false, nil
+	}
+	p := b[hlen:]
+	pad := 0
+	if flags.Has(http2.FlagHeadersPadded) {
+		if len(p) < 1 {
+			return nil, false, nil
+		}
+		pad, p = int(p[0]), p[1:]
+	}
+	var prio http2.PriorityParam
+	if flags.Has(http2.FlagHeadersPriority) {
+		if len(p) < 5 {
+			return nil, false, nil
+		}
+		v := binary.BigEndian.Uint32(p)
+		prio.StreamDep = v & (1<<31 - 1)
+		prio.Exclusive = prio.StreamDep != v
+		prio.Weight = p[4]
+		p = p[5:]
+	}
+	if pad > len(p) {
+		return nil, false, nil
+	}
+	c.hd.start(id, flags.Has(http2.FlagHeadersEndStream), flags.Has(http2.FlagHeadersPriority), prio)
+	blk, err = c.hd.decode(c.fr, p[:len(p)-pad], true)
+	_, _ = c.br.Discard(hlen + n)
+	return blk, true, err
 }
 
 func isTimeout(err error) bool {

@@ -431,3 +431,164 @@ func TestUniqueValuesNotIndexed(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestEndWithLastData: a response whose declared length is all written
+// ends with the frame that carries its last bytes (or its HEADERS frame,
+// with no body), also when the handler flushes before it returns, unless
+// trailers may follow; no empty DATA frame of its own ends it.
+func TestEndWithLastData(t *testing.T) {
+	big := strings.Repeat("b", 3*respBufSize)
+	for _, tc := range []struct {
+		name     string
+		h        func(w http.ResponseWriter)
+		body     string
+		trailers map[string]string
+		// endOn is how the stream ends: "data" (the last bytes'
+		// frame), "an empty DATA frame", "headers" (a body-less
+		// response's head) or "trailers".
+		endOn string
+	}{
+		{"length, flushed", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "5")
+			_, _ = io.WriteString(w, "hello")
+			w.(http.Flusher).Flush()
+		}, "hello", nil, "data"},
+		{"length, written in two parts and flushed", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "10")
+			_, _ = io.WriteString(w, "hello")
+			w.(http.Flusher).Flush()
+			_, _ = io.WriteString(w, "world")
+			w.(http.Flusher).Flush()
+		}, "helloworld", nil, "data"},
+		{"length, larger than the buffer", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", itoa(len(big)))
+			_, _ = io.WriteString(w, big)
+			w.(http.Flusher).Flush()
+		}, big, nil, "data"},
+		{"length zero, flushed", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "0")
+			w.WriteHeader(200)
+			w.(http.Flusher).Flush()
+		}, "", nil, "headers"},
+		{"no length, flushed", func(w http.ResponseWriter) {
+			_, _ = io.WriteString(w, "hello")
+			w.(http.Flusher).Flush()
+		}, "hello", nil, "an empty DATA frame"}, // its end is known only when the handler returns
+		{"length and a declared trailer", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "5")
+			w.Header().Set("Trailer", "X-Sum")
+			_, _ = io.WriteString(w, "hello")
+			w.(http.Flusher).Flush()
+			w.Header().Set("X-Sum", "abc")
+		}, "hello", map[string]string{"x-sum": "abc"}, "trailers"},
+		{"length and a prefixed trailer set before the flush", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "5")
+			_, _ = io.WriteString(w, "hello")
+			w.Header().Set(http.TrailerPrefix+"X-Sum", "abc")
+			w.(http.Flusher).Flush()
+		}, "hello", map[string]string{"x-sum": "abc"}, "trailers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := startH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { tc.h(w) }), nil)
+			c := dialRaw(t, addr)
+			c.request(1, "GET", true)
+			var body strings.Builder
+			var trailers map[string]string
+			for {
+				f := c.next(func(f http2.Frame) bool { return f.Header().StreamID == 1 })
+				end := ""
+				switch f := f.(type) {
+				case *http2.MetaHeadersFrame:
+					if f.PseudoValue("status") == "" {
+						trailers = map[string]string{}
+						for _, hf := range f.RegularFields() {
+							trailers[hf.Name] = hf.Value
+						}
+						if f.StreamEnded() {
+							end = "trailers"
+						}
+					} else if f.StreamEnded() {
+						end = "headers"
+					}
+				case *http2.DataFrame:
+					body.Write(f.Data())
+					if f.StreamEnded() {
+						end = "data"
+						if len(f.Data()) == 0 && tc.body != "" {
+							end = "an empty DATA frame"
+						}
+					}
+				case *http2.RSTStreamFrame:
+					t.Fatalf("stream reset: %v", f.ErrCode)
+				}
+				if end == "" {
+					continue
+				}
+				if end != tc.endOn {
+					t.Errorf("the stream ended on %s, want %s", end, tc.endOn)
+				}
+				break
+			}
+			if body.String() != tc.body {
+				t.Errorf("body %d bytes, want %d", body.Len(), len(tc.body))
+			}
+			if len(trailers) != len(tc.trailers) || trailers["x-sum"] != tc.trailers["x-sum"] {
+				t.Errorf("trailers %v, want %v", trailers, tc.trailers)
+			}
+		})
+	}
+}
+
+// TestHeadersFrameForms: a request's HEADERS frame is read alike in each
+// of its forms (padded, with a priority field, both, split into
+// CONTINUATION frames), and a padding longer than the frame resets the
+// stream (PROTOCOL_ERROR) as the Framer has it, the connection going on.
+func TestHeadersFrameForms(t *testing.T) {
+	addr := startH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.Method+" "+r.URL.Path+" "+r.Header.Get("X-A"))
+	}), nil)
+	c := dialRaw(t, addr)
+	block := func(path string) []byte {
+		return c.block(":method", "GET", ":scheme", "http", ":path", path, ":authority", "t", "x-a", "v")
+	}
+	id := uint32(1)
+	for _, tc := range []struct {
+		name string
+		p    http2.HeadersFrameParam
+	}{
+		{"plain", http2.HeadersFrameParam{}},
+		{"padded", http2.HeadersFrameParam{PadLength: 7}},
+		{"priority", http2.HeadersFrameParam{Priority: http2.PriorityParam{StreamDep: 0, Weight: 9, Exclusive: true}}},
+		{"padded with priority", http2.HeadersFrameParam{PadLength: 3, Priority: http2.PriorityParam{Weight: 1}}},
+	} {
+		p := tc.p
+		p.StreamID, p.EndStream, p.EndHeaders = id, true, true
+		p.BlockFragment = block("/" + strings.ReplaceAll(tc.name, " ", "-"))
+		c.must(c.fr.WriteHeaders(p))
+		if st, body, _ := c.response(id); st != "200" || body != "GET /"+strings.ReplaceAll(tc.name, " ", "-")+" v" {
+			t.Errorf("%s: %s %q", tc.name, st, body)
+		}
+		id += 2
+	}
+	// Split: the block in a HEADERS frame and two CONTINUATION frames.
+	b := block("/split")
+	c.must(c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b[:2], EndStream: true}))
+	c.must(c.fr.WriteContinuation(id, false, b[2:4]))
+	c.must(c.fr.WriteContinuation(id, true, b[4:]))
+	if st, body, _ := c.response(id); st != "200" || body != "GET /split v" {
+		t.Errorf("split: %s %q", st, body)
+	}
+	id += 2
+	// A padding length past the frame's end: 1 byte of payload after the
+	// pad length, which says 200.
+	c.must(c.fr.WriteRawFrame(http2.FrameHeaders, http2.FlagHeadersEndHeaders|http2.FlagHeadersEndStream|http2.FlagHeadersPadded, id, []byte{200, 0x82}))
+	f := c.next(func(f http2.Frame) bool { return f.Header().StreamID == id }).(*http2.RSTStreamFrame)
+	if f.ErrCode != http2.ErrCodeProtocol {
+		t.Errorf("padding past the end: reset %v, want PROTOCOL_ERROR", f.ErrCode)
+	}
+	id += 2
+	c.must(c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block("/after"), EndStream: true, EndHeaders: true}))
+	if st, body, _ := c.response(id); st != "200" || body != "GET /after v" {
+		t.Errorf("after the reset: %s %q", st, body)
+	}
+}
