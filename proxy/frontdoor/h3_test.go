@@ -21,6 +21,8 @@ import (
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+	h3qlog "github.com/quic-go/quic-go/http3/qlog"
+	"github.com/quic-go/quic-go/qlogwriter"
 
 	"github.com/tether-proxy/tether/proxy/config"
 	"github.com/tether-proxy/tether/test/testutil"
@@ -246,9 +248,34 @@ type lateHandshake struct {
 	held []func()
 	// gate, while open, holds back what the server sends: quic-go's
 	// client opening a stream in 0-RTT races (go test -race) with its
-	// reading of the server's transport parameters.
+	// reading of the server's transport parameters, so the gate opens
+	// once the client has opened every stream it will before the
+	// handshake completes (its request stream, and its control stream,
+	// which the http3 client opens on a goroutine of its own:
+	// controlOpened).
 	gate chan struct{}
 }
+
+// controlOpened is a qlog trace of a client connection that closes
+// opened once the connection's HTTP/3 control stream is open.
+type controlOpened struct {
+	once   sync.Once
+	opened chan struct{}
+}
+
+func newControlOpened() *controlOpened {
+	return &controlOpened{opened: make(chan struct{})}
+}
+
+func (c *controlOpened) AddProducer() qlogwriter.Recorder { return c }
+
+func (c *controlOpened) RecordEvent(e qlogwriter.Event) {
+	if st, ok := e.(h3qlog.StreamTypeSet); ok && st.Initiator == h3qlog.InitiatorLocal && st.StreamType == h3qlog.StreamTypeControl {
+		c.once.Do(func() { close(c.opened) })
+	}
+}
+
+func (c *controlOpened) Close() error { return nil }
 
 func (c *lateHandshake) ReadFrom(b []byte) (int, net.Addr, error) {
 	n, a, err := c.PacketConn.ReadFrom(b)
@@ -403,7 +430,10 @@ func (c *earlyClient) do(t *testing.T, method string, early bool) (int, bool) {
 	defer open()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	qc, err := c.tr.DialEarly(ctx, c.addr, c.tls, &quic.Config{})
+	control := newControlOpened()
+	qc, err := c.tr.DialEarly(ctx, c.addr, c.tls, &quic.Config{
+		Tracer: func(context.Context, bool, quic.ConnectionID) qlogwriter.Trace { return control },
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,6 +450,11 @@ func (c *earlyClient) do(t *testing.T, method string, early bool) (int, bool) {
 		t.Fatal(err)
 	}
 	_ = str.Close()
+	select {
+	case <-control.opened:
+	case <-ctx.Done():
+		t.Fatal("the HTTP/3 client opened no control stream")
+	}
 	open()
 	resp, err := str.ReadResponse()
 	if err != nil {
