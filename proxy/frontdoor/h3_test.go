@@ -108,20 +108,7 @@ func TestHTTP3NeedsTLS(t *testing.T) {
 // Reserve) with an error naming the address, and releases the TCP socket.
 func TestHTTP3UDPInUse(t *testing.T) {
 	// A UDP port held by another socket whose TCP port is free.
-	var pc net.PacketConn
-	for pc == nil {
-		p, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ln, err := net.Listen("tcp", p.LocalAddr().String()); err == nil {
-			ln.Close()
-			pc = p
-		} else {
-			p.Close()
-		}
-	}
-	defer pc.Close()
+	pc := testutil.TakenUDPPort(t)
 	addr := pc.LocalAddr().String()
 	for _, reserve := range []bool{false, true} {
 		t.Run(fmt.Sprintf("reserve=%v", reserve), func(t *testing.T) {
