@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tether-proxy/tether/cluster"
 	"github.com/tether-proxy/tether/keyring"
 	"github.com/tether-proxy/tether/store"
 	"github.com/tether-proxy/tether/test/testutil"
@@ -101,9 +101,14 @@ func TestClusterAddressClaimedTwiceEvictsNobodyAndShowsInMembers(t *testing.T) {
 	tc.waitSettled()
 	nodes := tc.live()
 	victim := nodes[1]
-	n4 := tc.start(tc.config("n4", 0, []string{nodes[0].GossipAddr()}))
-	if err := n4.members.UpdateMeta(func(m *cluster.Meta) { m.RaftAddr = victim.store.Addr() }); err != nil {
-		t.Fatal(err)
+	// n4 claims n2's Raft address from its first gossip on: its Raft binds
+	// n2's port on another loopback address and advertises 127.0.0.1
+	// (claimed later, the leader may add n4 at its own address first).
+	_, port, _ := net.SplitHostPort(victim.store.Addr())
+	cfg4 := tc.config("n4", 0, []string{nodes[0].GossipAddr()})
+	cfg4.RaftAddr, cfg4.Advertise = net.JoinHostPort("127.0.0.2", port), "127.0.0.1"
+	if n4 := tc.start(cfg4); n4.store.Addr() != victim.store.Addr() {
+		t.Fatalf("n4 advertises Raft at %s, want n2's %s", n4.store.Addr(), victim.store.Addr())
 	}
 	var rows []any
 	testutil.Eventually(t, 15*time.Second, "/v1/members to show the conflict on both nodes", func() bool {
