@@ -312,6 +312,9 @@ type reqState struct {
 	outHeader http.Header
 	outURL    url.URL
 	fwdVals   [forwarded.Headers]string // the direct path's forwarded values
+	// fwdClean: the direct path's outgoing header holds no field that
+	// forwarded.Set drops (spoofable ones, underscore spellings).
+	fwdClean bool
 }
 
 type stateKey struct{}
@@ -539,10 +542,12 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	// The direct path's outgoing request is the state's own: its header
 	// lives no longer than the request, so its values may be the state's.
 	var vals *[forwarded.Headers]string
+	clean := false
 	if out == &st.outReq {
 		vals = &st.fwdVals
+		clean = st.fwdClean // the direct path's copy left out what Set drops
 	}
-	forwarded.Set(in, out.Header, &st.client, st.route.fwd, st.route.underscore, vals)
+	forwarded.Set(in, out.Header, &st.client, st.route.fwd, st.route.underscore, vals, clean)
 	d := st.dest
 	switch {
 	case tf.OriginalHost():
