@@ -81,7 +81,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	st.outURL = *r.URL
 	out.URL = &st.outURL
 	pr := httputil.ProxyRequest{In: r, Out: out}
-	p.rewrite(&pr)
+	p.rewriteState(st, &pr)
 	out = pr.Out
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = noUserAgent
@@ -104,7 +104,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 		return true
 	}
 	removeHopByHop(res.Header)
-	_ = p.modifyResponse(res) // it never fails
+	p.modifyResponseState(st, res)
 	dst := rw.Header()
 	copyFields(dst, res.Header)
 	announced := len(res.Trailer)
