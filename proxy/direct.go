@@ -56,11 +56,18 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 		h = make(http.Header, len(r.Header)+forwarded.Headers+2)
 	}
 	// The client's fields less the hop-by-hop ones and the forwarding
-	// ones, which ReverseProxy deletes after copying all: skipped here,
-	// a string switch per field where that is a hash delete per name.
+	// ones, which ReverseProxy deletes after copying all, and the
+	// spoofable ones of an untrusted client, which forwarded.Set drops:
+	// skipped here, a string switch per field where that is a hash delete
+	// per name. With no '_' in a name either, Set need not walk them again
+	// (an underscore spelling is left to it: it counts what it drops).
+	untrusted, clean := !st.client.Trusted, true
 	for k, vs := range r.Header {
-		if hopByHop(k) || clientForwarding(k) {
+		if hopByHop(k) || clientForwarding(k) || untrusted && forwarded.Spoofable(k) {
 			continue
+		}
+		if clean && strings.IndexByte(k, '_') >= 0 {
+			clean = false
 		}
 		h[k] = vs[:len(vs):len(vs)] // an append by a transform copies
 	}
@@ -68,12 +75,13 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	if httpguts.HeaderValuesContainsToken(r.Header["Te"], "trailers") {
 		h["Te"] = teTrailers
 	}
+	st.fwdClean = clean
 	out.Header = h
 	st.outHeader = h
 	st.outURL = *r.URL
 	out.URL = &st.outURL
 	pr := httputil.ProxyRequest{In: r, Out: out}
-	p.rewrite(&pr)
+	p.rewriteState(st, &pr)
 	out = pr.Out
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = noUserAgent
@@ -96,7 +104,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 		return true
 	}
 	removeHopByHop(res.Header)
-	_ = p.modifyResponse(res) // it never fails
+	p.modifyResponseState(st, res)
 	dst := rw.Header()
 	copyFields(dst, res.Header)
 	announced := len(res.Trailer)

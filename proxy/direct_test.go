@@ -180,6 +180,12 @@ func TestDirectPathMatchesReverseProxy(t *testing.T) {
 			"Proxy-Authorization": {"Basic x"}, "Te": {"trailers"}, "X-Forwarded-For": {"6.6.6.6"},
 			"Forwarded": {"for=evil"}, "X-Forwarded-Host": {"evil"}, "X-Forwarded-Proto": {"https"},
 			"X-Multi": {"a", "b"}, "X-Env": {"client"}}, true},
+		{"spoofable fields", "GET", "/p", http.Header{
+			"X-Real-Ip": {"6.6.6.6"}, "True-Client-Ip": {"6.6.6.6"}, "X-Forwarded-Prefix": {"/evil"},
+			"Forwarded-For": {"6.6.6.6"}, "X-Env": {"client"}}, true},
+		{"spoofable fields and underscore spellings", "GET", "/p", http.Header{
+			"Client-Ip": {"6.6.6.6"}, "X_Forwarded_For": {"6.6.6.6"}, "X_Real_Ip": {"6.6.6.6"},
+			"Transfer_Encoding": {"chunked"}, "X_Custom": {"kept"}}, true},
 		{"no User-Agent", "GET", "/p", http.Header{"User-Agent": {""}}, true},
 		{"query ReverseProxy re-encodes", "GET", "/p?a=1;b=2", nil, false},
 		{"bad escape in the query", "GET", "/p?a=%zz", nil, false},

@@ -312,6 +312,9 @@ type reqState struct {
 	outHeader http.Header
 	outURL    url.URL
 	fwdVals   [forwarded.Headers]string // the direct path's forwarded values
+	// fwdClean: the direct path's outgoing header holds no field that
+	// forwarded.Set drops (spoofable ones, underscore spellings).
+	fwdClean bool
 }
 
 type stateKey struct{}
@@ -523,8 +526,13 @@ func (p *Proxy) finish(rt *runtime, st *reqState, r *http.Request, start time.Ti
 // rewrite builds the outgoing request (ReverseProxy.Rewrite). It runs after
 // ReverseProxy removed hop-by-hop headers and client forwarding headers.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	p.rewriteState(stateFrom(pr.Out.Context()), pr)
+}
+
+// rewriteState is rewrite for st, the request's state: the direct path
+// holds it and need not look it up in the context.
+func (p *Proxy) rewriteState(st *reqState, pr *httputil.ProxyRequest) {
 	in, out := pr.In, pr.Out
-	st := stateFrom(out.Context())
 	tf := st.route.tf
 	src := out.Header // the client's headers, cleaned by ReverseProxy
 	if !tf.CopyRequestHeaders() {
@@ -539,10 +547,12 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	// The direct path's outgoing request is the state's own: its header
 	// lives no longer than the request, so its values may be the state's.
 	var vals *[forwarded.Headers]string
+	clean := false
 	if out == &st.outReq {
 		vals = &st.fwdVals
+		clean = st.fwdClean // the direct path's copy left out what Set drops
 	}
-	forwarded.Set(in, out.Header, &st.client, st.route.fwd, st.route.underscore, vals)
+	forwarded.Set(in, out.Header, &st.client, st.route.fwd, st.route.underscore, vals, clean)
 	d := st.dest
 	switch {
 	case tf.OriginalHost():
@@ -593,7 +603,12 @@ func joinPath(base, p string) string {
 // modifyResponse applies affinity, response transforms and passive health
 // to a backend response.
 func (p *Proxy) modifyResponse(resp *http.Response) error {
-	st := stateFrom(resp.Request.Context())
+	p.modifyResponseState(stateFrom(resp.Request.Context()), resp)
+	return nil
+}
+
+// modifyResponseState is modifyResponse for st, the request's state.
+func (p *Proxy) modifyResponseState(st *reqState, resp *http.Response) {
 	st.upstream = resp.StatusCode
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		stopRouteTimeout(resp.Request.Context())
@@ -609,7 +624,6 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		p.reportPassive(resp, st)
 	}
 	st.waf.InspectResponse(resp)
-	return nil
 }
 
 // errorHandler maps a failed round trip to 502, 504 or 413; a client that

@@ -152,9 +152,14 @@ func ClientProto(r *http.Request, trusted bool) string {
 // transforms f change what is written; without them (f nil), all values
 // share one backing array: vals when given (the direct path's outgoing
 // header ends with the request, and its values with it), else one
-// allocation. drops counts the underscore spellings dropped.
-func Set(in *http.Request, h http.Header, c *Client, f *Transforms, drops Drops, vals *[Headers]string) {
-	dropSpoofable(h, c.Trusted, drops)
+// allocation. drops counts the underscore spellings dropped. clean says
+// h holds no spoofable field from an untrusted client and no name with an
+// '_' (the caller copied the client's fields without them), so the walk
+// that drops them is skipped.
+func Set(in *http.Request, h http.Header, c *Client, f *Transforms, drops Drops, vals *[Headers]string, clean bool) {
+	if !clean {
+		dropSpoofable(h, c.Trusted, drops)
+	}
 	if f != nil {
 		f.apply(in, h, c)
 		return
@@ -245,13 +250,18 @@ var spoofable = [...]string{
 	"Forwarded-For",
 }
 
-var spoofableSet = func() map[string]bool {
-	m := make(map[string]bool, len(spoofable))
-	for _, k := range spoofable {
-		m[k] = true
+// Spoofable reports whether k is one of the spoofable fields, which Set
+// drops from an untrusted client: a string switch (lengths, then a few
+// compares) where a set would hash every field.
+func Spoofable(k string) bool {
+	switch k {
+	case "X-Forwarded-Prefix", "X-Forwarded-Port", "X-Real-Ip", "X-Client-Ip", "True-Client-Ip",
+		"X-Forwarded-Server", "X-Forwarded-Ssl", "Front-End-Https", "X-Forwarded-Scheme", "X-Original-For",
+		"Client-Ip", "X-Forwarded", "X-Cluster-Client-Ip", "Forwarded-For":
+		return true
 	}
-	return m
-}()
+	return false
+}
 
 // underscoreFolded are the fields whose underscore spellings tether drops
 // from every request (docs/CONFIGURATION.md, "Forwarded headers and client
@@ -311,7 +321,7 @@ func dropSpoofable(h http.Header, trusted bool, drops Drops) {
 	// A request's few fields are walked once, where deleting every
 	// spoofable name hashes fourteen (deleting during range is allowed).
 	for k := range h {
-		if !trusted && !byName && spoofableSet[k] {
+		if !trusted && !byName && Spoofable(k) {
 			delete(h, k)
 			continue
 		}

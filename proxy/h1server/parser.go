@@ -71,7 +71,7 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 	} else {
 		u = new(url.URL)
 	}
-	if !plainRequestURI(uri, u) {
+	if !h1wire.PlainRequestURI(uri, u) {
 		var err error
 		if u, err = url.ParseRequestURI(uri); err != nil {
 			return false
@@ -120,35 +120,3 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 }
 
 var noCache = []string{"no-cache"}
-
-// plainRequestURI fills u as url.ParseRequestURI would from an
-// origin-form target whose path needs no escaping (letters, digits and
-// "-._~/$&+,:;=@"), without its allocation; false for any other target,
-// which url.ParseRequestURI then reads. The caller has checked that uri
-// starts with "/" and holds no control byte, space or non-ASCII byte.
-func plainRequestURI(uri string, u *url.URL) bool {
-	path, query, hasQuery := strings.Cut(uri, "?")
-	for i := 0; i < len(path); i++ {
-		if !plainPathByte[path[i]] {
-			return false
-		}
-	}
-	*u = url.URL{Path: path, RawQuery: query}
-	if hasQuery && query == "" {
-		u.ForceQuery = true // "/a?": as url.parse, a lone "?" at the end
-	}
-	return true
-}
-
-var plainPathByte = func() (t [256]bool) {
-	for c := 'a'; c <= 'z'; c++ {
-		t[c], t[c-'a'+'A'] = true, true
-	}
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for _, c := range "-._~/$&+,:;=@" {
-		t[c] = true
-	}
-	return t
-}()

@@ -492,7 +492,7 @@ var parseSeeds = []string{
 	"GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: h\r\nX:\t\r\n\r\n",
 	"GET / HTTP/1.1\r\nX: y\r\nZ: w\r\n\n", // ended by a bare LF
-	// Targets around plainRequestURI's own reading of the URL.
+	// Targets around h1wire.PlainRequestURI's own reading of the URL.
 	"GET /a? HTTP/1.1\r\nHost: h\r\n\r\n",
 	"GET /a?? HTTP/1.1\r\nHost: h\r\n\r\n",
 	"GET /a?b? HTTP/1.1\r\nHost: h\r\n\r\n",

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/tether-proxy/tether/proxy/internal/h1wire"
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -67,7 +68,7 @@ var (
 )
 
 func (d *blockDecoder) emit(hf hpack.HeaderField) {
-	if !validValue(hf.Value) {
+	if !h1wire.ValidFieldValue(hf.Value) {
 		d.invalid = errInvalidFieldValue
 	}
 	if strings.HasPrefix(hf.Name, ":") {

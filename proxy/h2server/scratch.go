@@ -3,7 +3,6 @@ package h2server
 import (
 	"net/http"
 	"net/url"
-	"strings"
 )
 
 // streamScratch is what a stream's request and response are built in and
@@ -66,43 +65,3 @@ func (sc *streamScratch) respHeader() http.Header {
 	}
 	return sc.resp
 }
-
-// plainRequestURI fills u as url.ParseRequestURI would from an
-// origin-form :path whose path needs no escaping (letters, digits and
-// "-._~/$&+,:;=@") and whose query holds printable ASCII only, without
-// its allocation; false for any other, which url.ParseRequestURI then
-// reads.
-func plainRequestURI(uri string, u *url.URL) bool {
-	if uri == "" || uri[0] != '/' {
-		return false
-	}
-	path, query, hasQuery := strings.Cut(uri, "?")
-	for i := 0; i < len(path); i++ {
-		if !plainPathByte[path[i]] {
-			return false
-		}
-	}
-	for i := 0; i < len(query); i++ {
-		if b := query[i]; b <= ' ' || b >= 0x7f {
-			return false
-		}
-	}
-	*u = url.URL{Path: path, RawQuery: query}
-	if hasQuery && query == "" {
-		u.ForceQuery = true // "/a?": as url.parse, a lone "?" at the end
-	}
-	return true
-}
-
-var plainPathByte = func() (t [256]bool) {
-	for c := 'a'; c <= 'z'; c++ {
-		t[c], t[c-'a'+'A'] = true, true
-	}
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for _, c := range "-._~/$&+,:;=@" {
-		t[c] = true
-	}
-	return t
-}()

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
+	"github.com/tether-proxy/tether/proxy/internal/h1wire"
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -977,7 +978,7 @@ func (c *conn) newRequest(st *stream, f *headerBlock) (*http.Request, int, bool)
 	if method == http.MethodConnect {
 		req.URL = &url.URL{Host: authority}
 		req.RequestURI = authority
-	} else if plainRequestURI(path, &sc.url) {
+	} else if h1wire.PlainRequestURI(path, &sc.url) {
 		req.URL = &sc.url
 	} else if req.URL, err = url.ParseRequestURI(path); err != nil {
 		return nil, 0, false
@@ -1285,7 +1286,7 @@ func (c *conn) writeHeadersLocked(st *stream, status int, h []field, end bool) {
 		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te":
 			continue
 		}
-		if !f.valid && !validValue(v) {
+		if !f.valid && !h1wire.ValidFieldValue(v) {
 			continue
 		}
 		if uniqueValues[lk] {

@@ -1,4 +1,4 @@
-package h2server
+package h1wire
 
 import (
 	"net/url"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestPlainRequestURI: a :path the server reads without url.Parse gives
+// TestPlainRequestURI: a target read without url.Parse gives
 // the URL url.ParseRequestURI gives; any other is left to it.
 func TestPlainRequestURI(t *testing.T) {
 	for _, uri := range []string{
@@ -14,7 +14,7 @@ func TestPlainRequestURI(t *testing.T) {
 		"/a%20b", "/a b", "//host/x", "/a#frag", "*", "", "x", "/a?é", "/a;b=c,d", "/$&+:@=",
 	} {
 		var u url.URL
-		plain := plainRequestURI(uri, &u)
+		plain := PlainRequestURI(uri, &u)
 		want, err := url.ParseRequestURI(uri)
 		if !plain {
 			continue
@@ -32,7 +32,7 @@ func FuzzPlainRequestURI(f *testing.F) {
 	f.Add("/a?")
 	f.Fuzz(func(t *testing.T, uri string) {
 		var u url.URL
-		if !plainRequestURI(uri, &u) {
+		if !PlainRequestURI(uri, &u) {
 			return
 		}
 		want, err := url.ParseRequestURI(uri)
