@@ -76,12 +76,7 @@ func BenchmarkDirectPath(b *testing.B) {
 func directPathRig(tb testing.TB, nethttp bool) (send func()) {
 	tb.Helper()
 	body := bytes.Repeat([]byte("x"), 1024)
-	canned := append([]byte("HTTP/1.1 200 OK\r\nContent-Length: 1024\r\nContent-Type: application/octet-stream\r\nDate: Tue, 01 Dec 2026 12:00:00 GMT\r\n\r\n"), body...)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { ln.Close() })
+	ln, canned := backendListener(tb, body)
 	if nethttp {
 		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Server", "Kestrel")
@@ -118,6 +113,19 @@ func directPathRig(tb testing.TB, nethttp bool) (send func()) {
 		rc.Get(tb, req, nil)
 	}
 	return func() { rc.Get(tb, req, nil) }
+}
+
+// backendListener is a loopback listener for a benchmark's backend and
+// the canned 200 answer with body a raw backend gives (acceptCanned).
+func backendListener(tb testing.TB, body []byte) (net.Listener, []byte) {
+	tb.Helper()
+	canned := append([]byte("HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\nContent-Type: application/octet-stream\r\nDate: Tue, 01 Dec 2026 12:00:00 GMT\r\n\r\n"), body...)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	return ln, canned
 }
 
 // acceptCanned serves ln's connections: canned for every request head.

@@ -62,13 +62,7 @@ type h2cRig struct {
 // session key, warmed up.
 func h2cPathRig(tb testing.TB, h2 frontdoor.HTTP2Server) *h2cRig {
 	tb.Helper()
-	body := bytes.Repeat([]byte("x"), 1024)
-	canned := append([]byte("HTTP/1.1 200 OK\r\nContent-Length: 1024\r\nContent-Type: application/octet-stream\r\nDate: Tue, 01 Dec 2026 12:00:00 GMT\r\n\r\n"), body...)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { ln.Close() })
+	ln, canned := backendListener(tb, bytes.Repeat([]byte("x"), 1024))
 	go acceptCanned(ln, canned)
 	js := regexp.MustCompile(`"http://10\.1\.2\.\d:8080/"`).ReplaceAllString(affinityBenchConfig, strconv.Quote("http://"+ln.Addr().String()+"/"))
 	cfg := mustParse(tb, js)
