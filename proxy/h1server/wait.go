@@ -21,7 +21,7 @@ import (
 // bytes or an EOF that arrive while a request is served mark it ready, so
 // its wait returns at once (a pipelined request, a half-close), and
 // otherwise parks until they come. After the wake-up the head's first
-// read is one read(2) that does not wait (readNow): it finds the bytes,
+// read is one recv(2) that does not wait (readNow): it finds the bytes,
 // or nothing when the readiness was for bytes an earlier read already
 // took, and then the callback returns false to wait again, without a
 // reset. The connection's own descriptor serves every other read (the

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
 	"github.com/tether-proxy/tether/proxy/internal/h1wire"
+	"github.com/tether-proxy/tether/proxy/internal/monotime"
 	"github.com/tether-proxy/tether/proxy/internal/sockio"
 	"golang.org/x/net/http/httpguts"
 )
@@ -53,10 +54,14 @@ type Transport struct {
 	maxHdr   int64
 	onTrip   func() // Options.OnTrip
 
-	mu     sync.Mutex
-	idle   map[string][]*leanConn
-	prune  *time.Timer
-	closed bool
+	mu    sync.Mutex
+	idle  map[string][]*leanConn
+	prune *time.Timer
+	// pruneArmed: prune is pending, due when the oldest idle connection
+	// expires; a put leaves it alone then (a timer reset per request
+	// would touch the runtime's timer heap for nothing).
+	pruneArmed bool
+	closed     bool
 }
 
 // Options are a Transport's settings beyond its http.Transport's.
@@ -150,7 +155,7 @@ type leanConn struct {
 	// got counts bytes read since the request was written.
 	got    int64
 	reused bool
-	idleAt time.Time
+	idleAt int64 // monotime.Now
 	// raw, peek, peekBuf, peekOK: intact's non-blocking peek.
 	raw     syscall.RawConn
 	peek    func(fd uintptr) bool
@@ -566,7 +571,7 @@ func (t *Transport) pop(key string) (lc *leanConn, fresh bool) {
 	lc = cs[len(cs)-1]
 	cs[len(cs)-1] = nil
 	t.idle[key] = cs[:len(cs)-1]
-	return lc, time.Since(lc.idleAt) < t.idleFor
+	return lc, monotime.Now()-lc.idleAt < int64(t.idleFor)
 }
 
 // intact peeks at the idle connection without blocking (one
@@ -629,9 +634,10 @@ func (t *Transport) put(lc *leanConn) {
 		lc.conn.Close()
 		return
 	}
-	lc.idleAt = time.Now()
+	lc.idleAt = monotime.Now()
 	t.idle[lc.key] = append(cs, lc)
-	if len(t.idle[lc.key]) == 1 {
+	if !t.pruneArmed {
+		t.pruneArmed = true
 		t.prune.Reset(t.idleFor)
 	}
 }
@@ -640,23 +646,27 @@ func (t *Transport) put(lc *leanConn) {
 func (t *Transport) pruneIdle() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	now := time.Now()
-	left := false
+	now := monotime.Now()
+	next := int64(-1) // when the oldest connection left expires
 	for key, cs := range t.idle {
 		keep := cs[:0]
 		for _, lc := range cs {
-			if now.Sub(lc.idleAt) >= t.idleFor {
+			exp := lc.idleAt + int64(t.idleFor)
+			if now >= exp {
 				lc.conn.Close()
 				continue
 			}
 			keep = append(keep, lc)
+			if next < 0 || exp < next {
+				next = exp
+			}
 		}
 		clear(cs[len(keep):])
 		t.idle[key] = keep
-		left = left || len(keep) > 0
 	}
-	if left && !t.closed {
-		t.prune.Reset(t.idleFor)
+	t.pruneArmed = next >= 0 && !t.closed
+	if t.pruneArmed {
+		t.prune.Reset(time.Duration(next - now))
 	}
 }
 

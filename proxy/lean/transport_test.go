@@ -459,3 +459,52 @@ func TestCanonicalAddr(t *testing.T) {
 		}
 	}
 }
+
+// An idle pooled connection is closed once it has been idle for
+// IdleConnTimeout, each at its own time: a connection pooled later does
+// not postpone the closing of an older one, nor is it closed with it.
+func TestIdleConnectionsClosedAfterIdleConnTimeout(t *testing.T) {
+	var mu sync.Mutex
+	var remotes []string // the backend connection of each request
+	closedAt := map[string]time.Time{}
+	be := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		remotes = append(remotes, r.RemoteAddr)
+		mu.Unlock()
+		io.WriteString(w, "ok")
+	}))
+	be.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			mu.Lock()
+			closedAt[c.RemoteAddr().String()] = time.Now()
+			mu.Unlock()
+		}
+	}
+	be.Start()
+	t.Cleanup(be.Close)
+	const idle = 300 * time.Millisecond
+	lt, _ := newLean(t, func(tr *http.Transport) { tr.IdleConnTimeout = idle })
+
+	// Two connections under two names of the backend (two pool keys), the
+	// second pooled half the timeout after the first.
+	port := be.Listener.Addr().(*net.TCPAddr).Port
+	if _, _, err := do(t, lt, "GET", fmt.Sprintf("http://127.0.0.1:%d/", port), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-time.After(idle / 2)
+	if _, _, err := do(t, lt, "GET", fmt.Sprintf("http://localhost:%d/", port), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	var a, b time.Time
+	testutil.Eventually(t, 10*time.Second, "both idle connections closed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		var aok, bok bool
+		a, aok = closedAt[remotes[0]]
+		b, bok = closedAt[remotes[1]]
+		return aok && bok
+	})
+	if gap := b.Sub(a); gap < idle/4 {
+		t.Errorf("the newer idle connection closed %v after the older one, want about %v: not kept for its own timeout", gap, idle/2)
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package sockio
+
+// sendFlags: none beyond the socket's own (SIGPIPE is the runtime's to
+// ignore).
+const sendFlags = 0
