@@ -86,14 +86,14 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = noUserAgent
 	}
-	if !cl.lean.Covers(out) {
+	if !cl.lean.PrepareDirect(out, &st.direct) {
 		// The rewrite made it something for http.Transport (a transform's
 		// invalid field, an https destination): ReverseProxy does it all
 		// again from the client's request.
 		clear(h)
 		return false
 	}
-	st.directOut = out // covered: the lean transport need not check it again
+	st.directOut = out // covered, its head written: the lean transport sends it
 	if hk := p.opts.hooks; hk != nil && hk.onDirect != nil {
 		hk.onDirect()
 	}
