@@ -103,7 +103,9 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 		p.errorHandler(rw, out, err)
 		return true
 	}
-	removeHopByHop(res.Header)
+	if st.direct.HopByHop(res) { // else a lean head without any
+		removeHopByHop(res.Header)
+	}
 	p.modifyResponseState(st, res)
 	dst := rw.Header()
 	copyFields(dst, res.Header)

@@ -235,6 +235,12 @@ type Direct struct {
 	trace *httptrace.ClientTrace
 }
 
+// HopByHop says whether res, the response RoundTripDirect gave for d,
+// may hold hop-by-hop fields: false only for a lean head that had none.
+func (d *Direct) HopByHop(res *http.Response) bool {
+	return res != &d.resp.wire.Response || d.resp.wire.HopByHop
+}
+
 // Kept is what a Direct keeps from one request to the next: its Got1xx
 // and the room of its head.
 type Kept struct {

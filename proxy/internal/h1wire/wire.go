@@ -241,6 +241,10 @@ func ReadResponseHead(br *bufio.Reader, req *http.Request) (*http.Response, erro
 type Resp struct {
 	Response http.Response
 	lb       lengthBody
+	// HopByHop: the head had a hop-by-hop field (RFC 2616's list, as
+	// ReverseProxy's; a Connection field ReadHead removed counts), so a
+	// proxy has some to remove; false, it has none.
+	HopByHop bool
 }
 
 // Fields is a header map and the slots of its values that lean
@@ -327,7 +331,7 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 		blk = string(all)
 	}
 	var clv string
-	haveCL, closing := false, false
+	haveCL, closing, hop := false, false, false
 	fr := FieldReader{all: all, blk: blk}
 	for {
 		key, value, done, ok := fr.Next(false)
@@ -345,6 +349,8 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 				return nil, nil
 			}
 			clv, haveCL = value, true
+		case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Upgrade":
+			hop = true
 		}
 		vals = AddField(h, vals, key, value)
 	}
@@ -370,7 +376,7 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 		Status: statusText(line[9:]), StatusCode: code,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, ContentLength: length, Close: closing, Request: req,
-	}}
+	}, HopByHop: hop}
 	if _, err := br.Discard(len(head)); err != nil {
 		return nil, err
 	}
