@@ -476,7 +476,9 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 		return resp, nil
 	}
 	resp.Body = body
-	if gz && strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
+	// The response's names are canonical (either parser's): Get's own
+	// canonicalisation is not needed.
+	if ce := resp.Header["Content-Encoding"]; gz && len(ce) > 0 && strings.EqualFold(ce[0], "gzip") {
 		resp.Header.Del("Content-Encoding")
 		resp.Header.Del("Content-Length")
 		resp.ContentLength = -1
