@@ -39,9 +39,6 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	if directOff || r.ContentLength != 0 {
 		return false
 	}
-	if _, ok := r.Header["Upgrade"]; ok {
-		return false
-	}
 	if !plainQuery(r.URL.RawQuery) {
 		return false // ReverseProxy's cleanQueryParams would re-encode it
 	}
@@ -61,9 +58,24 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	// skipped here, a string switch per field where that is a hash delete
 	// per name. With no '_' in a name either, Set need not walk them again
 	// (an underscore spelling is left to it: it counts what it drops).
+	// The hop-by-hop fields the path reads are found in the same walk: an
+	// Upgrade (with or without values) declines.
 	untrusted, clean := !st.client.Trusted, true
+	var conn, te []string
 	for k, vs := range r.Header {
-		if hopByHop(k) || clientForwarding(k) || untrusted && forwarded.Spoofable(k) {
+		if hopByHop(k) {
+			switch k {
+			case "Upgrade":
+				clear(h)
+				return false
+			case "Connection":
+				conn = vs
+			case "Te":
+				te = vs
+			}
+			continue
+		}
+		if clientForwarding(k) || untrusted && forwarded.Spoofable(k) {
 			continue
 		}
 		if clean && strings.IndexByte(k, '_') >= 0 {
@@ -71,8 +83,8 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 		}
 		h[k] = vs[:len(vs):len(vs)] // an append by a transform copies
 	}
-	removeConnectionFields(h, r.Header["Connection"])
-	if httpguts.HeaderValuesContainsToken(r.Header["Te"], "trailers") {
+	removeConnectionFields(h, conn)
+	if httpguts.HeaderValuesContainsToken(te, "trailers") {
 		h["Te"] = teTrailers
 	}
 	st.fwdClean = clean
@@ -86,14 +98,14 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = noUserAgent
 	}
-	if !cl.lean.Covers(out) {
+	if !cl.lean.PrepareDirect(out, &st.direct) {
 		// The rewrite made it something for http.Transport (a transform's
 		// invalid field, an https destination): ReverseProxy does it all
 		// again from the client's request.
 		clear(h)
 		return false
 	}
-	st.directOut = out // covered: the lean transport need not check it again
+	st.directOut = out // covered, its head written: the lean transport sends it
 	if hk := p.opts.hooks; hk != nil && hk.onDirect != nil {
 		hk.onDirect()
 	}
@@ -103,7 +115,9 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 		p.errorHandler(rw, out, err)
 		return true
 	}
-	removeHopByHop(res.Header)
+	if st.direct.HopByHop(res) { // else a lean head without any
+		removeHopByHop(res.Header)
+	}
 	p.modifyResponseState(st, res)
 	dst := rw.Header()
 	copyFields(dst, res.Header)

@@ -517,9 +517,9 @@ func (p *Proxy) finish(rt *runtime, st *reqState, r *http.Request, start time.Ti
 		h = nil // not worth keeping that large
 	}
 	clear(h)
-	got1xx := st.direct.Got1xx // made once per state (New): a method value allocates
+	kept := st.direct.Kept() // Got1xx is made once per state (New): a method value allocates
 	*st = reqState{outHeader: h}
-	st.direct.Got1xx = got1xx
+	st.direct.Reuse(kept)
 	p.states.Put(st)
 }
 

@@ -92,7 +92,10 @@ func (w *h1Writer) WriteHeader(code int) {
 	}
 	w.wroteHeader = true
 	w.status = code
-	cl := headerGet(w.header, "Content-Length")
+	// The walk commit makes also finds the fields decided on here.
+	var s headScan
+	w.scanHead(&s, w.header)
+	cl := s.cl
 	if cl != "" {
 		if v, err := strconv.ParseInt(cl, 10, 64); err == nil && v >= 0 {
 			w.contentLength = v
@@ -101,12 +104,12 @@ func (w *h1Writer) WriteHeader(code int) {
 	// When nothing written later can change the head (a length, a type
 	// or an encoding, no Transfer-Encoding), it goes out now: the same
 	// bytes as later, without net/http's clone of the header.
-	_, haveType := w.header["Content-Type"]
-	if w.contentLength != -1 && headerGet(w.header, "Transfer-Encoding") == "" &&
-		(haveType || headerGet(w.header, "Content-Encoding") != "" || !bodyAllowedForStatus(code)) {
-		w.commit(nil)
+	if w.contentLength != -1 && s.te == "" && (s.haveType || s.ce != "" || !bodyAllowedForStatus(code)) {
+		w.commitScanned(nil, &s)
 		return
 	}
+	clear(s.keys)
+	w.c.rq.keys = s.keys[:0]
 	w.snap = w.header.Clone()
 	if cl != "" && w.contentLength == -1 {
 		// As net/http: dropped from the handler's map, not from the
@@ -256,6 +259,56 @@ func (w *h1Writer) writeTrailers(bw *bufio.Writer) {
 // write (net/http walks it, then looks each of those up, then copies and
 // sorts it).
 func (w *h1Writer) commit(p []byte) {
+	header := w.header
+	if w.snap != nil {
+		header = w.snap
+	}
+	var s headScan
+	w.scanHead(&s, header)
+	w.commitScanned(p, &s)
+}
+
+// headScan is one walk of a response's header: the fields of its head
+// (in the connection's scratch slice) and those the framing reads.
+type headScan struct {
+	keys                                 []headerKV
+	te, ce, conn, cl                     string
+	haveCL, haveType, haveDate, trailers bool
+	declared                             []string
+}
+
+// scanHead walks header into s.
+func (w *h1Writer) scanHead(s *headScan, header http.Header) {
+	keys := w.c.rq.keys[:0]
+	for k, vs := range header {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			s.trailers = true // a trailer, never a field of the head
+			continue
+		}
+		switch k {
+		case "Transfer-Encoding":
+			s.te = first(vs)
+		case "Content-Length":
+			s.haveCL = true
+			s.cl = first(vs)
+		case "Content-Type":
+			s.haveType = true
+		case "Content-Encoding":
+			s.ce = first(vs)
+		case "Connection":
+			s.conn = first(vs)
+		case "Date":
+			s.haveDate = true
+		case "Trailer":
+			s.declared = vs
+		}
+		keys = append(keys, headerKV{k, vs})
+	}
+	s.keys = keys
+}
+
+// commitScanned is commit with the head's header walked into s already.
+func (w *h1Writer) commitScanned(p []byte, s *headScan) {
 	w.committed = true
 	header := w.header
 	if w.snap != nil {
@@ -263,34 +316,10 @@ func (w *h1Writer) commit(p []byte) {
 	}
 	c := w.c
 	rq := c.rq
-	keys := rq.keys[:0]
-	trailers := false
-	var te, ce, conn string
-	var haveCL, haveType, haveDate bool
-	var declared []string
-	for k, vs := range header {
-		if strings.HasPrefix(k, http.TrailerPrefix) {
-			trailers = true // a trailer, never a field of the head
-			continue
-		}
-		switch k {
-		case "Transfer-Encoding":
-			te = first(vs)
-		case "Content-Length":
-			haveCL = true
-		case "Content-Type":
-			haveType = true
-		case "Content-Encoding":
-			ce = first(vs)
-		case "Connection":
-			conn = first(vs)
-		case "Date":
-			haveDate = true
-		case "Trailer":
-			declared = vs
-		}
-		keys = append(keys, headerKV{k, vs})
-	}
+	keys, trailers := s.keys, s.trailers
+	te, ce, conn := s.te, s.ce, s.conn
+	haveCL, haveType, haveDate := s.haveCL, s.haveType, s.haveDate
+	declared := s.declared
 	for _, v := range declared {
 		trailers = true
 		for f := range strings.SplitSeq(v, ",") {
@@ -399,9 +428,6 @@ func first(vs []string) string {
 var extraKeys = [...]string{"Content-Type: ", "Connection: ", "Transfer-Encoding: "}
 
 var excludeNoBody = map[string]bool{"Content-Length": true, "Transfer-Encoding": true}
-
-// headerGet is Header.Get for a canonical key, without canonicalising.
-func headerGet(h http.Header, k string) string { return first(h[k]) }
 
 // hasToken is net/http's: whether token appears in v, case-insensitively,
 // at a token boundary.

@@ -101,35 +101,50 @@ func New(tr *http.Transport, opts Options) *Transport {
 
 // Covers says whether the lean path takes req; see Transport.
 func (t *Transport) Covers(req *http.Request) bool {
+	return coversRequest(req) && h1wire.ValidFields(req.Header)
+}
+
+// coversRequest is Covers but for the fields.
+func coversRequest(req *http.Request) bool {
 	if req.URL == nil || req.URL.Scheme != "http" || req.URL.Host == "" ||
 		(req.Body != nil && req.Body != http.NoBody) || req.ContentLength > 0 || len(req.TransferEncoding) > 0 ||
 		req.Header == nil || req.Trailer != nil {
 		return false
 	}
-	if req.Method != "" && !validMethod(req.Method) {
+	return req.Method == "" || validMethod(req.Method)
+}
+
+// PrepareDirect is Covers for the request the caller's direct path sends
+// next with RoundTripDirect and d, fused with the writing of its head:
+// one walk of its fields checks them and writes them into d, from where
+// RoundTripDirect sends them. Nothing is sent or changed when it says no.
+func (t *Transport) PrepareDirect(req *http.Request, d *Direct) bool {
+	d.req = nil
+	if !coversRequest(req) {
 		return false
 	}
-	for k, vs := range req.Header {
-		if !httpguts.ValidHeaderFieldName(k) {
+	d.trace = httptrace.ContextClientTrace(req.Context())
+	if !h1wire.TraceWantsWrites(d.trace) {
+		b, res := h1wire.AppendRequestHead(d.head[:0], req, true)
+		switch res {
+		case h1wire.HeadInvalid:
 			return false
-		}
-		switch len(k) {
-		case 6:
-			if k == "Expect" {
-				return false
-			}
-		case 7:
-			if k == "Upgrade" {
-				return false
-			}
-		}
-		for _, v := range vs {
-			if !h1wire.ValidFieldValue(v) {
-				return false
-			}
+		case h1wire.HeadWritten, h1wire.HeadGzip:
+			d.req, d.head, d.gz = req, b, res == h1wire.HeadGzip
+			return true
 		}
 	}
+	if !h1wire.ValidFields(req.Header) {
+		return false
+	}
+	d.req, d.head, d.gz = req, d.head[:0], wantGzip(req) // roundTrip writes the head
 	return true
+}
+
+// wantGzip: as the Transport, the lean path asks for gzip when the
+// client asked for no encoding (and no range), and decodes the answer.
+func wantGzip(req *http.Request) bool {
+	return req.Method != http.MethodHead && req.Header["Accept-Encoding"] == nil && req.Header["Range"] == nil
 }
 
 // validMethod: a method is an RFC 9110 token.
@@ -203,7 +218,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.Covers(req) {
 		return t.fallback.RoundTrip(req)
 	}
-	return t.roundTrip(req, new(leanResp), nil)
+	return t.roundTrip(req, new(leanResp), nil, nil)
 }
 
 // Direct is what a caller's own forwarding path keeps for the requests it
@@ -216,12 +231,43 @@ type Direct struct {
 	// Got1xx receives each 1xx response of a request without a client
 	// trace; nil: they are dropped.
 	Got1xx func(code int, header textproto.MIMEHeader)
+	// req is the request PrepareDirect took; head is its head (empty
+	// when Request.Write is to write it), gz whether it asks for gzip,
+	// trace its context's client trace.
+	req   *http.Request
+	head  []byte
+	gz    bool
+	trace *httptrace.ClientTrace
 }
 
+// HopByHop says whether res, the response RoundTripDirect gave for d,
+// may hold hop-by-hop fields: false only for a lean head that had none.
+func (d *Direct) HopByHop(res *http.Response) bool {
+	return res != &d.resp.wire.Response || d.resp.wire.HopByHop
+}
+
+// Kept is what a Direct keeps from one request to the next: its Got1xx
+// and the room of its head.
+type Kept struct {
+	got1xx func(code int, header textproto.MIMEHeader)
+	head   []byte
+}
+
+// Kept is what d keeps for the caller's next request (Reuse).
+func (d *Direct) Kept() Kept { return Kept{d.Got1xx, d.head[:0]} }
+
+// Reuse sets up an empty d with what a Direct kept.
+func (d *Direct) Reuse(k Kept) { d.Got1xx, d.head = k.got1xx, k.head }
+
 // RoundTripDirect is RoundTrip for the caller's direct path: req was
-// checked by Covers already, and its response's parts are d's.
+// taken by PrepareDirect (or checked by Covers) already, and its
+// response's parts are d's.
 func (t *Transport) RoundTripDirect(req *http.Request, d *Direct) (*http.Response, error) {
-	return t.roundTrip(req, &d.resp, d.Got1xx)
+	pre := d
+	if d.req != req {
+		pre = nil
+	}
+	return t.roundTrip(req, &d.resp, d.Got1xx, pre)
 }
 
 // RetryDirect sends a retry's clone of a direct request (to another
@@ -229,7 +275,7 @@ func (t *Transport) RoundTripDirect(req *http.Request, d *Direct) (*http.Respons
 // it the http.Transport sends it, its 1xx still going to d.Got1xx.
 func (t *Transport) RetryDirect(req *http.Request, d *Direct) (*http.Response, error) {
 	if t.Covers(req) {
-		return t.roundTrip(req, new(leanResp), d.Got1xx)
+		return t.roundTrip(req, new(leanResp), d.Got1xx, nil)
 	}
 	if d.Got1xx != nil && httptrace.ContextClientTrace(req.Context()) == nil {
 		// The Transport takes it (an https destination): its 1xx reach
@@ -247,8 +293,9 @@ func (t *Transport) RetryDirect(req *http.Request, d *Direct) (*http.Response, e
 }
 
 // roundTrip sends a covered req on a pooled or new connection, its
-// response's parts into's, its 1xx to got1xx when it has no client trace.
-func (t *Transport) roundTrip(req *http.Request, into *leanResp, got1xx func(int, textproto.MIMEHeader)) (*http.Response, error) {
+// response's parts into's, its 1xx to got1xx when it has no client trace;
+// pre, when not nil, is what PrepareDirect made of req.
+func (t *Transport) roundTrip(req *http.Request, into *leanResp, got1xx func(int, textproto.MIMEHeader), pre *Direct) (*http.Response, error) {
 	if t.onTrip != nil {
 		t.onTrip()
 	}
@@ -269,7 +316,7 @@ func (t *Transport) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 			}
 			lc = t.wrap(key, c)
 		}
-		resp, err := lc.roundTrip(req, into, got1xx)
+		resp, err := lc.roundTrip(req, into, got1xx, pre)
 		if err == nil {
 			return resp, nil
 		}
@@ -330,8 +377,9 @@ type leanResp struct {
 var acceptGzip = []string{"gzip"}
 
 // roundTrip writes req and reads its response on lc; a lean response's
-// parts are into's; 1xx responses go to the client trace, else to got1xx.
-func (lc *leanConn) roundTrip(req *http.Request, into *leanResp, got1xx func(int, textproto.MIMEHeader)) (*http.Response, error) {
+// parts are into's; 1xx responses go to the client trace, else to got1xx;
+// pre, when not nil, holds req's head and trace (PrepareDirect).
+func (lc *leanConn) roundTrip(req *http.Request, into *leanResp, got1xx func(int, textproto.MIMEHeader), pre *Direct) (*http.Response, error) {
 	ctx := req.Context()
 	// A cancelled request (client gone, route timeout) closes the
 	// connection, which ends a blocked read or write.
@@ -347,21 +395,34 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 		}
 		return nil, err
 	}
-	// As the Transport: ask for gzip when the client asked for no
-	// encoding, and decode the answer, so the client gets what it can
-	// read. The outgoing request is ReverseProxy's own copy, only this
-	// goroutine uses it while RoundTrip runs; the header is put back.
-	gz := req.Method != http.MethodHead && req.Header["Accept-Encoding"] == nil && req.Header["Range"] == nil
-	if gz {
-		req.Header["Accept-Encoding"] = acceptGzip
-	}
 	lc.got = 0
-	ok, err := h1wire.WriteRequestHead(lc.bw, req)
-	if !ok && err == nil {
-		err = req.Write(lc.bw)
-	}
-	if gz {
-		delete(req.Header, "Accept-Encoding")
+	var gz bool
+	var trace *httptrace.ClientTrace
+	var err error
+	if pre != nil && len(pre.head) > 0 {
+		gz, trace = pre.gz, pre.trace
+		_, err = lc.bw.Write(pre.head)
+	} else {
+		// As the Transport: ask for gzip when the client asked for no
+		// encoding, and decode the answer, so the client gets what it can
+		// read. The outgoing request is ReverseProxy's own copy, only this
+		// goroutine uses it while RoundTrip runs; the header is put back.
+		if pre != nil {
+			gz, trace = pre.gz, pre.trace
+		} else {
+			gz, trace = wantGzip(req), httptrace.ContextClientTrace(ctx)
+		}
+		if gz {
+			req.Header["Accept-Encoding"] = acceptGzip
+		}
+		var ok bool
+		ok, err = h1wire.WriteRequestHead(lc.bw, req)
+		if !ok && err == nil {
+			err = req.Write(lc.bw)
+		}
+		if gz {
+			delete(req.Header, "Accept-Encoding")
+		}
 	}
 	if err == nil {
 		err = lc.flushAwait()
@@ -369,7 +430,6 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 	if err != nil {
 		return fail(err)
 	}
-	trace := httptrace.ContextClientTrace(ctx)
 	var resp *http.Response
 	var lr *h1wire.Resp
 	var fs *h1wire.Fields // the fields of a lean head, back in leanFields at Close
@@ -421,7 +481,9 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 		return resp, nil
 	}
 	resp.Body = body
-	if gz && strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
+	// The response's names are canonical (either parser's): Get's own
+	// canonicalisation is not needed.
+	if ce := resp.Header["Content-Encoding"]; gz && len(ce) > 0 && strings.EqualFold(ce[0], "gzip") {
 		resp.Header.Del("Content-Encoding")
 		resp.Header.Del("Content-Length")
 		resp.ContentLength = -1

@@ -12,12 +12,15 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tether-proxy/tether/proxy/internal/h1wire"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
@@ -385,6 +388,10 @@ func TestLeanCoversOnlyWhatItCan(t *testing.T) {
 		if got := lt.Covers(r); got != c.want {
 			t.Errorf("%s: covers = %v, want %v", c.name, got, c.want)
 		}
+		var d Direct
+		if got := lt.PrepareDirect(r, &d); got != c.want {
+			t.Errorf("%s: PrepareDirect = %v, want %v", c.name, got, c.want)
+		}
 	}
 	// Settings the lean path does not take at all.
 	for name, tr := range map[string]*http.Transport{
@@ -507,4 +514,86 @@ func TestIdleConnectionsClosedAfterIdleConnTimeout(t *testing.T) {
 	if gap := b.Sub(a); gap < idle/4 {
 		t.Errorf("the newer idle connection closed %v after the older one, want about %v: not kept for its own timeout", gap, idle/2)
 	}
+}
+
+// PrepareDirect's head, written in the walk that checks the fields, is
+// the head the lean path writes for a request Covers took, with the
+// Accept-Encoding it asks for, and the header map is left as it was.
+func TestPrepareDirectWritesTheLeanHead(t *testing.T) {
+	lt := New(&http.Transport{DialContext: (&net.Dialer{}).DialContext}, Options{})
+	cases := []struct {
+		name   string
+		method string
+		h      http.Header
+		gz     bool
+	}{
+		{"plain GET: gzip asked for", "GET", http.Header{"Accept": {"*/*"}, "Cookie": {"a=1", "b=2"}}, true},
+		{"an encoding of the client's", "GET", http.Header{"Accept-Encoding": {"br"}}, false},
+		{"a range", "GET", http.Header{"Range": {"bytes=0-1"}}, false},
+		{"Accept-Encoding without values: gzip", "GET", http.Header{"Accept-Encoding": nil}, true},
+		{"HEAD: no gzip", "HEAD", http.Header{"X-A": {" 1 "}}, false},
+		{"POST without body", "POST", http.Header{"User-Agent": {" ua "}}, true},
+		{"excluded fields", "GET", http.Header{"Content-Length": {"5"}, "Host": {"evil"}, "Trailer": {"X"}}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			mk := func() *http.Request {
+				r, err := http.NewRequest(c.method, "http://10.0.0.1:8080/x?q=1", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.Host = "front.example"
+				for k, vs := range c.h {
+					r.Header[k] = vs
+				}
+				return r
+			}
+			r := mk()
+			var d Direct
+			if !lt.PrepareDirect(r, &d) || d.req != r {
+				t.Fatal("not taken")
+			}
+			if d.gz != c.gz {
+				t.Fatalf("gzip %v, want %v", d.gz, c.gz)
+			}
+			want := mk()
+			if c.gz {
+				want.Header["Accept-Encoding"] = acceptGzip
+			}
+			var b bytes.Buffer
+			bw := bufio.NewWriter(&b)
+			if ok, err := h1wire.WriteRequestHead(bw, want); !ok || err != nil {
+				t.Fatalf("WriteRequestHead: %v %v", ok, err)
+			}
+			bw.Flush()
+			if got, exp := headFields(string(d.head)), headFields(b.String()); !reflect.DeepEqual(got, exp) {
+				t.Fatalf("head\n%q\nwant\n%q", d.head, b.String())
+			}
+			if !reflect.DeepEqual(r.Header, mk().Header) {
+				t.Fatalf("header changed: %v", r.Header)
+			}
+		})
+	}
+	// A trace that wants each written field: the checks without a head,
+	// for Request.Write to write.
+	r, _ := http.NewRequest("GET", "http://10.0.0.1:8080/x", nil)
+	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{WroteHeaders: func() {}}))
+	var d Direct
+	if !lt.PrepareDirect(r, &d) || len(d.head) != 0 || !d.gz {
+		t.Fatalf("traced: head %q, gzip %v", d.head, d.gz)
+	}
+	r.Header["Bad Name"] = []string{"x"}
+	if lt.PrepareDirect(r, &d) {
+		t.Fatal("traced: an invalid name taken")
+	}
+}
+
+// headFields is a head's request line and Host line, then its other
+// lines sorted (the lean writer's order follows the map's).
+func headFields(head string) []string {
+	lines := strings.Split(head, "\r\n")
+	if len(lines) > 2 {
+		slices.Sort(lines[2:])
+	}
+	return lines
 }

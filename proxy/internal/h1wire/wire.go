@@ -32,13 +32,50 @@ import (
 // needing punycode or an IPv6 zone removed, an opaque URL, a trace that
 // wants each written header, ...).
 func WriteRequestHead(bw *bufio.Writer, req *http.Request) (bool, error) {
-	if trace := httptrace.ContextClientTrace(req.Context()); trace != nil &&
-		(trace.WroteHeaderField != nil || trace.WroteHeaders != nil || trace.WroteRequest != nil) {
+	if TraceWantsWrites(httptrace.ContextClientTrace(req.Context())) {
 		return false, nil
 	}
+	b, res := AppendRequestHead(bw.AvailableBuffer(), req, false)
+	if res == HeadDeclined {
+		return false, nil
+	}
+	_, err := bw.Write(b)
+	return true, err
+}
+
+// TraceWantsWrites: trace has a hook for each written header or the
+// request's end, which only Request.Write calls.
+func TraceWantsWrites(trace *httptrace.ClientTrace) bool {
+	return trace != nil && (trace.WroteHeaderField != nil || trace.WroteHeaders != nil || trace.WroteRequest != nil)
+}
+
+// Head is what AppendRequestHead did.
+type Head uint8
+
+const (
+	// HeadDeclined: nothing appended; Request.Write is to write it.
+	HeadDeclined Head = iota
+	// HeadWritten: the head is appended.
+	HeadWritten
+	// HeadGzip: the head is appended with "Accept-Encoding: gzip" added.
+	HeadGzip
+	// HeadInvalid: nothing appended; a field fails the lean transport's
+	// check.
+	HeadInvalid
+)
+
+// AppendRequestHead appends to b the head WriteRequestHead writes (whose
+// caller checks the client trace). With lean it also does, in the same
+// walk of the fields, what the lean transport does around it: each field
+// is held to its rule (a token name, neither Expect nor Upgrade, values
+// without a control byte but HTAB), HeadInvalid when one fails, and
+// "Accept-Encoding: gzip" is added when the request asks for no encoding
+// and no range (HeadGzip). The result is b unchanged unless the head was
+// appended.
+func AppendRequestHead(b []byte, req *http.Request, lean bool) ([]byte, Head) {
 	u := req.URL
 	if u.Opaque != "" || req.Method == http.MethodConnect || req.Close || req.Trailer != nil || len(req.TransferEncoding) > 0 {
-		return false, nil
+		return b, HeadDeclined
 	}
 	host := req.Host
 	if host == "" {
@@ -46,33 +83,34 @@ func WriteRequestHead(bw *bufio.Writer, req *http.Request) (bool, error) {
 	}
 	for i := 0; i < len(host); i++ {
 		if c := host[i]; c >= 0x80 || c == '%' {
-			return false, nil // punycode, or an IPv6 zone to remove
+			return b, HeadDeclined // punycode, or an IPv6 zone to remove
 		}
 	}
 	if !httpguts.ValidHostHeader(host) {
-		return false, nil
+		return b, HeadDeclined
 	}
 	path := u.EscapedPath()
 	if path == "" {
 		path = "/"
 	}
 	if ctlByte(path) || ctlByte(u.RawQuery) {
-		return false, nil // Request.Write's error
+		return b, HeadDeclined // Request.Write's error
 	}
 	method := req.Method
 	if method == "" {
 		method = http.MethodGet
 	}
-	bw.WriteString(method)
-	bw.WriteByte(' ')
-	bw.WriteString(path)
+	b0 := b
+	b = append(b, method...)
+	b = append(b, ' ')
+	b = append(b, path...)
 	if u.ForceQuery || u.RawQuery != "" {
-		bw.WriteByte('?')
-		bw.WriteString(u.RawQuery)
+		b = append(b, '?')
+		b = append(b, u.RawQuery...)
 	}
-	bw.WriteString(" HTTP/1.1\r\nHost: ")
-	bw.WriteString(host)
-	bw.WriteString("\r\n")
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, host...)
+	b = append(b, "\r\n"...)
 	ua := "Go-http-client/1.1" // Request.Write's default
 	if vs, ok := req.Header["User-Agent"]; ok {
 		ua = ""
@@ -83,27 +121,80 @@ func WriteRequestHead(bw *bufio.Writer, req *http.Request) (bool, error) {
 	// As Request.Write: an empty value drops the field, but one of only
 	// spaces is written, trimmed to nothing.
 	if ua != "" {
-		bw.WriteString("User-Agent: ")
-		bw.WriteString(textproto.TrimString(ua))
-		bw.WriteString("\r\n")
+		b = appendField(b, "User-Agent", textproto.TrimString(ua))
 	}
 	// Field names are valid: the caller checked them (as
 	// http.Transport does; Request.Write would drop an invalid one).
 	switch method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch:
-		bw.WriteString("Content-Length: 0\r\n") // as the transfer writer
+		b = append(b, "Content-Length: 0\r\n"...) // as the transfer writer
 	}
+	encoded := false // an Accept-Encoding or a Range with values: no gzip
 	for k, vs := range req.Header {
+		if lean {
+			if !validField(k, vs) {
+				return b0, HeadInvalid
+			}
+			if (k == "Accept-Encoding" || k == "Range") && vs != nil {
+				encoded = true
+			}
+		}
 		switch k {
 		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
 			continue
 		}
 		for _, v := range vs {
-			WriteField(bw, k, textproto.TrimString(v))
+			b = appendField(b, k, textproto.TrimString(v))
 		}
 	}
-	_, err := bw.WriteString("\r\n")
-	return true, err
+	res := HeadWritten
+	if lean && !encoded && method != http.MethodHead {
+		b = append(b, "Accept-Encoding: gzip\r\n"...)
+		res = HeadGzip
+	}
+	return append(b, "\r\n"...), res
+}
+
+// validField is the lean transport's rule for a request field: a token
+// name, neither Expect nor Upgrade (http.Transport's to handle), values
+// without a control byte but HTAB.
+func validField(k string, vs []string) bool {
+	if !httpguts.ValidHeaderFieldName(k) {
+		return false
+	}
+	switch len(k) {
+	case 6:
+		if k == "Expect" {
+			return false
+		}
+	case 7:
+		if k == "Upgrade" {
+			return false
+		}
+	}
+	for _, v := range vs {
+		if !ValidFieldValue(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidFields: every field of h passes the lean transport's rule.
+func ValidFields(h http.Header) bool {
+	for k, vs := range h {
+		if !validField(k, vs) {
+			return false
+		}
+	}
+	return true
+}
+
+func appendField(b []byte, k, v string) []byte {
+	b = append(b, k...)
+	b = append(b, ": "...)
+	b = append(b, v...)
+	return append(b, "\r\n"...)
 }
 
 // WriteField writes "k: v\r\n" as one append to bw's buffer.
@@ -150,6 +241,10 @@ func ReadResponseHead(br *bufio.Reader, req *http.Request) (*http.Response, erro
 type Resp struct {
 	Response http.Response
 	lb       lengthBody
+	// HopByHop: the head had a hop-by-hop field (RFC 2616's list, as
+	// ReverseProxy's; a Connection field ReadHead removed counts), so a
+	// proxy has some to remove; false, it has none.
+	HopByHop bool
 }
 
 // Fields is a header map and the slots of its values that lean
@@ -236,7 +331,7 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 		blk = string(all)
 	}
 	var clv string
-	haveCL, closing := false, false
+	haveCL, closing, hop := false, false, false
 	fr := FieldReader{all: all, blk: blk}
 	for {
 		key, value, done, ok := fr.Next(false)
@@ -254,6 +349,8 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 				return nil, nil
 			}
 			clv, haveCL = value, true
+		case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Upgrade":
+			hop = true
 		}
 		vals = AddField(h, vals, key, value)
 	}
@@ -279,7 +376,7 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 		Status: statusText(line[9:]), StatusCode: code,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, ContentLength: length, Close: closing, Request: req,
-	}}
+	}, HopByHop: hop}
 	if _, err := br.Discard(len(head)); err != nil {
 		return nil, err
 	}

@@ -410,3 +410,25 @@ func FuzzValidFieldValue(f *testing.F) {
 		}
 	})
 }
+
+// A lean head's HopByHop is set when it had any of RFC 2616's hop-by-hop
+// fields (a proxy then removes them) and only then: a head without one
+// lets the proxy skip that walk.
+func TestReadHeadNotesHopByHopFields(t *testing.T) {
+	hop := []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Upgrade"}
+	heads := map[string]bool{"X-Other: 1\r\n": false, "Content-Type: text/plain\r\nDate: x\r\n": false, "Connection: close\r\n": true, "keep-alive: timeout=5\r\n": true}
+	for _, k := range hop {
+		heads[k+": x\r\n"] = true
+	}
+	for fields, want := range heads {
+		raw := "HTTP/1.1 200 OK\r\n" + fields + "Content-Length: 1\r\n\r\nx"
+		req := &http.Request{Method: "GET"}
+		lr, err := h1wire.ReadHead(bufio.NewReader(strings.NewReader(raw)), req, nil, nil)
+		if err != nil || lr == nil {
+			t.Fatalf("%q: not taken (%v)", raw, err)
+		}
+		if lr.HopByHop != want {
+			t.Errorf("%q: HopByHop %v, want %v", fields, lr.HopByHop, want)
+		}
+	}
+}
