@@ -163,7 +163,16 @@ func (f *Writes) OnLeader(h http.HandlerFunc) http.HandlerFunc {
 				return
 			default:
 				if id, _ := f.Store.Leader(); id != "" {
-					f.forward(w, r, id, body)
+					if !f.forward(w, r, id, body) {
+						return
+					}
+					// Leadership moved here while the write was being
+					// forwarded: it runs here, with the same request id
+					// (a copy the old leader committed answers as it did).
+					if attempt == 0 {
+						continue
+					}
+					WriteError(w, http.StatusServiceUnavailable, "leadership moved to this node while forwarding: retry")
 					return
 				}
 				if attempt == 0 && f.waitLeader(ctx) == nil {
@@ -185,8 +194,10 @@ func (f *Writes) waitLeader(ctx context.Context) error {
 
 // forward sends the write to the leader and copies its answer back. A
 // leader that cannot be reached (it restarted on a new address, or just
-// lost leadership) is looked up again until the forward timeout.
-func (f *Writes) forward(w http.ResponseWriter, r *http.Request, leaderID string, body []byte) {
+// lost leadership) is looked up again until the forward timeout. It
+// returns true, having written nothing, when this node became the leader
+// meanwhile: the caller runs the write itself.
+func (f *Writes) forward(w http.ResponseWriter, r *http.Request, leaderID string, body []byte) bool {
 	ctx, cancel := context.WithTimeout(r.Context(), ForwardTimeout)
 	defer cancel()
 	var lastErr error
@@ -202,7 +213,7 @@ func (f *Writes) forward(w http.ResponseWriter, r *http.Request, leaderID string
 				defer resp.Body.Close()
 				if err := f.catchUp(ctx, resp); err != nil {
 					WriteError(w, http.StatusGatewayTimeout, err.Error())
-					return
+					return false
 				}
 				w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
 				w.Header().Set("X-Tether-Leader", leaderID)
@@ -213,7 +224,7 @@ func (f *Writes) forward(w http.ResponseWriter, r *http.Request, leaderID string
 				}
 				w.WriteHeader(resp.StatusCode)
 				_, _ = io.Copy(w, io.LimitReader(resp.Body, 16<<20))
-				return
+				return false
 			}
 			lastErr = fmt.Errorf("forwarding the write to the leader %s at %s failed: %w", leaderID, addr, err)
 		} else {
@@ -222,15 +233,14 @@ func (f *Writes) forward(w http.ResponseWriter, r *http.Request, leaderID string
 		select {
 		case <-ctx.Done():
 			WriteError(w, http.StatusBadGateway, lastErr.Error())
-			return
+			return false
 		case <-time.After(200 * time.Millisecond):
 		}
 		if id, _ := f.Store.Leader(); id != "" {
 			leaderID = id
 		}
 		if f.Store.IsLeader() {
-			WriteError(w, http.StatusServiceUnavailable, "leadership moved to this node while forwarding: retry")
-			return
+			return true
 		}
 	}
 }

@@ -201,3 +201,35 @@ func TestWriteApplyErrorStatuses(t *testing.T) {
 		}
 	}
 }
+
+// A follower whose forward finds that leadership moved to itself runs the
+// write here, with the same request id, instead of answering "retry".
+func TestOnLeaderRunsTheWriteHereWhenLeadershipMovesHereWhileForwarding(t *testing.T) {
+	st := &fakeLeadership{}
+	old, self := "l1", "f1"
+	st.leader.Store(&old)
+	oldLeader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The old leader has just stepped down, and this node won the
+		// election.
+		st.leading.Store(true)
+		st.leader.Store(&self)
+		w.Header().Set(HeaderNotLeader, "1")
+		WriteError(w, http.StatusServiceUnavailable, "this node no longer leads the cluster")
+	}))
+	defer oldLeader.Close()
+	wr := newWritesFor(st, fakeGossip{{Meta: cluster.Meta{ID: "l1", AdminAddr: strings.TrimPrefix(oldLeader.URL, "http://")}, State: cluster.StateAlive}})
+	var ids []string
+	h := wr.OnLeader(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		ids = append(ids, RequestID(r)+" "+string(b))
+		SetCommitted(w, 9)
+		WriteJSON(w, http.StatusOK, map[string]any{"id": "k3"})
+	})
+	resp, body := answer(t, h, "POST", "/v1/keyring/rotate", map[string]string{HeaderRequestID: "R3"}, `{"y":2}`)
+	if resp.StatusCode != http.StatusOK || body["id"] != "k3" {
+		t.Fatalf("write when leadership moved here while forwarding: %d %v", resp.StatusCode, body)
+	}
+	if len(ids) != 1 || ids[0] != `R3 {"y":2}` {
+		t.Fatalf("the write ran here as %q, want once as R3 with its body", ids)
+	}
+}
