@@ -56,7 +56,7 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 		}
 	}
 	all := head[eol+1:]
-	n := bytes.Count(all, h1wire.CRLF) - 1
+	n := h1wire.FieldLines(all)
 	if n <= 0 {
 		return false // no Host
 	}

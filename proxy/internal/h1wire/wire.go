@@ -322,7 +322,7 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 		return nil, nil
 	}
 	all := head[eol+1:]
-	n := bytes.Count(all, CRLF) - 1 // header lines; the last CRLF ends the head
+	n := FieldLines(all)
 	h, vals := s.Get(n)
 	// One string holds every field of the head; names and values are
 	// slices of it (one allocation, where textproto makes one per value).
@@ -452,7 +452,16 @@ func AddField(h http.Header, vals []string, key, value string) []string {
 	return vals[1:]
 }
 
-var CRLF = []byte("\r\n")
+// FieldLines is at least the number of field lines in all (a head after
+// its start line, through the blank line): its line ends less the blank
+// line's, exact when every line ends in CRLF, and more than the fields
+// FieldReader takes otherwise. A single byte is what bytes.Count counts
+// without a search per match.
+func FieldLines(all []byte) int {
+	return bytes.Count(all, lf) - 1
+}
+
+var lf = []byte{'\n'}
 
 // PeekHead returns the buffered bytes of a whole response head (through
 // its blank line) without consuming them; nil when the head does not fit
