@@ -332,7 +332,7 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 		blk = string(all)
 	}
 	var clv string
-	haveCL, closing, hop := false, false, false
+	haveCL, closing, hop, conn := false, false, false, false
 	fr := FieldReader{all: all, blk: blk}
 	for {
 		key, value, done, ok := fr.Next(false)
@@ -350,7 +350,9 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 				return nil, nil
 			}
 			clv, haveCL = value, true
-		case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Upgrade":
+		case "Connection":
+			hop, conn = true, true
+		case "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Upgrade":
 			hop = true
 		}
 		vals = AddField(h, vals, key, value)
@@ -365,7 +367,7 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 		}
 		length = length*10 + int64(c-'0')
 	}
-	if cv, ok := h["Connection"]; ok && httpguts.HeaderValuesContainsToken(cv, "close") {
+	if conn && httpguts.HeaderValuesContainsToken(h["Connection"], "close") {
 		delete(h, "Connection") // as shouldClose removes it
 		closing = true
 	}
