@@ -56,7 +56,7 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 		}
 	}
 	all := head[eol+1:]
-	n := bytes.Count(all, h1wire.CRLF) - 1
+	n := h1wire.FieldLines(all)
 	if n <= 0 {
 		return false // no Host
 	}
@@ -78,8 +78,11 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 		}
 	}
 	h, vals := fs.Get(n)
-	var host string
+	var host, pragma string
 	hosts := 0
+	// What the walk saw of Connection and Pragma, which spares a look-up
+	// in h for each when the head has none.
+	closing, pragmas := false, 0
 	fr := h1wire.NewFieldReader(all, blk, off)
 	for {
 		key, value, done, ok := fr.Next(true)
@@ -97,8 +100,15 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 			host = value
 			continue
 		case "Connection":
-			if !strings.EqualFold(value, "keep-alive") && !strings.EqualFold(value, "close") {
+			switch {
+			case strings.EqualFold(value, "close"):
+				closing = true
+			case !strings.EqualFold(value, "keep-alive"):
 				return false
+			}
+		case "Pragma":
+			if pragmas++; pragmas == 1 {
+				pragma = value
 			}
 		}
 		vals = h1wire.AddField(h, vals, key, value)
@@ -106,7 +116,7 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 	if hosts != 1 || !httpguts.ValidHostHeader(host) {
 		return false
 	}
-	if pv, ok := h["Pragma"]; ok && len(pv) > 0 && pv[0] == "no-cache" {
+	if pragma == "no-cache" {
 		if _, ok := h["Cache-Control"]; !ok {
 			h["Cache-Control"] = noCache // as net/http's fixPragmaCacheControl
 		}
@@ -114,7 +124,7 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 	*r = http.Request{
 		Method: http.MethodGet, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, Body: http.NoBody, Host: host, RequestURI: uri,
-		Close: httpguts.HeaderValuesContainsToken(h["Connection"], "close"),
+		Close: closing,
 	}
 	return true
 }

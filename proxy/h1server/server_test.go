@@ -485,6 +485,7 @@ var parseSeeds = []string{
 	"GET /%41%2f?q=%20 HTTP/1.1\r\nhost: h\r\naccept-encoding: gzip\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: h\r\nPragma: no-cache\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: h\r\npragma: x\r\nPragma: no-cache\r\nConnection: Keep-Alive\r\nconnection: CLOSE\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: h\r\nX: a\r\nX: b\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: [::1]:80\r\n\r\n",
 	"GET //x HTTP/1.1\r\nHost: h\r\n\r\n",

@@ -3,11 +3,12 @@ package h1wire
 import (
 	"bytes"
 	"net/textproto"
+	"strings"
 	"testing"
 )
 
 // byteRule is FieldReader's rule for a value, byte by byte: the known
-// answer for validValue.
+// answer for valueEnd.
 func byteRule(v []byte, ascii bool) bool {
 	for _, c := range v {
 		if c < 0x20 && c != '\t' || c == 0x7f || ascii && c >= 0x7f {
@@ -17,15 +18,37 @@ func byteRule(v []byte, ascii bool) bool {
 	return true
 }
 
-func TestValidValueMatchesByteRule(t *testing.T) {
+// checkValueEnd holds valueEnd on v and a CRLF to byteRule: the line
+// ends at the first byte the rule refuses when that is a CR before an
+// LF, and is refused when it is any other.
+func checkValueEnd(t *testing.T, v []byte, ascii bool) {
+	t.Helper()
+	b := append(v[:len(v):len(v)], "\r\n"...)
+	want := -1
+	for j := 0; j < len(b); j++ {
+		if !byteRule(b[j:j+1], ascii) {
+			if b[j] == '\r' && j+1 < len(b) && b[j+1] == '\n' {
+				want = j
+			}
+			break
+		}
+	}
+	if got := valueEnd(b, 0, ascii); got != want {
+		t.Fatalf("valueEnd(%q, %v) = %d, want %d", b, ascii, got, want)
+	}
+}
+
+func TestValueEndMatchesByteRule(t *testing.T) {
 	for _, ascii := range []bool{false, true} {
 		for n := 0; n <= 19; n++ {
 			for pos := 0; pos < n; pos++ {
 				for c := 0; c < 256; c++ {
 					b := bytes.Repeat([]byte{'a'}, n)
 					b[pos] = byte(c)
-					if got, want := validValue(b, ascii), byteRule(b, ascii); got != want {
-						t.Fatalf("validValue(%q, %v) = %v, want %v", b, ascii, got, want)
+					checkValueEnd(t, b, ascii)
+					if pos+1 < n {
+						b[pos+1] = '\n' // a CR here ends the line
+						checkValueEnd(t, b, ascii)
 					}
 				}
 			}
@@ -33,40 +56,40 @@ func TestValidValueMatchesByteRule(t *testing.T) {
 	}
 }
 
-func FuzzValidValue(f *testing.F) {
-	for _, s := range []string{"", "abc", "Tue, 01 Dec 2026 12:00:00 GMT", "a\tb\x7fcdefghij", "\x80\x1f\x20\x7e\x7f\xff0123"} {
+func FuzzValueEnd(f *testing.F) {
+	for _, s := range []string{"", "abc", "Tue, 01 Dec 2026 12:00:00 GMT", "a\tb\x7fcdefghij", "\x80\x1f\x20\x7e\x7f\xff0123", "abcdefgh\r\nX: y", "a\rb"} {
 		f.Add([]byte(s), false)
 		f.Add([]byte(s), true)
 	}
 	f.Fuzz(func(t *testing.T, v []byte, ascii bool) {
-		if got, want := validValue(v, ascii), byteRule(v, ascii); got != want {
-			t.Fatalf("validValue(%q, %v) = %v, want %v", v, ascii, got, want)
-		}
+		checkValueEnd(t, v, ascii)
 	})
 }
 
-// canonicalKey is textproto.CanonicalMIMEHeaderKey for token names (the
-// known answer), and refuses any other.
-func FuzzCanonicalKey(f *testing.F) {
-	for _, s := range []string{"Content-Type", "content-type", "CONTENT-LENGTH", "X-Tether-Trace-Id", "x", "-a-", "Set-cookie", "a b", "Ünicode", ""} {
+// FieldReader's key is textproto.CanonicalMIMEHeaderKey for a token name
+// of at most 64 bytes (the known answer), and any other name is refused.
+func FuzzFieldKey(f *testing.F) {
+	for _, s := range []string{"Content-Type", "content-type", "CONTENT-LENGTH", "X-Tether-Trace-Id", "x", "-a-", "Set-cookie", "a b", "Ünicode", "a\r\nb", strings.Repeat("a", 65)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		if name == "" || len(name) > 64 {
+		if name == "" || strings.IndexByte(name, ':') >= 0 {
 			return
 		}
-		got, ok := canonicalKey(nil, []byte(name), name)
-		token := true
+		all := []byte(name + ": v\r\n\r\n")
+		fr := NewFieldReader(all, string(all), 0)
+		got, _, _, ok := fr.Next(false)
+		token := len(name) <= 64
 		for _, c := range []byte(name) {
 			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), c) >= 0) {
 				token = false
 			}
 		}
 		if ok != token {
-			t.Fatalf("canonicalKey(%q): ok %v, want %v", name, ok, token)
+			t.Fatalf("Next's key %q: ok %v, want %v", name, ok, token)
 		}
 		if ok && got != textproto.CanonicalMIMEHeaderKey(name) {
-			t.Fatalf("canonicalKey(%q) = %q, textproto says %q", name, got, textproto.CanonicalMIMEHeaderKey(name))
+			t.Fatalf("Next's key %q = %q, textproto says %q", name, got, textproto.CanonicalMIMEHeaderKey(name))
 		}
 	})
 }

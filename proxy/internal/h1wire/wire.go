@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"math/bits"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
@@ -322,7 +323,7 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 		return nil, nil
 	}
 	all := head[eol+1:]
-	n := bytes.Count(all, CRLF) - 1 // header lines; the last CRLF ends the head
+	n := FieldLines(all)
 	h, vals := s.Get(n)
 	// One string holds every field of the head; names and values are
 	// slices of it (one allocation, where textproto makes one per value).
@@ -331,7 +332,7 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 		blk = string(all)
 	}
 	var clv string
-	haveCL, closing, hop := false, false, false
+	haveCL, closing, hop, conn := false, false, false, false
 	fr := FieldReader{all: all, blk: blk}
 	for {
 		key, value, done, ok := fr.Next(false)
@@ -349,7 +350,9 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 				return nil, nil
 			}
 			clv, haveCL = value, true
-		case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Upgrade":
+		case "Connection":
+			hop, conn = true, true
+		case "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Upgrade":
 			hop = true
 		}
 		vals = AddField(h, vals, key, value)
@@ -364,7 +367,7 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 		}
 		length = length*10 + int64(c-'0')
 	}
-	if cv, ok := h["Connection"]; ok && httpguts.HeaderValuesContainsToken(cv, "close") {
+	if conn && httpguts.HeaderValuesContainsToken(h["Connection"], "close") {
 		delete(h, "Connection") // as shouldClose removes it
 		closing = true
 	}
@@ -399,43 +402,54 @@ type FieldReader struct {
 	blk string
 	off int
 	pos int
-	kb  [64]byte
 }
+
+// maxName is the longest field name FieldReader takes.
+const maxName = 64
 
 // next is the next field, or done at the blank line; ok is false for a
 // line neither parser takes (a bare LF, no colon, a name that is not a
 // token or is longer than 64 bytes, a value byte it refuses: a control
 // byte other than HTAB, and with ascii also any byte above 0x7e).
+//
+// It walks each line once: the name up to its first byte that is not a
+// token byte, which must be the colon, then the value up to its first
+// byte the rule refuses, which must be the CR of the line's CRLF (a value
+// holds no CR or LF, so that is where the line ends).
 func (f *FieldReader) Next(ascii bool) (key, value string, done, ok bool) {
 	all := f.all
-	if f.pos >= len(all)-2 {
+	start := f.pos
+	if start >= len(all)-2 {
 		return "", "", true, true
 	}
-	i := bytes.IndexByte(all[f.pos:], '\n')
-	if i < 1 || all[f.pos+i-1] != '\r' {
+	key = knownName(all[start:])
+	n, canonical := len(key), true
+	if n == 0 {
+		n, canonical = nameWalk(all[start:])
+	}
+	colon := start + n
+	if n == 0 || n > maxName || colon >= len(all) || all[colon] != ':' {
 		return "", "", false, false
 	}
-	start := f.pos
-	kv := all[start : start+i-1]
-	f.pos += i + 1
-	colon := bytes.IndexByte(kv, ':')
-	if colon <= 0 || colon > len(f.kb) {
+	end := valueEnd(all, colon+1, ascii)
+	if end < 0 {
 		return "", "", false, false
 	}
-	b := f.off + start
-	key, ok = canonicalKey(f.kb[:0], kv[:colon], f.blk[b:b+colon])
-	if !ok {
-		return "", "", false, false
+	f.pos = end + 2
+	b := f.off
+	switch {
+	case key != "":
+	case canonical:
+		key = f.blk[b+start : b+colon]
+	default:
+		key = canonicalCopy(all[start:colon])
 	}
-	vs, ve := colon+1, len(kv)
-	for vs < ve && (kv[vs] == ' ' || kv[vs] == '\t') {
+	vs, ve := colon+1, end
+	for vs < ve && (all[vs] == ' ' || all[vs] == '\t') {
 		vs++
 	}
-	for ve > vs && (kv[ve-1] == ' ' || kv[ve-1] == '\t') {
+	for ve > vs && (all[ve-1] == ' ' || all[ve-1] == '\t') {
 		ve--
-	}
-	if !validValue(kv[vs:ve], ascii) {
-		return "", "", false, false
 	}
 	return key, f.blk[b+vs : b+ve], false, true
 }
@@ -452,7 +466,16 @@ func AddField(h http.Header, vals []string, key, value string) []string {
 	return vals[1:]
 }
 
-var CRLF = []byte("\r\n")
+// FieldLines is at least the number of field lines in all (a head after
+// its start line, through the blank line): its line ends less the blank
+// line's, exact when every line ends in CRLF, and more than the fields
+// FieldReader takes otherwise. A single byte is what bytes.Count counts
+// without a search per match.
+func FieldLines(all []byte) int {
+	return bytes.Count(all, lf) - 1
+}
+
+var lf = []byte{'\n'}
 
 // PeekHead returns the buffered bytes of a whole response head (through
 // its blank line) without consuming them; nil when the head does not fit
@@ -500,50 +523,177 @@ func HeadEnd(buf []byte) int {
 	}
 }
 
-// canonicalKey is textproto.CanonicalMIMEHeaderKey for a field name of
-// token bytes (ok is false for any other): as is (the string as, the same
-// bytes) when it is canonical already, else interned when it is one of the
-// common names, else a new string.
-func canonicalKey(buf, name []byte, as string) (string, bool) {
-	// The common case first: a canonical name, checked without a copy.
-	upper := true
-	for _, c := range name {
+// Classes of a name's bytes (keyClass): a letter in either case, a dash,
+// any token byte; 0 is a byte that is not a token's.
+const (
+	kLower = 1 << iota
+	kUpper
+	kDash
+	kToken
+)
+
+var keyClass = func() (t [256]uint8) {
+	for c := range 256 {
 		if !httpguts.IsTokenRune(rune(c)) {
-			return "", false
+			continue
 		}
-		if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
-			return canonicalCopy(buf, name)
+		t[c] = kToken
+		switch {
+		case 'a' <= c && c <= 'z':
+			t[c] |= kLower
+		case 'A' <= c && c <= 'Z':
+			t[c] |= kUpper
+		case c == '-':
+			t[c] |= kDash
 		}
-		upper = c == '-'
 	}
-	return as, true
+	return t
+}()
+
+// nameWalk is the length of the run of token bytes at the start of b, and
+// whether it is canonical as textproto makes it (a letter upper case at
+// the start and after each dash, lower case elsewhere).
+func nameWalk(b []byte) (int, bool) {
+	// The case that is wrong at the next byte: lower at the start and
+	// after a dash, upper elsewhere (kDash>>2 is 1).
+	wrong, bad := uint8(kLower), uint8(0)
+	for i, c := range b {
+		k := keyClass[c]
+		if k == 0 {
+			return i, bad == 0
+		}
+		bad |= k & wrong
+		wrong = kUpper >> (k & kDash >> 2)
+	}
+	return len(b), bad == 0
 }
 
-// canonicalCopy is canonicalKey for a name that is not canonical.
-func canonicalCopy(buf, name []byte) (string, bool) {
-	upper, changed := true, false
-	for _, c := range name {
-		if !httpguts.IsTokenRune(rune(c)) {
-			return "", false
+// knownName is the common canonical name b starts with when its colon
+// follows it, "" for any other (which nameWalk then reads). Each is a
+// constant compared in a few words, where the walk takes each byte.
+func knownName(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	switch b[0] {
+	case 'A':
+		if len(b) > 15 && b[15] == ':' && string(b[:15]) == "Accept-Encoding" {
+			return "Accept-Encoding"
 		}
+		if len(b) > 15 && b[15] == ':' && string(b[:15]) == "Accept-Language" {
+			return "Accept-Language"
+		}
+		if len(b) > 13 && b[13] == ':' && string(b[:13]) == "Authorization" {
+			return "Authorization"
+		}
+		if len(b) > 6 && b[6] == ':' && string(b[:6]) == "Accept" {
+			return "Accept"
+		}
+	case 'C':
+		if len(b) > 16 && b[16] == ':' && string(b[:16]) == "Content-Encoding" {
+			return "Content-Encoding"
+		}
+		if len(b) > 14 && b[14] == ':' && string(b[:14]) == "Content-Length" {
+			return "Content-Length"
+		}
+		if len(b) > 13 && b[13] == ':' && string(b[:13]) == "Cache-Control" {
+			return "Cache-Control"
+		}
+		if len(b) > 12 && b[12] == ':' && string(b[:12]) == "Content-Type" {
+			return "Content-Type"
+		}
+		if len(b) > 10 && b[10] == ':' && string(b[:10]) == "Connection" {
+			return "Connection"
+		}
+		if len(b) > 6 && b[6] == ':' && string(b[:6]) == "Cookie" {
+			return "Cookie"
+		}
+	case 'D':
+		if len(b) > 4 && b[4] == ':' && string(b[:4]) == "Date" {
+			return "Date"
+		}
+	case 'E':
+		if len(b) > 7 && b[7] == ':' && string(b[:7]) == "Expires" {
+			return "Expires"
+		}
+		if len(b) > 4 && b[4] == ':' && string(b[:4]) == "Etag" {
+			return "Etag"
+		}
+	case 'H':
+		if len(b) > 4 && b[4] == ':' && string(b[:4]) == "Host" {
+			return "Host"
+		}
+	case 'I':
+		if len(b) > 13 && b[13] == ':' && string(b[:13]) == "If-None-Match" {
+			return "If-None-Match"
+		}
+	case 'K':
+		if len(b) > 10 && b[10] == ':' && string(b[:10]) == "Keep-Alive" {
+			return "Keep-Alive"
+		}
+	case 'L':
+		if len(b) > 13 && b[13] == ':' && string(b[:13]) == "Last-Modified" {
+			return "Last-Modified"
+		}
+		if len(b) > 8 && b[8] == ':' && string(b[:8]) == "Location" {
+			return "Location"
+		}
+	case 'O':
+		if len(b) > 6 && b[6] == ':' && string(b[:6]) == "Origin" {
+			return "Origin"
+		}
+	case 'R':
+		if len(b) > 7 && b[7] == ':' && string(b[:7]) == "Referer" {
+			return "Referer"
+		}
+	case 'S':
+		if len(b) > 10 && b[10] == ':' && string(b[:10]) == "Set-Cookie" {
+			return "Set-Cookie"
+		}
+		if len(b) > 6 && b[6] == ':' && string(b[:6]) == "Server" {
+			return "Server"
+		}
+	case 'T':
+		if len(b) > 11 && b[11] == ':' && string(b[:11]) == "Traceparent" {
+			return "Traceparent"
+		}
+	case 'U':
+		if len(b) > 10 && b[10] == ':' && string(b[:10]) == "User-Agent" {
+			return "User-Agent"
+		}
+	case 'V':
+		if len(b) > 4 && b[4] == ':' && string(b[:4]) == "Vary" {
+			return "Vary"
+		}
+	case 'X':
+		if len(b) > 15 && b[15] == ':' && string(b[:15]) == "X-Forwarded-For" {
+			return "X-Forwarded-For"
+		}
+	}
+	return ""
+}
+
+// canonicalCopy is textproto.CanonicalMIMEHeaderKey for a token name that
+// is not canonical: interned when it is one of the common names, else a
+// new string.
+func canonicalCopy(name []byte) string {
+	var kb [maxName]byte
+	buf := kb[:0]
+	upper := true
+	for _, c := range name {
 		switch {
 		case upper && 'a' <= c && c <= 'z':
 			c -= 'a' - 'A'
-			changed = true
 		case !upper && 'A' <= c && c <= 'Z':
 			c += 'a' - 'A'
-			changed = true
 		}
 		buf = append(buf, c)
 		upper = c == '-'
 	}
-	if !changed {
-		return string(buf), true
-	}
 	if s, ok := commonKeys[string(buf)]; ok {
-		return s, true
+		return s
 	}
-	return string(buf), true
+	return string(buf)
 }
 
 var commonKeys = func() map[string]string {
@@ -631,27 +781,36 @@ func NewFieldReader(all []byte, blk string, off int) FieldReader {
 	return FieldReader{all: all, blk: blk, off: off}
 }
 
-// validValue is FieldReader's rule for a value's bytes (validFieldValueByte,
-// and with ascii none above 0x7e), eight bytes at a time as
-// ValidFieldValue.
-func validValue(v []byte, ascii bool) bool {
-	i := 0
-	for ; i+8 <= len(v); i += 8 {
-		x := swar.WordBytes(v[i:])
-		bad := swar.Below(x, 0x20) | swar.Has(x, 0x7f)
-		if ascii {
-			bad |= swar.NonASCII(x)
+// valueEnd is the index of the CR of the CRLF that ends the field value
+// starting at b[i]: the first byte from i the value's rule refuses
+// (validFieldValueByte, and with ascii none above 0x7e), when it is a CR
+// before an LF; -1 when it is any other. Eight bytes at a time: the
+// lowest byte a word's test flags is exactly the first such byte (the
+// tests' borrows run upwards only), and a tab there goes on after it.
+func valueEnd(b []byte, i int, ascii bool) int {
+	for i < len(b) {
+		if i+8 <= len(b) {
+			x := swar.WordBytes(b[i:])
+			bad := swar.Below(x, 0x20) | swar.Has(x, 0x7f)
+			if ascii {
+				bad |= swar.NonASCII(x)
+			}
+			if bad == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(bad) >> 3
 		}
-		if bad != 0 {
-			break
+		switch c := b[i]; {
+		case c == '\t' || 0x20 <= c && c < 0x7f || c >= 0x80 && !ascii:
+			i++
+		case c == '\r' && i+1 < len(b) && b[i+1] == '\n':
+			return i
+		default:
+			return -1
 		}
 	}
-	for ; i < len(v); i++ {
-		if c := v[i]; !validFieldValueByte(c) || ascii && c >= 0x7f {
-			return false
-		}
-	}
-	return true
+	return -1
 }
 
 // ValidFieldValue is httpguts.ValidHeaderFieldValue (no control byte but
