@@ -19,7 +19,7 @@ import (
 )
 
 // linePool holds the encoding buffers of access lines.
-var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // WriteLine adds one request's line, encoded at time t, to the batch: the
 // line slog's JSONHandler writes for the same attributes, without building
@@ -27,7 +27,7 @@ var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b 
 // per request), and without a write(2) of its own.
 func (a *Log) WriteLine(t time.Time, l Line) {
 	bp := linePool.Get().(*[]byte)
-	b := AppendLine((*bp)[:0], t, l)
+	b := appendLine((*bp)[:0], t, &l)
 	a.Write(b)
 	*bp = b
 	linePool.Put(bp)
@@ -62,7 +62,11 @@ type Line struct {
 // as it is (rare: an escape or a byte from 0x80 up) sends the whole line
 // to appendLineEscaping instead, so the strings need no branch of their
 // own here.
-func AppendLine(b []byte, t time.Time, l Line) []byte {
+func AppendLine(b []byte, t time.Time, l Line) []byte { return appendLine(b, t, &l) }
+
+// appendLine is AppendLine with the line by reference: WriteLine's copy
+// of it is the only one.
+func appendLine(b []byte, t time.Time, l *Line) []byte {
 	need := len(l.TraceID) + len(l.SpanID) + len(l.Remote) + len(l.Method) + len(l.Host) + len(l.Path) +
 		len(l.Route) + len(l.Cluster) + len(l.Destination) + len(l.Affinity) + lineRoom
 	if cap(b)-len(b) < need {
@@ -121,7 +125,7 @@ func AppendLine(b []byte, t time.Time, l Line) []byte {
 
 // appendLineEscaping is AppendLine for a line with a string that JSON
 // does not take as it is, by append.
-func appendLineEscaping(b []byte, t time.Time, l Line) []byte {
+func appendLineEscaping(b []byte, t time.Time, l *Line) []byte {
 	b = slices.Grow(b, lineRoom)
 	b = b[:putLogTime(b[:cap(b)], len(b), t)]
 	b = appendJSONContent(b, l.TraceID)
@@ -172,7 +176,8 @@ func putConst(b []byte, j int, c string) int {
 // from 0x80 up), jsonEscape's bits. It writes no byte outside
 // b[j:j+len(s)]: a string of eight bytes or more as whole words, the last
 // one overlapping the one before; four to seven as two overlapping
-// halves; shorter byte by byte. Every word is tested, none branched on.
+// halves; one to three as its first, middle and last byte. Every word is
+// tested, none branched on.
 func putPlain(b []byte, j int, s string) (int, uint64) {
 	n := len(s)
 	d := b[j : j+n : j+n]
@@ -193,19 +198,17 @@ func putPlain(b []byte, j int, s string) (int, uint64) {
 		esc = jsonEscape(uint64(lo) | uint64(hi)<<32)
 		binary.LittleEndian.PutUint32(d, lo)
 		binary.LittleEndian.PutUint32(d[n-4:], hi)
-	default:
-		for i := 0; i < len(s) && i < len(d); i++ {
-			c := s[i]
-			esc |= uint64(jsonEscapes[c]) << 7
-			d[i] = c
-		}
+	case n > 0:
+		c0, c1, c2 := s[0], s[n/2], s[n-1]
+		esc = jsonEscape(uint64(c0) | uint64(c1)<<8 | uint64(c2)<<16 | 0x2020202020<<24) // the rest spaces
+		d[0], d[n/2], d[n-1] = c0, c1, c2
 	}
 	return j + n, esc & 0x8080808080808080
 }
 
 // jsonEscape has a byte's top bit set (once masked with 0x80 in every
 // byte) when a byte of x is below 0x20, '"', '\\' or from 0x80 up: exact
-// as to whether there is one, as the swar tests are. y = x^0x02 moves '"'
+// as to whether there is one (TestJSONEscapeIsExact). y = x^0x02 moves '"'
 // to 0x20 and keeps the bytes below 0x20 below it, so that y-0x21 borrows
 // into the top bit of the lowest byte that is either (no byte from 0x21
 // to 0x7f borrows); y itself has it from 0x80 up; and a backslash is a
@@ -300,7 +303,9 @@ func newLogSecond(t time.Time) *logSecond {
 
 // putLogTime writes the line's start to b[j:]: the time as
 // t.AppendFormat(b, time.RFC3339Nano) does, with the text around it up to
-// the trace id's opening quote. It uses up to 122 bytes of b[j:].
+// the trace id's opening quote. It uses at most 110 bytes of b[j:] (the
+// start, a twelve-digit year at most, 36; the fraction 10; the tail's
+// array 64).
 func putLogTime(b []byte, j int, t time.Time) int {
 	ls := lastLogSecond.Load()
 	if ls == nil || ls.sec != t.Unix() || ls.loc != t.Location() {
@@ -417,7 +422,12 @@ func putJSONFloat(b []byte, j int, f float64) ([]byte, int) {
 		// together than 0.001, so no shorter decimal reads back as f).
 		if us := math.Round(f * 1000); float64(int64(us))/1000 == f {
 			ius := int64(us)
-			j = putInt(b, j, ius/1000)
+			if ius < 10000 { // under 10 ms, the usual: one digit
+				b[j] = byte('0' + ius/1000)
+				j++
+			} else {
+				j = putInt(b, j, ius/1000)
+			}
 			if frac := int(ius % 1000); frac != 0 {
 				d := (*[4]byte)(b[j:])
 				d[0], d[1], d[2], d[3] = '.', pairs[2*(frac/10)], pairs[2*(frac/10)+1], byte('0'+frac%10)
