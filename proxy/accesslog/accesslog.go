@@ -2,10 +2,13 @@ package accesslog
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"math"
+	"math/bits"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,7 +19,7 @@ import (
 )
 
 // linePool holds the encoding buffers of access lines.
-var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // WriteLine adds one request's line, encoded at time t, to the batch: the
 // line slog's JSONHandler writes for the same attributes, without building
@@ -24,7 +27,7 @@ var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b 
 // per request), and without a write(2) of its own.
 func (a *Log) WriteLine(t time.Time, l Line) {
 	bp := linePool.Get().(*[]byte)
-	b := AppendLine((*bp)[:0], t, l)
+	b := appendLine((*bp)[:0], t, &l)
 	a.Write(b)
 	*bp = b
 	linePool.Put(bp)
@@ -50,125 +53,182 @@ type Line struct {
 
 // AppendLine appends the line exactly as slog.NewJSONHandler(w,
 // nil) writes LogAttrs(ctx, LevelInfo, "request", the attributes of
-// logAccess) at time t (TestAccessLineMatchesSlog holds it to that).
-func AppendLine(b []byte, t time.Time, l Line) []byte {
-	b = append(b, `{"time":"`...)
-	b = appendLogTime(b, t)
-	b = append(b, `","level":"INFO","msg":"request","trace_id":`...)
-	b = appendJSONString(b, l.TraceID)
-	b = append(b, `,"span_id":`...)
-	b = appendJSONString(b, l.SpanID)
-	b = append(b, `,"remote":`...)
-	b = appendJSONString(b, l.Remote)
-	b = append(b, `,"method":`...)
-	b = appendJSONString(b, l.Method)
-	b = append(b, `,"host":`...)
-	b = appendJSONString(b, l.Host)
-	b = append(b, `,"path":`...)
-	b = appendJSONString(b, l.Path)
-	b = append(b, `,"status":`...)
+// logAccess) at time t (TestAccessLineMatchesSlog holds it to that). It
+// may write anywhere in b's spare capacity.
+//
+// The line is written in place after one capacity check: fixed text and
+// the time's cached parts as fixed-size copies, strings a word at a time
+// as they are, numbers two digits at a time. A string JSON does not take
+// as it is (rare: an escape or a byte from 0x80 up) sends the whole line
+// to appendLineEscaping instead, so the strings need no branch of their
+// own here.
+func AppendLine(b []byte, t time.Time, l Line) []byte { return appendLine(b, t, &l) }
+
+// appendLine is AppendLine with the line by reference: WriteLine's copy
+// of it is the only one.
+func appendLine(b []byte, t time.Time, l *Line) []byte {
+	need := len(l.TraceID) + len(l.SpanID) + len(l.Remote) + len(l.Method) + len(l.Host) + len(l.Path) +
+		len(l.Route) + len(l.Cluster) + len(l.Destination) + len(l.Affinity) + lineRoom
+	if cap(b)-len(b) < need {
+		b = slices.Grow(b, need)
+	}
+	start := len(b)
+	b = b[:cap(b)]
+	j := putLogTime(b, start, t)
+	var esc, e uint64
+	j, esc = putPlain(b, j, l.TraceID)
+	j = putConst(b, j, `","span_id":"`)
+	j, e = putPlain(b, j, l.SpanID)
+	esc |= e
+	j = putConst(b, j, `","remote":"`)
+	j, e = putPlain(b, j, l.Remote)
+	esc |= e
+	j = putConst(b, j, `","method":"`)
+	j, e = putPlain(b, j, l.Method)
+	esc |= e
+	j = putConst(b, j, `","host":"`)
+	j, e = putPlain(b, j, l.Host)
+	esc |= e
+	j = putConst(b, j, `","path":"`)
+	j, e = putPlain(b, j, l.Path)
+	esc |= e
+	j = putConst(b, j, `","status":`)
+	j = putStatus(b, j, l.Status)
+	j = putConst(b, j, `,"bytes":`)
+	j = putInt(b, j, l.Bytes)
+	j = putConst(b, j, `,"duration_ms":`)
+	b, j = putJSONFloat(b, j, l.DurationMs)
+	j = putConst(b, j, `,"route":"`)
+	j, e = putPlain(b, j, l.Route)
+	esc |= e
+	j = putConst(b, j, `","cluster":"`)
+	j, e = putPlain(b, j, l.Cluster)
+	esc |= e
+	j = putConst(b, j, `","destination"`)
+	j = putConst(b, j, `:"`)
+	j, e = putPlain(b, j, l.Destination)
+	esc |= e
+	j = putConst(b, j, `","affinity":"`)
+	j, e = putPlain(b, j, l.Affinity)
+	esc |= e
+	if esc != 0 {
+		return appendLineEscaping(b[:start], t, l)
+	}
+	j = putConst(b, j, `","aborted":`)
+	if l.Aborted {
+		j = putConst(b, j, "true}\n")
+	} else {
+		j = putConst(b, j, "false}\n")
+	}
+	return b[:j]
+}
+
+// appendLineEscaping is AppendLine for a line with a string that JSON
+// does not take as it is, by append.
+func appendLineEscaping(b []byte, t time.Time, l *Line) []byte {
+	b = slices.Grow(b, lineRoom)
+	b = b[:putLogTime(b[:cap(b)], len(b), t)]
+	b = appendJSONContent(b, l.TraceID)
+	b = append(b, `","span_id":"`...)
+	b = appendJSONContent(b, l.SpanID)
+	b = append(b, `","remote":"`...)
+	b = appendJSONContent(b, l.Remote)
+	b = append(b, `","method":"`...)
+	b = appendJSONContent(b, l.Method)
+	b = append(b, `","host":"`...)
+	b = appendJSONContent(b, l.Host)
+	b = append(b, `","path":"`...)
+	b = appendJSONContent(b, l.Path)
+	b = append(b, `","status":`...)
 	b = strconv.AppendInt(b, int64(l.Status), 10)
 	b = append(b, `,"bytes":`...)
 	b = strconv.AppendInt(b, l.Bytes, 10)
 	b = append(b, `,"duration_ms":`...)
 	b = appendJSONFloat(b, l.DurationMs)
-	b = append(b, `,"route":`...)
-	b = appendJSONString(b, l.Route)
-	b = append(b, `,"cluster":`...)
-	b = appendJSONString(b, l.Cluster)
-	b = append(b, `,"destination":`...)
-	b = appendJSONString(b, l.Destination)
-	b = append(b, `,"affinity":`...)
-	b = appendJSONString(b, l.Affinity)
-	b = append(b, `,"aborted":`...)
+	b = append(b, `,"route":"`...)
+	b = appendJSONContent(b, l.Route)
+	b = append(b, `","cluster":"`...)
+	b = appendJSONContent(b, l.Cluster)
+	b = append(b, `","destination":"`...)
+	b = appendJSONContent(b, l.Destination)
+	b = append(b, `","affinity":"`...)
+	b = appendJSONContent(b, l.Affinity)
+	b = append(b, `","aborted":`...)
 	b = strconv.AppendBool(b, l.Aborted)
 	return append(b, "}\n"...)
 }
 
-// logSecond is the text of one second of one zone in RFC 3339: the date
-// and time of day, and the zone. Lines come many to a second, so the
-// second's text is formatted once (appendLogTime).
-type logSecond struct {
-	sec       int64
-	loc       *time.Location
-	day, zone []byte
+// lineRoom is what a line takes beyond its strings' bytes, with room to
+// spare: the fixed text (under 200 bytes), the time's fixed-size copies,
+// two integers and a float (at most 20, 20 and 24 bytes).
+const lineRoom = 512
+
+// putConst copies c, a constant of at most 16 bytes, to b[j:]: with c's
+// length known the copy compiles to two moves at most, where append, copy
+// and a longer constant call memmove.
+func putConst(b []byte, j int, c string) int {
+	copy(b[j:j+len(c)], c)
+	return j + len(c)
 }
 
-var lastLogSecond atomic.Pointer[logSecond]
-
-// appendLogTime appends t as t.AppendFormat(b, time.RFC3339Nano) does.
-func appendLogTime(b []byte, t time.Time) []byte {
-	sec, loc := t.Unix(), t.Location()
-	ls := lastLogSecond.Load()
-	if ls == nil || ls.sec != sec || ls.loc != loc {
-		ls = &logSecond{sec: sec, loc: loc,
-			day: t.AppendFormat(nil, "2006-01-02T15:04:05"), zone: t.AppendFormat(nil, "Z07:00")}
-		lastLogSecond.Store(ls)
-	}
-	b = appendFraction(append(b, ls.day...), t.Nanosecond(), 9)
-	return append(b, ls.zone...)
-}
-
-// appendFraction appends "." and the digits of frac, a fraction of width
-// digits, without trailing zeros; nothing when frac is 0.
-func appendFraction(b []byte, frac, width int) []byte {
-	if frac == 0 {
-		return b
-	}
-	var d [9]byte
-	for i := width - 1; i >= 0; i-- {
-		d[i] = byte('0' + frac%10)
-		frac /= 10
-	}
-	for d[width-1] == '0' {
-		width--
-	}
-	b = append(b, '.')
-	return append(b, d[:width]...)
-}
-
-// appendJSONFloat formats f as encoding/json does (slog's JSONHandler
-// calls json.Marshal for floats).
-func appendJSONFloat(b []byte, f float64) []byte {
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) || math.IsNaN(f) || math.IsInf(f, 0) {
-		// Exponent form and the errors: rare enough for json.Marshal.
-		if j, err := json.Marshal(f); err == nil {
-			return append(b, j...)
+// putPlain copies s to b[j:] and returns the new end and, non-zero when
+// JSON does not take all of s as it is (a byte below 0x20, '"', '\\', or
+// from 0x80 up), jsonEscape's bits. It writes no byte outside
+// b[j:j+len(s)]: a string of eight bytes or more as whole words, the last
+// one overlapping the one before; four to seven as two overlapping
+// halves; one to three as its first, middle and last byte. Every word is
+// tested, none branched on.
+func putPlain(b []byte, j int, s string) (int, uint64) {
+	n := len(s)
+	d := b[j : j+n : j+n]
+	var esc uint64
+	switch {
+	case n >= 8:
+		for i := 0; i+8 < n; i += 8 {
+			x := swar.Word(s[i : i+8])
+			esc |= jsonEscape(x)
+			binary.LittleEndian.PutUint64(d[i:i+8], x)
 		}
-		return append(b, `"!ERROR:invalid float"`...)
+		x := swar.Word(s[n-8:])
+		esc |= jsonEscape(x)
+		binary.LittleEndian.PutUint64(d[n-8:], x)
+	case n >= 4:
+		lo := uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
+		hi := uint32(s[n-4]) | uint32(s[n-3])<<8 | uint32(s[n-2])<<16 | uint32(s[n-1])<<24
+		esc = jsonEscape(uint64(lo) | uint64(hi)<<32)
+		binary.LittleEndian.PutUint32(d, lo)
+		binary.LittleEndian.PutUint32(d[n-4:], hi)
+	case n > 0:
+		c0, c1, c2 := s[0], s[n/2], s[n-1]
+		esc = jsonEscape(uint64(c0) | uint64(c1)<<8 | uint64(c2)<<16 | 0x2020202020<<24) // the rest spaces
+		d[0], d[n/2], d[n-1] = c0, c1, c2
 	}
-	if f >= 0 && f < 1e12 {
-		// A whole number of microseconds in milliseconds (duration_ms):
-		// its shortest form is the decimal itself, written without the
-		// shortest-float search (the doubles near f are far closer
-		// together than 0.001, so no shorter decimal reads back as f).
-		if us := math.Round(f * 1000); float64(int64(us))/1000 == f {
-			return appendMillis(b, int64(us))
-		}
-	}
-	return strconv.AppendFloat(b, f, 'f', -1, 64)
+	return j + n, esc & 0x8080808080808080
 }
 
-// appendMillis writes us/1000 in decimal, without trailing zeros.
-func appendMillis(b []byte, us int64) []byte {
-	return appendFraction(strconv.AppendInt(b, us/1000, 10), int(us%1000), 3)
+// jsonEscape has a byte's top bit set (once masked with 0x80 in every
+// byte) when a byte of x is below 0x20, '"', '\\' or from 0x80 up: exact
+// as to whether there is one (TestJSONEscapeIsExact). y = x^0x02 moves '"'
+// to 0x20 and keeps the bytes below 0x20 below it, so that y-0x21 borrows
+// into the top bit of the lowest byte that is either (no byte from 0x21
+// to 0x7f borrows); y itself has it from 0x80 up; and a backslash is a
+// zero byte of x^'\\'.
+func jsonEscape(x uint64) uint64 {
+	const ones = 0x0101010101010101
+	y, bs := x^(0x02*ones), x^('\\'*ones)
+	return (y - 0x21*ones) | y | (bs-ones)&^bs
 }
 
-// appendJSONString appends s quoted and escaped as slog's JSONHandler
-// does: control characters, quote and backslash escaped, invalid UTF-8 as
-// U+FFFD, U+2028 and U+2029 escaped, HTML characters left as they are.
-func appendJSONString(b []byte, s string) []byte {
+// appendJSONContent appends s escaped as slog's JSONHandler does inside
+// a string's quotes: control characters, quote and backslash escaped,
+// invalid UTF-8 as U+FFFD, U+2028 and U+2029 escaped, HTML characters
+// left as they are.
+func appendJSONContent(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	i := plainJSONPrefix(s)
-	if i == len(s) {
-		b = append(b, s...) // the usual field: nothing to escape
-		return append(b, '"')
-	}
-	start := 0
+	i, start := 0, 0
 	for i < len(s) {
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
+			if jsonEscapes[c] == 0 {
 				i++
 				continue
 			}
@@ -204,36 +264,197 @@ func appendJSONString(b []byte, s string) []byte {
 		i += size
 		start = i
 	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return append(b, s[start:]...)
 }
 
-// plainJSONPrefix is how many of s's first bytes JSON takes as they are
-// (printable ASCII other than quote and backslash): s is looked at eight
-// bytes at a time, and from the first word that fails, and in the last
-// bytes, one by one. A word passes when none of its bytes is below 0x20,
-// equal to '"' or '\\' (a byte of x^'"' or x^'\\' is zero then), or from
-// 0x80 up.
-func plainJSONPrefix(s string) int {
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		x := swar.Word(s[i:])
-		if swar.Below(x, 0x20)|swar.Has(x, '"')|swar.Has(x, '\\')|swar.NonASCII(x) != 0 {
-			break
+// jsonEscapes is 1 for a byte JSON does not take as it is, 0 for the
+// others (printable ASCII other than quote and backslash).
+var jsonEscapes = func() (t [256]uint8) {
+	for c := range t {
+		if c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+			t[c] = 1
 		}
-	}
-	for ; i < len(s) && jsonPlain[s[i]]; i++ {
-	}
-	return i
-}
-
-// jsonPlain: the bytes JSON takes as they are.
-var jsonPlain = func() (t [256]bool) {
-	for c := 0x20; c < 0x80; c++ {
-		t[c] = c != '"' && c != '\\'
 	}
 	return t
 }()
+
+// logSecond is the text of one second of one zone, formatted once for the
+// many lines of that second (putLogTime): the line's start up to the
+// second, and from the zone to the trace id's opening quote, each in a
+// fixed-size array so that it is copied without memmove.
+type logSecond struct {
+	sec          int64
+	loc          *time.Location
+	head         [48]byte // {"time":" and 2006-01-02T15:04:05
+	tail         [64]byte // Z07:00 and ","level":"INFO","msg":"request","trace_id":"
+	headN, tailN int
+}
+
+var lastLogSecond atomic.Pointer[logSecond]
+
+// newLogSecond formats t's second. A year has at most twelve digits and
+// a zone offset six bytes, so both parts fit their arrays.
+func newLogSecond(t time.Time) *logSecond {
+	ls := &logSecond{sec: t.Unix(), loc: t.Location()}
+	ls.headN = len(t.AppendFormat(append(ls.head[:0], `{"time":"`...), "2006-01-02T15:04:05"))
+	ls.tailN = len(append(t.AppendFormat(ls.tail[:0], "Z07:00"), `","level":"INFO","msg":"request","trace_id":"`...))
+	return ls
+}
+
+// putLogTime writes the line's start to b[j:]: the time as
+// t.AppendFormat(b, time.RFC3339Nano) does, with the text around it up to
+// the trace id's opening quote. It uses at most 110 bytes of b[j:] (the
+// start, a twelve-digit year at most, 36; the fraction 10; the tail's
+// array 64).
+func putLogTime(b []byte, j int, t time.Time) int {
+	ls := lastLogSecond.Load()
+	if ls == nil || ls.sec != t.Unix() || ls.loc != t.Location() {
+		ls = newLogSecond(t)
+		lastLogSecond.Store(ls)
+	}
+	*(*[48]byte)(b[j:]) = ls.head
+	j += ls.headN
+	j = putFraction(b, j, t.Nanosecond())
+	*(*[64]byte)(b[j:]) = ls.tail
+	return j + ls.tailN
+}
+
+// putFraction writes "." and the nine digits of ns, a nanosecond, without
+// trailing zeros; nothing when ns is 0. It uses ten bytes of b[j:].
+func putFraction(b []byte, j, ns int) int {
+	if ns == 0 {
+		return j
+	}
+	d := (*[10]byte)(b[j:])
+	d[0] = '.'
+	u := uint32(ns)
+	r := u % 10000000
+	putPair(d[1:], u/10000000)
+	putPair(d[3:], r/100000)
+	r %= 100000
+	putPair(d[5:], r/1000)
+	r %= 1000
+	putPair(d[7:], r/10)
+	d[9] = byte('0' + r%10)
+	n := 9
+	for d[n] == '0' {
+		n--
+	}
+	return j + n + 1
+}
+
+// pairs is "00" to "99", two bytes a number.
+const pairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879" +
+	"8081828384858687888990919293949596979899"
+
+// putPair writes v, below 100, as two digits.
+func putPair(d []byte, v uint32) {
+	d[0], d[1] = pairs[2*v], pairs[2*v+1]
+}
+
+// putInt writes v in decimal as strconv.AppendInt does, the digits'
+// count first, then the digits from the last, two at a time. It uses 20
+// bytes of b[j:] at most.
+func putInt(b []byte, j int, v int64) int {
+	if uint64(v) < 10 {
+		b[j] = byte('0' + v)
+		return j + 1
+	}
+	if v < 0 {
+		return len(strconv.AppendInt(b[:j], v, 10)) // within b's capacity
+	}
+	u := uint64(v)
+	n := decimalLen(u)
+	d := b[j : j+n]
+	i := n
+	for u >= 100 {
+		i -= 2
+		q := u / 100
+		putPair(d[i:], uint32(u-q*100))
+		u = q
+	}
+	if u >= 10 {
+		putPair(d[i-2:], uint32(u))
+	} else {
+		d[i-1] = byte('0' + u)
+	}
+	return j + n
+}
+
+// putStatus writes a status code, three digits as a rule.
+func putStatus(b []byte, j int, status int) int {
+	if s := uint32(status); s-100 < 900 {
+		d := (*[3]byte)(b[j:])
+		d[0] = byte('0' + s/100)
+		putPair(d[1:], s%100)
+		return j + 3
+	}
+	return putInt(b, j, int64(status))
+}
+
+// decimalLen is how many digits u has in decimal: bits.Len64(u)*1233>>12
+// is log10 of u's power of two, short by one at most.
+func decimalLen(u uint64) int {
+	t := bits.Len64(u|1) * 1233 >> 12
+	if u < pow10[t] {
+		return t
+	}
+	return t + 1
+}
+
+// pow10[i] is 10 to the i.
+var pow10 = func() (t [20]uint64) {
+	t[0] = 1
+	for i := 1; i < len(t); i++ {
+		t[i] = t[i-1] * 10
+	}
+	return t
+}()
+
+// putJSONFloat writes f as encoding/json does (slog's JSONHandler calls
+// json.Marshal for floats), at most 24 bytes of b[j:].
+func putJSONFloat(b []byte, j int, f float64) ([]byte, int) {
+	if f >= 0 && f < 1e12 && f >= 1e-6 || f == 0 {
+		// A whole number of microseconds in milliseconds (duration_ms):
+		// its shortest form is the decimal itself, written without the
+		// shortest-float search (the doubles near f are far closer
+		// together than 0.001, so no shorter decimal reads back as f).
+		if us := math.Round(f * 1000); float64(int64(us))/1000 == f {
+			ius := int64(us)
+			if ius < 10000 { // under 10 ms, the usual: one digit
+				b[j] = byte('0' + ius/1000)
+				j++
+			} else {
+				j = putInt(b, j, ius/1000)
+			}
+			if frac := int(ius % 1000); frac != 0 {
+				d := (*[4]byte)(b[j:])
+				d[0], d[1], d[2], d[3] = '.', pairs[2*(frac/10)], pairs[2*(frac/10)+1], byte('0'+frac%10)
+				n := 3
+				for d[n] == '0' {
+					n--
+				}
+				j += n + 1
+			}
+			return b, j
+		}
+	}
+	b2 := appendJSONFloat(b[:j], f)
+	return b2[:cap(b2)], len(b2)
+}
+
+// appendJSONFloat formats f as encoding/json does.
+func appendJSONFloat(b []byte, f float64) []byte {
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) || math.IsNaN(f) || math.IsInf(f, 0) {
+		// Exponent form and the errors: rare enough for json.Marshal.
+		if j, err := json.Marshal(f); err == nil {
+			return append(b, j...)
+		}
+		return append(b, `"!ERROR:invalid float"`...)
+	}
+	return strconv.AppendFloat(b, f, 'f', -1, 64)
+}
 
 // Log is the access log's writer: JSON lines, as slog's
 // JSONHandler writes them, collected in memory and written in batches (a

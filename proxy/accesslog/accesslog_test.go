@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"github.com/tether-proxy/tether/proxy/internal/swar"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
@@ -60,6 +63,17 @@ func TestAccessLineMatchesSlog(t *testing.T) {
 		{"negative duration", time.Unix(1, 0), func(l *Line) { l.DurationMs = -0.5 }},
 		{"tiny duration", time.Unix(1, 0), func(l *Line) { l.DurationMs = 1e-7 }},
 		{"huge bytes", time.Unix(1, 0), func(l *Line) { l.Bytes = 1 << 62 }},
+		{"negative bytes and status", time.Unix(1, 0), func(l *Line) { l.Bytes, l.Status = -1<<63, -1<<63 }},
+		{"odd status", time.Unix(1, 0), func(l *Line) { l.Status = 99 }},
+		{"four-digit status", time.Unix(1, 0), func(l *Line) { l.Status = 1000 }},
+		{"long plain strings", time.Unix(1, 0), func(l *Line) {
+			l.Path, l.Host, l.Remote = "/"+strings.Repeat("abcdefgh", 200), strings.Repeat("h", 300), strings.Repeat("r", 301)
+		}},
+		{"long strings to escape", time.Unix(1, 0), func(l *Line) {
+			l.Path, l.Affinity = strings.Repeat("\x00\"", 500), strings.Repeat("\xff", 700)
+		}},
+		{"every string empty", time.Unix(1, 0), func(l *Line) { *l = Line{} }},
+		{"over 10 ms", time.Unix(1, 0), func(l *Line) { l.DurationMs = 12.5 }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -67,9 +81,13 @@ func TestAccessLineMatchesSlog(t *testing.T) {
 			if c.mod != nil {
 				c.mod(&l)
 			}
-			got := string(AppendLine(nil, c.at, l))
-			if want := slogLine(t, c.at, l); got != want {
-				t.Fatalf("fast path:\n%s\nslog:\n%s", got, want)
+			want := slogLine(t, c.at, l)
+			// After what b holds, whatever its spare room.
+			for _, b := range [][]byte{nil, make([]byte, 3, 4), make([]byte, 3, 4096)} {
+				copy(b, "pre")
+				if got := string(AppendLine(b, c.at, l)); got != string(b)+want {
+					t.Fatalf("fast path:\n%s\nslog:\n%s%s", got, b, want)
+				}
 			}
 		})
 	}
@@ -174,7 +192,7 @@ func TestAccessLogConcurrentWritersKeepLinesWhole(t *testing.T) {
 	}
 }
 
-// appendJSONFloat writes what encoding/json writes, on its decimal fast
+// putJSONFloat writes what encoding/json writes, on its decimal fast
 // path for whole microseconds and off it.
 func TestAppendJSONFloatMatchesJSON(t *testing.T) {
 	check := func(f float64) {
@@ -183,8 +201,9 @@ func TestAppendJSONFloatMatchesJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := appendJSONFloat(nil, f); string(got) != string(want) {
-			t.Fatalf("appendJSONFloat(%v) = %s, json.Marshal = %s", f, got, want)
+		b, j := putJSONFloat(make([]byte, 64), 0, f)
+		if got := b[:j]; string(got) != string(want) {
+			t.Fatalf("putJSONFloat(%v) = %s, json.Marshal = %s", f, got, want)
 		}
 	}
 	for us := int64(0); us < 200000; us++ {
@@ -196,14 +215,28 @@ func TestAppendJSONFloatMatchesJSON(t *testing.T) {
 		check(rng.Float64() * 1e6)
 		check(rng.Float64())
 	}
-	for _, f := range []float64{0.0001, 1e-7, 0.1, 0.3, 999999999999.999, 1e12, 1e12 + 0.5, 4.5e12 + 0.001, 123456789.001} {
+	for _, f := range []float64{0.0001, 1e-7, 0.1, 0.3, 999999999999.999, 1e12, 1e12 + 0.5, 4.5e12 + 0.001, 123456789.001,
+		1e-6, 0.000999, -0.5, -1e-7, 1e21, 1e300, math.SmallestNonzeroFloat64, math.MaxFloat64} {
 		check(f)
 	}
 }
 
-// appendLogTime is t.AppendFormat(b, time.RFC3339Nano), second after
+// logTime is the time putLogTime writes for tm, checking the text around
+// it.
+func logTime(t *testing.T, tm time.Time) string {
+	t.Helper()
+	b := make([]byte, 256)
+	s := string(b[:putLogTime(b, 0, tm)])
+	const head, tail = `{"time":"`, `","level":"INFO","msg":"request","trace_id":"`
+	if !strings.HasPrefix(s, head) || !strings.HasSuffix(s, tail) {
+		t.Fatalf("putLogTime(%v) wrote %q", tm, s)
+	}
+	return s[len(head) : len(s)-len(tail)]
+}
+
+// putLogTime's time is t.AppendFormat(b, time.RFC3339Nano), second after
 // second and zone after zone.
-func TestAppendLogTime(t *testing.T) {
+func TestPutLogTime(t *testing.T) {
 	zones := []*time.Location{time.UTC, time.Local, time.FixedZone("x", 5*3600+30*60), time.FixedZone("y", -3600)}
 	rng := rand.New(rand.NewPCG(3, 4))
 	at := time.Date(2026, 12, 1, 11, 21, 21, 0, time.UTC)
@@ -215,8 +248,140 @@ func TestAppendLogTime(t *testing.T) {
 		case 1:
 			tm = tm.Truncate(time.Millisecond)
 		}
-		if got, want := string(appendLogTime(nil, tm)), tm.Format(time.RFC3339Nano); got != want {
-			t.Fatalf("appendLogTime = %s, want %s", got, want)
+		if got, want := logTime(t, tm), tm.Format(time.RFC3339Nano); got != want {
+			t.Fatalf("putLogTime = %s, want %s", got, want)
+		}
+	}
+}
+
+// The cached second is reused only for the same second in the same zone:
+// each time in this sequence, one after another, is written as
+// RFC3339Nano, whatever the time before it was.
+func TestPutLogTimeSecondChanges(t *testing.T) {
+	x, y := time.FixedZone("x", 5*3600+30*60), time.FixedZone("y", -3600)
+	y2 := time.FixedZone("y", -3600) // equal to y, another *Location
+	at := time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC)
+	for i, tm := range []time.Time{
+		at,
+		at.Add(1),           // same second, a nanosecond on
+		at.Add(999999999),   // the second's last nanosecond
+		at.Add(time.Second), // a new second, a new year
+		at.Add(time.Second + 120*time.Millisecond),
+		at.Add(time.Second + 120*time.Millisecond).In(x), // the same instant in another zone
+		at.Add(time.Second + 121*time.Millisecond).In(y),
+		at.Add(time.Second + 122*time.Millisecond).In(y2),
+		at.Add(time.Second + 123*time.Millisecond).In(y2),
+		at.Add(time.Second + 124*time.Millisecond),
+		at.Add(time.Second + 123*time.Millisecond), // back within the second
+		at, // back a second
+		at.Add(-time.Hour * 24 * 365),
+		time.Unix(0, 0).UTC(),
+		time.Unix(0, 10).UTC(),
+		time.Unix(-1, 100000000).UTC(), // before 1970
+		time.Date(-12345, 1, 2, 3, 4, 5, 6, time.UTC),                    // a negative year
+		time.Date(292277026596, 12, 4, 15, 30, 7, 1, x),                  // the largest year there is
+		time.Date(2026, 6, 1, 0, 0, 0, 500, time.FixedZone("s", 3600+1)), // seconds in the offset
+	} {
+		if got, want := logTime(t, tm), tm.Format(time.RFC3339Nano); got != want {
+			t.Fatalf("time %d: putLogTime = %s, want %s", i, got, want)
+		}
+	}
+}
+
+// oldAppendJSONString is the string encoder before the word-at-a-time
+// copy, as it was: the reference the new one is held to.
+func oldAppendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start, i := 0, 0
+	for i < len(s) {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// checkPlainAndEscaped holds appendJSONContent, within quotes, to the
+// old encoder for s, and putPlain to passing s exactly when the old
+// encoder writes it as it is and it is ASCII, to copying it then, and to
+// writing nothing outside s's bytes in any case.
+func checkPlainAndEscaped(t *testing.T, s string) {
+	t.Helper()
+	want := string(oldAppendJSONString([]byte("pre"), s))
+	if got := string(appendJSONContent([]byte(`pre"`), s)) + `"`; got != want {
+		t.Fatalf("appendJSONContent(%q) = %s, want %s", s, got, want)
+	}
+	const sentinel = 0xA5
+	p := bytes.Repeat([]byte{sentinel}, len(s)+16)
+	k, esc := putPlain(p, 8, s)
+	if plain := want == `pre"`+s+`"` && !hasNonASCII(s); (esc == 0) != plain {
+		t.Fatalf("putPlain(%q) escape bits %#x, want plain %v", s, esc, plain)
+	}
+	if k != 8+len(s) || esc == 0 && string(p[8:k]) != s {
+		t.Fatalf("putPlain(%q) wrote %q, to %d", s, p[8:k], k)
+	}
+	for i, c := range p {
+		if (i < 8 || i >= 8+len(s)) && c != sentinel {
+			t.Fatalf("putPlain(%q) wrote byte %d, outside the string", s, i)
+		}
+	}
+}
+
+func hasNonASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return true
+		}
+	}
+	return false
+}
+
+// Every length through the word, half-word and byte branches, with each
+// kind of byte that needs an escape (or is not ASCII) at every position.
+func TestPlainAndEscapedMatchOldEncoder(t *testing.T) {
+	bad := []string{"\x00", "\x1f", "\n", "\"", "\\", "\x7f", "\x80", "\xff", "\xc3", "é", "\u2028", "\u2029", "<", "&", " ", "~"}
+	for n := 0; n <= 25; n++ {
+		plain := strings.Repeat("a", n)
+		checkPlainAndEscaped(t, plain)
+		for i := 0; i < n; i++ {
+			for _, c := range bad {
+				checkPlainAndEscaped(t, plain[:i]+c+plain[i+1:])
+			}
 		}
 	}
 }
@@ -232,6 +397,84 @@ func FuzzAppendJSONStringMatchesSlog(f *testing.F) {
 	at := time.Unix(1, 0)
 	f.Fuzz(func(t *testing.T, s string) {
 		l := Line{TraceID: s, Path: s, Affinity: s}
+		if got, want := string(AppendLine(nil, at, l)), slogLine(t, at, l); got != want {
+			t.Fatalf("fast path:\n%s\nslog:\n%s", got, want)
+		}
+	})
+}
+
+// FuzzPlainAndEscapedMatchOldEncoder holds the escaping and the word
+// copy's test of what needs none to the old byte-by-byte encoder on
+// arbitrary bytes, and the word copy to writing nothing outside the
+// string.
+func FuzzPlainAndEscapedMatchOldEncoder(f *testing.F) {
+	for _, s := range []string{"", "GET", "abcd", "abcdefg", "abcdefgh", "abcdefghi", "/api/users/42", "4bf92f3577b34da6a3ce929d0e0e4736",
+		"1234567\"", "12345678\\", "abc\x1f", "abcdefg\x80", "bad\xff\xfehost\xc3", "/a\u2028b\u2029c/é/日本", "<&>"} {
+		f.Add(s)
+	}
+	f.Fuzz(checkPlainAndEscaped)
+}
+
+// jsonEscape is exact as to whether a word has a byte to escape: every
+// byte value at every position of words whose other bytes vary too, the
+// ones either side of each bound among them.
+func TestJSONEscapeIsExact(t *testing.T) {
+	for _, fill := range []byte{0x00, 0x1f, 0x20, 0x21, 0x22, 0x23, 0x5b, 0x5c, 0x5d, 0x7f, 0x80, 0xff} {
+		for pos := 0; pos < 8; pos++ {
+			for v := 0; v < 256; v++ {
+				var w [8]byte
+				for i := range w {
+					w[i] = fill
+				}
+				w[pos] = byte(v)
+				want := false
+				for _, c := range w {
+					want = want || jsonEscapes[c] != 0
+				}
+				if got := jsonEscape(swar.WordBytes(w[:]))&0x8080808080808080 != 0; got != want {
+					t.Fatalf("jsonEscape(%x) = %v, want %v", w, got, want)
+				}
+			}
+		}
+	}
+}
+
+// WriteLine's lines, through the pooled buffers in turn, are slog's: a
+// short line after a long one and a plain one after one to escape.
+func TestWriteLineMatchesSlog(t *testing.T) {
+	w := &countingWriter{}
+	al := New(w)
+	at := time.Date(2026, 12, 1, 11, 21, 21, 162687597, time.UTC)
+	var want strings.Builder
+	for i, path := range []string{"/a", "/" + strings.Repeat("p", 3000), "/b", "/\x00\"\\\xff\u2028", "/c", strings.Repeat("\x01", 2000), "/d"} {
+		l := Line{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", Remote: "192.0.2.1", Method: "GET", Host: "example.com",
+			Path: path, Status: 200, Bytes: int64(i), DurationMs: 0.5, Affinity: "disabled"}
+		tm := at.Add(time.Duration(i) * 700 * time.Millisecond)
+		al.WriteLine(tm, l)
+		want.WriteString(slogLine(t, tm, l))
+	}
+	al.Close()
+	if got, _ := w.get(); got != want.String() {
+		t.Fatalf("written:\n%s\nslog:\n%s", got, want.String())
+	}
+}
+
+// FuzzAppendLineMatchesSlog holds every field of the line to slog's
+// JSONHandler: any strings, numbers, time and zone. Left out are what no
+// request's line has and the encoder has always written its own way: a
+// year outside 0 to 9999 (slog writes an error there) and a duration of
+// minus zero (written 0).
+func FuzzAppendLineMatchesSlog(f *testing.F) {
+	f.Add("4bf92f3577b34da6a3ce929d0e0e4736", "/api/users/42", "example.com", 200, int64(1024), 0.123, int64(1796124081), int64(162687597), 0, false)
+	f.Add("", "/a\"b\\c\n\r\t\x00\x1f\x7f", "bad\xff\xfehost\xc3", -1, int64(-1), 123456789.001, int64(0), int64(0), 5*3600+30*60, true)
+	f.Add("x", "/a\u2028b\u2029c/é/日本", "h", 99999, int64(1)<<62, 1e-7, int64(-62135596800), int64(999999999), -3600, false)
+	f.Fuzz(func(t *testing.T, trace, path, host string, status int, n int64, dur float64, sec, nsec int64, offset int, aborted bool) {
+		at := time.Unix(sec, nsec).In(time.FixedZone("z", offset%(48*3600)))
+		if y := at.Year(); y < 0 || y > 9999 || dur == 0 && math.Signbit(dur) {
+			t.Skip()
+		}
+		l := Line{TraceID: trace, SpanID: trace, Remote: host, Method: path, Host: host, Path: path, Status: status, Bytes: n,
+			DurationMs: dur, Route: trace, Cluster: host, Destination: path, Affinity: trace, Aborted: aborted}
 		if got, want := string(AppendLine(nil, at, l)), slogLine(t, at, l); got != want {
 			t.Fatalf("fast path:\n%s\nslog:\n%s", got, want)
 		}
