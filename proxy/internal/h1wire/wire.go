@@ -209,7 +209,8 @@ func validFieldIn(k string, vs []string, checked fieldSpan) bool {
 // that lies in the span as long as the span's own string is alive (which
 // the caller keeps, runtime.KeepAlive): no other object can overlap its
 // bytes, and Go makes a string only by slicing one or by copying bytes
-// into new memory. For a parsed head the span holds more than values (the
+// into new memory (unsafe.String aside, which nothing aims at a head's
+// string or knownNames). For a parsed head the span holds more than values (the
 // request line, colons, line ends), but each string a parser hands out
 // (the target, a name, a value) lies within one line and holds no
 // control byte, so each slice of one does not either. What a slice need
