@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/tether-proxy/tether/proxy/forwarded"
+	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -98,7 +99,8 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = noUserAgent
 	}
-	if !cl.lean.PrepareDirect(out, &st.direct) {
+	// The own loop's request: what its parser checked is not checked again.
+	if !cl.lean.PrepareDirect(out, &st.direct, cancelhook.Parsed(r.Context())) {
 		// The rewrite made it something for http.Transport (a transform's
 		// invalid field, an https destination): ReverseProxy does it all
 		// again from the client's request.

@@ -508,3 +508,153 @@ func TestProxySendsBodylessHTTP1OverTheLeanPath(t *testing.T) {
 		}
 	}
 }
+
+// On the own loop, the lean transport does not check again a value that
+// lies in the string the loop parsed the head from, nor a name that is
+// one of the parser's common ones. What a transform made of them is still
+// checked and trimmed: each case changes the outgoing fields as a
+// transform would, from the client's own strings, and the backend must
+// receive, byte for byte, what it receives through ReverseProxy, which
+// checks everything.
+func TestDirectPathChecksWhatTheParserDidNot(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var mu sync.Mutex
+	var lines []string // the last head's field lines, as sent
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					if _, err := br.ReadString('\n'); err != nil { // the request line
+						return
+					}
+					var got []string
+					for {
+						l, err := br.ReadString('\n')
+						if err != nil {
+							return
+						}
+						if l == "\r\n" {
+							break
+						}
+						got = append(got, l)
+					}
+					mu.Lock()
+					lines = got
+					mu.Unlock()
+					if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+
+	// The client's value of X-A is "a b", its User-Agent "ua".
+	clientValue := func(out *http.Request) string { return out.Header["X-A"][0] }
+	knownName := func(out *http.Request) string { // the map's own key: the parser's string
+		for k := range out.Header {
+			if k == "User-Agent" {
+				return k
+			}
+		}
+		t.Fatal("no User-Agent")
+		return ""
+	}
+	cases := []struct {
+		name    string
+		rewrite func(out *http.Request)
+		direct  bool
+	}{
+		{"the client's fields", func(*http.Request) {}, true},
+		{"a control byte appended to a client's field", func(out *http.Request) {
+			out.Header["X-A"] = append(out.Header["X-A"], "x\x01y")
+		}, false},
+		{"a client's field copied into another name", func(out *http.Request) {
+			out.Header["X-Copy"] = out.Header["X-A"]
+		}, true},
+		{"a client's value as a name", func(out *http.Request) {
+			out.Header[clientValue(out)] = []string{"v"}
+		}, false},
+		{"a client's value sliced to a leading space", func(out *http.Request) {
+			out.Header["X-Sliced"] = []string{clientValue(out)[1:]}
+		}, true},
+		{"a client's value sliced to a trailing space", func(out *http.Request) {
+			out.Header["X-Sliced"] = []string{clientValue(out)[:2]}
+		}, true},
+		{"a client's value sliced to a space alone", func(out *http.Request) {
+			out.Header["X-Sliced"] = []string{clientValue(out)[1:2]}
+		}, true},
+		{"a common name sliced", func(out *http.Request) {
+			out.Header[knownName(out)[:4]] = []string{"v"}
+		}, true},
+		{"a common name sliced to nothing", func(out *http.Request) {
+			out.Header[knownName(out)[:0]] = []string{"v"}
+		}, false},
+		{"a common name given a control byte", func(out *http.Request) {
+			k := knownName(out)
+			out.Header[k] = append(out.Header[k], "\x7f")
+		}, false},
+	}
+	var rewrite atomic.Pointer[func(out *http.Request)]
+	onRewrite := func(out *http.Request) { (*rewrite.Load())(out) }
+	cfg := simpleConfig(map[string]string{"d1": "http://" + ln.Addr().String()}, "", "", "")
+	var taken atomic.Int64
+	withDirect := newHarness(t, mustParse(t, cfg), withHooks(&testHooks{onDirect: func() { taken.Add(1) }, onRewrite: onRewrite}))
+	without := newHarness(t, mustParse(t, cfg), withHooks(&testHooks{noDirect: true, onRewrite: onRewrite}))
+	fronts := []string{ownLoopFront(t, withDirect.p), ownLoopFront(t, without.p)}
+
+	do := func(front string) (int, []string) {
+		req, err := http.NewRequest("GET", "http://"+front+"/p", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = "front.example"
+		req.Header.Set("User-Agent", "ua")
+		req.Header.Set("X-A", "a b")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		mu.Lock()
+		got := lines
+		lines = nil
+		mu.Unlock()
+		var kept []string
+		for _, l := range got {
+			name, _, _ := strings.Cut(l, ":")
+			switch name {
+			case "Traceparent", "X-Tether-Trace-Id", "X-Forwarded-Port":
+				continue // differ per request or per front
+			}
+			kept = append(kept, l)
+		}
+		sort.Strings(kept)
+		return resp.StatusCode, kept
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rewrite.Store(&c.rewrite)
+			before := taken.Load()
+			status, got := do(fronts[0])
+			if took := taken.Load() > before; took != c.direct {
+				t.Fatalf("direct path took it: %v, want %v", took, c.direct)
+			}
+			wantStatus, want := do(fronts[1])
+			if status != wantStatus || !slices.Equal(got, want) {
+				t.Fatalf("direct path differs from ReverseProxy:\ndirect:       %d %q\nReverseProxy: %d %q", status, got, wantStatus, want)
+			}
+		})
+	}
+}

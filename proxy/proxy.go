@@ -120,6 +120,9 @@ type testHooks struct {
 	noDirect   bool   // the direct path off
 	onDirect   func() // told of each request the direct path takes
 	onLeanTrip func() // told of each request a lean transport takes
+	// onRewrite ends each rewrite of an outgoing request, as a transform
+	// would, on the direct path and on ReverseProxy's.
+	onRewrite func(out *http.Request)
 }
 
 var _ http.Handler = (*Proxy)(nil)
@@ -579,6 +582,9 @@ func (p *Proxy) rewriteState(st *reqState, pr *httputil.ProxyRequest) {
 		u.RawQuery = target.RawQuery + "&" + u.RawQuery
 	}
 	st.route.aff.RewriteRequest(in, out, d, st.dec)
+	if hk := p.opts.hooks; hk != nil && hk.onRewrite != nil {
+		hk.onRewrite(out)
+	}
 }
 
 // joinPath joins a destination's base path and a request path with exactly

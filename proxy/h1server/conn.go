@@ -173,6 +173,7 @@ func (c *h1Conn) releaseReq() {
 	c.rq = nil
 	rq.scratch.fields.Park()
 	rq.scratch.url = url.URL{}
+	rq.scratch.head = ""
 	rq.req = http.Request{}
 	rq.w.c = nil
 	clear(rq.w.trailers[:cap(rq.w.trailers)])

@@ -190,6 +190,7 @@ func (c *h1Conn) readHead(first bool) ([]byte, int) {
 // connection's buffer; false when the connection is to be closed.
 func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 	ctx := cancelhook.NewCtx(c.ctx, &c.hook)
+	ctx.SetParsed(c.rq.scratch.head)
 	c.hook.Begin(ctx)
 	// r is the connection's own request (c.rq), refilled for the next
 	// one as its header map is; the copy WithContext makes stays on the

@@ -25,10 +25,12 @@ func parseRequestHead(head []byte, r *http.Request) bool {
 // headScratch is what a connection's requests reuse, one after another:
 // the header map, the slots of its values and the URL. A request's
 // strings stay its own (one string per head); only these containers are
-// refilled, once the handler of the request before has returned.
+// refilled, once the handler of the request before has returned. head is
+// the last head's string (cancelhook.Ctx.SetParsed).
 type headScratch struct {
 	fields h1wire.Fields
 	url    url.URL
+	head   string
 }
 
 // parseRequestHeadInto is parseRequestHead with s's containers, when s is
@@ -120,6 +122,9 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 		if _, ok := h["Cache-Control"]; !ok {
 			h["Cache-Control"] = noCache // as net/http's fixPragmaCacheControl
 		}
+	}
+	if s != nil {
+		s.head = blk
 	}
 	*r = http.Request{
 		Method: http.MethodGet, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,

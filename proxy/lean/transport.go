@@ -118,14 +118,17 @@ func coversRequest(req *http.Request) bool {
 // next with RoundTripDirect and d, fused with the writing of its head:
 // one walk of its fields checks them and writes them into d, from where
 // RoundTripDirect sends them. Nothing is sent or changed when it says no.
-func (t *Transport) PrepareDirect(req *http.Request, d *Direct) bool {
+// parsed is the string the own HTTP/1.1 loop parsed the client's head
+// from (cancelhook.Parsed), or "": a value of req that lies in it passed
+// the loop's parser, whose rule is stricter, and is not checked again.
+func (t *Transport) PrepareDirect(req *http.Request, d *Direct, parsed string) bool {
 	d.req = nil
 	if !coversRequest(req) {
 		return false
 	}
 	d.trace = httptrace.ContextClientTrace(req.Context())
 	if !h1wire.TraceWantsWrites(d.trace) {
-		b, res := h1wire.AppendRequestHead(d.head[:0], req, true)
+		b, res := h1wire.AppendRequestHead(d.head[:0], req, true, parsed)
 		switch res {
 		case h1wire.HeadInvalid:
 			return false

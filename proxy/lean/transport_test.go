@@ -389,7 +389,7 @@ func TestLeanCoversOnlyWhatItCan(t *testing.T) {
 			t.Errorf("%s: covers = %v, want %v", c.name, got, c.want)
 		}
 		var d Direct
-		if got := lt.PrepareDirect(r, &d); got != c.want {
+		if got := lt.PrepareDirect(r, &d, ""); got != c.want {
 			t.Errorf("%s: PrepareDirect = %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -550,7 +550,7 @@ func TestPrepareDirectWritesTheLeanHead(t *testing.T) {
 			}
 			r := mk()
 			var d Direct
-			if !lt.PrepareDirect(r, &d) || d.req != r {
+			if !lt.PrepareDirect(r, &d, "") || d.req != r {
 				t.Fatal("not taken")
 			}
 			if d.gz != c.gz {
@@ -579,11 +579,11 @@ func TestPrepareDirectWritesTheLeanHead(t *testing.T) {
 	r, _ := http.NewRequest("GET", "http://10.0.0.1:8080/x", nil)
 	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{WroteHeaders: func() {}}))
 	var d Direct
-	if !lt.PrepareDirect(r, &d) || len(d.head) != 0 || !d.gz {
+	if !lt.PrepareDirect(r, &d, "") || len(d.head) != 0 || !d.gz {
 		t.Fatalf("traced: head %q, gzip %v", d.head, d.gz)
 	}
 	r.Header["Bad Name"] = []string{"x"}
-	if lt.PrepareDirect(r, &d) {
+	if lt.PrepareDirect(r, &d, "") {
 		t.Fatal("traced: an invalid name taken")
 	}
 }

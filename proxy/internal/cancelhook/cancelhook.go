@@ -121,6 +121,7 @@ type Ctx struct {
 	err             error
 	afters          []loopAfter
 	nextID          uint64 // of afters; nextID > 0: one was ever registered
+	parsed          string // SetParsed's
 }
 
 type loopAfter struct {
@@ -138,6 +139,23 @@ func NewCtx(values context.Context, hook *Hook) *Ctx {
 // held in a larger allocation (an HTTP/2 stream's).
 func (c *Ctx) Init(values context.Context, hook *Hook) {
 	c.Context, c.hook = values, hook
+}
+
+// SetParsed records, before the request's handler runs, the string the
+// loop parsed the request's head from: the target, the host and each
+// field value the loop's parser handed out are slices of it, and the
+// parser held each to its rule (no byte but visible ASCII, space and
+// tab). The string is never changed.
+func (c *Ctx) SetParsed(head string) { c.parsed = head }
+
+// Parsed is what SetParsed recorded on ctx, when ctx is a request's
+// Ctx itself; "" for any other context (a request of net/http's server,
+// an HTTP/2 stream's), whose fields no parser vouches for.
+func Parsed(ctx context.Context) string {
+	if c, ok := ctx.(*Ctx); ok {
+		return c.parsed
+	}
+	return ""
 }
 
 // closedDone is the Done of a Ctx first asked after its cancellation.

@@ -5,6 +5,8 @@ import (
 	"net/textproto"
 	"strings"
 	"testing"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // byteRule is FieldReader's rule for a value, byte by byte: the known
@@ -92,4 +94,33 @@ func FuzzFieldKey(f *testing.F) {
 			t.Fatalf("Next's key %q = %q, textproto says %q", name, got, textproto.CanonicalMIMEHeaderKey(name))
 		}
 	})
+}
+
+// The names FieldReader hands out for the common names lie in
+// knownNames, whose every slice the lean rule takes without a look
+// (but an empty one, which it refuses as it always did).
+func TestKnownNamesTakeNoCheck(t *testing.T) {
+	for i := 0; i < len(knownNames); {
+		j := i + 1
+		for j < len(knownNames) && !(knownNames[j] >= 'A' && knownNames[j] <= 'Z' && knownNames[j-1] != '-') {
+			j++
+		}
+		name := knownNames[i:j]
+		k := knownName([]byte(name + ": v"))
+		if k != name || !knownSpan.holds(k) {
+			t.Errorf("knownName(%q) = %q, in knownNames: %v", name, k, knownSpan.holds(k))
+		}
+		i = j
+	}
+	for i := 0; i <= len(knownNames); i++ {
+		for j := i; j <= len(knownNames); j++ {
+			k := knownNames[i:j]
+			if got, want := validField(k, nil), httpguts.ValidHeaderFieldName(k) && k != "Expect" && k != "Upgrade"; got != want {
+				t.Fatalf("validField(%q) = %v, want %v", k, got, want)
+			}
+		}
+	}
+	if validField(knownNames[3:3], nil) {
+		t.Fatal("an empty name taken")
+	}
 }

@@ -8,7 +8,10 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"runtime"
+	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/tether-proxy/tether/proxy/internal/swar"
 	"golang.org/x/net/http/httpguts"
@@ -36,7 +39,7 @@ func WriteRequestHead(bw *bufio.Writer, req *http.Request) (bool, error) {
 	if TraceWantsWrites(httptrace.ContextClientTrace(req.Context())) {
 		return false, nil
 	}
-	b, res := AppendRequestHead(bw.AvailableBuffer(), req, false)
+	b, res := AppendRequestHead(bw.AvailableBuffer(), req, false, "")
 	if res == HeadDeclined {
 		return false, nil
 	}
@@ -73,7 +76,13 @@ const (
 // "Accept-Encoding: gzip" is added when the request asks for no encoding
 // and no range (HeadGzip). The result is b unchanged unless the head was
 // appended.
-func AppendRequestHead(b []byte, req *http.Request, lean bool) ([]byte, Head) {
+//
+// parsed is the string a request head was parsed from whose every value
+// a parser held to a rule at least as strict (a request of the own
+// HTTP/1.1 loop's), or "": a value that lies in it is not checked again
+// (fieldSpan.holds says why that is sound), and neither is a name that
+// lies in knownNames.
+func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string) ([]byte, Head) {
 	u := req.URL
 	if u.Opaque != "" || req.Method == http.MethodConnect || req.Close || req.Trailer != nil || len(req.TransferEncoding) > 0 {
 		return b, HeadDeclined
@@ -131,9 +140,10 @@ func AppendRequestHead(b []byte, req *http.Request, lean bool) ([]byte, Head) {
 		b = append(b, "Content-Length: 0\r\n"...) // as the transfer writer
 	}
 	encoded := false // an Accept-Encoding or a Range with values: no gzip
+	checked := spanOf(parsed)
 	for k, vs := range req.Header {
 		if lean {
-			if !validField(k, vs) {
+			if !validFieldIn(k, vs, checked) {
 				return b0, HeadInvalid
 			}
 			if (k == "Accept-Encoding" || k == "Range") && vs != nil {
@@ -145,9 +155,15 @@ func AppendRequestHead(b []byte, req *http.Request, lean bool) ([]byte, Head) {
 			continue
 		}
 		for _, v := range vs {
-			b = appendField(b, k, textproto.TrimString(v))
+			// textproto.TrimString has nothing to trim unless the first
+			// or the last byte is ASCII space, as almost no value's is.
+			if n := len(v); n > 0 && (v[0] <= ' ' || v[n-1] <= ' ') {
+				v = textproto.TrimString(v)
+			}
+			b = appendField(b, k, v)
 		}
 	}
+	runtime.KeepAlive(parsed) // checked's values stay where they are
 	res := HeadWritten
 	if lean && !encoded && method != http.MethodHead {
 		b = append(b, "Accept-Encoding: gzip\r\n"...)
@@ -160,7 +176,13 @@ func AppendRequestHead(b []byte, req *http.Request, lean bool) ([]byte, Head) {
 // name, neither Expect nor Upgrade (http.Transport's to handle), values
 // without a control byte but HTAB.
 func validField(k string, vs []string) bool {
-	if !httpguts.ValidHeaderFieldName(k) {
+	return validFieldIn(k, vs, fieldSpan{})
+}
+
+// validFieldIn is validField, which the values that lie in checked and a
+// name that lies in knownNames pass without a look at their bytes.
+func validFieldIn(k string, vs []string, checked fieldSpan) bool {
+	if (len(k) == 0 || !knownSpan.holds(k)) && !httpguts.ValidHeaderFieldName(k) {
 		return false
 	}
 	switch len(k) {
@@ -174,11 +196,35 @@ func validField(k string, vs []string) bool {
 		}
 	}
 	for _, v := range vs {
-		if !ValidFieldValue(v) {
+		if !checked.holds(v) && !ValidFieldValue(v) {
 			return false
 		}
 	}
 	return true
+}
+
+// fieldSpan is where a string lies that holds only bytes a field's value
+// may (no control byte but HTAB), or a name's (token bytes): a string in
+// it is a slice of it, so its bytes are too. That holds for a string
+// that lies in the span as long as the span's own string is alive (which
+// the caller keeps, runtime.KeepAlive): no other object can overlap its
+// bytes, and Go makes a string only by slicing one or by copying bytes
+// into new memory (unsafe.String aside, which nothing aims at a head's
+// string or knownNames). For a parsed head the span holds more than values (the
+// request line, colons, line ends), but each string a parser hands out
+// (the target, a name, a value) lies within one line and holds no
+// control byte, so each slice of one does not either. What a slice need
+// not be is trimmed: AppendRequestHead still trims every value.
+type fieldSpan struct{ lo, n uintptr }
+
+func spanOf(s string) fieldSpan {
+	return fieldSpan{uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(len(s))}
+}
+
+// holds: s lies in f.
+func (f fieldSpan) holds(s string) bool {
+	off := uintptr(unsafe.Pointer(unsafe.StringData(s))) - f.lo
+	return off < f.n && uintptr(len(s)) <= f.n-off
 }
 
 // ValidFields: every field of h passes the lean transport's rule.
@@ -568,9 +614,52 @@ func nameWalk(b []byte) (int, bool) {
 	return len(b), bad == 0
 }
 
+// knownNames holds every name knownName returns, each a slice of it, so
+// any slice of it is made of token bytes: a request field's name that
+// lies in it is not checked again (fieldSpan.holds).
+var knownNames = "Accept-EncodingAccept-LanguageAuthorizationAcceptContent-EncodingContent-LengthCache-ControlContent-TypeConnectionCookieDateExpiresEtagHostIf-None-MatchKeep-AliveLast-ModifiedLocationOriginRefererSet-CookieServerTraceparentUser-AgentVaryX-Forwarded-For"
+
+var knownSpan = spanOf(knownNames)
+
+// name is knownNames' slice that reads n.
+func name(n string) string {
+	i := strings.Index(knownNames, n)
+	return knownNames[i : i+len(n)]
+}
+
+var (
+	nameAcceptEncoding  = name("Accept-Encoding")
+	nameAcceptLanguage  = name("Accept-Language")
+	nameAuthorization   = name("Authorization")
+	nameAccept          = name("Accept")
+	nameContentEncoding = name("Content-Encoding")
+	nameContentLength   = name("Content-Length")
+	nameCacheControl    = name("Cache-Control")
+	nameContentType     = name("Content-Type")
+	nameConnection      = name("Connection")
+	nameCookie          = name("Cookie")
+	nameDate            = name("Date")
+	nameExpires         = name("Expires")
+	nameEtag            = name("Etag")
+	nameHost            = name("Host")
+	nameIfNoneMatch     = name("If-None-Match")
+	nameKeepAlive       = name("Keep-Alive")
+	nameLastModified    = name("Last-Modified")
+	nameLocation        = name("Location")
+	nameOrigin          = name("Origin")
+	nameReferer         = name("Referer")
+	nameSetCookie       = name("Set-Cookie")
+	nameServer          = name("Server")
+	nameTraceparent     = name("Traceparent")
+	nameUserAgent       = name("User-Agent")
+	nameVary            = name("Vary")
+	nameXForwardedFor   = name("X-Forwarded-For")
+)
+
 // knownName is the common canonical name b starts with when its colon
-// follows it, "" for any other (which nameWalk then reads). Each is a
-// constant compared in a few words, where the walk takes each byte.
+// follows it, "" for any other (which nameWalk then reads). Each is
+// compared with a constant in a few words, where the walk takes each
+// byte, and returned as its slice of knownNames.
 func knownName(b []byte) string {
 	if len(b) == 0 {
 		return ""
@@ -578,96 +667,96 @@ func knownName(b []byte) string {
 	switch b[0] {
 	case 'A':
 		if len(b) > 15 && b[15] == ':' && string(b[:15]) == "Accept-Encoding" {
-			return "Accept-Encoding"
+			return nameAcceptEncoding
 		}
 		if len(b) > 15 && b[15] == ':' && string(b[:15]) == "Accept-Language" {
-			return "Accept-Language"
+			return nameAcceptLanguage
 		}
 		if len(b) > 13 && b[13] == ':' && string(b[:13]) == "Authorization" {
-			return "Authorization"
+			return nameAuthorization
 		}
 		if len(b) > 6 && b[6] == ':' && string(b[:6]) == "Accept" {
-			return "Accept"
+			return nameAccept
 		}
 	case 'C':
 		if len(b) > 16 && b[16] == ':' && string(b[:16]) == "Content-Encoding" {
-			return "Content-Encoding"
+			return nameContentEncoding
 		}
 		if len(b) > 14 && b[14] == ':' && string(b[:14]) == "Content-Length" {
-			return "Content-Length"
+			return nameContentLength
 		}
 		if len(b) > 13 && b[13] == ':' && string(b[:13]) == "Cache-Control" {
-			return "Cache-Control"
+			return nameCacheControl
 		}
 		if len(b) > 12 && b[12] == ':' && string(b[:12]) == "Content-Type" {
-			return "Content-Type"
+			return nameContentType
 		}
 		if len(b) > 10 && b[10] == ':' && string(b[:10]) == "Connection" {
-			return "Connection"
+			return nameConnection
 		}
 		if len(b) > 6 && b[6] == ':' && string(b[:6]) == "Cookie" {
-			return "Cookie"
+			return nameCookie
 		}
 	case 'D':
 		if len(b) > 4 && b[4] == ':' && string(b[:4]) == "Date" {
-			return "Date"
+			return nameDate
 		}
 	case 'E':
 		if len(b) > 7 && b[7] == ':' && string(b[:7]) == "Expires" {
-			return "Expires"
+			return nameExpires
 		}
 		if len(b) > 4 && b[4] == ':' && string(b[:4]) == "Etag" {
-			return "Etag"
+			return nameEtag
 		}
 	case 'H':
 		if len(b) > 4 && b[4] == ':' && string(b[:4]) == "Host" {
-			return "Host"
+			return nameHost
 		}
 	case 'I':
 		if len(b) > 13 && b[13] == ':' && string(b[:13]) == "If-None-Match" {
-			return "If-None-Match"
+			return nameIfNoneMatch
 		}
 	case 'K':
 		if len(b) > 10 && b[10] == ':' && string(b[:10]) == "Keep-Alive" {
-			return "Keep-Alive"
+			return nameKeepAlive
 		}
 	case 'L':
 		if len(b) > 13 && b[13] == ':' && string(b[:13]) == "Last-Modified" {
-			return "Last-Modified"
+			return nameLastModified
 		}
 		if len(b) > 8 && b[8] == ':' && string(b[:8]) == "Location" {
-			return "Location"
+			return nameLocation
 		}
 	case 'O':
 		if len(b) > 6 && b[6] == ':' && string(b[:6]) == "Origin" {
-			return "Origin"
+			return nameOrigin
 		}
 	case 'R':
 		if len(b) > 7 && b[7] == ':' && string(b[:7]) == "Referer" {
-			return "Referer"
+			return nameReferer
 		}
 	case 'S':
 		if len(b) > 10 && b[10] == ':' && string(b[:10]) == "Set-Cookie" {
-			return "Set-Cookie"
+			return nameSetCookie
 		}
 		if len(b) > 6 && b[6] == ':' && string(b[:6]) == "Server" {
-			return "Server"
+			return nameServer
 		}
 	case 'T':
 		if len(b) > 11 && b[11] == ':' && string(b[:11]) == "Traceparent" {
-			return "Traceparent"
+			return nameTraceparent
 		}
 	case 'U':
 		if len(b) > 10 && b[10] == ':' && string(b[:10]) == "User-Agent" {
-			return "User-Agent"
+			return nameUserAgent
 		}
 	case 'V':
 		if len(b) > 4 && b[4] == ':' && string(b[:4]) == "Vary" {
-			return "Vary"
+			return nameVary
 		}
 	case 'X':
 		if len(b) > 15 && b[15] == ':' && string(b[:15]) == "X-Forwarded-For" {
-			return "X-Forwarded-For"
+			return nameXForwardedFor
 		}
 	}
 	return ""
