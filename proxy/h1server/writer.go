@@ -26,7 +26,10 @@ type h1Writer struct {
 	// snap is the header as it was at WriteHeader, when the head is
 	// written later (net/http's clone); nil when the head went out at
 	// WriteHeader already or the handler never touched the header.
-	snap          http.Header
+	snap http.Header
+	// vals are the value slots of a header map taken with AdoptFields:
+	// the writer's until it trades them on with the map.
+	vals          []string
 	wroteHeader   bool // a final status was set
 	committed     bool // the head is in the connection's buffer
 	chunking      bool
@@ -54,7 +57,19 @@ func (w *h1Writer) reset(req *http.Request) {
 	if hdr == nil || len(hdr) > 64 {
 		hdr = make(http.Header, 16)
 	}
-	*w = h1Writer{c: w.c, req: req, header: hdr, contentLength: -1, trailers: w.trailers[:0]}
+	*w = h1Writer{c: w.c, req: req, header: hdr, vals: w.vals, contentLength: -1, trailers: w.trailers[:0]}
+}
+
+// AdoptFields takes f's map and value slots as the response's header,
+// giving f the writer's empty ones, when the handler has set no field and
+// no status yet: a proxy's backend fields need no copy. Their names must
+// be canonical already, as a copy through Header.Add would make them.
+func (w *h1Writer) AdoptFields(f *h1wire.Fields) bool {
+	if w.wroteHeader || len(w.header) != 0 {
+		return false
+	}
+	w.header, w.vals = f.Trade(w.header, w.vals)
+	return true
 }
 
 var pendingBufs = sync.Pool{New: func() any { return new([bufferBeforeChunking]byte) }}

@@ -9,6 +9,7 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"sync"
+	"unsafe"
 
 	"github.com/tether-proxy/tether/proxy/internal/swar"
 	"golang.org/x/net/http/httpguts"
@@ -270,6 +271,24 @@ func (s *Fields) Park() {
 	}
 	s.h = nil
 	clear(s.vals)
+}
+
+// Holds says whether h is s's map.
+func (s *Fields) Holds(h http.Header) bool {
+	return s.h != nil && mapPointer(s.h) == mapPointer(h)
+}
+
+// mapPointer is h's identity (a map value is a pointer).
+func mapPointer(h http.Header) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&h)) }
+
+// Trade gives s's map and value slots to the caller for h and vals, an
+// empty map and slots nothing else refers to: a holder of a response's
+// fields takes them whole instead of copying them, and s goes on with
+// the other pair.
+func (s *Fields) Trade(h http.Header, vals []string) (http.Header, []string) {
+	oh, ov := s.h, s.vals
+	s.h, s.vals = h, vals
+	return oh, ov
 }
 
 // Get is an empty map and n value slots, s's own when they will do.
