@@ -11,6 +11,7 @@ import (
 
 	"github.com/tether-proxy/tether/proxy/forwarded"
 	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
+	"github.com/tether-proxy/tether/proxy/internal/h1wire"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -121,8 +122,10 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 		removeHopByHop(res.Header)
 	}
 	p.modifyResponseState(st, res)
+	if !st.adoptFields(res) {
+		copyFields(rw.Header(), res.Header)
+	}
 	dst := rw.Header()
-	copyFields(dst, res.Header)
 	announced := len(res.Trailer)
 	if announced > 0 {
 		keys := make([]string, 0, announced)
@@ -184,6 +187,27 @@ func copyFields(dst, src http.Header) {
 			dst[ck] = vs
 		}
 	}
+}
+
+// fieldsAdopter is a response writer that can take a lean response's
+// header map and its value slots as its own header (the own HTTP/1.1
+// loop's).
+type fieldsAdopter interface {
+	AdoptFields(f *h1wire.Fields) bool
+}
+
+// adoptFields hands res's fields to the client's response writer whole,
+// when res is a lean response whose header map the writer can take: what
+// copyFields would make of them is that map itself, every name in it
+// canonical (the lean parser's, the trace header's, and those transforms
+// and affinity set, canonicalised with their configuration).
+func (st *reqState) adoptFields(res *http.Response) bool {
+	f := st.direct.Fields(res)
+	if f == nil {
+		return false
+	}
+	a, ok := st.rw.w.(fieldsAdopter)
+	return ok && a.AdoptFields(f)
 }
 
 // canonicalName is textproto.CanonicalMIMEHeaderKey, without its walk over

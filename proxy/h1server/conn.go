@@ -177,6 +177,7 @@ func (c *h1Conn) releaseReq() {
 	rq.req = http.Request{}
 	rq.w.c = nil
 	clear(rq.w.trailers[:cap(rq.w.trailers)])
+	clear(rq.w.vals) // the last response's head, to the collector
 	clear(rq.keys[:cap(rq.keys)])
 	rq.keys = rq.keys[:0]
 	h1Reqs.Put(rq)

@@ -229,7 +229,11 @@ func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 			c.bw.Reset(c.rwc)
 			keep = false
 		}
-		clear(w.header)
+		if len(w.header) > h1wire.MaxFields {
+			w.header, w.vals = nil, nil // grown by one large head: not kept
+		} else {
+			clear(w.header)
+		}
 		w.req, w.snap = nil, nil
 		w.release()
 	}()

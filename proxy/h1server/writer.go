@@ -26,7 +26,10 @@ type h1Writer struct {
 	// snap is the header as it was at WriteHeader, when the head is
 	// written later (net/http's clone); nil when the head went out at
 	// WriteHeader already or the handler never touched the header.
-	snap          http.Header
+	snap http.Header
+	// vals are the value slots of a header map taken with AdoptFields:
+	// the writer's until it trades them on with the map.
+	vals          []string
 	wroteHeader   bool // a final status was set
 	committed     bool // the head is in the connection's buffer
 	chunking      bool
@@ -54,7 +57,19 @@ func (w *h1Writer) reset(req *http.Request) {
 	if hdr == nil || len(hdr) > 64 {
 		hdr = make(http.Header, 16)
 	}
-	*w = h1Writer{c: w.c, req: req, header: hdr, contentLength: -1, trailers: w.trailers[:0]}
+	*w = h1Writer{c: w.c, req: req, header: hdr, vals: w.vals, contentLength: -1, trailers: w.trailers[:0]}
+}
+
+// AdoptFields takes f's map and value slots as the response's header,
+// giving f the writer's empty ones, when the handler has set no field and
+// no status yet: a proxy's backend fields need no copy. Their names must
+// be canonical already, as a copy through Header.Add would make them.
+func (w *h1Writer) AdoptFields(f *h1wire.Fields) bool {
+	if w.wroteHeader || len(w.header) != 0 {
+		return false
+	}
+	w.header, w.vals = f.Trade(w.header, w.vals)
+	return true
 }
 
 var pendingBufs = sync.Pool{New: func() any { return new([bufferBeforeChunking]byte) }}
@@ -527,10 +542,19 @@ func sortKeys(keys []headerKV) {
 		return
 	}
 	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j].k < keys[j-1].k; j-- {
+		for j := i; j > 0 && nameLess(keys[j].k, keys[j-1].k); j-- {
 			keys[j], keys[j-1] = keys[j-1], keys[j]
 		}
 	}
+}
+
+// nameLess is a < b, deciding by the first bytes where they differ (most
+// pairs of a head's names) without a call to the runtime's compare.
+func nameLess(a, b string) bool {
+	if len(a) > 0 && len(b) > 0 && a[0] != b[0] {
+		return a[0] < b[0]
+	}
+	return a < b
 }
 
 // plainValue: v has no CR or LF and no space or tab at either end, so

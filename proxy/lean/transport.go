@@ -249,6 +249,21 @@ func (d *Direct) HopByHop(res *http.Response) bool {
 	return res != &d.resp.wire.Response || d.resp.wire.HopByHop
 }
 
+// Fields is the container of res's fields when res is the lean response
+// RoundTripDirect gave for d and its Header is still that container's
+// map, else nil. Until res.Body is closed the caller may Trade the map
+// and its value slots for an empty pair of its own, which the container
+// then takes to its next response.
+func (d *Direct) Fields(res *http.Response) *h1wire.Fields {
+	if res != &d.resp.wire.Response {
+		return nil
+	}
+	if fs := d.resp.body.fields; fs != nil && fs.Holds(res.Header) {
+		return fs
+	}
+	return nil
+}
+
 // Kept is what a Direct keeps from one request to the next: its Got1xx
 // and the room of its head.
 type Kept struct {

@@ -300,6 +300,17 @@ type Resp struct {
 type Fields struct {
 	h    http.Header
 	vals []string
+	// names is ReadHead's scratch: the name of the field in each slot
+	// (slices of the head, as the values are).
+	names []string
+}
+
+// nameSlots is n slots for ReadHead's names, s's own when they will do.
+func (s *Fields) nameSlots(n int) []string {
+	if cap(s.names) < n {
+		s.names = make([]string, max(n, 8))
+	}
+	return s.names[:n]
 }
 
 // requestHeaders holds the field maps of parked connections' request
@@ -316,6 +327,24 @@ func (s *Fields) Park() {
 	}
 	s.h = nil
 	clear(s.vals)
+}
+
+// Holds says whether h is s's map.
+func (s *Fields) Holds(h http.Header) bool {
+	return s.h != nil && mapPointer(s.h) == mapPointer(h)
+}
+
+// mapPointer is h's identity (a map value is a pointer).
+func mapPointer(h http.Header) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&h)) }
+
+// Trade gives s's map and value slots to the caller for h and vals, an
+// empty map and slots nothing else refers to: a holder of a response's
+// fields takes them whole instead of copying them, and s goes on with
+// the other pair.
+func (s *Fields) Trade(h http.Header, vals []string) (http.Header, []string) {
+	oh, ov := s.h, s.vals
+	s.h, s.vals = h, vals
+	return oh, ov
 }
 
 // Get is an empty map and n value slots, s's own when they will do.
@@ -371,6 +400,15 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 	all := head[eol+1:]
 	n := FieldLines(all)
 	h, vals := s.Get(n)
+	var names []string
+	var few [16]string
+	if s != nil {
+		names = s.nameSlots(n)
+	} else if n <= len(few) {
+		names = few[:n]
+	} else {
+		names = make([]string, n)
+	}
 	// One string holds every field of the head; names and values are
 	// slices of it (one allocation, where textproto makes one per value).
 	var blk string
@@ -380,7 +418,13 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 	var clv string
 	haveCL, closing, hop, conn := false, false, false, false
 	fr := FieldReader{all: all, blk: blk}
-	for {
+	// Until a name comes again each field is a new name in its own slot
+	// (slot i is field i): one assignment, no look-up before it. The map's
+	// size tells a repeat, whose assignment replaced the name's values:
+	// they are gathered from the slots again, and from then on AddField
+	// looks each name up.
+	repeated := false
+	for i := 0; ; i++ {
 		key, value, done, ok := fr.Next(false)
 		if !ok {
 			return nil, nil
@@ -401,7 +445,30 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 		case "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Upgrade":
 			hop = true
 		}
-		vals = AddField(h, vals, key, value)
+		if repeated {
+			vals = AddField(h, vals, key, value)
+			continue
+		}
+		before := len(h)
+		names[i], vals[i] = key, value
+		h[key] = vals[i : i+1 : i+1]
+		if len(h) == before {
+			repeated = true
+			c := 0
+			for _, k := range names[:i+1] {
+				if k == key {
+					c++
+				}
+			}
+			vs := make([]string, 0, c)
+			for j, k := range names[:i+1] {
+				if k == key {
+					vs = append(vs, vals[j])
+				}
+			}
+			h[key] = vs
+			vals = vals[i+1:]
+		}
 	}
 	if len(clv) == 0 || len(clv) > 18 {
 		return nil, nil // none (a body to the connection's end), or too long for ParseUint's 63 bits

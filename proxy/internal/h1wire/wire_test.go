@@ -166,6 +166,10 @@ type readBack struct {
 	rest []byte
 }
 
+// reusedFields are the containers readBoth's second lean reading reuses,
+// head after head.
+var reusedFields h1wire.Fields
+
 func readBoth(t *testing.T, raw []byte, method string) (fast, std *readBack) {
 	t.Helper()
 	req := &http.Request{Method: method, URL: &url.URL{Path: "/"}}
@@ -174,7 +178,13 @@ func readBoth(t *testing.T, raw []byte, method string) (fast, std *readBack) {
 		var resp *http.Response
 		var err error
 		if lean {
+			// Containers reused from an earlier head read it as new ones do.
+			reused, rerr := h1wire.ReadHead(bufio.NewReaderSize(bytes.NewReader(raw), 4096), req, &reusedFields, nil)
 			resp, err = h1wire.ReadResponseHead(br, req)
+			if (reused == nil) != (resp == nil) || (rerr == nil) != (err == nil) ||
+				resp != nil && !reflect.DeepEqual(reused.Response.Header, resp.Header) {
+				t.Fatalf("h1wire.ReadHead with reused fields differs for %q", raw)
+			}
 			if resp == nil {
 				if err != nil {
 					t.Fatalf("h1wire.ReadResponseHead declined with an error: %v", err)
@@ -231,6 +241,9 @@ func TestReadResponseHeadMatchesReadResponse(t *testing.T) {
 		{"no reason phrase", "HTTP/1.1 404\r\nContent-Length: 0\r\n\r\n", "GET", true},
 		{"odd reason phrase", "HTTP/1.1 503 Slow Down Please \r\nContent-Length: 0\r\n\r\n", "GET", true},
 		{"names canonicalised", "HTTP/1.1 200 OK\r\ncontent-length: 1\r\nx-CUSTOM-thing: v\r\nset-cookie: a=1\r\nSet-Cookie: b=2\r\n\r\nx", "GET", true},
+		{"a name thrice among others", "HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nX-A: 1\r\nset-cookie: b=2\r\nContent-Length: 1\r\nX-B: 2\r\nSET-COOKIE: c=3\r\nX-A: 3\r\n\r\nx", "GET", true},
+		{"a name twice at the start", "HTTP/1.1 200 OK\r\nVary: a\r\nVary: b\r\nContent-Length: 1\r\nX: y\r\n\r\nx", "GET", true},
+		{"a name twice at the end", "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nX: 1\r\nY: 2\r\nx: 3\r\n\r\nx", "GET", true},
 		{"values trimmed", "HTTP/1.1 200 OK\r\nContent-Length:  3 \r\nX-A:\t a b \t\r\nX-Empty:\r\n\r\nabc", "GET", true},
 		{"obs-text value", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-A: caf\xc3\xa9\r\n\r\n", "GET", true},
 		{"leading zeros in length", "HTTP/1.1 200 OK\r\nContent-Length: 007\r\n\r\n1234567", "GET", true},
