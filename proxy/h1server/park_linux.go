@@ -104,7 +104,10 @@ func (c *h1Conn) parkPoll() bool {
 	p.parked[tok] = c
 	c.parkTok, c.parkUntil = tok, c.idleUntil
 	c.onPoll.Store(true)
+	c.wmu.Lock()
+	c.tdue = 0                                                 // the park's now: the next request sets it for its watch
 	c.watch.Reset(time.Duration(c.idleUntil - monotime.Now())) // timerFired
+	c.wmu.Unlock()
 	return true
 }
 

@@ -1165,3 +1165,42 @@ func TestH1ServerKeepsTheWatchByteWhileARequestIsBuffered(t *testing.T) {
 		}
 	}
 }
+
+// TestH1ServerWatchStartsAtItsOwnRequestsDelay: a request's client watch
+// starts its read no sooner than the watch delay after that request began,
+// also when the request before it on the connection, answered quickly,
+// began earlier (its delay ends while the second request runs).
+func TestH1ServerWatchStartsAtItsOwnRequestsDelay(t *testing.T) {
+	const watch = 400 * time.Millisecond
+	release := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	p := ownServer(t, h, time.Minute, watch, nil)
+	c, err := net.Dial("tcp", p.own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	wc := &waitConn{t: t, c: c, br: bufio.NewReader(c)}
+	wc.send(waitGet)
+	wc.expect("ok")
+	// Half the delay between the two requests' starts: a gap of time to
+	// measure, not a condition to wait for.
+	time.Sleep(watch / 2)
+	sent := time.Now()
+	wc.send("GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
+	waitWatch(t, p.ownSrv, watchReading)
+	if d := time.Since(sent); d < watch {
+		t.Fatalf("the watch read %v after its request was sent, before the %v delay", d, watch)
+	}
+	close(release)
+	wc.expect("ok")
+}
