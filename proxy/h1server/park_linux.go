@@ -105,7 +105,8 @@ func (c *h1Conn) parkPoll() bool {
 	c.parkTok, c.parkUntil = tok, c.idleUntil
 	c.onPoll.Store(true)
 	c.wmu.Lock()
-	c.tdue = 0                                                 // the park's now: the next request sets it for its watch
+	// The timer is the park's now: the next request sets it for its watch.
+	c.tdue = 0
 	c.watch.Reset(time.Duration(c.idleUntil - monotime.Now())) // timerFired
 	c.wmu.Unlock()
 	return true
