@@ -339,6 +339,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.rw.grpc = errpage.IsGRPC(r)
 	st.rw.rate = rt.respRate
 	if st.rw.rate.on() {
+		st.rw.heartbeat = p.watch
 		p.watch.add(st) // tether's own answers are held to the rate too
 	}
 	p.startTrace(r, st)
@@ -681,11 +682,13 @@ type respWriter struct {
 	// rate is Limits.MinResponseDataRate. While a write to the client is in
 	// progress, wdue is when it must be done by (monotime; 0 between
 	// writes); wlast is the last write's, which a write queued behind it
-	// adds to. slow: the heartbeat cut the response (rate.go).
-	rate  dataRate
-	wdue  atomic.Int64
-	wlast int64
-	slow  atomic.Bool
+	// adds to. slow: the heartbeat cut the response (rate.go), whose
+	// clock a write reads.
+	rate      dataRate
+	wdue      atomic.Int64
+	wlast     int64
+	slow      atomic.Bool
+	heartbeat *rateWatch
 }
 
 func (rw *respWriter) Header() http.Header { return rw.w.Header() }

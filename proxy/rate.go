@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,7 +17,9 @@ import (
 // every request in flight once a second (rateTick) and ends the ones too
 // slow. A read or a write only notes the time and the bytes in its
 // request's state, so the check costs no allocation and no timer per read
-// or write.
+// or write; a write takes the time from the heartbeat, as Kestrel's does:
+// its last tick plus a tick, no earlier than the write began, so a write
+// has its whole grace period and at most a tick more, and reads no clock.
 //
 //   - A request body is too slow when, its grace period spent, fewer bytes
 //     came than the rate over the time the proxy spent waiting in reads of
@@ -68,6 +71,8 @@ type rateWatch struct {
 	mu      sync.Mutex
 	head    *reqState
 	running bool
+	// now is the heartbeat's last tick (monotime.Now), or its start.
+	now     atomic.Int64
 	stop    chan struct{} // closed by Proxy.Close
 	stopped bool
 	// slow counts requests ended as too slow, by direction.
@@ -90,6 +95,7 @@ func (w *rateWatch) add(st *reqState) {
 	st.watched = true
 	if !w.running && !w.stopped {
 		w.running = true
+		w.now.Store(monotime.Now())
 		go w.loop()
 	}
 	w.mu.Unlock()
@@ -167,6 +173,7 @@ func (w *rateWatch) loop() {
 			idle = 0
 		}
 		now := monotime.Now()
+		w.now.Store(now)
 		for st := w.head; st != nil; st = st.wnext {
 			w.check(st, now)
 		}
@@ -216,7 +223,7 @@ func (b *clientBody) tooSlow(now int64) bool {
 // beginWrite notes a write of n bytes to the client starting now: when it
 // must be done by.
 func (rw *respWriter) beginWrite(n int) {
-	now := monotime.Now()
+	now := rw.heartbeat.now.Load() + int64(rateTick)
 	need := rw.rate.nanosFor(n)
 	due := now + max(rw.rate.grace, need)
 	if acc := rw.wlast + need; acc > due {

@@ -64,10 +64,15 @@ type h1Conn struct {
 	// watchDelay, it reads from the connection so that the client's going
 	// away cancels the request, as net/http's background read does. Its
 	// timer also ends a park on the poller at the idle deadline
-	// (timerFired): the two never run at once.
+	// (timerFired): the two never run at once. Under wmu: wdue, when the
+	// armed request's watch is due (monotime.Now); tdue, when the timer is
+	// set to fire for a watch, 0 when it is not (it fired, or a park
+	// took it). A request's end leaves the timer set.
 	watch   *time.Timer
 	wmu     sync.Mutex
 	wstate  int // watchOff, watchArmed, watchReading
+	wdue    int64
+	tdue    int64
 	wdone   chan struct{}
 	rctx    *cancelhook.Ctx // the running request's
 	stash   [1]byte
@@ -337,9 +342,8 @@ func (c *h1Conn) dropBufs() {
 // timerFired is the watch timer's: the idle deadline of a connection
 // parked on the poller, else the client watch. A firing that was due
 // before the timer was set again finds the park's deadline not yet come,
-// or the watch not armed (watchClient), and does nothing; one that comes
-// while a request's watch is armed starts the watch early, which only
-// costs it its read.
+// or the watch not armed or not yet due (watchClient), and does nothing
+// but set the timer for the armed watch.
 func (c *h1Conn) timerFired() {
 	if c.onPoll.Load() {
 		c.parkExpired()
@@ -353,7 +357,15 @@ func (c *h1Conn) timerFired() {
 // (a pipelined request) is kept for the next read.
 func (c *h1Conn) watchClient() {
 	c.wmu.Lock()
+	c.tdue = 0
 	if c.wstate != watchArmed {
+		c.wmu.Unlock()
+		return // idle until the next request sets it
+	}
+	if now := monotime.Now(); now < c.wdue {
+		// Set for an earlier request's watch: again, for this one's.
+		c.tdue = c.wdue
+		c.watch.Reset(time.Duration(c.wdue - now))
 		c.wmu.Unlock()
 		return
 	}
@@ -378,10 +390,10 @@ func (c *h1Conn) watchClient() {
 	}
 }
 
-// endWatch stops the client watch and, when it is reading, ends the read
-// and waits for it.
+// endWatch disarms the client watch and, when it is reading, ends the
+// read and waits for it. The timer stays set: a firing finds no watch
+// armed, or the next request's, which it waits for.
 func (c *h1Conn) endWatch() {
-	c.watch.Stop()
 	c.wmu.Lock()
 	st, done := c.wstate, c.wdone
 	c.wstate, c.wdone = watchOff, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
 	"github.com/tether-proxy/tether/proxy/internal/h1wire"
+	"github.com/tether-proxy/tether/proxy/internal/monotime"
 	"github.com/tether-proxy/tether/proxy/internal/sockio"
 )
 
@@ -205,15 +206,24 @@ func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 	// does not start while it holds a byte). A second watch's byte would
 	// take the place of the first, and the next request would lose it.
 	watch := !c.stashed
+	var now int64
+	if watch {
+		now = monotime.Now()
+	}
 	c.wmu.Lock()
 	c.rctx, c.wstate = ctx, watchOff
 	if watch {
 		c.wstate = watchArmed
+		c.wdue = now + int64(c.s.watch)
+		if c.tdue == 0 {
+			// The timer is idle. Else it is due no later than this
+			// watch (an earlier request's) and sets itself again for it
+			// (watchClient): no timer update per request.
+			c.tdue = c.wdue
+			c.watch.Reset(c.s.watch)
+		}
 	}
 	c.wmu.Unlock()
-	if watch {
-		c.watch.Reset(c.s.watch)
-	}
 	defer func() {
 		c.endWatch()
 		ctx.Cancel(context.Canceled)

@@ -104,7 +104,11 @@ func (c *h1Conn) parkPoll() bool {
 	p.parked[tok] = c
 	c.parkTok, c.parkUntil = tok, c.idleUntil
 	c.onPoll.Store(true)
+	c.wmu.Lock()
+	// The timer is the park's now: the next request sets it for its watch.
+	c.tdue = 0
 	c.watch.Reset(time.Duration(c.idleUntil - monotime.Now())) // timerFired
+	c.wmu.Unlock()
 	return true
 }
 

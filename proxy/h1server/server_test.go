@@ -1165,3 +1165,107 @@ func TestH1ServerKeepsTheWatchByteWhileARequestIsBuffered(t *testing.T) {
 		}
 	}
 }
+
+// TestH1ServerWatchStartsAtItsOwnRequestsDelay: a request's client watch
+// starts its read no sooner than the watch delay after that request began,
+// also when the request before it on the connection, answered quickly,
+// began earlier (its delay ends while the second request runs).
+func TestH1ServerWatchStartsAtItsOwnRequestsDelay(t *testing.T) {
+	const watch = 400 * time.Millisecond
+	release := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	p := ownServer(t, h, time.Minute, watch, nil)
+	c, err := net.Dial("tcp", p.own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	wc := &waitConn{t: t, c: c, br: bufio.NewReader(c)}
+	wc.send(waitGet)
+	wc.expect("ok")
+	// Half the delay between the two requests' starts: a gap of time to
+	// measure, not a condition to wait for.
+	time.Sleep(watch / 2)
+	sent := time.Now()
+	wc.send("GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
+	waitWatch(t, p.ownSrv, watchReading)
+	if d := time.Since(sent); d < watch {
+		t.Fatalf("the watch read %v after its request was sent, before the %v delay", d, watch)
+	}
+	close(release)
+	wc.expect("ok")
+}
+
+// TestH1ServerDateChangesEachSecond: the Date field the loop adds is the
+// clock's second: the same for two responses within a second, the next
+// one's after it. The clock is the test's (dateClock).
+func TestH1ServerDateChangesEachSecond(t *testing.T) {
+	// Atomic: the loop reads them on its goroutines.
+	var mono, wall atomic.Int64
+	mono.Store(1 << 62)
+	wall.Store(time.Date(2026, 12, 6, 10, 0, 0, 300e6, time.UTC).UnixNano())
+	setDateClock(t, mono.Load, func() time.Time { return time.Unix(0, wall.Load()) })
+	p := ownServer(t, http.HandlerFunc(okHandler), time.Minute, watchDelay, nil)
+	c, err := net.Dial("tcp", p.own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	wc := &waitConn{t: t, c: c, br: bufio.NewReader(c)}
+	date := func() string {
+		t.Helper()
+		wc.send(waitGet)
+		return wc.expect("ok").Header.Get("Date")
+	}
+	advance := func(d time.Duration) { mono.Add(int64(d)); wall.Add(int64(d)) }
+	for _, step := range []struct {
+		by   time.Duration
+		want string
+	}{
+		{0, "Sun, 06 Dec 2026 10:00:00 GMT"},
+		{600 * time.Millisecond, "Sun, 06 Dec 2026 10:00:00 GMT"}, // 10:00:00.9
+		{100 * time.Millisecond, "Sun, 06 Dec 2026 10:00:01 GMT"}, // 10:00:01.0
+		{999 * time.Millisecond, "Sun, 06 Dec 2026 10:00:01 GMT"}, // 10:00:01.999
+		{3 * time.Second, "Sun, 06 Dec 2026 10:00:04 GMT"},
+	} {
+		advance(step.by)
+		if got := date(); got != step.want {
+			t.Fatalf("at %v: Date %q, want %q", time.Unix(0, wall.Load()).UTC().Format(time.StampMilli), got, step.want)
+		}
+	}
+}
+
+// BenchmarkH1ServerDate: BenchmarkH1Server's own loop with a handler that
+// leaves the Date field to the loop.
+func BenchmarkH1ServerDate(b *testing.B) {
+	body := make([]byte, 1024)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h["Content-Length"] = []string{"1024"}
+		h["Content-Type"] = []string{"application/octet-stream"}
+		w.WriteHeader(http.StatusOK)
+		w.Write(body)
+	})
+	p := ownServer(b, h, time.Minute, watchDelay, nil)
+	c, err := net.Dial("tcp", p.own)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	rc := testutil.NewRawClient(c)
+	req := []byte("GET /x HTTP/1.1\r\nHost: h\r\nUser-Agent: bench\r\nCookie: a=b\r\n\r\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		rc.Get(b, req, nil)
+	}
+}

@@ -23,7 +23,7 @@ type waitConn struct {
 
 // ownServer is the own loop alone, with its idle timeout and client
 // watch delay; tune, when not nil, sets the rest before it starts.
-func ownServer(t *testing.T, h http.Handler, idle, watch time.Duration, tune func(*Server)) *pair {
+func ownServer(t testing.TB, h http.Handler, idle, watch time.Duration, tune func(*Server)) *pair {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
