@@ -123,6 +123,9 @@ type testHooks struct {
 	// onRewrite ends each rewrite of an outgoing request, as a transform
 	// would, on the direct path and on ReverseProxy's.
 	onRewrite func(out *http.Request)
+	// onResponse ends the route's response transforms, as one more would,
+	// on the direct path and on ReverseProxy's.
+	onResponse func(res *http.Response)
 }
 
 var _ http.Handler = (*Proxy)(nil)
@@ -623,6 +626,9 @@ func (p *Proxy) modifyResponseState(st *reqState, resp *http.Response) {
 	// Transforms first, as YARP runs its affinity transform after the
 	// route's: the affinity cookie survives ResponseHeadersCopy=false.
 	st.route.tf.ApplyResponse(resp)
+	if hk := p.opts.hooks; hk != nil && hk.onResponse != nil {
+		hk.onResponse(resp)
+	}
 	keepTrailers(resp)
 	st.route.aff.Affinitize(resp, st.dest, st.dec, st.client.Proto == "https")
 	st.traceVal[0] = st.client.TraceID

@@ -6,8 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/textproto"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tether-proxy/tether/proxy/internal/h1wire"
 )
 
 // TestWriteKeysIsWriteSubset holds writeKeys to net/http's
@@ -45,7 +49,7 @@ func writeKeysAndSubset(h http.Header) (got, want string, ok bool) {
 	for k, vs := range h {
 		keys = append(keys, headerKV{k, vs})
 	}
-	writeKeys(bw, keys)
+	writeKeys(bw, keys, "")
 	bw.Flush()
 	return gb.String(), wb.String(), true
 }
@@ -66,6 +70,77 @@ func FuzzWriteKeys(f *testing.F) {
 	})
 }
 
+// FuzzWriteKeysParsed: the fields of a head the lean parser read, with
+// slices of its values added as values and as names (as a transform may
+// make them) and one value of any bytes, go out the same with the
+// parser's string as without it, and as WriteSubset writes them; every
+// value the parser handed out lies in that string.
+func FuzzWriteKeysParsed(f *testing.F) {
+	f.Add("X-A: a b\r\nX-B:\tc\t d \r\nServer: s\r\n", uint8(1), uint8(3), "x\r\ny")
+	f.Add("Content-Type: text/plain\r\nX-N: Name-X y\r\nX-N: v\r\n", uint8(0), uint8(6), " v\t")
+	f.Add("x-low: A\r\nDate: d\r\n", uint8(2), uint8(2), "")
+	f.Fuzz(func(t *testing.T, fields string, i, j uint8, extra string) {
+		head := "HTTP/1.1 200 OK\r\n" + fields + "Content-Length: 0\r\n\r\n"
+		br := bufio.NewReaderSize(strings.NewReader(head), len(head)+16)
+		var fs h1wire.Fields
+		lr, err := h1wire.ReadHead(br, &http.Request{Method: http.MethodGet}, &fs, nil)
+		if lr == nil || err != nil {
+			t.Skip()
+		}
+		parsed, h := fs.Head(), lr.Response.Header
+		if parsed == "" {
+			t.Fatal("a parsed head without its string")
+		}
+		var vals []string
+		for k, vs := range h {
+			for _, v := range vs {
+				if !h1wire.Within(parsed, v) {
+					t.Fatalf("%s's value %q is not in the parsed string %q", k, v, parsed)
+				}
+				vals = append(vals, v)
+			}
+		}
+		slices.Sort(vals) // the same slices whatever the map's order
+		for n, v := range vals {
+			a, b := min(int(i), len(v)), min(int(j), len(v))
+			if a > b {
+				a, b = b, a
+			}
+			s := v[a:b]
+			h["X-Slice-"+strconv.Itoa(n)] = []string{s, v[a:]}
+			h[s] = append(h[s], "n")
+			if k := http.CanonicalHeaderKey(s); k != s {
+				h[k] = append(h[k], v[:b])
+			}
+		}
+		h["X-Extra"] = []string{extra}
+		var keys []headerKV
+		for k, vs := range h {
+			keys = append(keys, headerKV{k, vs})
+		}
+		with, without := writeKeysOf(keys, parsed), writeKeysOf(keys, "")
+		if with != without {
+			t.Fatalf("with the parsed string:\n%q\nwithout:\n%q", with, without)
+		}
+		var wb bytes.Buffer
+		if err := h.WriteSubset(&wb, nil); err != nil {
+			t.Fatal(err)
+		}
+		if with != wb.String() {
+			t.Fatalf("writeKeys:\n%q\nWriteSubset:\n%q", with, wb.String())
+		}
+	})
+}
+
+// writeKeysOf is what writeKeys writes of keys, given parsed.
+func writeKeysOf(keys []headerKV, parsed string) string {
+	var b bytes.Buffer
+	bw := bufio.NewWriter(&b)
+	writeKeys(bw, slices.Clone(keys), parsed)
+	bw.Flush()
+	return b.String()
+}
+
 // BenchmarkWriteKeys: a proxied response's fields.
 func BenchmarkWriteKeys(b *testing.B) {
 	h := http.Header{"Content-Length": {"1024"}, "Content-Type": {"application/octet-stream"},
@@ -77,7 +152,7 @@ func BenchmarkWriteKeys(b *testing.B) {
 		for k, vs := range h {
 			keys = append(keys, headerKV{k, vs})
 		}
-		writeKeys(bw, keys)
+		writeKeys(bw, keys, "")
 		bw.Reset(io.Discard)
 	}
 }

@@ -31,7 +31,11 @@ type h1Writer struct {
 	snap http.Header
 	// vals are the value slots of a header map taken with AdoptFields:
 	// the writer's until it trades them on with the map.
-	vals          []string
+	vals []string
+	// parsed is the lean parser's string of the adopted fields
+	// (h1wire.Fields.Head), kept alive here while the head is written: a
+	// value in it has no line break to replace.
+	parsed        string
 	wroteHeader   bool // a final status was set
 	committed     bool // the head is in the connection's buffer
 	chunking      bool
@@ -70,6 +74,7 @@ func (w *h1Writer) AdoptFields(f *h1wire.Fields) bool {
 	if w.wroteHeader || len(w.header) != 0 {
 		return false
 	}
+	w.parsed = f.Head()
 	w.header, w.vals = f.Trade(w.header, w.vals)
 	return true
 }
@@ -412,7 +417,8 @@ func (w *h1Writer) commitScanned(p []byte, s *headScan) {
 	}
 	bw := c.bw
 	writeStatus(bw, code, w.sbuf[:])
-	writeKeys(bw, keys)
+	writeKeys(bw, keys, w.parsed)
+	w.parsed = ""
 	clear(keys)
 	rq.keys = keys[:0]
 	if date != nil {
@@ -502,7 +508,7 @@ func writeFields(bw *bufio.Writer, h http.Header, exclude map[string]bool, c *h1
 			keys = append(keys, headerKV{k, vs})
 		}
 	}
-	writeKeys(bw, keys)
+	writeKeys(bw, keys, "")
 	clear(keys)
 	rq.keys = keys[:0]
 }
@@ -517,15 +523,23 @@ type headerKV struct {
 // A value without CR, LF or spaces and tabs at its ends (what the lean
 // parser and tether's own fields give) goes out as it is; any other takes
 // WriteSubset's steps. Each line is one append to the buffer.
-func writeKeys(bw *bufio.Writer, keys []headerKV) {
+//
+// parsed is the lean parser's string of the fields (h1wire.Fields.Head)
+// or "": a value that lies in it holds no CR or LF, so only its ends are
+// looked at, and a name of knownNames is a token without a look.
+func writeKeys(bw *bufio.Writer, keys []headerKV, parsed string) {
 	sortKeys(keys)
 	for _, f := range keys {
 		k := f.k
-		if !httpguts.ValidHeaderFieldName(k) {
+		if !h1wire.KnownName(k) && !httpguts.ValidHeaderFieldName(k) {
 			continue
 		}
 		for _, v := range f.vs {
-			if !plainValue(v) {
+			if h1wire.Within(parsed, v) {
+				if n := len(v); n > 0 && (v[0] == ' ' || v[0] == '\t' || v[n-1] == ' ' || v[n-1] == '\t') {
+					v = textproto.TrimString(v) // a re-sliced value
+				}
+			} else if !plainValue(v) {
 				if strings.ContainsAny(v, "\r\n") {
 					v = headerNewlineToSpace.Replace(v)
 				}

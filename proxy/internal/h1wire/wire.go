@@ -303,7 +303,25 @@ type Fields struct {
 	// names is ReadHead's scratch: the name of the field in each slot
 	// (slices of the head, as the values are).
 	names []string
+	// head is the string ReadHead parsed the map's fields from, "" when
+	// the map is not a parsed head's (Head).
+	head string
 }
+
+// Head is the string whose slices are the values ReadHead put in s's map,
+// each holding no CR, LF or other control byte but HTAB, or "" when the
+// map holds no parsed head: a writer of the map's fields takes a value
+// that lies in it (Within) as clean of line breaks. A value a transform
+// re-sliced may still have a space at either end.
+func (s *Fields) Head() string { return s.head }
+
+// Within: v lies in head, so it is a slice of one of the strings a parser
+// handed out of head (fieldSpan.holds says why), as long as the caller
+// keeps head alive while it asks.
+func Within(head, v string) bool { return spanOf(head).holds(v) }
+
+// KnownName: k is a non-empty slice of knownNames, so a valid field name.
+func KnownName(k string) bool { return len(k) > 0 && knownSpan.holds(k) }
 
 // nameSlots is n slots for ReadHead's names, s's own when they will do.
 func (s *Fields) nameSlots(n int) []string {
@@ -325,7 +343,7 @@ func (s *Fields) Park() {
 		clear(s.h)
 		requestHeaders.Put(s.h)
 	}
-	s.h = nil
+	s.h, s.head = nil, ""
 	clear(s.vals)
 }
 
@@ -343,7 +361,7 @@ func mapPointer(h http.Header) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe
 // the other pair.
 func (s *Fields) Trade(h http.Header, vals []string) (http.Header, []string) {
 	oh, ov := s.h, s.vals
-	s.h, s.vals = h, vals
+	s.h, s.vals, s.head = h, vals, ""
 	return oh, ov
 }
 
@@ -352,6 +370,7 @@ func (s *Fields) Get(n int) (http.Header, []string) {
 	if s == nil {
 		return make(http.Header, n), make([]string, n)
 	}
+	s.head = ""
 	if s.h == nil && cap(s.vals) >= n {
 		// Parked (Park): a map from the pool.
 		if h, ok := requestHeaders.Get().(http.Header); ok {
@@ -501,6 +520,9 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 	} else {
 		lr.lb = lengthBody{br: br, n: length}
 		lr.Response.Body = &lr.lb
+	}
+	if s != nil {
+		s.head = blk // every field line read: each value held to valueEnd's rule
 	}
 	return lr, nil
 }

@@ -445,3 +445,37 @@ func TestReadHeadNotesHopByHopFields(t *testing.T) {
 		}
 	}
 }
+
+// A container's Head is the string of the head ReadHead parsed into its
+// map, and only while the map is that head's: a head ReadHead leaves to
+// http.ReadResponse, a trade of the map and a new Get give "".
+func TestFieldsHeadIsTheParsedHeads(t *testing.T) {
+	read := func(fs *h1wire.Fields, raw string) *h1wire.Resp {
+		lr, err := h1wire.ReadHead(bufio.NewReader(strings.NewReader(raw)), &http.Request{Method: "GET"}, fs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lr
+	}
+	var fs h1wire.Fields
+	lr := read(&fs, "HTTP/1.1 200 OK\r\nX-A: a b\r\nContent-Length: 0\r\n\r\n")
+	if lr == nil {
+		t.Fatal("not taken")
+	}
+	for k := range lr.Response.Header { // the parser's names
+		if known := k == "Content-Length"; h1wire.KnownName(k) != known || h1wire.KnownName(strings.Clone(k)) || h1wire.KnownName(k[:0]) {
+			t.Errorf("KnownName(%q) = %v, want %v (and false for a copy and for none)", k, h1wire.KnownName(k), known)
+		}
+	}
+	head, v := fs.Head(), lr.Response.Header["X-A"][0]
+	if !h1wire.Within(head, v) || !h1wire.Within(head, v[1:2]) || h1wire.Within(head, strings.Clone(v)) || h1wire.Within("", v) {
+		t.Errorf("Within(%q, %q): its slices lie in the head, a copy does not", head, v)
+	}
+	if h, _ := fs.Trade(http.Header{}, nil); !reflect.DeepEqual(h, lr.Response.Header) || fs.Head() != "" {
+		t.Errorf("after a trade: Head %q, want \"\"", fs.Head())
+	}
+	read(&fs, "HTTP/1.1 200 OK\r\nX-A: a\r\nContent-Length: 0\r\n\r\n")
+	if lr := read(&fs, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"); lr != nil || fs.Head() != "" {
+		t.Errorf("a head left to http.ReadResponse: Head %q, want \"\"", fs.Head())
+	}
+}
