@@ -632,7 +632,7 @@ func (p *Proxy) modifyResponseState(st *reqState, resp *http.Response) {
 	keepTrailers(resp)
 	st.route.aff.Affinitize(resp, st.dest, st.dec, st.client.Proto == "https")
 	st.traceVal[0] = st.client.TraceID
-	resp.Header[forwarded.TraceHeader] = st.traceVal[:1:1] // an append copies
+	resp.Header[forwarded.TraceKey] = st.traceVal[:1:1] // an append copies
 	if st.cluster.passive != nil {
 		p.reportPassive(resp, st)
 	}

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tether-proxy/tether/proxy/forwarded"
+	"github.com/tether-proxy/tether/proxy/internal/h1wire"
 	"github.com/tether-proxy/tether/proxy/tracing"
 )
 
@@ -113,7 +114,7 @@ func (p *Proxy) startTrace(r *http.Request, st *reqState) {
 // it, and a client's own traceparent copied by a transform never goes out
 // beside tether's.
 func setTrace(in *http.Request, h http.Header, st *reqState) {
-	h[tracing.HeaderTraceparent] = st.trace.header
+	h[traceparentKey] = st.trace.header
 	if v := in.Header[tracing.HeaderTracestate]; st.trace.incoming && len(v) > 0 {
 		h[tracing.HeaderTracestate] = slices.Clip(v)
 	} else {
@@ -144,3 +145,8 @@ func (p *Proxy) endTrace(st *reqState, r *http.Request, status int) {
 	}
 	span.End()
 }
+
+// traceparentKey is the outgoing traceparent's map key: h1wire's table
+// slice of the name, which the lean head writer takes as valid without a
+// look at its bytes.
+var traceparentKey = h1wire.TableName(tracing.HeaderTraceparent)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tether-proxy/tether/proxy/internal/h1wire"
 )
 
 // Canonical header keys, assigned into header maps directly so the hot path
@@ -190,10 +191,10 @@ func Set(in *http.Request, h http.Header, c *Client, f *Transforms, drops Drops,
 	if port == "" {
 		port = clientPort(in, c.Proto)
 	}
-	set(0, XFF, xff)
-	set(1, XFProto, c.Proto)
-	set(2, XFHost, host)
-	set(3, XFPort, port)
+	set(0, keyXFF, xff)
+	set(1, keyXFProto, c.Proto)
+	set(2, keyXFHost, host)
+	set(3, keyXFPort, port)
 	setOriginal(in, h, c, vs[4:4:Headers])
 }
 
@@ -207,10 +208,23 @@ func setOriginal(in *http.Request, h http.Header, c *Client, vals []string) {
 		uri = in.URL.RequestURI()
 	}
 	vals = append(vals, in.Host, uri, c.TraceID)
-	h[OriginalHost] = vals[0:1:1]
-	h[OriginalURL] = vals[1:2:2]
-	h[TraceHeader] = vals[2:3:3]
+	h[keyOriginalHost] = vals[0:1:1]
+	h[keyOriginalURL] = vals[1:2:2]
+	h[TraceKey] = vals[2:3:3]
 }
+
+// The names Set and setOriginal write as map keys: h1wire's table slices
+// of them, which the lean head writer takes as valid names without a look
+// at their bytes. TraceKey is TraceHeader's, for the response's field too.
+var (
+	keyXFF          = h1wire.TableName(XFF)
+	keyXFProto      = h1wire.TableName(XFProto)
+	keyXFHost       = h1wire.TableName(XFHost)
+	keyXFPort       = h1wire.TableName(XFPort)
+	keyOriginalHost = h1wire.TableName(OriginalHost)
+	keyOriginalURL  = h1wire.TableName(OriginalURL)
+	TraceKey        = h1wire.TableName(TraceHeader)
+)
 
 // joinValues joins a header's values and one more into one
 // comma-separated value.

@@ -100,9 +100,9 @@ func FuzzFieldKey(f *testing.F) {
 // knownNames, whose every slice the lean rule takes without a look
 // (but an empty one, which it refuses as it always did).
 func TestKnownNamesTakeNoCheck(t *testing.T) {
-	for i := 0; i < len(knownNames); {
+	for i := 0; i < len(parserNames); {
 		j := i + 1
-		for j < len(knownNames) && !(knownNames[j] >= 'A' && knownNames[j] <= 'Z' && knownNames[j-1] != '-') {
+		for j < len(parserNames) && !(knownNames[j] >= 'A' && knownNames[j] <= 'Z' && knownNames[j-1] != '-') {
 			j++
 		}
 		name := knownNames[i:j]
@@ -122,5 +122,31 @@ func TestKnownNamesTakeNoCheck(t *testing.T) {
 	}
 	if validField(knownNames[3:3], nil) {
 		t.Fatal("an empty name taken")
+	}
+}
+
+// TestTableNameIsTheTablesSlice: the names the proxy sets on every request
+// come from the table as its own slices (so KnownName vouches for them),
+// and a name not in it is refused at once.
+func TestTableNameIsTheTablesSlice(t *testing.T) {
+	for _, n := range []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Forwarded-Port",
+		"X-Original-Host", "X-Original-Url", "X-Tether-Trace-Id", "Traceparent"} {
+		k := TableName(n)
+		if k != n || !KnownName(k) {
+			t.Errorf("TableName(%q) = %q, KnownName %v", n, k, KnownName(k))
+		}
+		if KnownName(strings.Clone(n)) {
+			t.Errorf("a copy of %q taken as the table's", n)
+		}
+	}
+	for _, n := range []string{"", "X-Not-There", "accept"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("TableName(%q) did not panic", n)
+				}
+			}()
+			TableName(n)
+		}()
 	}
 }

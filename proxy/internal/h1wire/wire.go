@@ -705,10 +705,28 @@ func nameWalk(b []byte) (int, bool) {
 
 // knownNames holds every name knownName returns, each a slice of it, so
 // any slice of it is made of token bytes: a request field's name that
-// lies in it is not checked again (fieldSpan.holds).
-var knownNames = "Accept-EncodingAccept-LanguageAuthorizationAcceptContent-EncodingContent-LengthCache-ControlContent-TypeConnectionCookieDateExpiresEtagHostIf-None-MatchKeep-AliveLast-ModifiedLocationOriginRefererSet-CookieServerTraceparentUser-AgentVaryX-Forwarded-For"
+// lies in it is not checked again (fieldSpan.holds). The names the proxy
+// itself sets on every request follow (TableName).
+var knownNames = parserNames + ownNames
+
+const (
+	parserNames = "Accept-EncodingAccept-LanguageAuthorizationAcceptContent-EncodingContent-LengthCache-ControlContent-TypeConnectionCookieDateExpiresEtagHostIf-None-MatchKeep-AliveLast-ModifiedLocationOriginRefererSet-CookieServerTraceparentUser-AgentVaryX-Forwarded-For"
+	ownNames    = "X-Forwarded-ProtoX-Forwarded-HostX-Forwarded-PortX-Original-HostX-Original-UrlX-Tether-Trace-Id"
+)
 
 var knownSpan = spanOf(knownNames)
+
+// TableName is knownNames' slice that reads n, for a package that sets a
+// field of that name on every request or response: a map key made of it
+// is taken on trust as a valid name where a head is written (KnownName).
+// It panics when n is not in the table, so a caller learns it at init.
+func TableName(n string) string {
+	i := strings.Index(knownNames, n)
+	if i < 0 || n == "" {
+		panic("h1wire: " + n + " is not in the table of known names")
+	}
+	return knownNames[i : i+len(n)]
+}
 
 // name is knownNames' slice that reads n.
 func name(n string) string {
