@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -181,10 +182,13 @@ type leanConn struct {
 	peekOK  bool
 	// closeConn is lc.conn.Close as a func built once, for AfterFunc.
 	closeConn func()
-	// await, flushed, werr: flushAwait's write-then-wait.
+	// await, flushed, werr: flushAwait's write-then-wait; fd, inWait:
+	// the socket the wait's callback may read (Read) while inWait.
 	await   func(fd uintptr) bool
 	flushed bool
 	werr    error
+	fd      uintptr
+	inWait  bool
 	// rerr is the connection's first read error, returned by every later
 	// read.
 	rerr error
@@ -202,7 +206,21 @@ func (c *leanConn) Read(p []byte) (int, error) {
 	if c.rerr != nil {
 		return 0, c.rerr
 	}
-	n, err := c.conn.Read(p)
+	var n int
+	var err error
+	if c.inWait {
+		// Inside flushAwait's wait, whose RawConn.Read holds the socket: a
+		// read through the conn would wait for that very call.
+		var e syscall.Errno
+		if n, e = sockio.ReadFd(c.fd, p); e == syscall.EAGAIN {
+			return 0, sockio.ErrNotYet
+		}
+		if e != 0 || n == 0 {
+			n, err = 0, c.readError(e)
+		}
+	} else {
+		n, err = c.conn.Read(p)
+	}
 	c.got += int64(n)
 	if c.limit > 0 {
 		c.limit -= int64(n)
@@ -443,6 +461,7 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 		}
 	}
 	if err == nil {
+		lc.limit = lc.t.maxHdr // flushAwait may read the head's first bytes
 		err = lc.flushAwait()
 	}
 	if err != nil {
@@ -452,7 +471,9 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 	var lr *h1wire.Resp
 	var fs *h1wire.Fields // the fields of a lean head, back in leanFields at Close
 	for n1xx := 0; ; n1xx++ {
-		lc.limit = lc.t.maxHdr
+		if n1xx > 0 {
+			lc.limit = lc.t.maxHdr
+		}
 		if fs == nil {
 			fs = leanFields.Get().(*h1wire.Fields)
 		}
@@ -694,15 +715,35 @@ func (lc *leanConn) flushAwait() error {
 	return lc.werr
 }
 
-// awaitFd is lc.await: the first call writes, the one after readiness
-// ends the wait.
-func (lc *leanConn) awaitFd(uintptr) bool {
-	if lc.flushed {
+// awaitFd is lc.await: the first call writes; a call after readiness
+// reads what came into lc.br, and ends the wait unless nothing had come
+// (a wake-up with nothing to read waits again). The head then usually
+// needs no RawConn.Read of its own.
+func (lc *leanConn) awaitFd(fd uintptr) bool {
+	if !lc.flushed {
+		lc.flushed = true
+		lc.werr = lc.bw.Flush()
+		return lc.werr != nil
+	}
+	if lc.br.Buffered() > 0 {
 		return true
 	}
-	lc.flushed = true
-	lc.werr = lc.bw.Flush()
-	return lc.werr != nil
+	lc.fd, lc.inWait = fd, true
+	_, err := lc.br.Peek(1)
+	lc.inWait = false
+	return err != sockio.ErrNotYet
+}
+
+// readError is what a read through the conn returns for what recv(2)
+// on its socket returned (Read inside awaitFd): io.EOF for nothing, else
+// e as net.TCPConn and sockio.Conn report it. What the wrappers between
+// would do on a read is done already: the one the data path dials under
+// (the activity deadline) arms its deadline on the write just made.
+func (c *leanConn) readError(e syscall.Errno) error {
+	if e == 0 {
+		return io.EOF
+	}
+	return &net.OpError{Op: "read", Net: "tcp", Source: c.conn.LocalAddr(), Addr: c.conn.RemoteAddr(), Err: os.NewSyscallError("read", e)}
 }
 
 // put pools lc, unless the pool is full or closed.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -163,6 +165,76 @@ func TestLeanRetriesAStalePooledConnection(t *testing.T) {
 				t.Fatalf("backend saw %d connections, want 2 (the retry's new one)", be.Conns())
 			}
 		})
+	}
+}
+
+// A pooled connection the backend resets once it has read the request
+// fails with the reset as a read of the connection reports it: a request
+// that may be replayed goes again on a new connection, another gets the
+// error.
+func TestLeanPooledConnectionResetAfterTheRequest(t *testing.T) {
+	for _, c := range []struct {
+		method string
+		replay bool
+	}{{"GET", true}, {"POST", false}} {
+		t.Run(c.method, func(t *testing.T) {
+			be := testutil.NewRawServer(t, func(i int, conn net.Conn, br *bufio.Reader) {
+				if i > 0 {
+					for testutil.Answer(br, conn, okResp) {
+					}
+					return
+				}
+				if testutil.Answer(br, conn, okResp) {
+					if _, err := http.ReadRequest(br); err == nil {
+						conn.(*net.TCPConn).SetLinger(0) // the close sends a reset
+					}
+				}
+			})
+			lt, _ := newLean(t, nil)
+			if _, got, err := do(t, lt, c.method, be.URL()+"/", nil, nil); err != nil || got != "ok" {
+				t.Fatalf("first: %q %v", got, err)
+			}
+			resp, got, err := do(t, lt, c.method, be.URL()+"/", nil, nil)
+			if c.replay {
+				if err != nil || got != "ok" || be.Conns() != 2 {
+					t.Fatalf("replay: %v %q %v on %d connections, want ok on 2", resp, got, err, be.Conns())
+				}
+				return
+			}
+			var oe *net.OpError
+			if err == nil || !errors.Is(err, syscall.ECONNRESET) || !errors.As(err, &oe) ||
+				oe.Op != "read" || oe.Net != "tcp" || oe.Source == nil || oe.Addr == nil || !ConnBroke(err) {
+				t.Fatalf("got %v %v, want the read's connection reset", resp, err)
+			}
+		})
+	}
+}
+
+// A response head that arrives in pieces, before and after the first read
+// ends the wait for the answer, reads whole, request after request.
+func TestLeanReadsAHeadThatArrivesInPieces(t *testing.T) {
+	parts := []string{"HTTP/1.1 200 OK\r\n", "Content-Type: text/plain\r\nContent-", "Length: 2\r\n\r\n", "ok"}
+	be := testutil.NewRawServer(t, func(_ int, conn net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := http.ReadRequest(br); err != nil {
+				return
+			}
+			for _, p := range parts {
+				if _, err := io.WriteString(conn, p); err != nil {
+					return
+				}
+			}
+		}
+	})
+	lt, _ := newLean(t, nil)
+	for i := range 20 {
+		resp, got, err := do(t, lt, "GET", be.URL()+"/", nil, nil)
+		if err != nil || got != "ok" || resp.Header.Get("Content-Type") != "text/plain" {
+			t.Fatalf("request %d: %v %q %v", i, resp, got, err)
+		}
+	}
+	if be.Conns() != 1 {
+		t.Fatalf("%d backend connections, want 1", be.Conns())
 	}
 }
 
