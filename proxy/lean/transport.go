@@ -175,8 +175,11 @@ type leanConn struct {
 	got    int64
 	reused bool
 	idleAt int64 // monotime.Now
-	// raw, peek, peekBuf, peekOK: intact's non-blocking peek.
+	// raw: the socket's; idle: lc came from the pool and is to be
+	// checked before the write (awaitFd, or intact); peek, peekBuf,
+	// peekOK: the non-blocking peek that checks it.
 	raw     syscall.RawConn
+	idle    bool
 	peek    func(fd uintptr) bool
 	peekBuf [1]byte
 	peekOK  bool
@@ -340,7 +343,7 @@ func (t *Transport) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 		return nil, err
 	}
 	key := canonicalAddr(req)
-	for attempt := 0; ; attempt++ {
+	for attempt := 0; ; {
 		var lc *leanConn
 		if attempt == 0 {
 			lc = t.get(key)
@@ -356,6 +359,9 @@ func (t *Transport) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 		if err == nil {
 			return resp, nil
 		}
+		if err == errNotIntact {
+			continue // nothing was sent: the next pooled connection
+		}
 		// Retry once on a new connection: a pooled connection the backend
 		// had closed, nothing of a response came back, and the method
 		// allows sending it again (the Transport's rule, as no body is
@@ -363,6 +369,7 @@ func (t *Transport) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 		if !lc.reused || lc.got > 0 || attempt > 0 || ctx.Err() != nil || !Replayable(req) {
 			return nil, err
 		}
+		attempt++
 	}
 }
 
@@ -380,14 +387,28 @@ func Replayable(req *http.Request) bool {
 // canonicalAddr is the URL's host:port, port 80 when none (the URL's own
 // Host, without an allocation, when it has a port).
 func canonicalAddr(req *http.Request) string {
-	if h := req.URL.Host; strings.LastIndexByte(h, ':') > strings.LastIndexByte(h, ']') {
-		return h
+	if hasPort(req.URL.Host) {
+		return req.URL.Host
 	}
 	host, port := req.URL.Hostname(), req.URL.Port()
 	if port == "" {
 		port = "80"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// hasPort: the last ':' of h comes after any ']' (one scan from the end,
+// which a port ends after a few bytes).
+func hasPort(h string) bool {
+	for i := len(h) - 1; i >= 0; i-- {
+		switch h[i] {
+		case ':':
+			return true
+		case ']':
+			return false
+		}
+	}
+	return false
 }
 
 func (t *Transport) wrap(key string, c net.Conn) *leanConn {
@@ -432,6 +453,9 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 		return nil, err
 	}
 	lc.got = 0
+	if lc.idle && (pre == nil || len(pre.head) == 0 || len(pre.head) > lc.bw.Available()) && !lc.intact() {
+		return fail(errNotIntact)
+	}
 	var gz bool
 	var trace *httptrace.ClientTrace
 	var err error
@@ -644,16 +668,17 @@ func (g *leanGzip) Read(p []byte) (int, error) {
 
 func (g *leanGzip) Close() error { return g.body.Close() }
 
-// get takes the most recently used idle connection to key that is still
-// intact (the peek runs outside the pool's lock).
+// get takes the most recently used idle connection to key that has not
+// been idle for too long; the write's wait checks that it is intact
+// (awaitFd).
 func (t *Transport) get(key string) *leanConn {
 	for {
 		lc, fresh := t.pop(key)
 		if lc == nil {
 			return nil
 		}
-		if fresh && lc.intact() {
-			lc.reused = true
+		if fresh {
+			lc.reused, lc.idle = true, lc.raw != nil
 			return lc
 		}
 		lc.conn.Close()
@@ -675,15 +700,14 @@ func (t *Transport) pop(key string) (lc *leanConn, fresh bool) {
 	return lc, monotime.Now()-lc.idleAt < int64(t.idleFor)
 }
 
-// intact peeks at the idle connection without blocking (one
-// recv(MSG_PEEK|MSG_DONTWAIT)): false when the backend closed it or sent
-// something nobody asked for, which http.Transport's reader goroutine
-// would have seen while the connection sat in its pool.
+// errNotIntact: a pooled connection was found closed by the backend, or
+// holding bytes nobody asked for, before anything was written on it.
+var errNotIntact = errors.New("lean: pooled connection not intact")
+
+// intact is the check of an idle connection on its own RawConn.Read, for
+// a head that may leave before flushAwait (a head larger than lc.bw).
 func (lc *leanConn) intact() bool {
-	if lc.raw == nil {
-		return true // not a socket (a test's pipe): the retry rule covers it
-	}
-	lc.peekOK = false
+	lc.idle, lc.peekOK = false, false
 	return lc.raw.Read(lc.peek) == nil && lc.peekOK
 }
 
@@ -701,6 +725,9 @@ func (lc *leanConn) peekFd(fd uintptr) bool {
 // request is saved by writing inside RawConn.Read, whose readiness state is
 // reset before the callback runs, so the answer's arrival, which follows
 // the write, is never missed.
+//
+// A pooled connection is checked first, in the same call (awaitFd), so
+// what the backend sends or closes after the check wakes the wait.
 func (lc *leanConn) flushAwait() error {
 	if lc.raw == nil {
 		return lc.bw.Flush()
@@ -708,8 +735,13 @@ func (lc *leanConn) flushAwait() error {
 	lc.flushed, lc.werr = false, nil
 	_ = lc.raw.Read(lc.await)
 	if !lc.flushed {
-		// RawRead failed before the callback (the connection was closed
-		// by a cancellation): nothing was sent.
+		// RawRead failed before the callback (a cancellation closed the
+		// connection, or the deadline of a pooled one has passed):
+		// nothing was sent.
+		if lc.idle {
+			lc.idle = false
+			return errNotIntact
+		}
 		return lc.bw.Flush()
 	}
 	return lc.werr
@@ -721,6 +753,18 @@ func (lc *leanConn) flushAwait() error {
 // needs no RawConn.Read of its own.
 func (lc *leanConn) awaitFd(fd uintptr) bool {
 	if !lc.flushed {
+		if lc.idle {
+			// One recv(MSG_PEEK|MSG_DONTWAIT): bytes or an EOF on an
+			// idle connection, which http.Transport's reader goroutine
+			// would have seen while it sat in the pool, and the
+			// connection is not used.
+			lc.idle = false
+			if lc.peekFd(fd); !lc.peekOK {
+				lc.werr = errNotIntact
+				lc.flushed = true
+				return true
+			}
+		}
 		lc.flushed = true
 		lc.werr = lc.bw.Flush()
 		return lc.werr != nil

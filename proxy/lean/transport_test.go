@@ -63,6 +63,31 @@ func do(t *testing.T, lt *Transport, method, url string, body io.Reader, hdr htt
 	return resp, string(b), err
 }
 
+// doVia is do for a request without a body, through RoundTripDirect
+// after PrepareDirect when direct (whose head the write's own wait
+// sends), else through RoundTrip.
+func doVia(t *testing.T, lt *Transport, direct bool, method, url string) (*http.Response, string, error) {
+	t.Helper()
+	if !direct {
+		return do(t, lt, method, url, nil, nil)
+	}
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := new(Direct)
+	if !lt.PrepareDirect(req, d, "") || len(d.head) == 0 {
+		t.Fatal("PrepareDirect did not write the head")
+	}
+	resp, err := lt.RoundTripDirect(req, d)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, string(b), err
+}
+
 const okResp = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
 // Which requests the lean path takes, and that the others still work
@@ -168,6 +193,36 @@ func TestLeanRetriesAStalePooledConnection(t *testing.T) {
 	}
 }
 
+// A pooled connection the backend closed while it was idle is not used:
+// even a request that may not be replayed goes out on a new connection.
+func TestLeanSkipsAPooledConnectionTheBackendClosed(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) { testSkipsClosed(t, direct) })
+	}
+}
+
+func testSkipsClosed(t *testing.T, direct bool) {
+	closed := make(chan struct{})
+	be := testutil.NewRawServer(t, func(i int, conn net.Conn, br *bufio.Reader) {
+		if i == 0 {
+			testutil.Answer(br, conn, okResp)
+			conn.Close()
+			close(closed)
+			return
+		}
+		for testutil.Answer(br, conn, okResp) {
+		}
+	})
+	lt, _ := newLean(t, nil)
+	if _, got, err := doVia(t, lt, direct, "POST", be.URL()+"/"); err != nil || got != "ok" {
+		t.Fatalf("first: %q %v", got, err)
+	}
+	<-closed
+	if resp, got, err := doVia(t, lt, direct, "POST", be.URL()+"/"); err != nil || got != "ok" || be.Conns() != 2 {
+		t.Fatalf("second: %v %q %v on %d connections, want ok on a second", resp, got, err, be.Conns())
+	}
+}
+
 // A pooled connection the backend resets once it has read the request
 // fails with the reset as a read of the connection reports it: a request
 // that may be replayed goes again on a new connection, another gets the
@@ -243,8 +298,9 @@ func TestLeanReadsAHeadThatArrivesInPieces(t *testing.T) {
 // is idle) never answer the next request: the connection is not reused.
 func TestLeanNeverReusesAConnectionWithUnaskedBytes(t *testing.T) {
 	const smuggled = "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled"
-	for _, later := range []bool{false, true} {
-		t.Run(fmt.Sprintf("later=%v", later), func(t *testing.T) {
+	for _, c := range []struct{ later, direct bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		later := c.later
+		t.Run(fmt.Sprintf("later=%v,direct=%v", later, c.direct), func(t *testing.T) {
 			sent := make(chan struct{})
 			be := testutil.NewRawServer(t, func(i int, conn net.Conn, br *bufio.Reader) {
 				if i > 0 {
@@ -262,12 +318,12 @@ func TestLeanNeverReusesAConnectionWithUnaskedBytes(t *testing.T) {
 				io.Copy(io.Discard, br)
 			})
 			lt, _ := newLean(t, nil)
-			if _, got, err := do(t, lt, "GET", be.URL()+"/", nil, nil); err != nil || got != "ok" {
+			if _, got, err := doVia(t, lt, c.direct, "GET", be.URL()+"/"); err != nil || got != "ok" {
 				t.Fatalf("first: %q %v", got, err)
 			}
 			<-sent
 			for range 3 {
-				if resp, got, err := do(t, lt, "GET", be.URL()+"/", nil, nil); err != nil || resp.StatusCode != 200 || got != "ok" {
+				if resp, got, err := doVia(t, lt, c.direct, "GET", be.URL()+"/"); err != nil || resp.StatusCode != 200 || got != "ok" {
 					t.Fatalf("next request got %v %q %v, want 200 ok from a new connection", resp, got, err)
 				}
 			}
@@ -531,6 +587,8 @@ func TestCanonicalAddr(t *testing.T) {
 		"http://[::1]:81/":        "[::1]:81",
 		"http://[::1]/":           "[::1]:80",
 		"http://10.0.0.1/":        "10.0.0.1:80",
+		"http://10.0.0.1:8/":      "10.0.0.1:8",
+		"http://[fe80::1%25en0]/": "[fe80::1%en0]:80",
 	} {
 		req, _ := http.NewRequest("GET", in, nil)
 		if got := canonicalAddr(req); got != want {
