@@ -56,7 +56,7 @@ type Transport struct {
 	onTrip   func() // Options.OnTrip
 
 	mu    sync.Mutex
-	idle  map[string][]*leanConn
+	idle  map[string]*idleList // entries stay: each leanConn holds its key's
 	prune *time.Timer
 	// pruneArmed: prune is pending, due when the oldest idle connection
 	// expires; a put leaves it alone then (a timer reset per request
@@ -85,7 +85,7 @@ func New(tr *http.Transport, opts Options) *Transport {
 		return nil
 	}
 	t := &Transport{fallback: tr, dial: tr.DialContext, maxIdle: tr.MaxIdleConnsPerHost,
-		idleFor: tr.IdleConnTimeout, maxHdr: tr.MaxResponseHeaderBytes, onTrip: opts.OnTrip, idle: map[string][]*leanConn{}}
+		idleFor: tr.IdleConnTimeout, maxHdr: tr.MaxResponseHeaderBytes, onTrip: opts.OnTrip, idle: map[string]*idleList{}}
 	if t.maxIdle <= 0 {
 		t.maxIdle = http.DefaultMaxIdleConnsPerHost
 	}
@@ -161,10 +161,14 @@ func validMethod(m string) bool {
 	return m != ""
 }
 
+// idleList is the idle connections to one address, the newest last.
+type idleList struct{ conns []*leanConn }
+
 // leanConn is one pooled backend connection.
 type leanConn struct {
 	t    *Transport
 	key  string
+	list *idleList // key's in t.idle
 	conn net.Conn
 	br   *bufio.Reader
 	bw   *bufio.Writer
@@ -412,7 +416,7 @@ func hasPort(h string) bool {
 }
 
 func (t *Transport) wrap(key string, c net.Conn) *leanConn {
-	lc := &leanConn{t: t, key: key, conn: c}
+	lc := &leanConn{t: t, key: key, conn: c, list: t.listOf(key)}
 	lc.closeConn = func() { lc.conn.Close() }
 	lc.br = bufio.NewReaderSize(lc, 4<<10)
 	lc.bw = bufio.NewWriterSize(c, 4<<10)
@@ -689,15 +693,29 @@ func (t *Transport) get(key string) *leanConn {
 // was idle for longer than IdleConnTimeout.
 func (t *Transport) pop(key string) (lc *leanConn, fresh bool) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	cs := t.idle[key]
-	if len(cs) == 0 {
+	l := t.idle[key]
+	if l == nil || len(l.conns) == 0 {
+		t.mu.Unlock()
 		return nil, false
 	}
-	lc = cs[len(cs)-1]
-	cs[len(cs)-1] = nil
-	t.idle[key] = cs[:len(cs)-1]
+	n := len(l.conns) - 1
+	lc = l.conns[n]
+	l.conns[n] = nil
+	l.conns = l.conns[:n]
+	t.mu.Unlock()
 	return lc, monotime.Now()-lc.idleAt < int64(t.idleFor)
+}
+
+// listOf is key's idleList, made at the first connection to key.
+func (t *Transport) listOf(key string) *idleList {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := t.idle[key]
+	if l == nil {
+		l = new(idleList)
+		t.idle[key] = l
+	}
+	return l
 }
 
 // errNotIntact: a pooled connection was found closed by the backend, or
@@ -792,19 +810,21 @@ func (c *leanConn) readError(e syscall.Errno) error {
 
 // put pools lc, unless the pool is full or closed.
 func (t *Transport) put(lc *leanConn) {
+	now := monotime.Now()
+	l := lc.list
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	cs := t.idle[lc.key]
-	if t.closed || len(cs) >= t.maxIdle {
+	if t.closed || len(l.conns) >= t.maxIdle {
+		t.mu.Unlock()
 		lc.conn.Close()
 		return
 	}
-	lc.idleAt = monotime.Now()
-	t.idle[lc.key] = append(cs, lc)
+	lc.idleAt = now
+	l.conns = append(l.conns, lc)
 	if !t.pruneArmed {
 		t.pruneArmed = true
 		t.prune.Reset(t.idleFor)
 	}
+	t.mu.Unlock()
 }
 
 // pruneIdle closes connections idle for longer than IdleConnTimeout.
@@ -813,7 +833,8 @@ func (t *Transport) pruneIdle() {
 	defer t.mu.Unlock()
 	now := monotime.Now()
 	next := int64(-1) // when the oldest connection left expires
-	for key, cs := range t.idle {
+	for _, l := range t.idle {
+		cs := l.conns
 		keep := cs[:0]
 		for _, lc := range cs {
 			exp := lc.idleAt + int64(t.idleFor)
@@ -827,7 +848,7 @@ func (t *Transport) pruneIdle() {
 			}
 		}
 		clear(cs[len(keep):])
-		t.idle[key] = keep
+		l.conns = keep
 	}
 	t.pruneArmed = next >= 0 && !t.closed
 	if t.pruneArmed {
@@ -839,11 +860,12 @@ func (t *Transport) pruneIdle() {
 // Transport's); connections in use close when their response ends.
 func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
-	for key, cs := range t.idle {
-		for _, lc := range cs {
+	for _, l := range t.idle {
+		for _, lc := range l.conns {
 			lc.conn.Close()
 		}
-		delete(t.idle, key)
+		clear(l.conns)
+		l.conns = l.conns[:0]
 	}
 	t.mu.Unlock()
 	t.fallback.CloseIdleConnections()
