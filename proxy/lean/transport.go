@@ -172,6 +172,9 @@ type leanConn struct {
 	conn net.Conn
 	br   *bufio.Reader
 	bw   *bufio.Writer
+	// head, when not nil, is the request's head as PrepareDirect wrote
+	// it, which the flush writes as it is instead of what bw holds.
+	head []byte
 	// limit is what may still be read before the response headers are
 	// complete (MaxResponseHeaderBytes); < 0 while a body is read.
 	limit int64
@@ -457,7 +460,7 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 		return nil, err
 	}
 	lc.got = 0
-	if lc.idle && (pre == nil || len(pre.head) == 0 || len(pre.head) > lc.bw.Available()) && !lc.intact() {
+	if lc.idle && (pre == nil || len(pre.head) == 0) && !lc.intact() {
 		return fail(errNotIntact)
 	}
 	var gz bool
@@ -465,7 +468,7 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 	var err error
 	if pre != nil && len(pre.head) > 0 {
 		gz, trace = pre.gz, pre.trace
-		_, err = lc.bw.Write(pre.head)
+		lc.head = pre.head
 	} else {
 		// As the Transport: ask for gzip when the client asked for no
 		// encoding, and decode the answer, so the client gets what it can
@@ -723,7 +726,7 @@ func (t *Transport) listOf(key string) *idleList {
 var errNotIntact = errors.New("lean: pooled connection not intact")
 
 // intact is the check of an idle connection on its own RawConn.Read, for
-// a head that may leave before flushAwait (a head larger than lc.bw).
+// a head that may leave before flushAwait (bw's, when larger than bw).
 func (lc *leanConn) intact() bool {
 	lc.idle, lc.peekOK = false, false
 	return lc.raw.Read(lc.peek) == nil && lc.peekOK
@@ -748,7 +751,7 @@ func (lc *leanConn) peekFd(fd uintptr) bool {
 // what the backend sends or closes after the check wakes the wait.
 func (lc *leanConn) flushAwait() error {
 	if lc.raw == nil {
-		return lc.bw.Flush()
+		return lc.flush()
 	}
 	lc.flushed, lc.werr = false, nil
 	_ = lc.raw.Read(lc.await)
@@ -760,9 +763,19 @@ func (lc *leanConn) flushAwait() error {
 			lc.idle = false
 			return errNotIntact
 		}
-		return lc.bw.Flush()
+		return lc.flush()
 	}
 	return lc.werr
+}
+
+// flush sends the request's head: PrepareDirect's, or what bw holds.
+func (lc *leanConn) flush() error {
+	if h := lc.head; h != nil {
+		lc.head = nil
+		_, err := lc.conn.Write(h)
+		return err
+	}
+	return lc.bw.Flush()
 }
 
 // awaitFd is lc.await: the first call writes; a call after readiness
@@ -784,7 +797,7 @@ func (lc *leanConn) awaitFd(fd uintptr) bool {
 			}
 		}
 		lc.flushed = true
-		lc.werr = lc.bw.Flush()
+		lc.werr = lc.flush()
 		return lc.werr != nil
 	}
 	if lc.br.Buffered() > 0 {
