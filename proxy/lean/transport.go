@@ -725,8 +725,10 @@ func (t *Transport) listOf(key string) *idleList {
 // holding bytes nobody asked for, before anything was written on it.
 var errNotIntact = errors.New("lean: pooled connection not intact")
 
-// intact is the check of an idle connection on its own RawConn.Read, for
-// a head that may leave before flushAwait (bw's, when larger than bw).
+// intact is awaitFd's check of a pooled connection on a RawConn.Read of
+// its own, for a head that may leave before flushAwait (bw's, when larger
+// than bw): false when the backend closed it or sent something nobody
+// asked for.
 func (lc *leanConn) intact() bool {
 	lc.idle, lc.peekOK = false, false
 	return lc.raw.Read(lc.peek) == nil && lc.peekOK
@@ -778,10 +780,10 @@ func (lc *leanConn) flush() error {
 	return lc.bw.Flush()
 }
 
-// awaitFd is lc.await: the first call writes; a call after readiness
-// reads what came into lc.br, and ends the wait unless nothing had come
-// (a wake-up with nothing to read waits again). The head then usually
-// needs no RawConn.Read of its own.
+// awaitFd is lc.await: the first call checks a pooled connection and
+// writes; a call after readiness reads what came into lc.br, and ends the
+// wait unless nothing had come (a wake-up with nothing to read waits
+// again). The head then usually needs no RawConn.Read of its own.
 func (lc *leanConn) awaitFd(fd uintptr) bool {
 	if !lc.flushed {
 		if lc.idle {
