@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -55,7 +56,7 @@ type Transport struct {
 	onTrip   func() // Options.OnTrip
 
 	mu    sync.Mutex
-	idle  map[string][]*leanConn
+	idle  map[string]*idleList // entries stay: each leanConn holds its key's
 	prune *time.Timer
 	// pruneArmed: prune is pending, due when the oldest idle connection
 	// expires; a put leaves it alone then (a timer reset per request
@@ -84,7 +85,7 @@ func New(tr *http.Transport, opts Options) *Transport {
 		return nil
 	}
 	t := &Transport{fallback: tr, dial: tr.DialContext, maxIdle: tr.MaxIdleConnsPerHost,
-		idleFor: tr.IdleConnTimeout, maxHdr: tr.MaxResponseHeaderBytes, onTrip: opts.OnTrip, idle: map[string][]*leanConn{}}
+		idleFor: tr.IdleConnTimeout, maxHdr: tr.MaxResponseHeaderBytes, onTrip: opts.OnTrip, idle: map[string]*idleList{}}
 	if t.maxIdle <= 0 {
 		t.maxIdle = http.DefaultMaxIdleConnsPerHost
 	}
@@ -160,13 +161,20 @@ func validMethod(m string) bool {
 	return m != ""
 }
 
+// idleList is the idle connections to one address, the newest last.
+type idleList struct{ conns []*leanConn }
+
 // leanConn is one pooled backend connection.
 type leanConn struct {
 	t    *Transport
 	key  string
+	list *idleList // key's in t.idle
 	conn net.Conn
 	br   *bufio.Reader
 	bw   *bufio.Writer
+	// head, when not nil, is the request's head as PrepareDirect wrote
+	// it, which the flush writes as it is instead of what bw holds.
+	head []byte
 	// limit is what may still be read before the response headers are
 	// complete (MaxResponseHeaderBytes); < 0 while a body is read.
 	limit int64
@@ -174,17 +182,23 @@ type leanConn struct {
 	got    int64
 	reused bool
 	idleAt int64 // monotime.Now
-	// raw, peek, peekBuf, peekOK: intact's non-blocking peek.
+	// raw: the socket's; idle: lc came from the pool and is to be
+	// checked before the write (awaitFd, or intact); peek, peekBuf,
+	// peekOK: the non-blocking peek that checks it.
 	raw     syscall.RawConn
+	idle    bool
 	peek    func(fd uintptr) bool
 	peekBuf [1]byte
 	peekOK  bool
 	// closeConn is lc.conn.Close as a func built once, for AfterFunc.
 	closeConn func()
-	// await, flushed, werr: flushAwait's write-then-wait.
+	// await, flushed, werr: flushAwait's write-then-wait; fd, inWait:
+	// the socket the wait's callback may read (Read) while inWait.
 	await   func(fd uintptr) bool
 	flushed bool
 	werr    error
+	fd      uintptr
+	inWait  bool
 	// rerr is the connection's first read error, returned by every later
 	// read.
 	rerr error
@@ -202,7 +216,21 @@ func (c *leanConn) Read(p []byte) (int, error) {
 	if c.rerr != nil {
 		return 0, c.rerr
 	}
-	n, err := c.conn.Read(p)
+	var n int
+	var err error
+	if c.inWait {
+		// Inside flushAwait's wait, whose RawConn.Read holds the socket: a
+		// read through the conn would wait for that very call.
+		var e syscall.Errno
+		if n, e = sockio.ReadFd(c.fd, p); e == syscall.EAGAIN {
+			return 0, sockio.ErrNotYet
+		}
+		if e != 0 || n == 0 {
+			n, err = 0, c.readError(e)
+		}
+	} else {
+		n, err = c.conn.Read(p)
+	}
 	c.got += int64(n)
 	if c.limit > 0 {
 		c.limit -= int64(n)
@@ -322,7 +350,7 @@ func (t *Transport) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 		return nil, err
 	}
 	key := canonicalAddr(req)
-	for attempt := 0; ; attempt++ {
+	for attempt := 0; ; {
 		var lc *leanConn
 		if attempt == 0 {
 			lc = t.get(key)
@@ -338,6 +366,9 @@ func (t *Transport) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 		if err == nil {
 			return resp, nil
 		}
+		if err == errNotIntact {
+			continue // nothing was sent: the next pooled connection
+		}
 		// Retry once on a new connection: a pooled connection the backend
 		// had closed, nothing of a response came back, and the method
 		// allows sending it again (the Transport's rule, as no body is
@@ -345,6 +376,7 @@ func (t *Transport) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 		if !lc.reused || lc.got > 0 || attempt > 0 || ctx.Err() != nil || !Replayable(req) {
 			return nil, err
 		}
+		attempt++
 	}
 }
 
@@ -362,8 +394,8 @@ func Replayable(req *http.Request) bool {
 // canonicalAddr is the URL's host:port, port 80 when none (the URL's own
 // Host, without an allocation, when it has a port).
 func canonicalAddr(req *http.Request) string {
-	if h := req.URL.Host; strings.LastIndexByte(h, ':') > strings.LastIndexByte(h, ']') {
-		return h
+	if hasPort(req.URL.Host) {
+		return req.URL.Host
 	}
 	host, port := req.URL.Hostname(), req.URL.Port()
 	if port == "" {
@@ -372,8 +404,22 @@ func canonicalAddr(req *http.Request) string {
 	return net.JoinHostPort(host, port)
 }
 
+// hasPort: the last ':' of h comes after any ']' (one scan from the end,
+// which a port ends after a few bytes).
+func hasPort(h string) bool {
+	for i := len(h) - 1; i >= 0; i-- {
+		switch h[i] {
+		case ':':
+			return true
+		case ']':
+			return false
+		}
+	}
+	return false
+}
+
 func (t *Transport) wrap(key string, c net.Conn) *leanConn {
-	lc := &leanConn{t: t, key: key, conn: c}
+	lc := &leanConn{t: t, key: key, conn: c, list: t.listOf(key)}
 	lc.closeConn = func() { lc.conn.Close() }
 	lc.br = bufio.NewReaderSize(lc, 4<<10)
 	lc.bw = bufio.NewWriterSize(c, 4<<10)
@@ -414,12 +460,15 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 		return nil, err
 	}
 	lc.got = 0
+	if lc.idle && (pre == nil || len(pre.head) == 0) && !lc.intact() {
+		return fail(errNotIntact)
+	}
 	var gz bool
 	var trace *httptrace.ClientTrace
 	var err error
 	if pre != nil && len(pre.head) > 0 {
 		gz, trace = pre.gz, pre.trace
-		_, err = lc.bw.Write(pre.head)
+		lc.head = pre.head
 	} else {
 		// As the Transport: ask for gzip when the client asked for no
 		// encoding, and decode the answer, so the client gets what it can
@@ -443,6 +492,7 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 		}
 	}
 	if err == nil {
+		lc.limit = lc.t.maxHdr // flushAwait may read the head's first bytes
 		err = lc.flushAwait()
 	}
 	if err != nil {
@@ -452,7 +502,9 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 	var lr *h1wire.Resp
 	var fs *h1wire.Fields // the fields of a lean head, back in leanFields at Close
 	for n1xx := 0; ; n1xx++ {
-		lc.limit = lc.t.maxHdr
+		if n1xx > 0 {
+			lc.limit = lc.t.maxHdr
+		}
 		if fs == nil {
 			fs = leanFields.Get().(*h1wire.Fields)
 		}
@@ -623,16 +675,17 @@ func (g *leanGzip) Read(p []byte) (int, error) {
 
 func (g *leanGzip) Close() error { return g.body.Close() }
 
-// get takes the most recently used idle connection to key that is still
-// intact (the peek runs outside the pool's lock).
+// get takes the most recently used idle connection to key that has not
+// been idle for too long; the write's wait checks that it is intact
+// (awaitFd).
 func (t *Transport) get(key string) *leanConn {
 	for {
 		lc, fresh := t.pop(key)
 		if lc == nil {
 			return nil
 		}
-		if fresh && lc.intact() {
-			lc.reused = true
+		if fresh {
+			lc.reused, lc.idle = true, lc.raw != nil
 			return lc
 		}
 		lc.conn.Close()
@@ -643,26 +696,41 @@ func (t *Transport) get(key string) *leanConn {
 // was idle for longer than IdleConnTimeout.
 func (t *Transport) pop(key string) (lc *leanConn, fresh bool) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	cs := t.idle[key]
-	if len(cs) == 0 {
+	l := t.idle[key]
+	if l == nil || len(l.conns) == 0 {
+		t.mu.Unlock()
 		return nil, false
 	}
-	lc = cs[len(cs)-1]
-	cs[len(cs)-1] = nil
-	t.idle[key] = cs[:len(cs)-1]
+	n := len(l.conns) - 1
+	lc = l.conns[n]
+	l.conns[n] = nil
+	l.conns = l.conns[:n]
+	t.mu.Unlock()
 	return lc, monotime.Now()-lc.idleAt < int64(t.idleFor)
 }
 
-// intact peeks at the idle connection without blocking (one
-// recv(MSG_PEEK|MSG_DONTWAIT)): false when the backend closed it or sent
-// something nobody asked for, which http.Transport's reader goroutine
-// would have seen while the connection sat in its pool.
-func (lc *leanConn) intact() bool {
-	if lc.raw == nil {
-		return true // not a socket (a test's pipe): the retry rule covers it
+// listOf is key's idleList, made at the first connection to key.
+func (t *Transport) listOf(key string) *idleList {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := t.idle[key]
+	if l == nil {
+		l = new(idleList)
+		t.idle[key] = l
 	}
-	lc.peekOK = false
+	return l
+}
+
+// errNotIntact: a pooled connection was found closed by the backend, or
+// holding bytes nobody asked for, before anything was written on it.
+var errNotIntact = errors.New("lean: pooled connection not intact")
+
+// intact is awaitFd's check of a pooled connection on a RawConn.Read of
+// its own, for a head that may leave before flushAwait (bw's, when larger
+// than bw): false when the backend closed it or sent something nobody
+// asked for.
+func (lc *leanConn) intact() bool {
+	lc.idle, lc.peekOK = false, false
 	return lc.raw.Read(lc.peek) == nil && lc.peekOK
 }
 
@@ -680,46 +748,98 @@ func (lc *leanConn) peekFd(fd uintptr) bool {
 // request is saved by writing inside RawConn.Read, whose readiness state is
 // reset before the callback runs, so the answer's arrival, which follows
 // the write, is never missed.
+//
+// A pooled connection is checked first, in the same call (awaitFd), so
+// what the backend sends or closes after the check wakes the wait.
 func (lc *leanConn) flushAwait() error {
 	if lc.raw == nil {
-		return lc.bw.Flush()
+		return lc.flush()
 	}
 	lc.flushed, lc.werr = false, nil
 	_ = lc.raw.Read(lc.await)
 	if !lc.flushed {
-		// RawRead failed before the callback (the connection was closed
-		// by a cancellation): nothing was sent.
-		return lc.bw.Flush()
+		// RawRead failed before the callback (a cancellation closed the
+		// connection, or the deadline of a pooled one has passed):
+		// nothing was sent.
+		if lc.idle {
+			lc.idle = false
+			return errNotIntact
+		}
+		return lc.flush()
 	}
 	return lc.werr
 }
 
-// awaitFd is lc.await: the first call writes, the one after readiness
-// ends the wait.
-func (lc *leanConn) awaitFd(uintptr) bool {
-	if lc.flushed {
+// flush sends the request's head: PrepareDirect's, or what bw holds.
+func (lc *leanConn) flush() error {
+	if h := lc.head; h != nil {
+		lc.head = nil
+		_, err := lc.conn.Write(h)
+		return err
+	}
+	return lc.bw.Flush()
+}
+
+// awaitFd is lc.await: the first call checks a pooled connection and
+// writes; a call after readiness reads what came into lc.br, and ends the
+// wait unless nothing had come (a wake-up with nothing to read waits
+// again). The head then usually needs no RawConn.Read of its own.
+func (lc *leanConn) awaitFd(fd uintptr) bool {
+	if !lc.flushed {
+		if lc.idle {
+			// One recv(MSG_PEEK|MSG_DONTWAIT): bytes or an EOF on an
+			// idle connection, which http.Transport's reader goroutine
+			// would have seen while it sat in the pool, and the
+			// connection is not used.
+			lc.idle = false
+			if lc.peekFd(fd); !lc.peekOK {
+				lc.werr = errNotIntact
+				lc.flushed = true
+				return true
+			}
+		}
+		lc.flushed = true
+		lc.werr = lc.flush()
+		return lc.werr != nil
+	}
+	if lc.br.Buffered() > 0 {
 		return true
 	}
-	lc.flushed = true
-	lc.werr = lc.bw.Flush()
-	return lc.werr != nil
+	lc.fd, lc.inWait = fd, true
+	_, err := lc.br.Peek(1)
+	lc.inWait = false
+	return err != sockio.ErrNotYet
+}
+
+// readError is what a read through the conn returns for what recv(2)
+// on its socket returned (Read inside awaitFd): io.EOF for nothing, else
+// e as net.TCPConn and sockio.Conn report it. What the wrappers between
+// would do on a read is done already: the one the data path dials under
+// (the activity deadline) arms its deadline on the write just made.
+func (c *leanConn) readError(e syscall.Errno) error {
+	if e == 0 {
+		return io.EOF
+	}
+	return &net.OpError{Op: "read", Net: "tcp", Source: c.conn.LocalAddr(), Addr: c.conn.RemoteAddr(), Err: os.NewSyscallError("read", e)}
 }
 
 // put pools lc, unless the pool is full or closed.
 func (t *Transport) put(lc *leanConn) {
+	now := monotime.Now()
+	l := lc.list
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	cs := t.idle[lc.key]
-	if t.closed || len(cs) >= t.maxIdle {
+	if t.closed || len(l.conns) >= t.maxIdle {
+		t.mu.Unlock()
 		lc.conn.Close()
 		return
 	}
-	lc.idleAt = monotime.Now()
-	t.idle[lc.key] = append(cs, lc)
+	lc.idleAt = now
+	l.conns = append(l.conns, lc)
 	if !t.pruneArmed {
 		t.pruneArmed = true
 		t.prune.Reset(t.idleFor)
 	}
+	t.mu.Unlock()
 }
 
 // pruneIdle closes connections idle for longer than IdleConnTimeout.
@@ -728,7 +848,8 @@ func (t *Transport) pruneIdle() {
 	defer t.mu.Unlock()
 	now := monotime.Now()
 	next := int64(-1) // when the oldest connection left expires
-	for key, cs := range t.idle {
+	for _, l := range t.idle {
+		cs := l.conns
 		keep := cs[:0]
 		for _, lc := range cs {
 			exp := lc.idleAt + int64(t.idleFor)
@@ -742,7 +863,7 @@ func (t *Transport) pruneIdle() {
 			}
 		}
 		clear(cs[len(keep):])
-		t.idle[key] = keep
+		l.conns = keep
 	}
 	t.pruneArmed = next >= 0 && !t.closed
 	if t.pruneArmed {
@@ -754,11 +875,12 @@ func (t *Transport) pruneIdle() {
 // Transport's); connections in use close when their response ends.
 func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
-	for key, cs := range t.idle {
-		for _, lc := range cs {
+	for _, l := range t.idle {
+		for _, lc := range l.conns {
 			lc.conn.Close()
 		}
-		delete(t.idle, key)
+		clear(l.conns)
+		l.conns = l.conns[:0]
 	}
 	t.mu.Unlock()
 	t.fallback.CloseIdleConnections()

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,6 +55,31 @@ func do(t *testing.T, lt *Transport, method, url string, body io.Reader, hdr htt
 		req.Header[k] = v
 	}
 	resp, err := lt.RoundTrip(req)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, string(b), err
+}
+
+// doVia is do for a request without a body, through RoundTripDirect
+// after PrepareDirect when direct (whose head the write's own wait
+// sends), else through RoundTrip.
+func doVia(t *testing.T, lt *Transport, direct bool, method, url string) (*http.Response, string, error) {
+	t.Helper()
+	if !direct {
+		return do(t, lt, method, url, nil, nil)
+	}
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := new(Direct)
+	if !lt.PrepareDirect(req, d, "") || len(d.head) == 0 {
+		t.Fatal("PrepareDirect did not write the head")
+	}
+	resp, err := lt.RoundTripDirect(req, d)
 	if err != nil {
 		return nil, "", err
 	}
@@ -166,13 +193,114 @@ func TestLeanRetriesAStalePooledConnection(t *testing.T) {
 	}
 }
 
+// A pooled connection the backend closed while it was idle is not used:
+// even a request that may not be replayed goes out on a new connection.
+func TestLeanSkipsAPooledConnectionTheBackendClosed(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) { testSkipsClosed(t, direct) })
+	}
+}
+
+func testSkipsClosed(t *testing.T, direct bool) {
+	closed := make(chan struct{})
+	be := testutil.NewRawServer(t, func(i int, conn net.Conn, br *bufio.Reader) {
+		if i == 0 {
+			testutil.Answer(br, conn, okResp)
+			conn.Close()
+			close(closed)
+			return
+		}
+		for testutil.Answer(br, conn, okResp) {
+		}
+	})
+	lt, _ := newLean(t, nil)
+	if _, got, err := doVia(t, lt, direct, "POST", be.URL()+"/"); err != nil || got != "ok" {
+		t.Fatalf("first: %q %v", got, err)
+	}
+	<-closed
+	if resp, got, err := doVia(t, lt, direct, "POST", be.URL()+"/"); err != nil || got != "ok" || be.Conns() != 2 {
+		t.Fatalf("second: %v %q %v on %d connections, want ok on a second", resp, got, err, be.Conns())
+	}
+}
+
+// A pooled connection the backend resets once it has read the request
+// fails with the reset as a read of the connection reports it: a request
+// that may be replayed goes again on a new connection, another gets the
+// error.
+func TestLeanPooledConnectionResetAfterTheRequest(t *testing.T) {
+	for _, c := range []struct {
+		method string
+		replay bool
+	}{{"GET", true}, {"POST", false}} {
+		t.Run(c.method, func(t *testing.T) {
+			be := testutil.NewRawServer(t, func(i int, conn net.Conn, br *bufio.Reader) {
+				if i > 0 {
+					for testutil.Answer(br, conn, okResp) {
+					}
+					return
+				}
+				if testutil.Answer(br, conn, okResp) {
+					if _, err := http.ReadRequest(br); err == nil {
+						conn.(*net.TCPConn).SetLinger(0) // the close sends a reset
+					}
+				}
+			})
+			lt, _ := newLean(t, nil)
+			if _, got, err := do(t, lt, c.method, be.URL()+"/", nil, nil); err != nil || got != "ok" {
+				t.Fatalf("first: %q %v", got, err)
+			}
+			resp, got, err := do(t, lt, c.method, be.URL()+"/", nil, nil)
+			if c.replay {
+				if err != nil || got != "ok" || be.Conns() != 2 {
+					t.Fatalf("replay: %v %q %v on %d connections, want ok on 2", resp, got, err, be.Conns())
+				}
+				return
+			}
+			var oe *net.OpError
+			if err == nil || !errors.Is(err, syscall.ECONNRESET) || !errors.As(err, &oe) ||
+				oe.Op != "read" || oe.Net != "tcp" || oe.Source == nil || oe.Addr == nil || !ConnBroke(err) {
+				t.Fatalf("got %v %v, want the read's connection reset", resp, err)
+			}
+		})
+	}
+}
+
+// A response head that arrives in pieces, before and after the first read
+// ends the wait for the answer, reads whole, request after request.
+func TestLeanReadsAHeadThatArrivesInPieces(t *testing.T) {
+	parts := []string{"HTTP/1.1 200 OK\r\n", "Content-Type: text/plain\r\nContent-", "Length: 2\r\n\r\n", "ok"}
+	be := testutil.NewRawServer(t, func(_ int, conn net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := http.ReadRequest(br); err != nil {
+				return
+			}
+			for _, p := range parts {
+				if _, err := io.WriteString(conn, p); err != nil {
+					return
+				}
+			}
+		}
+	})
+	lt, _ := newLean(t, nil)
+	for i := range 20 {
+		resp, got, err := do(t, lt, "GET", be.URL()+"/", nil, nil)
+		if err != nil || got != "ok" || resp.Header.Get("Content-Type") != "text/plain" {
+			t.Fatalf("request %d: %v %q %v", i, resp, got, err)
+		}
+	}
+	if be.Conns() != 1 {
+		t.Fatalf("%d backend connections, want 1", be.Conns())
+	}
+}
+
 // Bytes a backend sends that no request asked for (a response smuggled
 // after the real one, in the same segment or later while the connection
 // is idle) never answer the next request: the connection is not reused.
 func TestLeanNeverReusesAConnectionWithUnaskedBytes(t *testing.T) {
 	const smuggled = "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled"
-	for _, later := range []bool{false, true} {
-		t.Run(fmt.Sprintf("later=%v", later), func(t *testing.T) {
+	for _, c := range []struct{ later, direct bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		later := c.later
+		t.Run(fmt.Sprintf("later=%v,direct=%v", later, c.direct), func(t *testing.T) {
 			sent := make(chan struct{})
 			be := testutil.NewRawServer(t, func(i int, conn net.Conn, br *bufio.Reader) {
 				if i > 0 {
@@ -190,12 +318,12 @@ func TestLeanNeverReusesAConnectionWithUnaskedBytes(t *testing.T) {
 				io.Copy(io.Discard, br)
 			})
 			lt, _ := newLean(t, nil)
-			if _, got, err := do(t, lt, "GET", be.URL()+"/", nil, nil); err != nil || got != "ok" {
+			if _, got, err := doVia(t, lt, c.direct, "GET", be.URL()+"/"); err != nil || got != "ok" {
 				t.Fatalf("first: %q %v", got, err)
 			}
 			<-sent
 			for range 3 {
-				if resp, got, err := do(t, lt, "GET", be.URL()+"/", nil, nil); err != nil || resp.StatusCode != 200 || got != "ok" {
+				if resp, got, err := doVia(t, lt, c.direct, "GET", be.URL()+"/"); err != nil || resp.StatusCode != 200 || got != "ok" {
 					t.Fatalf("next request got %v %q %v, want 200 ok from a new connection", resp, got, err)
 				}
 			}
@@ -459,6 +587,8 @@ func TestCanonicalAddr(t *testing.T) {
 		"http://[::1]:81/":        "[::1]:81",
 		"http://[::1]/":           "[::1]:80",
 		"http://10.0.0.1/":        "10.0.0.1:80",
+		"http://10.0.0.1:8/":      "10.0.0.1:8",
+		"http://[fe80::1%25en0]/": "[fe80::1%en0]:80",
 	} {
 		req, _ := http.NewRequest("GET", in, nil)
 		if got := canonicalAddr(req); got != want {

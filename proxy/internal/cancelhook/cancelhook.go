@@ -3,6 +3,7 @@ package cancelhook
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // Hook stands in for the lean transport's context.AfterFunc on requests
@@ -81,12 +82,14 @@ func OnCancel(ctx context.Context, f func()) Reg {
 // func is registered.
 func (h *Hook) set(lc *Ctx, f func()) (uint64, bool) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.ctx == nil || lc != h.ctx || h.fgen != 0 || h.fired == h.gen || lc.hasChildren() {
+		h.mu.Unlock()
 		return 0, false
 	}
 	h.f, h.fgen = f, h.gen
-	return h.gen, true
+	gen := h.gen
+	h.mu.Unlock()
+	return gen, true
 }
 
 // Stop is AfterFunc's stop: true when it kept f from running.
@@ -96,12 +99,12 @@ func (r Reg) Stop() bool {
 	}
 	h := r.hook
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.fgen != r.gen {
-		return false // it ran
+	ok := h.fgen == r.gen // else it ran
+	if ok {
+		h.f, h.fgen = nil, 0
 	}
-	h.f, h.fgen = nil, 0
-	return true
+	h.mu.Unlock()
+	return ok
 }
 
 // Ctx is the context of a request of the own HTTP/1.1 loop (or of an own
@@ -120,8 +123,8 @@ type Ctx struct {
 	done            chan struct{} // made at the first Done, closed by cancel
 	err             error
 	afters          []loopAfter
-	nextID          uint64 // of afters; nextID > 0: one was ever registered
-	parsed          string // SetParsed's
+	nextID          atomic.Uint64 // of afters, added to under mu; > 0: one was ever registered
+	parsed          string        // SetParsed's
 }
 
 type loopAfter struct {
@@ -197,8 +200,7 @@ func (c *Ctx) AfterFunc(f func()) (stop func() bool) {
 		go f()
 		return func() bool { return false }
 	}
-	c.nextID++
-	id := c.nextID
+	id := c.nextID.Add(1)
 	c.afters = append(c.afters, loopAfter{id: id, f: f})
 	c.mu.Unlock()
 	return func() bool {
@@ -214,12 +216,9 @@ func (c *Ctx) AfterFunc(f func()) (stop func() bool) {
 	}
 }
 
-// hasChildren: something was registered on c (the caller holds no lock
-// of c's).
+// hasChildren: something was registered on c.
 func (c *Ctx) hasChildren() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.nextID > 0
+	return c.nextID.Load() > 0
 }
 
 // Cancel ends c with err (once) and runs what was registered on it.
