@@ -517,47 +517,32 @@ func TestProxySendsBodylessHTTP1OverTheLeanPath(t *testing.T) {
 // receive, byte for byte, what it receives through ReverseProxy, which
 // checks everything.
 func TestDirectPathChecksWhatTheParserDidNot(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	var mu sync.Mutex
 	var lines []string // the last head's field lines, as sent
-	go func() {
+	backend := testutil.NewRawServer(t, func(_ int, c net.Conn, br *bufio.Reader) {
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			if _, err := br.ReadString('\n'); err != nil { // the request line
 				return
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					if _, err := br.ReadString('\n'); err != nil { // the request line
-						return
-					}
-					var got []string
-					for {
-						l, err := br.ReadString('\n')
-						if err != nil {
-							return
-						}
-						if l == "\r\n" {
-							break
-						}
-						got = append(got, l)
-					}
-					mu.Lock()
-					lines = got
-					mu.Unlock()
-					if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
-						return
-					}
+			var got []string
+			for {
+				l, err := br.ReadString('\n')
+				if err != nil {
+					return
 				}
-			}()
+				if l == "\r\n" {
+					break
+				}
+				got = append(got, l)
+			}
+			mu.Lock()
+			lines = got
+			mu.Unlock()
+			if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+				return
+			}
 		}
-	}()
+	})
 
 	// The client's value of X-A is "a b", its User-Agent "ua".
 	clientValue := func(out *http.Request) string { return out.Header["X-A"][0] }
@@ -607,7 +592,7 @@ func TestDirectPathChecksWhatTheParserDidNot(t *testing.T) {
 	}
 	var rewrite atomic.Pointer[func(out *http.Request)]
 	onRewrite := func(out *http.Request) { (*rewrite.Load())(out) }
-	cfg := simpleConfig(map[string]string{"d1": "http://" + ln.Addr().String()}, "", "", "")
+	cfg := simpleConfig(map[string]string{"d1": backend.URL()}, "", "", "")
 	var taken atomic.Int64
 	withDirect := newHarness(t, mustParse(t, cfg), withHooks(&testHooks{onDirect: func() { taken.Add(1) }, onRewrite: onRewrite}))
 	without := newHarness(t, mustParse(t, cfg), withHooks(&testHooks{noDirect: true, onRewrite: onRewrite}))

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/tether-proxy/tether/proxy/forwarded"
+	"github.com/tether-proxy/tether/test/testutil"
 )
 
 // respFieldsBackend answers each request with the raw answer its path
@@ -21,33 +22,18 @@ import (
 // closes.
 func respFieldsBackend(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	s := testutil.NewRawServer(t, func(_ int, c net.Conn, br *bufio.Reader) {
 		for {
-			c, err := ln.Accept()
+			req, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					if _, err := io.WriteString(c, respFieldsAnswers[req.URL.Path]); err != nil || req.URL.Path == "/cut" {
-						return
-					}
-				}
-			}()
+			if _, err := io.WriteString(c, respFieldsAnswers[req.URL.Path]); err != nil || req.URL.Path == "/cut" {
+				return
+			}
 		}
-	}()
-	return "http://" + ln.Addr().String() + "/"
+	})
+	return s.URL() + "/"
 }
 
 var respFieldsAnswers = map[string]string{
