@@ -25,7 +25,8 @@
 // The parts it uses have packages of their own: the forwarding headers
 // and trust (proxy/forwarded), the checks before routing (proxy/hygiene),
 // the error answers (proxy/errpage), the access log's writer
-// (proxy/accesslog), the lean backend transport (proxy/lean), and the
+// (proxy/accesslog), route timeouts (proxy/routetimeout), the lean
+// backend transport (proxy/lean), and the
 // route table, load balancing, affinity, health, transforms, WAF, DNS
 // cache and tracing under proxy/. DESIGN.md walks one request through
 // them.

@@ -11,6 +11,7 @@ import (
 	"github.com/tether-proxy/tether/proxy/affinity"
 	"github.com/tether-proxy/tether/proxy/errpage"
 	"github.com/tether-proxy/tether/proxy/forwarded"
+	"github.com/tether-proxy/tether/proxy/routetimeout"
 )
 
 // errKind labels tether_proxy_errors_total{kind}.
@@ -70,7 +71,7 @@ func classify(ctx context.Context, err error) (int, errKind) {
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return statusClientClosed, kindClientGone
 	}
-	if errors.Is(err, context.DeadlineExceeded) || timedOut(ctx) {
+	if errors.Is(err, context.DeadlineExceeded) || routetimeout.TimedOut(ctx) {
 		return http.StatusGatewayTimeout, kindGatewayTimeout
 	}
 	var ne net.Error

@@ -27,6 +27,7 @@ import (
 	"github.com/tether-proxy/tether/proxy/health"
 	"github.com/tether-proxy/tether/proxy/hygiene"
 	"github.com/tether-proxy/tether/proxy/lean"
+	"github.com/tether-proxy/tether/proxy/routetimeout"
 	"github.com/tether-proxy/tether/proxy/tracing"
 	"github.com/tether-proxy/tether/proxy/upstream"
 	"github.com/tether-proxy/tether/proxy/waf"
@@ -425,7 +426,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Begin()
 	defer d.Done()
-	ctx, release := withRouteTimeout(context.WithValue(r.Context(), stateKey{}, st), requestTimeout(rr.timeout, r, st.rw.grpc))
+	ctx, release := routetimeout.With(context.WithValue(r.Context(), stateKey{}, st), routetimeout.ForRequest(rr.timeout, r, st.rw.grpc))
 	defer release()
 	if cl.clientCfg.client.MaxConnectionsPerServer > 0 {
 		var stop func()
@@ -621,7 +622,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 func (p *Proxy) modifyResponseState(st *reqState, resp *http.Response) {
 	st.upstream = resp.StatusCode
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		stopRouteTimeout(resp.Request.Context())
+		routetimeout.Stop(resp.Request.Context())
 	}
 	// Transforms first, as YARP runs its affinity transform after the
 	// route's: the affinity cookie survives ResponseHeadersCopy=false.

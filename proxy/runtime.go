@@ -24,6 +24,7 @@ import (
 	"github.com/tether-proxy/tether/proxy/lb"
 	"github.com/tether-proxy/tether/proxy/lean"
 	"github.com/tether-proxy/tether/proxy/route"
+	"github.com/tether-proxy/tether/proxy/routetimeout"
 	"github.com/tether-proxy/tether/proxy/transform"
 	"github.com/tether-proxy/tether/proxy/upstream"
 	"github.com/tether-proxy/tether/proxy/waf"
@@ -285,7 +286,7 @@ func build(cfg *config.Config, p *Proxy, old *runtime) (*runtime, config.Errors)
 			fail(path+".ClusterId", "unknown cluster %q", r.ClusterId)
 			continue
 		}
-		rr := &routeRT{id: id, cluster: cl, aff: cl.aff, maxBody: r.MaxRequestBodySize, timeout: routeTimeoutOf(r), waf: rt.waf.Policy(cfg, r)}
+		rr := &routeRT{id: id, cluster: cl, aff: cl.aff, maxBody: r.MaxRequestBodySize, timeout: routetimeout.Of(r), waf: rt.waf.Policy(cfg, r)}
 		if r.SessionAffinity != nil {
 			prov, err := affinity.New(cl.id, *r.SessionAffinity, cl.up, affOpts)
 			if err != nil {

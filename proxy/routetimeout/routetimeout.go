@@ -1,4 +1,4 @@
-package proxy
+package routetimeout
 
 import (
 	"context"
@@ -13,15 +13,9 @@ import (
 	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
 )
 
-// Route timeouts (Route.Timeout), as ASP.NET's request timeouts bound a
-// YARP route: the whole exchange, from routing to the end of the response
-// body. Before the response starts the request gets 504; after, the
-// connection is cut. As in YARP, the timeout stops once an upgrade
-// (WebSocket) is accepted: such connections are meant to be long.
-
-// routeTimeoutOf is the timeout a route's config asks for; 0 means none
+// Of is the timeout a route's config asks for; 0 means none
 // (absent, or TimeoutPolicy "Disable").
-func routeTimeoutOf(r *config.Route) time.Duration {
+func Of(r *config.Route) time.Duration {
 	if r.Timeout.Set {
 		return r.Timeout.Duration
 	}
@@ -46,9 +40,9 @@ type timeoutCtx struct {
 
 type timeoutKey struct{}
 
-// withRouteTimeout returns ctx bounded by d, and the function that releases
+// With returns ctx bounded by d, and the function that releases
 // it; d <= 0 returns ctx itself.
-func withRouteTimeout(ctx context.Context, d time.Duration) (context.Context, func()) {
+func With(ctx context.Context, d time.Duration) (context.Context, func()) {
 	if d <= 0 {
 		return ctx, func() {}
 	}
@@ -87,19 +81,19 @@ func (c *timeoutCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// stopRouteTimeout stops the route timeout of ctx, if any and if it has not
+// Stop stops the route timeout of ctx, if any and if it has not
 // fired: called once an upgrade is accepted.
-func stopRouteTimeout(ctx context.Context) {
+func Stop(ctx context.Context) {
 	if c, ok := ctx.Value(timeoutKey{}).(*timeoutCtx); ok {
 		c.stopped.Store(true)
 		c.timer.Stop()
 	}
 }
 
-// timedOut reports whether ctx's route timeout has run out, fired or not:
+// TimedOut reports whether ctx's route timeout has run out, fired or not:
 // a backend that gave up at the same deadline (a gRPC server resets the
 // stream when its grpc-timeout passes) may be heard before the timer runs.
-func timedOut(ctx context.Context) bool {
+func TimedOut(ctx context.Context) bool {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return true
 	}
@@ -107,12 +101,12 @@ func timedOut(ctx context.Context) bool {
 	return ok && !c.stopped.Load() && !time.Now().Before(c.deadline)
 }
 
-// requestTimeout bounds the route's timeout d by a gRPC request's
+// ForRequest bounds the route's timeout d by a gRPC request's
 // grpc-timeout: past the client's deadline nobody waits for the answer, so
 // the backend's connection is released then, and the client is told
 // DEADLINE_EXCEEDED (as Envoy does with max_grpc_timeout). The header still
 // reaches the backend unchanged. grpc is errpage.IsGRPC(r), known by then.
-func requestTimeout(d time.Duration, r *http.Request, grpc bool) time.Duration {
+func ForRequest(d time.Duration, r *http.Request, grpc bool) time.Duration {
 	if !grpc {
 		return d
 	}
@@ -120,16 +114,16 @@ func requestTimeout(d time.Duration, r *http.Request, grpc bool) time.Duration {
 	if len(v) != 1 {
 		return d
 	}
-	g, ok := parseGRPCTimeout(v[0])
+	g, ok := ParseGRPC(v[0])
 	if !ok || (d > 0 && d <= g) {
 		return d
 	}
 	return g
 }
 
-// parseGRPCTimeout reads a grpc-timeout value: at most 8 digits and a unit
+// ParseGRPC reads a grpc-timeout value: at most 8 digits and a unit
 // (H, M, S, m, u, n), per the gRPC over HTTP/2 protocol.
-func parseGRPCTimeout(s string) (time.Duration, bool) {
+func ParseGRPC(s string) (time.Duration, bool) {
 	if len(s) < 2 || len(s) > 9 {
 		return 0, false
 	}
