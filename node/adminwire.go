@@ -8,6 +8,7 @@ import (
 
 	"github.com/tether-proxy/tether/keyring"
 	adminapi "github.com/tether-proxy/tether/node/admin"
+	"github.com/tether-proxy/tether/node/clustertime"
 	"github.com/tether-proxy/tether/node/leader"
 	"github.com/tether-proxy/tether/store"
 )
@@ -33,7 +34,7 @@ func newWrites(n *Node) *adminapi.Writes {
 		Store:   n.store,
 		Applied: func() { n.applyDrains(); n.applyClusterConfig() },
 		Unavailable: func(err error) bool {
-			return errors.Is(err, leader.ErrBehind) || errors.As(err, new(*leader.KeysNotHeldError))
+			return errors.Is(err, leader.ErrBehind) || errors.Is(err, clustertime.ErrNotReady) || errors.As(err, new(*leader.KeysNotHeldError))
 		},
 		Log: n.log,
 	}
@@ -50,7 +51,7 @@ func (a adminNode) NotReady() string                 { return a.n.NotReady() }
 func (a adminNode) Warnings() []string               { return a.n.storeWarnings() }
 func (a adminNode) Members() []adminapi.Member       { return a.n.table.views() }
 func (a adminNode) ActiveKeyID(now time.Time) string { return a.n.ring.ActiveKeyID(now) }
-func (a adminNode) ClusterNow() time.Time            { now, _ := a.n.clock.Now(); return now }
+func (a adminNode) ClusterNow() (time.Time, error)   { return a.n.clock.Known() }
 func (a adminNode) ApplyDrains()                     { a.n.applyDrains() }
 func (a adminNode) Acme() any                        { return a.n.lead.AcmeView().Statuses() }
 func (a adminNode) ConfirmApplied(ctx context.Context, index uint64, within time.Duration) (applied, pending []string) {

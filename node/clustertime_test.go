@@ -417,3 +417,61 @@ func TestARotationActivatedWithAFarKeyIsTheOneThatEncrypts(t *testing.T) {
 		t.Fatalf("the active key is %s, want the rotation's %s (the far key is %s)", a, md.ID, far.ID)
 	}
 }
+
+// A node that starts beside one member whose clock is 2500 h ahead (the
+// third member down) cannot tell which of the two clocks is wrong: as
+// leader it commits no time until they agree. It answers a write that
+// commits a time with 503 and a reason, and commits nothing from the mean
+// of the two, which is 1250 h ahead.
+func TestClusterNodeStartedBesideOneSkewedClockCommitsNoTimeUntilTheClocksAgree(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	tc.skipShort()
+	tc.form(3)
+	l := tc.waitLeader()
+	var y, down *Node
+	for _, n := range tc.live() {
+		switch {
+		case n == l:
+		case down == nil:
+			down = n
+		default:
+			y = n
+		}
+	}
+	tc.stop(down.ID())
+	testutil.Eventually(t, 20*time.Second, down.ID()+" dead on the others", func() bool {
+		return memberState(l, down.ID()) == "dead" && memberState(y, down.ID()) == "dead"
+	})
+	setClock(y, 2500*time.Hour)
+	cfg := tc.cfgs[l.ID()]
+	tc.stop(l.ID())
+	r := tc.start(cfg)
+	testutil.Eventually(t, 20*time.Second, "the restarted node leading, with "+y.ID()+"'s clock read", func() bool {
+		if y.store.IsLeader() {
+			y.store.TransferLeadership()
+			return false
+		}
+		_, read := r.members.PeerClocks()[y.ID()]
+		st := memberState(r, down.ID())
+		return r.store.IsLeader() && read && st != "alive" && st != "suspect"
+	})
+	status, body := admin(t, r, "POST", "/v1/keyring/rotate", nil)
+	if status != 503 || !strings.Contains(fmt.Sprint(body["error"]), "does not know the cluster time yet") {
+		t.Fatalf("rotate on a leader that cannot tell which clock is wrong: %d %v", status, body)
+	}
+	status, body = admin(t, r, "POST", "/v1/clusters/app/destinations/d1/drain", nil)
+	if status != 503 || !strings.Contains(fmt.Sprint(body["error"]), "does not know the cluster time yet") {
+		t.Fatalf("drain on a leader that cannot tell which clock is wrong: %d %v", status, body)
+	}
+	setClock(y, 0)
+	status, body = adminWrite(t, r, "POST", "/v1/keyring/rotate", nil)
+	if status != 200 {
+		t.Fatalf("rotate once the clocks agree: %d %v", status, body)
+	}
+	for _, n := range tc.live() {
+		checkKeyTimes(t, n)
+	}
+	if ahead := time.Until(r.store.CommittedClock()); ahead > time.Minute {
+		t.Fatalf("the committed cluster time is %s ahead", ahead.Round(time.Second))
+	}
+}

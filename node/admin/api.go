@@ -70,8 +70,9 @@ type Node interface {
 	// Revoke revokes key id (on the leader); keyring.ErrUnknownKey when
 	// there is no such key.
 	Revoke(ctx context.Context, id, reqID, bind string) (Revoked, error)
-	// ClusterNow is the cluster time.
-	ClusterNow() time.Time
+	// ClusterNow is the cluster time; an error (Writes.Unavailable) while
+	// this node does not know it yet.
+	ClusterNow() (time.Time, error)
 	// ApplyDrains brings the data path in step with the replicated drains.
 	ApplyDrains()
 	// ConfirmApplied waits, at most within, until every other live member

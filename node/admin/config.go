@@ -159,7 +159,12 @@ func (a *API) configRollback(w http.ResponseWriter, r *http.Request) {
 // go into the answer, so no ignored key passes unsaid.
 func (a *API) commitConfig(w http.ResponseWriter, r *http.Request, cmd store.SetConfig, what string, warnings []string) {
 	// The commit time is the cluster time, which no one node's clock moves.
-	cmd.At = a.Node.ClusterNow().UTC()
+	now, err := a.Node.ClusterNow()
+	if err != nil {
+		a.Writes.WriteApplyError(w, what, err)
+		return
+	}
+	cmd.At = now.UTC()
 	c, err := a.Store.CommitRequest(cmd, RequestBinding(r))
 	if errors.Is(err, store.ErrConfigVersion) {
 		cur := a.Store.ConfigCurrent().Version

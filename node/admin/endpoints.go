@@ -226,7 +226,11 @@ func (a *API) drain(on bool) http.HandlerFunc {
 			// The leader picks the absolute deadline, so every node ends
 			// the drain at the same moment; it counts from the cluster
 			// time, which no one node's clock moves.
-			now := a.Node.ClusterNow()
+			now, err := a.Node.ClusterNow()
+			if err != nil {
+				a.Writes.WriteApplyError(w, "drain change", err)
+				return
+			}
 			cmd = store.SetDrain{ReqID: RequestID(r), Cluster: clusterID, Destination: id, Deadline: now.Add(timeout).UTC()}
 		}
 		c, err := a.Store.CommitRequest(cmd, RequestBinding(r))
@@ -284,7 +288,12 @@ func (a *API) snapshotSave(w http.ResponseWriter, r *http.Request) {
 // against the cluster's time. The answer says what the decoded state held
 // and which keys the running cluster revoked stay revoked.
 func (a *API) snapshotRestore(w http.ResponseWriter, r *http.Request) {
-	res, err := a.Store.RestoreBackup(r.Body, a.Node.ClusterNow(), restoreTimeout)
+	now, err := a.Node.ClusterNow()
+	if err != nil {
+		a.Writes.WriteApplyError(w, "restore", err)
+		return
+	}
+	res, err := a.Store.RestoreBackup(r.Body, now, restoreTimeout)
 	if errors.Is(err, store.ErrBackup) {
 		WriteError(w, http.StatusUnprocessableEntity, err.Error())
 		return

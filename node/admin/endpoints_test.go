@@ -106,6 +106,7 @@ func (p fakeProxy) DrainTimeout(c, d string) (time.Duration, error) {
 type fakeNode struct {
 	Node
 	now      time.Time
+	nowErr   error
 	pending  []string
 	probing  bool
 	joinErr  error
@@ -113,8 +114,8 @@ type fakeNode struct {
 	drained  int
 }
 
-func (f *fakeNode) ClusterNow() time.Time { return f.now }
-func (f *fakeNode) ApplyDrains()          { f.drained++ }
+func (f *fakeNode) ClusterNow() (time.Time, error) { return f.now, f.nowErr }
+func (f *fakeNode) ApplyDrains()                   { f.drained++ }
 func (f *fakeNode) ConfirmApplied(context.Context, uint64, time.Duration) ([]string, []string) {
 	return []string{"n1"}, f.pending
 }

@@ -14,10 +14,11 @@ import (
 )
 
 // Store is what the clock needs of the replicated state: the committed
-// cluster time, and a write to set it back.
+// cluster time, a write to set it back, and the Raft configuration.
 type Store interface {
 	CommittedClock() time.Time
 	Apply(store.Command) (uint64, error)
+	Servers() ([]store.Server, error)
 }
 
 // Members is the gossip view whose clocks vote.
@@ -95,27 +96,43 @@ func (c *Clock) Wall() time.Time {
 }
 
 // votes are this node's wall clock own and every alive or suspect
-// member's clock as its probe acks tell it, counted forward to mono.
-// complete is false while a member that sends its clock (one that applies
-// SetClock) has not been read yet. Members of an earlier release send none
-// and do not vote.
-func (c *Clock) votes(own, mono time.Time) (votes []time.Time, complete bool) {
-	votes, complete = []time.Time{own}, true
+// member's clock as its probe acks tell it, counted forward to mono; want
+// is how many there should be: own, every such member that sends its
+// clock (one that applies SetClock), read or not yet, and every other
+// server of the Raft configuration (down, or not seen by gossip yet: a
+// node just started knows its configuration before its members). Members
+// of an earlier release send no clock and do not vote.
+func (c *Clock) votes(own, mono time.Time) (votes []time.Time, want int) {
+	votes = []time.Time{own}
 	if c.mem == nil {
-		return votes, complete
+		return votes, 1
 	}
 	read := c.mem.PeerClocks()
+	alive := map[string]bool{c.self: true}
+	want = 1
 	for _, m := range c.mem.Members() {
 		if m.ID == c.self || !m.Alive() {
 			continue
 		}
+		alive[m.ID] = true
 		if pc, ok := read[m.ID]; ok {
 			votes = append(votes, pc.At(mono).Round(0))
+			want++
 		} else if store.CommandSet(m.Commands).Supports(store.SetClock{}) {
-			complete = false
+			want++
 		}
 	}
-	return votes, complete
+	if c.st == nil {
+		return votes, want
+	}
+	if servers, err := c.st.Servers(); err == nil {
+		for _, sv := range servers {
+			if !alive[sv.ID] {
+				want++
+			}
+		}
+	}
+	return votes, want
 }
 
 // Now is the cluster time as this node reckons it now, and whether its
@@ -123,8 +140,12 @@ func (c *Clock) votes(own, mono time.Time) (votes []time.Time, complete bool) {
 // time, and this node's own clock far off, once per episode.
 func (c *Clock) Now() (time.Time, bool) {
 	own, mono := c.Wall(), time.Now()
-	votes, complete := c.votes(own, mono)
-	r := c.reck.Read(mono, votes, complete)
+	votes, want := c.votes(own, mono)
+	r := c.reck.Read(mono, votes, want)
+	if !r.Ready {
+		// Not anchored: the median may be one clock's; nothing counts on it.
+		return r.Now, false
+	}
 	c.offset.Store(int64(own.Sub(r.Now)))
 	c.at.Store(&Point{At: r.Now, Mono: mono})
 	switch {
@@ -148,6 +169,21 @@ func (c *Clock) Now() (time.Time, bool) {
 	}
 	return r.Now, r.Ready
 }
+
+// Known is the cluster time now, for a write that commits it; ErrNotReady
+// before it is anchored.
+func (c *Clock) Known() (time.Time, error) {
+	now, ready := c.Now()
+	if !ready {
+		return time.Time{}, ErrNotReady
+	}
+	return now, nil
+}
+
+// ErrNotReady: this node has not anchored its cluster time yet (it just
+// started and is reading its members' clocks, or the clocks it has read
+// are too few to outvote a wrong one); a write that commits a time waits.
+var ErrNotReady = errors.New("this node does not know the cluster time yet: it is reading its members' clocks (it just started, or too few of them answer): retry")
 
 // ErrAhead: the committed time is far ahead of the cluster time and
 // cannot be set back yet (a member does not apply SetClock).

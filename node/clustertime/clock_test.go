@@ -17,6 +17,15 @@ type fakeStore struct {
 	committed time.Time
 	refuse    error
 	set       []time.Time
+	servers   []string // the Raft configuration's server ids
+}
+
+func (f *fakeStore) Servers() ([]store.Server, error) {
+	var out []store.Server
+	for _, id := range f.servers {
+		out = append(out, store.Server{ID: id})
+	}
+	return out, nil
 }
 
 func (f *fakeStore) CommittedClock() time.Time { return f.committed }
@@ -102,5 +111,26 @@ func TestAgreedTimeIsBoundedByTheSlowestAliveMembersClock(t *testing.T) {
 	}
 	if got := New("n1", quiet()).Agreed(now); !got.Equal(now) {
 		t.Fatalf("without gossip: agreed %v, want %v", got, now)
+	}
+}
+
+// TestAClockWaitsForTheServersItKnowsOf: a node just started knows its
+// Raft configuration before gossip tells it of any member; it does not
+// take its own clock alone for the cluster time (it may be the wrong
+// one), and waits for a majority of the servers past the warm-up bound.
+// Without a configuration (a node of its own), its clock is the time.
+func TestAClockWaitsForTheServersItKnowsOf(t *testing.T) {
+	clk := New("n1", quiet())
+	clk.Bind(&fakeStore{servers: []string{"n1", "n2", "n3"}}, fakeMembers{})
+	if _, err := clk.Known(); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("three servers, no member seen: %v, want ErrNotReady", err)
+	}
+	if clk.Last() != nil {
+		t.Fatal("a reading before the clock is anchored was recorded for the data path")
+	}
+	alone := New("n1", quiet())
+	alone.Bind(&fakeStore{servers: []string{"n1"}}, fakeMembers{})
+	if now, err := alone.Known(); err != nil || time.Since(now).Abs() > time.Second {
+		t.Fatalf("a node of its own: %v, %v", now, err)
 	}
 }

@@ -24,7 +24,8 @@ const (
 	clockStepAfter    = 30 * time.Second
 	clockStepAfterFew = 10 * time.Minute
 	// clockWarmup bounds how long a node just started waits for every
-	// member's clock before it counts from the median of those it has.
+	// member's clock before it counts from the median of a majority of
+	// them.
 	clockWarmup = 5 * time.Second
 	// Tolerance: a committed time ahead of the cluster time by at most
 	// this is kept (committed times stay in order when leaders' readings
@@ -61,10 +62,15 @@ type Reading struct {
 
 // Read is the cluster time at the monotonic instant mono, given the votes
 // (this node's wall clock and the members' as last read, counted forward
-// to mono) and whether every member that should vote did.
+// to mono) and want, the number of clocks that should vote (this node's,
+// every alive member's that sends one, every other Raft server's).
 //
-//   - Until it is anchored (the first reading with every vote, or
-//     clockWarmup after the first reading) it is the median.
+//   - Until it is anchored it is the median, and not Ready. It anchors on
+//     a median no one clock moves: three votes or more, or one or two that
+//     agree within clockAgree (of two that disagree, either may be the
+//     wrong one), once every clock is in, or after clockWarmup once a
+//     majority of want is. Anything else waits clockStepAfterFew, then
+//     anchors on the median of what is in.
 //   - Then it counts on by elapsed (monotonic) time from the last reading
 //     at which the median agreed with that count (within clockAgree), and
 //     takes the median whenever it agrees again: a clock that jumps and
@@ -72,7 +78,7 @@ type Reading struct {
 //   - A median that disagrees for clockStepAfter (clockStepAfterFew with
 //     fewer than three votes) is taken: all the clocks moved.
 //   - It never goes back, but by such a step.
-func (c *Reckoner) Read(mono time.Time, votes []time.Time, complete bool) Reading {
+func (c *Reckoner) Read(mono time.Time, votes []time.Time, want int) Reading {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r := Reading{Median: Median(votes), Votes: len(votes)}
@@ -81,7 +87,10 @@ func (c *Reckoner) Read(mono time.Time, votes []time.Time, complete bool) Readin
 	}
 	if !c.set {
 		r.Now = r.Median
-		if complete || mono.Sub(c.start) >= clockWarmup {
+		waited := mono.Sub(c.start)
+		credible := len(votes) >= 3 || (len(votes) > 0 && spread(votes) <= clockAgree)
+		in := len(votes) >= want || (waited >= clockWarmup && 2*len(votes) > want)
+		if (credible && in) || waited >= clockStepAfterFew {
 			c.set, c.ref, c.refAt, c.last = true, r.Median, mono, r.Median
 			r.Ready = true
 		}
@@ -111,6 +120,20 @@ func (c *Reckoner) Read(mono time.Time, votes []time.Time, complete bool) Readin
 	}
 	c.last = r.Now
 	return r
+}
+
+// spread is how far apart the earliest and the latest of ts are.
+func spread(ts []time.Time) time.Duration {
+	lo, hi := ts[0], ts[0]
+	for _, t := range ts[1:] {
+		if t.Before(lo) {
+			lo = t
+		}
+		if t.After(hi) {
+			hi = t
+		}
+	}
+	return hi.Sub(lo)
 }
 
 // Median is the middle of ts (the mean of the two middle ones for an even

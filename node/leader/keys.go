@@ -108,7 +108,10 @@ func (l *Leader) RotateNow(reqID, bind string) (keyring.Metadata, uint64, error)
 	if err := l.cfg.Store.CheckRequest(reqID, bind); err != nil {
 		return keyring.Metadata{}, 0, err
 	}
-	now, _ := l.cfg.Clock.Now()
+	now, err := l.cfg.Clock.Known()
+	if err != nil {
+		return keyring.Metadata{}, 0, err
+	}
 	at, err := l.cfg.Clock.CommitTime(now)
 	if err != nil {
 		return keyring.Metadata{}, 0, err
@@ -415,9 +418,11 @@ type Revoked struct {
 // any of them.
 func (l *Leader) Revoke(ctx context.Context, id, reqID, bind string) (Revoked, error) {
 	st, ring := l.cfg.Store, l.cfg.Ring
-	now, _ := l.cfg.Clock.Now()
-	now, err := l.cfg.Clock.CommitTime(now)
+	now, err := l.cfg.Clock.Known()
 	if err != nil {
+		return Revoked{}, err
+	}
+	if now, err = l.cfg.Clock.CommitTime(now); err != nil {
 		return Revoked{}, err
 	}
 	if !l.CaughtUp() {

@@ -80,6 +80,9 @@ type Members interface {
 type Clock interface {
 	// Now is the cluster time and whether its warm-up is over.
 	Now() (time.Time, bool)
+	// Known is the cluster time, or clustertime.ErrNotReady during the
+	// warm-up: what a client's write commits waits for it.
+	Known() (time.Time, error)
 	// CommitTime is the time to commit at cluster time t.
 	CommitTime(t time.Time) (time.Time, error)
 	// Agreed is now bounded by every alive member's gossiped clock.
