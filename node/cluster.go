@@ -186,6 +186,7 @@ func (n *Node) openCluster() error {
 		Timing:    timing,
 		Commands:  n.commands,
 		Logger:    n.log.With("component", "raft"),
+		Resolve:   raftAddrResolver(n.members),
 	})
 	if err != nil {
 		return fmt.Errorf("raft on %s: %w", raftBind, err)
@@ -207,6 +208,38 @@ func (n *Node) openCluster() error {
 		}
 	}
 	return nil
+}
+
+// raftAddrResolver is the store's Config.Resolve: the Raft address a
+// member gossips for itself, so Raft reaches a voter that came back on a
+// new address before a leader writes it into the configuration (a leader
+// may need that voter's vote first; store/DESIGN.md, "Addresses"). Only an
+// alive or suspect member counts, and an address two members claim counts
+// for neither; anything else, and a member whose metadata has not arrived
+// yet, is unknown: Raft dials the configuration's address. Nil without
+// gossip.
+func raftAddrResolver(members *cluster.Membership) func(string) (string, bool) {
+	if members == nil {
+		return nil
+	}
+	return func(id string) (string, bool) {
+		addr := ""
+		ms := members.Members()
+		for _, m := range ms {
+			if m.ID == id && m.Alive() {
+				addr = m.RaftAddr
+			}
+		}
+		if addr == "" {
+			return "", false
+		}
+		for _, m := range ms {
+			if m.ID != id && m.Alive() && m.RaftAddr == addr {
+				return "", false
+			}
+		}
+		return addr, true
+	}
 }
 
 // fillStateMeta puts the store's state into gossip metadata.

@@ -2,8 +2,11 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -114,4 +117,127 @@ func hasServer(ss []Server, id, addr string, voter bool) bool {
 		}
 	}
 	return false
+}
+
+// TestVoterBackOnANewAddressIsDialledWhereTheResolverSaysItIs: voters A
+// (leader), B, C; C stops, A and B commit entries, B stops, and C starts
+// again on a new address that nothing wrote into the configuration (no
+// leader is left to write it). A holds the newer log, so only A can win,
+// and only with C's vote; the configuration still has C's old address,
+// where nothing listens. The resolver (gossip, in a node) knows C's new
+// address, so A reaches C, is elected, and as leader can write C's
+// address into the configuration.
+func TestVoterBackOnANewAddressIsDialledWhereTheResolverSaysItIs(t *testing.T) {
+	var mu sync.Mutex
+	moved := map[string]string{} // id -> current address, once it moved
+	resolve := func(id string) (string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		a, ok := moved[id]
+		return a, ok
+	}
+	c := &testCluster{t: t, net: newFaultNet(), resolve: resolve}
+	for range 3 {
+		c.addNode()
+	}
+	c.bootstrap()
+	c.apply(SetClusterID{ID: "c1"})
+	a := c.leader()
+	var b, cn *testNode
+	for _, nd := range c.nodes {
+		switch {
+		case nd == a:
+		case b == nil:
+			b = nd
+		default:
+			cn = nd
+		}
+	}
+	oldAddr := cn.s.Addr()
+	c.stop(cn)
+	var last uint64
+	for i := range 3 {
+		last = c.apply(SetDrain{ReqID: fmt.Sprintf("d%d", i), Cluster: "app", Destination: "b1", Deadline: time.Unix(2e9, 0).UTC()}, a, b)
+	}
+	c.converged(last, a, b)
+	c.stop(b)
+
+	cn.bind = "127.0.0.1:0" // a new port; the old one stays in the configuration
+	c.start(cn)
+	newAddr := cn.s.Addr()
+	if newAddr == oldAddr {
+		t.Fatalf("restarted on its old address %s", oldAddr)
+	}
+	mu.Lock()
+	moved[cn.id] = newAddr
+	mu.Unlock()
+
+	if l := c.leader(a, cn); l != a {
+		t.Fatalf("%s leads with the older log", l.id)
+	}
+	c.converged(last, a, cn)
+	if raceEnabled {
+		return // the in-place update below: skipUnderRaceForAddressChange
+	}
+	c.retry("AddVoter "+cn.id+" at its new address", []*testNode{a, cn}, func(l *testNode) error {
+		return l.s.AddVoter(cn.id, newAddr)
+	})
+	now, err := c.leader(a, cn).s.Servers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasServer(now, cn.id, newAddr, true) {
+		t.Errorf("configuration %+v, want %s a voter at %s", now, cn.id, newAddr)
+	}
+}
+
+// TestResolvedAddressOfAnotherServerIsNotDialled: the handshake proves
+// only that the peer is a member, and raft counts an answer under the id
+// it asked; so an address the resolver gives for n3 that is n2's (or this
+// node's) in the configuration is not used, and raft dials n3's configured
+// address. An address no one else holds is used; an unknown id falls back.
+func TestResolvedAddressOfAnotherServerIsNotDialled(t *testing.T) {
+	var mu sync.Mutex
+	claims := map[string]string{}
+	c := &testCluster{t: t, net: newFaultNet(), resolve: func(id string) (string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		a, ok := claims[id]
+		return a, ok
+	}}
+	for range 3 {
+		c.addNode()
+	}
+	c.bootstrap()
+	c.leader()
+	n1, n2 := c.nodes[0], c.nodes[1]
+	cases := []struct {
+		desc, claim string
+		want        string // "": the configuration's address (an error)
+	}{
+		{"n2's address", n2.s.Addr(), ""},
+		{"this node's address", n1.s.Addr(), ""},
+		{"an address no server holds", "127.0.0.1:1", "127.0.0.1:1"},
+		{"unknown", "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			mu.Lock()
+			claims["n3"] = tc.claim
+			mu.Unlock()
+			got, err := n1.s.resolver.ServerAddr("n3")
+			if tc.want == "" {
+				if err == nil {
+					t.Fatalf("n3 resolved to %s, want the configured address (an error)", got)
+				}
+				return
+			}
+			if err != nil || string(got) != tc.want {
+				t.Fatalf("n3 resolved to %q, %v; want %s", got, err, tc.want)
+			}
+		})
+	}
+	if got, err := n1.s.resolver.ServerAddr("n1"); err != nil || string(got) != n1.s.Addr() {
+		t.Errorf("own id resolved to %q, %v; want %s", got, err, n1.s.Addr())
+	}
 }

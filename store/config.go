@@ -91,6 +91,14 @@ type Config struct {
 	// Logger defaults to slog.Default(). Raft's own log lines go to it with
 	// module=raft.
 	Logger *slog.Logger
+	// Resolve, when set, says where server id is now (a node asks gossip):
+	// Raft dials that address instead of the configuration's, which only a
+	// leader can update and which a voter that came back on a new address
+	// may need to elect one (DESIGN.md, "Addresses"). "" or false: unknown,
+	// and the configuration's address is dialled. It is called on every
+	// RPC, from Raft's goroutines, so it must be cheap and safe for
+	// concurrent use. The peer reached is authenticated as for any dial.
+	Resolve func(id string) (addr string, ok bool)
 }
 
 // knobs are test-only settings and fault injection, given to Open as

@@ -103,7 +103,9 @@ type testCluster struct {
 	timing Timing    // zero: FastTiming
 	tls    *TLSFiles // nil: secret-only transport
 	byName bool      // advertise "localhost" (a host name) instead of the IP
-	nodes  []*testNode
+	// resolve is every node's Config.Resolve (nil: none).
+	resolve func(id string) (string, bool)
+	nodes   []*testNode
 }
 
 func newRing() *keyring.Ring { return keyring.NewRing(keyring.Options{}) }
@@ -163,7 +165,7 @@ func (c *testCluster) config(nd *testNode) Config {
 	return Config{
 		Advertise: advertise, Commands: nd.commands,
 		NodeID: nd.id, Dir: nd.dir, BindAddr: nd.bind, Secret: testSecret, Secrets: nd.secrets, Ring: nd.ring, TLS: c.tls,
-		Timing: cmp.Or(c.timing, FastTiming()), Logger: logger,
+		Timing: cmp.Or(c.timing, FastTiming()), Logger: logger, Resolve: c.resolve,
 	}
 }
 

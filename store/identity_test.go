@@ -1,6 +1,13 @@
 package store
 
-import "testing"
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tether-proxy/tether/store/transport"
+	"github.com/tether-proxy/tether/test/testutil"
+)
 
 // TestClustersSharingASecretNeverExchangeRaftRPCs: cluster B shares cluster
 // A's secret (and could reach A's nodes through a reused address); its Raft
@@ -17,4 +24,45 @@ func TestClustersSharingASecretNeverExchangeRaftRPCs(t *testing.T) {
 	from := b.nodes[0].s
 	a.foreignRPCsRefused("cluster B", from.transport, "b1", from.Addr(), term, nil)
 	a.converged(a.apply(InstallKey{Key: testKey("k1", 0)}))
+}
+
+// TestResolvedAddressOfAnotherClusterIsRefused: the resolver of cluster A
+// says n3 is where a node of cluster B (same secret) listens. A's nodes
+// dial it for n3, and the handshake refuses them (cluster id), so no RPC of
+// A reaches B: B's term and log stay as they were.
+func TestResolvedAddressOfAnotherClusterIsRefused(t *testing.T) {
+	b := newTestCluster(t, 1, knobs{})
+	b.bootstrap()
+	b.converged(b.apply(SetClusterID{ID: "cluster-b"}))
+	other := b.nodes[0].s
+	term := other.raft.CurrentTerm()
+	last := other.raft.LastIndex()
+
+	var mu sync.Mutex
+	claim := ""
+	a := &testCluster{t: t, net: newFaultNet(), resolve: func(id string) (string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		return claim, id == "n3" && claim != ""
+	}}
+	for range 3 {
+		a.addNode()
+	}
+	a.bootstrap()
+	a.converged(a.apply(SetClusterID{ID: "cluster-a"}))
+	mu.Lock()
+	claim = other.Addr()
+	mu.Unlock()
+	testutil.Eventually(t, 10*time.Second, "cluster B's node to refuse cluster A's dial for n3", func() bool {
+		return other.Refused()[transport.RefusedClusterID] > 0
+	})
+	if got := other.raft.CurrentTerm(); got != term {
+		t.Errorf("cluster B's term moved from %d to %d", term, got)
+	}
+	if got := other.raft.LastIndex(); got != last {
+		t.Errorf("cluster B's log grew from %d to %d", last, got)
+	}
+	if !other.IsLeader() {
+		t.Error("cluster B's node lost its leadership")
+	}
 }

@@ -85,6 +85,7 @@ type Store struct {
 
 	layer     *transport.Layer
 	transport *raft.NetworkTransport
+	resolver  *addressProvider // nil without Config.Resolve
 	snaps     *raft.FileSnapshotStore
 	snapStore raft.SnapshotStore // snaps, behind the test fault knob
 	snapDir   string
@@ -167,10 +168,15 @@ func Open(cfg Config, opts ...Option) (_ *Store, err error) {
 		return nil, fmt.Errorf("store: raft transport: %w", err)
 	}
 	closers = append(closers, func() { s.layer.Close(); s.layer.Wait() })
-	s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	tcfg := &raft.NetworkTransportConfig{
 		Stream: s.layer, MaxPool: connPool, Timeout: cmp.Or(k.transportTimeout, transportTimeout),
 		Logger: raftlog.New(cfg.Logger, "raft-net", nil),
-	})
+	}
+	if cfg.Resolve != nil {
+		s.resolver = newAddressProvider(s, cfg.Resolve)
+		tcfg.ServerAddressProvider = s.resolver
+	}
+	s.transport = raft.NewNetworkTransportWithConfig(tcfg)
 	closers = append(closers, func() { s.transport.Close() })
 
 	// 2. Snapshot store.

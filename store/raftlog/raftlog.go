@@ -97,6 +97,10 @@ const (
 	msgPreVoteFailed   = "pre-vote campaign failed, waiting for election timeout"
 )
 
+// msgNoResolvedAddress is the transport's line when its
+// ServerAddressProvider (store.Config.Resolve) fails.
+const msgNoResolvedAddress = "unable to get address for server, using fallback address"
+
 // operatorLevel maps one raft line to the level it deserves, and says
 // whether it is to be rate-limited (a peer error, per peer; a repeated
 // failed election).
@@ -120,6 +124,11 @@ func operatorLevel(module, msg string, lv slog.Level, args []any) (slog.Level, b
 		// No leader was ever known: the first election of a formation or
 		// a restart, not a lost leader.
 		return slog.LevelInfo, false
+	case msg == msgNoResolvedAddress:
+		// Config.Resolve does not know every server (no gossip yet, a
+		// member gossip lost): the configuration's address is the rule,
+		// and raft asks on every RPC.
+		return slog.LevelDebug, false
 	case msg == "no known peers, aborting election":
 		// A node waiting to be added has no configuration yet: the node
 		// says it waits to be added.

@@ -91,6 +91,7 @@ func TestRaftLevelsSayWhatTheEventMeans(t *testing.T) {
 		{"the first election of a formation", "raft", "heartbeat timeout reached, starting election", hclog.Warn, []any{"last-leader-addr", "", "last-leader-id", ""}, "INFO"},
 		{"a lost leader", "raft", "heartbeat timeout reached, starting election", hclog.Warn, []any{"last-leader-addr", "127.0.0.1:7001", "last-leader-id", "n2"}, "WARN"},
 		{"a node waiting to be added", "raft", "no known peers, aborting election", hclog.Warn, nil, "DEBUG"},
+		{"a server the resolver does not know", "raft-net", "unable to get address for server, using fallback address", hclog.Warn, []any{"id", "n2", "fallback", "127.0.0.1:7001", "error", errors.New("unknown")}, "DEBUG"},
 		{"a missing entry no snapshot covers", "raft", "failed to get log", hclog.Error, []any{"index", uint64(9), "error", raft.ErrLogNotFound}, "ERROR"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
