@@ -1,6 +1,7 @@
 package tracing
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"unsafe"
 )
@@ -155,10 +156,24 @@ func NewSpanID() uint64 {
 	}
 }
 
+// putHex writes v as 16 lowercase hex digits, eight digits a word: each
+// half's nibbles spread one to a byte, the least significant in the
+// lowest (written big-endian, so it comes last), then turned into their
+// digits all at once ('0' added to each, and 'a'-'0'-10 more to each
+// nibble from 10 up: the only bytes to which adding 6 carries into bit 4).
 func putHex(dst []byte, v uint64) {
-	const hex = "0123456789abcdef"
-	for i := 15; i >= 0; i-- {
-		dst[i] = hex[v&15]
-		v >>= 4
-	}
+	_ = dst[15]
+	binary.BigEndian.PutUint64(dst[0:8], hexWord(uint32(v>>32)))
+	binary.BigEndian.PutUint64(dst[8:16], hexWord(uint32(v)))
+}
+
+// hexWord is the eight hex digits of x, the last in the lowest byte.
+func hexWord(x uint32) uint64 {
+	const ones = 0x0101010101010101
+	n := uint64(x)
+	n = (n | n<<16) & 0x0000ffff0000ffff
+	n = (n | n<<8) & 0x00ff00ff00ff00ff
+	n = (n | n<<4) & 0x0f0f0f0f0f0f0f0f
+	letters := (n + 6*ones) >> 4 & ones // 1 in each byte from 10 up
+	return n + '0'*ones + letters*('a'-'0'-10)
 }
