@@ -439,8 +439,9 @@ func TestJSONEscapeIsExact(t *testing.T) {
 	}
 }
 
-// WriteLine's lines, through the pooled buffers in turn, are slog's: a
-// short line after a long one and a plain one after one to escape.
+// WriteLine's lines are slog's: a short line after a long one and a
+// plain one after one to escape, in the batch's room that the one before
+// left.
 func TestWriteLineMatchesSlog(t *testing.T) {
 	w := &countingWriter{}
 	al := New(w)
