@@ -106,10 +106,11 @@ func Format(traceID, spanID string, flags byte) string {
 	return FormatHeader(traceID, spanID, flags)[0]
 }
 
-// headerBuf holds a traceparent and the one-element header slice that
-// carries it, so both cost one allocation. b is never written after
-// FormatHeader returns, so the string may point into it.
-type headerBuf struct {
+// HeaderBuf holds a traceparent and the one-element header slice that
+// carries it, so that both take one allocation, or none of their own
+// inside a larger one (the proxy's request context). b is never written
+// after Format returns, so the string may point into it.
+type HeaderBuf struct {
 	vals [1]string
 	b    [Len]byte
 }
@@ -118,8 +119,13 @@ type headerBuf struct {
 // append by anyone copies), built in a single allocation: the data path
 // needs the string and the slice for every request.
 func FormatHeader(traceID, spanID string, flags byte) []string {
+	return new(HeaderBuf).Format(traceID, spanID, flags)
+}
+
+// Format is FormatHeader into h, which is used once: what it returns
+// points into h for as long as it is in use.
+func (h *HeaderBuf) Format(traceID, spanID string, flags byte) []string {
 	const hex = "0123456789abcdef"
-	h := new(headerBuf)
 	b := &h.b
 	b[0], b[1], b[2] = '0', '0', '-'
 	if ValidTraceID(traceID) {
