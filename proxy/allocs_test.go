@@ -18,8 +18,8 @@ import (
 // allocates, from the own loop's read of the request to the last byte of
 // the response, over the direct and lean path and the batched access
 // log: the loop's request context and head string, the request state's
-// context value, the traceparent, the response head's string.
-const directPathAllocs = 5
+// context value with the traceparent, the response head's string.
+const directPathAllocs = 4
 
 // TestDirectPathAllocations holds the data path to directPathAllocs: a
 // raw backend and a raw client that allocate nothing per request, so the

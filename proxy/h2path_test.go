@@ -202,7 +202,7 @@ func (r *h2cRig) run(tb testing.TB, n int) {
 // h2cPathAllocs is what a GET with a valid HashCookie key allocates
 // through the own HTTP/2 server over h2c (BenchmarkH2CPath's request),
 // the raw client's share (the Framer's HEADERS frame) included.
-const h2cPathAllocs = 6
+const h2cPathAllocs = 5
 
 // TestH2CPathAllocations holds the own HTTP/2 server's data path to
 // h2cPathAllocs per request, h2cDepth streams at a time.

@@ -300,6 +300,9 @@ type reqState struct {
 	client       forwarded.Client
 	traceVal     [1]string // the response's trace id field, without an allocation
 	trace        reqTrace
+	// sctx is the request's state context, made with its traceparent
+	// (startTrace); nil when an exporter made the traceparent.
+	sctx *stateCtx
 	// upstream is the backend's status as seen by ModifyResponse.
 	upstream int
 	kind     errKind
@@ -329,6 +332,38 @@ type stateKey struct{}
 func stateFrom(ctx context.Context) *reqState {
 	st, _ := ctx.Value(stateKey{}).(*reqState)
 	return st
+}
+
+// stateCtx is a request's context with its state as the stateKey value,
+// as context.WithValue(ctx, stateKey{}, st) would make it, and the buffer
+// of its traceparent (startTrace): one allocation for the two, each of
+// which a transport may hold after the request.
+type stateCtx struct {
+	context.Context
+	st *reqState
+	tp tracing.HeaderBuf
+}
+
+func (c *stateCtx) Value(key any) any {
+	if key == (stateKey{}) {
+		return c.st
+	}
+	return c.Context.Value(key)
+}
+
+func (c *stateCtx) String() string {
+	return fmt.Sprint(c.Context) + ".WithValue(proxy.stateKey, *proxy.reqState)"
+}
+
+// stateContext is r's context with st as its stateKey value: the one
+// startTrace made from r's context along with the traceparent (r is
+// ServeHTTP's, whose context nothing replaces in between), else a new
+// one.
+func (st *reqState) stateContext(r *http.Request) context.Context {
+	if sc := st.sctx; sc != nil {
+		return sc
+	}
+	return &stateCtx{Context: r.Context(), st: st}
 }
 
 // ServeHTTP proxies one request.
@@ -426,7 +461,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Begin()
 	defer d.Done()
-	ctx, release := routetimeout.With(context.WithValue(r.Context(), stateKey{}, st), routetimeout.ForRequest(rr.timeout, r, st.rw.grpc))
+	ctx, release := routetimeout.With(st.stateContext(r), routetimeout.ForRequest(rr.timeout, r, st.rw.grpc))
 	defer release()
 	if cl.clientCfg.client.MaxConnectionsPerServer > 0 {
 		var stop func()

@@ -102,7 +102,13 @@ func (p *Proxy) startTrace(r *http.Request, st *reqState) {
 			attribute.String("server.address", r.Host),
 			attribute.String("client.address", st.client.Host))
 	} else {
-		st.trace.header = tracing.FormatHeader(traceID, "", in.Flags&tracing.Sampled)
+		// The traceparent shares its allocation with the request's state
+		// context, which ServeHTTP makes for every proxied request anyway
+		// (stateContext): both outlive the request as long as a transport
+		// holds them.
+		sc := &stateCtx{Context: r.Context(), st: st}
+		st.sctx = sc
+		st.trace.header = sc.tp.Format(traceID, "", in.Flags&tracing.Sampled)
 	}
 	st.client.TraceID = st.trace.parent()[3:35]
 }

@@ -25,7 +25,26 @@ var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b
 // line slog's JSONHandler writes for the same attributes, without building
 // a slog.Record (one allocation and reflection-free but generic encoding
 // per request), and without a write(2) of its own.
+//
+// The line is encoded in the batch itself when the batch's lock is free
+// and its buffer has the room: no pooled buffer to take and give back, no
+// copy of the line. Otherwise (another request holds the lock, the batch
+// is nearly full, the log is closed) it is encoded outside the lock and
+// added as Write adds it, so a request never waits for another's
+// encoding.
 func (a *Log) WriteLine(t time.Time, l Line) {
+	if a.mu.TryLock() {
+		if !a.closed && cap(a.pending)-len(a.pending) >= lineNeed(&l) {
+			a.pending = appendLine(a.pending, t, &l)
+			full := a.addedLocked()
+			a.mu.Unlock()
+			if full {
+				a.Flush()
+			}
+			return
+		}
+		a.mu.Unlock()
+	}
 	bp := linePool.Get().(*[]byte)
 	b := appendLine((*bp)[:0], t, &l)
 	a.Write(b)
@@ -67,9 +86,7 @@ func AppendLine(b []byte, t time.Time, l Line) []byte { return appendLine(b, t, 
 // appendLine is AppendLine with the line by reference: WriteLine's copy
 // of it is the only one.
 func appendLine(b []byte, t time.Time, l *Line) []byte {
-	need := len(l.TraceID) + len(l.SpanID) + len(l.Remote) + len(l.Method) + len(l.Host) + len(l.Path) +
-		len(l.Route) + len(l.Cluster) + len(l.Destination) + len(l.Affinity) + lineRoom
-	if cap(b)-len(b) < need {
+	if need := lineNeed(l); cap(b)-len(b) < need {
 		b = slices.Grow(b, need)
 	}
 	start := len(b)
@@ -156,6 +173,12 @@ func appendLineEscaping(b []byte, t time.Time, l *Line) []byte {
 	b = append(b, `","aborted":`...)
 	b = strconv.AppendBool(b, l.Aborted)
 	return append(b, "}\n"...)
+}
+
+// lineNeed is the spare room appendLine encodes l in without growing b.
+func lineNeed(l *Line) int {
+	return len(l.TraceID) + len(l.SpanID) + len(l.Remote) + len(l.Method) + len(l.Host) + len(l.Path) +
+		len(l.Route) + len(l.Cluster) + len(l.Destination) + len(l.Affinity) + lineRoom
 }
 
 // lineRoom is what a line takes beyond its strings' bytes, with room to
@@ -526,16 +549,24 @@ func (a *Log) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	a.pending = append(a.pending, p...)
-	full := len(a.pending) >= batchSize
-	if !full && !a.armed {
-		a.armed = true
-		a.timer.Reset(flushDelay)
-	}
+	full := a.addedLocked()
 	a.mu.Unlock()
 	if full {
 		a.Flush()
 	}
 	return len(p), nil
+}
+
+// addedLocked, under mu after lines were added to the batch, arms the
+// flush timer for the batch's first line; true when the batch is full,
+// for the caller to flush it once mu is unlocked.
+func (a *Log) addedLocked() (full bool) {
+	full = len(a.pending) >= batchSize
+	if !full && !a.armed {
+		a.armed = true
+		a.timer.Reset(flushDelay)
+	}
+	return full
 }
 
 func (a *Log) flushLater() { a.Flush() }

@@ -439,8 +439,9 @@ func TestJSONEscapeIsExact(t *testing.T) {
 	}
 }
 
-// WriteLine's lines, through the pooled buffers in turn, are slog's: a
-// short line after a long one and a plain one after one to escape.
+// WriteLine's lines are slog's: a short line after a long one and a
+// plain one after one to escape, in the batch's room that the one before
+// left.
 func TestWriteLineMatchesSlog(t *testing.T) {
 	w := &countingWriter{}
 	al := New(w)
@@ -456,6 +457,79 @@ func TestWriteLineMatchesSlog(t *testing.T) {
 	al.Close()
 	if got, _ := w.get(); got != want.String() {
 		t.Fatalf("written:\n%s\nslog:\n%s", got, want.String())
+	}
+}
+
+// WriteLine's lines are slog's whichever way they go into the batch: in
+// place while the batch has room, through a pooled buffer when the next
+// line does not fit (the batch then flushes full), and at once after
+// Close.
+func TestWriteLineInAndOutOfTheBatch(t *testing.T) {
+	w := &countingWriter{}
+	al := New(w)
+	at := time.Date(2026, 12, 1, 11, 21, 21, 162687597, time.UTC)
+	line := func(i int) Line {
+		return Line{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7", Remote: "192.0.2.1", Method: "GET",
+			Host: "example.com", Path: "/" + strings.Repeat("p", 900+i%7), Status: 200, Bytes: int64(i), DurationMs: 0.5,
+			Route: "r", Cluster: "c", Destination: "d", Affinity: "disabled"}
+	}
+	var want strings.Builder
+	n := 0
+	for ; want.Len() < 3*batchSize; n++ {
+		al.WriteLine(at, line(n))
+		want.WriteString(slogLine(t, at, line(n)))
+	}
+	if got, writes := w.get(); writes < 2 || got != want.String()[:len(got)] {
+		t.Fatalf("%d writes of %d bytes for %d bytes of lines: full batches not flushed, or not slog's lines", writes, len(got), want.Len())
+	}
+	al.Close()
+	if got, _ := w.get(); got != want.String() {
+		t.Fatalf("after Close the writer has %d bytes, want %d (lines lost, reordered or not slog's)", len(got), want.Len())
+	}
+	al.WriteLine(at, line(n)) // after Close: written at once
+	want.WriteString(slogLine(t, at, line(n)))
+	if got, _ := w.get(); got != want.String() {
+		t.Fatal("a line after Close was not written at once, or not as slog's")
+	}
+}
+
+// Concurrent requests' lines, in the batch or (the lock taken) through a
+// pooled buffer, are each slog's, whole and once.
+func TestWriteLineConcurrentLinesWhole(t *testing.T) {
+	w := &countingWriter{}
+	al := New(w)
+	at := time.Date(2026, 12, 1, 11, 21, 21, 162687597, time.UTC)
+	const writers, lines = 8, 1000
+	line := func(g, i int) Line {
+		return Line{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", Remote: "192.0.2.1", Method: "GET", Host: "example.com",
+			Path: "/" + strings.Repeat("p", i%300), Status: 200, Bytes: int64(g*lines + i), DurationMs: 0.5, Affinity: "disabled"}
+	}
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range lines {
+				al.WriteLine(at, line(g, i))
+			}
+		}()
+	}
+	wg.Wait()
+	al.Close()
+	got, _ := w.get()
+	seen := map[int64]bool{}
+	for _, l := range strings.SplitAfter(strings.TrimSuffix(got, "\n"), "\n") {
+		var m struct{ Bytes int64 }
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("a torn line: %q: %v", l, err)
+		}
+		if want := slogLine(t, at, line(int(m.Bytes)/lines, int(m.Bytes)%lines)); l != want && l+"\n" != want {
+			t.Fatalf("line %q, want %q", l, want)
+		}
+		seen[m.Bytes] = true
+	}
+	if len(seen) != writers*lines {
+		t.Fatalf("%d distinct lines, want %d", len(seen), writers*lines)
 	}
 }
 

@@ -42,11 +42,13 @@ type h1Conn struct {
 	tlsState *tls.ConnectionState
 	remote   string
 	ctx      context.Context
-	br       *bufio.Reader
-	bw       *bufio.Writer
-	src      h1Source
-	hook     cancelhook.Hook // the lean transport's close-on-cancel
-	state    atomic.Int32
+	// br and bw are bufs's while the connection holds them (takeBufs).
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	bufs  *h1Bufs
+	src   h1Source
+	hook  cancelhook.Hook // the lean transport's close-on-cancel
+	state atomic.Int32
 	// raw, await, waited, peekBuf: peekWait's wait for the next request.
 	raw     syscall.RawConn
 	await   func(fd uintptr) bool
@@ -302,41 +304,43 @@ func (c *h1Conn) awaitFd(fd uintptr) bool {
 	return true
 }
 
-var (
-	h1Readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, h1BufSize) }}
-	h1Writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, h1BufSize) }}
-)
+// h1Bufs holds a connection's read and write buffers, taken and given
+// back together: one pool round trip per wait for both.
+type h1Bufs struct {
+	br *bufio.Reader
+	bw *bufio.Writer
+}
+
+var h1BufPool = sync.Pool{New: func() any {
+	return &h1Bufs{br: bufio.NewReaderSize(nil, h1BufSize), bw: bufio.NewWriterSize(nil, h1BufSize)}
+}}
 
 // takeBufs gives the connection its read and write buffers.
 func (c *h1Conn) takeBufs() {
-	if c.br == nil && c.bw == nil {
-		c.s.bufsHeld.Add(1)
+	if c.bufs != nil {
+		return
 	}
-	if c.br == nil {
-		c.br = h1Readers.Get().(*bufio.Reader)
-		c.br.Reset(&c.src)
-	}
-	if c.bw == nil {
-		c.bw = h1Writers.Get().(*bufio.Writer)
-		c.bw.Reset(c.rwc)
-	}
+	c.s.bufsHeld.Add(1)
+	b := h1BufPool.Get().(*h1Bufs)
+	b.br.Reset(&c.src)
+	b.bw.Reset(c.rwc)
+	c.bufs, c.br, c.bw = b, b.br, b.bw
 }
 
-// dropBufs returns the empty buffers to their pools while the
-// connection waits for its next request.
+// dropBufs returns the empty buffers to their pool while the connection
+// waits for its next request. What a buffer still holds (the writer's,
+// after a fault of the loop's, which sets bw to nil so as not to send it)
+// is dropped.
 func (c *h1Conn) dropBufs() {
-	if c.br != nil || c.bw != nil {
-		c.s.bufsHeld.Add(-1)
+	b := c.bufs
+	if b == nil {
+		return
 	}
-	if c.br != nil {
-		c.br.Reset(nil)
-		h1Readers.Put(c.br)
-	}
-	if c.bw != nil {
-		c.bw.Reset(nil)
-		h1Writers.Put(c.bw)
-	}
-	c.br, c.bw = nil, nil
+	c.s.bufsHeld.Add(-1)
+	b.br.Reset(nil)
+	b.bw.Reset(nil)
+	h1BufPool.Put(b)
+	c.bufs, c.br, c.bw = nil, nil, nil
 }
 
 // timerFired is the watch timer's: the idle deadline of a connection

@@ -1,6 +1,7 @@
 package tracing
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"unsafe"
 )
@@ -105,10 +106,11 @@ func Format(traceID, spanID string, flags byte) string {
 	return FormatHeader(traceID, spanID, flags)[0]
 }
 
-// headerBuf holds a traceparent and the one-element header slice that
-// carries it, so both cost one allocation. b is never written after
-// FormatHeader returns, so the string may point into it.
-type headerBuf struct {
+// HeaderBuf holds a traceparent and the one-element header slice that
+// carries it, so that both take one allocation, or none of their own
+// inside a larger one (the proxy's request context). b is never written
+// after Format returns, so the string may point into it.
+type HeaderBuf struct {
 	vals [1]string
 	b    [Len]byte
 }
@@ -117,8 +119,13 @@ type headerBuf struct {
 // append by anyone copies), built in a single allocation: the data path
 // needs the string and the slice for every request.
 func FormatHeader(traceID, spanID string, flags byte) []string {
+	return new(HeaderBuf).Format(traceID, spanID, flags)
+}
+
+// Format is FormatHeader into h, which is used once: what it returns
+// points into h for as long as it is in use.
+func (h *HeaderBuf) Format(traceID, spanID string, flags byte) []string {
 	const hex = "0123456789abcdef"
-	h := new(headerBuf)
 	b := &h.b
 	b[0], b[1], b[2] = '0', '0', '-'
 	if ValidTraceID(traceID) {
@@ -155,10 +162,24 @@ func NewSpanID() uint64 {
 	}
 }
 
+// putHex writes v as 16 lowercase hex digits, eight digits a word: each
+// half's nibbles spread one to a byte, the least significant in the
+// lowest (written big-endian, so it comes last), then turned into their
+// digits all at once ('0' added to each, and 'a'-'0'-10 more to each
+// nibble from 10 up: the only bytes to which adding 6 carries into bit 4).
 func putHex(dst []byte, v uint64) {
-	const hex = "0123456789abcdef"
-	for i := 15; i >= 0; i-- {
-		dst[i] = hex[v&15]
-		v >>= 4
-	}
+	_ = dst[15]
+	binary.BigEndian.PutUint64(dst[0:8], hexWord(uint32(v>>32)))
+	binary.BigEndian.PutUint64(dst[8:16], hexWord(uint32(v)))
+}
+
+// hexWord is the eight hex digits of x, the last in the lowest byte.
+func hexWord(x uint32) uint64 {
+	const ones = 0x0101010101010101
+	n := uint64(x)
+	n = (n | n<<16) & 0x0000ffff0000ffff
+	n = (n | n<<8) & 0x00ff00ff00ff00ff
+	n = (n | n<<4) & 0x0f0f0f0f0f0f0f0f
+	letters := (n + 6*ones) >> 4 & ones // 1 in each byte from 10 up
+	return n + '0'*ones + letters*('a'-'0'-10)
 }

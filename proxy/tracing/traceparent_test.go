@@ -1,6 +1,8 @@
 package tracing
 
 import (
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -93,4 +95,28 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q) does not round-trip", s)
 		}
 	})
+}
+
+// TestPutHexMatchesStrconv: the word-at-a-time hex of an id is
+// strconv's, zero-padded to 16 digits, for every nibble value in every
+// position and for random values.
+func TestPutHexMatchesStrconv(t *testing.T) {
+	vals := []uint64{0, 1, 9, 10, 15, 16, 0x0123456789abcdef, 0xfedcba9876543210, 0xffffffffffffffff, 0x8000000000000000, 0xa0a0a0a09f9f9f9f}
+	for pos := 0; pos < 64; pos += 4 {
+		for d := uint64(0); d < 16; d++ {
+			vals = append(vals, d<<pos, ^(d << pos))
+		}
+	}
+	for range 10000 {
+		vals = append(vals, rand.Uint64())
+	}
+	var b [16]byte
+	for _, v := range vals {
+		putHex(b[:], v)
+		want := strconv.FormatUint(v, 16)
+		want = strings.Repeat("0", 16-len(want)) + want
+		if string(b[:]) != want {
+			t.Fatalf("putHex(%#x) = %q, want %q", v, b[:], want)
+		}
+	}
 }
