@@ -1207,7 +1207,7 @@ func TestH1ServerWatchStartsAtItsOwnRequestsDelay(t *testing.T) {
 
 // TestH1ServerDateChangesEachSecond: the Date field the loop adds is the
 // clock's second: the same for two responses within a second, the next
-// one's after it. The clock is the test's (dateClock).
+// one's after it. The clock is the test's (httpdate.SetClock).
 func TestH1ServerDateChangesEachSecond(t *testing.T) {
 	// Atomic: the loop reads them on its goroutines.
 	var mono, wall atomic.Int64

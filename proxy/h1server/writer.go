@@ -9,11 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/internal/h1wire"
-	"github.com/tether-proxy/tether/proxy/internal/monotime"
+	"github.com/tether-proxy/tether/proxy/internal/httpdate"
 	"github.com/tether-proxy/tether/proxy/internal/swar"
 	"golang.org/x/net/http/httpguts"
 )
@@ -383,7 +382,7 @@ func (w *h1Writer) commitScanned(p []byte, s *headScan) {
 	}
 	var date []byte
 	if !haveDate {
-		date = dateValue()
+		date = httpdate.Bytes()
 	}
 	if hasCL && hasTE && te != "identity" {
 		c.s.logf("http: WriteHeader called with both Transfer-Encoding of %q and a Content-Length of %d", te, w.contentLength)
@@ -602,33 +601,3 @@ func plainValue(v string) bool {
 }
 
 var headerNewlineToSpace = strings.NewReplacer("\n", " ", "\r", " ")
-
-// The Date field's value is formatted once a second and shared, as
-// Kestrel's DateHeaderValueManager and nginx's cached time do: a response
-// reads the monotonic clock only (one read where time.Now makes two) and
-// formats nothing until the second it was made for is over.
-type dateVal struct {
-	until int64 // monotime.Now when its second ends
-	b     []byte
-}
-
-var (
-	dates atomic.Pointer[dateVal]
-	// dateClock is the Date value's clocks (a test's own).
-	dateClock = struct {
-		mono func() int64
-		wall func() time.Time
-	}{monotime.Now, time.Now}
-)
-
-// dateValue is the Date field's value now, not to be written to.
-func dateValue() []byte {
-	now := dateClock.mono()
-	if d := dates.Load(); d != nil && now < d.until {
-		return d.b
-	}
-	wall := dateClock.wall().UTC()
-	d := &dateVal{until: now + int64(time.Second) - int64(wall.Nanosecond()), b: wall.AppendFormat(make([]byte, 0, len(http.TimeFormat)), http.TimeFormat)}
-	dates.Store(d)
-	return d.b
-}

@@ -5,9 +5,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/tether-proxy/tether/proxy/internal/httpdate"
 	"golang.org/x/net/http2"
 )
 
@@ -198,7 +198,7 @@ func (w *responseWriter) sendHeaderLocked(end bool) {
 	}
 	w.sentHeader = true
 	if !w.hasDate {
-		w.snap = append(w.snap, field{"Date", httpDate(), true})
+		w.snap = append(w.snap, field{"Date", httpdate.String(), true})
 	}
 	if len(w.buf) > 0 && bodyAllowed(w.status) && !w.hasType {
 		w.snap = append(w.snap, field{"Content-Type", http.DetectContentType(w.buf), true})
@@ -400,25 +400,6 @@ func putBuf(b []byte) {
 		bufPool.Put((*[respBufSize]byte)(b[:respBufSize]))
 	}
 }
-
-// httpDate is the Date field's value, formatted once a second.
-func httpDate() string {
-	now := time.Now()
-	sec := now.Unix()
-	if d := cachedDate.Load(); d != nil && d.sec == sec {
-		return d.s
-	}
-	d := &dateVal{sec: sec, s: now.UTC().Format(http.TimeFormat)}
-	cachedDate.Store(d)
-	return d.s
-}
-
-type dateVal struct {
-	sec int64
-	s   string
-}
-
-var cachedDate atomic.Pointer[dateVal]
 
 // lower is a response field name as HTTP/2 sends it.
 func lower(k string) string {
