@@ -62,6 +62,13 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	// (an underscore spelling is left to it: it counts what it drops).
 	// The hop-by-hop fields the path reads are found in the same walk: an
 	// Upgrade (with or without values) declines.
+	// Without transforms that read or change them, tether's own fields
+	// stay out of the map (reqState.aside): the client's fields of their
+	// names, which they would replace, are skipped here.
+	tf := st.route.tf
+	hk := p.opts.hooks
+	aside := st.route.fwd == nil && tf.CopyRequestHeaders() && !tf.HasRequest() && (hk == nil || hk.onRewrite == nil)
+	st.aside = aside
 	untrusted, clean := !st.client.Trusted, true
 	var conn, te []string
 	for k, vs := range r.Header {
@@ -77,7 +84,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 			}
 			continue
 		}
-		if clientForwarding(k) || untrusted && forwarded.Spoofable(k) {
+		if clientForwarding(k) || untrusted && forwarded.Spoofable(k) || aside && st.ownName(k) {
 			continue
 		}
 		if clean && strings.IndexByte(k, '_') >= 0 {
@@ -101,15 +108,16 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 		out.Header["User-Agent"] = noUserAgent
 	}
 	// The own loop's request: what its parser checked is not checked again.
-	if !cl.lean.PrepareDirect(out, &st.direct, cancelhook.Parsed(r.Context())) {
+	if !cl.lean.PrepareDirect(out, &st.direct, cancelhook.Parsed(r.Context()), st.own.fields[:st.nOwn]) {
 		// The rewrite made it something for http.Transport (a transform's
 		// invalid field, an https destination): ReverseProxy does it all
 		// again from the client's request.
 		clear(h)
+		st.nOwn = 0
 		return false
 	}
 	st.directOut = out // covered, its head written: the lean transport sends it
-	if hk := p.opts.hooks; hk != nil && hk.onDirect != nil {
+	if hk != nil && hk.onDirect != nil {
 		hk.onDirect()
 	}
 	rw := &st.rw
@@ -120,6 +128,9 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	}
 	if st.direct.HopByHop(res) { // else a lean head without any
 		removeHopByHop(res.Header)
+	}
+	if hk != nil && hk.onResponse != nil {
+		st.ownFields() // a test's look at res.Request sees them all
 	}
 	p.modifyResponseState(st, res)
 	if !st.adoptFields(res) {
@@ -303,6 +314,20 @@ func removeConnectionFields(h http.Header, conn []string) {
 			}
 		}
 	}
+}
+
+// ownName: k is the name of a field of tether's own (reqState.aside),
+// which replaces the client's: a forwarding field Set writes, or the
+// trace context setTrace writes (Tracestate only when it drops the
+// client's, whose traceparent was not valid).
+func (st *reqState) ownName(k string) bool {
+	switch k {
+	case forwarded.XFPort, forwarded.OriginalHost, forwarded.OriginalURL, forwarded.TraceHeader, "Traceparent":
+		return true
+	case "Tracestate":
+		return !st.trace.incoming
+	}
+	return false
 }
 
 // hopByHop: RFC 2616's hop-by-hop fields, as ReverseProxy lists them.

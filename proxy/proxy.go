@@ -26,6 +26,7 @@ import (
 	"github.com/tether-proxy/tether/proxy/forwarded"
 	"github.com/tether-proxy/tether/proxy/health"
 	"github.com/tether-proxy/tether/proxy/hygiene"
+	"github.com/tether-proxy/tether/proxy/internal/h1wire"
 	"github.com/tether-proxy/tether/proxy/lean"
 	"github.com/tether-proxy/tether/proxy/routetimeout"
 	"github.com/tether-proxy/tether/proxy/tracing"
@@ -157,6 +158,7 @@ func New(cfg *config.Config, opts Options) (*Proxy, error) {
 	p.states.New = func() any {
 		st := new(reqState)
 		st.direct.Got1xx = st.write1xx
+		st.own = newOwnSet()
 		return st
 	}
 	p.metrics = newMetrics(opts.Registerer, p, p.logger)
@@ -318,10 +320,50 @@ type reqState struct {
 	direct    lean.Direct  // directOut's response parts and where its 1xx go
 	outHeader http.Header
 	outURL    url.URL
-	fwdVals   [forwarded.Headers]string // the direct path's forwarded values
 	// fwdClean: the direct path's outgoing header holds no field that
 	// forwarded.Set drops (spoofable ones, underscore spellings).
 	fwdClean bool
+	// aside: the direct path keeps tether's own fields of the outgoing
+	// request (forwarding, trace) out of its map, in own.fields[:nOwn],
+	// which the head writer appends; ownFields puts them in the map for
+	// whatever reads it instead (a retry's clone).
+	aside bool
+	nOwn  int
+	own   *ownSet
+}
+
+// ownSet is the direct path's own fields of its outgoing requests, which
+// a state keeps from one request to the next: each field's name and
+// value slot stay, only the values change.
+type ownSet struct {
+	// vals are the forwarding fields' values (forwarded.Set's vals), in
+	// the map or aside.
+	vals   [forwarded.Headers]string
+	fields [forwarded.Headers + 1]h1wire.Field
+}
+
+func newOwnSet() *ownSet {
+	o := new(ownSet)
+	for i, k := range forwarded.Keys {
+		o.fields[i] = h1wire.Field{Name: k, Values: o.vals[i : i+1 : i+1]}
+	}
+	o.fields[forwarded.Headers].Name = traceparentKey // its values are the request's (reqTrace.header)
+	return o
+}
+
+// reset lets go of the last request's values.
+func (o *ownSet) reset() {
+	clear(o.vals[:])
+	o.fields[forwarded.Headers].Values = nil
+}
+
+// ownFields puts the direct path's own fields kept aside into its
+// outgoing request's map.
+func (st *reqState) ownFields() {
+	for _, f := range st.own.fields[:st.nOwn] {
+		st.outReq.Header[f.Name] = f.Values
+	}
+	st.nOwn = 0
 }
 
 type stateKey struct{}
@@ -526,7 +568,9 @@ func (p *Proxy) finish(rt *runtime, st *reqState, r *http.Request, start time.Ti
 	}
 	clear(h)
 	kept := st.direct.Kept() // Got1xx is made once per state (New): a method value allocates
-	*st = reqState{outHeader: h}
+	own := st.own
+	own.reset()
+	*st = reqState{outHeader: h, own: own}
 	st.direct.Reuse(kept)
 	p.states.Put(st)
 }
@@ -557,10 +601,15 @@ func (p *Proxy) rewriteState(st *reqState, pr *httputil.ProxyRequest) {
 	var vals *[forwarded.Headers]string
 	clean := false
 	if out == &st.outReq {
-		vals = &st.fwdVals
+		vals = &st.own.vals
 		clean = st.fwdClean // the direct path's copy left out what Set drops
 	}
-	forwarded.Set(in, out.Header, &st.client, st.route.fwd, st.route.underscore, vals, clean)
+	aside := st.aside && out == &st.outReq
+	if aside {
+		forwarded.SetAside(in, out.Header, &st.client, st.route.underscore, vals, clean)
+	} else {
+		forwarded.Set(in, out.Header, &st.client, st.route.fwd, st.route.underscore, vals, clean)
+	}
 	d := st.dest
 	switch {
 	case tf.OriginalHost():
@@ -571,7 +620,14 @@ func (p *Proxy) rewriteState(st *reqState, pr *httputil.ProxyRequest) {
 		out.Host = "" // the transport sends URL.Host
 	}
 	tf.ApplyRequest(in, out, src)
-	setTrace(in, out.Header, st)
+	if aside {
+		// The client's Tracestate was copied only when setTrace would
+		// keep it (direct).
+		st.own.fields[forwarded.Headers].Values = st.trace.header
+		st.nOwn = len(st.own.fields)
+	} else {
+		setTrace(in, out.Header, st)
+	}
 	target := d.Address
 	u := out.URL
 	u.Scheme, u.Host = target.Scheme, target.Host

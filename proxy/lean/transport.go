@@ -122,14 +122,17 @@ func coversRequest(req *http.Request) bool {
 // parsed is the string the own HTTP/1.1 loop parsed the client's head
 // from (cancelhook.Parsed), or "": a value of req that lies in it passed
 // the loop's parser, whose rule is stricter, and is not checked again.
-func (t *Transport) PrepareDirect(req *http.Request, d *Direct, parsed string) bool {
+// own are fields of the request kept out of its map
+// (h1wire.AppendRequestHead): when the head is left to Request.Write,
+// they are put in the map first.
+func (t *Transport) PrepareDirect(req *http.Request, d *Direct, parsed string, own []h1wire.Field) bool {
 	d.req = nil
 	if !coversRequest(req) {
 		return false
 	}
 	d.trace = httptrace.ContextClientTrace(req.Context())
 	if !h1wire.TraceWantsWrites(d.trace) {
-		b, res := h1wire.AppendRequestHead(d.head[:0], req, true, parsed)
+		b, res := h1wire.AppendRequestHead(d.head[:0], req, true, parsed, own)
 		switch res {
 		case h1wire.HeadInvalid:
 			return false
@@ -137,6 +140,9 @@ func (t *Transport) PrepareDirect(req *http.Request, d *Direct, parsed string) b
 			d.req, d.head, d.gz = req, b, res == h1wire.HeadGzip
 			return true
 		}
+	}
+	for _, f := range own {
+		req.Header[f.Name] = f.Values
 	}
 	if !h1wire.ValidFields(req.Header) {
 		return false

@@ -76,7 +76,7 @@ func doVia(t *testing.T, lt *Transport, direct bool, method, url string) (*http.
 		t.Fatal(err)
 	}
 	d := new(Direct)
-	if !lt.PrepareDirect(req, d, "") || len(d.head) == 0 {
+	if !lt.PrepareDirect(req, d, "", nil) || len(d.head) == 0 {
 		t.Fatal("PrepareDirect did not write the head")
 	}
 	resp, err := lt.RoundTripDirect(req, d)
@@ -517,7 +517,7 @@ func TestLeanCoversOnlyWhatItCan(t *testing.T) {
 			t.Errorf("%s: covers = %v, want %v", c.name, got, c.want)
 		}
 		var d Direct
-		if got := lt.PrepareDirect(r, &d, ""); got != c.want {
+		if got := lt.PrepareDirect(r, &d, "", nil); got != c.want {
 			t.Errorf("%s: PrepareDirect = %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -680,7 +680,7 @@ func TestPrepareDirectWritesTheLeanHead(t *testing.T) {
 			}
 			r := mk()
 			var d Direct
-			if !lt.PrepareDirect(r, &d, "") || d.req != r {
+			if !lt.PrepareDirect(r, &d, "", nil) || d.req != r {
 				t.Fatal("not taken")
 			}
 			if d.gz != c.gz {
@@ -704,16 +704,44 @@ func TestPrepareDirectWritesTheLeanHead(t *testing.T) {
 			}
 		})
 	}
-	// A trace that wants each written field: the checks without a head,
-	// for Request.Write to write.
+	// Fields kept out of the map: written as if they were in it, checked
+	// as the map's are, and put in the map when Request.Write is to write
+	// the head.
+	own := []h1wire.Field{{Name: "X-Forwarded-For", Values: []string{"192.0.2.1"}}, {Name: "Traceparent", Values: []string{"00-a-b-01"}}}
 	r, _ := http.NewRequest("GET", "http://10.0.0.1:8080/x", nil)
-	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{WroteHeaders: func() {}}))
+	r.Header["Cookie"] = []string{"a=1"}
 	var d Direct
-	if !lt.PrepareDirect(r, &d, "") || len(d.head) != 0 || !d.gz {
+	if !lt.PrepareDirect(r, &d, "", own) || len(r.Header) != 1 {
+		t.Fatalf("own fields: not taken, or the map changed: %v", r.Header)
+	}
+	with := r.Clone(r.Context())
+	for _, f := range own {
+		with.Header[f.Name] = f.Values
+	}
+	var wd Direct
+	if !lt.PrepareDirect(with, &wd, "", nil) {
+		t.Fatal("own fields in the map: not taken")
+	}
+	if got, exp := headFields(string(d.head)), headFields(string(wd.head)); !reflect.DeepEqual(got, exp) {
+		t.Fatalf("own fields: head\n%q\nwant\n%q", d.head, wd.head)
+	}
+	if lt.PrepareDirect(r, &d, "", []h1wire.Field{{Name: "X-Forwarded-Host", Values: []string{"a\x00b"}}}) {
+		t.Fatal("own fields: an invalid value taken")
+	}
+	// A trace that wants each written field: the checks without a head,
+	// for Request.Write to write, and the own fields in the map.
+	r, _ = http.NewRequest("GET", "http://10.0.0.1:8080/x", nil)
+	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{WroteHeaders: func() {}}))
+	if !lt.PrepareDirect(r, &d, "", own) || len(d.head) != 0 || !d.gz {
 		t.Fatalf("traced: head %q, gzip %v", d.head, d.gz)
 	}
+	for _, f := range own {
+		if !reflect.DeepEqual(r.Header[f.Name], f.Values) {
+			t.Fatalf("traced: own field %s not in the map: %v", f.Name, r.Header)
+		}
+	}
 	r.Header["Bad Name"] = []string{"x"}
-	if lt.PrepareDirect(r, &d, "") {
+	if lt.PrepareDirect(r, &d, "", nil) {
 		t.Fatal("traced: an invalid name taken")
 	}
 }

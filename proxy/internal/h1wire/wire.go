@@ -39,7 +39,7 @@ func WriteRequestHead(bw *bufio.Writer, req *http.Request) (bool, error) {
 	if TraceWantsWrites(httptrace.ContextClientTrace(req.Context())) {
 		return false, nil
 	}
-	b, res := AppendRequestHead(bw.AvailableBuffer(), req, false, "")
+	b, res := AppendRequestHead(bw.AvailableBuffer(), req, false, "", nil)
 	if res == HeadDeclined {
 		return false, nil
 	}
@@ -82,7 +82,14 @@ const (
 // HTTP/1.1 loop's), or "": a value that lies in it is not checked again
 // (fieldSpan.holds says why that is sound), and neither is a name that
 // lies in knownNames.
-func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string) ([]byte, Head) {
+//
+// own are fields written after req's own, as if they were in its map:
+// a caller that adds its fields to every request (a proxy's forwarding
+// fields) spares the map assignments, the walk over them, and their
+// clearing afterwards. Their names are canonical, in no request's
+// header, and none of Host, User-Agent, Content-Length,
+// Transfer-Encoding, Trailer, Accept-Encoding or Range.
+func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string, own []Field) ([]byte, Head) {
 	u := req.URL
 	if u.Opaque != "" || req.Method == http.MethodConnect || req.Close || req.Trailer != nil || len(req.TransferEncoding) > 0 {
 		return b, HeadDeclined
@@ -154,14 +161,13 @@ func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string) ([
 		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
 			continue
 		}
-		for _, v := range vs {
-			// textproto.TrimString has nothing to trim unless the first
-			// or the last byte is ASCII space, as almost no value's is.
-			if n := len(v); n > 0 && (v[0] <= ' ' || v[n-1] <= ' ') {
-				v = textproto.TrimString(v)
-			}
-			b = appendField(b, k, v)
+		b = appendValues(b, k, vs)
+	}
+	for _, f := range own {
+		if lean && !validFieldIn(f.Name, f.Values, checked) {
+			return b0, HeadInvalid
 		}
+		b = appendValues(b, f.Name, f.Values)
 	}
 	runtime.KeepAlive(parsed) // checked's values stay where they are
 	res := HeadWritten
@@ -170,6 +176,25 @@ func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string) ([
 		res = HeadGzip
 	}
 	return append(b, "\r\n"...), res
+}
+
+// Field is a field a caller writes beside a request's map (AppendRequestHead).
+type Field struct {
+	Name   string
+	Values []string
+}
+
+// appendValues appends a line per value of field k.
+func appendValues(b []byte, k string, vs []string) []byte {
+	for _, v := range vs {
+		// textproto.TrimString has nothing to trim unless the first
+		// or the last byte is ASCII space, as almost no value's is.
+		if n := len(v); n > 0 && (v[0] <= ' ' || v[n-1] <= ' ') {
+			v = textproto.TrimString(v)
+		}
+		b = appendField(b, k, v)
+	}
+	return b
 }
 
 // validField is the lean transport's rule for a request field: a token
