@@ -324,26 +324,42 @@ type reqState struct {
 	// forwarded.Set drops (spoofable ones, underscore spellings).
 	fwdClean bool
 	// aside: the direct path keeps tether's own fields of the outgoing
-	// request (forwarding, trace) out of its map, in own.fields[:nOwn],
-	// which the head writer appends; ownFields puts them in the map for
-	// whatever reads it instead (a retry's clone).
+	// request (forwarding, trace), and maybe the client's, out of its
+	// map, in own, which the head writer writes beside the map's
+	// (beside); owned says they are there and not in the map yet,
+	// where ownFields puts them for whatever reads it instead (a retry's
+	// clone).
 	aside bool
-	nOwn  int
+	owned bool
 	own   *ownSet
 }
 
-// ownSet is the direct path's own fields of its outgoing requests, which
-// a state keeps from one request to the next: each field's name and
-// value slot stay, only the values change.
+// beside is the outgoing request's fields kept out of its map.
+func (st *reqState) beside() h1wire.Beside {
+	if !st.owned {
+		return h1wire.Beside{}
+	}
+	fs := st.own.fields
+	return h1wire.Beside{Fields: fs[ownFixed:], Own: fs[:ownFixed]}
+}
+
+// ownSet is the fields of the direct path's outgoing requests kept out of
+// their map, which a state keeps from one request to the next: tether's
+// own first, each one's name and value slot staying, only the values
+// changing; then the client's fields of the request, when they are kept
+// aside too (its User-Agent last, h1wire.Beside).
 type ownSet struct {
 	// vals are the forwarding fields' values (forwarded.Set's vals), in
 	// the map or aside.
 	vals   [forwarded.Headers]string
-	fields [forwarded.Headers + 1]h1wire.Field
+	fields []h1wire.Field
 }
 
+// ownFixed is how many of ownSet.fields are tether's own.
+const ownFixed = forwarded.Headers + 1
+
 func newOwnSet() *ownSet {
-	o := new(ownSet)
+	o := &ownSet{fields: make([]h1wire.Field, ownFixed, ownFixed+8)}
 	for i, k := range forwarded.Keys {
 		o.fields[i] = h1wire.Field{Name: k, Values: o.vals[i : i+1 : i+1]}
 	}
@@ -355,15 +371,17 @@ func newOwnSet() *ownSet {
 func (o *ownSet) reset() {
 	clear(o.vals[:])
 	o.fields[forwarded.Headers].Values = nil
+	if len(o.fields) > ownFixed {
+		clear(o.fields[ownFixed:])
+		o.fields = o.fields[:ownFixed]
+	}
 }
 
 // ownFields puts the direct path's own fields kept aside into its
 // outgoing request's map.
 func (st *reqState) ownFields() {
-	for _, f := range st.own.fields[:st.nOwn] {
-		st.outReq.Header[f.Name] = f.Values
-	}
-	st.nOwn = 0
+	st.beside().Map(st.outReq.Header)
+	st.owned = false
 }
 
 type stateKey struct{}
@@ -624,7 +642,7 @@ func (p *Proxy) rewriteState(st *reqState, pr *httputil.ProxyRequest) {
 		// The client's Tracestate was copied only when setTrace would
 		// keep it (direct).
 		st.own.fields[forwarded.Headers].Values = st.trace.header
-		st.nOwn = len(st.own.fields)
+		st.owned = true
 	} else {
 		setTrace(in, out.Header, st)
 	}
