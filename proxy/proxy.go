@@ -26,6 +26,7 @@ import (
 	"github.com/tether-proxy/tether/proxy/forwarded"
 	"github.com/tether-proxy/tether/proxy/health"
 	"github.com/tether-proxy/tether/proxy/hygiene"
+	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
 	"github.com/tether-proxy/tether/proxy/internal/h1wire"
 	"github.com/tether-proxy/tether/proxy/lean"
 	"github.com/tether-proxy/tether/proxy/routetimeout"
@@ -409,8 +410,18 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.startTrace(r, st)
 	defer p.finish(rt, st, r, start)
 
-	hygiene.Sanitize(w, r)
-	if status := hygiene.Check(r); status != 0 {
+	// The own HTTP/1.1 loop's parser refuses a head with an Upgrade,
+	// HTTP2-Settings or Transfer-Encoding field (h1server's
+	// parseRequestHead), which net/http then reads: the look for them in
+	// a request of that parser's would find none.
+	var status int
+	if cancelhook.Parsed(r.Context()) != "" {
+		status = hygiene.CheckParsed(r)
+	} else {
+		hygiene.Sanitize(w, r)
+		status = hygiene.Check(r)
+	}
+	if status != 0 {
 		st.kind = kindBadRequest
 		rt.noRouteErrs[kindBadRequest].Inc()
 		writeError(&st.rw, status, st.client.TraceID)
