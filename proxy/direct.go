@@ -63,7 +63,8 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	// The hop-by-hop fields the path reads are found in the same walk: an
 	// Upgrade (with or without values) declines.
 	// Without transforms that read or change them, tether's own fields
-	// stay out of the map (reqState.aside): the client's fields of their
+	// stay out of the map (reqState.aside; proxy/DESIGN.md, "Fields
+	// beside the outgoing map"): the client's fields of their
 	// names, which they would replace, are skipped here. The client's
 	// fields stay out of it too when nothing reads the map but the head
 	// writer: no affinity rewrite, no Connection or Te field to act on, no

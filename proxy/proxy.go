@@ -413,7 +413,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The own HTTP/1.1 loop's parser refuses a head with an Upgrade,
 	// HTTP2-Settings or Transfer-Encoding field (h1server's
 	// parseRequestHead), which net/http then reads: the look for them in
-	// a request of that parser's would find none.
+	// a request of that parser's would find none (proxy/DESIGN.md).
 	var status int
 	if cancelhook.Parsed(r.Context()) != "" {
 		status = hygiene.CheckParsed(r)
