@@ -62,6 +62,23 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	// (an underscore spelling is left to it: it counts what it drops).
 	// The hop-by-hop fields the path reads are found in the same walk: an
 	// Upgrade (with or without values) declines.
+	// Without transforms that read or change them, tether's own fields
+	// stay out of the map (reqState.aside; proxy/DESIGN.md, "Fields
+	// beside the outgoing map"): the client's fields of their
+	// names, which they would replace, are skipped here. The client's
+	// fields stay out of it too when nothing reads the map but the head
+	// writer: no affinity rewrite, no Connection or Te field to act on, no
+	// underscore spelling for Set to drop, and a method the lean
+	// transport replays without a look at an Idempotency-Key.
+	tf := st.route.tf
+	hk := p.opts.hooks
+	aside := st.route.fwd == nil && tf.CopyRequestHeaders() && !tf.HasRequest() && (hk == nil || hk.onRewrite == nil)
+	st.aside = aside
+	asideClient := aside && !st.route.aff.RewritesRequest() && replayableMethod(r.Method)
+	fs := st.own.fields
+	var uaName string
+	var ua []string
+	hasUA := false
 	untrusted, clean := !st.client.Trusted, true
 	var conn, te []string
 	for k, vs := range r.Header {
@@ -69,6 +86,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 			switch k {
 			case "Upgrade":
 				clear(h)
+				clear(fs[ownFixed:])
 				return false
 			case "Connection":
 				conn = vs
@@ -77,14 +95,35 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 			}
 			continue
 		}
-		if clientForwarding(k) || untrusted && forwarded.Spoofable(k) {
+		if clientForwarding(k) || untrusted && forwarded.Spoofable(k) || aside && st.ownName(k) {
 			continue
 		}
 		if clean && strings.IndexByte(k, '_') >= 0 {
 			clean = false
 		}
+		if asideClient {
+			if k == "User-Agent" {
+				// Put last (h1wire.Beside), under k: the parser's
+				// string, a known name the writer does not check again.
+				uaName, ua, hasUA = k, vs[:len(vs):len(vs)], true
+				continue
+			}
+			fs = append(fs, h1wire.Field{Name: k, Values: vs[:len(vs):len(vs)]})
+			continue
+		}
 		h[k] = vs[:len(vs):len(vs)] // an append by a transform copies
 	}
+	if hasUA {
+		fs = append(fs, h1wire.Field{Name: uaName, Values: ua})
+	}
+	if asideClient && (conn != nil || te != nil || !clean) {
+		for _, f := range fs[ownFixed:] {
+			h[f.Name] = f.Values
+		}
+		clear(fs[ownFixed:])
+		fs = fs[:ownFixed]
+	}
+	st.own.fields = fs
 	removeConnectionFields(h, conn)
 	if httpguts.HeaderValuesContainsToken(te, "trailers") {
 		h["Te"] = teTrailers
@@ -97,19 +136,24 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	pr := httputil.ProxyRequest{In: r, Out: out}
 	p.rewriteState(st, &pr)
 	out = pr.Out
-	if _, ok := out.Header["User-Agent"]; !ok {
+	if asideClient {
+		if !hasUA {
+			out.Header["User-Agent"] = noUserAgent
+		}
+	} else if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = noUserAgent
 	}
 	// The own loop's request: what its parser checked is not checked again.
-	if !cl.lean.PrepareDirect(out, &st.direct, cancelhook.Parsed(r.Context())) {
+	if !cl.lean.PrepareDirect(out, &st.direct, cancelhook.Parsed(r.Context()), st.beside()) {
 		// The rewrite made it something for http.Transport (a transform's
 		// invalid field, an https destination): ReverseProxy does it all
 		// again from the client's request.
 		clear(h)
+		st.owned = false
 		return false
 	}
 	st.directOut = out // covered, its head written: the lean transport sends it
-	if hk := p.opts.hooks; hk != nil && hk.onDirect != nil {
+	if hk != nil && hk.onDirect != nil {
 		hk.onDirect()
 	}
 	rw := &st.rw
@@ -120,6 +164,9 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	}
 	if st.direct.HopByHop(res) { // else a lean head without any
 		removeHopByHop(res.Header)
+	}
+	if hk != nil && hk.onResponse != nil {
+		st.ownFields() // a test's look at res.Request sees them all
 	}
 	p.modifyResponseState(st, res)
 	if !st.adoptFields(res) {
@@ -303,6 +350,31 @@ func removeConnectionFields(h http.Header, conn []string) {
 			}
 		}
 	}
+}
+
+// ownName: k is the name of a field of tether's own (reqState.aside),
+// which replaces the client's: a forwarding field Set writes, or the
+// trace context setTrace writes (Tracestate only when it drops the
+// client's, whose traceparent was not valid).
+func (st *reqState) ownName(k string) bool {
+	switch k {
+	case forwarded.XFPort, forwarded.OriginalHost, forwarded.OriginalURL, forwarded.TraceHeader, "Traceparent":
+		return true
+	case "Tracestate":
+		return !st.trace.incoming
+	}
+	return false
+}
+
+// replayableMethod: the lean transport replays a request of method m on
+// a stale pooled connection without a look at its fields
+// (lean.Replayable).
+func replayableMethod(m string) bool {
+	switch m {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
 }
 
 // hopByHop: RFC 2616's hop-by-hop fields, as ReverseProxy lists them.

@@ -643,3 +643,121 @@ func TestDirectPathChecksWhatTheParserDidNot(t *testing.T) {
 		})
 	}
 }
+
+// Without request transforms the direct path keeps tether's own fields
+// of the outgoing request (forwarding, trace context) out of the
+// outgoing map and writes them beside the client's: a client field of
+// one of their names must still give way to tether's as on
+// ReverseProxy's path, from a trusted client and an untrusted one, with
+// and without a valid traceparent, through both HTTP/1.1 loops, and on a
+// retry after a failed connect (whose head is written from the map).
+func TestDirectPathOwnFieldsMatchReverseProxy(t *testing.T) {
+	var mu sync.Mutex
+	var got http.Header
+	live := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = r.Header.Clone()
+		mu.Unlock()
+		_, _ = io.WriteString(w, "ok")
+	})
+	dead := "http://" + deadAddr(t) + "/"
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	spoofing := http.Header{
+		"X-Forwarded-Port": {"1"}, "X-Original-Host": {"evil"}, "X-Original-Url": {"/evil"},
+		"X-Tether-Trace-Id": {"0123456789abcdef0123456789abcdef"}, "Tracestate": {"a=1"},
+		"X-Forwarded-For": {"6.6.6.6"}, "X-Forwarded-Host": {"evil.example"}, "X-Kept": {"1", "2"},
+		"User-Agent": {"client/1"},
+	}
+	with := func(extra http.Header) http.Header {
+		h := spoofing.Clone()
+		for k, vs := range extra {
+			h[k] = vs
+		}
+		return h
+	}
+	// The client's fields aside or in the map: an underscore spelling,
+	// Connection and Te put them in it.
+	clients := map[string]http.Header{
+		"spoofing":                      spoofing,
+		"an underscore spelling":        with(http.Header{"X_Original_Host": {"underscore"}, "User-Agent": {""}}),
+		"Connection and Te":             with(http.Header{"Connection": {"X-Hop"}, "X-Hop": {"1"}, "Te": {"trailers"}}),
+		"an encoding and a range asked": with(http.Header{"Accept-Encoding": {"br"}, "Range": {"bytes=0-1"}}),
+	}
+	// norm leaves out what differs per request and per proxy by design:
+	// the trace and span ids tether made, the front's address.
+	norm := func(h http.Header, front string) string {
+		tp := h.Get("Traceparent")
+		parts := strings.Split(tp, "-")
+		if len(h["Traceparent"]) != 1 || len(parts) != 4 {
+			return fmt.Sprintf("no single valid traceparent: %q", h["Traceparent"])
+		}
+		_, port, _ := net.SplitHostPort(front)
+		s := fmt.Sprint(h)
+		s = strings.ReplaceAll(s, parts[2], "SPAN")
+		if parts[1] != traceID {
+			s = strings.ReplaceAll(s, parts[1], "TRACE")
+		}
+		s = strings.ReplaceAll(s, front, "FRONT")
+		return strings.ReplaceAll(s, "["+port+"]", "[PORT]")
+	}
+	for _, trusted := range []bool{false, true} {
+		for _, retry := range []bool{false, true} {
+			for _, traceparent := range []string{"", "00-" + traceID + "-00f067aa0ba902b7-01", "bogus"} {
+				for cname, client := range clients {
+					name := fmt.Sprintf("trusted=%v retry=%v traceparent=%q %s", trusted, retry, traceparent, cname)
+					t.Run(name, func(t *testing.T) {
+						dests := map[string]string{"b-live": live.URL}
+						if retry {
+							dests["a-dead"] = dead
+						}
+						top := ""
+						if trusted {
+							top = `"TrustedProxies": ["127.0.0.1"]`
+						}
+						cfg := simpleConfig(dests, `"LoadBalancingPolicy": "FirstAlphabetical"`, "", top)
+						var taken atomic.Int64
+						withDirect := newHarness(t, mustParse(t, cfg), withHooks(&testHooks{onDirect: func() { taken.Add(1) }}))
+						without := newHarness(t, mustParse(t, cfg), withHooks(&testHooks{noDirect: true}))
+						do := func(front string) string {
+							req, err := http.NewRequest("GET", "http://"+front+"/p", nil)
+							if err != nil {
+								t.Fatal(err)
+							}
+							for k, vs := range client {
+								req.Header[k] = vs
+							}
+							if traceparent != "" {
+								req.Header["Traceparent"] = []string{traceparent}
+							}
+							resp, err := http.DefaultClient.Do(req)
+							if err != nil {
+								t.Fatal(err)
+							}
+							body, _ := io.ReadAll(resp.Body)
+							resp.Body.Close()
+							if resp.StatusCode != 200 || string(body) != "ok" {
+								t.Fatalf("status %d body %q, want 200 from the live backend", resp.StatusCode, body)
+							}
+							mu.Lock()
+							defer mu.Unlock()
+							return norm(got, front)
+						}
+						want := do(strings.TrimPrefix(without.front.URL, "http://"))
+						if taken.Load() != 0 {
+							t.Fatal("the direct path took a request of the proxy without it")
+						}
+						for _, front := range []string{strings.TrimPrefix(withDirect.front.URL, "http://"), ownLoopFront(t, withDirect.p)} {
+							before := taken.Load()
+							if g := do(front); g != want {
+								t.Errorf("direct path differs from ReverseProxy:\ndirect:       %s\nReverseProxy: %s", g, want)
+							}
+							if taken.Load() == before {
+								t.Error("the direct path did not take the request")
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}

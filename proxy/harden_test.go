@@ -264,3 +264,43 @@ func TestClientMistakesAreNotProxyErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnLoopH2CUpgradeIsNeverForwarded: TestH2CUpgradeIsNeverForwarded
+// through the own HTTP/1.1 loop, whose requests skip hygiene's look for
+// an upgrade: its parser hands a head with one to net/http, whose
+// request gets that look.
+func TestOwnLoopH2CUpgradeIsNeverForwarded(t *testing.T) {
+	var mu sync.Mutex
+	var sawUpgrade []string
+	bh := h2c.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sawUpgrade = append(sawUpgrade, r.Header.Get("Upgrade")+"|"+r.Header.Get("Http2-Settings"))
+		mu.Unlock()
+		_, _ = io.WriteString(w, "ok")
+	}), &http2.Server{})
+	bs := httptest.NewServer(bh)
+	t.Cleanup(bs.Close)
+	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": bs.URL}, "", "", "")), nil)
+	front := ownLoopFront(t, h.p)
+	for _, hdr := range []string{
+		"",
+		"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n",
+		"Connection: upgrade, http2-settings\r\nUpgrade: H2C/1.0\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n",
+	} {
+		resp, err := testutil.RawRequest(t, front, "GET / HTTP/1.1\r\nHost: h\r\n"+hdr+"\r\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != "ok" {
+			t.Fatalf("%q: status %d body %q, want a plain HTTP/1.1 200", hdr, resp.StatusCode, body)
+		}
+		mu.Lock()
+		got := sawUpgrade[len(sawUpgrade)-1]
+		mu.Unlock()
+		if got != "|" {
+			t.Errorf("%q: backend saw Upgrade|HTTP2-Settings = %q", hdr, got)
+		}
+	}
+}

@@ -26,6 +26,8 @@ import (
 	"github.com/tether-proxy/tether/proxy/forwarded"
 	"github.com/tether-proxy/tether/proxy/health"
 	"github.com/tether-proxy/tether/proxy/hygiene"
+	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
+	"github.com/tether-proxy/tether/proxy/internal/h1wire"
 	"github.com/tether-proxy/tether/proxy/lean"
 	"github.com/tether-proxy/tether/proxy/routetimeout"
 	"github.com/tether-proxy/tether/proxy/tracing"
@@ -157,6 +159,7 @@ func New(cfg *config.Config, opts Options) (*Proxy, error) {
 	p.states.New = func() any {
 		st := new(reqState)
 		st.direct.Got1xx = st.write1xx
+		st.own = newOwnSet()
 		return st
 	}
 	p.metrics = newMetrics(opts.Registerer, p, p.logger)
@@ -321,10 +324,68 @@ type reqState struct {
 	direct    lean.Direct  // directOut's response parts and where its 1xx go
 	outHeader http.Header
 	outURL    url.URL
-	fwdVals   [forwarded.Headers]string // the direct path's forwarded values
 	// fwdClean: the direct path's outgoing header holds no field that
 	// forwarded.Set drops (spoofable ones, underscore spellings).
 	fwdClean bool
+	// aside: the direct path keeps tether's own fields of the outgoing
+	// request (forwarding, trace), and maybe the client's, out of its
+	// map, in own, which the head writer writes beside the map's
+	// (beside); owned says they are there and not in the map yet,
+	// where ownFields puts them for whatever reads it instead (a retry's
+	// clone).
+	aside bool
+	owned bool
+	own   *ownSet
+}
+
+// beside is the outgoing request's fields kept out of its map.
+func (st *reqState) beside() h1wire.Beside {
+	if !st.owned {
+		return h1wire.Beside{}
+	}
+	fs := st.own.fields
+	return h1wire.Beside{Fields: fs[ownFixed:], Own: fs[:ownFixed]}
+}
+
+// ownSet is the fields of the direct path's outgoing requests kept out of
+// their map, which a state keeps from one request to the next: tether's
+// own first, each one's name and value slot staying, only the values
+// changing; then the client's fields of the request, when they are kept
+// aside too (its User-Agent last, h1wire.Beside).
+type ownSet struct {
+	// vals are the forwarding fields' values (forwarded.Set's vals), in
+	// the map or aside.
+	vals   [forwarded.Headers]string
+	fields []h1wire.Field
+}
+
+// ownFixed is how many of ownSet.fields are tether's own.
+const ownFixed = forwarded.Headers + 1
+
+func newOwnSet() *ownSet {
+	o := &ownSet{fields: make([]h1wire.Field, ownFixed, ownFixed+8)}
+	for i, k := range forwarded.Keys {
+		o.fields[i] = h1wire.Field{Name: k, Values: o.vals[i : i+1 : i+1]}
+	}
+	o.fields[forwarded.Headers].Name = traceparentKey // its values are the request's (reqTrace.header)
+	return o
+}
+
+// reset lets go of the last request's values.
+func (o *ownSet) reset() {
+	clear(o.vals[:])
+	o.fields[forwarded.Headers].Values = nil
+	if len(o.fields) > ownFixed {
+		clear(o.fields[ownFixed:])
+		o.fields = o.fields[:ownFixed]
+	}
+}
+
+// ownFields puts the direct path's own fields kept aside into its
+// outgoing request's map.
+func (st *reqState) ownFields() {
+	st.beside().Map(st.outReq.Header)
+	st.owned = false
 }
 
 type stateKey struct{}
@@ -384,8 +445,18 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.startTrace(r, st)
 	defer p.finish(rt, st, r, start)
 
-	hygiene.Sanitize(w, r)
-	if status := hygiene.Check(r); status != 0 {
+	// The own HTTP/1.1 loop's parser refuses a head with an Upgrade,
+	// HTTP2-Settings or Transfer-Encoding field (h1server's
+	// parseRequestHead), which net/http then reads: the look for them in
+	// a request of that parser's would find none (proxy/DESIGN.md).
+	var status int
+	if cancelhook.Parsed(r.Context()) != "" {
+		status = hygiene.CheckParsed(r)
+	} else {
+		hygiene.Sanitize(w, r)
+		status = hygiene.Check(r)
+	}
+	if status != 0 {
 		st.kind = kindBadRequest
 		rt.noRouteErrs[kindBadRequest].Inc()
 		writeError(&st.rw, status, st.client.TraceID)
@@ -561,7 +632,9 @@ func (p *Proxy) finish(rt *runtime, st *reqState, r *http.Request, start time.Ti
 	}
 	clear(h)
 	kept := st.direct.Kept() // Got1xx is made once per state (New): a method value allocates
-	*st = reqState{outHeader: h}
+	own := st.own
+	own.reset()
+	*st = reqState{outHeader: h, own: own}
 	st.direct.Reuse(kept)
 	p.states.Put(st)
 }
@@ -592,10 +665,15 @@ func (p *Proxy) rewriteState(st *reqState, pr *httputil.ProxyRequest) {
 	var vals *[forwarded.Headers]string
 	clean := false
 	if out == &st.outReq {
-		vals = &st.fwdVals
+		vals = &st.own.vals
 		clean = st.fwdClean // the direct path's copy left out what Set drops
 	}
-	forwarded.Set(in, out.Header, &st.client, st.route.fwd, st.route.underscore, vals, clean)
+	aside := st.aside && out == &st.outReq
+	if aside {
+		forwarded.SetAside(in, out.Header, &st.client, st.route.underscore, vals, clean)
+	} else {
+		forwarded.Set(in, out.Header, &st.client, st.route.fwd, st.route.underscore, vals, clean)
+	}
 	d := st.dest
 	switch {
 	case tf.OriginalHost():
@@ -606,7 +684,14 @@ func (p *Proxy) rewriteState(st *reqState, pr *httputil.ProxyRequest) {
 		out.Host = "" // the transport sends URL.Host
 	}
 	tf.ApplyRequest(in, out, src)
-	setTrace(in, out.Header, st)
+	if aside {
+		// The client's Tracestate was copied only when setTrace would
+		// keep it (direct).
+		st.own.fields[forwarded.Headers].Values = st.trace.header
+		st.owned = true
+	} else {
+		setTrace(in, out.Header, st)
+	}
 	target := d.Address
 	u := out.URL
 	u.Scheme, u.Host = target.Scheme, target.Host

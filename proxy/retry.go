@@ -94,6 +94,9 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if pa := st.cluster.passive; pa != nil {
 		pa.Report(failed, t.p.now(), err, 0)
 	}
+	if st.directOut == req {
+		st.ownFields() // the clone's head is written from its map
+	}
 	again := req.Clone(req.Context())
 	again.Body = body
 	retarget(again, failed, next, st.route.tf.OriginalHost())

@@ -111,6 +111,10 @@ func (p *Provider) RewriteRequest(in, out *http.Request, dest *upstream.Destinat
 	p.rewriteRequest(in, out, dest, d)
 }
 
+// RewritesRequest: RewriteRequest may read or change the outgoing
+// request's fields (an envelope policy's).
+func (p *Provider) RewritesRequest() bool { return p != nil && p.policy.envelope() }
+
 // Affinitize adds the session key of dest to the response when d.Attach, or
 // wraps the backend's own session value (envelope policies). secure is true
 // when the client reached tether over HTTPS (after TrustedProxies).

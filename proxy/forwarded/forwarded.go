@@ -165,16 +165,33 @@ func Set(in *http.Request, h http.Header, c *Client, f *Transforms, drops Drops,
 		f.apply(in, h, c)
 		return
 	}
-	var vs []string
-	if vals != nil {
-		vs = vals[:]
-	} else {
-		vs = make([]string, Headers)
+	if vals == nil {
+		vals = new([Headers]string)
 	}
-	set := func(i int, key, v string) {
-		vs[i] = v
-		h[key] = vs[i : i+1 : i+1]
+	values(in, c, vals)
+	for i, k := range Keys {
+		h[k] = vals[i : i+1 : i+1]
 	}
+}
+
+// SetAside is Set without transforms for a caller that writes the
+// fields itself (h1wire.AppendRequestHead's own fields): it drops from h
+// what Set drops, and puts in vals what Set would give each of Keys, in
+// their order, without assigning them to h. h must hold none of Keys.
+func SetAside(in *http.Request, h http.Header, c *Client, drops Drops, vals *[Headers]string, clean bool) {
+	if !clean {
+		dropSpoofable(h, c.Trusted, drops)
+	}
+	values(in, c, vals)
+}
+
+// Keys are the names of the fields Set writes without transforms, in the
+// order of their values in SetAside's vals.
+var Keys = [Headers]string{keyXFF, keyXFProto, keyXFHost, keyXFPort, keyOriginalHost, keyOriginalURL, TraceKey}
+
+// values are the values of Keys' fields, as Set writes them without
+// transforms.
+func values(in *http.Request, c *Client, vs *[Headers]string) {
 	clientIP := c.Host
 	xff := clientIP
 	host := in.Host
@@ -191,26 +208,29 @@ func Set(in *http.Request, h http.Header, c *Client, f *Transforms, drops Drops,
 	if port == "" {
 		port = clientPort(in, c.Proto)
 	}
-	set(0, keyXFF, xff)
-	set(1, keyXFProto, c.Proto)
-	set(2, keyXFHost, host)
-	set(3, keyXFPort, port)
-	setOriginal(in, h, c, vs[4:4:Headers])
+	vs[0], vs[1], vs[2], vs[3] = xff, c.Proto, host, port
+	vs[4], vs[5], vs[6] = in.Host, originalURI(in), c.TraceID
 }
 
 // setOriginal writes X-Original-Host, X-Original-URL and the trace id, which
 // no transform changes. vals, when it has room, backs the values.
 func setOriginal(in *http.Request, h http.Header, c *Client, vals []string) {
+	vals = append(vals, in.Host, originalURI(in), c.TraceID)
+	h[keyOriginalHost] = vals[0:1:1]
+	h[keyOriginalURL] = vals[1:2:2]
+	h[TraceKey] = vals[2:3:3]
+}
+
+// originalURI is X-Original-URL's value: the request's target in origin
+// form.
+func originalURI(in *http.Request) string {
 	uri := in.RequestURI
 	if !strings.HasPrefix(uri, "/") {
 		// Absolute-form ("GET http://h/x") or a request built in-process:
 		// record origin form.
 		uri = in.URL.RequestURI()
 	}
-	vals = append(vals, in.Host, uri, c.TraceID)
-	h[keyOriginalHost] = vals[0:1:1]
-	h[keyOriginalURL] = vals[1:2:2]
-	h[TraceKey] = vals[2:3:3]
+	return uri
 }
 
 // The names Set and setOriginal write as map keys: h1wire's table slices

@@ -86,7 +86,12 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 	// in h for each when the head has none.
 	closing, pragmas := false, 0
 	fr := h1wire.NewFieldReader(all, blk, off)
-	for {
+	// Until a name comes again each field is a new name: one assignment,
+	// no look-up before it (AddField's). The map's size tells a repeat,
+	// whose assignment replaced the name's first values: they are read
+	// again from the head, and from then on each field takes AddField.
+	repeated := false
+	for read := 0; ; read++ {
 		key, value, done, ok := fr.Next(true)
 		if !ok {
 			return false
@@ -113,7 +118,18 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 				pragma = value
 			}
 		}
-		vals = h1wire.AddField(h, vals, key, value)
+		if repeated {
+			vals = h1wire.AddField(h, vals, key, value)
+			continue
+		}
+		before := len(h)
+		vals[0] = value
+		h[key] = vals[:1:1]
+		vals = vals[1:]
+		if len(h) == before {
+			repeated = true
+			h[key] = append(valuesBefore(all, blk, off, read, key), value)
+		}
 	}
 	if hosts != 1 || !httpguts.ValidHostHeader(host) {
 		return false
@@ -135,3 +151,18 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 }
 
 var noCache = []string{"no-cache"}
+
+// valuesBefore are the values of the fields named key among the first n
+// fields of a head (as parseRequestHeadInto's walk reads them), in their
+// order.
+func valuesBefore(all []byte, blk string, off, n int, key string) []string {
+	var vs []string
+	fr := h1wire.NewFieldReader(all, blk, off)
+	for range n {
+		k, v, _, _ := fr.Next(true)
+		if k == key {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}

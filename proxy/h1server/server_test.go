@@ -364,6 +364,7 @@ func TestH1ServerMatchesNetHTTP(t *testing.T) {
 		// Request shapes.
 		{"query and escapes", "plain", "GET /a%2Fb/c?x=1&y=%20 HTTP/1.1\r\nHost: h\r\n\r\n", true},
 		{"repeated field", "plain", "GET / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nx-a: 2\r\nCookie: a=1\r\nCookie: b=2\r\n\r\n", true},
+		{"repeated fields apart", "plain", "GET / HTTP/1.1\r\nX-A: 1\r\nCookie: a=1\r\nHost: h\r\nx-a: 2\r\nX-B: 0\r\nX-A: 3\r\nCookie: b=2\r\nX-B: 1\r\n\r\n", true},
 		{"field whitespace", "plain", "GET / HTTP/1.1\r\nHost: h\r\nX-A: \t v \t\r\nX-Empty:\r\n\r\n", true},
 		{"pragma", "plain", "GET / HTTP/1.1\r\nHost: h\r\nPragma: no-cache\r\n\r\n", true},
 		{"pragma with cache-control", "plain", "GET / HTTP/1.1\r\nHost: h\r\nPragma: no-cache\r\nCache-Control: max-age=1\r\n\r\n", true},
@@ -487,6 +488,7 @@ var parseSeeds = []string{
 	"GET / HTTP/1.1\r\nHost: h\r\nPragma: no-cache\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: h\r\npragma: x\r\nPragma: no-cache\r\nConnection: Keep-Alive\r\nconnection: CLOSE\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: h\r\nX: a\r\nX: b\r\n\r\n",
+	"GET / HTTP/1.1\r\nx-a: 1\r\nHost: h\r\nB: 1\r\nX-A: 2\r\nPragma: no-cache\r\nb: 2\r\nX-a: 3\r\nC: 1\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: [::1]:80\r\n\r\n",
 	"GET //x HTTP/1.1\r\nHost: h\r\n\r\n",
 	"GET /a#b HTTP/1.1\r\nHost: h\r\n\r\n",

@@ -11,6 +11,17 @@ import (
 // Check refuses what tether must not forward, before routing. It
 // returns 0 when the request may proceed.
 func Check(r *http.Request) int {
+	return check(r, true)
+}
+
+// CheckParsed is Check for a request whose head a parser refused with
+// any Upgrade or Transfer-Encoding field (tether's own HTTP/1.1 loop's):
+// the look for an upgrade, which would find none, is left out.
+func CheckParsed(r *http.Request) int {
+	return check(r, false)
+}
+
+func check(r *http.Request, upgrade bool) int {
 	if r.Method == http.MethodConnect {
 		// tether is a reverse proxy: it does not tunnel.
 		return http.StatusMethodNotAllowed
@@ -29,6 +40,9 @@ func Check(r *http.Request) int {
 	}
 	// ReverseProxy refuses an upgrade to a protocol name that is not a
 	// token only after a destination was chosen, as if the backend failed.
+	if !upgrade {
+		return 0
+	}
 	if up, ok := r.Header["Upgrade"]; ok && httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade") {
 		for _, v := range up {
 			if !validUpgrade(v) {

@@ -122,14 +122,17 @@ func coversRequest(req *http.Request) bool {
 // parsed is the string the own HTTP/1.1 loop parsed the client's head
 // from (cancelhook.Parsed), or "": a value of req that lies in it passed
 // the loop's parser, whose rule is stricter, and is not checked again.
-func (t *Transport) PrepareDirect(req *http.Request, d *Direct, parsed string) bool {
+// beside are fields of the request kept out of its map
+// (h1wire.AppendRequestHead): when the head is left to Request.Write,
+// they are put in the map first.
+func (t *Transport) PrepareDirect(req *http.Request, d *Direct, parsed string, beside h1wire.Beside) bool {
 	d.req = nil
 	if !coversRequest(req) {
 		return false
 	}
 	d.trace = httptrace.ContextClientTrace(req.Context())
 	if !h1wire.TraceWantsWrites(d.trace) {
-		b, res := h1wire.AppendRequestHead(d.head[:0], req, true, parsed)
+		b, res := h1wire.AppendRequestHead(d.head[:0], req, true, parsed, beside)
 		switch res {
 		case h1wire.HeadInvalid:
 			return false
@@ -138,6 +141,7 @@ func (t *Transport) PrepareDirect(req *http.Request, d *Direct, parsed string) b
 			return true
 		}
 	}
+	beside.Map(req.Header)
 	if !h1wire.ValidFields(req.Header) {
 		return false
 	}

@@ -76,7 +76,7 @@ func doVia(t *testing.T, lt *Transport, direct bool, method, url string) (*http.
 		t.Fatal(err)
 	}
 	d := new(Direct)
-	if !lt.PrepareDirect(req, d, "") || len(d.head) == 0 {
+	if !lt.PrepareDirect(req, d, "", h1wire.Beside{}) || len(d.head) == 0 {
 		t.Fatal("PrepareDirect did not write the head")
 	}
 	resp, err := lt.RoundTripDirect(req, d)
@@ -517,7 +517,7 @@ func TestLeanCoversOnlyWhatItCan(t *testing.T) {
 			t.Errorf("%s: covers = %v, want %v", c.name, got, c.want)
 		}
 		var d Direct
-		if got := lt.PrepareDirect(r, &d, ""); got != c.want {
+		if got := lt.PrepareDirect(r, &d, "", h1wire.Beside{}); got != c.want {
 			t.Errorf("%s: PrepareDirect = %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -680,7 +680,7 @@ func TestPrepareDirectWritesTheLeanHead(t *testing.T) {
 			}
 			r := mk()
 			var d Direct
-			if !lt.PrepareDirect(r, &d, "") || d.req != r {
+			if !lt.PrepareDirect(r, &d, "", h1wire.Beside{}) || d.req != r {
 				t.Fatal("not taken")
 			}
 			if d.gz != c.gz {
@@ -704,16 +704,54 @@ func TestPrepareDirectWritesTheLeanHead(t *testing.T) {
 			}
 		})
 	}
-	// A trace that wants each written field: the checks without a head,
-	// for Request.Write to write.
+	// Fields kept out of the map: written as if they were in it (the
+	// client's User-Agent where Request.Write puts it, their encoding
+	// asked for), checked as the map's are, and put in the map when
+	// Request.Write is to write the head.
+	beside := h1wire.Beside{
+		Fields: []h1wire.Field{{Name: "Cookie", Values: []string{"a=1"}}, {Name: "Accept-Encoding", Values: []string{"br"}}, {Name: "User-Agent", Values: []string{"ua/1"}}},
+		Own:    []h1wire.Field{{Name: "X-Forwarded-For", Values: []string{"192.0.2.1"}}, {Name: "Traceparent", Values: []string{"00-a-b-01"}}},
+	}
 	r, _ := http.NewRequest("GET", "http://10.0.0.1:8080/x", nil)
-	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{WroteHeaders: func() {}}))
+	r.Header["Accept"] = []string{"*/*"}
 	var d Direct
-	if !lt.PrepareDirect(r, &d, "") || len(d.head) != 0 || !d.gz {
+	if !lt.PrepareDirect(r, &d, "", beside) || len(r.Header) != 1 {
+		t.Fatalf("fields beside: not taken, or the map changed: %v", r.Header)
+	}
+	with := r.Clone(r.Context())
+	beside.Map(with.Header)
+	var wd Direct
+	if !lt.PrepareDirect(with, &wd, "", h1wire.Beside{}) {
+		t.Fatal("fields beside, in the map: not taken")
+	}
+	if d.gz || wd.gz {
+		t.Fatalf("fields beside: gzip asked for beside an Accept-Encoding (%v, %v in the map)", d.gz, wd.gz)
+	}
+	if got, exp := headFields(string(d.head)), headFields(string(wd.head)); !reflect.DeepEqual(got, exp) || !strings.Contains(string(d.head), "\r\nUser-Agent: ua/1\r\n") {
+		t.Fatalf("fields beside: head\n%q\nwant\n%q", d.head, wd.head)
+	}
+	for _, bad := range []h1wire.Beside{
+		{Own: []h1wire.Field{{Name: "X-Forwarded-Host", Values: []string{"a\x00b"}}}},
+		{Fields: []h1wire.Field{{Name: "Bad Name", Values: []string{"x"}}}},
+	} {
+		if lt.PrepareDirect(r, &d, "", bad) {
+			t.Fatalf("fields beside: %v taken", bad)
+		}
+	}
+	// A trace that wants each written field: the checks without a head,
+	// for Request.Write to write, and the own fields in the map.
+	r, _ = http.NewRequest("GET", "http://10.0.0.1:8080/x", nil)
+	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{WroteHeaders: func() {}}))
+	if !lt.PrepareDirect(r, &d, "", h1wire.Beside{Own: beside.Own}) || len(d.head) != 0 || !d.gz {
 		t.Fatalf("traced: head %q, gzip %v", d.head, d.gz)
 	}
+	for _, f := range beside.Own {
+		if !reflect.DeepEqual(r.Header[f.Name], f.Values) {
+			t.Fatalf("traced: field %s beside not in the map: %v", f.Name, r.Header)
+		}
+	}
 	r.Header["Bad Name"] = []string{"x"}
-	if lt.PrepareDirect(r, &d, "") {
+	if lt.PrepareDirect(r, &d, "", h1wire.Beside{}) {
 		t.Fatal("traced: an invalid name taken")
 	}
 }

@@ -105,6 +105,10 @@ func (t *Transforms) OriginalHost() bool { return t != nil && t.originalHost }
 // turns it off). Default true.
 func (t *Transforms) CopyRequestHeaders() bool { return t == nil || !t.noCopy }
 
+// HasRequest reports whether any request transform is configured
+// (ApplyRequest does something).
+func (t *Transforms) HasRequest() bool { return t != nil && len(t.req) > 0 }
+
 // HasResponse reports whether any response or trailer transform is
 // configured.
 func (t *Transforms) HasResponse() bool {

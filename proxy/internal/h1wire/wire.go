@@ -39,7 +39,7 @@ func WriteRequestHead(bw *bufio.Writer, req *http.Request) (bool, error) {
 	if TraceWantsWrites(httptrace.ContextClientTrace(req.Context())) {
 		return false, nil
 	}
-	b, res := AppendRequestHead(bw.AvailableBuffer(), req, false, "")
+	b, res := AppendRequestHead(bw.AvailableBuffer(), req, false, "", Beside{})
 	if res == HeadDeclined {
 		return false, nil
 	}
@@ -82,7 +82,10 @@ const (
 // HTTP/1.1 loop's), or "": a value that lies in it is not checked again
 // (fieldSpan.holds says why that is sound), and neither is a name that
 // lies in knownNames.
-func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string) ([]byte, Head) {
+//
+// beside are fields written as if they were in req's map, after its
+// own (Beside).
+func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string, beside Beside) ([]byte, Head) {
 	u := req.URL
 	if u.Opaque != "" || req.Method == http.MethodConnect || req.Close || req.Trailer != nil || len(req.TransferEncoding) > 0 {
 		return b, HeadDeclined
@@ -122,7 +125,11 @@ func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string) ([
 	b = append(b, host...)
 	b = append(b, "\r\n"...)
 	ua := "Go-http-client/1.1" // Request.Write's default
-	if vs, ok := req.Header["User-Agent"]; ok {
+	vs, ok := req.Header["User-Agent"]
+	if fs := beside.Fields; !ok && len(fs) > 0 && fs[len(fs)-1].Name == "User-Agent" {
+		vs, ok = fs[len(fs)-1].Values, true
+	}
+	if ok {
 		ua = ""
 		if len(vs) > 0 {
 			ua = vs[0]
@@ -163,6 +170,43 @@ func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string) ([
 			b = appendField(b, k, v)
 		}
 	}
+	fs := beside.Fields
+	for i := range fs {
+		k, vs := fs[i].Name, fs[i].Values
+		if lean {
+			if !validFieldIn(k, vs, checked) {
+				return b0, HeadInvalid
+			}
+			if (k == "Accept-Encoding" || k == "Range") && vs != nil {
+				encoded = true
+			}
+		}
+		switch k {
+		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
+			continue
+		}
+		for _, v := range vs {
+			// textproto.TrimString has nothing to trim unless the first
+			// or the last byte is ASCII space, as almost no value's is.
+			if n := len(v); n > 0 && (v[0] <= ' ' || v[n-1] <= ' ') {
+				v = textproto.TrimString(v)
+			}
+			b = appendField(b, k, v)
+		}
+	}
+	own := beside.Own
+	for i := range own {
+		k, vs := own[i].Name, own[i].Values
+		if lean && !validFieldIn(k, vs, checked) {
+			return b0, HeadInvalid
+		}
+		for _, v := range vs {
+			if n := len(v); n > 0 && (v[0] <= ' ' || v[n-1] <= ' ') {
+				v = textproto.TrimString(v) // as above
+			}
+			b = appendField(b, k, v)
+		}
+	}
 	runtime.KeepAlive(parsed) // checked's values stay where they are
 	res := HeadWritten
 	if lean && !encoded && method != http.MethodHead {
@@ -170,6 +214,36 @@ func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string) ([
 		res = HeadGzip
 	}
 	return append(b, "\r\n"...), res
+}
+
+// Field is a field a caller writes beside a request's map (Beside).
+type Field struct {
+	Name   string
+	Values []string
+}
+
+// Beside are fields AppendRequestHead writes as if they were in the
+// request's map: a caller that has them at hand (a proxy's copy of its
+// client's fields, its forwarding fields) spares the map assignments, the
+// walk over them, and their clearing afterwards. Names are canonical, each
+// once, none of them in the map.
+type Beside struct {
+	// Fields are held to the rules of the map's, and a User-Agent among
+	// them is the last one.
+	Fields []Field
+	// Own are only checked: none is a Host, User-Agent, Content-Length,
+	// Transfer-Encoding, Trailer, Accept-Encoding or Range.
+	Own []Field
+}
+
+// Map puts b's fields in h.
+func (b Beside) Map(h http.Header) {
+	for _, f := range b.Fields {
+		h[f.Name] = f.Values
+	}
+	for _, f := range b.Own {
+		h[f.Name] = f.Values
+	}
 }
 
 // validField is the lean transport's rule for a request field: a token
