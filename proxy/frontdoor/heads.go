@@ -1,6 +1,10 @@
 package frontdoor
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
+)
 
 // headerLimit answers 431 when the request line plus header block exceeds
 // max bytes. net/http enforces MaxHeaderBytes with 4 KiB of slack; this
@@ -10,6 +14,10 @@ func headerLimit(max int, ownH2 bool, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor >= 3 || r.ProtoMajor == 2 && !ownH2 {
 			growStack() // a stream's goroutine may be new (below)
+		}
+		if p := cancelhook.Parsed(r.Context()); p != "" && ownHeadWithin(len("GET ")+len(p), max) {
+			h.ServeHTTP(w, r)
+			return
 		}
 		n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
 		for k, vs := range r.Header {
@@ -27,6 +35,24 @@ func headerLimit(max int, ownH2 bool, h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// ownHeadWithin says, from the size alone of a head the own HTTP/1.1
+// loop parsed (cancelhook.Parsed: the head after "GET ", through its
+// blank line), that headerLimit's count of it is within max; false means
+// the count must be taken, over the header map. The loop's parser is
+// strict (proxy/h1server/parser.go): the request line "GET " target
+// " HTTP/1.1" CRLF counts exactly its bytes; a field line counts its
+// name and its value without the spaces around it, plus 4, which is at
+// most one more than its bytes (name, colon, CRLF), and has at least 4
+// bytes ("X:" CRLF); the blank line counts nothing. So the count is at
+// most size + size/4, and the Cache-Control the parser adds for
+// "Pragma: no-cache" (net/http's fixPragmaCacheControl) counts 25 more.
+// A head the loop takes is at most its 4 KiB buffer, far within the
+// default 32 KiB: the map walk is left to heads of other servers and to
+// limits lowered to near a head's size.
+func ownHeadWithin(size, max int) bool {
+	return size+size/4+len("Cache-Control")+len("no-cache")+4 <= max
 }
 
 // An HTTP/2 or HTTP/3 request's handler may run on a goroutine started for its
