@@ -2,6 +2,7 @@ package frontdoor
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
 )
@@ -9,32 +10,41 @@ import (
 // headerLimit answers 431 when the request line plus header block exceeds
 // max bytes. net/http enforces MaxHeaderBytes with 4 KiB of slack; this
 // makes the configured figure exact. ownH2: HTTP/2 is the own server's,
-// whose handler goroutines have grown their stacks (below).
-func headerLimit(max int, ownH2 bool, h http.Handler) http.Handler {
+// whose handler goroutines have grown their stacks (below). acme, when not
+// nil, answers its HTTP-01 validations (Server.acmeChallenge) among the
+// requests within the limit before h: here rather than in a handler of
+// its own, which every request would pass through for a path test.
+func headerLimit(max int, ownH2 bool, acme *Server, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor >= 3 || r.ProtoMajor == 2 && !ownH2 {
 			growStack() // a stream's goroutine may be new (below)
 		}
-		if p := cancelhook.Parsed(r.Context()); p != "" && ownHeadWithin(len("GET ")+len(p), max) {
-			h.ServeHTTP(w, r)
-			return
-		}
-		n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
-		for k, vs := range r.Header {
-			for _, v := range vs {
-				n += len(k) + len(v) + 4
-			}
-		}
-		if r.Host != "" && r.Header["Host"] == nil {
-			n += len("Host") + len(r.Host) + 4
-		}
-		if n > max {
+		if p := cancelhook.Parsed(r.Context()); (p == "" || !ownHeadWithin(len("GET ")+len(p), max)) && headSize(r) > max {
 			w.Header().Set("Connection", "close")
 			http.Error(w, "request header fields too large", statusHeaderFieldsTooBig)
 			return
 		}
+		if acme != nil && strings.HasPrefix(r.URL.Path, acmeChallengePath) && acme.acmeChallenge(w, r) {
+			return
+		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// headSize is r's request line and header block as headerLimit counts
+// them: each line without its spaces around the value, with 4 for the
+// separators.
+func headSize(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	if r.Host != "" && r.Header["Host"] == nil {
+		n += len("Host") + len(r.Host) + 4
+	}
+	return n
 }
 
 // ownHeadWithin says, from the size alone of a head the own HTTP/1.1
