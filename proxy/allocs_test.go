@@ -2,15 +2,22 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tether-proxy/tether/proxy/accesslog"
+	"github.com/tether-proxy/tether/proxy/frontdoor"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
@@ -28,7 +35,7 @@ func TestDirectPathAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on its own")
 	}
-	send := directPathRig(t, false)
+	send := directPathRig(t, false, false)
 	if n := testing.AllocsPerRun(500, send); n > directPathAllocs {
 		t.Errorf("a proxied request allocates %.1f times, want at most %d", n, directPathAllocs)
 	} else {
@@ -58,7 +65,31 @@ func BenchmarkDirectPath(b *testing.B) {
 			name = "nethttp"
 		}
 		b.Run(name, func(b *testing.B) {
-			send := directPathRig(b, nethttp)
+			send := directPathRig(b, nethttp, false)
+			b.ReportAllocs()
+			u0 := testutil.UserCPU()
+			for b.Loop() {
+				send()
+			}
+			b.ReportMetric(float64((testutil.UserCPU()-u0).Microseconds())/float64(b.N), "user-µs/op")
+		})
+	}
+}
+
+// BenchmarkFrontDoor: BenchmarkDirectPath's request through the front
+// door as tether agent builds it for a cleartext listener with no
+// connection cap (the race's config): frontdoor.New's handler (the header
+// limit, the ACME challenge check) and listener (sockio's send(2) and
+// recv(2), the write yield under GOMAXPROCS 1), the proxy with a
+// Prometheus registry and the batched access log written to a file.
+func BenchmarkFrontDoor(b *testing.B) {
+	for _, nethttp := range []bool{false, true} {
+		name := "raw"
+		if nethttp {
+			name = "nethttp"
+		}
+		b.Run(name, func(b *testing.B) {
+			send := directPathRig(b, nethttp, true)
 			b.ReportAllocs()
 			u0 := testutil.UserCPU()
 			for b.Loop() {
@@ -72,8 +103,10 @@ func BenchmarkDirectPath(b *testing.B) {
 // directPathRig starts a backend answering 1 KiB (raw, or net/http's
 // server with nethttp), the proxy with a HashCookie cluster and the
 // batched access log behind the own loop, and a raw client with a session
-// key; send sends one request and reads its whole response.
-func directPathRig(tb testing.TB, nethttp bool) (send func()) {
+// key; send sends one request and reads its whole response. With front,
+// the proxy is behind the front door (BenchmarkFrontDoor) and the access
+// log goes to a file.
+func directPathRig(tb testing.TB, nethttp, front bool) (send func()) {
 	tb.Helper()
 	body := bytes.Repeat([]byte("x"), 1024)
 	ln, canned := backendListener(tb, body)
@@ -90,10 +123,37 @@ func directPathRig(tb testing.TB, nethttp bool) (send func()) {
 		go acceptCanned(ln, canned)
 	}
 	cfg := regexp.MustCompile(`"http://10\.1\.2\.\d:8080/"`).ReplaceAllString(affinityBenchConfig, strconv.Quote("http://"+ln.Addr().String()+"/"))
-	al := accesslog.New(io.Discard)
-	tb.Cleanup(func() { al.Close() })
-	h := newHarness(tb, mustParse(tb, cfg), func(o *Options) { o.AccessLog = al.Logger() })
-	c, err := net.Dial("tcp", ownLoopFront(tb, h.p))
+	var addr string
+	if front {
+		cfg = strings.Replace(cfg, "{", `{ "Listeners": [ { "Address": "127.0.0.1:0" } ],`, 1)
+		f, err := os.Create(filepath.Join(tb.TempDir(), "access.log"))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		al := accesslog.New(f)
+		tb.Cleanup(func() { al.Close(); f.Close() })
+		c := mustParse(tb, cfg)
+		p := newTestProxy(tb, c, prometheus.NewRegistry(), io.Discard, func(o *Options) { o.AccessLog = al.Logger() })
+		s, err := frontdoor.New(c, p, nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := s.Start(); err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = s.Shutdown(ctx)
+		})
+		addr = s.Addrs()[0].String()
+	} else {
+		al := accesslog.New(io.Discard)
+		tb.Cleanup(func() { al.Close() })
+		h := newHarness(tb, mustParse(tb, cfg), func(o *Options) { o.AccessLog = al.Logger() })
+		addr = ownLoopFront(tb, h.p)
+	}
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -90,30 +90,24 @@ func (s *Server) acmeTLS(l config.Listener) *tls.Config {
 	return tc
 }
 
-// acmeChallenges answers HTTP-01 validations on a cleartext listener (a
-// redirect listener too: the CA follows no redirect to a name without a
-// certificate yet) and hands every other request to next.
-func (s *Server) acmeChallenges(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(r.URL.Path, acmeChallengePath) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		src := s.acme.source()
-		if src == nil {
-			next.ServeHTTP(w, r)
-			return
-		}
-		token := r.URL.Path[len(acmeChallengePath):]
-		ka, ok := src.AcmeHTTPChallenge(token)
-		if !ok || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
-			// Not one of ours: the application may answer its own.
-			next.ServeHTTP(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		_, _ = w.Write([]byte(ka))
-	})
+// acmeChallenge answers r when it is one of our HTTP-01 validations (on a
+// cleartext listener, a redirect listener too: the CA follows no redirect
+// to a name without a certificate yet) and says whether it did; every
+// other request goes on to the listener's handler. Its caller has checked
+// that r's path starts with acmeChallengePath (headerLimit).
+func (s *Server) acmeChallenge(w http.ResponseWriter, r *http.Request) bool {
+	src := s.acme.source()
+	if src == nil {
+		return false
+	}
+	token := r.URL.Path[len(acmeChallengePath):]
+	ka, ok := src.AcmeHTTPChallenge(token)
+	if !ok || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+		return false // not one of ours: the application may answer its own
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	_, _ = w.Write([]byte(ka))
+	return true
 }
 
 // checkAcme refuses to start Acme listeners that nothing feeds.

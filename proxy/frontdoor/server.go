@@ -127,8 +127,9 @@ func (s *Server) newListener(lim config.Limits, path string, l config.Listener, 
 		}
 		handler = rd
 	}
+	var acme *Server // answers HTTP-01 validations on cleartext listeners
 	if l.Certificate == nil && !l.SelfSigned && l.Acme == nil {
-		handler = s.acmeChallenges(handler)
+		acme = s
 	}
 	if l.Certificate != nil || l.SelfSigned {
 		cert, ferr := loadCertificate(path, l.Certificate)
@@ -164,7 +165,7 @@ func (s *Server) newListener(lim config.Limits, path string, l config.Listener, 
 		maxHeader = defaultMaxHeaderBytes
 	}
 	idle := orDefault(lim.KeepAliveTimeout.Duration, defaultKeepAliveTimeout)
-	handler = headerLimit(maxHeader, so.http2 == HTTP2Own, handler)
+	handler = headerLimit(maxHeader, so.http2 == HTTP2Own, acme, handler)
 	ln.tcp = true
 	if config.ProtocolsHTTP3(l.Protocols) {
 		if tc == nil {

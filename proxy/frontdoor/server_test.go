@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tether-proxy/tether/proxy/config"
+	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
 	"github.com/tether-proxy/tether/test/testutil"
 )
 
@@ -135,6 +136,54 @@ func TestServerLimits(t *testing.T) {
 			t.Fatalf("closed after %v", el)
 		}
 	})
+}
+
+// TestHeaderLimitExactOnOwnLoop: the own HTTP/1.1 loop's requests meet
+// MaxRequestHeadersTotalSize at the byte, as headerLimit counts (the
+// request line, each field's name and value without the spaces around
+// it plus 4, the Cache-Control net/http adds for "Pragma: no-cache"), for
+// heads whose size is below that count (empty values) and above it
+// (spaces around values): a limit of the count passes, one less is 431.
+func TestHeaderLimitExactOnOwnLoop(t *testing.T) {
+	cases := []struct {
+		desc, fields string
+		count        int
+	}{
+		{"empty values", strings.Repeat("A:\r\n", 200), 200 * (1 + 4)},
+		{"spaces around values", strings.Repeat("X-B:    v    \r\n", 20), 20 * (3 + 1 + 4)},
+		{"Pragma: no-cache", "Pragma: no-cache\r\n", 6 + 8 + 4 + len("Cache-Control") + len("no-cache") + 4},
+	}
+	own := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if cancelhook.Parsed(r.Context()) != "" {
+			w.Header().Set("X-Own-Loop", "1")
+		}
+	})
+	for _, c := range cases {
+		req := "GET / HTTP/1.1\r\nHost: h\r\n" + c.fields + "\r\n"
+		count := len("GET") + len("/") + len("HTTP/1.1") + 4 + len("Host") + len("h") + 4 + c.count
+		for _, limit := range []int{count, count - 1} {
+			want := 200
+			if limit < count {
+				want = 431
+			}
+			cfg := &config.Config{
+				Listeners: []config.Listener{{Address: "127.0.0.1:0"}},
+				Limits:    config.Limits{MaxRequestHeadersTotalSize: limit},
+			}
+			s := startServer(t, cfg, own)
+			resp, err := testutil.RawRequest(t, s.Addrs()[0].String(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("%s, a %d-byte head counted %d, limit %d: status %d, want %d", c.desc, len(req), count, limit, resp.StatusCode, want)
+			}
+			if want == 200 && resp.Header.Get("X-Own-Loop") == "" {
+				t.Errorf("%s: not served by the own loop", c.desc)
+			}
+		}
+	}
 }
 
 func TestServerRedirectListener(t *testing.T) {
