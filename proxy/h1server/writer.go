@@ -34,7 +34,11 @@ type h1Writer struct {
 	// parsed is the lean parser's string of the adopted fields
 	// (h1wire.Fields.Head), kept alive here while the head is written: a
 	// value in it has no line break to replace.
-	parsed        string
+	parsed string
+	// ctype is the Content-Type values the final WriteHeader's walk of the
+	// header found, when typeScanned (ScannedType).
+	ctype         []string
+	typeScanned   bool
 	wroteHeader   bool // a final status was set
 	committed     bool // the head is in the connection's buffer
 	chunking      bool
@@ -78,6 +82,12 @@ func (w *h1Writer) AdoptFields(f *h1wire.Fields) bool {
 	return true
 }
 
+// ScannedType is the header's Content-Type values as the final
+// WriteHeader found them in its walk, and whether it made that walk: a
+// caller that changed nothing in the header since (a proxy deciding, after
+// the head, whether to flush an event stream) needs no look-up of its own.
+func (w *h1Writer) ScannedType() ([]string, bool) { return w.ctype, w.typeScanned }
+
 var pendingBufs = sync.Pool{New: func() any { return new([bufferBeforeChunking]byte) }}
 
 // release returns the pending buffer at the response's end.
@@ -116,6 +126,7 @@ func (w *h1Writer) WriteHeader(code int) {
 	// The walk commit makes also finds the fields decided on here.
 	var s headScan
 	w.scanHead(&s, w.header)
+	w.ctype, w.typeScanned = s.ctype, true
 	cl := s.cl
 	if cl != "" {
 		if v, err := strconv.ParseInt(cl, 10, 64); err == nil && v >= 0 {
@@ -295,7 +306,7 @@ type headScan struct {
 	keys                                 []headerKV
 	te, ce, conn, cl                     string
 	haveCL, haveType, haveDate, trailers bool
-	declared                             []string
+	declared, ctype                      []string
 }
 
 // scanHead walks header into s.
@@ -314,6 +325,7 @@ func (w *h1Writer) scanHead(s *headScan, header http.Header) {
 			s.cl = first(vs)
 		case "Content-Type":
 			s.haveType = true
+			s.ctype = vs
 		case "Content-Encoding":
 			s.ce = first(vs)
 		case "Connection":
