@@ -168,11 +168,19 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	if hk != nil && hk.onResponse != nil {
 		st.ownFields() // a test's look at res.Request sees them all
 	}
+	// The response's trace id stays out of res's map when nothing reads
+	// the map after it is set but the writer that adopts it, which writes
+	// it beside the map's fields (fieldsAdopter); else it goes in.
+	st.traceAside = st.direct.Fields(res) != nil && !st.waf.InspectsResponses()
 	p.modifyResponseState(st, res)
 	adopter := st.adoptFields(res)
 	if adopter == nil {
+		if st.traceAside {
+			res.Header[forwarded.TraceKey] = st.traceVal[:1:1]
+		}
 		copyFields(rw.Header(), res.Header)
 	}
+	st.traceAside = false
 	dst := rw.Header()
 	announced := len(res.Trailer)
 	if announced > 0 {
@@ -253,7 +261,9 @@ func copyFields(dst, src http.Header) {
 // header map and its value slots as its own header (the own HTTP/1.1
 // loop's).
 type fieldsAdopter interface {
-	AdoptFields(f *h1wire.Fields) bool
+	// AdoptFields takes f's map, and also as one more field beside it
+	// that replaces the map's of its name.
+	AdoptFields(f *h1wire.Fields, also h1wire.Field) bool
 	// ScannedType is the Content-Type values of the adopted map as the
 	// writer's final WriteHeader found them, if it looked.
 	ScannedType() ([]string, bool)
@@ -270,7 +280,11 @@ func (st *reqState) adoptFields(res *http.Response) fieldsAdopter {
 	if f == nil {
 		return nil
 	}
-	if a, ok := st.rw.w.(fieldsAdopter); ok && a.AdoptFields(f) {
+	var also h1wire.Field
+	if st.traceAside {
+		also = h1wire.Field{Name: forwarded.TraceKey, Values: st.traceVal[:1:1]}
+	}
+	if a, ok := st.rw.w.(fieldsAdopter); ok && a.AdoptFields(f, also) {
 		return a
 	}
 	return nil

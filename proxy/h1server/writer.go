@@ -35,6 +35,9 @@ type h1Writer struct {
 	// (h1wire.Fields.Head), kept alive here while the head is written: a
 	// value in it has no line break to replace.
 	parsed string
+	// also is AdoptFields' field beside the map, a head's field in place
+	// of the map's of its name; no name when there is none.
+	also h1wire.Field
 	// ctype is the Content-Type values the final WriteHeader's walk of the
 	// header found, when typeScanned (ScannedType).
 	ctype         []string
@@ -73,12 +76,17 @@ func (w *h1Writer) reset(req *http.Request) {
 // giving f the writer's empty ones, when the handler has set no field and
 // no status yet: a proxy's backend fields need no copy. Their names must
 // be canonical already, as a copy through Header.Add would make them.
-func (w *h1Writer) AdoptFields(f *h1wire.Fields) bool {
+//
+// also, when it has a name, is one more field of the header, kept beside
+// the map: the head has it in place of a field of its name in the map, as
+// if it had been assigned to the map, which spares the assignment.
+func (w *h1Writer) AdoptFields(f *h1wire.Fields, also h1wire.Field) bool {
 	if w.wroteHeader || len(w.header) != 0 {
 		return false
 	}
 	w.parsed = f.Head()
 	w.header, w.vals = f.Trade(w.header, w.vals)
+	w.also = also
 	return true
 }
 
@@ -312,7 +320,11 @@ type headScan struct {
 // scanHead walks header into s.
 func (w *h1Writer) scanHead(s *headScan, header http.Header) {
 	keys := w.c.rq.keys[:0]
+	also := w.also.Name
 	for k, vs := range header {
+		if also != "" && k == also {
+			continue // replaced by w.also, added below
+		}
 		if strings.HasPrefix(k, http.TrailerPrefix) {
 			s.trailers = true // a trailer, never a field of the head
 			continue
@@ -336,6 +348,11 @@ func (w *h1Writer) scanHead(s *headScan, header http.Header) {
 			s.declared = vs
 		}
 		keys = append(keys, headerKV{k, vs})
+	}
+	if also != "" {
+		// Not a name the walk decides on: the caller's own field (a
+		// proxy's trace id), never a framing one.
+		keys = append(keys, headerKV{also, w.also.Values})
 	}
 	s.keys = keys
 }
