@@ -168,10 +168,19 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	if hk != nil && hk.onResponse != nil {
 		st.ownFields() // a test's look at res.Request sees them all
 	}
+	// The response's trace id stays out of res's map when nothing reads
+	// the map after it is set but the writer that adopts it, which writes
+	// it beside the map's fields (fieldsAdopter); else it goes in.
+	st.traceAside = st.direct.Fields(res) != nil && !st.waf.InspectsResponses()
 	p.modifyResponseState(st, res)
-	if !st.adoptFields(res) {
+	adopter := st.adoptFields(res)
+	if adopter == nil {
+		if st.traceAside {
+			res.Header[forwarded.TraceKey] = st.traceVal[:1:1]
+		}
 		copyFields(rw.Header(), res.Header)
 	}
+	st.traceAside = false
 	dst := rw.Header()
 	announced := len(res.Trailer)
 	if announced > 0 {
@@ -182,7 +191,19 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 		dst.Add("Trailer", strings.Join(keys, ", "))
 	}
 	rw.WriteHeader(res.StatusCode)
-	flush := res.ContentLength == -1 || eventStream(res.Header["Content-Type"])
+	flush := res.ContentLength == -1
+	if !flush {
+		// The writer that adopted res's map walked it at WriteHeader, after
+		// everything that changes it: its Content-Type, without a look-up.
+		ct, ok := []string(nil), false
+		if adopter != nil {
+			ct, ok = adopter.ScannedType()
+		}
+		if !ok {
+			ct = res.Header["Content-Type"]
+		}
+		flush = eventStream(ct)
+	}
 	if flush {
 		_ = rw.FlushError() // ReverseProxy's first flush: the head goes out before the body
 	}
@@ -240,21 +261,33 @@ func copyFields(dst, src http.Header) {
 // header map and its value slots as its own header (the own HTTP/1.1
 // loop's).
 type fieldsAdopter interface {
-	AdoptFields(f *h1wire.Fields) bool
+	// AdoptFields takes f's map, and also as one more field beside it
+	// that replaces the map's of its name.
+	AdoptFields(f *h1wire.Fields, also h1wire.Field) bool
+	// ScannedType is the Content-Type values of the adopted map as the
+	// writer's final WriteHeader found them, if it looked.
+	ScannedType() ([]string, bool)
 }
 
 // adoptFields hands res's fields to the client's response writer whole,
 // when res is a lean response whose header map the writer can take: what
 // copyFields would make of them is that map itself, every name in it
 // canonical (the lean parser's, the trace header's, and those transforms
-// and affinity set, canonicalised with their configuration).
-func (st *reqState) adoptFields(res *http.Response) bool {
+// and affinity set, canonicalised with their configuration). The writer
+// that took them, or nil.
+func (st *reqState) adoptFields(res *http.Response) fieldsAdopter {
 	f := st.direct.Fields(res)
 	if f == nil {
-		return false
+		return nil
 	}
-	a, ok := st.rw.w.(fieldsAdopter)
-	return ok && a.AdoptFields(f)
+	var also h1wire.Field
+	if st.traceAside {
+		also = h1wire.Field{Name: forwarded.TraceKey, Values: st.traceVal[:1:1]}
+	}
+	if a, ok := st.rw.w.(fieldsAdopter); ok && a.AdoptFields(f, also) {
+		return a
+	}
+	return nil
 }
 
 // canonicalName is textproto.CanonicalMIMEHeaderKey, without its walk over

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tether-proxy/tether/test/testutil"
 )
@@ -759,5 +760,81 @@ func TestDirectPathOwnFieldsMatchReverseProxy(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// An event stream of known length is flushed write by write on the
+// direct path as ReverseProxy flushes it: its Content-Type as the backend
+// sent it or as a response transform made it, which the own loop's writer
+// reports from its walk of the head (ScannedType). Each case's backend
+// sends the first event and waits for the client to have it before it
+// sends the rest.
+func TestDirectPathFlushesAnEventStreamOfKnownLength(t *testing.T) {
+	for _, c := range []struct{ name, ctype, route string }{
+		{"the backend's type", "text/event-stream; charset=utf-8", ""},
+		{"a transform's type", "text/plain", `"Transforms": [{"ResponseHeader": "Content-Type", "Set": "Text/Event-Stream"}]`},
+		{"another type", "text/plain", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const first, rest = "data: one\n\n", "data: two\n\n"
+			release := make(chan struct{})
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ln.Close() })
+			go func() {
+				bc, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer bc.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(bc)); err != nil {
+					return
+				}
+				fmt.Fprintf(bc, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nContent-Type: %s\r\n\r\n%s", len(first)+len(rest), c.ctype, first)
+				<-release
+				io.WriteString(bc, rest)
+			}()
+			var taken atomic.Int64
+			h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d": "http://" + ln.Addr().String() + "/"}, "", c.route, "")),
+				withHooks(&testHooks{onDirect: func() { taken.Add(1) }}))
+			conn, err := net.Dial("tcp", ownLoopFront(t, h.p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// A head or event held back would leave the reads below
+			// waiting for ever: the deadline turns that into a failure.
+			conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+			if _, err := io.WriteString(conn, "GET /events HTTP/1.1\r\nHost: front.example\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			stream := c.ctype != "text/plain" || c.route != ""
+			if !stream {
+				close(release) // nothing flushes before the body's end
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if stream && !strings.EqualFold(resp.Header.Get("Content-Type"), "text/event-stream") && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream;") {
+				t.Fatalf("Content-Type %q, want an event stream", resp.Header.Get("Content-Type"))
+			}
+			got := make([]byte, len(first))
+			if _, err := io.ReadFull(resp.Body, got); err != nil || string(got) != first {
+				t.Fatalf("first event %q, %v", got, err)
+			}
+			if stream {
+				close(release)
+			}
+			if b, err := io.ReadAll(resp.Body); err != nil || string(b) != rest {
+				t.Fatalf("rest %q, %v", b, err)
+			}
+			if taken.Load() != 1 {
+				t.Fatalf("the direct path took %d requests, want 1", taken.Load())
+			}
+		})
 	}
 }

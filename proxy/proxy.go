@@ -302,7 +302,10 @@ type reqState struct {
 	dec          affinity.Decision
 	client       forwarded.Client
 	traceVal     [1]string // the response's trace id field, without an allocation
-	trace        reqTrace
+	// traceAside: the direct path writes traceVal beside the response's
+	// map (its fieldsAdopter), so modifyResponseState leaves it out.
+	traceAside bool
+	trace      reqTrace
 	// sctx is the request's state context, made with its traceparent
 	// (startTrace); nil when an exporter made the traceparent.
 	sctx *stateCtx
@@ -753,7 +756,9 @@ func (p *Proxy) modifyResponseState(st *reqState, resp *http.Response) {
 	keepTrailers(resp)
 	st.route.aff.Affinitize(resp, st.dest, st.dec, st.client.Proto == "https")
 	st.traceVal[0] = st.client.TraceID
-	resp.Header[forwarded.TraceKey] = st.traceVal[:1:1] // an append copies
+	if !st.traceAside {
+		resp.Header[forwarded.TraceKey] = st.traceVal[:1:1] // an append copies
+	}
 	if st.cluster.passive != nil {
 		p.reportPassive(resp, st)
 	}

@@ -41,19 +41,23 @@ var respFieldsAnswers = map[string]string{
 	"/b":    "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-B: 2\r\nContent-Type: text/html\r\nServer: b\r\n\r\nyes",
 	"/hint": "HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-C: 3\r\n\r\nok",
 	"/cut":  "HTTP/1.1 200 OK\r\nContent-Length: 10\r\nX-D: 4\r\nContent-Type: text/plain\r\n\r\nok",
+	// A backend's own trace id field, which tether's replaces.
+	"/trace": "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Tether-Trace-Id: backend\r\nX-E: 5\r\nContent-Type: text/plain\r\n\r\nok",
 }
 
 // respFieldsWant is each answer's fields at the client (Date and the
 // trace id aside), with the route's X-Via; a 103's fields are the 103's
 // alone.
 var respFieldsWant = map[string]http.Header{
-	"/a":    {"Content-Length": {"2"}, "X-A": {"1"}, "X-Multi": {"a", "b"}, "Content-Type": {"text/plain"}, "X-Via": {"tether"}},
-	"/b":    {"Content-Length": {"3"}, "X-B": {"2"}, "Content-Type": {"text/html"}, "Server": {"b"}, "X-Via": {"tether"}},
-	"/hint": {"Content-Length": {"2"}, "X-C": {"3"}, "X-Via": {"tether"}, "Content-Type": {"text/plain; charset=utf-8"}},
+	"/a":     {"Content-Length": {"2"}, "X-A": {"1"}, "X-Multi": {"a", "b"}, "Content-Type": {"text/plain"}, "X-Via": {"tether"}},
+	"/b":     {"Content-Length": {"3"}, "X-B": {"2"}, "Content-Type": {"text/html"}, "Server": {"b"}, "X-Via": {"tether"}},
+	"/hint":  {"Content-Length": {"2"}, "X-C": {"3"}, "X-Via": {"tether"}, "Content-Type": {"text/plain; charset=utf-8"}},
+	"/trace": {"Content-Length": {"2"}, "X-E": {"5"}, "Content-Type": {"text/plain"}, "X-Via": {"tether"}},
 }
 
 // TestDirectResponseFieldsKeepAlive: a backend's fields, a field the
-// route's transform adds and the trace id reach the client exactly, and
+// route's transform adds and the trace id (in place of the backend's
+// field of its name) reach the client exactly, and
 // nothing of an earlier response does, on keep-alive connections served
 // side by side (the response header maps the lean transport and the own
 // loop reuse are handed from one to the other), after a 103 whose fields
@@ -72,7 +76,7 @@ func TestDirectResponseFieldsKeepAlive(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					paths := []string{"/a", "/b", "/hint", "/a", "/hint", "/b", "/b", "/a"}
+					paths := []string{"/a", "/b", "/hint", "/a", "/trace", "/hint", "/b", "/b", "/a"}
 					paths = append(paths[i:], paths[:i]...)
 					for range 5 {
 						if err := respFieldsExchange(addr, paths); err != nil {
@@ -138,8 +142,8 @@ func respFieldsExchange(addr string, paths []string) error {
 		}
 		got := res.Header.Clone()
 		for _, k := range []string{"Date", forwarded.TraceHeader} {
-			if vs := got[k]; len(vs) != 1 || vs[0] == "" {
-				return fmt.Errorf("%s: %s %q, want one value", path, k, vs)
+			if vs := got[k]; len(vs) != 1 || vs[0] == "" || vs[0] == "backend" {
+				return fmt.Errorf("%s: %s %q, want one value, tether's", path, k, vs)
 			}
 			delete(got, k)
 		}

@@ -34,7 +34,14 @@ type h1Writer struct {
 	// parsed is the lean parser's string of the adopted fields
 	// (h1wire.Fields.Head), kept alive here while the head is written: a
 	// value in it has no line break to replace.
-	parsed        string
+	parsed string
+	// also is AdoptFields' field beside the map, a head's field in place
+	// of the map's of its name; no name when there is none.
+	also h1wire.Field
+	// ctype is the Content-Type values the final WriteHeader's walk of the
+	// header found, when typeScanned (ScannedType).
+	ctype         []string
+	typeScanned   bool
 	wroteHeader   bool // a final status was set
 	committed     bool // the head is in the connection's buffer
 	chunking      bool
@@ -69,14 +76,25 @@ func (w *h1Writer) reset(req *http.Request) {
 // giving f the writer's empty ones, when the handler has set no field and
 // no status yet: a proxy's backend fields need no copy. Their names must
 // be canonical already, as a copy through Header.Add would make them.
-func (w *h1Writer) AdoptFields(f *h1wire.Fields) bool {
+//
+// also, when it has a name, is one more field of the header, kept beside
+// the map: the head has it in place of a field of its name in the map, as
+// if it had been assigned to the map, which spares the assignment.
+func (w *h1Writer) AdoptFields(f *h1wire.Fields, also h1wire.Field) bool {
 	if w.wroteHeader || len(w.header) != 0 {
 		return false
 	}
 	w.parsed = f.Head()
 	w.header, w.vals = f.Trade(w.header, w.vals)
+	w.also = also
 	return true
 }
+
+// ScannedType is the header's Content-Type values as the final
+// WriteHeader found them in its walk, and whether it made that walk: a
+// caller that changed nothing in the header since (a proxy deciding, after
+// the head, whether to flush an event stream) needs no look-up of its own.
+func (w *h1Writer) ScannedType() ([]string, bool) { return w.ctype, w.typeScanned }
 
 var pendingBufs = sync.Pool{New: func() any { return new([bufferBeforeChunking]byte) }}
 
@@ -116,6 +134,7 @@ func (w *h1Writer) WriteHeader(code int) {
 	// The walk commit makes also finds the fields decided on here.
 	var s headScan
 	w.scanHead(&s, w.header)
+	w.ctype, w.typeScanned = s.ctype, true
 	cl := s.cl
 	if cl != "" {
 		if v, err := strconv.ParseInt(cl, 10, 64); err == nil && v >= 0 {
@@ -295,13 +314,17 @@ type headScan struct {
 	keys                                 []headerKV
 	te, ce, conn, cl                     string
 	haveCL, haveType, haveDate, trailers bool
-	declared                             []string
+	declared, ctype                      []string
 }
 
 // scanHead walks header into s.
 func (w *h1Writer) scanHead(s *headScan, header http.Header) {
 	keys := w.c.rq.keys[:0]
+	also := w.also.Name
 	for k, vs := range header {
+		if also != "" && k == also {
+			continue // replaced by w.also, added below
+		}
 		if strings.HasPrefix(k, http.TrailerPrefix) {
 			s.trailers = true // a trailer, never a field of the head
 			continue
@@ -314,6 +337,7 @@ func (w *h1Writer) scanHead(s *headScan, header http.Header) {
 			s.cl = first(vs)
 		case "Content-Type":
 			s.haveType = true
+			s.ctype = vs
 		case "Content-Encoding":
 			s.ce = first(vs)
 		case "Connection":
@@ -324,6 +348,11 @@ func (w *h1Writer) scanHead(s *headScan, header http.Header) {
 			s.declared = vs
 		}
 		keys = append(keys, headerKV{k, vs})
+	}
+	if also != "" {
+		// Not a name the walk decides on: the caller's own field (a
+		// proxy's trace id), never a framing one.
+		keys = append(keys, headerKV{also, w.also.Values})
 	}
 	s.keys = keys
 }

@@ -7,6 +7,12 @@ import (
 	"strconv"
 )
 
+// InspectsResponses: InspectResponse reads a response's fields. Safe on
+// a nil Tx.
+func (t *Tx) InspectsResponses() bool {
+	return t != nil && t.p.fw.responses && t.act != actBlocked
+}
+
 // InspectResponse runs the response phases on a backend response when the
 // Waf section asks for it (InspectResponses): headers, then a text body up
 // to MaxResponseBodySize, which is buffered so that Prevention can still
