@@ -985,12 +985,7 @@ func paritySilentConnection(t *testing.T, m serverMode) {
 }
 
 func parityErrors(t *testing.T, m serverMode) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close() // nothing listens there any more
+	dead := "http://" + deadAddr(t)
 	js := `{"ReverseProxy": {
 	  "Routes": {"r": {"ClusterId": "c", "Match": {"Path": "/dead/{**rest}"}}},
 	  "Clusters": {"c": {"Destinations": {"d1": {"Address": "` + dead + `"}}}}}}`
@@ -1129,12 +1124,7 @@ func paritySlowAfterHeaders(t *testing.T, m serverMode) {
 }
 
 func parityRetry(t *testing.T, m serverMode) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close()
+	dead := "http://" + deadAddr(t)
 	live := newBackend(t, echoPath)
 	// RoundRobin: every other request picks the dead one first.
 	e := startMode(t, m, simpleConfig(map[string]string{"a-dead": dead, "b-live": live.URL}, `"LoadBalancingPolicy": "RoundRobin"`, "", ""), nil)

@@ -20,19 +20,6 @@ import (
 	"github.com/tether-proxy/tether/proxy/upstream"
 )
 
-// deadAddr is a loopback address nothing listens on (connections are
-// refused).
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 // TestConnectFailureIsRetriedOnAnotherDestination (DESIGN.md, "One retry"): a
 // request whose connection failed before any byte was sent goes to another
 // healthy destination once, whatever its method, with its body, path and
