@@ -257,7 +257,7 @@ func build(cfg *config.Config, p *Proxy, old *runtime) (*runtime, config.Errors)
 		}
 		cl.up = upstream.NewCluster(id, dests)
 		var terrs config.Errors
-		cl.tls, cl.sni, terrs = compileBackendTLS(path, c, dests)
+		cl.tls, cl.sni, terrs = upstream.CompileTLS(path, c, dests)
 		errs = append(errs, terrs...)
 		pol, err := lb.New(c.LoadBalancingPolicy)
 		if err != nil {
@@ -380,7 +380,7 @@ func (p *Proxy) wireCluster(cl *clusterRT, c *config.Cluster, oldCl *clusterRT) 
 		activity = defaultActivityTimeout
 	}
 	cl.activity = activity
-	cl.clientCfg = transportConfig{client: c.HttpClient, activity: activity, sni: sniKey(cl.sni),
+	cl.clientCfg = transportConfig{client: c.HttpClient, activity: activity, sni: upstream.SNIKey(cl.sni),
 		proto: upstream.ProtocolFor(c.HttpRequest.Version, c.HttpRequest.VersionPolicy, c.HttpClient.SslProtocols.Min, c.HttpClient.SslProtocols.Max)}
 	if cl.tls != nil {
 		cl.clientCfg.tlsFiles = cl.tls.Fingerprint

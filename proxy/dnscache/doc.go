@@ -52,5 +52,6 @@
 // Eviction: destination names come from the configuration, but the
 // configuration changes, so an entry not looked up for 10 × MaxTTL is
 // dropped. Lookups sweep the cache at most once per MaxTTL, which keeps the
-// cost amortised and needs no goroutine of its own.
+// cost amortised and needs no goroutine of its own. Warm looks a
+// configuration's names up before their first request (warm.go).
 package dnscache

@@ -17,4 +17,6 @@
 // transport's protocols and TLS versions. dial.go bounds each connection
 // attempt by ConnectTimeout, so an address that answers no SYN is a
 // connect failure (and the request is retried elsewhere) in 2 s.
+// CompileTLS turns a cluster's HttpClient TLS settings into its BackendTLS
+// and each https destination's server name (compiletls.go).
 package upstream
