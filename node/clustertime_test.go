@@ -474,4 +474,5 @@ func TestClusterNodeStartedBesideOneSkewedClockCommitsNoTimeUntilTheClocksAgree(
 	if ahead := time.Until(r.store.CommittedClock()); ahead > time.Minute {
 		t.Fatalf("the committed cluster time is %s ahead", ahead.Round(time.Second))
 	}
+	tc.waitIdentical()
 }

@@ -59,4 +59,5 @@ func TestClusterVoterBackOnANewRaftAddressIsReachedThroughGossip(t *testing.T) {
 		}
 		return false
 	})
+	tc.waitIdentical()
 }
