@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/tether-proxy/tether/proxy/forwarded"
+	"github.com/tether-proxy/tether/proxy/hygiene"
 	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
 	"github.com/tether-proxy/tether/proxy/internal/h1wire"
 	"golang.org/x/net/http/httpguts"
@@ -82,7 +83,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	untrusted, clean := !st.client.Trusted, true
 	var conn, te []string
 	for k, vs := range r.Header {
-		if hopByHop(k) {
+		if hygiene.HopByHop(k) {
 			switch k {
 			case "Upgrade":
 				clear(h)
@@ -124,7 +125,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 		fs = fs[:ownFixed]
 	}
 	st.own.fields = fs
-	removeConnectionFields(h, conn)
+	hygiene.RemoveConnectionFields(h, conn)
 	if httpguts.HeaderValuesContainsToken(te, "trailers") {
 		h["Te"] = teTrailers
 	}
@@ -163,7 +164,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 		return true
 	}
 	if st.direct.HopByHop(res) { // else a lean head without any
-		removeHopByHop(res.Header)
+		hygiene.RemoveHopByHop(res.Header)
 	}
 	if hk != nil && hk.onResponse != nil {
 		st.ownFields() // a test's look at res.Request sees them all
@@ -353,38 +354,6 @@ func (p *Proxy) copyBody(rw *respWriter, src io.Reader, flush bool, length int64
 	}
 }
 
-// removeHopByHop is ReverseProxy's removeHopByHopHeaders: the fields the
-// Connection header names, then RFC 2616's hop-by-hop list. A small map
-// is walked once (deleting during range is allowed) rather than hashed
-// nine times.
-func removeHopByHop(h http.Header) {
-	removeConnectionFields(h, h["Connection"])
-	if len(h) > 16 {
-		for _, k := range [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-			"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"} {
-			delete(h, k)
-		}
-		return
-	}
-	for k := range h {
-		if hopByHop(k) {
-			delete(h, k)
-		}
-	}
-}
-
-// removeConnectionFields deletes from h the fields conn (the Connection
-// field's values) names.
-func removeConnectionFields(h http.Header, conn []string) {
-	for _, f := range conn {
-		for sf := range strings.SplitSeq(f, ",") {
-			if sf = textproto.TrimString(sf); sf != "" {
-				h.Del(sf)
-			}
-		}
-	}
-}
-
 // ownName: k is the name of a field of tether's own (reqState.aside),
 // which replaces the client's: a forwarding field Set writes, or the
 // trace context setTrace writes (Tracestate only when it drops the
@@ -405,16 +374,6 @@ func (st *reqState) ownName(k string) bool {
 func replayableMethod(m string) bool {
 	switch m {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
-		return true
-	}
-	return false
-}
-
-// hopByHop: RFC 2616's hop-by-hop fields, as ReverseProxy lists them.
-func hopByHop(k string) bool {
-	switch k {
-	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
 		return true
 	}
 	return false
