@@ -158,6 +158,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 		hk.onDirect()
 	}
 	rw := &st.rw
+	st.direct.ListFields = true
 	res, err := cl.rp.Transport.RoundTrip(out)
 	if err != nil {
 		p.errorHandler(rw, out, err)
@@ -172,9 +173,19 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	// The response's trace id stays out of res's map when nothing reads
 	// the map after it is set but the writer that adopts it, which writes
 	// it beside the map's fields (fieldsAdopter); else it goes in.
-	st.traceAside = st.direct.Fields(res) != nil && !st.waf.InspectsResponses()
+	f := st.direct.Fields(res)
+	st.traceAside = f != nil && !st.waf.InspectsResponses()
+	var adopter fieldsAdopter
+	if f.Listed() && !st.readsResponseFields(hk) {
+		adopter = st.adoptFields(f) // the list itself (proxy/DESIGN.md, "Fields beside the outgoing map")
+	}
+	if f.Listed() {
+		res.Header = f.Map() // read on the way, or not taken
+	}
 	p.modifyResponseState(st, res)
-	adopter := st.adoptFields(res)
+	if adopter == nil {
+		adopter = st.adoptFields(st.direct.Fields(res))
+	}
 	if adopter == nil {
 		if st.traceAside {
 			res.Header[forwarded.TraceKey] = st.traceVal[:1:1]
@@ -182,14 +193,13 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 		copyFields(rw.Header(), res.Header)
 	}
 	st.traceAside = false
-	dst := rw.Header()
 	announced := len(res.Trailer)
 	if announced > 0 {
 		keys := make([]string, 0, announced)
 		for k := range res.Trailer {
 			keys = append(keys, k)
 		}
-		dst.Add("Trailer", strings.Join(keys, ", "))
+		rw.Header().Add("Trailer", strings.Join(keys, ", "))
 	}
 	rw.WriteHeader(res.StatusCode)
 	flush := res.ContentLength == -1
@@ -223,7 +233,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	if len(res.Trailer) == announced {
 		for k, vs := range res.Trailer {
 			for _, v := range vs {
-				dst.Add(k, v)
+				rw.Header().Add(k, v)
 			}
 		}
 		return true
@@ -231,7 +241,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	for k, vs := range res.Trailer {
 		k = http.TrailerPrefix + k
 		for _, v := range vs {
-			dst.Add(k, v)
+			rw.Header().Add(k, v)
 		}
 	}
 	return true
@@ -270,14 +280,13 @@ type fieldsAdopter interface {
 	ScannedType() ([]string, bool)
 }
 
-// adoptFields hands res's fields to the client's response writer whole,
-// when res is a lean response whose header map the writer can take: what
+// adoptFields hands f, a lean response's fields (Direct.Fields), to the
+// client's response writer whole, when the writer can take them: what
 // copyFields would make of them is that map itself, every name in it
 // canonical (the lean parser's, the trace header's, and those transforms
-// and affinity set, canonicalised with their configuration). The writer
-// that took them, or nil.
-func (st *reqState) adoptFields(res *http.Response) fieldsAdopter {
-	f := st.direct.Fields(res)
+// and affinity set, canonicalised with their configuration), or the list
+// the map would be made of. The writer that took them, or nil.
+func (st *reqState) adoptFields(f *h1wire.Fields) fieldsAdopter {
 	if f == nil {
 		return nil
 	}
@@ -289,6 +298,13 @@ func (st *reqState) adoptFields(res *http.Response) fieldsAdopter {
 		return a
 	}
 	return nil
+}
+
+// readsResponseFields: modifyResponseState reads or changes a response's
+// fields (a transform, a hook, the WAF, affinity).
+func (st *reqState) readsResponseFields(hk *testHooks) bool {
+	return st.route.tf.HasResponse() || hk != nil && hk.onResponse != nil ||
+		st.waf.InspectsResponses() || st.route.aff.SetsResponseFields(st.dec)
 }
 
 // canonicalName is textproto.CanonicalMIMEHeaderKey, without its walk over
