@@ -54,6 +54,10 @@ var listedAnswers = func() map[string]string {
 		"/404":      "HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\nX-A: a\r\nContent-Type: text/plain\r\n\r\nno",
 		"/299":      "HTTP/1.1 299 Custom\r\nContent-Length: 2\r\nX-A: a\r\n\r\nok",
 		"/leak":     "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Leak: secret\r\nContent-Type: text/plain\r\n\r\nok",
+		"/http10":   "HTTP/1.0 200 OK\r\nContent-Length: 2\r\nX-A: a\r\nContent-Type: text/plain\r\nConnection: keep-alive\r\n\r\nok",
+		// Asked for with a query ReverseProxy re-encodes: its path, not
+		// the direct one, on a lean connection all the same.
+		"/rp": "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Q: q\r\nContent-Type: text/plain\r\n\r\nok",
 	}
 }()
 
@@ -79,12 +83,15 @@ func listedBackend(t *testing.T) string {
 var listedPaths = func() []string {
 	var ps []string
 	for p := range listedAnswers {
-		if p != "/leak" {
+		if p != "/leak" && p != "/rp" {
 			ps = append(ps, p)
 		}
 	}
 	slices.Sort(ps)
-	return ps
+	// Right after a head the lean parser leaves to net/http: the
+	// container it did not fill goes back to its pool.
+	i := slices.Index(ps, "/http10")
+	return slices.Insert(ps, i+1, "/rp?a;b")
 }()
 
 // TestDirectResponseFieldsListed: with nothing that reads a response's
@@ -117,6 +124,9 @@ func TestDirectResponseFieldsListed(t *testing.T) {
 				if !slices.Equal(got, want) {
 					t.Fatalf("%s: own loop differs from net/http's server:\nown loop: %q\nnet/http: %q", path, got, want)
 				}
+				if strings.HasPrefix(path, "/rp") && !slices.Contains(got, "X-Q: q") {
+					t.Fatalf("%s: no X-Q in %q", path, got)
+				}
 			}
 			slices.Reverse(paths)
 		}
@@ -128,8 +138,8 @@ func TestDirectResponseFieldsListed(t *testing.T) {
 		cfg := simpleConfig(map[string]string{"d1": backend}, "", "", "")
 		h := newHarness(t, mustParse(t, cfg), withHooks(&testHooks{onDirect: func() { taken.Add(1) }}))
 		compare(t, h, slices.Clone(listedPaths), plain)
-		if n := taken.Load(); n != int64(4*len(listedPaths)) {
-			t.Fatalf("the direct path took %d requests, want %d", n, 4*len(listedPaths))
+		if n, want := taken.Load(), int64(4*(len(listedPaths)-1)); n != want {
+			t.Fatalf("the direct path took %d requests, want %d", n, want)
 		}
 	})
 
@@ -146,13 +156,16 @@ func TestDirectResponseFieldsListed(t *testing.T) {
 		h := newHarness(t, mustParse(t, cfg), withHooks(&testHooks{onResponse: onResponse}))
 		compare(t, h, slices.Clone(listedPaths), plain)
 		for _, path := range listedPaths {
+			if path == "/rp?a;b" {
+				path = "/rp"
+			}
 			res, err := http.ReadResponse(bufio.NewReader(strings.NewReader(listedAnswers[path])), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			want := res.Header
-			if path == "/hop" {
-				for _, k := range []string{"Connection", "X-Hop", "Keep-Alive"} {
+			if path == "/hop" || path == "/http10" {
+				for _, k := range []string{"Connection", "X-Hop", "Keep-Alive"} { // hop-by-hop
 					delete(want, k)
 				}
 			}

@@ -544,6 +544,10 @@ func (s *Fields) Get(n int) (http.Header, []string) {
 // nil: in its map, or as a list when s was asked to keep one (KeepList),
 // then the Response's Header is nil until the caller makes it (Map).
 func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp, error) {
+	list := false
+	if s != nil {
+		list, s.list, s.listed = s.list, false, false // asked for this head alone, taken or not
+	}
 	if req.Method == http.MethodHead {
 		return nil, nil
 	}
@@ -575,8 +579,7 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 	if s == nil {
 		s = new(Fields)
 	}
-	list := s.list
-	s.list, s.listed, s.head = false, false, ""
+	s.head = ""
 	names := s.nameSlots(n)
 	if cap(s.vals) < n {
 		s.vals = make([]string, max(n, 8))
