@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/tether-proxy/tether/proxy/forwarded"
+	"github.com/tether-proxy/tether/proxy/hygiene"
 	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
 	"github.com/tether-proxy/tether/proxy/internal/h1wire"
 	"golang.org/x/net/http/httpguts"
@@ -82,7 +83,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	untrusted, clean := !st.client.Trusted, true
 	var conn, te []string
 	for k, vs := range r.Header {
-		if hopByHop(k) {
+		if hygiene.HopByHop(k) {
 			switch k {
 			case "Upgrade":
 				clear(h)
@@ -124,7 +125,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 		fs = fs[:ownFixed]
 	}
 	st.own.fields = fs
-	removeConnectionFields(h, conn)
+	hygiene.RemoveConnectionFields(h, conn)
 	if httpguts.HeaderValuesContainsToken(te, "trailers") {
 		h["Te"] = teTrailers
 	}
@@ -157,13 +158,14 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 		hk.onDirect()
 	}
 	rw := &st.rw
+	st.direct.ListFields = true
 	res, err := cl.rp.Transport.RoundTrip(out)
 	if err != nil {
 		p.errorHandler(rw, out, err)
 		return true
 	}
 	if st.direct.HopByHop(res) { // else a lean head without any
-		removeHopByHop(res.Header)
+		hygiene.RemoveHopByHop(res.Header)
 	}
 	if hk != nil && hk.onResponse != nil {
 		st.ownFields() // a test's look at res.Request sees them all
@@ -171,9 +173,19 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	// The response's trace id stays out of res's map when nothing reads
 	// the map after it is set but the writer that adopts it, which writes
 	// it beside the map's fields (fieldsAdopter); else it goes in.
-	st.traceAside = st.direct.Fields(res) != nil && !st.waf.InspectsResponses()
+	f := st.direct.Fields(res)
+	st.traceAside = f != nil && !st.waf.InspectsResponses()
+	var adopter fieldsAdopter
+	if f.Listed() && !st.readsResponseFields(hk) {
+		adopter = st.adoptFields(f) // the list itself (proxy/DESIGN.md, "Fields beside the outgoing map")
+	}
+	if f.Listed() {
+		res.Header = f.Map() // read on the way, or not taken
+	}
 	p.modifyResponseState(st, res)
-	adopter := st.adoptFields(res)
+	if adopter == nil {
+		adopter = st.adoptFields(st.direct.Fields(res))
+	}
 	if adopter == nil {
 		if st.traceAside {
 			res.Header[forwarded.TraceKey] = st.traceVal[:1:1]
@@ -181,14 +193,13 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 		copyFields(rw.Header(), res.Header)
 	}
 	st.traceAside = false
-	dst := rw.Header()
 	announced := len(res.Trailer)
 	if announced > 0 {
 		keys := make([]string, 0, announced)
 		for k := range res.Trailer {
 			keys = append(keys, k)
 		}
-		dst.Add("Trailer", strings.Join(keys, ", "))
+		rw.Header().Add("Trailer", strings.Join(keys, ", "))
 	}
 	rw.WriteHeader(res.StatusCode)
 	flush := res.ContentLength == -1
@@ -222,7 +233,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	if len(res.Trailer) == announced {
 		for k, vs := range res.Trailer {
 			for _, v := range vs {
-				dst.Add(k, v)
+				rw.Header().Add(k, v)
 			}
 		}
 		return true
@@ -230,7 +241,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	for k, vs := range res.Trailer {
 		k = http.TrailerPrefix + k
 		for _, v := range vs {
-			dst.Add(k, v)
+			rw.Header().Add(k, v)
 		}
 	}
 	return true
@@ -269,14 +280,13 @@ type fieldsAdopter interface {
 	ScannedType() ([]string, bool)
 }
 
-// adoptFields hands res's fields to the client's response writer whole,
-// when res is a lean response whose header map the writer can take: what
+// adoptFields hands f, a lean response's fields (Direct.Fields), to the
+// client's response writer whole, when the writer can take them: what
 // copyFields would make of them is that map itself, every name in it
 // canonical (the lean parser's, the trace header's, and those transforms
-// and affinity set, canonicalised with their configuration). The writer
-// that took them, or nil.
-func (st *reqState) adoptFields(res *http.Response) fieldsAdopter {
-	f := st.direct.Fields(res)
+// and affinity set, canonicalised with their configuration), or the list
+// the map would be made of. The writer that took them, or nil.
+func (st *reqState) adoptFields(f *h1wire.Fields) fieldsAdopter {
 	if f == nil {
 		return nil
 	}
@@ -288,6 +298,13 @@ func (st *reqState) adoptFields(res *http.Response) fieldsAdopter {
 		return a
 	}
 	return nil
+}
+
+// readsResponseFields: modifyResponseState reads or changes a response's
+// fields (a transform, a hook, the WAF, affinity).
+func (st *reqState) readsResponseFields(hk *testHooks) bool {
+	return st.route.tf.HasResponse() || hk != nil && hk.onResponse != nil ||
+		st.waf.InspectsResponses() || st.route.aff.SetsResponseFields(st.dec)
 }
 
 // canonicalName is textproto.CanonicalMIMEHeaderKey, without its walk over
@@ -353,38 +370,6 @@ func (p *Proxy) copyBody(rw *respWriter, src io.Reader, flush bool, length int64
 	}
 }
 
-// removeHopByHop is ReverseProxy's removeHopByHopHeaders: the fields the
-// Connection header names, then RFC 2616's hop-by-hop list. A small map
-// is walked once (deleting during range is allowed) rather than hashed
-// nine times.
-func removeHopByHop(h http.Header) {
-	removeConnectionFields(h, h["Connection"])
-	if len(h) > 16 {
-		for _, k := range [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-			"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"} {
-			delete(h, k)
-		}
-		return
-	}
-	for k := range h {
-		if hopByHop(k) {
-			delete(h, k)
-		}
-	}
-}
-
-// removeConnectionFields deletes from h the fields conn (the Connection
-// field's values) names.
-func removeConnectionFields(h http.Header, conn []string) {
-	for _, f := range conn {
-		for sf := range strings.SplitSeq(f, ",") {
-			if sf = textproto.TrimString(sf); sf != "" {
-				h.Del(sf)
-			}
-		}
-	}
-}
-
 // ownName: k is the name of a field of tether's own (reqState.aside),
 // which replaces the client's: a forwarding field Set writes, or the
 // trace context setTrace writes (Tracestate only when it drops the
@@ -405,16 +390,6 @@ func (st *reqState) ownName(k string) bool {
 func replayableMethod(m string) bool {
 	switch m {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
-		return true
-	}
-	return false
-}
-
-// hopByHop: RFC 2616's hop-by-hop fields, as ReverseProxy lists them.
-func hopByHop(k string) bool {
-	switch k {
-	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
 		return true
 	}
 	return false

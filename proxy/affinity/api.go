@@ -115,6 +115,13 @@ func (p *Provider) RewriteRequest(in, out *http.Request, dest *upstream.Destinat
 // request's fields (an envelope policy's).
 func (p *Provider) RewritesRequest() bool { return p != nil && p.policy.envelope() }
 
+// SetsResponseFields: Affinitize reads or changes the fields of a
+// response to a request decided as d (an envelope policy's, or a key to
+// attach).
+func (p *Provider) SetsResponseFields(d Decision) bool {
+	return p != nil && (p.policy.envelope() || d.Attach)
+}
+
 // Affinitize adds the session key of dest to the response when d.Attach, or
 // wraps the backend's own session value (envelope policies). secure is true
 // when the client reached tether over HTTPS (after TrustedProxies).

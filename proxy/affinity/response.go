@@ -13,6 +13,9 @@ func (p *Provider) affinitize(resp *http.Response, dest *upstream.Destination, d
 	if resp == nil || dest == nil {
 		return
 	}
+	if !p.SetsResponseFields(d) {
+		return // nothing to add or read: a caller may leave resp.Header nil then
+	}
 	if resp.Header == nil {
 		resp.Header = http.Header{}
 	}

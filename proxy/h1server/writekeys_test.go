@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/textproto"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -128,6 +129,61 @@ func FuzzWriteKeysParsed(f *testing.F) {
 		}
 		if with != wb.String() {
 			t.Fatalf("writeKeys:\n%q\nWriteSubset:\n%q", with, wb.String())
+		}
+	})
+}
+
+// FuzzListedHead: a head the lean parser leaves as a list
+// (h1wire.Fields.KeepList) makes the map it makes without one (Map), and
+// its fields written from the list, one key per field as scanList makes
+// them, are what WriteSubset writes of that map: the same names in the
+// same order, a name's values in theirs.
+func FuzzListedHead(f *testing.F) {
+	f.Add("X-A: a b\r\nX-B:\tc\t d \r\nServer: s\r\n")
+	f.Add("Set-Cookie: a\r\nX-Z: z\r\nSet-Cookie: b\r\nx-low: A\r\nSet-Cookie: c\r\nX-Z: y\r\n")
+	f.Add("Connection: close\r\nX-A: a\r\n")
+	f.Add("Content-Encoding: gzip\r\n")
+	f.Add("M: 1\r\nL: 2\r\nK: 3\r\nJ: 4\r\nI: 5\r\nH: 6\r\nG: 7\r\nF: 8\r\nE: 9\r\nD: 10\r\nC: 11\r\nB: 12\r\nA: 13\r\nM: 14\r\nA: 15\r\n")
+	f.Fuzz(func(t *testing.T, fields string) {
+		head := "HTTP/1.1 200 OK\r\n" + fields + "Content-Length: 0\r\n\r\n"
+		read := func(list bool) (*h1wire.Fields, http.Header) {
+			br := bufio.NewReaderSize(strings.NewReader(head), len(head)+16)
+			var fs h1wire.Fields
+			if list {
+				fs.KeepList()
+			}
+			lr, err := h1wire.ReadHead(br, &http.Request{Method: http.MethodGet}, &fs, nil)
+			if lr == nil || err != nil {
+				t.Skip()
+			}
+			return &fs, lr.Response.Header
+		}
+		_, want := read(false)
+		fs, h := read(true)
+		if !fs.Listed() {
+			if !reflect.DeepEqual(h, want) {
+				t.Fatalf("not listed: %q, want %q", h, want)
+			}
+			return
+		}
+		if h != nil {
+			t.Fatalf("listed, and a map %q too", h)
+		}
+		names, vals := fs.List()
+		var keys []headerKV
+		for i, k := range names {
+			keys = append(keys, headerKV{k, vals[i : i+1]})
+		}
+		got := writeKeysOf(keys, fs.Head())
+		var wb bytes.Buffer
+		if err := want.WriteSubset(&wb, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got != wb.String() {
+			t.Fatalf("from the list:\n%q\nWriteSubset of the map:\n%q", got, wb.String())
+		}
+		if m := fs.Map(); !reflect.DeepEqual(m, want) || fs.Listed() {
+			t.Fatalf("Map: %q, want %q", m, want)
 		}
 	})
 }

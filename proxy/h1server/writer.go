@@ -29,8 +29,13 @@ type h1Writer struct {
 	// WriteHeader already or the handler never touched the header.
 	snap http.Header
 	// vals are the value slots of a header map taken with AdoptFields:
-	// the writer's until it trades them on with the map.
-	vals []string
+	// the writer's until it trades them on with the map. With list, the
+	// header is the fields names[i]: vals[i] (in the head's order, a name
+	// maybe more than once) and the map is empty, until Header puts them
+	// in it.
+	vals  []string
+	names []string
+	list  bool
 	// parsed is the lean parser's string of the adopted fields
 	// (h1wire.Fields.Head), kept alive here while the head is written: a
 	// value in it has no line break to replace.
@@ -69,13 +74,16 @@ func (w *h1Writer) reset(req *http.Request) {
 	if hdr == nil || len(hdr) > 64 {
 		hdr = make(http.Header, 16)
 	}
-	*w = h1Writer{c: w.c, req: req, header: hdr, vals: w.vals, contentLength: -1, trailers: w.trailers[:0]}
+	*w = h1Writer{c: w.c, req: req, header: hdr, vals: w.vals, names: w.names, contentLength: -1, trailers: w.trailers[:0]}
 }
 
 // AdoptFields takes f's map and value slots as the response's header,
 // giving f the writer's empty ones, when the handler has set no field and
 // no status yet: a proxy's backend fields need no copy. Their names must
 // be canonical already, as a copy through Header.Add would make them.
+// When f holds its fields as a list (h1wire.Fields.Listed), the writer
+// takes the list and its slots, and writes the head from it; Header puts
+// them in the map first.
 //
 // also, when it has a name, is one more field of the header, kept beside
 // the map: the head has it in place of a field of its name in the map, as
@@ -85,15 +93,34 @@ func (w *h1Writer) AdoptFields(f *h1wire.Fields, also h1wire.Field) bool {
 		return false
 	}
 	w.parsed = f.Head()
-	w.header, w.vals = f.Trade(w.header, w.vals)
+	if f.Listed() {
+		w.names, w.vals = f.TradeList(w.names, w.vals)
+		w.list = true
+	} else {
+		w.header, w.vals = f.Trade(w.header, w.vals)
+	}
 	w.also = also
 	return true
 }
 
+// unlist puts the listed fields in the header's map, as Map does.
+func (w *h1Writer) unlist() {
+	w.list = false
+	h := w.header
+	for i, k := range w.names {
+		if old, ok := h[k]; ok {
+			h[k] = append(old, w.vals[i]) // old's capacity ends at its slot, or is its own
+		} else {
+			h[k] = w.vals[i : i+1 : i+1]
+		}
+	}
+}
+
 // ScannedType is the header's Content-Type values as the final
-// WriteHeader found them in its walk, and whether it made that walk: a
-// caller that changed nothing in the header since (a proxy deciding, after
-// the head, whether to flush an event stream) needs no look-up of its own.
+// WriteHeader found them in its walk (of a list: the first alone), and
+// whether it made that walk: a caller that changed nothing in the header
+// since (a proxy deciding, after the head, whether to flush an event
+// stream) needs no look-up of its own.
 func (w *h1Writer) ScannedType() ([]string, bool) { return w.ctype, w.typeScanned }
 
 var pendingBufs = sync.Pool{New: func() any { return new([bufferBeforeChunking]byte) }}
@@ -107,6 +134,9 @@ func (w *h1Writer) release() {
 }
 
 func (w *h1Writer) Header() http.Header {
+	if w.list {
+		w.unlist()
+	}
 	if w.snap == nil && w.wroteHeader && !w.committed {
 		w.snap = w.header.Clone()
 	}
@@ -122,6 +152,9 @@ func (w *h1Writer) WriteHeader(code int) {
 		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
 	}
 	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		if w.list {
+			w.unlist()
+		}
 		bw := w.c.bw
 		writeStatus(bw, code, w.sbuf[:])
 		writeFields(bw, w.header, excludeNoBody, w.c)
@@ -133,7 +166,11 @@ func (w *h1Writer) WriteHeader(code int) {
 	w.status = code
 	// The walk commit makes also finds the fields decided on here.
 	var s headScan
-	w.scanHead(&s, w.header)
+	if w.list {
+		w.scanList(&s)
+	} else {
+		w.scanHead(&s, w.header)
+	}
 	w.ctype, w.typeScanned = s.ctype, true
 	cl := s.cl
 	if cl != "" {
@@ -150,6 +187,9 @@ func (w *h1Writer) WriteHeader(code int) {
 	}
 	clear(s.keys)
 	w.c.rq.keys = s.keys[:0]
+	if w.list {
+		w.unlist() // commit walks the snapshot's map
+	}
 	w.snap = w.header.Clone()
 	if cl != "" && w.contentLength == -1 {
 		// As net/http: dropped from the handler's map, not from the
@@ -357,6 +397,39 @@ func (w *h1Writer) scanHead(s *headScan, header http.Header) {
 	s.keys = keys
 }
 
+// scanList is scanHead for a listed header: one key per field, a name's
+// in the head's order (sortKeys keeps it). A list holds none of the
+// framing fields but Content-Length, Content-Type and Date
+// (h1wire.Fields.Listed).
+func (w *h1Writer) scanList(s *headScan) {
+	keys := w.c.rq.keys[:0]
+	also := w.also.Name
+	vals := w.vals
+	for i, k := range w.names {
+		if also != "" && k == also {
+			continue // replaced by w.also, added below
+		}
+		vs := vals[i : i+1 : i+1]
+		switch k {
+		case "Content-Length":
+			s.haveCL = true
+			s.cl = vs[0]
+		case "Content-Type":
+			if !s.haveType {
+				s.haveType = true
+				s.ctype = vs
+			}
+		case "Date":
+			s.haveDate = true
+		}
+		keys = append(keys, headerKV{k, vs})
+	}
+	if also != "" {
+		keys = append(keys, headerKV{also, w.also.Values})
+	}
+	s.keys = keys
+}
+
 // commitScanned is commit with the head's header walked into s already.
 func (w *h1Writer) commitScanned(p []byte, s *headScan) {
 	w.committed = true
@@ -547,7 +620,9 @@ type headerKV struct {
 	vs []string
 }
 
-// writeKeys writes the fields, which it sorts by name, as net/http does.
+// writeKeys writes the fields, which it sorts by name, as net/http does
+// (the fields of one name, when more than one key has it, in the keys'
+// order).
 // A value without CR, LF or spaces and tabs at its ends (what the lean
 // parser and tether's own fields give) goes out as it is; any other takes
 // WriteSubset's steps. Each line is one append to the buffer.
@@ -582,7 +657,8 @@ func writeKeys(bw *bufio.Writer, keys []headerKV, parsed string) {
 // a usual head, without the comparison function's call per step.
 func sortKeys(keys []headerKV) {
 	if len(keys) > 12 {
-		slices.SortFunc(keys, func(a, b headerKV) int { return strings.Compare(a.k, b.k) })
+		// Stable: a list's fields of one name stay in their order.
+		slices.SortStableFunc(keys, func(a, b headerKV) int { return strings.Compare(a.k, b.k) })
 		return
 	}
 	for i := 1; i < len(keys); i++ {

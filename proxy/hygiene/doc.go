@@ -5,4 +5,6 @@
 // Sanitize drops h2c upgrade offers and closes the connection after a
 // chunked HTTP/1 body; CleanPath removes dot segments, as Kestrel does
 // before YARP sees a request. Each is a function of the request alone.
+// RemoveHopByHop drops a request's or a response's hop-by-hop fields, as
+// ReverseProxy does.
 package hygiene

@@ -266,6 +266,9 @@ type Direct struct {
 	// Got1xx receives each 1xx response of a request without a client
 	// trace; nil: they are dropped.
 	Got1xx func(code int, header textproto.MIMEHeader)
+	// ListFields: RoundTripDirect leaves a lean head's fields as a list
+	// when it may (Fields).
+	ListFields bool
 	// req is the request PrepareDirect took; head is its head (empty
 	// when Request.Write is to write it), gz whether it asks for gzip,
 	// trace its context's client trace.
@@ -283,14 +286,19 @@ func (d *Direct) HopByHop(res *http.Response) bool {
 
 // Fields is the container of res's fields when res is the lean response
 // RoundTripDirect gave for d and its Header is still that container's
-// map, else nil. Until res.Body is closed the caller may Trade the map
-// and its value slots for an empty pair of its own, which the container
-// then takes to its next response.
+// map, or nil while the container holds them as a list, else nil. Until
+// res.Body is closed the caller may Trade the map and its value slots (or
+// TradeList the list and its slots) for an empty pair of its own, which
+// the container then takes to its next response.
+//
+// With d.ListFields, RoundTripDirect leaves a lean head's fields as a
+// list when it may (h1wire.Fields.KeepList): the caller makes res.Header
+// with the container's Map before anything reads it.
 func (d *Direct) Fields(res *http.Response) *h1wire.Fields {
 	if res != &d.resp.wire.Response {
 		return nil
 	}
-	if fs := d.resp.body.fields; fs != nil && fs.Holds(res.Header) {
+	if fs := d.resp.body.fields; fs != nil && (fs.Holds(res.Header) || res.Header == nil && fs.Listed()) {
 		return fs
 	}
 	return nil
@@ -317,6 +325,7 @@ func (t *Transport) RoundTripDirect(req *http.Request, d *Direct) (*http.Respons
 	if d.req != req {
 		pre = nil
 	}
+	d.resp.list = d.ListFields
 	return t.roundTrip(req, &d.resp, d.Got1xx, pre)
 }
 
@@ -439,6 +448,8 @@ func (t *Transport) wrap(key string, c net.Conn) *leanConn {
 type leanResp struct {
 	wire h1wire.Resp
 	body leanBody
+	// list: a lean head's fields are left as a list (RoundTripDirect).
+	list bool
 }
 
 // acceptGzip is the Accept-Encoding the Transport adds (and then undoes).
@@ -511,6 +522,9 @@ func (lc *leanConn) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 		}
 		if fs == nil {
 			fs = leanFields.Get().(*h1wire.Fields)
+		}
+		if into.list {
+			fs.KeepList()
 		}
 		if lr, err = h1wire.ReadHead(lc.br, req, fs, &into.wire); lr != nil {
 			resp = &lr.Response

@@ -380,6 +380,85 @@ type Fields struct {
 	// head is the string ReadHead parsed the map's fields from, "" when
 	// the map is not a parsed head's (Head).
 	head string
+	// list: ReadHead is to leave the next head's fields as a list when
+	// it may (KeepList); listed: it did, names[:n] and vals[:n] are the
+	// fields in the head's order, and the map holds none of them.
+	list, listed bool
+	n            int
+}
+
+// KeepList asks ReadHead to leave the next head's fields in s as a list
+// (Listed), without the map, unless the head has a field a holder of a
+// response removes or changes as a rule (a hop-by-hop one, a
+// Content-Encoding the lean transport may undo): a caller that hands
+// the fields to a writer as they are spares the map's assignments, its
+// walk and its clearing. The caller makes the map (Map) before anything
+// else reads the response's fields.
+func (s *Fields) KeepList() { s.list = true }
+
+// Listed: s holds a head's fields as a list (KeepList), which List and
+// TradeList give and Map puts in the map. None of them is a hop-by-hop
+// field, a Transfer-Encoding, Trailer or Content-Encoding, and one is
+// the Content-Length; a name may come more than once. Safe on a nil s.
+func (s *Fields) Listed() bool { return s != nil && s.listed }
+
+// List is the listed fields: names[i]'s value is values[i].
+func (s *Fields) List() (names, values []string) {
+	if !s.listed {
+		return nil, nil
+	}
+	return s.names[:s.n], s.vals[:s.n]
+}
+
+// Map puts the listed fields in s's map, as ReadHead would have, and
+// returns it (the response's Header from then on).
+func (s *Fields) Map() http.Header {
+	h := s.h
+	if h == nil || len(h) > MaxFields {
+		h = make(http.Header, s.n)
+		s.h = h
+	} else {
+		clear(h)
+	}
+	s.listed = false
+	names, vals := s.names[:s.n], s.vals[:s.n]
+	// Each field a new name in its own slot (slot i is field i) until a
+	// name comes again: the map's size tells it, whose assignment
+	// replaced the name's values. They are gathered from the slots, and
+	// from then on each name is looked up.
+	repeated := false
+	for i, k := range names {
+		if repeated {
+			if old := h[k]; old != nil {
+				h[k] = append(old, vals[i]) // old's capacity ends at its slot, or is its own
+				continue
+			}
+			h[k] = vals[i : i+1 : i+1]
+			continue
+		}
+		h[k] = vals[i : i+1 : i+1]
+		if len(h) == i {
+			repeated = true
+			var vs []string
+			for j, n := range names[:i+1] {
+				if n == k {
+					vs = append(vs, vals[j])
+				}
+			}
+			h[k] = vs
+		}
+	}
+	return h
+}
+
+// TradeList gives s's listed fields and their slots to the caller, for
+// names and vals, slots nothing else refers to: a writer of the fields
+// takes them whole instead of copying them, and s goes on with the other
+// pair. s holds no fields afterwards.
+func (s *Fields) TradeList(names, vals []string) ([]string, []string) {
+	on, ov := s.List()
+	s.names, s.vals, s.head, s.listed, s.n = names, vals, "", false, 0
+	return on, ov
 }
 
 // Head is the string whose slices are the values ReadHead put in s's map,
@@ -444,7 +523,7 @@ func (s *Fields) Get(n int) (http.Header, []string) {
 	if s == nil {
 		return make(http.Header, n), make([]string, n)
 	}
-	s.head = ""
+	s.head, s.listed = "", false
 	if s.h == nil && cap(s.vals) >= n {
 		// Parked (Park): a map from the pool.
 		if h, ok := requestHeaders.Get().(http.Header); ok {
@@ -462,8 +541,13 @@ func (s *Fields) Get(n int) (http.Header, []string) {
 
 // ReadHead is ReadResponseHead returning the response's Resp
 // (into, when it is not nil), its fields in s's containers when s is not
-// nil.
+// nil: in its map, or as a list when s was asked to keep one (KeepList),
+// then the Response's Header is nil until the caller makes it (Map).
 func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp, error) {
+	list := false
+	if s != nil {
+		list, s.list, s.listed = s.list, false, false // asked for this head alone, taken or not
+	}
 	if req.Method == http.MethodHead {
 		return nil, nil
 	}
@@ -492,16 +576,15 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 	}
 	all := head[eol+1:]
 	n := FieldLines(all)
-	h, vals := s.Get(n)
-	var names []string
-	var few [16]string
-	if s != nil {
-		names = s.nameSlots(n)
-	} else if n <= len(few) {
-		names = few[:n]
-	} else {
-		names = make([]string, n)
+	if s == nil {
+		s = new(Fields)
 	}
+	s.head = ""
+	names := s.nameSlots(n)
+	if cap(s.vals) < n {
+		s.vals = make([]string, max(n, 8))
+	}
+	vals := s.vals[:n]
 	// One string holds every field of the head; names and values are
 	// slices of it (one allocation, where textproto makes one per value).
 	var blk string
@@ -509,15 +592,10 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 		blk = string(all)
 	}
 	var clv string
-	haveCL, closing, hop, conn := false, false, false, false
+	haveCL, closing, hop, conn, encoded := false, false, false, false, false
 	fr := FieldReader{all: all, blk: blk}
-	// Until a name comes again each field is a new name in its own slot
-	// (slot i is field i): one assignment, no look-up before it. The map's
-	// size tells a repeat, whose assignment replaced the name's values:
-	// they are gathered from the slots again, and from then on AddField
-	// looks each name up.
-	repeated := false
-	for i := 0; ; i++ {
+	nf := 0 // the fields, each in its slot of names and vals
+	for ; ; nf++ {
 		key, value, done, ok := fr.Next(false)
 		if !ok {
 			return nil, nil
@@ -533,35 +611,14 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 				return nil, nil
 			}
 			clv, haveCL = value, true
+		case "Content-Encoding":
+			encoded = true
 		case "Connection":
 			hop, conn = true, true
 		case "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Upgrade":
 			hop = true
 		}
-		if repeated {
-			vals = AddField(h, vals, key, value)
-			continue
-		}
-		before := len(h)
-		names[i], vals[i] = key, value
-		h[key] = vals[i : i+1 : i+1]
-		if len(h) == before {
-			repeated = true
-			c := 0
-			for _, k := range names[:i+1] {
-				if k == key {
-					c++
-				}
-			}
-			vs := make([]string, 0, c)
-			for j, k := range names[:i+1] {
-				if k == key {
-					vs = append(vs, vals[j])
-				}
-			}
-			h[key] = vs
-			vals = vals[i+1:]
-		}
+		names[nf], vals[nf] = key, value
 	}
 	if len(clv) == 0 || len(clv) > 18 {
 		return nil, nil // none (a body to the connection's end), or too long for ParseUint's 63 bits
@@ -572,6 +629,13 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 			return nil, nil
 		}
 		length = length*10 + int64(c-'0')
+	}
+	s.n = nf
+	var h http.Header
+	if list && !hop && !encoded {
+		s.listed = true
+	} else {
+		h = s.Map()
 	}
 	if conn && httpguts.HeaderValuesContainsToken(h["Connection"], "close") {
 		delete(h, "Connection") // as shouldClose removes it
@@ -595,9 +659,7 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 		lr.lb = lengthBody{br: br, n: length}
 		lr.Response.Body = &lr.lb
 	}
-	if s != nil {
-		s.head = blk // every field line read: each value held to valueEnd's rule
-	}
+	s.head = blk // every field line read: each value held to valueEnd's rule
 	return lr, nil
 }
 

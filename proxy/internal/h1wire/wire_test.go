@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -477,5 +478,52 @@ func TestFieldsHeadIsTheParsedHeads(t *testing.T) {
 	read(&fs, "HTTP/1.1 200 OK\r\nX-A: a\r\nContent-Length: 0\r\n\r\n")
 	if lr := read(&fs, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"); lr != nil || fs.Head() != "" {
 		t.Errorf("a head left to http.ReadResponse: Head %q, want \"\"", fs.Head())
+	}
+}
+
+// A container asked to keep a list (KeepList) keeps one for the next head
+// ReadHead reads, and only for that one: a head it leaves to
+// http.ReadResponse, whatever made it decline, ends the request, so the
+// container's next user (a pooled one's, which asked for nothing) gets a
+// map; so do a head with a hop-by-hop field or a Content-Encoding.
+func TestReadHeadKeepsAListOnceAsked(t *testing.T) {
+	read := func(fs *h1wire.Fields, raw, method string) *h1wire.Resp {
+		lr, err := h1wire.ReadHead(bufio.NewReader(strings.NewReader(raw)), &http.Request{Method: method}, fs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lr
+	}
+	const plain = "HTTP/1.1 200 OK\r\nX-A: a\r\nX-A: b\r\nContent-Length: 0\r\n\r\n"
+	var fs h1wire.Fields
+	fs.KeepList()
+	lr := read(&fs, plain, "GET")
+	if !fs.Listed() || lr.Response.Header != nil {
+		t.Fatalf("asked: listed %v, Header %q; want a list alone", fs.Listed(), lr.Response.Header)
+	}
+	if names, vals := fs.List(); !slices.Equal(names, []string{"X-A", "X-A", "Content-Length"}) || !slices.Equal(vals, []string{"a", "b", "0"}) {
+		t.Fatalf("list %q %q, want the head's fields in its order", names, vals)
+	}
+	for _, declined := range []struct{ raw, method string }{
+		{"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", "GET"},
+		{"HTTP/1.1 200 OK\r\nContent-Length: 0\n\n", "GET"},
+		{"HTTP/1.1 100 Continue\r\n\r\n", "GET"},
+		{"HTTP/1.1 204 No Content\r\n\r\n", "GET"},
+		{plain, "HEAD"},
+		{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", "GET"},
+	} {
+		fs.KeepList()
+		if lr := read(&fs, declined.raw, declined.method); lr != nil {
+			t.Fatalf("%q: taken", declined.raw)
+		}
+		if lr := read(&fs, plain, "GET"); fs.Listed() || !reflect.DeepEqual(lr.Response.Header, http.Header{"X-A": {"a", "b"}, "Content-Length": {"0"}}) {
+			t.Fatalf("after %q: listed %v, Header %q; want the map alone", declined.raw, fs.Listed(), lr.Response.Header)
+		}
+	}
+	for _, fields := range []string{"Connection: x\r\n", "Keep-Alive: 1\r\n", "Content-Encoding: gzip\r\n"} {
+		fs.KeepList()
+		if lr := read(&fs, "HTTP/1.1 200 OK\r\n"+fields+"Content-Length: 0\r\n\r\n", "GET"); fs.Listed() || lr.Response.Header == nil {
+			t.Fatalf("%q: listed %v; want the map", fields, fs.Listed())
+		}
 	}
 }
