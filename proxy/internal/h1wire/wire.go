@@ -197,10 +197,15 @@ func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string, be
 	own := beside.Own
 	for i := range own {
 		k, vs := own[i].Name, own[i].Values
-		if lean && !validFieldIn(k, vs, checked) {
+		if lean && (len(k) == 0 || !knownSpan.holds(k)) && !validNameBytes(k) { // validName, inlined
 			return b0, HeadInvalid
 		}
 		for _, v := range vs {
+			// Each value is checked where it is written: an Own field is
+			// never skipped, so no value goes unchecked.
+			if lean && !checked.holds(v) && !ValidFieldValue(v) {
+				return b0, HeadInvalid
+			}
 			if n := len(v); n > 0 && (v[0] <= ' ' || v[n-1] <= ' ') {
 				v = textproto.TrimString(v) // as above
 			}
@@ -256,9 +261,30 @@ func validField(k string, vs []string) bool {
 // validFieldIn is validField, which the values that lie in checked and a
 // name that lies in knownNames pass without a look at their bytes.
 func validFieldIn(k string, vs []string, checked fieldSpan) bool {
-	if (len(k) == 0 || !knownSpan.holds(k)) && !httpguts.ValidHeaderFieldName(k) {
+	if !validName(k) {
 		return false
 	}
+	for _, v := range vs {
+		if !checked.holds(v) && !ValidFieldValue(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// validName is the lean rule for a name: a token, neither Expect nor
+// Upgrade. A name that lies in knownNames is one without a look at its
+// bytes: no slice of knownNames but the empty one fails the rule
+// (TestKnownNamesTakeNoCheck).
+func validName(k string) bool {
+	return len(k) > 0 && knownSpan.holds(k) || validNameBytes(k)
+}
+
+// validNameBytes is validName by a look at k's bytes, kept out of line so
+// that validName's common case inlines.
+//
+//go:noinline
+func validNameBytes(k string) bool {
 	switch len(k) {
 	case 6:
 		if k == "Expect" {
@@ -269,12 +295,7 @@ func validFieldIn(k string, vs []string, checked fieldSpan) bool {
 			return false
 		}
 	}
-	for _, v := range vs {
-		if !checked.holds(v) && !ValidFieldValue(v) {
-			return false
-		}
-	}
-	return true
+	return httpguts.ValidHeaderFieldName(k)
 }
 
 // fieldSpan is where a string lies that holds only bytes a field's value
