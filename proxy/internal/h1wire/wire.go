@@ -39,7 +39,7 @@ func WriteRequestHead(bw *bufio.Writer, req *http.Request) (bool, error) {
 	if TraceWantsWrites(httptrace.ContextClientTrace(req.Context())) {
 		return false, nil
 	}
-	b, res := AppendRequestHead(bw.AvailableBuffer(), req, false, "", Beside{})
+	b, res := AppendRequestHead(bw.AvailableBuffer(), req, false, "", Beside{}, nil)
 	if res == HeadDeclined {
 		return false, nil
 	}
@@ -84,8 +84,9 @@ const (
 // lies in knownNames.
 //
 // beside are fields written as if they were in req's map, after its
-// own (Beside).
-func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string, beside Beside) ([]byte, Head) {
+// own (Beside). memo, when not nil, is the host of an earlier head of the
+// caller's, which is not checked again (HostMemo).
+func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string, beside Beside, memo *HostMemo) ([]byte, Head) {
 	u := req.URL
 	if u.Opaque != "" || req.Method == http.MethodConnect || req.Close || req.Trailer != nil || len(req.TransferEncoding) > 0 {
 		return b, HeadDeclined
@@ -94,13 +95,18 @@ func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string, be
 	if host == "" {
 		host = u.Host
 	}
-	for i := 0; i < len(host); i++ {
-		if c := host[i]; c >= 0x80 || c == '%' {
-			return b, HeadDeclined // punycode, or an IPv6 zone to remove
+	if memo == nil || host != memo.host {
+		for i := 0; i < len(host); i++ {
+			if c := host[i]; c >= 0x80 || c == '%' {
+				return b, HeadDeclined // punycode, or an IPv6 zone to remove
+			}
 		}
-	}
-	if !httpguts.ValidHostHeader(host) {
-		return b, HeadDeclined
+		if !httpguts.ValidHostHeader(host) {
+			return b, HeadDeclined
+		}
+		if memo != nil {
+			memo.host = host
+		}
 	}
 	path := u.EscapedPath()
 	if path == "" {
@@ -220,6 +226,12 @@ func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string, be
 	}
 	return append(b, "\r\n"...), res
 }
+
+// HostMemo is the last host AppendRequestHead took for a caller: the
+// host a request is sent with is mostly its destination's, the same
+// string request after request, and a host equal to one that passed the
+// checks passes them again. The zero value holds nothing.
+type HostMemo struct{ host string }
 
 // Field is a field a caller writes beside a request's map (Beside).
 type Field struct {
