@@ -108,7 +108,10 @@ func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string, be
 			memo.host = host
 		}
 	}
-	path := u.EscapedPath()
+	path := u.Path
+	if u.RawPath != "" || !plainPath(path) {
+		path = u.EscapedPath()
+	}
 	if path == "" {
 		path = "/"
 	}
