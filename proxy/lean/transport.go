@@ -112,7 +112,7 @@ func coversRequest(req *http.Request) bool {
 		req.Header == nil || req.Trailer != nil {
 		return false
 	}
-	return req.Method == "" || validMethod(req.Method)
+	return req.Method == "" || req.Method == http.MethodGet || validMethod(req.Method)
 }
 
 // PrepareDirect is Covers for the request the caller's direct path sends
