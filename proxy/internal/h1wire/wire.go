@@ -218,7 +218,7 @@ func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string, be
 	own := beside.Own
 	for i := range own {
 		k, vs := own[i].Name, own[i].Values
-		if lean && (len(k) == 0 || !knownSpan.holds(k)) && !validNameBytes(k) { // validName, inlined
+		if lean && (len(k) == 0 || !knownSpan.holds(k)) && !validNameBytes(k) { // as validFieldIn
 			return b0, HeadInvalid
 		}
 		for _, v := range vs {
@@ -288,7 +288,7 @@ func validField(k string, vs []string) bool {
 // validFieldIn is validField, which the values that lie in checked and a
 // name that lies in knownNames pass without a look at their bytes.
 func validFieldIn(k string, vs []string, checked fieldSpan) bool {
-	if !validName(k) {
+	if (len(k) == 0 || !knownSpan.holds(k)) && !validNameBytes(k) {
 		return false
 	}
 	for _, v := range vs {
@@ -299,16 +299,12 @@ func validFieldIn(k string, vs []string, checked fieldSpan) bool {
 	return true
 }
 
-// validName is the lean rule for a name: a token, neither Expect nor
-// Upgrade. A name that lies in knownNames is one without a look at its
-// bytes: no slice of knownNames but the empty one fails the rule
-// (TestKnownNamesTakeNoCheck).
-func validName(k string) bool {
-	return len(k) > 0 && knownSpan.holds(k) || validNameBytes(k)
-}
-
-// validNameBytes is validName by a look at k's bytes, kept out of line so
-// that validName's common case inlines.
+// validNameBytes is the lean rule for a name (a token, neither Expect nor
+// Upgrade) by a look at its bytes. A non-empty name that lies in
+// knownNames passes it without the look: no slice of knownNames but the
+// empty one fails it (TestKnownNamesTakeNoCheck). Kept out of line: the
+// head writer's walks inline only the look at knownNames, which takes
+// most names.
 //
 //go:noinline
 func validNameBytes(k string) bool {
