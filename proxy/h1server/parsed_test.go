@@ -74,8 +74,8 @@ func checkParsedHead(t *testing.T, b []byte, from, to uint8) {
 	}
 	same := func(h http.Header) {
 		req := &http.Request{Method: http.MethodGet, URL: &url.URL{Scheme: "http", Host: "backend:80", Path: "/"}, Host: "backend", Header: h}
-		trusted, tres := h1wire.AppendRequestHead(nil, req, true, head, h1wire.Beside{})
-		checked, cres := h1wire.AppendRequestHead(nil, req, true, "", h1wire.Beside{})
+		trusted, tres := h1wire.AppendRequestHead(nil, req, true, head, h1wire.Beside{}, nil)
+		checked, cres := h1wire.AppendRequestHead(nil, req, true, "", h1wire.Beside{}, nil)
 		if tres != cres || !slices.Equal(sortedLines(trusted), sortedLines(checked)) {
 			t.Fatalf("head %q: the lean head with the parsed head's string (%v)\n%q\nwithout it (%v)\n%q", b[:end], tres, trusted, cres, checked)
 		}

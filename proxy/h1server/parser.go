@@ -31,6 +31,10 @@ type headScratch struct {
 	fields h1wire.Fields
 	url    url.URL
 	head   string
+	// host is the last head's Host, valid: a client sends the same Host
+	// head after head, and one of the same text is not held to the host
+	// rule again.
+	host string
 }
 
 // parseRequestHeadInto is parseRequestHead with s's containers, when s is
@@ -131,7 +135,7 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 			h[key] = append(valuesBefore(all, blk, off, read, key), value)
 		}
 	}
-	if hosts != 1 || !httpguts.ValidHostHeader(host) {
+	if hosts != 1 || (s == nil || host != s.host) && !httpguts.ValidHostHeader(host) {
 		return false
 	}
 	if pragma == "no-cache" {
@@ -140,7 +144,7 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 		}
 	}
 	if s != nil {
-		s.head = blk
+		s.head, s.host = blk, host // the memo keeps no head but this one
 	}
 	*r = http.Request{
 		Method: http.MethodGet, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,

@@ -518,18 +518,21 @@ func checkParse(t *testing.T, b []byte) {
 		return
 	}
 	head := b[:end]
-	var got http.Request
-	if !parseRequestHead(head, &got) {
-		return
-	}
 	// The connection's reused containers, after a request of their own,
-	// give the same request.
+	// give the same request, and take exactly what is taken without them.
 	var sc headScratch
-	var prev, again http.Request
+	var got, prev, again http.Request
 	if !parseRequestHeadInto([]byte("GET /p?q HTTP/1.1\r\nHost: p\r\nA: 1\r\nB: 2\r\nB: 3\r\n\r\n"), &prev, &sc) {
 		t.Fatal("the scratch's first head was refused")
 	}
-	if !parseRequestHeadInto(head, &again, &sc) {
+	took := parseRequestHeadInto(head, &again, &sc)
+	if !parseRequestHead(head, &got) {
+		if took {
+			t.Fatalf("head %q: refused without the scratch, taken with it", head)
+		}
+		return
+	}
+	if !took {
 		t.Fatalf("head %q: taken without the scratch, refused with it", head)
 	}
 	if *again.URL != *got.URL || !reflect.DeepEqual(again.Header, got.Header) || again.Host != got.Host || again.Close != got.Close {
@@ -1256,5 +1259,27 @@ func BenchmarkH1ServerDate(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		rc.Get(b, req, nil)
+	}
+}
+
+// A connection's scratch takes a Host it took before without the host
+// rule's look, and holds any other Host to it.
+func TestScratchHoldsANewHostToTheRule(t *testing.T) {
+	var sc headScratch
+	var r http.Request
+	for _, c := range []struct {
+		head string
+		ok   bool
+	}{
+		{"GET / HTTP/1.1\r\nHost: a.example\r\n\r\n", true},
+		{"GET / HTTP/1.1\r\nHost: a.example\r\n\r\n", true},
+		{"GET / HTTP/1.1\r\nHost: a example\r\n\r\n", false},
+		{"GET / HTTP/1.1\r\nHost: a.example\"\r\n\r\n", false},
+		{"GET / HTTP/1.1\r\nHost: a.example\r\n\r\n", true},
+		{"GET / HTTP/1.1\r\nHost: a.exampl{\r\n\r\n", false},
+	} {
+		if got := parseRequestHeadInto([]byte(c.head), &r, &sc); got != c.ok {
+			t.Errorf("%q after the heads before: taken %v, want %v", c.head, got, c.ok)
+		}
 	}
 }

@@ -112,7 +112,7 @@ func coversRequest(req *http.Request) bool {
 		req.Header == nil || req.Trailer != nil {
 		return false
 	}
-	return req.Method == "" || validMethod(req.Method)
+	return req.Method == "" || req.Method == http.MethodGet || validMethod(req.Method)
 }
 
 // PrepareDirect is Covers for the request the caller's direct path sends
@@ -132,7 +132,7 @@ func (t *Transport) PrepareDirect(req *http.Request, d *Direct, parsed string, b
 	}
 	d.trace = httptrace.ContextClientTrace(req.Context())
 	if !h1wire.TraceWantsWrites(d.trace) {
-		b, res := h1wire.AppendRequestHead(d.head[:0], req, true, parsed, beside)
+		b, res := h1wire.AppendRequestHead(d.head[:0], req, true, parsed, beside, &d.host)
 		switch res {
 		case h1wire.HeadInvalid:
 			return false
@@ -276,6 +276,9 @@ type Direct struct {
 	head  []byte
 	gz    bool
 	trace *httptrace.ClientTrace
+	// host is the host of the last head PrepareDirect wrote for d: its
+	// caller's requests mostly go to one destination.
+	host h1wire.HostMemo
 }
 
 // HopByHop says whether res, the response RoundTripDirect gave for d,
@@ -309,13 +312,14 @@ func (d *Direct) Fields(res *http.Response) *h1wire.Fields {
 type Kept struct {
 	got1xx func(code int, header textproto.MIMEHeader)
 	head   []byte
+	host   h1wire.HostMemo
 }
 
 // Kept is what d keeps for the caller's next request (Reuse).
-func (d *Direct) Kept() Kept { return Kept{d.Got1xx, d.head[:0]} }
+func (d *Direct) Kept() Kept { return Kept{d.Got1xx, d.head[:0], d.host} }
 
 // Reuse sets up an empty d with what a Direct kept.
-func (d *Direct) Reuse(k Kept) { d.Got1xx, d.head = k.got1xx, k.head }
+func (d *Direct) Reuse(k Kept) { d.Got1xx, d.head, d.host = k.got1xx, k.head, k.host }
 
 // RoundTripDirect is RoundTrip for the caller's direct path: req was
 // taken by PrepareDirect (or checked by Covers) already, and its

@@ -16,10 +16,8 @@ func PlainRequestURI(uri string, u *url.URL) bool {
 		return false
 	}
 	path, query, hasQuery := strings.Cut(uri, "?")
-	for i := 0; i < len(path); i++ {
-		if !plainPathByte[path[i]] {
-			return false
-		}
+	if !plainPath(path) {
+		return false
 	}
 	for i := 0; i < len(query); i++ {
 		if b := query[i]; b <= ' ' || b >= 0x7f {
@@ -29,6 +27,18 @@ func PlainRequestURI(uri string, u *url.URL) bool {
 	*u = url.URL{Path: path, RawQuery: query}
 	if hasQuery && query == "" {
 		u.ForceQuery = true // "/a?": as url.parse, a lone "?" at the end
+	}
+	return true
+}
+
+// plainPath: path's every byte is one PlainRequestURI takes in a path,
+// none of which url.URL.EscapedPath escapes, so that without a RawPath it
+// returns path itself (TestPlainPathIsItsEscapedPath).
+func plainPath(path string) bool {
+	for i := 0; i < len(path); i++ {
+		if !plainPathByte[path[i]] {
+			return false
+		}
 	}
 	return true
 }

@@ -44,3 +44,19 @@ func FuzzPlainRequestURI(f *testing.F) {
 		}
 	})
 }
+
+// Every byte plainPath takes is one url.URL.EscapedPath leaves as it is,
+// and every other is escaped or makes the path "*": AppendRequestHead
+// writes a plain path without EscapedPath's look.
+func TestPlainPathIsItsEscapedPath(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		p := "/a" + string([]byte{byte(c)}) + "b"
+		u := &url.URL{Path: p}
+		if plain, same := plainPath(p), u.EscapedPath() == p; plain && !same {
+			t.Errorf("plainPath(%q), but EscapedPath gives %q", p, u.EscapedPath())
+		}
+	}
+	if u := (&url.URL{Path: "*"}); plainPath("*") {
+		t.Errorf("plainPath(\"*\"), EscapedPath gives %q", u.EscapedPath())
+	}
+}

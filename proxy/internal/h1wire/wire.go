@@ -39,7 +39,7 @@ func WriteRequestHead(bw *bufio.Writer, req *http.Request) (bool, error) {
 	if TraceWantsWrites(httptrace.ContextClientTrace(req.Context())) {
 		return false, nil
 	}
-	b, res := AppendRequestHead(bw.AvailableBuffer(), req, false, "", Beside{})
+	b, res := AppendRequestHead(bw.AvailableBuffer(), req, false, "", Beside{}, nil)
 	if res == HeadDeclined {
 		return false, nil
 	}
@@ -84,8 +84,9 @@ const (
 // lies in knownNames.
 //
 // beside are fields written as if they were in req's map, after its
-// own (Beside).
-func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string, beside Beside) ([]byte, Head) {
+// own (Beside). memo, when not nil, is the host of an earlier head of the
+// caller's, which is not checked again (HostMemo).
+func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string, beside Beside, memo *HostMemo) ([]byte, Head) {
 	u := req.URL
 	if u.Opaque != "" || req.Method == http.MethodConnect || req.Close || req.Trailer != nil || len(req.TransferEncoding) > 0 {
 		return b, HeadDeclined
@@ -94,15 +95,23 @@ func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string, be
 	if host == "" {
 		host = u.Host
 	}
-	for i := 0; i < len(host); i++ {
-		if c := host[i]; c >= 0x80 || c == '%' {
-			return b, HeadDeclined // punycode, or an IPv6 zone to remove
+	if memo == nil || host != memo.host {
+		for i := 0; i < len(host); i++ {
+			if c := host[i]; c >= 0x80 || c == '%' {
+				return b, HeadDeclined // punycode, or an IPv6 zone to remove
+			}
+		}
+		if !httpguts.ValidHostHeader(host) {
+			return b, HeadDeclined
+		}
+		if memo != nil {
+			memo.host = host
 		}
 	}
-	if !httpguts.ValidHostHeader(host) {
-		return b, HeadDeclined
+	path := u.Path
+	if u.RawPath != "" || !plainPath(path) {
+		path = u.EscapedPath()
 	}
-	path := u.EscapedPath()
 	if path == "" {
 		path = "/"
 	}
@@ -173,19 +182,31 @@ func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string, be
 	fs := beside.Fields
 	for i := range fs {
 		k, vs := fs[i].Name, fs[i].Values
+		write := true
+		switch k {
+		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
+			write = false
+		}
 		if lean {
-			if !validFieldIn(k, vs, checked) {
+			// validFieldIn, inlined: its call was most of the cost of a
+			// field of the client's, whose name and values are mostly
+			// taken on trust.
+			if (len(k) == 0 || !knownSpan.holds(k)) && !validNameBytes(k) {
 				return b0, HeadInvalid
 			}
 			if (k == "Accept-Encoding" || k == "Range") && vs != nil {
 				encoded = true
 			}
 		}
-		switch k {
-		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
-			continue
-		}
 		for _, v := range vs {
+			// Each value is checked where it is written, a field not
+			// written too.
+			if lean && !checked.holds(v) && !ValidFieldValue(v) {
+				return b0, HeadInvalid
+			}
+			if !write {
+				continue
+			}
 			// textproto.TrimString has nothing to trim unless the first
 			// or the last byte is ASCII space, as almost no value's is.
 			if n := len(v); n > 0 && (v[0] <= ' ' || v[n-1] <= ' ') {
@@ -197,10 +218,15 @@ func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string, be
 	own := beside.Own
 	for i := range own {
 		k, vs := own[i].Name, own[i].Values
-		if lean && !validFieldIn(k, vs, checked) {
+		if lean && (len(k) == 0 || !knownSpan.holds(k)) && !validNameBytes(k) { // as validFieldIn
 			return b0, HeadInvalid
 		}
 		for _, v := range vs {
+			// Each value is checked where it is written: an Own field is
+			// never skipped, so no value goes unchecked.
+			if lean && !checked.holds(v) && !ValidFieldValue(v) {
+				return b0, HeadInvalid
+			}
 			if n := len(v); n > 0 && (v[0] <= ' ' || v[n-1] <= ' ') {
 				v = textproto.TrimString(v) // as above
 			}
@@ -215,6 +241,12 @@ func AppendRequestHead(b []byte, req *http.Request, lean bool, parsed string, be
 	}
 	return append(b, "\r\n"...), res
 }
+
+// HostMemo is the last host AppendRequestHead took for a caller: the
+// host a request is sent with is mostly its destination's, the same
+// string request after request, and a host equal to one that passed the
+// checks passes them again. The zero value holds nothing.
+type HostMemo struct{ host string }
 
 // Field is a field a caller writes beside a request's map (Beside).
 type Field struct {
@@ -256,9 +288,26 @@ func validField(k string, vs []string) bool {
 // validFieldIn is validField, which the values that lie in checked and a
 // name that lies in knownNames pass without a look at their bytes.
 func validFieldIn(k string, vs []string, checked fieldSpan) bool {
-	if (len(k) == 0 || !knownSpan.holds(k)) && !httpguts.ValidHeaderFieldName(k) {
+	if (len(k) == 0 || !knownSpan.holds(k)) && !validNameBytes(k) {
 		return false
 	}
+	for _, v := range vs {
+		if !checked.holds(v) && !ValidFieldValue(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// validNameBytes is the lean rule for a name (a token, neither Expect nor
+// Upgrade) by a look at its bytes. A non-empty name that lies in
+// knownNames passes it without the look: no slice of knownNames but the
+// empty one fails it (TestKnownNamesTakeNoCheck). Kept out of line: the
+// head writer's walks inline only the look at knownNames, which takes
+// most names.
+//
+//go:noinline
+func validNameBytes(k string) bool {
 	switch len(k) {
 	case 6:
 		if k == "Expect" {
@@ -269,12 +318,7 @@ func validFieldIn(k string, vs []string, checked fieldSpan) bool {
 			return false
 		}
 	}
-	for _, v := range vs {
-		if !checked.holds(v) && !ValidFieldValue(v) {
-			return false
-		}
-	}
-	return true
+	return httpguts.ValidHeaderFieldName(k)
 }
 
 // fieldSpan is where a string lies that holds only bytes a field's value
@@ -1148,15 +1192,34 @@ func valueEnd(b []byte, i int, ascii bool) int {
 // ValidFieldValue is httpguts.ValidHeaderFieldValue (no control byte but
 // HTAB), eight bytes at a time: a word with no byte below 0x20 and none
 // equal to 0x7f is valid as a whole; a word with one goes byte by byte
-// from there, where a tab is told from the others.
+// from there, where a tab is told from the others. The bytes after the
+// last whole word are the last eight bytes' word (overlapping the one
+// before), and a value of four to seven bytes is one word of its first
+// and its last four: most values are short, and a byte at a time was
+// most of their cost.
 func ValidFieldValue(v string) bool {
-	i := 0
-	for ; i+8 <= len(v); i += 8 {
-		if x := swar.Word(v[i:]); swar.Below(x, 0x20)|swar.Has(x, 0x7f) != 0 {
-			break
+	n, i := len(v), 0
+	switch {
+	case n >= 8:
+		for ; i+8 <= n; i += 8 {
+			if x := swar.Word(v[i:]); swar.Below(x, 0x20)|swar.Has(x, 0x7f) != 0 {
+				break
+			}
+		}
+		if i == n {
+			return true
+		}
+		if x := swar.Word(v[n-8:]); i > n-8 && swar.Below(x, 0x20)|swar.Has(x, 0x7f) == 0 {
+			return true
+		}
+		i = min(i, n-8)
+	case n >= 4:
+		x := uint64(swar.Word32(v)) | uint64(swar.Word32(v[n-4:]))<<32
+		if swar.Below(x, 0x20)|swar.Has(x, 0x7f) == 0 {
+			return true
 		}
 	}
-	for ; i < len(v); i++ {
+	for ; i < n; i++ {
 		if !validFieldValueByte(v[i]) {
 			return false
 		}

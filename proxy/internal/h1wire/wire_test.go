@@ -527,3 +527,26 @@ func TestReadHeadKeepsAListOnceAsked(t *testing.T) {
 		}
 	}
 }
+
+// A HostMemo changes no head: after any host, any other host (a copy of
+// the same text among them) is written, or declined, as without it.
+func TestHostMemoChangesNoHead(t *testing.T) {
+	hosts := []string{"backend:80", "front.example", "a b", "b%25", "ünicode", "[::1]:8080", "x\x7f", ""}
+	head := func(host string, memo *h1wire.HostMemo) (string, h1wire.Head) {
+		req := &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Host: "backend:80", Path: "/"},
+			Host: host, Header: http.Header{}}
+		b, res := h1wire.AppendRequestHead(nil, req, true, "", h1wire.Beside{}, memo)
+		return string(b), res
+	}
+	for _, first := range hosts {
+		for _, second := range append(hosts, strings.Clone(first)) {
+			var memo h1wire.HostMemo
+			head(first, &memo)
+			got, gres := head(second, &memo)
+			want, wres := head(second, nil)
+			if got != want || gres != wres {
+				t.Errorf("host %q after %q: %q (%v), without the memo %q (%v)", second, first, got, gres, want, wres)
+			}
+		}
+	}
+}

@@ -13,6 +13,13 @@ func Word(s string) uint64 {
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
+// Word32 is s's first four bytes as a little-endian word; s has at least
+// four.
+func Word32(s string) uint32 {
+	_ = s[3]
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
+}
+
 // WordBytes is Word for a byte slice.
 func WordBytes(b []byte) uint64 {
 	_ = b[7]
