@@ -623,7 +623,7 @@ func (p *Proxy) finish(rt *runtime, st *reqState, r *http.Request, start time.Ti
 	p.endTrace(st, r, status)
 	st.waf.Done() // before the access line: its audit line comes first
 	if p.access != nil {
-		p.logAccess(r, st, status, end, dur)
+		p.logAccess(r, st, stats, status, end, dur)
 	}
 	if !st.aborted {
 		st.flushWatched(r)
@@ -970,18 +970,13 @@ func keepTrailers(resp *http.Response) {
 
 // logAccess writes one line per request (its trace_id is the request's
 // X-Tether-Trace-Id: proxy/DESIGN.md, "Forwarded headers and trust"). The
-// line's time is end, the request's (the clock read once for both).
-func (p *Proxy) logAccess(r *http.Request, st *reqState, status int, end time.Time, dur time.Duration) {
-	var routeID, clusterID, destID string
-	aff := "disabled"
-	if st.route != nil {
-		routeID, clusterID = st.route.id, st.cluster.id
-		if st.route.aff != nil {
-			aff = st.dec.Outcome.String()
-		}
-	}
-	if st.dest != nil {
-		destID = st.dest.ID
+// line's time is end, the request's (the clock read once for both). Its
+// route, cluster and destination are the labels of stats, the request's
+// series.
+func (p *Proxy) logAccess(r *http.Request, st *reqState, stats *destStats, status int, end time.Time, dur time.Duration) {
+	aff, affIdx := "disabled", 0
+	if st.route != nil && st.route.aff != nil {
+		aff, affIdx = st.dec.Outcome.String(), 1+int(st.dec.Outcome)
 	}
 	if al := p.fastAccess; al != nil {
 		// The same line slog's JSONHandler writes (15 attributes), encoded
@@ -989,8 +984,8 @@ func (p *Proxy) logAccess(r *http.Request, st *reqState, status int, end time.Ti
 		al.WriteLine(end, accesslog.Line{
 			TraceID: st.client.TraceID, SpanID: spanID(st), Remote: st.client.Host, Method: r.Method,
 			Host: r.Host, Path: r.URL.Path, Status: status, Bytes: st.rw.bytes,
-			DurationMs: float64(dur.Microseconds()) / 1000, Route: routeID, Cluster: clusterID,
-			Destination: destID, Affinity: aff, Aborted: st.aborted,
+			DurationMs: float64(dur.Microseconds()) / 1000, Route: stats.labels[0], Cluster: stats.labels[1],
+			Destination: stats.labels[2], Affinity: aff, Aborted: st.aborted, Target: stats.lines.Get(affIdx, aff),
 		})
 		return
 	}
@@ -1004,9 +999,9 @@ func (p *Proxy) logAccess(r *http.Request, st *reqState, status int, end time.Ti
 		slog.Int("status", status),
 		slog.Int64("bytes", st.rw.bytes),
 		slog.Float64("duration_ms", float64(dur.Microseconds())/1000),
-		slog.String("route", routeID),
-		slog.String("cluster", clusterID),
-		slog.String("destination", destID),
+		slog.String("route", stats.labels[0]),
+		slog.String("cluster", stats.labels[1]),
+		slog.String("destination", stats.labels[2]),
 		slog.String("affinity", aff),
 		slog.Bool("aborted", st.aborted),
 	)
