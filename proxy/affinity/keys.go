@@ -90,6 +90,40 @@ func foldHex(dst []byte, s string, upper bool) bool {
 	return true
 }
 
+// hexKey is the number s spells as a HashCookie key: 16 hex digits of
+// either case (the case foldHex folds away for the other policies); false
+// for anything else.
+func hexKey(s string) (uint64, bool) {
+	if len(s) != hashKeyLen {
+		return 0, false
+	}
+	var k uint64
+	var bad byte
+	for i := 0; i < hashKeyLen; i++ {
+		d := hexValues[s[i]]
+		bad |= d
+		k = k<<4 | uint64(d&15)
+	}
+	return k, bad < 16
+}
+
+// hexValues is a hex digit's value, 0xf0 for a byte that is not one.
+var hexValues = func() (t [256]byte) {
+	for c := range t {
+		switch {
+		case '0' <= c && c <= '9':
+			t[c] = byte(c - '0')
+		case 'a' <= c && c <= 'f':
+			t[c] = byte(c - 'a' + 10)
+		case 'A' <= c && c <= 'F':
+			t[c] = byte(c - 'A' + 10)
+		default:
+			t[c] = 0xf0
+		}
+	}
+	return t
+}()
+
 // cookieValue returns the raw value of the first cookie called name in the
 // request's Cookie headers (first wins, as with net/http's Request.Cookie and
 // ASP.NET's request cookies). It scans the header in place: no allocation.

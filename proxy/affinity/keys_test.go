@@ -216,3 +216,29 @@ func TestKeyFormatsFollowDotNetInvariantCasing(t *testing.T) {
 		})
 	}
 }
+
+// hexKey takes exactly what a HashCookie key's lower-cased lookup did:
+// 16 hex digits of either case, as the number the lower-case form spells.
+func TestHexKeyIsTheFoldedLookup(t *testing.T) {
+	for _, s := range []string{
+		"0123456789abcdef", "0123456789ABCDEF", "fFfFfFfFfFfFfFfF", "0000000000000000",
+		"0123456789abcde", "0123456789abcdef0", "0123456789abcdeg", "0123456789abcde\xff",
+		"g123456789abcdef", "0123456789ab cdef", "0123456789abcd€", "@123456789abcdef", "`123456789abcdef",
+		"/123456789abcdef", ":123456789abcdef", "G123456789abcdef",
+	} {
+		var folded [hashKeyLen]byte
+		want, err := uint64(0), error(nil)
+		ok := foldHex(folded[:], s, false)
+		if ok {
+			var b []byte
+			if b, err = hex.DecodeString(string(folded[:])); err == nil && hex.EncodeToString(b) == string(folded[:]) {
+				want = binary.BigEndian.Uint64(b)
+			} else {
+				ok = false
+			}
+		}
+		if k, got := hexKey(s); got != ok || ok && k != want {
+			t.Errorf("hexKey(%q) = %x, %v; want %x, %v", s, k, got, want, ok)
+		}
+	}
+}

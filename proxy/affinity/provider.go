@@ -89,6 +89,10 @@ type table struct {
 	// hex; ArrCookie: uppercase hex; sealed policies: the key input) to the
 	// destinations it selects, sorted by ID.
 	lookup map[string][]*upstream.Destination
+	// hashed is lookup by the number a HashCookie key spells (hexKey), so
+	// that a request's key is read into a number rather than into a string
+	// to hash and compare.
+	hashed map[uint64][]*upstream.Destination
 	// groups are the distinct key inputs with their members, sorted by
 	// input: the units of deterministic redistribution.
 	groups []group
@@ -230,6 +234,14 @@ func (p *impl) buildTable(c *upstream.Cluster) *table {
 		t.groups[i].members = append(t.groups[i].members, d)
 	}
 	sortGroups(t.groups)
+	if p.policy == hashCookie {
+		t.hashed = make(map[uint64][]*upstream.Destination, len(t.lookup))
+		for lk, ds := range t.lookup {
+			if k, ok := hexKey(lk); ok {
+				t.hashed[k] = ds
+			}
+		}
+	}
 	return t
 }
 
