@@ -990,21 +990,14 @@ func (p *Proxy) logAccess(r *http.Request, st *reqState, stats *destStats, statu
 		return
 	}
 	p.access.LogAttrs(r.Context(), slog.LevelInfo, "request",
-		slog.String("trace_id", st.client.TraceID),
-		slog.String("span_id", spanID(st)),
-		slog.String("remote", st.client.Host),
-		slog.String("method", r.Method),
-		slog.String("host", r.Host),
-		slog.String("path", r.URL.Path),
-		slog.Int("status", status),
-		slog.Int64("bytes", st.rw.bytes),
+		slog.String("trace_id", st.client.TraceID), slog.String("span_id", spanID(st)),
+		slog.String("remote", st.client.Host), slog.String("method", r.Method),
+		slog.String("host", r.Host), slog.String("path", r.URL.Path),
+		slog.Int("status", status), slog.Int64("bytes", st.rw.bytes),
 		slog.Float64("duration_ms", float64(dur.Microseconds())/1000),
-		slog.String("route", stats.labels[0]),
-		slog.String("cluster", stats.labels[1]),
-		slog.String("destination", stats.labels[2]),
-		slog.String("affinity", aff),
-		slog.Bool("aborted", st.aborted),
-	)
+		slog.String("route", stats.labels[0]), slog.String("cluster", stats.labels[1]),
+		slog.String("destination", stats.labels[2]), slog.String("affinity", aff),
+		slog.Bool("aborted", st.aborted))
 }
 
 // spanID is tether's own span id for the request (the parent-id of the

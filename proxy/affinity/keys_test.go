@@ -5,12 +5,16 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf16"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/tether-proxy/tether/proxy/upstream"
 )
 
 // refUTF16LE, refHashCookie and refArrCookie compute the wire formats
@@ -239,6 +243,36 @@ func TestHexKeyIsTheFoldedLookup(t *testing.T) {
 		}
 		if k, got := hexKey(s); got != ok || ok && k != want {
 			t.Errorf("hexKey(%q) = %x, %v; want %x, %v", s, k, got, want, ok)
+		}
+	}
+}
+
+// A HashCookie key routes to its group whether the table compares its
+// keys one by one (a few) or looks them up in a map (more), in either
+// case; another key of the right form is no session's.
+func TestHashCookieKeysRouteFewOrMany(t *testing.T) {
+	for _, n := range []int{1, fewKeys, fewKeys + 1, 40} {
+		var ds []*upstream.Destination
+		for i := range n {
+			ds = append(ds, dest(fmt.Sprintf("d%02d", i)))
+		}
+		ds = append(ds, dest("g1", "AffinityKey", "g"), dest("g2", "AffinityKey", "g"))
+		c := cluster("c", ds...)
+		p := mustNew(t, "c", enabled("HashCookie", "K"), c, nil)
+		for _, d := range ds {
+			v := issueValue(t, p, d)
+			for _, v := range []string{v, strings.ToUpper(v)} {
+				dec := p.Resolve(requestWith(p, v), c, t0, nil)
+				if dec.Outcome != Routed || !slices.Contains(dec.Candidates, d) {
+					t.Fatalf("%d keys: %s's key %q: %v %v", n, d.ID, v, dec.Outcome, ids(dec.Candidates))
+				}
+				if want := map[bool]int{true: 2, false: 1}[d.AffinityKey == "g"]; len(dec.Candidates) != want {
+					t.Fatalf("%d keys: %s's key: candidates %v, want %d", n, d.ID, ids(dec.Candidates), want)
+				}
+			}
+		}
+		if dec := p.Resolve(requestWith(p, "0123456789abcdef"), c, t0, nil); dec.Outcome != FailedOpen {
+			t.Fatalf("%d keys: an unknown key: %v", n, dec.Outcome)
 		}
 	}
 }

@@ -89,7 +89,7 @@ func (p *impl) find(t *table, raw string) ([]*upstream.Destination, envelopeHit)
 		if !ok {
 			return nil, envelopeHit{}
 		}
-		return t.hashed[k], envelopeHit{}
+		return t.hashedLookup(k), envelopeHit{}
 	case arrCookie:
 		var k [arrKeyLen]byte
 		v, _ := unquote(raw)
