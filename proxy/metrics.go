@@ -107,8 +107,7 @@ type destStats struct {
 	duration  atomic.Pointer[prometheus.Observer]
 	codes     atomic.Pointer[[]codeCounter]
 	mu        sync.Mutex
-	// lines: the access line's labels, encoded (accesslog.Targets).
-	lines *accesslog.Targets
+	lines     *accesslog.Targets // the access line's labels, encoded
 }
 
 type codeCounter struct {
@@ -117,8 +116,7 @@ type codeCounter struct {
 }
 
 func (m *metrics) stats(route, cluster, dest string) *destStats {
-	return &destStats{labels: [3]string{route, cluster, dest}, requests: m.requests, durations: m.duration,
-		lines: accesslog.NewTargets(route, cluster, dest)}
+	return &destStats{labels: [3]string{route, cluster, dest}, requests: m.requests, durations: m.duration, lines: accesslog.NewTargets(route, cluster, dest)}
 }
 
 // observe records one request's duration.

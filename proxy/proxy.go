@@ -447,7 +447,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.startTrace(r, st)
 	defer p.finish(rt, st, r, start)
+	p.serve(rt, st, w, r, start)
+}
 
+// serve is ServeHTTP's after the state is set up, apart so that each has
+// few returns times defers: the compiler open-codes their defers.
+func (p *Proxy) serve(rt *runtime, st *reqState, w http.ResponseWriter, r *http.Request, start time.Time) {
 	// The own HTTP/1.1 loop's parser refuses a head with an Upgrade,
 	// HTTP2-Settings or Transfer-Encoding field (h1server's
 	// parseRequestHead), which net/http then reads: the look for them in
@@ -533,14 +538,20 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.fail(st, http.StatusServiceUnavailable, kindNoHealthy)
 		return
 	}
+	var release, stop func()
 	d.Begin()
-	defer d.Done()
+	defer func() { // one defer where three would not be open-coded
+		if stop != nil {
+			stop()
+		}
+		if release != nil {
+			release()
+		}
+		d.Done()
+	}()
 	ctx, release := routetimeout.With(st.stateContext(r), routetimeout.ForRequest(rr.timeout, r, st.rw.grpc))
-	defer release()
 	if cl.clientCfg.client.MaxConnectionsPerServer > 0 {
-		var stop func()
 		ctx, stop = boundSlotWait(ctx, cl.activity)
-		defer stop()
 	}
 	if cl.lean != nil && (p.opts.hooks == nil || !p.opts.hooks.noDirect) && (body == nil || body == http.NoBody) && d.Address.Scheme == "http" && p.direct(cl, st, r, ctx) {
 		return
@@ -970,9 +981,8 @@ func keepTrailers(resp *http.Response) {
 
 // logAccess writes one line per request (its trace_id is the request's
 // X-Tether-Trace-Id: proxy/DESIGN.md, "Forwarded headers and trust"). The
-// line's time is end, the request's (the clock read once for both). Its
-// route, cluster and destination are the labels of stats, the request's
-// series.
+// line's time is end, the request's (the clock read once for both); its
+// route, cluster and destination are the labels of stats, its series.
 func (p *Proxy) logAccess(r *http.Request, st *reqState, stats *destStats, status int, end time.Time, dur time.Duration) {
 	aff, affIdx := "disabled", 0
 	if st.route != nil && st.route.aff != nil {
