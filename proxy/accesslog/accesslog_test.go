@@ -592,7 +592,7 @@ func TestTargetsGet(t *testing.T) {
 			t.Fatalf("affinity %q:\n%s\nslog:\n%s", aff, got, want)
 		}
 	}
-	if ts.Get(1, "routed") != ts.Get(1, "routed") {
+	if first := ts.Get(1, "routed"); ts.Get(1, "routed") != first {
 		t.Error("a Target is made again for the same affinity")
 	}
 	if ts.Get(-1, "x") != nil || ts.Get(8, "x") != nil {
