@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf16"
@@ -275,4 +276,20 @@ func TestHashCookieKeysRouteFewOrMany(t *testing.T) {
 			t.Fatalf("%d keys: an unknown key: %v", n, dec.Outcome)
 		}
 	}
+}
+
+// FuzzHexKey holds hexKey to strconv's reading of 16 hex digits.
+func FuzzHexKey(f *testing.F) {
+	for _, s := range []string{"0123456789abcdef", "FEDCBA9876543210", "0123456789abcdeg", "\x10123456789abcdef",
+		"@`GgAaFf09:/ \xff\x80\x7f", "ffffffffffffffff", "0000000000000000", "0123456789ABCDEF0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := strconv.ParseUint(s, 16, 64)
+		ok := err == nil && len(s) == hashKeyLen
+		k, got := hexKey(s)
+		if got != ok || ok && k != want {
+			t.Fatalf("hexKey(%q) = %x, %v; want %x, %v", s, k, got, want, ok)
+		}
+	})
 }
