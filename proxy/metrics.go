@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tether-proxy/tether/proxy/accesslog"
 	"github.com/tether-proxy/tether/proxy/affinity"
 	"github.com/tether-proxy/tether/proxy/forwarded"
 	"github.com/tether-proxy/tether/proxy/upstream"
@@ -106,6 +107,7 @@ type destStats struct {
 	duration  atomic.Pointer[prometheus.Observer]
 	codes     atomic.Pointer[[]codeCounter]
 	mu        sync.Mutex
+	lines     *accesslog.Targets // the access line's labels, encoded
 }
 
 type codeCounter struct {
@@ -114,7 +116,7 @@ type codeCounter struct {
 }
 
 func (m *metrics) stats(route, cluster, dest string) *destStats {
-	return &destStats{labels: [3]string{route, cluster, dest}, requests: m.requests, durations: m.duration}
+	return &destStats{labels: [3]string{route, cluster, dest}, requests: m.requests, durations: m.duration, lines: accesslog.NewTargets(route, cluster, dest)}
 }
 
 // observe records one request's duration.

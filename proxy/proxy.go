@@ -447,7 +447,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p.startTrace(r, st)
 	defer p.finish(rt, st, r, start)
+	p.serve(rt, st, w, r, start)
+}
 
+// serve is ServeHTTP's after the state is set up, apart so that each has
+// few returns times defers: the compiler open-codes their defers.
+func (p *Proxy) serve(rt *runtime, st *reqState, w http.ResponseWriter, r *http.Request, start time.Time) {
 	// The own HTTP/1.1 loop's parser refuses a head with an Upgrade,
 	// HTTP2-Settings or Transfer-Encoding field (h1server's
 	// parseRequestHead), which net/http then reads: the look for them in
@@ -533,14 +538,20 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.fail(st, http.StatusServiceUnavailable, kindNoHealthy)
 		return
 	}
+	var release, stop func()
 	d.Begin()
-	defer d.Done()
+	defer func() { // one defer where three would not be open-coded
+		if stop != nil {
+			stop()
+		}
+		if release != nil {
+			release()
+		}
+		d.Done()
+	}()
 	ctx, release := routetimeout.With(st.stateContext(r), routetimeout.ForRequest(rr.timeout, r, st.rw.grpc))
-	defer release()
 	if cl.clientCfg.client.MaxConnectionsPerServer > 0 {
-		var stop func()
 		ctx, stop = boundSlotWait(ctx, cl.activity)
-		defer stop()
 	}
 	if cl.lean != nil && (p.opts.hooks == nil || !p.opts.hooks.noDirect) && (body == nil || body == http.NoBody) && d.Address.Scheme == "http" && p.direct(cl, st, r, ctx) {
 		return
@@ -623,7 +634,7 @@ func (p *Proxy) finish(rt *runtime, st *reqState, r *http.Request, start time.Ti
 	p.endTrace(st, r, status)
 	st.waf.Done() // before the access line: its audit line comes first
 	if p.access != nil {
-		p.logAccess(r, st, status, end, dur)
+		p.logAccess(r, st, stats, status, end, dur)
 	}
 	if !st.aborted {
 		st.flushWatched(r)
@@ -970,18 +981,12 @@ func keepTrailers(resp *http.Response) {
 
 // logAccess writes one line per request (its trace_id is the request's
 // X-Tether-Trace-Id: proxy/DESIGN.md, "Forwarded headers and trust"). The
-// line's time is end, the request's (the clock read once for both).
-func (p *Proxy) logAccess(r *http.Request, st *reqState, status int, end time.Time, dur time.Duration) {
-	var routeID, clusterID, destID string
-	aff := "disabled"
-	if st.route != nil {
-		routeID, clusterID = st.route.id, st.cluster.id
-		if st.route.aff != nil {
-			aff = st.dec.Outcome.String()
-		}
-	}
-	if st.dest != nil {
-		destID = st.dest.ID
+// line's time is end, the request's (the clock read once for both); its
+// route, cluster and destination are the labels of stats, its series.
+func (p *Proxy) logAccess(r *http.Request, st *reqState, stats *destStats, status int, end time.Time, dur time.Duration) {
+	aff, affIdx := "disabled", 0
+	if st.route != nil && st.route.aff != nil {
+		aff, affIdx = st.dec.Outcome.String(), 1+int(st.dec.Outcome)
 	}
 	if al := p.fastAccess; al != nil {
 		// The same line slog's JSONHandler writes (15 attributes), encoded
@@ -989,27 +994,20 @@ func (p *Proxy) logAccess(r *http.Request, st *reqState, status int, end time.Ti
 		al.WriteLine(end, accesslog.Line{
 			TraceID: st.client.TraceID, SpanID: spanID(st), Remote: st.client.Host, Method: r.Method,
 			Host: r.Host, Path: r.URL.Path, Status: status, Bytes: st.rw.bytes,
-			DurationMs: float64(dur.Microseconds()) / 1000, Route: routeID, Cluster: clusterID,
-			Destination: destID, Affinity: aff, Aborted: st.aborted,
+			DurationMs: float64(dur.Microseconds()) / 1000, Route: stats.labels[0], Cluster: stats.labels[1],
+			Destination: stats.labels[2], Affinity: aff, Aborted: st.aborted, Target: stats.lines.Get(affIdx, aff),
 		})
 		return
 	}
 	p.access.LogAttrs(r.Context(), slog.LevelInfo, "request",
-		slog.String("trace_id", st.client.TraceID),
-		slog.String("span_id", spanID(st)),
-		slog.String("remote", st.client.Host),
-		slog.String("method", r.Method),
-		slog.String("host", r.Host),
-		slog.String("path", r.URL.Path),
-		slog.Int("status", status),
-		slog.Int64("bytes", st.rw.bytes),
+		slog.String("trace_id", st.client.TraceID), slog.String("span_id", spanID(st)),
+		slog.String("remote", st.client.Host), slog.String("method", r.Method),
+		slog.String("host", r.Host), slog.String("path", r.URL.Path),
+		slog.Int("status", status), slog.Int64("bytes", st.rw.bytes),
 		slog.Float64("duration_ms", float64(dur.Microseconds())/1000),
-		slog.String("route", routeID),
-		slog.String("cluster", clusterID),
-		slog.String("destination", destID),
-		slog.String("affinity", aff),
-		slog.Bool("aborted", st.aborted),
-	)
+		slog.String("route", stats.labels[0]), slog.String("cluster", stats.labels[1]),
+		slog.String("destination", stats.labels[2]), slog.String("affinity", aff),
+		slog.Bool("aborted", st.aborted))
 }
 
 // spanID is tether's own span id for the request (the parent-id of the

@@ -68,6 +68,57 @@ type Line struct {
 	DurationMs                                  float64
 	Route, Cluster, Destination, Affinity       string
 	Aborted                                     bool
+	// Target, when set, is the line's route, cluster, destination and
+	// affinity, encoded once (NewTarget): the four strings above are then
+	// not read.
+	Target *Target
+}
+
+// Target is a line's route, cluster, destination and affinity fields as
+// the line has them, the text between the duration and the aborted flag's
+// value. Those four strings come from the configuration and a handful of
+// outcomes, so the data path encodes each combination once rather than
+// checking and copying them on every line.
+type Target struct{ text, aff string }
+
+// Targets are the Targets of one route, cluster and destination, each
+// affinity value's made on its first use.
+type Targets struct {
+	route, cluster, destination string
+	t                           [8]atomic.Pointer[Target]
+}
+
+// NewTargets is the Targets of route, cluster and destination.
+func NewTargets(route, cluster, destination string) *Targets {
+	return &Targets{route: route, cluster: cluster, destination: destination}
+}
+
+// Get is the Target with affinity aff, kept at i (from 0 to 7: one
+// number an affinity value, for the caller to choose); nil for another i.
+func (ts *Targets) Get(i int, aff string) *Target {
+	if uint(i) >= uint(len(ts.t)) {
+		return nil
+	}
+	if tg := ts.t[i].Load(); tg != nil && tg.aff == aff {
+		return tg
+	}
+	tg := NewTarget(ts.route, ts.cluster, ts.destination, aff)
+	ts.t[i].Store(tg)
+	return tg
+}
+
+// NewTarget encodes the four fields as AppendLine writes them.
+func NewTarget(route, cluster, destination, affinity string) *Target {
+	b := []byte(`,"route":"`)
+	b = appendJSONContent(b, route)
+	b = append(b, `","cluster":"`...)
+	b = appendJSONContent(b, cluster)
+	b = append(b, `","destination":"`...)
+	b = appendJSONContent(b, destination)
+	b = append(b, `","affinity":"`...)
+	b = appendJSONContent(b, affinity)
+	b = append(b, `","aborted":`...)
+	return &Target{text: string(b), aff: affinity}
 }
 
 // AppendLine appends the line exactly as slog.NewJSONHandler(w,
@@ -115,23 +166,30 @@ func appendLine(b []byte, t time.Time, l *Line) []byte {
 	j = putInt(b, j, l.Bytes)
 	j = putConst(b, j, `,"duration_ms":`)
 	b, j = putJSONFloat(b, j, l.DurationMs)
-	j = putConst(b, j, `,"route":"`)
-	j, e = putPlain(b, j, l.Route)
-	esc |= e
-	j = putConst(b, j, `","cluster":"`)
-	j, e = putPlain(b, j, l.Cluster)
-	esc |= e
-	j = putConst(b, j, `","destination"`)
-	j = putConst(b, j, `:"`)
-	j, e = putPlain(b, j, l.Destination)
-	esc |= e
-	j = putConst(b, j, `","affinity":"`)
-	j, e = putPlain(b, j, l.Affinity)
-	esc |= e
-	if esc != 0 {
-		return appendLineEscaping(b[:start], t, l)
+	if tg := l.Target; tg != nil {
+		if esc != 0 {
+			return appendLineEscaping(b[:start], t, l)
+		}
+		j += copy(b[j:], tg.text)
+	} else {
+		j = putConst(b, j, `,"route":"`)
+		j, e = putPlain(b, j, l.Route)
+		esc |= e
+		j = putConst(b, j, `","cluster":"`)
+		j, e = putPlain(b, j, l.Cluster)
+		esc |= e
+		j = putConst(b, j, `","destination"`)
+		j = putConst(b, j, `:"`)
+		j, e = putPlain(b, j, l.Destination)
+		esc |= e
+		j = putConst(b, j, `","affinity":"`)
+		j, e = putPlain(b, j, l.Affinity)
+		esc |= e
+		if esc != 0 {
+			return appendLineEscaping(b[:start], t, l)
+		}
+		j = putConst(b, j, `","aborted":`)
 	}
-	j = putConst(b, j, `","aborted":`)
 	if l.Aborted {
 		j = putConst(b, j, "true}\n")
 	} else {
@@ -162,23 +220,30 @@ func appendLineEscaping(b []byte, t time.Time, l *Line) []byte {
 	b = strconv.AppendInt(b, l.Bytes, 10)
 	b = append(b, `,"duration_ms":`...)
 	b = appendJSONFloat(b, l.DurationMs)
-	b = append(b, `,"route":"`...)
-	b = appendJSONContent(b, l.Route)
-	b = append(b, `","cluster":"`...)
-	b = appendJSONContent(b, l.Cluster)
-	b = append(b, `","destination":"`...)
-	b = appendJSONContent(b, l.Destination)
-	b = append(b, `","affinity":"`...)
-	b = appendJSONContent(b, l.Affinity)
-	b = append(b, `","aborted":`...)
+	if tg := l.Target; tg != nil {
+		b = append(b, tg.text...)
+	} else {
+		b = append(b, `,"route":"`...)
+		b = appendJSONContent(b, l.Route)
+		b = append(b, `","cluster":"`...)
+		b = appendJSONContent(b, l.Cluster)
+		b = append(b, `","destination":"`...)
+		b = appendJSONContent(b, l.Destination)
+		b = append(b, `","affinity":"`...)
+		b = appendJSONContent(b, l.Affinity)
+		b = append(b, `","aborted":`...)
+	}
 	b = strconv.AppendBool(b, l.Aborted)
 	return append(b, "}\n"...)
 }
 
 // lineNeed is the spare room appendLine encodes l in without growing b.
 func lineNeed(l *Line) int {
-	return len(l.TraceID) + len(l.SpanID) + len(l.Remote) + len(l.Method) + len(l.Host) + len(l.Path) +
-		len(l.Route) + len(l.Cluster) + len(l.Destination) + len(l.Affinity) + lineRoom
+	n := len(l.TraceID) + len(l.SpanID) + len(l.Remote) + len(l.Method) + len(l.Host) + len(l.Path) + lineRoom
+	if l.Target != nil {
+		return n + len(l.Target.text)
+	}
+	return n + len(l.Route) + len(l.Cluster) + len(l.Destination) + len(l.Affinity)
 }
 
 // lineRoom is what a line takes beyond its strings' bytes, with room to

@@ -82,15 +82,27 @@ func TestAccessLineMatchesSlog(t *testing.T) {
 				c.mod(&l)
 			}
 			want := slogLine(t, c.at, l)
-			// After what b holds, whatever its spare room.
-			for _, b := range [][]byte{nil, make([]byte, 3, 4), make([]byte, 3, 4096)} {
-				copy(b, "pre")
-				if got := string(AppendLine(b, c.at, l)); got != string(b)+want {
-					t.Fatalf("fast path:\n%s\nslog:\n%s%s", got, b, want)
+			// After what b holds, whatever its spare room; with the
+			// route, cluster, destination and affinity as strings and as
+			// a Target.
+			for _, l := range []Line{l, withTarget(l)} {
+				for _, b := range [][]byte{nil, make([]byte, 3, 4), make([]byte, 3, 4096)} {
+					copy(b, "pre")
+					if got := string(AppendLine(b, c.at, l)); got != string(b)+want {
+						t.Fatalf("fast path (target %v):\n%s\nslog:\n%s%s", l.Target != nil, got, b, want)
+					}
 				}
 			}
 		})
 	}
+}
+
+// withTarget is l with its route, cluster, destination and affinity
+// encoded as a Target, and those strings no longer set.
+func withTarget(l Line) Line {
+	l.Target = NewTarget(l.Route, l.Cluster, l.Destination, l.Affinity)
+	l.Route, l.Cluster, l.Destination, l.Affinity = "", "", "", ""
+	return l
 }
 
 // countingWriter counts the writes it gets.
@@ -473,10 +485,16 @@ func TestWriteLineInAndOutOfTheBatch(t *testing.T) {
 			Host: "example.com", Path: "/" + strings.Repeat("p", 900+i%7), Status: 200, Bytes: int64(i), DurationMs: 0.5,
 			Route: "r", Cluster: "c", Destination: "d", Affinity: "disabled"}
 	}
+	lineOrTarget := func(i int) Line { // every other line with a Target
+		if i%2 == 1 {
+			return withTarget(line(i))
+		}
+		return line(i)
+	}
 	var want strings.Builder
 	n := 0
 	for ; want.Len() < 3*batchSize; n++ {
-		al.WriteLine(at, line(n))
+		al.WriteLine(at, lineOrTarget(n))
 		want.WriteString(slogLine(t, at, line(n)))
 	}
 	if got, writes := w.get(); writes < 2 || got != want.String()[:len(got)] {
@@ -486,7 +504,7 @@ func TestWriteLineInAndOutOfTheBatch(t *testing.T) {
 	if got, _ := w.get(); got != want.String() {
 		t.Fatalf("after Close the writer has %d bytes, want %d (lines lost, reordered or not slog's)", len(got), want.Len())
 	}
-	al.WriteLine(at, line(n)) // after Close: written at once
+	al.WriteLine(at, lineOrTarget(n)) // after Close: written at once
 	want.WriteString(slogLine(t, at, line(n)))
 	if got, _ := w.get(); got != want.String() {
 		t.Fatal("a line after Close was not written at once, or not as slog's")
@@ -549,8 +567,35 @@ func FuzzAppendLineMatchesSlog(f *testing.F) {
 		}
 		l := Line{TraceID: trace, SpanID: trace, Remote: host, Method: path, Host: host, Path: path, Status: status, Bytes: n,
 			DurationMs: dur, Route: trace, Cluster: host, Destination: path, Affinity: trace, Aborted: aborted}
-		if got, want := string(AppendLine(nil, at, l)), slogLine(t, at, l); got != want {
+		want := slogLine(t, at, l)
+		if got := string(AppendLine(nil, at, l)); got != want {
 			t.Fatalf("fast path:\n%s\nslog:\n%s", got, want)
 		}
+		if got := string(AppendLine(nil, at, withTarget(l))); got != want {
+			t.Fatalf("fast path with a Target:\n%s\nslog:\n%s", got, want)
+		}
 	})
+}
+
+// A Targets' Target is NewTarget's for the affinity asked, also when a
+// caller asks one number for two affinity values, and none out of range.
+func TestTargetsGet(t *testing.T) {
+	ts := NewTargets("r\"", "c", "d\xff")
+	at := time.Unix(1, 0)
+	base := Line{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", Route: "r\"", Cluster: "c", Destination: "d\xff"}
+	for _, aff := range []string{"routed", "routed", "no_session", "disabled"} {
+		l := base
+		l.Affinity = aff
+		want := slogLine(t, at, l)
+		l.Route, l.Cluster, l.Destination, l.Affinity, l.Target = "", "", "", "", ts.Get(1, aff)
+		if got := string(AppendLine(nil, at, l)); got != want {
+			t.Fatalf("affinity %q:\n%s\nslog:\n%s", aff, got, want)
+		}
+	}
+	if first := ts.Get(1, "routed"); ts.Get(1, "routed") != first {
+		t.Error("a Target is made again for the same affinity")
+	}
+	if ts.Get(-1, "x") != nil || ts.Get(8, "x") != nil {
+		t.Error("a Target for a number out of range")
+	}
 }

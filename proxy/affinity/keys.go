@@ -3,6 +3,7 @@ package affinity
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"math/bits"
 	"net/http"
 	"sort"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"unicode/utf16"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/tether-proxy/tether/proxy/internal/swar"
 )
 
 const (
@@ -88,6 +91,36 @@ func foldHex(dst []byte, s string, upper bool) bool {
 		dst[i] = c
 	}
 	return true
+}
+
+// hexKey is the number s spells as a HashCookie key: 16 hex digits of
+// either case (the case foldHex folds away for the other policies); false
+// for anything else.
+func hexKey(s string) (uint64, bool) {
+	if len(s) != hashKeyLen {
+		return 0, false
+	}
+	hi, ok1 := hexWord(swar.Word(s[:8]))
+	lo, ok2 := hexWord(swar.Word(s[8:]))
+	return hi<<32 | lo, ok1 && ok2
+}
+
+// hexWord is the number x's eight bytes spell as hex digits (its lowest
+// byte the first digit), and whether each is one, eight at a time: for a
+// byte c below 0x80, c+(0x80-lo) has its top bit set when c >= lo and
+// c+(0x7f-hi) has it clear when c <= hi, no sum carrying into the next
+// byte. A letter's low four bits are 1 to 6, and 9 more make its value.
+func hexWord(x uint64) (uint64, bool) {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	l := x | 0x20*ones
+	digits := (x + (0x80-'0')*ones) &^ (x + (0x7f-'9')*ones)
+	letters := (l + (0x80-'a')*ones) &^ (l + (0x7f-'f')*ones) & highs
+	ok := x&highs == 0 && (digits|letters)&highs == highs
+	v := bits.ReverseBytes64(x&(0x0f*ones) + letters>>7*9) // the first digit highest
+	v = (v | v>>4) & 0x00ff00ff00ff00ff
+	v = (v | v>>8) & 0x0000ffff0000ffff
+	v = (v | v>>16) & 0x00000000ffffffff
+	return v, ok
 }
 
 // cookieValue returns the raw value of the first cookie called name in the

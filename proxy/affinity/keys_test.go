@@ -5,12 +5,17 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf16"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/tether-proxy/tether/proxy/upstream"
 )
 
 // refUTF16LE, refHashCookie and refArrCookie compute the wire formats
@@ -215,4 +220,76 @@ func TestKeyFormatsFollowDotNetInvariantCasing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hexKey takes exactly what a HashCookie key's lower-cased lookup did:
+// 16 hex digits of either case, as the number the lower-case form spells.
+func TestHexKeyIsTheFoldedLookup(t *testing.T) {
+	for _, s := range []string{
+		"0123456789abcdef", "0123456789ABCDEF", "fFfFfFfFfFfFfFfF", "0000000000000000",
+		"0123456789abcde", "0123456789abcdef0", "0123456789abcdeg", "0123456789abcde\xff",
+		"g123456789abcdef", "0123456789ab cdef", "0123456789abcd€", "@123456789abcdef", "`123456789abcdef",
+		"/123456789abcdef", ":123456789abcdef", "G123456789abcdef",
+	} {
+		var folded [hashKeyLen]byte
+		want, err := uint64(0), error(nil)
+		ok := foldHex(folded[:], s, false)
+		if ok {
+			var b []byte
+			if b, err = hex.DecodeString(string(folded[:])); err == nil && hex.EncodeToString(b) == string(folded[:]) {
+				want = binary.BigEndian.Uint64(b)
+			} else {
+				ok = false
+			}
+		}
+		if k, got := hexKey(s); got != ok || ok && k != want {
+			t.Errorf("hexKey(%q) = %x, %v; want %x, %v", s, k, got, want, ok)
+		}
+	}
+}
+
+// A HashCookie key routes to its group whether the table compares its
+// keys one by one (a few) or looks them up in a map (more), in either
+// case; another key of the right form is no session's.
+func TestHashCookieKeysRouteFewOrMany(t *testing.T) {
+	for _, n := range []int{1, fewKeys, fewKeys + 1, 40} {
+		var ds []*upstream.Destination
+		for i := range n {
+			ds = append(ds, dest(fmt.Sprintf("d%02d", i)))
+		}
+		ds = append(ds, dest("g1", "AffinityKey", "g"), dest("g2", "AffinityKey", "g"))
+		c := cluster("c", ds...)
+		p := mustNew(t, "c", enabled("HashCookie", "K"), c, nil)
+		for _, d := range ds {
+			v := issueValue(t, p, d)
+			for _, v := range []string{v, strings.ToUpper(v)} {
+				dec := p.Resolve(requestWith(p, v), c, t0, nil)
+				if dec.Outcome != Routed || !slices.Contains(dec.Candidates, d) {
+					t.Fatalf("%d keys: %s's key %q: %v %v", n, d.ID, v, dec.Outcome, ids(dec.Candidates))
+				}
+				if want := map[bool]int{true: 2, false: 1}[d.AffinityKey == "g"]; len(dec.Candidates) != want {
+					t.Fatalf("%d keys: %s's key: candidates %v, want %d", n, d.ID, ids(dec.Candidates), want)
+				}
+			}
+		}
+		if dec := p.Resolve(requestWith(p, "0123456789abcdef"), c, t0, nil); dec.Outcome != FailedOpen {
+			t.Fatalf("%d keys: an unknown key: %v", n, dec.Outcome)
+		}
+	}
+}
+
+// FuzzHexKey holds hexKey to strconv's reading of 16 hex digits.
+func FuzzHexKey(f *testing.F) {
+	for _, s := range []string{"0123456789abcdef", "FEDCBA9876543210", "0123456789abcdeg", "\x10123456789abcdef",
+		"@`GgAaFf09:/ \xff\x80\x7f", "ffffffffffffffff", "0000000000000000", "0123456789ABCDEF0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := strconv.ParseUint(s, 16, 64)
+		ok := err == nil && len(s) == hashKeyLen
+		k, got := hexKey(s)
+		if got != ok || ok && k != want {
+			t.Fatalf("hexKey(%q) = %x, %v; want %x, %v", s, k, got, want, ok)
+		}
+	})
 }

@@ -89,6 +89,12 @@ type table struct {
 	// hex; ArrCookie: uppercase hex; sealed policies: the key input) to the
 	// destinations it selects, sorted by ID.
 	lookup map[string][]*upstream.Destination
+	// hashed is lookup by the number a HashCookie key spells (hexKey), so
+	// that a request's key is read into a number rather than into a string
+	// to hash and compare; few holds it instead when it has at most
+	// fewKeys keys, compared one by one.
+	hashed map[uint64][]*upstream.Destination
+	few    []hashedKey
 	// groups are the distinct key inputs with their members, sorted by
 	// input: the units of deterministic redistribution.
 	groups []group
@@ -230,7 +236,42 @@ func (p *impl) buildTable(c *upstream.Cluster) *table {
 		t.groups[i].members = append(t.groups[i].members, d)
 	}
 	sortGroups(t.groups)
+	if p.policy == hashCookie {
+		if len(t.lookup) > fewKeys {
+			t.hashed = make(map[uint64][]*upstream.Destination, len(t.lookup))
+		}
+		for lk, ds := range t.lookup {
+			if k, ok := hexKey(lk); ok && t.hashed != nil {
+				t.hashed[k] = ds
+			} else if ok {
+				t.few = append(t.few, hashedKey{k, ds})
+			}
+		}
+	}
 	return t
+}
+
+// hashedKey is a HashCookie key's number and the destinations it selects.
+type hashedKey struct {
+	k       uint64
+	members []*upstream.Destination
+}
+
+// fewKeys is the most keys a table compares one by one (table.few):
+// below a map look-up's cost.
+const fewKeys = 8
+
+// hashedLookup is the destinations HashCookie key k selects.
+func (t *table) hashedLookup(k uint64) []*upstream.Destination {
+	if t.hashed != nil {
+		return t.hashed[k]
+	}
+	for i := range t.few {
+		if t.few[i].k == k {
+			return t.few[i].members
+		}
+	}
+	return nil
 }
 
 // tableFor returns the precomputed table when c is the cluster New was

@@ -84,12 +84,12 @@ func (p *impl) requestValue(r *http.Request) (string, bool) {
 func (p *impl) find(t *table, raw string) ([]*upstream.Destination, envelopeHit) {
 	switch p.policy {
 	case hashCookie:
-		var k [hashKeyLen]byte
 		v, _ := unquote(raw)
-		if !foldHex(k[:], v, false) {
+		k, ok := hexKey(v)
+		if !ok {
 			return nil, envelopeHit{}
 		}
-		return t.lookup[string(k[:])], envelopeHit{}
+		return t.hashedLookup(k), envelopeHit{}
 	case arrCookie:
 		var k [arrKeyLen]byte
 		v, _ := unquote(raw)

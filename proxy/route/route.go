@@ -20,13 +20,18 @@ type Table struct {
 	// other, so one list is all a request needs to walk.
 	byFirst map[string][]*entry
 	other   []*entry // routes whose first segment is not an ASCII literal
+	// hosts: a route matches hosts, so Match reads the request's.
+	hosts bool
 }
 
 // entry is one compiled route.
 type entry struct {
-	route   *config.Route
-	id      string
-	path    *Template
+	route *config.Route
+	id    string
+	path  *Template
+	// anyPath: path matches every request path (a lone catch-all without
+	// constraints), so Match need not walk it.
+	anyPath bool
 	hosts   []hostPattern
 	methods []string
 	headers []headerMatcher
@@ -56,6 +61,7 @@ func NewTable(routes map[string]*config.Route) (*Table, config.Errors) {
 	slices.SortFunc(t.all, compareEntries)
 	t.byFirst = map[string][]*entry{}
 	for _, e := range t.all {
+		t.hosts = t.hosts || len(e.hosts) > 0
 		if k := e.path.firstLiteral(); k != "" {
 			t.byFirst[k] = nil
 		}
@@ -80,9 +86,13 @@ func (t *Table) Match(r *http.Request) *config.Route {
 		return nil
 	}
 	path := requestPath(r)
-	host, port := requestHostPort(r)
+	var host string
+	var port int
+	if t.hosts {
+		host, port = requestHostPort(r)
+	}
 	for _, e := range t.candidates(path) {
-		if e.matchMethod(r.Method) && e.matchHost(host, port) && e.path.Match(path) &&
+		if e.matchMethod(r.Method) && e.matchHost(host, port) && (e.anyPath || e.path.Match(path)) &&
 			e.matchHeaders(r) && e.matchQuery(r.URL.RawQuery) {
 			return e.route
 		}
@@ -92,6 +102,9 @@ func (t *Table) Match(r *http.Request) *config.Route {
 
 // candidates narrows the routes by the request's first path segment.
 func (t *Table) candidates(path string) []*entry {
+	if len(t.byFirst) == 0 {
+		return t.other // every route's, none indexed
+	}
 	seg := strings.TrimPrefix(path, "/")
 	if i := strings.IndexByte(seg, '/'); i >= 0 {
 		seg = seg[:i]
@@ -147,6 +160,8 @@ func compile(id string, r *config.Route) (*entry, config.Errors) {
 	var err error
 	if e.path, err = ParseTemplate(m.Path); err != nil {
 		fail("Path", "invalid route template %q: %v", m.Path, err)
+	} else {
+		e.anyPath = e.path.matchesAll()
 	}
 	for i, h := range m.Hosts {
 		hp, err := parseHost(h)

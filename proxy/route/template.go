@@ -339,6 +339,16 @@ func (t *Template) Match(path string) bool {
 	return !more
 }
 
+// matchesAll: Match is true for every path, as for a lone catch-all
+// without constraints.
+func (t *Template) matchesAll() bool {
+	if len(t.segs) != 1 || len(t.segs[0].parts) != 1 {
+		return false
+	}
+	p := &t.segs[0].parts[0]
+	return p.catchAll && len(p.checks) == 0
+}
+
 // check applies every constraint of the parameter to its value.
 func (p *part) check(v string) bool {
 	for i := range p.checks {

@@ -199,5 +199,41 @@ func FuzzMatch(f *testing.F) {
 		if got := tbl.Match(r); got != want {
 			t.Fatalf("Match(%q) = %v, want %v", path, got, want)
 		}
+		// A template taken to match every path does, and so does a
+		// table of it alone (not indexed, no host read).
+		if tpl.matchesAll() && !tpl.Match(path) {
+			t.Fatalf("%q matchesAll, but not %q", template, path)
+		}
+		alone, errs := NewTable(map[string]*config.Route{"fuzz": {Match: config.RouteMatch{Path: template}}})
+		if errs != nil {
+			t.Fatalf("NewTable: %v", errs)
+		}
+		if got := alone.Match(r) != nil; got != tpl.Match(path) {
+			t.Fatalf("alone: Match(%q) = %v, want %v", path, got, !got)
+		}
 	})
+}
+
+// Lone catch-alls without constraints match every path; anything else is
+// walked.
+func TestMatchesAll(t *testing.T) {
+	for tmpl, want := range map[string]bool{
+		"": true, "{**catch-all}": true, "/{*rest}": true, "/{**rest:required}": false, "/{**p=x}": true,
+		"/{**p:int=5}": false, "/a/{**rest}": false, "/{x}": false, "prefix:/": true, "prefix:/a": false, "/{a}.{**b}": false,
+	} {
+		tpl, err := ParseTemplate(tmpl)
+		if err != nil {
+			continue // not a template this parser takes
+		}
+		if got := tpl.matchesAll(); got != want {
+			t.Errorf("%q: matchesAll %v, want %v", tmpl, got, want)
+		}
+		if tpl.matchesAll() {
+			for _, path := range []string{"/", "", "/a", "/a/", "//", "/a/b/c.d", "/%2F"} {
+				if !tpl.Match(path) {
+					t.Errorf("%q matchesAll, but not %q", tmpl, path)
+				}
+			}
+		}
+	}
 }
