@@ -119,14 +119,17 @@ func coversRequest(req *http.Request) bool {
 // next with RoundTripDirect and d, fused with the writing of its head:
 // one walk of its fields checks them and writes them into d, from where
 // RoundTripDirect sends them. Nothing is sent or changed when it says no.
-// parsed is the string the own HTTP/1.1 loop parsed the client's head
-// from (cancelhook.Parsed), or "": a value of req that lies in it passed
-// the loop's parser, whose rule is stricter, and is not checked again.
+// loop is the client's request's context: when the own HTTP/1.1 loop
+// made it (cancelhook.Loop), a value of req that lies in the head the
+// loop parsed passed the loop's parser, whose rule is stricter, and is
+// not checked again, and the loop's reading of the clock at the
+// request's start is the pool's "now" (nothing waits in between).
 // beside are fields of the request kept out of its map
 // (h1wire.AppendRequestHead): when the head is left to Request.Write,
 // they are put in the map first.
-func (t *Transport) PrepareDirect(req *http.Request, d *Direct, parsed string, beside h1wire.Beside) bool {
+func (t *Transport) PrepareDirect(req *http.Request, d *Direct, loop context.Context, beside h1wire.Beside) bool {
 	d.req = nil
+	parsed, start := cancelhook.Loop(loop)
 	if !coversRequest(req) {
 		return false
 	}
@@ -137,7 +140,7 @@ func (t *Transport) PrepareDirect(req *http.Request, d *Direct, parsed string, b
 		case h1wire.HeadInvalid:
 			return false
 		case h1wire.HeadWritten, h1wire.HeadGzip:
-			d.req, d.head, d.gz = req, b, res == h1wire.HeadGzip
+			d.req, d.head, d.gz, d.start = req, b, res == h1wire.HeadGzip, start
 			return true
 		}
 	}
@@ -145,7 +148,7 @@ func (t *Transport) PrepareDirect(req *http.Request, d *Direct, parsed string, b
 	if !h1wire.ValidFields(req.Header) {
 		return false
 	}
-	d.req, d.head, d.gz = req, d.head[:0], wantGzip(req) // roundTrip writes the head
+	d.req, d.head, d.gz, d.start = req, d.head[:0], wantGzip(req), start // roundTrip writes the head
 	return true
 }
 
@@ -276,6 +279,10 @@ type Direct struct {
 	head  []byte
 	gz    bool
 	trace *httptrace.ClientTrace
+	// start is the loop's clock reading at the request's start
+	// (monotime.Now; 0: none), for the pool's first look only: a retry
+	// comes after a wait.
+	start int64
 	// host is the host of the last head PrepareDirect wrote for d: its
 	// caller's requests mostly go to one destination.
 	host h1wire.HostMemo
@@ -370,7 +377,11 @@ func (t *Transport) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 	for attempt := 0; ; {
 		var lc *leanConn
 		if attempt == 0 {
-			lc = t.get(key)
+			var now int64
+			if pre != nil {
+				now, pre.start = pre.start, 0
+			}
+			lc = t.get(key, now)
 		}
 		if lc == nil {
 			c, err := t.dial(ctx, "tcp", key)
@@ -700,9 +711,9 @@ func (g *leanGzip) Close() error { return g.body.Close() }
 // get takes the most recently used idle connection to key that has not
 // been idle for too long; the write's wait checks that it is intact
 // (awaitFd).
-func (t *Transport) get(key string) *leanConn {
+func (t *Transport) get(key string, now int64) *leanConn {
 	for {
-		lc, fresh := t.pop(key)
+		lc, fresh := t.pop(key, now)
 		if lc == nil {
 			return nil
 		}
@@ -715,8 +726,9 @@ func (t *Transport) get(key string) *leanConn {
 }
 
 // pop removes the newest idle connection to key; fresh is false when it
-// was idle for longer than IdleConnTimeout.
-func (t *Transport) pop(key string) (lc *leanConn, fresh bool) {
+// was idle for longer than IdleConnTimeout at now (monotime.Now; 0: read
+// here).
+func (t *Transport) pop(key string, now int64) (lc *leanConn, fresh bool) {
 	t.mu.Lock()
 	l := t.idle[key]
 	if l == nil || len(l.conns) == 0 {
@@ -728,7 +740,10 @@ func (t *Transport) pop(key string) (lc *leanConn, fresh bool) {
 	l.conns[n] = nil
 	l.conns = l.conns[:n]
 	t.mu.Unlock()
-	return lc, monotime.Now()-lc.idleAt < int64(t.idleFor)
+	if now == 0 {
+		now = monotime.Now()
+	}
+	return lc, now-lc.idleAt < int64(t.idleFor)
 }
 
 // listOf is key's idleList, made at the first connection to key.

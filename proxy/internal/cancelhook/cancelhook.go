@@ -125,6 +125,7 @@ type Ctx struct {
 	afters          []loopAfter
 	nextID          atomic.Uint64 // of afters, added to under mu; > 0: one was ever registered
 	parsed          string        // SetParsed's
+	start           int64         // SetStart's
 }
 
 type loopAfter struct {
@@ -159,6 +160,19 @@ func Parsed(ctx context.Context) string {
 		return c.parsed
 	}
 	return ""
+}
+
+// SetStart records when the loop began the request (monotime.Now),
+// read once there for what needs the time at the request's start.
+func (c *Ctx) SetStart(now int64) { c.start = now }
+
+// Loop is what SetParsed and SetStart recorded on ctx, when ctx is a
+// request's Ctx itself; "" and 0 for any other context.
+func Loop(ctx context.Context) (parsed string, start int64) {
+	if c, ok := ctx.(*Ctx); ok {
+		return c.parsed, c.start
+	}
+	return "", 0
 }
 
 // closedDone is the Done of a Ctx first asked after its cancellation.
