@@ -189,6 +189,10 @@ type leanConn struct {
 	got    int64
 	reused bool
 	idleAt int64 // monotime.Now
+	// nw is conn as a NowWriter, if it is one; now, when not 0, is the
+	// pool's reading of the clock for lc's head's write (flush).
+	nw  NowWriter
+	now int64
 	// raw: the socket's; idle: lc came from the pool and is to be
 	// checked before the write (awaitFd, or intact); peek, peekBuf,
 	// peekOK: the non-blocking peek that checks it.
@@ -257,6 +261,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.fallback.RoundTrip(req)
 	}
 	return t.roundTrip(req, new(leanResp), nil, nil)
+}
+
+// NowWriter is a connection whose writes note the time (an idle
+// deadline's bookkeeping): WriteNow is Write with the caller's reading of
+// the clock (monotime.Now). A pooled connection's head is written with the
+// reading the pool's look took, as nothing waited since.
+type NowWriter interface {
+	WriteNow(p []byte, now int64) (int, error)
 }
 
 // Direct is what a caller's own forwarding path keeps for the requests it
@@ -381,7 +393,9 @@ func (t *Transport) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 			if pre != nil {
 				now, pre.start = pre.start, 0
 			}
-			lc = t.get(key, now)
+			if lc = t.get(key, now); lc != nil {
+				lc.now = now
+			}
 		}
 		if lc == nil {
 			c, err := t.dial(ctx, "tcp", key)
@@ -451,6 +465,7 @@ func (t *Transport) wrap(key string, c net.Conn) *leanConn {
 	lc.closeConn = func() { lc.conn.Close() }
 	lc.br = bufio.NewReaderSize(lc, 4<<10)
 	lc.bw = bufio.NewWriterSize(c, 4<<10)
+	lc.nw, _ = c.(NowWriter)
 	if raw := sockio.RawConnOf(c); raw != nil {
 		lc.raw, lc.peek, lc.await = raw, lc.peekFd, lc.awaitFd
 	}
@@ -809,9 +824,16 @@ func (lc *leanConn) flushAwait() error {
 
 // flush sends the request's head: PrepareDirect's, or what bw holds.
 func (lc *leanConn) flush() error {
+	now := lc.now
+	lc.now = 0
 	if h := lc.head; h != nil {
 		lc.head = nil
-		_, err := lc.conn.Write(h)
+		var err error
+		if now != 0 && lc.nw != nil {
+			_, err = lc.nw.WriteNow(h, now)
+		} else {
+			_, err = lc.conn.Write(h)
+		}
 		return err
 	}
 	return lc.bw.Flush()
