@@ -129,7 +129,11 @@ func coversRequest(req *http.Request) bool {
 // they are put in the map first.
 func (t *Transport) PrepareDirect(req *http.Request, d *Direct, loop context.Context, beside h1wire.Beside) bool {
 	d.req = nil
-	parsed, start := cancelhook.Loop(loop)
+	parsed, at := cancelhook.Loop(loop)
+	var start int64
+	if !at.IsZero() {
+		start = monotime.Of(at)
+	}
 	if !coversRequest(req) {
 		return false
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Hook stands in for the lean transport's context.AfterFunc on requests
@@ -125,7 +126,7 @@ type Ctx struct {
 	afters          []loopAfter
 	nextID          atomic.Uint64 // of afters, added to under mu; > 0: one was ever registered
 	parsed          string        // SetParsed's
-	start           int64         // SetStart's
+	start           time.Time     // SetStart's
 }
 
 type loopAfter struct {
@@ -162,17 +163,17 @@ func Parsed(ctx context.Context) string {
 	return ""
 }
 
-// SetStart records when the loop began the request (monotime.Now),
+// SetStart records when the loop began the request (a time.Now reading),
 // read once there for what needs the time at the request's start.
-func (c *Ctx) SetStart(now int64) { c.start = now }
+func (c *Ctx) SetStart(now time.Time) { c.start = now }
 
 // Loop is what SetParsed and SetStart recorded on ctx, when ctx is a
-// request's Ctx itself; "" and 0 for any other context.
-func Loop(ctx context.Context) (parsed string, start int64) {
+// request's Ctx itself; "" and the zero Time for any other context.
+func Loop(ctx context.Context) (parsed string, start time.Time) {
 	if c, ok := ctx.(*Ctx); ok {
 		return c.parsed, c.start
 	}
-	return "", 0
+	return "", time.Time{}
 }
 
 // closedDone is the Done of a Ctx first asked after its cancellation.
