@@ -11,7 +11,6 @@ import (
 
 	"github.com/tether-proxy/tether/proxy/forwarded"
 	"github.com/tether-proxy/tether/proxy/hygiene"
-	"github.com/tether-proxy/tether/proxy/internal/cancelhook"
 	"github.com/tether-proxy/tether/proxy/internal/h1wire"
 	"golang.org/x/net/http/httpguts"
 )
@@ -145,7 +144,7 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 		out.Header["User-Agent"] = noUserAgent
 	}
 	// The own loop's request: what its parser checked is not checked again.
-	if !cl.lean.PrepareDirect(out, &st.direct, cancelhook.Parsed(r.Context()), st.beside()) {
+	if !cl.lean.PrepareDirect(out, &st.direct, r.Context(), st.beside()) {
 		// The rewrite made it something for http.Transport (a transform's
 		// invalid field, an https destination): ReverseProxy does it all
 		// again from the client's request.

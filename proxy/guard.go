@@ -173,9 +173,16 @@ func (c *idleConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// arm pushes the read deadline to now+idle, at most every idle/8.
-func (c *idleConn) arm() {
-	now := monotime.Now()
+// WriteNow is Write with the caller's clock reading (lean.NowWriter).
+func (c *idleConn) WriteNow(p []byte, now int64) (int, error) {
+	c.armAt(now)
+	return c.Conn.Write(p)
+}
+
+func (c *idleConn) arm() { c.armAt(monotime.Now()) }
+
+// armAt pushes the read deadline to now+idle, at most every idle/8.
+func (c *idleConn) armAt(now int64) {
 	if now-c.armed.Load() > int64(c.idle/8) {
 		c.armed.Store(now)
 		_ = c.Conn.SetReadDeadline(time.Now().Add(c.idle))

@@ -353,6 +353,13 @@ func TestLongResponseAfterUploadIsNotCut(t *testing.T) {
 // sat idle for most of ActivityTimeout and is then reused gets a fresh idle
 // window for the new request's answer.
 func TestPooledConnectionReusedNearItsIdleDeadline(t *testing.T) {
+	t.Run("net/http", func(t *testing.T) { pooledReuseNearIdleDeadline(t, false) })
+	// The own loop's requests write a pooled connection's head with the
+	// clock reading the pool took at the request's start (lean.NowWriter).
+	t.Run("own loop", func(t *testing.T) { pooledReuseNearIdleDeadline(t, true) })
+}
+
+func pooledReuseNearIdleDeadline(t *testing.T, ownLoop bool) {
 	var mu sync.Mutex
 	remotes := map[string]bool{}
 	b := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
@@ -366,11 +373,15 @@ func TestPooledConnectionReusedNearItsIdleDeadline(t *testing.T) {
 	})
 	h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": b.URL},
 		`"HttpRequest": {"ActivityTimeout": "00:00:01"}`, "", "")), nil)
-	if resp, _ := get(t, nil, h.front.URL+"/", nil); resp.StatusCode != 200 {
+	front := h.front.URL
+	if ownLoop {
+		front = "http://" + ownLoopFront(t, h.p)
+	}
+	if resp, _ := get(t, nil, front+"/", nil); resp.StatusCode != 200 {
 		t.Fatal(resp.StatusCode)
 	}
 	time.Sleep(700 * time.Millisecond) // let the pooled connection idle for most of the window
-	if resp, body := get(t, nil, h.front.URL+"/?slow=1", nil); resp.StatusCode != 200 || body != "ok" {
+	if resp, body := get(t, nil, front+"/?slow=1", nil); resp.StatusCode != 200 || body != "ok" {
 		t.Fatalf("reused connection: %d %q", resp.StatusCode, body)
 	}
 	mu.Lock()

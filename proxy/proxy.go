@@ -432,7 +432,10 @@ func (st *reqState) stateContext(r *http.Request) context.Context {
 
 // ServeHTTP proxies one request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := p.now()
+	_, start := cancelhook.Loop(r.Context()) // the own loop's time.Now, just taken
+	if start.IsZero() || p.opts.Now != nil {
+		start = p.now()
+	}
 	rt := p.rt.Load()
 	st := p.states.Get().(*reqState)
 	st.rw.w = w

@@ -206,10 +206,9 @@ func (c *h1Conn) serveRequest(r *http.Request) (keep bool) {
 	// does not start while it holds a byte). A second watch's byte would
 	// take the place of the first, and the next request would lose it.
 	watch := !c.stashed
-	var now int64
-	if watch {
-		now = monotime.Now()
-	}
+	start := time.Now() // the handler's too (cancelhook.Loop)
+	now := monotime.Of(start)
+	ctx.SetStart(start)
 	c.wmu.Lock()
 	c.rctx, c.wstate = ctx, watchOff
 	if watch {

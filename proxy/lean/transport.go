@@ -119,14 +119,21 @@ func coversRequest(req *http.Request) bool {
 // next with RoundTripDirect and d, fused with the writing of its head:
 // one walk of its fields checks them and writes them into d, from where
 // RoundTripDirect sends them. Nothing is sent or changed when it says no.
-// parsed is the string the own HTTP/1.1 loop parsed the client's head
-// from (cancelhook.Parsed), or "": a value of req that lies in it passed
-// the loop's parser, whose rule is stricter, and is not checked again.
+// loop is the client's request's context: when the own HTTP/1.1 loop
+// made it (cancelhook.Loop), a value of req that lies in the head the
+// loop parsed passed the loop's parser, whose rule is stricter, and is
+// not checked again, and the loop's reading of the clock at the
+// request's start is the pool's "now" (nothing waits in between).
 // beside are fields of the request kept out of its map
 // (h1wire.AppendRequestHead): when the head is left to Request.Write,
 // they are put in the map first.
-func (t *Transport) PrepareDirect(req *http.Request, d *Direct, parsed string, beside h1wire.Beside) bool {
+func (t *Transport) PrepareDirect(req *http.Request, d *Direct, loop context.Context, beside h1wire.Beside) bool {
 	d.req = nil
+	parsed, at := cancelhook.Loop(loop)
+	var start int64
+	if !at.IsZero() {
+		start = monotime.Of(at)
+	}
 	if !coversRequest(req) {
 		return false
 	}
@@ -137,7 +144,7 @@ func (t *Transport) PrepareDirect(req *http.Request, d *Direct, parsed string, b
 		case h1wire.HeadInvalid:
 			return false
 		case h1wire.HeadWritten, h1wire.HeadGzip:
-			d.req, d.head, d.gz = req, b, res == h1wire.HeadGzip
+			d.req, d.head, d.gz, d.start = req, b, res == h1wire.HeadGzip, start
 			return true
 		}
 	}
@@ -145,7 +152,7 @@ func (t *Transport) PrepareDirect(req *http.Request, d *Direct, parsed string, b
 	if !h1wire.ValidFields(req.Header) {
 		return false
 	}
-	d.req, d.head, d.gz = req, d.head[:0], wantGzip(req) // roundTrip writes the head
+	d.req, d.head, d.gz, d.start = req, d.head[:0], wantGzip(req), start // roundTrip writes the head
 	return true
 }
 
@@ -186,6 +193,10 @@ type leanConn struct {
 	got    int64
 	reused bool
 	idleAt int64 // monotime.Now
+	// nw is conn as a NowWriter, if it is one; now, when not 0, is the
+	// pool's reading of the clock for lc's head's write (flush).
+	nw  NowWriter
+	now int64
 	// raw: the socket's; idle: lc came from the pool and is to be
 	// checked before the write (awaitFd, or intact); peek, peekBuf,
 	// peekOK: the non-blocking peek that checks it.
@@ -256,6 +267,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.roundTrip(req, new(leanResp), nil, nil)
 }
 
+// NowWriter is a connection whose writes note the time (an idle
+// deadline's bookkeeping): WriteNow is Write with the caller's reading of
+// the clock (monotime.Now). A pooled connection's head is written with the
+// reading the pool's look took, as nothing waited since.
+type NowWriter interface {
+	WriteNow(p []byte, now int64) (int, error)
+}
+
 // Direct is what a caller's own forwarding path keeps for the requests it
 // sends with RoundTripDirect, one after another: where a response's parts
 // live (reused once the caller is done with the response, so a response
@@ -276,6 +295,10 @@ type Direct struct {
 	head  []byte
 	gz    bool
 	trace *httptrace.ClientTrace
+	// start is the loop's clock reading at the request's start
+	// (monotime.Now; 0: none), for the pool's first look only: a retry
+	// comes after a wait.
+	start int64
 	// host is the host of the last head PrepareDirect wrote for d: its
 	// caller's requests mostly go to one destination.
 	host h1wire.HostMemo
@@ -370,7 +393,13 @@ func (t *Transport) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 	for attempt := 0; ; {
 		var lc *leanConn
 		if attempt == 0 {
-			lc = t.get(key)
+			var now int64
+			if pre != nil {
+				now, pre.start = pre.start, 0
+			}
+			if lc = t.get(key, now); lc != nil {
+				lc.now = now
+			}
 		}
 		if lc == nil {
 			c, err := t.dial(ctx, "tcp", key)
@@ -440,6 +469,7 @@ func (t *Transport) wrap(key string, c net.Conn) *leanConn {
 	lc.closeConn = func() { lc.conn.Close() }
 	lc.br = bufio.NewReaderSize(lc, 4<<10)
 	lc.bw = bufio.NewWriterSize(c, 4<<10)
+	lc.nw, _ = c.(NowWriter)
 	if raw := sockio.RawConnOf(c); raw != nil {
 		lc.raw, lc.peek, lc.await = raw, lc.peekFd, lc.awaitFd
 	}
@@ -700,9 +730,9 @@ func (g *leanGzip) Close() error { return g.body.Close() }
 // get takes the most recently used idle connection to key that has not
 // been idle for too long; the write's wait checks that it is intact
 // (awaitFd).
-func (t *Transport) get(key string) *leanConn {
+func (t *Transport) get(key string, now int64) *leanConn {
 	for {
-		lc, fresh := t.pop(key)
+		lc, fresh := t.pop(key, now)
 		if lc == nil {
 			return nil
 		}
@@ -715,8 +745,9 @@ func (t *Transport) get(key string) *leanConn {
 }
 
 // pop removes the newest idle connection to key; fresh is false when it
-// was idle for longer than IdleConnTimeout.
-func (t *Transport) pop(key string) (lc *leanConn, fresh bool) {
+// was idle for longer than IdleConnTimeout at now (monotime.Now; 0: read
+// here).
+func (t *Transport) pop(key string, now int64) (lc *leanConn, fresh bool) {
 	t.mu.Lock()
 	l := t.idle[key]
 	if l == nil || len(l.conns) == 0 {
@@ -728,7 +759,10 @@ func (t *Transport) pop(key string) (lc *leanConn, fresh bool) {
 	l.conns[n] = nil
 	l.conns = l.conns[:n]
 	t.mu.Unlock()
-	return lc, monotime.Now()-lc.idleAt < int64(t.idleFor)
+	if now == 0 {
+		now = monotime.Now()
+	}
+	return lc, now-lc.idleAt < int64(t.idleFor)
 }
 
 // listOf is key's idleList, made at the first connection to key.
@@ -794,9 +828,16 @@ func (lc *leanConn) flushAwait() error {
 
 // flush sends the request's head: PrepareDirect's, or what bw holds.
 func (lc *leanConn) flush() error {
+	now := lc.now
+	lc.now = 0
 	if h := lc.head; h != nil {
 		lc.head = nil
-		_, err := lc.conn.Write(h)
+		var err error
+		if now != 0 && lc.nw != nil {
+			_, err = lc.nw.WriteNow(h, now)
+		} else {
+			_, err = lc.conn.Write(h)
+		}
 		return err
 	}
 	return lc.bw.Flush()

@@ -76,7 +76,7 @@ func doVia(t *testing.T, lt *Transport, direct bool, method, url string) (*http.
 		t.Fatal(err)
 	}
 	d := new(Direct)
-	if !lt.PrepareDirect(req, d, "", h1wire.Beside{}) || len(d.head) == 0 {
+	if !lt.PrepareDirect(req, d, context.TODO(), h1wire.Beside{}) || len(d.head) == 0 {
 		t.Fatal("PrepareDirect did not write the head")
 	}
 	resp, err := lt.RoundTripDirect(req, d)
@@ -517,7 +517,7 @@ func TestLeanCoversOnlyWhatItCan(t *testing.T) {
 			t.Errorf("%s: covers = %v, want %v", c.name, got, c.want)
 		}
 		var d Direct
-		if got := lt.PrepareDirect(r, &d, "", h1wire.Beside{}); got != c.want {
+		if got := lt.PrepareDirect(r, &d, context.TODO(), h1wire.Beside{}); got != c.want {
 			t.Errorf("%s: PrepareDirect = %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -680,7 +680,7 @@ func TestPrepareDirectWritesTheLeanHead(t *testing.T) {
 			}
 			r := mk()
 			var d Direct
-			if !lt.PrepareDirect(r, &d, "", h1wire.Beside{}) || d.req != r {
+			if !lt.PrepareDirect(r, &d, context.TODO(), h1wire.Beside{}) || d.req != r {
 				t.Fatal("not taken")
 			}
 			if d.gz != c.gz {
@@ -715,13 +715,13 @@ func TestPrepareDirectWritesTheLeanHead(t *testing.T) {
 	r, _ := http.NewRequest("GET", "http://10.0.0.1:8080/x", nil)
 	r.Header["Accept"] = []string{"*/*"}
 	var d Direct
-	if !lt.PrepareDirect(r, &d, "", beside) || len(r.Header) != 1 {
+	if !lt.PrepareDirect(r, &d, context.TODO(), beside) || len(r.Header) != 1 {
 		t.Fatalf("fields beside: not taken, or the map changed: %v", r.Header)
 	}
 	with := r.Clone(r.Context())
 	beside.Map(with.Header)
 	var wd Direct
-	if !lt.PrepareDirect(with, &wd, "", h1wire.Beside{}) {
+	if !lt.PrepareDirect(with, &wd, context.TODO(), h1wire.Beside{}) {
 		t.Fatal("fields beside, in the map: not taken")
 	}
 	if d.gz || wd.gz {
@@ -734,7 +734,7 @@ func TestPrepareDirectWritesTheLeanHead(t *testing.T) {
 		{Own: []h1wire.Field{{Name: "X-Forwarded-Host", Values: []string{"a\x00b"}}}},
 		{Fields: []h1wire.Field{{Name: "Bad Name", Values: []string{"x"}}}},
 	} {
-		if lt.PrepareDirect(r, &d, "", bad) {
+		if lt.PrepareDirect(r, &d, context.TODO(), bad) {
 			t.Fatalf("fields beside: %v taken", bad)
 		}
 	}
@@ -742,7 +742,7 @@ func TestPrepareDirectWritesTheLeanHead(t *testing.T) {
 	// for Request.Write to write, and the own fields in the map.
 	r, _ = http.NewRequest("GET", "http://10.0.0.1:8080/x", nil)
 	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{WroteHeaders: func() {}}))
-	if !lt.PrepareDirect(r, &d, "", h1wire.Beside{Own: beside.Own}) || len(d.head) != 0 || !d.gz {
+	if !lt.PrepareDirect(r, &d, context.TODO(), h1wire.Beside{Own: beside.Own}) || len(d.head) != 0 || !d.gz {
 		t.Fatalf("traced: head %q, gzip %v", d.head, d.gz)
 	}
 	for _, f := range beside.Own {
@@ -751,7 +751,7 @@ func TestPrepareDirectWritesTheLeanHead(t *testing.T) {
 		}
 	}
 	r.Header["Bad Name"] = []string{"x"}
-	if lt.PrepareDirect(r, &d, "", h1wire.Beside{}) {
+	if lt.PrepareDirect(r, &d, context.TODO(), h1wire.Beside{}) {
 		t.Fatal("traced: an invalid name taken")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Hook stands in for the lean transport's context.AfterFunc on requests
@@ -125,6 +126,7 @@ type Ctx struct {
 	afters          []loopAfter
 	nextID          atomic.Uint64 // of afters, added to under mu; > 0: one was ever registered
 	parsed          string        // SetParsed's
+	start           time.Time     // SetStart's
 }
 
 type loopAfter struct {
@@ -159,6 +161,19 @@ func Parsed(ctx context.Context) string {
 		return c.parsed
 	}
 	return ""
+}
+
+// SetStart records when the loop began the request (a time.Now reading),
+// read once there for what needs the time at the request's start.
+func (c *Ctx) SetStart(now time.Time) { c.start = now }
+
+// Loop is what SetParsed and SetStart recorded on ctx, when ctx is a
+// request's Ctx itself; "" and the zero Time for any other context.
+func Loop(ctx context.Context) (parsed string, start time.Time) {
+	if c, ok := ctx.(*Ctx); ok {
+		return c.parsed, c.start
+	}
+	return "", time.Time{}
 }
 
 // closedDone is the Done of a Ctx first asked after its cancellation.

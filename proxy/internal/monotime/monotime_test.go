@@ -31,3 +31,16 @@ func TestNowContract(t *testing.T) {
 		t.Fatalf("Now advanced %v while time.Since says %v", time.Duration(got), time.Duration(want))
 	}
 }
+
+// Of a time.Now reading is Now at that reading: the two are one clock, so
+// that one reading can serve a deadline and a time of day.
+func TestOfIsNow(t *testing.T) {
+	for range 1000 {
+		a := Now()
+		tm := time.Now()
+		b := Now()
+		if o := Of(tm); o < a || o > b {
+			t.Fatalf("Of(time.Now()) = %d, not between the Now before (%d) and after (%d)", o, a, b)
+		}
+	}
+}
