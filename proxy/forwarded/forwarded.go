@@ -81,13 +81,32 @@ func (ts *Trust) Trusts(host string) bool {
 	return err == nil && ts.contains(ip)
 }
 
-// HostOf is the host part of r.RemoteAddr.
+// HostOf is the host part of r.RemoteAddr: net.SplitHostPort's host,
+// or remoteAddr itself when that fails. It runs once per request, so
+// the common forms take one scan: without a bracket, one colon splits
+// host and port, and none or more than one is SplitHostPort's error. A
+// bracketed address is SplitHostPort's to judge.
 func HostOf(remoteAddr string) string {
-	host, _, err := net.SplitHostPort(remoteAddr)
-	if err != nil {
+	colon, colons := 0, 0
+	for i := 0; i < len(remoteAddr); i++ {
+		// ':' is 0x3a, '[' 0x5b, ']' 0x5d: digits and dots are below.
+		if c := remoteAddr[i]; c-':' <= ']'-':' {
+			switch c {
+			case ':':
+				colon, colons = i, colons+1
+			case '[', ']':
+				host, _, err := net.SplitHostPort(remoteAddr)
+				if err != nil {
+					return remoteAddr
+				}
+				return host
+			}
+		}
+	}
+	if colons != 1 {
 		return remoteAddr
 	}
-	return host
+	return remoteAddr[:colon]
 }
 
 // NewTraceID returns 32 lowercase hex characters. Trace ids need to be
