@@ -82,31 +82,35 @@ func (ts *Trust) Trusts(host string) bool {
 }
 
 // HostOf is the host part of r.RemoteAddr: net.SplitHostPort's host,
-// or remoteAddr itself when that fails. It runs once per request, so
-// the common forms take one scan: without a bracket, one colon splits
-// host and port, and none or more than one is SplitHostPort's error. A
-// bracketed address is SplitHostPort's to judge.
+// or remoteAddr itself when that fails. It runs once per request, so the
+// common forms take one scan for the bytes that decide, ':', '[' and
+// ']' (0x3a, 0x5b, 0x5d: digits and dots are below, lower case letters
+// above): none is SplitHostPort's missing port, one colon alone splits
+// host and port. Anything else (a bracketed address, an upper case
+// letter) is SplitHostPort's to judge.
 func HostOf(remoteAddr string) string {
-	colon, colons := 0, 0
-	for i := 0; i < len(remoteAddr); i++ {
-		// ':' is 0x3a, '[' 0x5b, ']' 0x5d: digits and dots are below.
-		if c := remoteAddr[i]; c-':' <= ']'-':' {
-			switch c {
-			case ':':
-				colon, colons = i, colons+1
-			case '[', ']':
-				host, _, err := net.SplitHostPort(remoteAddr)
-				if err != nil {
-					return remoteAddr
-				}
-				return host
-			}
+	s := remoteAddr
+	i := 0
+	for i < len(s) && s[i]-':' > ']'-':' {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	if s[i] == ':' {
+		j := i + 1
+		for j < len(s) && s[j]-':' > ']'-':' {
+			j++
+		}
+		if j == len(s) {
+			return s[:i]
 		}
 	}
-	if colons != 1 {
-		return remoteAddr
+	host, _, err := net.SplitHostPort(s)
+	if err != nil {
+		return s
 	}
-	return remoteAddr[:colon]
+	return host
 }
 
 // NewTraceID returns 32 lowercase hex characters. Trace ids need to be
