@@ -158,7 +158,13 @@ func (p *Proxy) direct(cl *clusterRT, st *reqState, r *http.Request, ctx context
 	}
 	rw := &st.rw
 	st.direct.ListFields = true
-	res, err := cl.rp.Transport.RoundTrip(out)
+	var res *http.Response
+	var err error
+	if rt, ok := cl.rp.Transport.(*retryTransport); ok {
+		res, err = rt.roundTrip(out, st)
+	} else {
+		res, err = cl.rp.Transport.RoundTrip(out) // a test's
+	}
 	if err != nil {
 		p.errorHandler(rw, out, err)
 		return true

@@ -70,7 +70,12 @@ type keepOpen struct{ io.ReadCloser }
 func (keepOpen) Close() error { return nil }
 
 func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	st := stateFrom(req.Context())
+	return t.roundTrip(req, stateFrom(req.Context()))
+}
+
+// roundTrip is RoundTrip with req's state, nil when it has none: the
+// direct path, which holds it, spares the context's look-up.
+func (t *retryTransport) roundTrip(req *http.Request, st *reqState) (*http.Response, error) {
 	body := req.Body
 	if st != nil && body != nil && body != http.NoBody {
 		// ReverseProxy's deferred Close already holds the real body.

@@ -81,11 +81,34 @@ func (ts *Trust) Trusts(host string) bool {
 	return err == nil && ts.contains(ip)
 }
 
-// HostOf is the host part of r.RemoteAddr.
+// HostOf is the host part of r.RemoteAddr: net.SplitHostPort's host,
+// or remoteAddr itself when that fails. It runs once per request, so the
+// common forms take one scan for the bytes that decide, ':', '[' and
+// ']' (0x3a, 0x5b, 0x5d: digits and dots are below, lower case letters
+// above): none is SplitHostPort's missing port, one colon alone splits
+// host and port. Anything else (a bracketed address, an upper case
+// letter) is SplitHostPort's to judge.
 func HostOf(remoteAddr string) string {
-	host, _, err := net.SplitHostPort(remoteAddr)
+	s := remoteAddr
+	i := 0
+	for i < len(s) && s[i]-':' > ']'-':' {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	if s[i] == ':' {
+		j := i + 1
+		for j < len(s) && s[j]-':' > ']'-':' {
+			j++
+		}
+		if j == len(s) {
+			return s[:i]
+		}
+	}
+	host, _, err := net.SplitHostPort(s)
 	if err != nil {
-		return remoteAddr
+		return s
 	}
 	return host
 }

@@ -1,6 +1,7 @@
 package forwarded
 
 import (
+	"net"
 	"net/http/httptest"
 	"net/netip"
 	"strconv"
@@ -96,6 +97,40 @@ func FuzzClientPort(f *testing.F) {
 		req.Host = host
 		if p := clientPort(req, "http"); p == "" {
 			t.Fatalf("empty port for %q", host)
+		}
+	})
+}
+
+// hostOfSplit is what HostOf returns, by net.SplitHostPort.
+func hostOfSplit(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return host
+}
+
+func TestHostOfAsSplitHostPort(t *testing.T) {
+	for _, addr := range []string{
+		"127.0.0.1:54321", "10.0.0.1:", ":80", ":", "", "example.com:8080",
+		"127.0.0.1", "::1", "a:b:c", "1.2.3.4:5:6",
+		"[::1]:443", "[fe80::1%eth0]:80", "[::1]", "[::1]:", "[]:80", "[::1]x:80",
+		"[::1]:80:90", "[[::1]:80", "[::1]]:80", "[::1:80", "::1]:80", "a[b:80",
+		"a]b:80", "[", "]", "[:", ":]", "@", "/tmp/sock", "pipe",
+	} {
+		if got, want := HostOf(addr), hostOfSplit(addr); got != want {
+			t.Errorf("HostOf(%q) = %q, SplitHostPort gives %q", addr, got, want)
+		}
+	}
+}
+
+func FuzzHostOf(f *testing.F) {
+	for _, s := range []string{"127.0.0.1:54321", "[::1]:443", "::1", "a:b", "[::1]]:80", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, addr string) {
+		if got, want := HostOf(addr), hostOfSplit(addr); got != want {
+			t.Fatalf("HostOf(%q) = %q, SplitHostPort gives %q", addr, got, want)
 		}
 	})
 }

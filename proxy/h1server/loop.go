@@ -107,7 +107,7 @@ func (c *h1Conn) step(st *h1Loop) int {
 		}
 	}
 	c.deadline = false
-	head, status := c.readHead(st.first)
+	head, fields, status := c.readHead(st.first)
 	st.first = false
 	switch status {
 	case headGone:
@@ -119,6 +119,7 @@ func (c *h1Conn) step(st *h1Loop) int {
 		return stepWait
 	}
 	rq := c.request()
+	rq.scratch.fieldLines = fields
 	if !parseRequestHeadInto(head, &rq.req, &rq.scratch) {
 		st.handedOff = c.handOff()
 		return stepDone
@@ -151,32 +152,32 @@ const (
 )
 
 // readHead waits for a whole request head in the buffer and returns it,
-// unconsumed.
-func (c *h1Conn) readHead(first bool) ([]byte, int) {
+// unconsumed, with its field lines (h1wire.HeadLines).
+func (c *h1Conn) readHead(first bool) ([]byte, int, int) {
 	want := 1
 	for {
 		buf, err := c.br.Peek(want)
 		if len(buf) > 0 {
 			buf, _ = c.br.Peek(c.br.Buffered())
-			if i := h1wire.HeadEnd(buf); i >= 0 {
-				return buf[:i], headOK
+			if i, n := h1wire.HeadLines(buf); i >= 0 {
+				return buf[:i], n, headOK
 			}
 			if first && len(buf) >= 3 && string(buf[:3]) != "GET" {
-				return nil, headOther // not even a GET (an h2c preface, say)
+				return nil, 0, headOther // not even a GET (an h2c preface, say)
 			}
 		}
 		if err != nil {
 			if err == sockio.ErrNotYet && c.br.Buffered() == 0 {
-				return nil, headNone
+				return nil, 0, headNone
 			}
 			var ne net.Error
 			if c.br.Buffered() == 0 || errors.As(err, &ne) && ne.Timeout() {
-				return nil, headGone // as net/http: closed or timed out, no answer
+				return nil, 0, headGone // as net/http: closed or timed out, no answer
 			}
-			return nil, headOther // a head cut short: net/http answers it
+			return nil, 0, headOther // a head cut short: net/http answers it
 		}
 		if c.br.Buffered() >= c.br.Size() {
-			return nil, headOther // larger than the buffer
+			return nil, 0, headOther // larger than the buffer
 		}
 		if want == 1 && c.s.headers > 0 {
 			// A head in pieces: from its first byte it has the header

@@ -35,11 +35,18 @@ type headScratch struct {
 	// head after head, and one of the same text is not held to the host
 	// rule again.
 	host string
+	// fieldLines is the next head's h1wire.FieldLines as the loop's scan
+	// for its end counted them (h1wire.HeadLines), 0 when not counted.
+	fieldLines int
 }
 
 // parseRequestHeadInto is parseRequestHead with s's containers, when s is
 // not nil.
 func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
+	n := 0
+	if s != nil {
+		n, s.fieldLines = s.fieldLines, 0 // this head's alone
+	}
 	if !bytes.HasSuffix(head, h1wire.CRLFCRLF) {
 		return false // a head ended by a bare LF (headEnd allows it)
 	}
@@ -62,7 +69,9 @@ func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
 		}
 	}
 	all := head[eol+1:]
-	n := h1wire.FieldLines(all)
+	if n == 0 {
+		n = h1wire.FieldLines(all)
+	}
 	if n <= 0 {
 		return false // no Host
 	}

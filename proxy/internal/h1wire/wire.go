@@ -595,7 +595,7 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 	if req.Method == http.MethodHead {
 		return nil, nil
 	}
-	head := PeekHead(br)
+	head, n := peekHead(br)
 	if head == nil {
 		return nil, nil
 	}
@@ -619,7 +619,6 @@ func ReadHead(br *bufio.Reader, req *http.Request, s *Fields, into *Resp) (*Resp
 		return nil, nil
 	}
 	all := head[eol+1:]
-	n := FieldLines(all)
 	if s == nil {
 		s = new(Fields)
 	}
@@ -798,20 +797,26 @@ var lf = []byte{'\n'}
 // failure is not lost: the connection's reader keeps returning it, so
 // http.ReadResponse, reading the same bytes, reports it as it would have.
 func PeekHead(br *bufio.Reader) []byte {
+	head, _ := peekHead(br)
+	return head
+}
+
+// peekHead is PeekHead and the head's FieldLines, from the same scan.
+func peekHead(br *bufio.Reader) ([]byte, int) {
 	want := 1
 	for {
 		buf, err := br.Peek(want)
 		if len(buf) > 0 {
 			buf, _ = br.Peek(br.Buffered())
-			if i := HeadEnd(buf); i >= 0 {
+			if i, n := HeadLines(buf); i >= 0 {
 				if i < 4 || string(buf[i-4:i]) != "\r\n\r\n" {
-					return nil // a bare LF ends the head: http.ReadResponse reads it
+					return nil, 0 // a bare LF ends the head: http.ReadResponse reads it
 				}
-				return buf[:i]
+				return buf[:i], n
 			}
 		}
 		if err != nil || br.Buffered() >= br.Size() {
-			return nil
+			return nil, 0
 		}
 		want = br.Buffered() + 1 // wait for more
 	}
@@ -825,16 +830,25 @@ var CRLFCRLF = []byte("\r\n\r\n")
 // CRLFCRLF alone waited for a head a backend had already ended with bare
 // LFs, until the activity timeout.
 func HeadEnd(buf []byte) int {
-	start := 0
+	end, _ := HeadLines(buf)
+	return end
+}
+
+// HeadLines is HeadEnd and the head's FieldLines (of what follows its
+// start line), counted in the same scan: the line ends it passes are
+// the ones FieldLines would count again with bytes.Count.
+func HeadLines(buf []byte) (end, fields int) {
+	start, lines := 0, 0
 	for {
 		i := bytes.IndexByte(buf[start:], '\n')
 		if i < 0 {
-			return -1
+			return -1, 0
 		}
 		if i == 0 || i == 1 && buf[start] == '\r' {
-			return start + i + 1
+			return start + i + 1, lines - 1
 		}
 		start += i + 1
+		lines++
 	}
 }
 

@@ -550,3 +550,35 @@ func TestHostMemoChangesNoHead(t *testing.T) {
 		}
 	}
 }
+
+// checkHeadLines holds HeadLines to HeadEnd and FieldLines of what follows
+// the head's start line, the two scans it stands for.
+func checkHeadLines(t *testing.T, b []byte) {
+	end, fields := h1wire.HeadLines(b)
+	if want := h1wire.HeadEnd(b); end != want {
+		t.Fatalf("HeadLines(%q) ends at %d, HeadEnd at %d", b, end, want)
+	}
+	if end < 0 {
+		return
+	}
+	head := b[:end]
+	if want := h1wire.FieldLines(head[bytes.IndexByte(head, '\n')+1:]); fields != want {
+		t.Fatalf("HeadLines(%q) counts %d field lines, FieldLines %d", b, fields, want)
+	}
+}
+
+func TestHeadLines(t *testing.T) {
+	for _, s := range []string{
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\n", "GET / HTTP/1.1\r\nHost: a\r\nB: c\r\n\r\nGET", "\r\n", "\n",
+		"GET / HTTP/1.1\r\n\r\n", "GET / HTTP/1.1\nHost: a\n\n", "GET / HTTP/1.1\r\nHost: a\r\n", "",
+		"HTTP/1.1 200 OK\r\nA: 1\nB: 2\r\n\r\n",
+	} {
+		checkHeadLines(t, []byte(s))
+	}
+}
+
+func FuzzHeadLines(f *testing.F) {
+	f.Add([]byte("GET / HTTP/1.1\r\nHost: a\r\nB: c\r\n\r\n"))
+	f.Add([]byte("HTTP/1.1 200 OK\nA: 1\r\n\n"))
+	f.Fuzz(checkHeadLines)
+}
