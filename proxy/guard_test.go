@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -452,5 +453,59 @@ func TestFullDuplexStreamWithPausedUploadIsNotCut(t *testing.T) {
 	body, err := io.ReadAll(resp.Body)
 	if err != nil || strings.Count(string(body), "tick") != 14 {
 		t.Fatalf("full-duplex stream cut: %d ticks, err %v", strings.Count(string(body), "tick"), err)
+	}
+}
+
+// TestSilentBackendCutAfterOneActivityTimeout: a backend that takes the
+// request and never answers is cut after ActivityTimeout (504), on a new
+// connection and on a pooled one, through both HTTP/1.1 servers: the wait
+// for the answer and the read that reports its end share one idle window.
+func TestSilentBackendCutAfterOneActivityTimeout(t *testing.T) {
+	const idle = 400 * time.Millisecond
+	// "/?a;b" is a query ReverseProxy would re-encode: it goes through
+	// ReverseProxy and net/http's Transport instead of the direct path.
+	for _, path := range []string{"/", "/?a;b"} {
+		for _, ownLoop := range []bool{false, true} {
+			for _, pooled := range []bool{false, true} {
+				t.Run(fmt.Sprintf("path=%s,ownLoop=%v,pooled=%v", path, ownLoop, pooled), func(t *testing.T) {
+					var conns atomic.Int32
+					be := testutil.NewRawServer(t, func(i int, conn net.Conn, br *bufio.Reader) {
+						conns.Add(1)
+						if pooled && i == 0 && !testutil.Answer(br, conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") {
+							return
+						}
+						_, _ = http.ReadRequest(br)
+						_, _ = io.Copy(io.Discard, br) // silent until the proxy closes
+					})
+					h := newHarness(t, mustParse(t, simpleConfig(map[string]string{"d1": be.URL()},
+						`"HttpRequest": {"ActivityTimeout": "00:00:00.4"}`, "", "")), nil)
+					front := h.front.URL
+					if ownLoop {
+						front = "http://" + ownLoopFront(t, h.p)
+					}
+					if pooled {
+						if resp, body := get(t, nil, front+"/", nil); resp.StatusCode != 200 || body != "ok" {
+							t.Fatalf("first answer: %d %q", resp.StatusCode, body)
+						}
+					}
+					start := time.Now()
+					resp, _ := get(t, nil, front+path, nil)
+					took := time.Since(start)
+					if resp.StatusCode != http.StatusGatewayTimeout {
+						t.Fatalf("silent backend: %d, want 504", resp.StatusCode)
+					}
+					// One window, not two: the guard re-arms at most every
+					// eighth of it (so the cut may come that much early), the
+					// upper bound leaves room for a loaded machine's timer slack,
+					// and a second window would exceed it.
+					if took < idle*7/8 || took >= idle*7/4 {
+						t.Fatalf("silent backend cut after %v, want one ActivityTimeout (%v)", took, idle)
+					}
+					if pooled && conns.Load() != 1 {
+						t.Fatalf("%d backend connections, want the pooled one alone", conns.Load())
+					}
+				})
+			}
+		}
 	}
 }

@@ -418,8 +418,10 @@ func (t *Transport) roundTrip(req *http.Request, into *leanResp, got1xx func(int
 		// Retry once on a new connection: a pooled connection the backend
 		// had closed, nothing of a response came back, and the method
 		// allows sending it again (the Transport's rule, as no body is
-		// involved).
-		if !lc.reused || lc.got > 0 || attempt > 0 || ctx.Err() != nil || !Replayable(req) {
+		// involved). A backend that stayed silent for the activity timeout
+		// did not close anything: its request has had its whole window.
+		if !lc.reused || lc.got > 0 || attempt > 0 || ctx.Err() != nil || !Replayable(req) ||
+			errors.Is(err, os.ErrDeadlineExceeded) {
 			return nil, err
 		}
 		attempt++
@@ -812,7 +814,18 @@ func (lc *leanConn) flushAwait() error {
 		return lc.flush()
 	}
 	lc.flushed, lc.werr = false, nil
-	_ = lc.raw.Read(lc.await)
+	err := lc.raw.Read(lc.await)
+	if err != nil && lc.flushed && lc.werr == nil && lc.rerr == nil {
+		// The wait for the answer failed (the connection's read deadline,
+		// a close): that is the read's outcome. A read through the conn
+		// would ask the wrappers again, and the activity guard's would push
+		// its deadline a second window ahead.
+		var oe *net.OpError
+		if errors.As(err, &oe) {
+			err = oe.Err // RawConn's own ("raw-read")
+		}
+		lc.rerr = &net.OpError{Op: "read", Net: "tcp", Source: lc.conn.LocalAddr(), Addr: lc.conn.RemoteAddr(), Err: err}
+	}
 	if !lc.flushed {
 		// RawRead failed before the callback (a cancellation closed the
 		// connection, or the deadline of a pooled one has passed):
