@@ -27,9 +27,10 @@ func TestClustersSharingASecretNeverExchangeRaftRPCs(t *testing.T) {
 }
 
 // TestResolvedAddressOfAnotherClusterIsRefused: the resolver of cluster A
-// says n3 is where a node of cluster B (same secret) listens. A's nodes
-// dial it for n3, and the handshake refuses them (cluster id), so no RPC of
-// A reaches B: B's term and log stay as they were.
+// says a follower of A is where a node of cluster B (same secret) listens.
+// A's leader dials it for that follower, and the handshake refuses it
+// (cluster id), so no RPC of A reaches B: B's term and log stay as they
+// were.
 func TestResolvedAddressOfAnotherClusterIsRefused(t *testing.T) {
 	b := newTestCluster(t, 1, knobs{})
 	b.bootstrap()
@@ -39,21 +40,30 @@ func TestResolvedAddressOfAnotherClusterIsRefused(t *testing.T) {
 	last := other.raft.LastIndex()
 
 	var mu sync.Mutex
-	claim := ""
+	claim, target := "", ""
 	a := &testCluster{t: t, net: newFaultNet(), resolve: func(id string) (string, bool) {
 		mu.Lock()
 		defer mu.Unlock()
-		return claim, id == "n3" && claim != ""
+		return claim, id == target && claim != ""
 	}}
 	for range 3 {
 		a.addNode()
 	}
 	a.bootstrap()
 	a.converged(a.apply(SetClusterID{ID: "cluster-a"}))
+	// A follower's address is the one claimed: the leader dials its
+	// followers, and a follower dials nobody while the leader stays.
+	leader := a.leader()
 	mu.Lock()
+	for _, nd := range a.nodes {
+		if nd != leader {
+			target = nd.id
+			break
+		}
+	}
 	claim = other.Addr()
 	mu.Unlock()
-	testutil.Eventually(t, 10*time.Second, "cluster B's node to refuse cluster A's dial for n3", func() bool {
+	testutil.Eventually(t, 10*time.Second, "cluster B's node to refuse cluster A's dial for "+target, func() bool {
 		return other.Refused()[transport.RefusedClusterID] > 0
 	})
 	if got := other.raft.CurrentTerm(); got != term {
