@@ -824,7 +824,7 @@ func (lc *leanConn) flushAwait() error {
 		if errors.As(err, &oe) {
 			err = oe.Err // RawConn's own ("raw-read")
 		}
-		lc.rerr = &net.OpError{Op: "read", Net: "tcp", Source: lc.conn.LocalAddr(), Addr: lc.conn.RemoteAddr(), Err: err}
+		lc.rerr = lc.readOpError(err)
 	}
 	if !lc.flushed {
 		// RawRead failed before the callback (a cancellation closed the
@@ -896,7 +896,13 @@ func (c *leanConn) readError(e syscall.Errno) error {
 	if e == 0 {
 		return io.EOF
 	}
-	return &net.OpError{Op: "read", Net: "tcp", Source: c.conn.LocalAddr(), Addr: c.conn.RemoteAddr(), Err: os.NewSyscallError("read", e)}
+	return c.readOpError(os.NewSyscallError("read", e))
+}
+
+// readOpError is err as a read of the conn reports it (net.TCPConn's and
+// sockio.Conn's form).
+func (c *leanConn) readOpError(err error) error {
+	return &net.OpError{Op: "read", Net: "tcp", Source: c.conn.LocalAddr(), Addr: c.conn.RemoteAddr(), Err: err}
 }
 
 // put pools lc, unless the pool is full or closed.
