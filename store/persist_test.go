@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -61,4 +62,39 @@ func TestDiskThatCannotPersistIsReportedOnceAndRecovers(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, "the log line for the recovery", func() bool {
 		return strings.Contains(logs.String(), "raft state persists again")
 	})
+}
+
+// TestShutdownPersistsWhatTheSnapshotterHadNotYet: a change applied just
+// before a graceful stop, before the snapshotter wrote it, is still there
+// when the node restarts alone (no leader, so no log replay).
+func TestShutdownPersistsWhatTheSnapshotterHadNotYet(t *testing.T) {
+	var behind atomic.Bool
+	c := newTestCluster(t, 3, knobs{snapshotFault: func() error {
+		if behind.Load() {
+			return errors.New("the snapshotter has not got there yet")
+		}
+		return nil
+	}})
+	c.bootstrap()
+	idx := c.apply(SetClusterID{ID: "c1"})
+	c.converged(idx)
+	behind.Store(true)
+	idx = c.apply(SetDrain{Cluster: "web", Destination: "d1", Deadline: t0.Add(time.Hour)})
+	c.converged(idx)
+	for _, nd := range c.nodes {
+		if nd.s.DurableIndex() >= idx {
+			t.Fatalf("%s: a snapshot holds the drain already (durable %d)", nd.id, nd.s.DurableIndex())
+		}
+	}
+	behind.Store(false)
+	for _, nd := range c.nodes {
+		c.stop(nd)
+	}
+	for _, nd := range c.nodes {
+		c.start(nd) // alone: no peer is running, no leader, no log replay
+		if d := nd.s.Drains(); len(d) != 1 || d[0].Destination != "d1" {
+			t.Errorf("%s after a restart alone: drains %v", nd.id, d)
+		}
+		c.stop(nd)
+	}
 }

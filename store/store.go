@@ -999,6 +999,7 @@ func (s *Store) Changed() <-chan struct{} { return s.changed }
 // it again returns the first result.
 func (s *Store) Shutdown() error {
 	s.shutOnce.Do(func() {
+		s.lastSnapshot()
 		close(s.done)
 		s.raft.DeregisterObserver(s.observer)
 		f := s.raft.Shutdown() // raft stops its loops now, then waits for them
@@ -1014,6 +1015,18 @@ func (s *Store) Shutdown() error {
 		s.logger.Info("raft store shut down", "node_id", s.id)
 	})
 	return s.shutErr
+}
+
+// lastSnapshot writes, at a graceful stop, a change the snapshotter has
+// not written yet: a node restarted without a quorum replays no log, and
+// would otherwise serve a state older than the one it stopped with.
+func (s *Store) lastSnapshot() {
+	if s.fsm.stop.Load() != 0 || s.fsm.lastChange.Load() <= s.snapIndex.Load() {
+		return
+	}
+	if err := s.snapshot(); err != nil {
+		s.logger.Warn("no snapshot at shutdown: a restart without a quorum starts from the last one", "snapshot_index", s.snapIndex.Load(), "err", err)
+	}
 }
 
 // dump describes the whole FSM state deterministically (tests).
