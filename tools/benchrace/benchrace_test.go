@@ -155,6 +155,8 @@ func TestReportTable(t *testing.T) {
 			result{Round: round, Case: "ka-1k", Target: "tether", loadResult: loadResult{RPS: 1000 * f, P50us: 900, P99us: 2000 * f}, CPUusPerReq: 30 + f, LoadUs: 20 + f, StealPct: f, LoadStealPct: 2 * f, LoadIPIs: 0.1 * f, ProxyIPIs: 0.01 * f},
 			result{Round: round, Case: "ka-1k", Target: "stdlib", loadResult: loadResult{RPS: 900}, CPUusPerReq: 40},
 			result{Round: round, Case: "ka-1k", Target: "haproxy", loadResult: loadResult{RPS: 2000}, CPUusPerReq: 16},
+			result{Round: round, Case: "ka-1k", Target: "tether-nolog", loadResult: loadResult{RPS: 1000}, CPUusPerReq: 26},
+			result{Round: round, Case: "ka-1k", Target: "haproxy-nolog", loadResult: loadResult{RPS: 2000}, CPUusPerReq: 13},
 			result{Round: round, Case: "ka-1k-cookie", Target: "tether", loadResult: loadResult{RPS: 800}, CPUusPerReq: 48},
 			result{Round: round, Case: "ka-1k-paced", Target: "tether", loadResult: loadResult{RPS: 700}, CPUusPerReq: 60},
 			result{Round: round, Case: "ka-1k-paced", Target: "haproxy", loadResult: loadResult{RPS: 700}, CPUusPerReq: 40},
@@ -173,10 +175,11 @@ func TestReportTable(t *testing.T) {
 		"haproxy: `HAProxy 2.6`",
 		"32 connections (h2load: 4 × 8 streams), raw backends;",
 		"median (max) over the runs kept: proxy CPU 0.0 % (3.0 %), load CPU 0.0 % (6.0 %).", // tether's rounds and eight zeros
-		"Runs with more than 3.0 % were measured again: 1 of 19.",
+		"Runs with more than 3.0 % were measured again: 1 of 25.",
 		// tether's rounds 31, 32, 33 over HAProxy's 16; the cookie case's
 		// 48 over ka-1k's HAProxy of the same round; the paced 60 / 40.
-		"Paired against HAProxy (median, min–max over the rounds of each round's CPU per request over HAProxy's in the same round; ka-1k's HAProxy for the tether-only cases): ka-1k tether 2.00 (1.94–2.06); ka-1k-cookie tether 3.00 (3.00–3.00); ka-1k-paced tether 1.50 (1.50–1.50).",
+		// tether-nolog's 26 over haproxy-nolog's 13, not haproxy's 16.
+		"Paired against HAProxy (median, min–max over the rounds of each round's CPU per request over HAProxy's in the same round; ka-1k's HAProxy for the tether-only cases; tether-nolog against haproxy-nolog): ka-1k tether 2.00 (1.94–2.06); ka-1k tether-nolog 2.00 (2.00–2.00); ka-1k-cookie tether 3.00 (3.00–3.00); ka-1k-paced tether 1.50 (1.50–1.50).",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("table lacks %q:\n%s", want, md)

@@ -206,7 +206,7 @@ func runRace(args []string) error {
 	fs.BoolVar(&o.out, "write", true, "write the generated block of docs/BENCHMARKS.md, docs/img/bench-race.png and the raw figures to bin/bench-race.json")
 	fs.BoolVar(&o.mem, "mem", true, "measure resident memory with idle keep-alive client connections")
 	fs.IntVar(&o.memConns, "mem-conns", 10000, "idle keep-alive client connections for -mem")
-	targetsFlag := fs.String("targets", "", "comma-separated subset of targets (tether, tether-10k, tether-cluster3, stdlib, haproxy, nginx, caddy; bare-nethttp, bare-own, bare-gor and bare-loop only when named)")
+	targetsFlag := fs.String("targets", "", "comma-separated subset of targets (tether, tether-10k, tether-cluster3, stdlib, haproxy, nginx, caddy; bare-nethttp, bare-own, bare-gor, bare-loop, tether-nolog and haproxy-nolog only when named)")
 	casesFlag := fs.String("cases", "", "comma-separated subset of cases")
 	fs.StringVar(&proxyCPU, "proxy-cpus", proxyCPU, "taskset CPU list of the proxies (the load stays on CPU 0)")
 	fs.BoolVar(&o.syscalls, "syscalls", false, "also count the proxy's syscalls per request (perf stat -e raw_syscalls:sys_enter; adds a little cost to each syscall, so not for the CPU figures)")
@@ -378,7 +378,7 @@ func logf(format string, args ...any) {
 // startTargets starts every proxy; a missing tool skips its target.
 func startTargets(e *env, o options) ([]*target, error) {
 	want := func(n string) bool {
-		if strings.HasPrefix(n, "bare-") { // measuring instruments: only when named
+		if strings.HasPrefix(n, "bare-") || strings.HasSuffix(n, "-nolog") { // measuring instruments: only when named
 			return slices.Contains(o.only, n)
 		}
 		return len(o.only) == 0 || slices.Contains(o.only, n)
@@ -420,12 +420,22 @@ func startTargets(e *env, o options) ([]*target, error) {
 			// serves (its h2c listener would race net/http against itself).
 			return e.startTetherBin("tether-noloop", e.tether, []string{noLoopEnv}, 1, len(e.backends), false)
 		}},
+		{"tether-nolog", func() (*target, error) {
+			// tether without its access log, for the pair with
+			// haproxy-nolog: the same work on both sides, none logged.
+			return e.startTetherBin("tether-nolog", e.tether, []string{"TETHER_NO_ACCESS_LOG=true"}, 1, len(e.backends), true)
+		}},
 		{"stdlib", e.startFloor},
 		{"bare-nethttp", func() (*target, error) { return e.startBare("nethttp") }},
 		{"bare-own", func() (*target, error) { return e.startBare("own") }},
 		{"bare-gor", func() (*target, error) { return e.startBare("gor") }},
 		{"bare-loop", func() (*target, error) { return e.startBare("loop") }},
-		{"haproxy", func() (*target, error) { return withBin("haproxy", e.startHAProxy) }},
+		{"haproxy", func() (*target, error) {
+			return withBin("haproxy", func(bin string) (*target, error) { return e.startHAProxy("haproxy", bin, true) })
+		}},
+		{"haproxy-nolog", func() (*target, error) {
+			return withBin("haproxy", func(bin string) (*target, error) { return e.startHAProxy("haproxy-nolog", bin, false) })
+		}},
 		{"nginx", func() (*target, error) { return withBin("nginx", e.startNginx) }},
 		{"caddy", func() (*target, error) { return withBin("caddy", e.startCaddy) }},
 		{"tether-10k", func() (*target, error) {

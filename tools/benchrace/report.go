@@ -98,7 +98,7 @@ type summary struct {
 }
 
 // targetOrder is the column and bar order.
-var targetOrder = []string{"tether", "tether-base", "tether-noloop", "stdlib", "bare-nethttp", "bare-own", "bare-gor", "bare-loop", "haproxy", "nginx", "caddy", "tether-10k", "tether-cluster3"}
+var targetOrder = []string{"tether", "tether-base", "tether-noloop", "tether-nolog", "stdlib", "bare-nethttp", "bare-own", "bare-gor", "bare-loop", "haproxy", "haproxy-nolog", "nginx", "caddy", "tether-10k", "tether-cluster3"}
 
 // order is targetOrder, then any measured target it does not list (by
 // name), so that a target added to the race is never left out of the
@@ -174,10 +174,16 @@ func (r *report) summarize() {
 		if f := ref(refCase("stdlib"), "stdlib"); f > 0 {
 			s.VsFloor = s.CPU.Med / f
 		}
-		hc := refCase("haproxy")
-		if h := ref(hc, "haproxy"); h > 0 {
+		// A target without its access log is compared with HAProxy
+		// without one: the same work on both sides.
+		ht := "haproxy"
+		if strings.HasSuffix(s.Target, "-nolog") {
+			ht = "haproxy-nolog"
+		}
+		hc := refCase(ht)
+		if h := ref(hc, ht); h > 0 {
 			s.VsHAProxy = s.CPU.Med / h
-			s.VsHAProxyPaired = statOf(r.paired(s.Case, s.Target, hc, "haproxy"))
+			s.VsHAProxyPaired = statOf(r.paired(s.Case, s.Target, hc, ht))
 		}
 		if h, ok := p99(s.Case); ok { // latencies only within the same case
 			s.P99OverHAProxy, s.HasP99Ref = s.P99us.Med-h, true
@@ -392,6 +398,8 @@ var palette = map[string]color.RGBA{
 	"bare-gor":        {0xc4, 0x9c, 0x94, 0xff},
 	"bare-loop":       {0x8c, 0x56, 0x4b, 0xff},
 	"haproxy":         {0x2c, 0xa0, 0x2c, 0xff},
+	"haproxy-nolog":   {0x98, 0xdf, 0x8a, 0xff},
+	"tether-nolog":    {0x9e, 0xda, 0xe5, 0xff},
 	"nginx":           {0xd6, 0x27, 0x28, 0xff},
 	"caddy":           {0x94, 0x67, 0xbd, 0xff},
 	"tether-10k":      {0x17, 0xbe, 0xcf, 0xff},
@@ -506,7 +514,7 @@ func (r *report) pairedP99(c, a string) []float64 {
 func (r *report) pairedNotes() string {
 	var vsH, p99H, vsBase, vsNoLoop []string
 	for _, c := range r.Cases {
-		for _, tn := range []string{"tether", "tether-base", "tether-10k", "tether-cluster3"} {
+		for _, tn := range []string{"tether", "tether-base", "tether-nolog", "tether-10k", "tether-cluster3"} {
 			if s := r.summary(c.Name, tn); s != nil && s.VsHAProxyPaired.Med > 0 {
 				st := s.VsHAProxyPaired
 				vsH = append(vsH, fmt.Sprintf("%s %s %.2f (%.2f–%.2f)", c.Name, tn, st.Med, st.Min, st.Max))
@@ -531,7 +539,7 @@ func (r *report) pairedNotes() string {
 	}
 	var b strings.Builder
 	if len(vsH) > 0 {
-		b.WriteString("\nPaired against HAProxy (median, min–max over the rounds of each round's CPU per request over HAProxy's in the same round; ka-1k's HAProxy for the tether-only cases): " + strings.Join(vsH, "; ") + ".\n")
+		b.WriteString("\nPaired against HAProxy (median, min–max over the rounds of each round's CPU per request over HAProxy's in the same round; ka-1k's HAProxy for the tether-only cases; tether-nolog against haproxy-nolog): " + strings.Join(vsH, "; ") + ".\n")
 	}
 	if len(p99H) > 0 {
 		b.WriteString("\np99 paired against HAProxy (median, min–max over the rounds of each round's p99 minus HAProxy's in the same round and case): " + strings.Join(p99H, "; ") + ".\n")

@@ -235,8 +235,11 @@ func (e *env) startBare(kind string) (*target, error) {
 	return &target{name: name, h1: "http://" + addr, fixedCookie: "bare=1", procs: []*proc{p}}, nil
 }
 
-// startHAProxy runs HAProxy single-threaded with cookie insert.
-func (e *env) startHAProxy(bin string) (*target, error) {
+// startHAProxy runs HAProxy single-threaded with cookie insert. logged:
+// one line per request (option httplog) to its standard output, a file,
+// as tether's access log and nginx's are (haproxy); otherwise none
+// (haproxy-nolog).
+func (e *env) startHAProxy(name, bin string, logged bool) (*target, error) {
 	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
@@ -248,6 +251,11 @@ func (e *env) startHAProxy(bin string) (*target, error) {
 	for i, b := range e.nbackends {
 		nservers = append(nservers, fmt.Sprintf("  server n%d %s cookie n%d", i, b, i))
 	}
+	globalLog, defaultsLog := "", ""
+	if logged {
+		globalLog = "  log stdout format raw local0"
+		defaultsLog = "  log global\n  option httplog"
+	}
 	cfg := fmt.Sprintf(`global
   nbthread 1
   maxconn 10500
@@ -255,8 +263,10 @@ func (e *env) startHAProxy(bin string) (*target, error) {
   # 2 × maxconn HAProxy reserves; idle client connections need no server
   # side, so run with what there is.
   no strict-limits
+%s
 defaults
   mode http
+%s
   timeout connect 5s
   timeout client 60s
   timeout server 60s
@@ -281,16 +291,16 @@ backend ben
   cookie SRV insert indirect nocache
   http-reuse always
 %s
-`, ports[0], ports[1], ports[2], e.cert.combined, strings.Join(servers, "\n"), strings.Join(nservers, "\n"))
-	path := filepath.Join(e.dir, "haproxy.cfg")
+`, globalLog, defaultsLog, ports[0], ports[1], ports[2], e.cert.combined, strings.Join(servers, "\n"), strings.Join(nservers, "\n"))
+	path := filepath.Join(e.dir, name+".cfg")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	p, _, err := startProc("haproxy", proxyCPU, filepath.Join(e.dir, "haproxy.log"), false, nil, bin, "-db", "-f", path)
+	p, _, err := startProc(name, proxyCPU, filepath.Join(e.dir, name+".log"), false, nil, bin, "-db", "-f", path)
 	if err != nil {
 		return nil, err
 	}
-	t := &target{name: "haproxy", h1: "http://" + ports[0], h2: "http://" + ports[1], tls: "https://" + ports[2], cookie: "SRV", procs: []*proc{p}}
+	t := &target{name: name, h1: "http://" + ports[0], h2: "http://" + ports[1], tls: "https://" + ports[2], cookie: "SRV", procs: []*proc{p}}
 	return t, waitHTTP(t.h1+"/", 20*time.Second)
 }
 
