@@ -119,8 +119,7 @@ func (c *h1Conn) step(st *h1Loop) int {
 		return stepWait
 	}
 	rq := c.request()
-	rq.scratch.fieldLines = fields
-	if !parseRequestHeadInto(head, &rq.req, &rq.scratch) {
+	if !parseRequestHeadInto(head, fields, &rq.req, &rq.scratch) {
 		st.handedOff = c.handOff()
 		return stepDone
 	}

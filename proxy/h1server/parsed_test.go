@@ -35,7 +35,7 @@ func checkParsedHead(t *testing.T, b []byte, from, to uint8) {
 	}
 	var sc headScratch
 	var r http.Request
-	if !parseRequestHeadInto(b[:end], &r, &sc) {
+	if !parseRequestHeadInto(b[:end], 0, &r, &sc) {
 		return
 	}
 	head := sc.head

@@ -19,7 +19,7 @@ import (
 // which net/http then reads from the same bytes. It fills r, which has
 // no context yet.
 func parseRequestHead(head []byte, r *http.Request) bool {
-	return parseRequestHeadInto(head, r, nil)
+	return parseRequestHeadInto(head, 0, r, nil)
 }
 
 // headScratch is what a connection's requests reuse, one after another:
@@ -35,18 +35,12 @@ type headScratch struct {
 	// head after head, and one of the same text is not held to the host
 	// rule again.
 	host string
-	// fieldLines is the next head's h1wire.FieldLines as the loop's scan
-	// for its end counted them (h1wire.HeadLines), 0 when not counted.
-	fieldLines int
 }
 
 // parseRequestHeadInto is parseRequestHead with s's containers, when s is
-// not nil.
-func parseRequestHeadInto(head []byte, r *http.Request, s *headScratch) bool {
-	n := 0
-	if s != nil {
-		n, s.fieldLines = s.fieldLines, 0 // this head's alone
-	}
+// not nil; n is the head's h1wire.FieldLines when the scan for its end
+// counted them (h1wire.HeadLines), 0 to count them here.
+func parseRequestHeadInto(head []byte, n int, r *http.Request, s *headScratch) bool {
 	if !bytes.HasSuffix(head, h1wire.CRLFCRLF) {
 		return false // a head ended by a bare LF (headEnd allows it)
 	}

@@ -522,10 +522,10 @@ func checkParse(t *testing.T, b []byte) {
 	// give the same request, and take exactly what is taken without them.
 	var sc headScratch
 	var got, prev, again http.Request
-	if !parseRequestHeadInto([]byte("GET /p?q HTTP/1.1\r\nHost: p\r\nA: 1\r\nB: 2\r\nB: 3\r\n\r\n"), &prev, &sc) {
+	if !parseRequestHeadInto([]byte("GET /p?q HTTP/1.1\r\nHost: p\r\nA: 1\r\nB: 2\r\nB: 3\r\n\r\n"), 0, &prev, &sc) {
 		t.Fatal("the scratch's first head was refused")
 	}
-	took := parseRequestHeadInto(head, &again, &sc)
+	took := parseRequestHeadInto(head, 0, &again, &sc)
 	if !parseRequestHead(head, &got) {
 		if took {
 			t.Fatalf("head %q: refused without the scratch, taken with it", head)
@@ -1278,7 +1278,7 @@ func TestScratchHoldsANewHostToTheRule(t *testing.T) {
 		{"GET / HTTP/1.1\r\nHost: a.example\r\n\r\n", true},
 		{"GET / HTTP/1.1\r\nHost: a.exampl{\r\n\r\n", false},
 	} {
-		if got := parseRequestHeadInto([]byte(c.head), &r, &sc); got != c.ok {
+		if got := parseRequestHeadInto([]byte(c.head), 0, &r, &sc); got != c.ok {
 			t.Errorf("%q after the heads before: taken %v, want %v", c.head, got, c.ok)
 		}
 	}
